@@ -1,0 +1,20 @@
+//! mlx5 Direct Verbs: the PRM formats ([`prm`]), the shared ring memory ([`ring`]) and a software
+//! model of the device ([`model`]) that executes the same formats the way the hardware does.
+//!
+//! The datapath itself lives in `tx::dv` and `rx::dv`; it needs from the control path only what
+//! `mlx5dv_init_obj` returns ([`ring::SqInfo`], [`ring::CqInfo`], [`ring::RwqInfo`]) and a way to
+//! reset a queue after a completion error ([`DvControl`]).
+
+pub mod model;
+pub mod prm;
+pub mod ring;
+
+/// Queue state changes the datapath needs from the control path. On hardware these are
+/// `ibv_modify_qp` (RESET → INIT → RTR → RTS) and `ibv_modify_wq` (RESET → RDY); on the model they
+/// are calls into the device.
+pub trait DvControl: Send + Sync {
+    /// Resets a send queue to WQEBB 0, discarding whatever was posted.
+    fn reset_sq(&self, qpn: u32) -> Result<(), String>;
+    /// Resets a receive WQ to WQE 0, discarding whatever was posted.
+    fn reset_rq(&self, wq_num: u32) -> Result<(), String>;
+}

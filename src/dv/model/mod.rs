@@ -1,0 +1,668 @@
+//! A software model of an mlx5 NIC's raw-Ethernet queues, faithful to the formats the hardware
+//! reads and writes, so that the DV datapath can be exercised for real without a ConnectX.
+//!
+//! What it does, and where each behaviour comes from (`../shared/reference/mlx5-dv.md` §10 is the
+//! spec; the sources are cited there and in `prm`):
+//! - Objects are laid out as `mlx5dv_init_obj` hands them over: an SQ of 64-byte WQEBBs with a
+//!   two-word doorbell record and a UAR page whose doorbell register is at 0x800
+//!   (`MLX5_BF_OFFSET`); a cyclic RQ of 16-byte WQEs with a one-word record; CQs of 64-byte CQEs
+//!   rounded like rdma-core (`roundup_pow2(n + 1)`) and initialised to `op_own = 0xF0`.
+//! - It executes only doorbelled WQEs: a UAR write names the last WQE; the model checks it against
+//!   the doorbell record and the WQE in memory (a mismatch, or a record that advanced with no UAR
+//!   write, is counted and traced), then runs WQEs up to it.
+//! - Every WQE is validated (opcode, wqe_index, QPN, ds, minimum inline, every gather entry's lkey
+//!   and range inside a registered MR); a violation gets the error CQE the hardware writes
+//!   (REQ_ERR with LOCAL_QP_OP / LOCAL_PROT / LOCAL_LENGTH), the SQ enters the error state, and
+//!   later WQEs are flushed (WR_FLUSH_ERR for signalled ones) until the queue is reset.
+//! - Received frames are spread by Toeplitz RSS over the port's RQs, scattered into the next
+//!   posted WQE, and completed with a RESP_SEND CQE carrying length, RSS hash, L3/L4 types and
+//!   checksum-ok bits, and the drop count of frames lost for lack of buffers (`sop_drop_qpn[31:24]`).
+//! - CQEs are written with `op_own` last and the owner bit of the CQ's real size; a strict mode
+//!   detects CQ overrun from the published consumer index.
+//! - Faults can be injected: error CQEs of any syndrome, RX buffer exhaustion, a lost doorbell.
+//! - It runs stepped (`Nic::step`) for deterministic tests, or in its own thread polling its
+//!   doorbells like a NIC (`Nic::start`).
+//! - Wires: two ports back to back, a capture/inject wire for tests, or a Linux interface through
+//!   AF_PACKET.
+//! - Every executed WQE and written CQE can be traced to a file (`docs/model-trace.md`).
+
+mod exec;
+mod trace;
+pub mod wire;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::prm::{cq_entries_for, BF_OFFSET, CQE_INIT_OP_OWN, SEND_WQE_BB};
+use super::ring::{device, CqInfo, KeepAlive, RwqInfo, SqInfo};
+use super::DvControl;
+use crate::mem::region::Region;
+pub use trace::Trace;
+pub use wire::Wire;
+
+/// Device behaviour knobs.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// Minimum bytes inlined in the Ethernet segment (ConnectX-4 needs 18; CX-5 and later 0).
+    pub min_inline: u16,
+    /// Largest frame the port sends or accepts.
+    pub max_frame: usize,
+    /// Detect CQ overrun from the consumer index the driver publishes.
+    pub strict_cq: bool,
+    /// Polls with WQEs behind the doorbell record but no UAR write before it counts as missing.
+    pub missing_doorbell_polls: u32,
+    /// Write a trace of WQEs and CQEs here.
+    pub trace: Option<std::path::PathBuf>,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            min_inline: 18,
+            max_frame: 9216,
+            strict_cq: true,
+            missing_doorbell_polls: 1,
+            trace: std::env::var_os("RAWPKT_MODEL_TRACE").map(Into::into),
+        }
+    }
+}
+
+/// Faults the model injects on demand, each consumed by the next event it applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The next send WQE on the port fails with this syndrome.
+    TxError { syndrome: u8 },
+    /// The next received frame on the port completes with a RESP_ERR of this syndrome.
+    RxError { syndrome: u8 },
+    /// The next `frames` received frames find no posted buffer.
+    RxNoBuffer { frames: u32 },
+    /// The next UAR doorbell write on the port is lost.
+    LostDoorbell,
+}
+
+/// Counters of one model port ("the wire side").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Frames dropped because the RQ had no posted WQE (`out_of_buffer`).
+    pub rx_out_of_buffer: u64,
+    /// Frames no queue took; on a bifurcated port these are Linux's.
+    pub rx_unclaimed: u64,
+    /// Frames dropped because the receiving WQ was in the error state.
+    pub rx_wq_error: u64,
+    pub tx_error_cqes: u64,
+    pub rx_error_cqes: u64,
+}
+
+/// Device-wide counters of protocol violations and events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    pub doorbells: u64,
+    /// The doorbell record advanced but no UAR write came.
+    pub doorbell_missing: u64,
+    /// A UAR write that disagrees with the doorbell record or with the WQE in memory.
+    pub doorbell_mismatch: u64,
+    pub doorbells_lost: u64,
+    pub wqes: u64,
+    pub cqes: u64,
+    pub cq_overruns: u64,
+}
+
+const QPN_BASE: u32 = 0x100;
+const WQN_BASE: u32 = 0x200;
+const CQN_BASE: u32 = 0x400;
+const LKEY_BASE: u32 = 0x1000;
+
+struct Mr {
+    region: Arc<Region>,
+}
+
+/// Ring memory of one queue object, shared with the driver through `KeepAlive`.
+pub(crate) struct ObjMem {
+    region: Region,
+    dbrec_off: usize,
+    uar_off: usize,
+}
+
+impl ObjMem {
+    fn new(ring_bytes: usize, with_uar: bool) -> Result<ObjMem, String> {
+        let dbrec_off = ring_bytes.max(64);
+        let uar_off = (dbrec_off + 64).div_ceil(4096) * 4096;
+        let len = if with_uar {
+            uar_off + 4096
+        } else {
+            dbrec_off + 64
+        };
+        let region = Region::small_pages(len).map_err(|e| format!("ring memory: {e}"))?;
+        Ok(ObjMem {
+            region,
+            dbrec_off,
+            uar_off,
+        })
+    }
+    fn ring(&self) -> *mut u8 {
+        self.region.base()
+    }
+    fn dbrec(&self) -> *mut u32 {
+        self.region.base().wrapping_add(self.dbrec_off).cast()
+    }
+    fn bf_reg(&self) -> *mut u8 {
+        self.region.base().wrapping_add(self.uar_off + BF_OFFSET)
+    }
+}
+
+pub(crate) struct SqObj {
+    mem: Arc<ObjMem>,
+    wqe_cnt: u32,
+    qpn: u32,
+    cqn: u32,
+    port: usize,
+    /// WQEBBs executed (free-running).
+    hw_ci: u32,
+    error: bool,
+    unrung_polls: u32,
+}
+
+pub(crate) struct RqObj {
+    mem: Arc<ObjMem>,
+    wqe_cnt: u32,
+    wq_num: u32,
+    cqn: u32,
+    hw_ci: u32,
+    error: bool,
+    pending_drops: u8,
+}
+
+pub(crate) struct CqObj {
+    mem: Arc<ObjMem>,
+    cqe_cnt: u32,
+    log2: u32,
+    cqn: u32,
+    pi: u32,
+}
+
+pub(crate) struct PortState {
+    wire: Wire,
+    rqs: Vec<u32>,
+    faults: VecDeque<Fault>,
+    counters: PortCounters,
+}
+
+/// The device state behind the NIC's lock.
+pub struct Device {
+    cfg: ModelConfig,
+    ports: Vec<PortState>,
+    mrs: Vec<Option<Mr>>,
+    sqs: Vec<Option<SqObj>>,
+    rqs: Vec<Option<RqObj>>,
+    cqs: Vec<Option<CqObj>>,
+    counters: DeviceCounters,
+    trace: Option<Trace>,
+    clock: Instant,
+    frame: Vec<u8>,
+    wqe: Vec<u8>,
+}
+
+/// A model NIC with its ports. Cheap to share; the device state sits behind a mutex that the
+/// model's own loop takes per step and the control path takes per call. The datapath never
+/// takes it: it talks to the model only through ring memory, as with hardware.
+pub struct Nic {
+    dev: Arc<Mutex<Device>>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn lock(dev: &Mutex<Device>) -> MutexGuard<'_, Device> {
+    // A panic elsewhere while holding the lock leaves counters possibly stale, never memory
+    // unsafe; keep going rather than cascade the panic.
+    dev.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn slot<T>(v: &mut Vec<Option<T>>, obj: T) -> usize {
+    if let Some(i) = v.iter().position(Option::is_none) {
+        v[i] = Some(obj);
+        i
+    } else {
+        v.push(Some(obj));
+        v.len() - 1
+    }
+}
+
+impl Nic {
+    /// A NIC whose ports have the given wires.
+    pub fn new(wires: Vec<Wire>, cfg: ModelConfig) -> Result<Arc<Nic>, String> {
+        let trace = match &cfg.trace {
+            Some(p) => {
+                Some(Trace::create(p).map_err(|e| format!("trace file {}: {e}", p.display()))?)
+            }
+            None => None,
+        };
+        let ports = wires
+            .into_iter()
+            .map(|wire| PortState {
+                wire,
+                rqs: Vec::new(),
+                faults: VecDeque::new(),
+                counters: PortCounters::default(),
+            })
+            .collect();
+        let dev = Device {
+            frame: Vec::with_capacity(cfg.max_frame + 64),
+            wqe: vec![0; 64 * SEND_WQE_BB],
+            cfg,
+            ports,
+            mrs: Vec::new(),
+            sqs: Vec::new(),
+            rqs: Vec::new(),
+            cqs: Vec::new(),
+            counters: DeviceCounters::default(),
+            trace,
+            clock: Instant::now(),
+        };
+        Ok(Arc::new(Nic {
+            dev: Arc::new(Mutex::new(dev)),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: Mutex::new(None),
+        }))
+    }
+
+    /// Two ports connected back to back.
+    pub fn pair(cfg: ModelConfig) -> Arc<Nic> {
+        Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], cfg)
+            .expect("a pair without trace file cannot fail")
+    }
+
+    fn dev(&self) -> MutexGuard<'_, Device> {
+        lock(&self.dev)
+    }
+
+    /// Registers a memory region (an `ibv_reg_mr` over a whole pool); returns its lkey.
+    /// Registering the same region again returns the same key.
+    pub fn register_mr(&self, region: &Arc<Region>) -> u32 {
+        let mut d = self.dev();
+        if let Some(i) = d
+            .mrs
+            .iter()
+            .position(|m| m.as_ref().is_some_and(|m| Arc::ptr_eq(&m.region, region)))
+        {
+            return LKEY_BASE + i as u32;
+        }
+        LKEY_BASE
+            + slot(
+                &mut d.mrs,
+                Mr {
+                    region: region.clone(),
+                },
+            ) as u32
+    }
+
+    pub fn deregister_mr(&self, lkey: u32) {
+        let mut d = self.dev();
+        if let Some(m) = d.mrs.get_mut(lkey.wrapping_sub(LKEY_BASE) as usize) {
+            *m = None;
+        }
+    }
+
+    /// Creates a CQ of at least `requested` entries (rounded as rdma-core does).
+    pub fn create_cq(&self, requested: u32) -> Result<CqInfo, String> {
+        let cqe_cnt = cq_entries_for(requested);
+        if cqe_cnt > 1 << 22 {
+            return Err(format!(
+                "CQ of {requested} entries is larger than the device allows"
+            ));
+        }
+        let mem = Arc::new(ObjMem::new(cqe_cnt as usize * 64, false)?);
+        for i in 0..cqe_cnt as usize {
+            // SAFETY: slot i lies inside the ring just mapped; nobody else sees it yet.
+            unsafe_stamp(mem.ring().wrapping_add(i * 64), CQE_INIT_OP_OWN);
+        }
+        let mut d = self.dev();
+        let idx = slot(
+            &mut d.cqs,
+            CqObj {
+                mem: mem.clone(),
+                cqe_cnt,
+                log2: cqe_cnt.trailing_zeros(),
+                cqn: 0,
+                pi: 0,
+            },
+        );
+        let cqn = CQN_BASE + idx as u32;
+        d.cqs[idx].as_mut().expect("just inserted").cqn = cqn;
+        let keep = self.handle(Obj::Cq(cqn), mem.clone());
+        Ok(CqInfo {
+            buf: mem.ring(),
+            dbrec: mem.dbrec(),
+            cqe_cnt,
+            cqe_size: 64,
+            cqn,
+            keep,
+        })
+    }
+
+    /// Creates a raw-packet send queue of at least `wqebbs` WQEBBs on `port`, completing to `cqn`.
+    pub fn create_sq(&self, port: usize, wqebbs: u32, cqn: u32) -> Result<SqInfo, String> {
+        let wqe_cnt = wqebbs.max(1).next_power_of_two();
+        let mut d = self.dev();
+        if port >= d.ports.len() {
+            return Err(format!("model port {port} does not exist"));
+        }
+        if d.cq(cqn).is_none() {
+            return Err(format!("CQ {cqn:#x} does not exist"));
+        }
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * SEND_WQE_BB, true)?);
+        let idx = slot(
+            &mut d.sqs,
+            SqObj {
+                mem: mem.clone(),
+                wqe_cnt,
+                qpn: 0,
+                cqn,
+                port,
+                hw_ci: 0,
+                error: false,
+                unrung_polls: 0,
+            },
+        );
+        let qpn = QPN_BASE + idx as u32;
+        d.sqs[idx].as_mut().expect("just inserted").qpn = qpn;
+        drop(d);
+        let keep = self.handle(Obj::Sq(qpn), mem.clone());
+        Ok(SqInfo {
+            buf: mem.ring(),
+            wqe_cnt,
+            stride: SEND_WQE_BB as u32,
+            dbrec: mem.dbrec(),
+            bf_reg: mem.bf_reg(),
+            bf_size: 0,
+            qpn,
+            keep,
+        })
+    }
+
+    /// Creates a cyclic receive WQ (one data segment per WQE) on `port`, completing to `cqn`,
+    /// and adds it to the port's RSS table. Returns the WQ and its number.
+    pub fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+        let wqe_cnt = wqes.max(1).next_power_of_two();
+        let mut d = self.dev();
+        if port >= d.ports.len() {
+            return Err(format!("model port {port} does not exist"));
+        }
+        if d.cq(cqn).is_none() {
+            return Err(format!("CQ {cqn:#x} does not exist"));
+        }
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * 16, false)?);
+        let idx = slot(
+            &mut d.rqs,
+            RqObj {
+                mem: mem.clone(),
+                wqe_cnt,
+                wq_num: 0,
+                cqn,
+                hw_ci: 0,
+                error: false,
+                pending_drops: 0,
+            },
+        );
+        let wq_num = WQN_BASE + idx as u32;
+        d.rqs[idx].as_mut().expect("just inserted").wq_num = wq_num;
+        d.ports[port].rqs.push(wq_num);
+        drop(d);
+        let keep = self.handle(Obj::Rq(wq_num), mem.clone());
+        Ok((
+            RwqInfo {
+                buf: mem.ring(),
+                dbrec: mem.dbrec(),
+                wqe_cnt,
+                stride: 16,
+                keep,
+            },
+            wq_num,
+        ))
+    }
+
+    fn handle(&self, obj: Obj, mem: Arc<ObjMem>) -> KeepAlive {
+        Arc::new(ObjHandle {
+            dev: Arc::downgrade(&self.dev),
+            obj,
+            _mem: mem,
+        })
+    }
+
+    /// A control handle for the datapath's queue resets.
+    pub fn control(&self) -> Arc<dyn DvControl> {
+        Arc::new(ModelControl {
+            dev: Arc::downgrade(&self.dev),
+        })
+    }
+
+    /// Runs the device once: doorbells, WQEs, frames arriving on the wires. Returns the work
+    /// done (WQEs executed + frames received), 0 when idle.
+    pub fn step(&self) -> usize {
+        self.dev().step()
+    }
+
+    /// Starts the device's own loop on a thread (pinned to `core` when given), as a NIC that
+    /// polls its doorbells. Stopped when the NIC is dropped.
+    pub fn start(&self, core: Option<usize>) {
+        let mut t = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if t.is_some() {
+            return;
+        }
+        {
+            let mut d = self.dev();
+            if d.cfg.missing_doorbell_polls <= 1 {
+                // The driver writes the record before the UAR; give a running device slack.
+                d.cfg.missing_doorbell_polls = 1 << 20;
+            }
+        }
+        let dev = self.dev.clone();
+        let stop = self.stop.clone();
+        *t = Some(std::thread::spawn(move || {
+            if let Some(core) = core {
+                crate::sys::pin_current_thread(core);
+            }
+            let mut idle = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                if lock(&dev).step() > 0 {
+                    idle = 0;
+                } else {
+                    idle = idle.saturating_add(1);
+                    if idle > 200_000 {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    } else if idle > 2_000 {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+        }));
+    }
+
+    pub fn inject(&self, port: usize, fault: Fault) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.faults.push_back(fault);
+        }
+    }
+
+    pub fn port_counters(&self, port: usize) -> PortCounters {
+        self.dev()
+            .ports
+            .get(port)
+            .map(|p| p.counters)
+            .unwrap_or_default()
+    }
+
+    pub fn counters(&self) -> DeviceCounters {
+        self.dev().counters
+    }
+
+    /// Queue objects and MRs still alive (0 after a clean teardown).
+    pub fn live_objects(&self) -> usize {
+        let d = self.dev();
+        let n = |v: usize| v;
+        n(d.sqs.iter().flatten().count())
+            + d.rqs.iter().flatten().count()
+            + d.cqs.iter().flatten().count()
+            + d.mrs.iter().flatten().count()
+    }
+
+    pub fn ports(&self) -> usize {
+        self.dev().ports.len()
+    }
+
+    /// Delivers `frame` to `port` as if it arrived on the port's wire.
+    pub fn inject_frame(&self, port: usize, frame: &[u8]) {
+        self.dev().deliver(port, frame);
+    }
+
+    /// Takes the frames a `Wire::Capture` port has sent so far.
+    pub fn take_captured(&self, port: usize) -> Vec<Vec<u8>> {
+        match self.dev().ports.get_mut(port).map(|p| &mut p.wire) {
+            Some(Wire::Capture(q)) => q.drain(..).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Flushes the trace file.
+    pub fn flush_trace(&self) {
+        if let Some(t) = self.dev().trace.as_mut() {
+            t.flush();
+        }
+    }
+}
+
+impl Drop for Nic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+        self.flush_trace();
+    }
+}
+
+fn unsafe_stamp(slot: *mut u8, v: u8) {
+    #[allow(unsafe_code)]
+    // SAFETY: callers pass a slot inside a CQ ring they own; see `device::stamp_op_own`.
+    unsafe {
+        device::stamp_op_own(slot, v)
+    }
+}
+
+enum Obj {
+    Sq(u32),
+    Rq(u32),
+    Cq(u32),
+}
+
+/// Keeps an object's ring memory alive for the driver, and destroys the object (as
+/// `ibv_destroy_qp`/`_wq`/`_cq` would) when the driver lets go.
+struct ObjHandle {
+    dev: Weak<Mutex<Device>>,
+    obj: Obj,
+    _mem: Arc<ObjMem>,
+}
+
+impl Drop for ObjHandle {
+    fn drop(&mut self) {
+        let Some(dev) = self.dev.upgrade() else {
+            return;
+        };
+        let mut d = lock(&dev);
+        match self.obj {
+            Obj::Sq(qpn) => {
+                if let Some(s) = d.sqs.get_mut((qpn - QPN_BASE) as usize) {
+                    *s = None;
+                }
+            }
+            Obj::Rq(wq) => {
+                if let Some(s) = d.rqs.get_mut((wq - WQN_BASE) as usize) {
+                    *s = None;
+                }
+                for p in &mut d.ports {
+                    p.rqs.retain(|&w| w != wq);
+                }
+            }
+            Obj::Cq(cqn) => {
+                if let Some(s) = d.cqs.get_mut((cqn - CQN_BASE) as usize) {
+                    *s = None;
+                }
+            }
+        }
+    }
+}
+
+// SAFETY: ObjMem is ring memory whose access is governed by the doorbell/owner protocol in
+// `dv::ring`; the raw addresses it hands out are only dereferenced under that protocol.
+#[allow(unsafe_code)]
+unsafe impl Send for ObjMem {}
+// SAFETY: as above.
+#[allow(unsafe_code)]
+unsafe impl Sync for ObjMem {}
+
+struct ModelControl {
+    dev: Weak<Mutex<Device>>,
+}
+
+impl DvControl for ModelControl {
+    fn reset_sq(&self, qpn: u32) -> Result<(), String> {
+        let dev = self.dev.upgrade().ok_or("model NIC is gone")?;
+        let mut d = lock(&dev);
+        let sq = d.sq_mut(qpn).ok_or_else(|| format!("no SQ {qpn:#x}"))?;
+        sq.hw_ci = 0;
+        sq.error = false;
+        sq.unrung_polls = 0;
+        // SAFETY: the dbrec and UAR words belong to this live SQ; zeroing them is what a reset
+        // does (the driver zeroes its record too).
+        #[allow(unsafe_code)]
+        unsafe {
+            device::take_uar(sq.mem.bf_reg());
+            device::store_dbrec(sq.mem.dbrec().wrapping_add(super::prm::SND_DBR), 0);
+        }
+        Ok(())
+    }
+
+    fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
+        let dev = self.dev.upgrade().ok_or("model NIC is gone")?;
+        let mut d = lock(&dev);
+        let rq = d
+            .rq_mut(wq_num)
+            .ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
+        rq.hw_ci = 0;
+        rq.error = false;
+        rq.pending_drops = 0;
+        // SAFETY: the record word belongs to this live RQ.
+        #[allow(unsafe_code)]
+        unsafe {
+            device::store_dbrec(rq.mem.dbrec(), 0);
+        }
+        Ok(())
+    }
+}
+
+impl Device {
+    fn cq(&self, cqn: u32) -> Option<&CqObj> {
+        self.cqs.get(cqn.wrapping_sub(CQN_BASE) as usize)?.as_ref()
+    }
+    fn sq_mut(&mut self, qpn: u32) -> Option<&mut SqObj> {
+        self.sqs
+            .get_mut(qpn.wrapping_sub(QPN_BASE) as usize)?
+            .as_mut()
+    }
+    fn rq_mut(&mut self, wq: u32) -> Option<&mut RqObj> {
+        self.rqs
+            .get_mut(wq.wrapping_sub(WQN_BASE) as usize)?
+            .as_mut()
+    }
+    fn now_ns(&self) -> u64 {
+        self.clock.elapsed().as_nanos() as u64
+    }
+}

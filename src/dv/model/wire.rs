@@ -1,0 +1,28 @@
+//! What a model port's cable is plugged into.
+
+use std::collections::VecDeque;
+
+pub use crate::sys::afpacket::AfPacket;
+
+pub enum Wire {
+    /// Back to back with another port of the same NIC.
+    Peer(usize),
+    /// Frames sent come back in on the same port.
+    Loopback,
+    /// Frames sent are kept for a test to inspect (`Nic::take_captured`).
+    Capture(VecDeque<Vec<u8>>),
+    /// A Linux interface, through an AF_PACKET socket: frames reach real (veth) interfaces.
+    AfPacket(AfPacket),
+    /// Frames sent vanish (counted only).
+    Null,
+}
+
+impl Wire {
+    pub fn capture() -> Wire {
+        Wire::Capture(VecDeque::new())
+    }
+
+    pub fn afpacket(ifname: &str) -> Result<Wire, String> {
+        AfPacket::open(ifname).map(Wire::AfPacket)
+    }
+}

@@ -1,0 +1,491 @@
+//! mlx5 PRM formats used by raw-Ethernet queues: one definition of each segment, shared by the
+//! DV datapath (which writes WQEs and reads CQEs) and the device model (which does the opposite).
+//!
+//! Sources: rdma-core `providers/mlx5/mlx5dv.h` (`mlx5_wqe_ctrl_seg`, `mlx5_wqe_eth_seg`,
+//! `mlx5_wqe_data_seg`, `mlx5_cqe64`, `mlx5_err_cqe`), rdma-core `providers/mlx5/wqe.h`
+//! (`MLX5_ETH_L2_INLINE_HEADER_SIZE`), DPDK `drivers/common/mlx5/mlx5_prm.h` (`mlx5_cqe`,
+//! `mlx5_mini_cqe8`, CQE flag bits), Linux `include/linux/mlx5/device.h` (l4 header types).
+//! Every multi-byte field the NIC reads or writes is big-endian; the `Be*` wrappers keep the
+//! byte order in the type so that no field can be stored in host order by accident (a model that
+//! accepted host-order flags would agree with a buggy driver and disagree with the hardware).
+//! Layouts are asserted at compile time and checked against rdma-core's `LAYOUT`/`FIELD` lines in
+//! the golden vectors (tests/prm_vectors.rs).
+
+/// A big-endian 16-bit field as it lies in NIC memory.
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct Be16(u16);
+/// A big-endian 32-bit field as it lies in NIC memory.
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct Be32(u32);
+/// A big-endian 64-bit field as it lies in NIC memory.
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct Be64(u64);
+
+macro_rules! be_impl {
+    ($t:ident, $n:ty) => {
+        impl $t {
+            #[inline(always)]
+            pub const fn new(v: $n) -> Self {
+                $t(v.to_be())
+            }
+            #[inline(always)]
+            pub const fn get(self) -> $n {
+                <$n>::from_be(self.0)
+            }
+        }
+    };
+}
+be_impl!(Be16, u16);
+be_impl!(Be32, u32);
+be_impl!(Be64, u64);
+
+// ---- constants (rdma-core mlx5dv.h unless noted) ----
+
+pub const SEND_WQE_BB: usize = 64;
+pub const SEND_WQE_SHIFT: u32 = 6;
+/// Octoword: the unit of `ds`.
+pub const DS_BYTES: usize = 16;
+/// `ds` is a 6-bit field; DPDK caps a WQE at 60 DS (`MLX5_WQE_SIZE_MAX` 960 bytes) and so do we.
+pub const MAX_WQE_DS: u32 = 60;
+pub const RCV_DBR: usize = 0;
+pub const SND_DBR: usize = 1;
+/// rdma-core `mlx5.h` (not in the public header).
+pub const CQ_SET_CI: usize = 0;
+pub const CQ_ARM_DB: usize = 1;
+/// rdma-core `mlx5.h`: doorbell/BlueFlame registers start here in a 4 KiB UAR page.
+pub const BF_OFFSET: usize = 0x800;
+/// rdma-core `wqe.h`: dst MAC + src MAC + ethertype + one VLAN tag.
+pub const ETH_L2_INLINE_HEADER_SIZE: usize = 18;
+pub const ETH_L2_MIN_HEADER_SIZE: usize = 14;
+/// Inline bytes start at this offset of the Ethernet segment (after `inline_hdr_sz`).
+pub const ESEG_INLINE_OFFSET: usize = 14;
+
+pub const OPCODE_NOP: u8 = 0x00;
+pub const OPCODE_SEND: u8 = 0x0a;
+pub const OPCODE_SEND_IMM: u8 = 0x0b;
+pub const OPCODE_TSO: u8 = 0x0e;
+
+pub const WQE_CTRL_CQ_UPDATE: u8 = 0x08;
+pub const WQE_CTRL_SOLICITED: u8 = 0x02;
+pub const WQE_CTRL_FENCE: u8 = 0x80;
+
+pub const ETH_WQE_L3_CSUM: u8 = 0x40;
+pub const ETH_WQE_L4_CSUM: u8 = 0x80;
+
+pub const INLINE_SEG: u32 = 0x8000_0000;
+pub const INVALID_LKEY: u32 = 0x100;
+
+pub const CQE_OWNER_MASK: u8 = 0x01;
+pub const CQE_REQ: u8 = 0x0;
+pub const CQE_RESP_SEND: u8 = 0x2;
+pub const CQE_REQ_ERR: u8 = 0xd;
+pub const CQE_RESP_ERR: u8 = 0xe;
+pub const CQE_INVALID: u8 = 0xf;
+/// `op_own` of a slot as rdma-core `mlx5_alloc_cq_buf` leaves it: opcode INVALID, owner 0.
+pub const CQE_INIT_OP_OWN: u8 = CQE_INVALID << 4;
+/// `op_own` format field value of a compressed-session title CQE (DPDK `MLX5_COMPRESSED`).
+pub const CQE_FORMAT_COMPRESSED: u8 = 3;
+
+/// Error CQE syndromes (`MLX5_CQE_SYNDROME_*`).
+pub mod syndrome {
+    pub const LOCAL_LENGTH: u8 = 0x01;
+    pub const LOCAL_QP_OP: u8 = 0x02;
+    pub const LOCAL_PROT: u8 = 0x04;
+    pub const WR_FLUSH: u8 = 0x05;
+    pub const MW_BIND: u8 = 0x06;
+    pub const BAD_RESP: u8 = 0x10;
+    pub const LOCAL_ACCESS: u8 = 0x11;
+    pub const REMOTE_INVAL_REQ: u8 = 0x12;
+    pub const REMOTE_ACCESS: u8 = 0x13;
+    pub const REMOTE_OP: u8 = 0x14;
+    pub const TRANSPORT_RETRY_EXC: u8 = 0x15;
+    pub const RNR_RETRY_EXC: u8 = 0x16;
+    pub const REMOTE_ABORTED: u8 = 0x22;
+}
+
+/// CQE `hdr_type_etc` bits, read as one BE16 at 0x1c (DPDK `mlx5_cqe.hdr_type_etc`; rdma-core
+/// splits it into `hds_ip_ext` and `l4_hdr_type_etc`). Bit 1 is DPDK's
+/// `MLX5_CQE_RX_IP_EXT_OPTS_PACKET`; VPP's value 1 for it is off by one.
+pub mod cqe_flags {
+    pub const L4_OK: u16 = 1 << 10;
+    pub const L3_OK: u16 = 1 << 9;
+    pub const L2_OK: u16 = 1 << 8;
+    pub const IP_FRAG: u16 = 1 << 7;
+    pub const L4_TYPE_SHIFT: u16 = 4;
+    pub const L4_TYPE_MASK: u16 = 0x7 << 4;
+    pub const L3_TYPE_SHIFT: u16 = 2;
+    pub const L3_TYPE_MASK: u16 = 0x3 << 2;
+    pub const IP_EXT_OPTS: u16 = 1 << 1;
+    pub const VLAN_STRIPPED: u16 = 1 << 0;
+    /// l4_hdr_type values (Linux `CQE_L4_HDR_TYPE_*`).
+    pub const L4_NONE: u16 = 0;
+    pub const L4_TCP: u16 = 1;
+    pub const L4_UDP: u16 = 2;
+    pub const L4_TCP_EMPTY_ACK: u16 = 3;
+    pub const L4_TCP_ACK: u16 = 4;
+    /// l3_hdr_type values (`MLX5_CQE_L3_HDR_TYPE_*`).
+    pub const L3_NONE: u16 = 0;
+    pub const L3_IPV6: u16 = 1;
+    pub const L3_IPV4: u16 = 2;
+}
+
+// ---- send WQE segments ----
+
+/// `struct mlx5_wqe_ctrl_seg` (16 bytes, offset 0 of every send WQE). rdma-core declares it
+/// `packed, aligned(4)` because `dci_stream_channel_id` sits at the odd offset 9; holding that
+/// field as bytes gives the same layout without `packed`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CtrlSeg {
+    /// `[31:24]` opc_mod, `[23:8]` wqe_index (SQ PI of the first WQEBB), `[7:0]` opcode.
+    pub opmod_idx_opcode: Be32,
+    /// `[31:8]` QP number, `[7:0]` ds (16-byte units including this segment; 6 bits valid).
+    pub qpn_ds: Be32,
+    pub signature: u8,
+    pub dci_stream_channel_id: [u8; 2],
+    /// `[7:5]` fence, `[3:2]` CE (2 = always write a CQE), `[1]` solicited.
+    pub fm_ce_se: u8,
+    /// Not interpreted for a raw SEND, so drivers keep a cookie here (VPP: the SQ tail after this
+    /// WQE, in host order). Written as given, like `mlx5dv_set_ctrl_seg` does.
+    pub imm: u32,
+}
+
+impl CtrlSeg {
+    #[inline(always)]
+    pub const fn opmod_idx_opcode(opmod: u8, wqe_index: u16, opcode: u8) -> Be32 {
+        Be32::new((opmod as u32) << 24 | (wqe_index as u32) << 8 | opcode as u32)
+    }
+    #[inline(always)]
+    pub const fn qpn_ds(qpn: u32, ds: u8) -> Be32 {
+        Be32::new(qpn << 8 | (ds & 0x3f) as u32)
+    }
+    pub fn opcode(&self) -> u8 {
+        self.opmod_idx_opcode.get() as u8
+    }
+    pub fn opmod(&self) -> u8 {
+        (self.opmod_idx_opcode.get() >> 24) as u8
+    }
+    pub fn wqe_index(&self) -> u16 {
+        (self.opmod_idx_opcode.get() >> 8) as u16
+    }
+    pub fn qpn(&self) -> u32 {
+        self.qpn_ds.get() >> 8
+    }
+    pub fn ds(&self) -> u32 {
+        self.qpn_ds.get() & 0x3f
+    }
+    /// The CE field: 0/1 only on error, 2/3 always.
+    pub fn completion_mode(&self) -> u8 {
+        (self.fm_ce_se >> 2) & 3
+    }
+    /// The 8 bytes a doorbell carries to the UAR: ctrl dwords 0–1 exactly as in memory.
+    pub fn doorbell_bytes(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&self.opmod_idx_opcode.0.to_ne_bytes());
+        b[4..].copy_from_slice(&self.qpn_ds.0.to_ne_bytes());
+        b
+    }
+}
+
+/// `struct mlx5_wqe_eth_seg` (32 bytes, at WQE offset 16). The inline header begins at byte 14
+/// (`inline_hdr_start`) and runs on past the struct when more than 18 bytes are inlined.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct EthSeg {
+    /// rsvd0 in rdma-core; DPDK's software-parser offsets. Always 0 here.
+    pub swp_offs: u32,
+    pub cs_flags: u8,
+    pub swp_flags: u8,
+    pub mss: Be16,
+    /// rsvd2 in rdma-core; DPDK's flow metadata. Always 0 here.
+    pub metadata: Be32,
+    pub inline_hdr_sz: Be16,
+    /// `inline_hdr_start[2]` followed by `inline_hdr[16]`.
+    pub inline_hdr: [u8; ETH_L2_INLINE_HEADER_SIZE],
+}
+
+impl EthSeg {
+    /// DS taken by an Ethernet segment with `inline` bytes: align16(14 + inline), at least one.
+    pub const fn ds_for_inline(inline: usize) -> u32 {
+        let bytes = ESEG_INLINE_OFFSET + inline;
+        let ds = bytes.div_ceil(DS_BYTES) as u32;
+        if ds == 0 {
+            1
+        } else {
+            ds
+        }
+    }
+}
+
+/// `struct mlx5_wqe_data_seg` (16 bytes): a gather entry on send, a scatter entry on receive.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct DataSeg {
+    /// Bit 31 (`MLX5_INLINE_SEG`) marks an inline data segment.
+    pub byte_count: Be32,
+    pub lkey: Be32,
+    pub addr: Be64,
+}
+
+impl DataSeg {
+    pub const fn new(byte_count: u32, lkey: u32, addr: u64) -> DataSeg {
+        DataSeg {
+            byte_count: Be32::new(byte_count),
+            lkey: Be32::new(lkey),
+            addr: Be64::new(addr),
+        }
+    }
+    /// The end-of-list entry rdma-core writes after the last posted receive SGE.
+    pub const TERMINATOR: DataSeg = DataSeg::new(0, INVALID_LKEY, 0);
+}
+
+/// The canonical one-WQEBB raw SEND (ds 4): control, Ethernet segment with 18 inline bytes, one
+/// gather entry for the rest of the frame. This is what the datapath writes per packet.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct SendWqe {
+    pub ctrl: CtrlSeg,
+    pub eth: EthSeg,
+    pub data: DataSeg,
+}
+
+/// WQEBBs taken by a WQE of `ds` octowords.
+pub const fn wqebbs(ds: u32) -> u32 {
+    ds.div_ceil(4)
+}
+
+// ---- completion queue entries ----
+
+/// `struct mlx5_cqe64` with the fields rdma-core leaves unnamed given their Linux/DPDK names
+/// (`rx_hash_res` 0x0c, `rx_hash_type` 0x10, `csum` 0x14, and the flags word `hdr_type_etc` at
+/// 0x1c, which rdma-core splits into `hds_ip_ext`/`l4_hdr_type_etc`).
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cqe64 {
+    pub pkt_info: u8,
+    pub rsvd1: u8,
+    /// Striding RQ: index of the WQE.
+    pub wqe_id: Be16,
+    pub lro: [u8; 8],
+    pub rx_hash_res: Be32,
+    pub rx_hash_type: u8,
+    pub ml_path: u8,
+    pub rsvd2: [u8; 2],
+    pub csum: Be16,
+    pub slid: Be16,
+    pub flags_rqpn: Be32,
+    pub hdr_type_etc: Be16,
+    pub vlan_info: Be16,
+    /// CQE v1: `lro_num_seg` in `[31:24]`, user index in `[23:0]`.
+    pub srqn_uidx: Be32,
+    pub imm_inval_pkey: Be32,
+    pub app: [u8; 4],
+    /// Bytes received (RX), or the number of mini-CQEs in a compressed title.
+    pub byte_cnt: Be32,
+    pub timestamp: Be64,
+    /// REQ: `[31:24]` WQE opcode, `[23:0]` QPN. RESP: `[31:24]` RX drop count, `[23:0]` flow tag.
+    pub sop_drop_qpn: Be32,
+    /// TX: wqe_index of the completed WQE; cyclic RX: WQE index.
+    pub wqe_counter: Be16,
+    pub signature: u8,
+    /// `[7:4]` opcode, `[3:2]` format, `[1]` solicited, `[0]` owner. Written last by the NIC.
+    pub op_own: u8,
+}
+
+impl Default for Cqe64 {
+    fn default() -> Self {
+        Cqe64::from_bytes(&[0; 64])
+    }
+}
+
+impl Cqe64 {
+    pub fn opcode(&self) -> u8 {
+        self.op_own >> 4
+    }
+    pub fn owner(&self) -> u8 {
+        self.op_own & CQE_OWNER_MASK
+    }
+    pub fn format(&self) -> u8 {
+        (self.op_own >> 2) & 3
+    }
+    pub fn as_bytes(&self) -> &[u8; 64] {
+        // SAFETY: Cqe64 is repr(C), 64 bytes, with no padding (asserted below) and only
+        // integer fields, so every byte is initialised.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*(self as *const Cqe64).cast::<[u8; 64]>()
+        }
+    }
+    pub fn from_bytes(b: &[u8; 64]) -> Cqe64 {
+        // SAFETY: every bit pattern is a valid Cqe64 (integer fields only); read_unaligned
+        // copes with the byte array's alignment of 1.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::read_unaligned(b.as_ptr().cast::<Cqe64>())
+        }
+    }
+    /// The error view of the same 64 bytes.
+    pub fn as_err(&self) -> ErrCqe {
+        ErrCqe::from_bytes(self.as_bytes())
+    }
+}
+
+/// `struct mlx5_err_cqe`: the same 64-byte slot when the opcode is REQ_ERR or RESP_ERR.
+/// rdma-core types `srqn`, `s_wqe_opcode_qpn` and `wqe_counter` as host integers, but the
+/// hardware writes them big-endian (Linux declares them `__be32`/`__be16`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrCqe {
+    pub rsvd0: [u8; 32],
+    pub srqn: Be32,
+    pub rsvd1: [u8; 18],
+    pub vendor_err_synd: u8,
+    pub syndrome: u8,
+    /// `[31:24]` opcode of the failing WQE, `[23:0]` QPN.
+    pub s_wqe_opcode_qpn: Be32,
+    pub wqe_counter: Be16,
+    pub signature: u8,
+    pub op_own: u8,
+}
+
+impl ErrCqe {
+    pub fn new() -> ErrCqe {
+        ErrCqe::from_bytes(&[0; 64])
+    }
+    pub fn as_bytes(&self) -> &[u8; 64] {
+        // SAFETY: repr(C), 64 bytes, no padding (asserted below), integer fields only.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*(self as *const ErrCqe).cast::<[u8; 64]>()
+        }
+    }
+    pub fn from_bytes(b: &[u8; 64]) -> ErrCqe {
+        // SAFETY: every bit pattern is valid; read_unaligned copes with alignment 1.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::read_unaligned(b.as_ptr().cast::<ErrCqe>())
+        }
+    }
+}
+
+impl Default for ErrCqe {
+    fn default() -> Self {
+        ErrCqe::new()
+    }
+}
+
+/// `struct mlx5_mini_cqe8` (Linux `device.h`, DPDK `mlx5_prm.h`): one packet of a compressed
+/// session. `word0` is the RSS hash (HASH format) or checksum `[31:16]` + stride index `[15:0]`
+/// (CSUM / CSUM_STRIDX formats).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct MiniCqe {
+    pub word0: Be32,
+    pub byte_cnt: Be32,
+}
+
+/// PRM mini-CQE format codes (DPDK `MLX5_CQE_RESP_FORMAT_*`); rdma-core's API flags
+/// (`MLX5DV_CQE_RES_FORMAT_HASH` = 1, `CSUM` = 2, `CSUM_STRIDX` = 4) are a different encoding.
+pub mod mini_format {
+    pub const HASH: u8 = 0;
+    pub const CSUM: u8 = 1;
+    pub const FTAG_STRIDX: u8 = 2;
+    pub const CSUM_STRIDX: u8 = 3;
+}
+
+/// Owner bit the NIC writes for CQ producer index `pi` on a ring of `2^log2` entries.
+#[inline(always)]
+pub const fn cqe_owner_for(pi: u32, log2: u32) -> u8 {
+    ((pi >> log2) & 1) as u8
+}
+
+/// Entries rdma-core gives a CQ asked for `requested` (`mlx5_create_cq`: roundup_pow2(n + 1)).
+pub fn cq_entries_for(requested: u32) -> u32 {
+    (requested.max(1) + 1).next_power_of_two()
+}
+
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<CtrlSeg>() == 16 && align_of::<CtrlSeg>() == 4);
+    assert!(offset_of!(CtrlSeg, signature) == 8);
+    assert!(offset_of!(CtrlSeg, dci_stream_channel_id) == 9);
+    assert!(offset_of!(CtrlSeg, fm_ce_se) == 11);
+    assert!(offset_of!(CtrlSeg, imm) == 12);
+    assert!(size_of::<EthSeg>() == 32 && align_of::<EthSeg>() == 4);
+    assert!(offset_of!(EthSeg, cs_flags) == 4);
+    assert!(offset_of!(EthSeg, mss) == 6);
+    assert!(offset_of!(EthSeg, inline_hdr_sz) == 12);
+    assert!(offset_of!(EthSeg, inline_hdr) == ESEG_INLINE_OFFSET);
+    assert!(size_of::<DataSeg>() == 16 && align_of::<DataSeg>() == 8);
+    assert!(size_of::<SendWqe>() == SEND_WQE_BB);
+    assert!(offset_of!(SendWqe, eth) == 16 && offset_of!(SendWqe, data) == 48);
+    assert!(size_of::<Cqe64>() == 64 && align_of::<Cqe64>() == 8);
+    assert!(offset_of!(Cqe64, wqe_id) == 0x02);
+    assert!(offset_of!(Cqe64, rx_hash_res) == 0x0c);
+    assert!(offset_of!(Cqe64, rx_hash_type) == 0x10);
+    assert!(offset_of!(Cqe64, ml_path) == 0x11);
+    assert!(offset_of!(Cqe64, csum) == 0x14);
+    assert!(offset_of!(Cqe64, slid) == 0x16);
+    assert!(offset_of!(Cqe64, flags_rqpn) == 0x18);
+    assert!(offset_of!(Cqe64, hdr_type_etc) == 0x1c);
+    assert!(offset_of!(Cqe64, vlan_info) == 0x1e);
+    assert!(offset_of!(Cqe64, srqn_uidx) == 0x20);
+    assert!(offset_of!(Cqe64, imm_inval_pkey) == 0x24);
+    assert!(offset_of!(Cqe64, byte_cnt) == 0x2c);
+    assert!(offset_of!(Cqe64, timestamp) == 0x30);
+    assert!(offset_of!(Cqe64, sop_drop_qpn) == 0x38);
+    assert!(offset_of!(Cqe64, wqe_counter) == 0x3c);
+    assert!(offset_of!(Cqe64, op_own) == 0x3f);
+    assert!(size_of::<ErrCqe>() == 64 && align_of::<ErrCqe>() == 4);
+    assert!(offset_of!(ErrCqe, srqn) == 32);
+    assert!(offset_of!(ErrCqe, vendor_err_synd) == 54);
+    assert!(offset_of!(ErrCqe, syndrome) == 55);
+    assert!(offset_of!(ErrCqe, s_wqe_opcode_qpn) == 56);
+    assert!(offset_of!(ErrCqe, wqe_counter) == 60);
+    assert!(offset_of!(ErrCqe, op_own) == 63);
+    assert!(size_of::<MiniCqe>() == 8);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cq_rounding_follows_rdma_core() {
+        assert_eq!(cq_entries_for(1024), 2048);
+        assert_eq!(cq_entries_for(1023), 1024);
+        assert_eq!(cq_entries_for(1), 2);
+    }
+
+    #[test]
+    fn eseg_ds() {
+        assert_eq!(EthSeg::ds_for_inline(0), 1);
+        assert_eq!(EthSeg::ds_for_inline(2), 1);
+        assert_eq!(EthSeg::ds_for_inline(18), 2);
+        assert_eq!(EthSeg::ds_for_inline(60), 5);
+        assert_eq!(wqebbs(1 + EthSeg::ds_for_inline(60)), 2);
+    }
+
+    #[test]
+    fn ctrl_word_roundtrip() {
+        let c = CtrlSeg {
+            opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, 0xfffe, OPCODE_SEND),
+            qpn_ds: CtrlSeg::qpn_ds(0xabcdef, 4),
+            fm_ce_se: WQE_CTRL_CQ_UPDATE,
+            ..CtrlSeg::default()
+        };
+        assert_eq!(
+            (
+                c.wqe_index(),
+                c.opcode(),
+                c.qpn(),
+                c.ds(),
+                c.completion_mode()
+            ),
+            (0xfffe, 0x0a, 0xabcdef, 4, 2)
+        );
+    }
+}

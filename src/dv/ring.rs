@@ -1,0 +1,405 @@
+//! The memory a driver and an mlx5 device share: SQ/RQ/CQ rings, doorbell records and the UAR
+//! doorbell register, as `mlx5dv_init_obj` hands them over. All raw-pointer access of the DV
+//! datapath is here, in small functions; the driver (`tx::dv`, `rx::dv`) and the device model use
+//! only the safe methods.
+//!
+//! Ordering protocol (rdma-core `util/udma_barrier.h`, DPDK `mlx5_doorbell_ring`, VPP
+//! `rdma_device_output_tx_mlx5_doorbell`):
+//! - driver → device: descriptors are plain stores; the doorbell record is a release store
+//!   (`udma_to_device_barrier` then the dbrec write), so whoever acquires the dbrec sees the
+//!   descriptors. The UAR write is one 8-byte store after an `sfence` (`mmio_wc_start`), because
+//!   the UAR page is mapped write-combining and must not overtake the dbrec.
+//! - device → driver: the device writes a CQE's bytes 0..62 and then `op_own` with release; the
+//!   driver loads `op_own` with acquire (`udma_from_device_barrier`) before reading the rest.
+//!   Buffers handed back by a CQE were written before it, so they are visible too.
+//!
+//! Pointers stay valid because every view holds `keep`, the owner of the memory (the model's
+//! queue objects, or the verbs objects on hardware).
+#![allow(unsafe_code)]
+
+use std::any::Any;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use super::prm::{Cqe64, CtrlSeg, DataSeg, SendWqe, CQE_INVALID, SEND_WQE_BB};
+
+/// Whatever keeps ring memory alive.
+pub type KeepAlive = Arc<dyn Any + Send + Sync>;
+
+/// Mirrors `struct mlx5dv_qp`'s send-side fields for one raw-packet QP.
+#[derive(Clone)]
+pub struct SqInfo {
+    pub buf: *mut u8,
+    pub wqe_cnt: u32,
+    pub stride: u32,
+    /// `mlx5dv_qp.dbrec`: BE32 words, `[SND_DBR]` is the SQ PI.
+    pub dbrec: *mut u32,
+    /// `mlx5dv_qp.bf.reg`: where the 8-byte doorbell goes.
+    pub bf_reg: *mut u8,
+    pub bf_size: u32,
+    pub qpn: u32,
+    pub keep: KeepAlive,
+}
+
+/// Mirrors `struct mlx5dv_cq`.
+#[derive(Clone)]
+pub struct CqInfo {
+    pub buf: *mut u8,
+    pub dbrec: *mut u32,
+    pub cqe_cnt: u32,
+    pub cqe_size: u32,
+    pub cqn: u32,
+    pub keep: KeepAlive,
+}
+
+/// Mirrors `struct mlx5dv_rwq`.
+#[derive(Clone)]
+pub struct RwqInfo {
+    pub buf: *mut u8,
+    pub dbrec: *mut u32,
+    pub wqe_cnt: u32,
+    pub stride: u32,
+    pub keep: KeepAlive,
+}
+
+// SAFETY: the infos are plain descriptions of device-shared memory whose lifetime is tied to
+// `keep`; moving them between threads does not touch that memory.
+unsafe impl Send for SqInfo {}
+// SAFETY: as above.
+unsafe impl Send for CqInfo {}
+// SAFETY: as above.
+unsafe impl Send for RwqInfo {}
+
+fn check_ring(
+    what: &str,
+    cnt: u32,
+    stride: u32,
+    want_stride: u32,
+    buf: *mut u8,
+    align: usize,
+) -> Result<(), String> {
+    if cnt == 0 || !cnt.is_power_of_two() {
+        return Err(format!("{what}: entry count {cnt} is not a power of two"));
+    }
+    if stride != want_stride {
+        return Err(format!(
+            "{what}: stride {stride}, the datapath needs {want_stride}"
+        ));
+    }
+    if buf.is_null() || (buf as usize) % align != 0 {
+        return Err(format!("{what}: ring buffer is not {align}-byte aligned"));
+    }
+    Ok(())
+}
+
+/// A doorbell record word (BE32 in host memory, read by the device).
+struct DbrecWord(*const AtomicU32);
+
+impl DbrecWord {
+    /// # Safety
+    /// `p` must be a 4-byte aligned word that stays valid while the owning view's `keep` lives.
+    unsafe fn new(p: *mut u32) -> DbrecWord {
+        DbrecWord(p.cast::<AtomicU32>())
+    }
+
+    #[inline(always)]
+    fn store_be(&self, v: u32) {
+        // SAFETY: valid and aligned per `new`; the device only reads the word.
+        unsafe { (*self.0).store(v.to_be(), Ordering::Release) }
+    }
+
+    #[inline(always)]
+    fn load_be(&self) -> u32 {
+        // SAFETY: valid and aligned per `new`.
+        u32::from_be(unsafe { (*self.0).load(Ordering::Acquire) })
+    }
+}
+
+/// x86 `sfence` (rdma-core `mmio_wc_start`/`mmio_flush_writes`): orders stores to
+/// write-combining memory (the UAR page) after earlier stores; elsewhere a release fence.
+#[inline(always)]
+pub fn wc_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no memory-safety preconditions; SSE is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_sfence()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    fence(Ordering::SeqCst);
+}
+
+/// The driver's view of a send queue.
+pub struct SqRing {
+    base: *mut SendWqe,
+    mask: u32,
+    dbrec: DbrecWord,
+    uar: *const AtomicU64,
+    qpn: u32,
+    _keep: KeepAlive,
+}
+
+impl SqRing {
+    pub fn new(info: &SqInfo) -> Result<SqRing, String> {
+        check_ring(
+            "SQ",
+            info.wqe_cnt,
+            info.stride,
+            SEND_WQE_BB as u32,
+            info.buf,
+            64,
+        )?;
+        if info.bf_reg.is_null() || (info.bf_reg as usize) % 8 != 0 || info.dbrec.is_null() {
+            return Err("SQ: doorbell register or record missing".into());
+        }
+        Ok(SqRing {
+            base: info.buf.cast(),
+            mask: info.wqe_cnt - 1,
+            // SAFETY: `mlx5dv_qp.dbrec` points at two aligned BE32 words kept alive by `keep`.
+            dbrec: unsafe { DbrecWord::new(info.dbrec.add(super::prm::SND_DBR)) },
+            uar: info.bf_reg.cast(),
+            qpn: info.qpn,
+            _keep: info.keep.clone(),
+        })
+    }
+
+    pub fn size(&self) -> u32 {
+        self.mask + 1
+    }
+
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// WQEBB number `pi` (free-running) as a one-WQEBB SEND. The caller writes only WQEBBs
+    /// between the device's consumer index and `pi + size`, which the device does not read.
+    #[inline(always)]
+    pub fn wqe(&mut self, pi: u32) -> &mut SendWqe {
+        // SAFETY: `pi & mask` < wqe_cnt keeps the pointer in the ring; the ring is 64-byte
+        // aligned (checked in `new`), matching SendWqe; the driver owns WQEBBs that are not yet
+        // doorbelled, and `&mut self` makes this the only reference.
+        unsafe { &mut *self.base.add((pi & self.mask) as usize) }
+    }
+
+    /// WQEBB number `pi` as raw bytes, for WQEs longer than one WQEBB.
+    #[inline(always)]
+    pub fn wqebb_bytes(&mut self, pi: u32) -> &mut [u8; SEND_WQE_BB] {
+        // SAFETY: as in `wqe`; a SendWqe is exactly one 64-byte WQEBB.
+        unsafe {
+            &mut *self
+                .base
+                .add((pi & self.mask) as usize)
+                .cast::<[u8; SEND_WQE_BB]>()
+        }
+    }
+
+    /// The control segment of WQEBB `pi`, as the driver wrote it (to find its cookie).
+    #[inline(always)]
+    pub fn ctrl(&self, pi: u32) -> CtrlSeg {
+        // SAFETY: in-ring as above; the device never writes send WQEs, so reading is race-free.
+        unsafe { (*self.base.add((pi & self.mask) as usize)).ctrl }
+    }
+
+    /// Publishes WQEs up to `next_pi` and rings the doorbell with the first 8 bytes of the last
+    /// WQE, which starts at WQEBB `last_pi` (VPP fix 3ef653aa886: the last, not the first).
+    #[inline(always)]
+    pub fn ring_doorbell(&self, next_pi: u32, last_pi: u32) {
+        // Release store: the WQEs above are visible before the device can see the new PI.
+        self.dbrec.store_be(next_pi & 0xffff);
+        // The UAR is write-combining on hardware: keep the doorbell behind the dbrec write.
+        wc_fence();
+        let ctrl = self.ctrl(last_pi);
+        let word = u64::from_ne_bytes(ctrl.doorbell_bytes());
+        // SAFETY: bf_reg is an 8-byte aligned register (checked in `new`) kept alive by `keep`.
+        // One 8-byte store, as the device requires; the bytes go out in memory order.
+        unsafe { (*self.uar).store(word, Ordering::Release) };
+    }
+
+    /// Zeroes the doorbell record after a queue reset (the device starts again at PI 0).
+    pub fn reset_dbrec(&self) {
+        self.dbrec.store_be(0);
+    }
+}
+
+/// The driver's view of a completion queue.
+pub struct CqRing {
+    base: *const Cqe64,
+    mask: u32,
+    log2: u32,
+    dbrec: DbrecWord,
+    _keep: KeepAlive,
+}
+
+impl CqRing {
+    pub fn new(info: &CqInfo) -> Result<CqRing, String> {
+        check_ring("CQ", info.cqe_cnt, info.cqe_size, 64, info.buf, 64)?;
+        if info.dbrec.is_null() {
+            return Err("CQ: doorbell record missing".into());
+        }
+        Ok(CqRing {
+            base: info.buf.cast_const().cast(),
+            mask: info.cqe_cnt - 1,
+            log2: info.cqe_cnt.trailing_zeros(),
+            // SAFETY: `mlx5dv_cq.dbrec` points at two aligned BE32 words kept alive by `keep`.
+            dbrec: unsafe { DbrecWord::new(info.dbrec.add(super::prm::CQ_SET_CI)) },
+            _keep: info.keep.clone(),
+        })
+    }
+
+    pub fn size(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// The CQE at consumer index `ci` if the device has written it on this pass: owner bit equal
+    /// to the pass parity of `ci` for the CQ's real size, and an opcode other than INVALID (which
+    /// keeps pass 0 from matching the 0xF0 the slots start with; rdma-core `get_sw_cqe`).
+    #[inline(always)]
+    pub fn poll(&self, ci: u32) -> Option<&Cqe64> {
+        // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
+        let slot = unsafe { self.base.add((ci & self.mask) as usize) };
+        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
+        let op_own = unsafe {
+            (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire)
+        };
+        let expect = ((ci >> self.log2) & 1) as u8;
+        if (op_own & 1) != expect || (op_own >> 4) == CQE_INVALID {
+            return None;
+        }
+        // SAFETY: the acquire above makes the device's writes of this CQE visible; it will not
+        // write the slot again before the driver publishes a consumer index past it.
+        Some(unsafe { &*slot })
+    }
+
+    /// Publishes the consumer index (`MLX5_CQ_SET_CI`: 24 bits, BE32).
+    #[inline(always)]
+    pub fn publish_ci(&self, ci: u32) {
+        self.dbrec.store_be(ci & 0x00ff_ffff);
+    }
+}
+
+/// The driver's view of a cyclic receive WQ with one data segment per WQE.
+pub struct RqRing {
+    base: *mut DataSeg,
+    mask: u32,
+    dbrec: DbrecWord,
+    _keep: KeepAlive,
+}
+
+impl RqRing {
+    pub fn new(info: &RwqInfo) -> Result<RqRing, String> {
+        check_ring("RQ", info.wqe_cnt, info.stride, 16, info.buf, 16)?;
+        if info.dbrec.is_null() {
+            return Err("RQ: doorbell record missing".into());
+        }
+        Ok(RqRing {
+            base: info.buf.cast(),
+            mask: info.wqe_cnt - 1,
+            // SAFETY: `mlx5dv_rwq.dbrec` is one aligned BE32 word kept alive by `keep`.
+            dbrec: unsafe { DbrecWord::new(info.dbrec) },
+            _keep: info.keep.clone(),
+        })
+    }
+
+    pub fn size(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// Receive WQE number `pi` (free-running); the driver writes only WQEs it has not posted.
+    #[inline(always)]
+    pub fn wqe(&mut self, pi: u32) -> &mut DataSeg {
+        // SAFETY: in-ring by the mask, 16-byte stride checked in `new`; unposted WQEs are not
+        // read by the device, and `&mut self` makes this the only reference.
+        unsafe { &mut *self.base.add((pi & self.mask) as usize) }
+    }
+
+    /// Posts receive WQEs up to `pi` (16-bit WQE counter, rdma-core `mlx5_post_wq_recv`).
+    #[inline(always)]
+    pub fn ring_doorbell(&self, pi: u32) {
+        self.dbrec.store_be(pi & 0xffff);
+    }
+
+    pub fn posted(&self) -> u32 {
+        self.dbrec.load_be()
+    }
+}
+
+/// Device-side access to the same memory: what the model (standing in for the NIC's DMA
+/// engine) reads and writes. Kept next to the driver's views so that both sides follow one
+/// ordering protocol.
+pub mod device {
+    use super::*;
+
+    /// Loads a BE32 doorbell record word with acquire ordering.
+    ///
+    /// # Safety
+    /// `p` must be a valid, 4-byte aligned word.
+    pub unsafe fn load_dbrec(p: *const u32) -> u32 {
+        // SAFETY: per the contract.
+        u32::from_be(unsafe { (*p.cast::<AtomicU32>()).load(Ordering::Acquire) })
+    }
+
+    /// Stores a BE32 word with release ordering (the model initialising a record).
+    ///
+    /// # Safety
+    /// `p` must be a valid, 4-byte aligned word.
+    pub unsafe fn store_dbrec(p: *mut u32, v: u32) {
+        // SAFETY: per the contract.
+        unsafe { (*p.cast::<AtomicU32>()).store(v.to_be(), Ordering::Release) }
+    }
+
+    /// Takes the last value written to a UAR doorbell register, leaving 0 (a NIC latches each
+    /// write; the model sees the newest one since its last look).
+    ///
+    /// # Safety
+    /// `p` must be a valid, 8-byte aligned word.
+    pub unsafe fn take_uar(p: *mut u8) -> u64 {
+        // SAFETY: per the contract.
+        unsafe { (*p.cast::<AtomicU64>()).swap(0, Ordering::Acquire) }
+    }
+
+    /// Copies `out.len()` bytes from device-visible memory at `src`.
+    ///
+    /// # Safety
+    /// `[src, src + out.len())` must be valid memory that the driver has published to the device
+    /// (a doorbelled WQE or a posted buffer) and is not writing.
+    pub unsafe fn read(src: *const u8, out: &mut [u8]) {
+        // SAFETY: per the contract; `out` is a distinct Rust slice.
+        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) }
+    }
+
+    /// Copies `data` into device-visible memory at `dst`.
+    ///
+    /// # Safety
+    /// `[dst, dst + data.len())` must be valid memory that the driver has handed to the device
+    /// (a posted receive buffer) and is not reading or writing.
+    pub unsafe fn write(dst: *mut u8, data: &[u8]) {
+        // SAFETY: per the contract.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) }
+    }
+
+    /// Writes a CQE the way the hardware does: bytes 0..62, then `op_own` with release, so a
+    /// driver that sees the owner bit sees the whole entry.
+    ///
+    /// # Safety
+    /// `slot` must be a valid, 8-byte aligned 64-byte CQ slot that the driver has consumed.
+    pub unsafe fn write_cqe(slot: *mut u8, cqe: &[u8; 64]) {
+        // SAFETY: per the contract.
+        unsafe {
+            std::ptr::copy_nonoverlapping(cqe.as_ptr(), slot, 63);
+            (*slot.add(63).cast::<AtomicU8>()).store(cqe[63], Ordering::Release);
+        }
+    }
+
+    /// Stamps a CQ slot's `op_own` (initialisation: 0xF0).
+    ///
+    /// # Safety
+    /// `slot` must be a valid 64-byte CQ slot.
+    pub unsafe fn stamp_op_own(slot: *mut u8, v: u8) {
+        // SAFETY: per the contract.
+        unsafe { (*slot.add(63).cast::<AtomicU8>()).store(v, Ordering::Release) }
+    }
+
+    /// Release fence for the model's own sequences.
+    pub fn release() {
+        fence(Ordering::Release);
+    }
+}

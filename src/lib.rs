@@ -1,0 +1,148 @@
+//! rawpkt: userspace packet I/O in the style of VPP's native mlx5 driver.
+//!
+//! A [`Port`] is opened from a spec string ([`open`]); each pinned loop builds its own [`Pool`]
+//! and asks the port for an [`RxQueue`] and a [`TxQueue`] over it; packets move in [`Burst`]es
+//! that own their buffers. Every backend (mlx5 Direct Verbs, the mlx5 device model, and later
+//! ibverbs and AF_XDP) implements the same two traits.
+//!
+//! ```
+//! use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig};
+//! let port = open("model:doc0/0").unwrap();
+//! let peer = open("model:doc0/1").unwrap();
+//! let pool = Pool::new(PoolConfig { buffers: 4096, ..Default::default() }).unwrap();
+//! let mut tx = port.tx_queue(0, &pool, &QueueConfig::default()).unwrap();
+//! let mut rx = peer.rx_queue(0, &pool, &QueueConfig::default()).unwrap();
+//! let mut out = Burst::new(&pool, 32);
+//! out.push_copy(&[0xffu8; 60]);
+//! while tx.tx_burst(&mut out).unwrap() == 0 {}
+//! let mut got = Burst::new(&pool, 32);
+//! while rx.rx_burst(&mut got).unwrap() == 0 {}
+//! assert_eq!(got.data(0), &[0xffu8; 60][..]);
+//! ```
+#![deny(unsafe_code)]
+
+pub mod dv;
+pub mod flow;
+pub mod mem;
+pub mod rx;
+pub mod spec;
+pub mod stats;
+mod sys;
+pub mod tx;
+
+use std::rc::Rc;
+
+pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
+pub use spec::{open, Port};
+pub use stats::QueueStats;
+
+/// Errors of the control path: opening ports, creating queues, bad configuration.
+#[derive(Debug)]
+pub enum Error {
+    /// A port spec that does not parse; the message says which part is wrong.
+    Spec(String),
+    /// A configuration value out of range.
+    Config(String),
+    /// Buffer or ring memory could not be mapped.
+    Memory(String),
+    /// The device refused or does not exist.
+    Device(String),
+    /// A burst whose pool is not the queue's pool.
+    ForeignPool,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Spec(m) => write!(f, "bad port spec: {m}"),
+            Error::Config(m) => write!(f, "bad configuration: {m}"),
+            Error::Memory(m) => write!(f, "cannot map packet memory: {m}"),
+            Error::Device(m) => write!(f, "device error: {m}"),
+            Error::ForeignPool => write!(
+                f,
+                "the burst's buffers belong to another pool than the queue's"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Errors of the data path, returned by bursts. Everything else (drops, pool exhaustion,
+/// completion errors that were recovered) is counted in [`QueueStats`] instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueError {
+    /// The queue hit a completion error it could not recover from (or recovery is off); the
+    /// syndrome is the mlx5 one. The queue's buffers are back in the pool.
+    Failed { syndrome: u8 },
+    /// The burst's buffers belong to another pool; nothing was done.
+    ForeignPool,
+}
+
+impl std::fmt::Display for QueueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueError::Failed { syndrome } => {
+                write!(f, "queue failed (completion syndrome {syndrome:#04x})")
+            }
+            QueueError::ForeignPool => write!(f, "the burst's buffers belong to another pool"),
+        }
+    }
+}
+
+impl std::error::Error for QueueError {}
+
+/// Per-queue settings.
+#[derive(Clone, Debug)]
+pub struct QueueConfig {
+    /// Descriptors in the ring (a power of two).
+    pub size: u32,
+    /// Frames up to this many bytes are copied whole into the send WQE (0: only the 18-byte L2
+    /// header is inlined, as VPP does).
+    pub tx_inline: u16,
+    /// Ask for a send completion at least every this many WQEs (and at the end of each burst).
+    pub tx_completion_every: u32,
+    /// Recover a queue after a completion error (as DPDK does) instead of failing it (as VPP
+    /// does).
+    pub recover: bool,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            size: 1024,
+            tx_inline: 0,
+            tx_completion_every: 32,
+            recover: true,
+        }
+    }
+}
+
+/// Receives packets in bursts.
+pub trait RxQueue {
+    /// Appends up to `out.room()` received packets to `out`; returns how many.
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError>;
+    fn stats(&self) -> &QueueStats;
+}
+
+/// Sends packets in bursts.
+pub trait TxQueue {
+    /// Takes packets from the front of `pkts` while the ring has room; returns how many it took.
+    /// The rest stay in `pkts` for the caller to retry or drop.
+    fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError>;
+    /// Collects completions and frees sent buffers without sending; returns buffers freed.
+    fn reclaim(&mut self) -> Result<usize, QueueError>;
+    /// Packets handed to the device and not yet completed.
+    fn in_flight(&self) -> usize;
+    fn stats(&self) -> &QueueStats;
+}
+
+/// Makes sure a burst uses the queue's own pool (checked once per burst, not per packet).
+#[inline(always)]
+pub(crate) fn same_pool(a: &Rc<Pool>, b: &Burst) -> Result<(), QueueError> {
+    if Rc::ptr_eq(a, b.pool()) {
+        Ok(())
+    } else {
+        Err(QueueError::ForeignPool)
+    }
+}

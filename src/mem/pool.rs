@@ -1,0 +1,495 @@
+//! Packet buffers: a per-core pool of fixed-size buffers carved from one [`Region`], and the
+//! [`Burst`] that carries them between queues and the application.
+//!
+//! Buffers are named by a `u32` index, as in VPP: the NIC sees `base + index * buf_size +
+//! offset`, the rings remember indices, and nothing is reference-counted per packet. Every index is
+//! at any time in exactly one place: the pool's free stack, a queue's ring, or one `Burst`. That
+//! invariant is what makes byte access safe, and what lets tests assert that a pool is full again
+//! after its queues and bursts are dropped.
+#![allow(unsafe_code)]
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::region::{PageKind, Region};
+use crate::Error;
+
+/// Sizes of a pool. The defaults hold one 1518-byte frame per buffer after a 128-byte headroom
+/// (DPDK's `RTE_PKTMBUF_HEADROOM`), and 2048-byte buffers divide a 2 MiB page exactly.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolConfig {
+    pub buffers: u32,
+    pub buf_size: u32,
+    pub headroom: u16,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            buffers: 8192,
+            buf_size: 2048,
+            headroom: 128,
+        }
+    }
+}
+
+/// A per-core pool. It is shared by that core's queues and bursts through `Rc`, so it is neither
+/// `Send` nor `Sync`: each pinned loop builds its own.
+pub struct Pool {
+    region: Arc<Region>,
+    buf_size: u32,
+    headroom: u16,
+    count: u32,
+    free: RefCell<Vec<u32>>,
+    alloc_failures: Cell<u64>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("buffers", &self.count)
+            .field("free", &self.free_count())
+            .field("buf_size", &self.buf_size)
+            .finish()
+    }
+}
+
+impl Pool {
+    pub fn new(cfg: PoolConfig) -> Result<Rc<Pool>, Error> {
+        if cfg.buffers == 0 {
+            return Err(Error::Config("a pool needs at least one buffer".into()));
+        }
+        if !(256..=65536).contains(&cfg.buf_size) || !cfg.buf_size.is_power_of_two() {
+            return Err(Error::Config(format!(
+                "buffer size {} must be a power of two from 256 to 65536",
+                cfg.buf_size
+            )));
+        }
+        if u32::from(cfg.headroom) + 64 > cfg.buf_size {
+            return Err(Error::Config(format!(
+                "headroom {} leaves less than 64 bytes of a {}-byte buffer",
+                cfg.headroom, cfg.buf_size
+            )));
+        }
+        let bytes = u64::from(cfg.buffers) * u64::from(cfg.buf_size);
+        let bytes = usize::try_from(bytes).map_err(|_| Error::Config("pool too large".into()))?;
+        let region =
+            Region::hugepages_or_fallback(bytes).map_err(|e| Error::Memory(e.to_string()))?;
+        // Popped from the end: the lowest indices go out first, which keeps a small working set
+        // of buffers cache-hot when the traffic is light.
+        let free: Vec<u32> = (0..cfg.buffers).rev().collect();
+        Ok(Rc::new(Pool {
+            region: Arc::new(region),
+            buf_size: cfg.buf_size,
+            headroom: cfg.headroom,
+            count: cfg.buffers,
+            free: RefCell::new(free),
+            alloc_failures: Cell::new(0),
+        }))
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.count
+    }
+
+    pub fn free_count(&self) -> u32 {
+        self.free.borrow().len() as u32
+    }
+
+    pub fn buf_size(&self) -> u32 {
+        self.buf_size
+    }
+
+    pub fn headroom(&self) -> u16 {
+        self.headroom
+    }
+
+    /// Bytes available for a frame in one buffer.
+    pub fn data_room(&self) -> u32 {
+        self.buf_size - u32::from(self.headroom)
+    }
+
+    pub fn page_kind(&self) -> PageKind {
+        self.region.page_kind()
+    }
+
+    /// Times an allocation found the pool empty (exhaustion is counted, never fatal).
+    pub fn alloc_failures(&self) -> u64 {
+        self.alloc_failures.get()
+    }
+
+    /// The memory a NIC must register (one MR over the whole pool, as VPP does).
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// Bus address (virtual address inside the MR) of byte `off` of buffer `idx`.
+    #[inline(always)]
+    pub(crate) fn addr(&self, idx: u32, off: u32) -> u64 {
+        self.region.base() as u64 + u64::from(idx) * u64::from(self.buf_size) + u64::from(off)
+    }
+
+    /// Takes up to `out.len()` buffers; returns how many. Counts a failure when it gives fewer.
+    #[inline]
+    pub(crate) fn alloc_bulk(&self, out: &mut [u32]) -> usize {
+        let mut free = self.free.borrow_mut();
+        let n = out.len().min(free.len());
+        let from = free.len() - n;
+        out[..n].copy_from_slice(&free[from..]);
+        free.truncate(from);
+        if n < out.len() {
+            self.alloc_failures.set(self.alloc_failures.get() + 1);
+        }
+        n
+    }
+
+    #[inline]
+    pub(crate) fn free_bulk(&self, idx: &[u32]) {
+        let mut free = self.free.borrow_mut();
+        debug_assert!(
+            free.len() + idx.len() <= self.count as usize,
+            "double free into pool"
+        );
+        // Capacity was reserved for every buffer at creation, so this never reallocates.
+        free.extend_from_slice(idx);
+    }
+
+    #[inline]
+    pub(crate) fn free_one(&self, idx: u32) {
+        self.free_bulk(&[idx]);
+    }
+
+    /// The bytes of buffer `idx` from `off` to the end of the buffer.
+    ///
+    /// # Safety
+    /// The caller must own `idx` (it is in no ring and no other burst) and hold no other
+    /// reference into that buffer for the returned lifetime.
+    #[inline(always)]
+    pub(crate) unsafe fn bytes_mut(&self, idx: u32, off: u32) -> &mut [u8] {
+        debug_assert!(idx < self.count && off <= self.buf_size);
+        let ptr = self.addr(idx, off) as *mut u8;
+        // SAFETY: idx < count and off <= buf_size keep the slice inside the region; exclusivity
+        // is the caller's contract above.
+        unsafe { std::slice::from_raw_parts_mut(ptr, (self.buf_size - off) as usize) }
+    }
+}
+
+/// Receive-side facts a backend reports per packet (bits of [`Packet::flags`]).
+pub mod flags {
+    pub const L3_CSUM_OK: u32 = 1 << 0;
+    pub const L4_CSUM_OK: u32 = 1 << 1;
+    pub const IPV4: u32 = 1 << 2;
+    pub const IPV6: u32 = 1 << 3;
+    pub const TCP: u32 = 1 << 4;
+    pub const UDP: u32 = 1 << 5;
+    pub const IP_FRAG: u32 = 1 << 6;
+    pub const IP_OPTIONS: u32 = 1 << 7;
+    pub const VLAN_STRIPPED: u32 = 1 << 8;
+    pub const RSS_HASH: u32 = 1 << 9;
+    pub const TIMESTAMP: u32 = 1 << 10;
+    /// Transmit request: the NIC fills in the IPv4 header checksum.
+    pub const TX_L3_CSUM: u32 = 1 << 16;
+    /// Transmit request: the NIC fills in the TCP/UDP checksum.
+    pub const TX_L4_CSUM: u32 = 1 << 17;
+}
+
+/// One packet descriptor in a burst: which buffer, where its bytes are, and what the NIC said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Packet {
+    pub(crate) buf: u32,
+    pub(crate) len: u16,
+    pub(crate) off: u16,
+    pub(crate) rss_hash: u32,
+    pub(crate) flags: u32,
+    pub(crate) timestamp: u64,
+}
+
+impl Packet {
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// RSS hash computed by the NIC (valid when `flags & RSS_HASH`).
+    pub fn rss_hash(&self) -> u32 {
+        self.rss_hash
+    }
+    /// See [`flags`].
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+    /// NIC timestamp in nanoseconds (valid when `flags & TIMESTAMP`).
+    pub fn timestamp(&self) -> u64 {
+        self.timestamp
+    }
+    pub fn buffer_index(&self) -> u32 {
+        self.buf
+    }
+}
+
+/// A batch of packets that owns its buffers. Received packets land here, packets to send are
+/// taken from its front, and whatever it still holds goes back to the pool when it is cleared or
+/// dropped: ownership per batch, not per packet, so the hot path touches no reference count.
+pub struct Burst {
+    pool: Rc<Pool>,
+    pkts: Box<[Packet]>,
+    len: usize,
+    scratch: Box<[u32]>,
+}
+
+impl std::fmt::Debug for Burst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Burst")
+            .field("len", &self.len)
+            .field("capacity", &self.pkts.len())
+            .finish()
+    }
+}
+
+impl Burst {
+    pub fn new(pool: &Rc<Pool>, capacity: usize) -> Burst {
+        let capacity = capacity.max(1);
+        Burst {
+            pool: pool.clone(),
+            pkts: vec![Packet::default(); capacity].into_boxed_slice(),
+            len: 0,
+            scratch: vec![0; capacity].into_boxed_slice(),
+        }
+    }
+
+    pub fn pool(&self) -> &Rc<Pool> {
+        &self.pool
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn capacity(&self) -> usize {
+        self.pkts.len()
+    }
+    pub fn room(&self) -> usize {
+        self.pkts.len() - self.len
+    }
+    pub fn packets(&self) -> &[Packet] {
+        &self.pkts[..self.len]
+    }
+    pub fn packet(&self, i: usize) -> &Packet {
+        &self.packets()[i]
+    }
+
+    pub fn data(&self, i: usize) -> &[u8] {
+        let p = self.packets()[i];
+        // SAFETY: the burst owns p.buf (see the module invariant) and `&self` forbids a
+        // concurrent `data_mut`.
+        let bytes = unsafe { self.pool.bytes_mut(p.buf, u32::from(p.off)) };
+        &bytes[..p.len as usize]
+    }
+
+    pub fn data_mut(&mut self, i: usize) -> &mut [u8] {
+        let p = self.packets()[i];
+        // SAFETY: the burst owns p.buf and `&mut self` makes this the only reference to it.
+        let bytes = unsafe { self.pool.bytes_mut(p.buf, u32::from(p.off)) };
+        &mut bytes[..p.len as usize]
+    }
+
+    /// Changes the length of packet `i`, up to the end of its buffer.
+    pub fn set_len(&mut self, i: usize, len: usize) -> Result<(), Error> {
+        let room = self.pool.buf_size as usize - self.pkts[i].off as usize;
+        if i >= self.len || len > room {
+            return Err(Error::Config(format!(
+                "length {len} does not fit a buffer of {room} bytes"
+            )));
+        }
+        self.pkts[i].len = len as u16;
+        Ok(())
+    }
+
+    /// Sets the transmit offload requests ([`flags::TX_L3_CSUM`], [`flags::TX_L4_CSUM`]).
+    pub fn set_flags(&mut self, i: usize, flags: u32) {
+        self.pkts[..self.len][i].flags = flags;
+    }
+
+    /// Appends up to `n` fresh buffers of `len` bytes (contents left as they were); returns how
+    /// many it got, fewer when the pool runs dry.
+    pub fn alloc(&mut self, n: usize, len: usize) -> usize {
+        let len = len.min(self.pool.data_room() as usize) as u16;
+        let want = n.min(self.room());
+        let got = self.pool.alloc_bulk(&mut self.scratch[..want]);
+        let headroom = self.pool.headroom;
+        for (slot, &buf) in self.pkts[self.len..self.len + got]
+            .iter_mut()
+            .zip(&self.scratch[..got])
+        {
+            *slot = Packet {
+                buf,
+                len,
+                off: headroom,
+                ..Packet::default()
+            };
+        }
+        self.len += got;
+        got
+    }
+
+    /// Appends one packet holding a copy of `frame`; false when full, the pool is dry, or the
+    /// frame does not fit a buffer.
+    pub fn push_copy(&mut self, frame: &[u8]) -> bool {
+        if frame.len() > self.pool.data_room() as usize || self.alloc(1, frame.len()) == 0 {
+            return false;
+        }
+        let i = self.len - 1;
+        self.data_mut(i).copy_from_slice(frame);
+        true
+    }
+
+    /// Returns every buffer to the pool.
+    pub fn clear(&mut self) {
+        self.drop_front(self.len);
+    }
+
+    /// Returns the first `n` packets' buffers to the pool and moves the rest to the front.
+    pub fn drop_front(&mut self, n: usize) {
+        let n = n.min(self.len);
+        for (s, p) in self.scratch.iter_mut().zip(&self.pkts[..n]) {
+            *s = p.buf;
+        }
+        self.pool.free_bulk(&self.scratch[..n]);
+        self.forget_front(n);
+    }
+
+    /// Removes the first `n` descriptors without freeing them: their buffers now belong to
+    /// whoever took them (a TX ring).
+    #[inline]
+    pub(crate) fn forget_front(&mut self, n: usize) {
+        self.pkts.copy_within(n..self.len, 0);
+        self.len -= n;
+    }
+
+    /// Free slots for a backend to fill: write descriptors into the slice, then `commit`.
+    #[inline]
+    pub(crate) fn spare(&mut self) -> &mut [Packet] {
+        &mut self.pkts[self.len..]
+    }
+
+    #[inline]
+    pub(crate) fn commit(&mut self, n: usize) {
+        debug_assert!(self.len + n <= self.pkts.len());
+        self.len += n;
+    }
+
+    /// Moves packet `i` from `from` to the end of `self` without copying; both bursts must be of
+    /// the same pool.
+    pub fn take_from(&mut self, from: &mut Burst, i: usize) -> Result<(), Error> {
+        if !Rc::ptr_eq(&self.pool, &from.pool) {
+            return Err(Error::ForeignPool);
+        }
+        if self.room() == 0 || i >= from.len {
+            return Err(Error::Config("no room or no such packet".into()));
+        }
+        self.pkts[self.len] = from.pkts[i];
+        self.len += 1;
+        from.pkts.copy_within(i + 1..from.len, i);
+        from.len -= 1;
+        Ok(())
+    }
+}
+
+impl Drop for Burst {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(n: u32) -> Rc<Pool> {
+        Pool::new(PoolConfig {
+            buffers: n,
+            ..PoolConfig::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn burst_returns_everything_on_drop() {
+        let p = pool(64);
+        {
+            let mut b = Burst::new(&p, 32);
+            assert_eq!(b.alloc(40, 60), 32);
+            assert_eq!(p.free_count(), 32);
+            b.data_mut(3)[0] = 0xaa;
+            assert_eq!(b.data(3)[0], 0xaa);
+            b.drop_front(10);
+            assert_eq!(p.free_count(), 42);
+            assert_eq!(b.len(), 22);
+        }
+        assert_eq!(p.free_count(), 64);
+    }
+
+    #[test]
+    fn exhaustion_is_counted_and_survivable() {
+        let p = pool(8);
+        let mut a = Burst::new(&p, 16);
+        assert_eq!(a.alloc(16, 60), 8);
+        assert_eq!(p.alloc_failures(), 1);
+        let mut b = Burst::new(&p, 4);
+        assert_eq!(b.alloc(4, 60), 0);
+        assert!(!b.push_copy(&[0u8; 60]));
+        a.clear();
+        assert!(b.push_copy(&[7u8; 60]));
+        assert_eq!(b.data(0), &[7u8; 60][..]);
+        drop((a, b));
+        assert_eq!(p.free_count(), 8);
+    }
+
+    #[test]
+    fn bad_configs_are_errors() {
+        assert!(Pool::new(PoolConfig {
+            buffers: 0,
+            ..PoolConfig::default()
+        })
+        .is_err());
+        assert!(Pool::new(PoolConfig {
+            buf_size: 3000,
+            ..PoolConfig::default()
+        })
+        .is_err());
+        assert!(Pool::new(PoolConfig {
+            headroom: 2000,
+            ..PoolConfig::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn oversized_frames_are_refused_not_truncated() {
+        let p = pool(4);
+        let mut b = Burst::new(&p, 4);
+        assert!(!b.push_copy(&vec![0u8; p.data_room() as usize + 1]));
+        assert!(b.push_copy(&vec![1u8; p.data_room() as usize]));
+        assert!(b.set_len(0, p.data_room() as usize + 1).is_err());
+    }
+
+    #[test]
+    fn take_from_moves_without_copy_and_rejects_other_pools() {
+        let p = pool(8);
+        let q = pool(8);
+        let mut a = Burst::new(&p, 4);
+        let mut b = Burst::new(&p, 4);
+        let mut c = Burst::new(&q, 4);
+        a.push_copy(b"0123456789abcdef");
+        let buf = a.packet(0).buffer_index();
+        b.take_from(&mut a, 0).unwrap();
+        assert_eq!(b.packet(0).buffer_index(), buf);
+        assert!(matches!(c.take_from(&mut b, 0), Err(Error::ForeignPool)));
+        drop((a, b, c));
+        assert_eq!(p.free_count(), 8);
+        assert_eq!(q.free_count(), 8);
+    }
+}

@@ -1,0 +1,272 @@
+//! The mlx5 Direct Verbs receive path: a cyclic RQ with one data segment per WQE, CQEs polled by
+//! owner bit, buffers handed up in the CQE's order and replaced in bursts. Modelled on VPP
+//! `rdma/input.c` (buffers taken from the ring in order, refill in bulk, CQ doorbell only after
+//! progress) and DPDK `mlx5_rx.c` (`mlx5_rx_err_handle`: which syndromes reset the queue).
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::dv::prm::{cqe_flags, syndrome, Be64, Cqe64, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::ring::{CqInfo, CqRing, RqRing, RwqInfo};
+use crate::dv::DvControl;
+use crate::mem::pool::{flags, Burst, Packet, Pool};
+use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
+
+/// Refill once at least this many WQEs are free (VPP skips refills of fewer than 16).
+const REFILL_MIN: u32 = 16;
+
+pub struct DvRxQueue {
+    rq: RqRing,
+    cq: CqRing,
+    pool: Rc<Pool>,
+    ctl: Arc<dyn DvControl>,
+    wq_num: u32,
+    /// Buffer posted in each RQ slot.
+    bufs: Box<[u32]>,
+    /// WQEs posted (free-running) and WQEs the device has completed.
+    rq_pi: u32,
+    rq_ci: u32,
+    cq_ci: u32,
+    data_off: u16,
+    recover: bool,
+    failed: Option<u8>,
+    stats: QueueStats,
+    scratch: Box<[u32]>,
+}
+
+impl DvRxQueue {
+    pub fn new(
+        rwq: &RwqInfo,
+        cq: &CqInfo,
+        wq_num: u32,
+        lkey: u32,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+        ctl: Arc<dyn DvControl>,
+    ) -> Result<DvRxQueue, Error> {
+        let rq = RqRing::new(rwq).map_err(Error::Device)?;
+        let cq = CqRing::new(cq).map_err(Error::Device)?;
+        if cq.size() < rq.size() {
+            return Err(Error::Device("RX CQ smaller than its receive queue".into()));
+        }
+        let size = rq.size();
+        let mut q = DvRxQueue {
+            rq,
+            cq,
+            pool: pool.clone(),
+            ctl,
+            wq_num,
+            bufs: vec![u32::MAX; size as usize].into_boxed_slice(),
+            rq_pi: 0,
+            rq_ci: 0,
+            cq_ci: 0,
+            data_off: pool.headroom(),
+            recover: cfg.recover,
+            failed: None,
+            stats: QueueStats::default(),
+            scratch: vec![0; size as usize].into_boxed_slice(),
+        };
+        // Byte count and lkey never change; a refill rewrites only the address (VPP).
+        let seg = DataSeg::new(pool.data_room(), lkey, 0);
+        for i in 0..size {
+            *q.rq.wqe(i) = seg;
+        }
+        q.refill(0);
+        Ok(q)
+    }
+
+    /// Posts fresh buffers into every free RQ slot once at least `min` are free.
+    #[inline(always)]
+    fn refill(&mut self, min: u32) {
+        let size = self.rq.size();
+        let free = self.rq_ci.wrapping_add(size).wrapping_sub(self.rq_pi);
+        if free < min.max(1) {
+            return;
+        }
+        let got = self.pool.alloc_bulk(&mut self.scratch[..free as usize]);
+        if got < free as usize {
+            self.stats.no_buffers += 1;
+        }
+        if got == 0 {
+            return;
+        }
+        let mask = size - 1;
+        let base = self.pool.addr(0, u32::from(self.data_off));
+        let buf_size = u64::from(self.pool.buf_size());
+        for k in 0..got {
+            let idx = self.scratch[k];
+            let pi = self.rq_pi.wrapping_add(k as u32);
+            self.bufs[(pi & mask) as usize] = idx;
+            self.rq.wqe(pi).addr = Be64::new(base + u64::from(idx) * buf_size);
+        }
+        self.rq_pi = self.rq_pi.wrapping_add(got as u32);
+        self.rq.ring_doorbell(self.rq_pi);
+    }
+
+    /// DPDK `mlx5_rx_err_handle` for critical syndromes: reset the WQ, drop completions that
+    /// precede the reset, zero the RQ doorbell record, and post the buffers we still own again
+    /// from WQE 0. No buffer is lost.
+    #[cold]
+    fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
+        if !self.recover || self.ctl.reset_rq(self.wq_num).is_err() {
+            self.failed = Some(synd);
+            self.release_posted();
+            return Err(QueueError::Failed { syndrome: synd });
+        }
+        while self.cq.poll(self.cq_ci).is_some() {
+            self.cq_ci = self.cq_ci.wrapping_add(1);
+            self.stats.drops += 1;
+        }
+        self.cq.publish_ci(self.cq_ci);
+        let mask = self.rq.size() - 1;
+        let mut n = 0;
+        while self.rq_ci != self.rq_pi {
+            self.scratch[n] = self.bufs[(self.rq_ci & mask) as usize];
+            self.rq_ci = self.rq_ci.wrapping_add(1);
+            n += 1;
+        }
+        self.pool.free_bulk(&self.scratch[..n]);
+        self.rq_ci = 0;
+        self.rq_pi = 0;
+        self.rq.ring_doorbell(0);
+        self.stats.recoveries += 1;
+        self.refill(0);
+        Ok(())
+    }
+
+    fn release_posted(&mut self) {
+        let mask = self.rq.size() - 1;
+        let mut n = 0;
+        while self.rq_ci != self.rq_pi {
+            self.scratch[n] = self.bufs[(self.rq_ci & mask) as usize];
+            self.rq_ci = self.rq_ci.wrapping_add(1);
+            n += 1;
+        }
+        self.pool.free_bulk(&self.scratch[..n]);
+    }
+
+    pub fn posted(&self) -> u32 {
+        self.rq_pi.wrapping_sub(self.rq_ci)
+    }
+}
+
+/// CQE flags word → packet flags. IPv4 checksum-ok needs an IPv4 L3 type (rdma-core
+/// `get_csum_ok`); L4 ok needs a TCP/UDP type.
+#[inline(always)]
+fn packet_flags(cqe: &Cqe64) -> u32 {
+    let f = cqe.hdr_type_etc.get();
+    let l3 = (f & cqe_flags::L3_TYPE_MASK) >> cqe_flags::L3_TYPE_SHIFT;
+    let l4 = (f & cqe_flags::L4_TYPE_MASK) >> cqe_flags::L4_TYPE_SHIFT;
+    let mut out = flags::RSS_HASH | flags::TIMESTAMP;
+    if l3 == cqe_flags::L3_IPV4 {
+        out |= flags::IPV4;
+        if f & cqe_flags::L3_OK != 0 {
+            out |= flags::L3_CSUM_OK;
+        }
+    } else if l3 == cqe_flags::L3_IPV6 {
+        out |= flags::IPV6;
+    }
+    if l4 == cqe_flags::L4_UDP {
+        out |= flags::UDP;
+    } else if l4 != cqe_flags::L4_NONE {
+        out |= flags::TCP;
+    }
+    if l4 != cqe_flags::L4_NONE && f & cqe_flags::L4_OK != 0 {
+        out |= flags::L4_CSUM_OK;
+    }
+    if f & cqe_flags::IP_FRAG != 0 {
+        out |= flags::IP_FRAG;
+    }
+    if f & cqe_flags::IP_EXT_OPTS != 0 {
+        out |= flags::IP_OPTIONS;
+    }
+    out
+}
+
+impl RxQueue for DvRxQueue {
+    #[inline(never)]
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(QueueError::Failed { syndrome: s });
+        }
+        same_pool(&self.pool, out)?;
+        let mask = self.rq.size() - 1;
+        let data_off = self.data_off;
+        let mut n = 0;
+        let mut bytes = 0u64;
+        let mut drops = 0u64;
+        let mut error = None;
+        let mut ci = self.cq_ci;
+        let mut rq_ci = self.rq_ci;
+        let spare = out.spare();
+        while n < spare.len() {
+            let Some(cqe) = self.cq.poll(ci) else { break };
+            // VPP accepts only plain RESP_SEND here; compression is never requested.
+            if cqe.op_own & 0xfc == CQE_RESP_SEND << 4 {
+                let len = cqe.byte_cnt.get();
+                spare[n] = Packet {
+                    buf: self.bufs[(rq_ci & mask) as usize],
+                    len: len as u16,
+                    off: data_off,
+                    rss_hash: cqe.rx_hash_res.get(),
+                    flags: packet_flags(cqe),
+                    timestamp: cqe.timestamp.get(),
+                };
+                drops += u64::from(cqe.sop_drop_qpn.get() >> 24);
+                bytes += u64::from(len);
+                n += 1;
+                rq_ci = rq_ci.wrapping_add(1);
+                ci = ci.wrapping_add(1);
+            } else if cqe.opcode() == CQE_RESP_ERR {
+                let synd = cqe.as_err().syndrome;
+                self.stats.errors.count(synd);
+                ci = ci.wrapping_add(1);
+                if matches!(
+                    synd,
+                    syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH
+                ) {
+                    error = Some(synd);
+                    break;
+                }
+                // The WQE was consumed without a packet; its buffer goes back to the pool and
+                // the slot is refilled below.
+                self.pool.free_one(self.bufs[(rq_ci & mask) as usize]);
+                rq_ci = rq_ci.wrapping_add(1);
+            } else {
+                self.stats.errors.bad_cqe += 1;
+                ci = ci.wrapping_add(1);
+                error = Some(syndrome::LOCAL_QP_OP);
+                break;
+            }
+        }
+        out.commit(n);
+        if ci != self.cq_ci {
+            self.cq_ci = ci;
+            self.rq_ci = rq_ci;
+            self.cq.publish_ci(ci);
+        }
+        self.stats.packets += n as u64;
+        self.stats.bytes += bytes;
+        self.stats.drops += drops;
+        if n > 0 {
+            self.stats.bursts += 1;
+        }
+        if let Some(synd) = error {
+            self.recover_or_fail(synd)?;
+        }
+        self.refill(REFILL_MIN);
+        Ok(n)
+    }
+
+    fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+}
+
+impl Drop for DvRxQueue {
+    fn drop(&mut self) {
+        // Stop the device writing into our buffers before they go back to the pool.
+        let _ = self.ctl.reset_rq(self.wq_num);
+        self.release_posted();
+    }
+}

@@ -1,0 +1,3 @@
+//! Receive burst paths, one module per backend.
+
+pub mod dv;

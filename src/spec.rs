@@ -1,0 +1,246 @@
+//! Port specs and opening ports.
+//!
+//! | spec | port |
+//! |---|---|
+//! | `model:NAME/P` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread |
+//! | `model:afpacket=IFNAME` | a one-port model NIC wired to the Linux interface IFNAME through AF_PACKET |
+//!
+//! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set.
+
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::dv::model::{ModelConfig, Nic, Wire};
+use crate::mem::region::Region;
+use crate::rx::dv::DvRxQueue;
+use crate::tx::dv::DvTxQueue;
+use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
+
+/// What a backend must provide to be opened as a port.
+trait Backend: Send + Sync {
+    fn rx_queue(
+        &self,
+        qid: u16,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+    ) -> Result<Box<dyn RxQueue>, Error>;
+    fn tx_queue(
+        &self,
+        qid: u16,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+    ) -> Result<Box<dyn TxQueue>, Error>;
+    fn model(&self) -> Option<(&Arc<Nic>, usize)>;
+}
+
+/// An open port. Shareable between threads; each thread creates its own queues over its own
+/// pool.
+pub struct Port {
+    spec: String,
+    backend: Box<dyn Backend>,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port").field("spec", &self.spec).finish()
+    }
+}
+
+impl Port {
+    pub fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    pub fn rx_queue(
+        &self,
+        qid: u16,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+    ) -> Result<Box<dyn RxQueue>, Error> {
+        check_queue_config(cfg)?;
+        self.backend.rx_queue(qid, pool, cfg)
+    }
+
+    pub fn tx_queue(
+        &self,
+        qid: u16,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+    ) -> Result<Box<dyn TxQueue>, Error> {
+        check_queue_config(cfg)?;
+        self.backend.tx_queue(qid, pool, cfg)
+    }
+
+    /// For model ports: the model NIC and this port's number on it (counters, fault injection).
+    pub fn model(&self) -> Option<(&Arc<Nic>, usize)> {
+        self.backend.model()
+    }
+}
+
+fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
+    if !(64..=32768).contains(&cfg.size) || !cfg.size.is_power_of_two() {
+        return Err(Error::Config(format!(
+            "queue size {} must be a power of two from 64 to 32768",
+            cfg.size
+        )));
+    }
+    if cfg.tx_completion_every == 0 {
+        return Err(Error::Config(
+            "tx_completion_every must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens a port from its spec (see the module docs for the forms).
+pub fn open(spec: &str) -> Result<Port, Error> {
+    let (kind, rest) = spec.split_once(':').ok_or_else(|| {
+        Error::Spec(format!(
+            "{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0"
+        ))
+    })?;
+    let backend: Box<dyn Backend> = match kind {
+        "model" => Box::new(open_model(rest)?),
+        "mlx5" | "verbs" | "xdp" => {
+            return Err(Error::Spec(format!(
+                "{kind}: ports are not available in this build yet; use model:NAME/0"
+            )))
+        }
+        _ => {
+            return Err(Error::Spec(format!(
+                "unknown port kind {kind:?} in {spec:?}; known kinds: model"
+            )))
+        }
+    };
+    Ok(Port {
+        spec: spec.to_string(),
+        backend,
+    })
+}
+
+static MODELS: Mutex<Vec<(String, Weak<Nic>)>> = Mutex::new(Vec::new());
+
+fn open_model(rest: &str) -> Result<ModelPort, Error> {
+    let (key, port, wires) = if let Some(ifname) = rest.strip_prefix("afpacket=") {
+        if ifname.is_empty() {
+            return Err(Error::Spec(
+                "model:afpacket= needs an interface name".into(),
+            ));
+        }
+        let wire = Wire::afpacket(ifname).map_err(Error::Device)?;
+        (format!("afpacket={ifname}"), 0, vec![wire])
+    } else {
+        let (name, port) = rest.split_once('/').ok_or_else(|| {
+            Error::Spec(format!(
+                "model:{rest}: expected model:NAME/PORT, e.g. model:pair0/0"
+            ))
+        })?;
+        if name.is_empty() {
+            return Err(Error::Spec(format!("model:{rest}: empty model name")));
+        }
+        let port: usize = match port.parse() {
+            Ok(p @ (0 | 1)) => p,
+            _ => {
+                return Err(Error::Spec(format!(
+                    "model:{rest}: port {port:?} must be 0 or 1"
+                )))
+            }
+        };
+        (name.to_string(), port, vec![Wire::Peer(1), Wire::Peer(0)])
+    };
+    let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
+    models.retain(|(_, w)| w.strong_count() > 0);
+    let nic = match models
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        Some(nic) => nic,
+        None => {
+            let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
+            let cpu = std::env::var("RAWPKT_MODEL_CPU")
+                .ok()
+                .and_then(|c| c.parse().ok());
+            nic.start(cpu);
+            models.push((key, Arc::downgrade(&nic)));
+            nic
+        }
+    };
+    Ok(ModelPort {
+        nic,
+        port,
+        mrs: Mutex::new(Vec::new()),
+    })
+}
+
+struct ModelPort {
+    nic: Arc<Nic>,
+    port: usize,
+    mrs: Mutex<Vec<(Weak<Region>, u32)>>,
+}
+
+impl ModelPort {
+    fn lkey(&self, pool: &Pool) -> u32 {
+        let mut mrs = self.mrs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, k)) = mrs
+            .iter()
+            .find(|(r, _)| r.upgrade().is_some_and(|r| Arc::ptr_eq(&r, pool.region())))
+        {
+            return *k;
+        }
+        let k = self.nic.register_mr(pool.region());
+        mrs.push((Arc::downgrade(pool.region()), k));
+        k
+    }
+}
+
+impl Backend for ModelPort {
+    fn rx_queue(
+        &self,
+        _qid: u16,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+    ) -> Result<Box<dyn RxQueue>, Error> {
+        let lkey = self.lkey(pool);
+        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
+        let (rwq, wq) = self
+            .nic
+            .create_rq(self.port, cfg.size, cq.cqn)
+            .map_err(Error::Device)?;
+        Ok(Box::new(DvRxQueue::new(
+            &rwq,
+            &cq,
+            wq,
+            lkey,
+            pool,
+            cfg,
+            self.nic.control(),
+        )?))
+    }
+
+    fn tx_queue(
+        &self,
+        _qid: u16,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+    ) -> Result<Box<dyn TxQueue>, Error> {
+        let lkey = self.lkey(pool);
+        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
+        let sq = self
+            .nic
+            .create_sq(self.port, cfg.size, cq.cqn)
+            .map_err(Error::Device)?;
+        Ok(Box::new(DvTxQueue::new(
+            &sq,
+            &cq,
+            lkey,
+            pool,
+            cfg,
+            self.nic.control(),
+        )?))
+    }
+
+    fn model(&self) -> Option<(&Arc<Nic>, usize)> {
+        Some((&self.nic, self.port))
+    }
+}

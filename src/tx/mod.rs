@@ -1,0 +1,3 @@
+//! Transmit burst paths, one module per backend.
+
+pub mod dv;
