@@ -58,10 +58,7 @@ impl std::fmt::Display for Error {
             Error::Config(m) => write!(f, "bad configuration: {m}"),
             Error::Memory(m) => write!(f, "cannot map packet memory: {m}"),
             Error::Device(m) => write!(f, "device error: {m}"),
-            Error::ForeignPool => write!(
-                f,
-                "the burst's buffers belong to another pool than the queue's"
-            ),
+            Error::ForeignPool => write!(f, "the burst's buffers belong to another pool than the queue's"),
         }
     }
 }

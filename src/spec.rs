@@ -18,18 +18,8 @@ use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 
 /// What a backend must provide to be opened as a port.
 trait Backend: Send + Sync {
-    fn rx_queue(
-        &self,
-        qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<Box<dyn RxQueue>, Error>;
-    fn tx_queue(
-        &self,
-        qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<Box<dyn TxQueue>, Error>;
+    fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
+    fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
 }
 
@@ -51,22 +41,12 @@ impl Port {
         &self.spec
     }
 
-    pub fn rx_queue(
-        &self,
-        qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<Box<dyn RxQueue>, Error> {
+    pub fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         check_queue_config(cfg)?;
         self.backend.rx_queue(qid, pool, cfg)
     }
 
-    pub fn tx_queue(
-        &self,
-        qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<Box<dyn TxQueue>, Error> {
+    pub fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         check_queue_config(cfg)?;
         self.backend.tx_queue(qid, pool, cfg)
     }
@@ -85,20 +65,16 @@ fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
         )));
     }
     if cfg.tx_completion_every == 0 {
-        return Err(Error::Config(
-            "tx_completion_every must be at least 1".into(),
-        ));
+        return Err(Error::Config("tx_completion_every must be at least 1".into()));
     }
     Ok(())
 }
 
 /// Opens a port from its spec (see the module docs for the forms).
 pub fn open(spec: &str) -> Result<Port, Error> {
-    let (kind, rest) = spec.split_once(':').ok_or_else(|| {
-        Error::Spec(format!(
-            "{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0"
-        ))
-    })?;
+    let (kind, rest) = spec
+        .split_once(':')
+        .ok_or_else(|| Error::Spec(format!("{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0")))?;
     let backend: Box<dyn Backend> = match kind {
         "model" => Box::new(open_model(rest)?),
         "mlx5" | "verbs" | "xdp" => {
@@ -123,44 +99,30 @@ static MODELS: Mutex<Vec<(String, Weak<Nic>)>> = Mutex::new(Vec::new());
 fn open_model(rest: &str) -> Result<ModelPort, Error> {
     let (key, port, wires) = if let Some(ifname) = rest.strip_prefix("afpacket=") {
         if ifname.is_empty() {
-            return Err(Error::Spec(
-                "model:afpacket= needs an interface name".into(),
-            ));
+            return Err(Error::Spec("model:afpacket= needs an interface name".into()));
         }
         let wire = Wire::afpacket(ifname).map_err(Error::Device)?;
         (format!("afpacket={ifname}"), 0, vec![wire])
     } else {
-        let (name, port) = rest.split_once('/').ok_or_else(|| {
-            Error::Spec(format!(
-                "model:{rest}: expected model:NAME/PORT, e.g. model:pair0/0"
-            ))
-        })?;
+        let (name, port) = rest
+            .split_once('/')
+            .ok_or_else(|| Error::Spec(format!("model:{rest}: expected model:NAME/PORT, e.g. model:pair0/0")))?;
         if name.is_empty() {
             return Err(Error::Spec(format!("model:{rest}: empty model name")));
         }
         let port: usize = match port.parse() {
             Ok(p @ (0 | 1)) => p,
-            _ => {
-                return Err(Error::Spec(format!(
-                    "model:{rest}: port {port:?} must be 0 or 1"
-                )))
-            }
+            _ => return Err(Error::Spec(format!("model:{rest}: port {port:?} must be 0 or 1"))),
         };
         (name.to_string(), port, vec![Wire::Peer(1), Wire::Peer(0)])
     };
     let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
     models.retain(|(_, w)| w.strong_count() > 0);
-    let nic = match models
-        .iter()
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, w)| w.upgrade())
-    {
+    let nic = match models.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
         Some(nic) => nic,
         None => {
             let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
-            let cpu = std::env::var("RAWPKT_MODEL_CPU")
-                .ok()
-                .and_then(|c| c.parse().ok());
+            let cpu = std::env::var("RAWPKT_MODEL_CPU").ok().and_then(|c| c.parse().ok());
             nic.start(cpu);
             models.push((key, Arc::downgrade(&nic)));
             nic
@@ -195,18 +157,10 @@ impl ModelPort {
 }
 
 impl Backend for ModelPort {
-    fn rx_queue(
-        &self,
-        _qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<Box<dyn RxQueue>, Error> {
+    fn rx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         let lkey = self.lkey(pool);
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
-        let (rwq, wq) = self
-            .nic
-            .create_rq(self.port, cfg.size, cq.cqn)
-            .map_err(Error::Device)?;
+        let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
         Ok(Box::new(DvRxQueue::new(
             &rwq,
             &cq,
@@ -218,26 +172,11 @@ impl Backend for ModelPort {
         )?))
     }
 
-    fn tx_queue(
-        &self,
-        _qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<Box<dyn TxQueue>, Error> {
+    fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let lkey = self.lkey(pool);
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
-        let sq = self
-            .nic
-            .create_sq(self.port, cfg.size, cq.cqn)
-            .map_err(Error::Device)?;
-        Ok(Box::new(DvTxQueue::new(
-            &sq,
-            &cq,
-            lkey,
-            pool,
-            cfg,
-            self.nic.control(),
-        )?))
+        let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
+        Ok(Box::new(DvTxQueue::new(&sq, &cq, lkey, pool, cfg, self.nic.control())?))
     }
 
     fn model(&self) -> Option<(&Arc<Nic>, usize)> {

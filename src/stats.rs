@@ -27,12 +27,7 @@ impl ErrorCounts {
     }
 
     pub fn total(&self) -> u64 {
-        self.local_length
-            + self.local_qp_op
-            + self.local_prot
-            + self.wr_flush
-            + self.other
-            + self.bad_cqe
+        self.local_length + self.local_qp_op + self.local_prot + self.wr_flush + self.other + self.bad_cqe
     }
 }
 

@@ -5,6 +5,8 @@
 //! `mlx5dv_init_obj` returns ([`ring::SqInfo`], [`ring::CqInfo`], [`ring::RwqInfo`]) and a way to
 //! reset a queue after a completion error ([`DvControl`]).
 
+#[cfg(test)]
+mod golden;
 pub mod model;
 pub mod prm;
 pub mod ring;

@@ -252,6 +252,102 @@ pub struct SendWqe {
     pub data: DataSeg,
 }
 
+impl SendWqe {
+    /// The canonical SEND of a frame of `len >= 18` bytes at `addr`: its first 18 bytes `hdr`
+    /// inline, the rest gathered from `addr + 18` (VPP `rdma_mlx5_wqe_init`). `signal` asks for a
+    /// CQE; `imm` is the driver's cookie.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn l2_inline(
+        wqe_index: u16,
+        qpn_ds4: Be32,
+        signal: bool,
+        imm: u32,
+        cs_flags: u8,
+        hdr: [u8; ETH_L2_INLINE_HEADER_SIZE],
+        len: u32,
+        lkey: Be32,
+        addr: u64,
+    ) -> SendWqe {
+        SendWqe {
+            ctrl: CtrlSeg {
+                opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, wqe_index, OPCODE_SEND),
+                qpn_ds: qpn_ds4,
+                signature: 0,
+                dci_stream_channel_id: [0; 2],
+                fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
+                imm,
+            },
+            eth: EthSeg {
+                swp_offs: 0,
+                cs_flags,
+                swp_flags: 0,
+                mss: Be16::new(0),
+                metadata: Be32::new(0),
+                inline_hdr_sz: Be16::new(ETH_L2_INLINE_HEADER_SIZE as u16),
+                inline_hdr: hdr,
+            },
+            data: DataSeg {
+                byte_count: Be32::new(len - ETH_L2_INLINE_HEADER_SIZE as u32),
+                lkey,
+                addr: Be64::new(addr + ETH_L2_INLINE_HEADER_SIZE as u64),
+            },
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8; SEND_WQE_BB] {
+        // SAFETY: repr(C, align(64)), 64 bytes made of padding-free segments (asserted below).
+        #[allow(unsafe_code)]
+        unsafe {
+            &*(self as *const SendWqe).cast::<[u8; SEND_WQE_BB]>()
+        }
+    }
+}
+
+/// Encodes a SEND that carries the whole `frame` in its Ethernet segment into `out` (one or more
+/// WQEBBs, zero-padded); returns the WQEBB count. Used for frames up to the inline threshold and
+/// for runts shorter than the 18-byte header.
+pub fn encode_inline_send(
+    wqe_index: u16,
+    qpn: u32,
+    frame: &[u8],
+    cs_flags: u8,
+    signal: bool,
+    imm: u32,
+    out: &mut [u8],
+) -> u32 {
+    let ds = 1 + EthSeg::ds_for_inline(frame.len());
+    let bbs = wqebbs(ds);
+    let len = bbs as usize * SEND_WQE_BB;
+    out[..len].fill(0);
+    out[0..4].copy_from_slice(&CtrlSeg::opmod_idx_opcode(0, wqe_index, OPCODE_SEND).get().to_be_bytes());
+    out[4..8].copy_from_slice(&CtrlSeg::qpn_ds(qpn, ds as u8).get().to_be_bytes());
+    out[11] = if signal { WQE_CTRL_CQ_UPDATE } else { 0 };
+    out[12..16].copy_from_slice(&imm.to_ne_bytes());
+    out[16 + 4] = cs_flags;
+    out[16 + 12..16 + 14].copy_from_slice(&(frame.len() as u16).to_be_bytes());
+    out[16 + ESEG_INLINE_OFFSET..16 + ESEG_INLINE_OFFSET + frame.len()].copy_from_slice(frame);
+    bbs
+}
+
+macro_rules! pod_bytes {
+    ($t:ty, $n:expr) => {
+        impl $t {
+            pub fn to_bytes(&self) -> [u8; $n] {
+                // SAFETY: repr(C) with integer fields only and no padding (sizes asserted below),
+                // so every byte is initialised.
+                #[allow(unsafe_code)]
+                unsafe {
+                    std::mem::transmute_copy(self)
+                }
+            }
+        }
+    };
+}
+pod_bytes!(CtrlSeg, 16);
+pod_bytes!(EthSeg, 32);
+pod_bytes!(DataSeg, 16);
+
 /// WQEBBs taken by a WQE of `ds` octowords.
 pub const fn wqebbs(ds: u32) -> u32 {
     ds.div_ceil(4)
@@ -327,6 +423,32 @@ impl Cqe64 {
             std::ptr::read_unaligned(b.as_ptr().cast::<Cqe64>())
         }
     }
+    /// A send completion for the WQE at `wqe_counter` (rdma-core `cq.c` reads the WQE opcode and
+    /// QPN from `sop_drop_qpn`). The owner bit is the writer's business.
+    pub fn req(wqe_counter: u16, qpn: u32, timestamp: u64) -> Cqe64 {
+        Cqe64 {
+            wqe_counter: Be16::new(wqe_counter),
+            sop_drop_qpn: Be32::new(u32::from(OPCODE_SEND) << 24 | qpn),
+            timestamp: Be64::new(timestamp),
+            op_own: CQE_REQ << 4,
+            ..Cqe64::default()
+        }
+    }
+
+    /// A receive completion of `len` bytes into the WQE at `wqe_counter`.
+    pub fn resp_send(wqe_counter: u16, len: u32, rx_hash: u32, hdr_type_etc: u16, timestamp: u64, drops: u8) -> Cqe64 {
+        Cqe64 {
+            byte_cnt: Be32::new(len),
+            rx_hash_res: Be32::new(rx_hash),
+            hdr_type_etc: Be16::new(hdr_type_etc),
+            timestamp: Be64::new(timestamp),
+            sop_drop_qpn: Be32::new(u32::from(drops) << 24),
+            wqe_counter: Be16::new(wqe_counter),
+            op_own: CQE_RESP_SEND << 4,
+            ..Cqe64::default()
+        }
+    }
+
     /// The error view of the same 64 bytes.
     pub fn as_err(&self) -> ErrCqe {
         ErrCqe::from_bytes(self.as_bytes())
@@ -354,6 +476,26 @@ pub struct ErrCqe {
 impl ErrCqe {
     pub fn new() -> ErrCqe {
         ErrCqe::from_bytes(&[0; 64])
+    }
+    /// A send error for the WQE at `wqe_counter` whose opcode was `wqe_opcode`.
+    pub fn req_err(synd: u8, wqe_counter: u16, wqe_opcode: u8, qpn: u32) -> ErrCqe {
+        ErrCqe {
+            syndrome: synd,
+            s_wqe_opcode_qpn: Be32::new(u32::from(wqe_opcode) << 24 | qpn),
+            wqe_counter: Be16::new(wqe_counter),
+            op_own: CQE_REQ_ERR << 4,
+            ..ErrCqe::new()
+        }
+    }
+    /// A receive error for the WQE at `wqe_counter` of WQ `wq_num`.
+    pub fn resp_err(synd: u8, wqe_counter: u16, wq_num: u32) -> ErrCqe {
+        ErrCqe {
+            syndrome: synd,
+            srqn: Be32::new(wq_num),
+            wqe_counter: Be16::new(wqe_counter),
+            op_own: CQE_RESP_ERR << 4,
+            ..ErrCqe::new()
+        }
     }
     pub fn as_bytes(&self) -> &[u8; 64] {
         // SAFETY: repr(C), 64 bytes, no padding (asserted below), integer fields only.
@@ -452,6 +594,182 @@ const _: () = {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dv::golden;
+    use std::mem::{align_of, offset_of, size_of};
+
+    const QPN: u32 = 0x1234;
+    const LKEY: u32 = 0xdead_beef;
+    const FRAME_VA: u64 = 0x0000_7f12_3456_7800;
+
+    fn frame() -> Vec<u8> {
+        golden::bytes("frame_ipv4_udp_60")
+    }
+
+    fn hdr() -> [u8; 18] {
+        frame()[..18].try_into().unwrap()
+    }
+
+    #[test]
+    fn layouts_match_rdma_core() {
+        assert_eq!(
+            golden::layout("mlx5_wqe_ctrl_seg"),
+            (size_of::<CtrlSeg>(), align_of::<CtrlSeg>())
+        );
+        assert_eq!(
+            golden::layout("mlx5_wqe_eth_seg"),
+            (size_of::<EthSeg>(), align_of::<EthSeg>())
+        );
+        assert_eq!(
+            golden::layout("mlx5_wqe_data_seg"),
+            (size_of::<DataSeg>(), align_of::<DataSeg>())
+        );
+        assert_eq!(golden::layout("mlx5_cqe64"), (size_of::<Cqe64>(), align_of::<Cqe64>()));
+        assert_eq!(
+            golden::layout("mlx5_err_cqe"),
+            (size_of::<ErrCqe>(), align_of::<ErrCqe>())
+        );
+        let f = |s, m| golden::field(s, m).0;
+        assert_eq!(f("mlx5_wqe_ctrl_seg", "qpn_ds"), offset_of!(CtrlSeg, qpn_ds));
+        assert_eq!(f("mlx5_wqe_ctrl_seg", "signature"), offset_of!(CtrlSeg, signature));
+        assert_eq!(
+            f("mlx5_wqe_ctrl_seg", "dci_stream_channel_id"),
+            offset_of!(CtrlSeg, dci_stream_channel_id)
+        );
+        assert_eq!(f("mlx5_wqe_ctrl_seg", "fm_ce_se"), offset_of!(CtrlSeg, fm_ce_se));
+        assert_eq!(f("mlx5_wqe_ctrl_seg", "imm"), offset_of!(CtrlSeg, imm));
+        assert_eq!(f("mlx5_wqe_eth_seg", "cs_flags"), offset_of!(EthSeg, cs_flags));
+        assert_eq!(f("mlx5_wqe_eth_seg", "mss"), offset_of!(EthSeg, mss));
+        assert_eq!(
+            f("mlx5_wqe_eth_seg", "inline_hdr_sz"),
+            offset_of!(EthSeg, inline_hdr_sz)
+        );
+        // Our `inline_hdr` covers rdma-core's `inline_hdr_start[2]` + `inline_hdr[16]`.
+        assert_eq!(
+            golden::field("mlx5_wqe_eth_seg", "inline_hdr_start"),
+            (offset_of!(EthSeg, inline_hdr), 2)
+        );
+        assert_eq!(f("mlx5_wqe_data_seg", "lkey"), offset_of!(DataSeg, lkey));
+        assert_eq!(f("mlx5_wqe_data_seg", "addr"), offset_of!(DataSeg, addr));
+        for (m, off) in [
+            ("wqe_id", offset_of!(Cqe64, wqe_id)),
+            ("ml_path", offset_of!(Cqe64, ml_path)),
+            ("slid", offset_of!(Cqe64, slid)),
+            ("flags_rqpn", offset_of!(Cqe64, flags_rqpn)),
+            ("hds_ip_ext", offset_of!(Cqe64, hdr_type_etc)),
+            ("vlan_info", offset_of!(Cqe64, vlan_info)),
+            ("srqn_uidx", offset_of!(Cqe64, srqn_uidx)),
+            ("imm_inval_pkey", offset_of!(Cqe64, imm_inval_pkey)),
+            ("byte_cnt", offset_of!(Cqe64, byte_cnt)),
+            ("timestamp", offset_of!(Cqe64, timestamp)),
+            ("sop_drop_qpn", offset_of!(Cqe64, sop_drop_qpn)),
+            ("wqe_counter", offset_of!(Cqe64, wqe_counter)),
+            ("signature", offset_of!(Cqe64, signature)),
+            ("op_own", offset_of!(Cqe64, op_own)),
+        ] {
+            assert_eq!(f("mlx5_cqe64", m), off, "mlx5_cqe64.{m}");
+        }
+        for (m, off) in [
+            ("srqn", offset_of!(ErrCqe, srqn)),
+            ("vendor_err_synd", offset_of!(ErrCqe, vendor_err_synd)),
+            ("syndrome", offset_of!(ErrCqe, syndrome)),
+            ("s_wqe_opcode_qpn", offset_of!(ErrCqe, s_wqe_opcode_qpn)),
+            ("wqe_counter", offset_of!(ErrCqe, wqe_counter)),
+            ("op_own", offset_of!(ErrCqe, op_own)),
+        ] {
+            assert_eq!(f("mlx5_err_cqe", m), off, "mlx5_err_cqe.{m}");
+        }
+    }
+
+    #[test]
+    fn segments_encode_like_rdma_core_helpers() {
+        let ctrl = |idx, ds, fm| CtrlSeg {
+            opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, idx, OPCODE_SEND),
+            qpn_ds: CtrlSeg::qpn_ds(QPN, ds),
+            fm_ce_se: fm,
+            ..CtrlSeg::default()
+        };
+        assert_eq!(
+            ctrl(5, 4, WQE_CTRL_CQ_UPDATE).to_bytes().to_vec(),
+            golden::bytes("a1_ctrl_send_pi5_ds4_cqe")
+        );
+        assert_eq!(
+            ctrl(0xffff, 6, 0).to_bytes().to_vec(),
+            golden::bytes("a2_ctrl_send_pi65535_ds6_nocqe")
+        );
+        let eth = |cs| EthSeg {
+            cs_flags: cs,
+            inline_hdr_sz: Be16::new(18),
+            inline_hdr: hdr(),
+            ..EthSeg::default()
+        };
+        assert_eq!(eth(0).to_bytes().to_vec(), golden::bytes("b1_eseg_inline18_nocsum"));
+        assert_eq!(
+            eth(ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM).to_bytes().to_vec(),
+            golden::bytes("b2_eseg_inline18_l3l4csum")
+        );
+        assert_eq!(
+            DataSeg::new(42, LKEY, FRAME_VA + 18).to_bytes().to_vec(),
+            golden::bytes("c1_dseg_len42")
+        );
+        assert_eq!(
+            DataSeg::new(2048, 0x1000, 0x1000_0000).to_bytes().to_vec(),
+            golden::bytes("f1_rwqe_1seg")
+        );
+        let mut f2 = DataSeg::new(2048, 0x1000, 0x1000_0000).to_bytes().to_vec();
+        f2.extend_from_slice(&DataSeg::TERMINATOR.to_bytes());
+        assert_eq!(f2, golden::bytes("f2_rwqe_2slot_terminated"));
+    }
+
+    #[test]
+    fn the_datapath_wqe_is_d1() {
+        let qpn_ds = CtrlSeg::qpn_ds(QPN, 4);
+        let d1 = SendWqe::l2_inline(5, qpn_ds, true, 0, 0, hdr(), 60, Be32::new(LKEY), FRAME_VA);
+        assert_eq!(d1.as_bytes().to_vec(), golden::bytes("d1_wqe_send_1bb"));
+        let d2 = SendWqe::l2_inline(5, qpn_ds, true, 0, 0xc0, hdr(), 60, Be32::new(LKEY), FRAME_VA);
+        assert_eq!(d2.as_bytes().to_vec(), golden::bytes("d2_wqe_send_1bb_l3l4csum"));
+        assert_eq!(d1.ctrl.doorbell_bytes().to_vec(), golden::bytes("i5_uar_doorbell_d1"));
+    }
+
+    #[test]
+    fn the_inline_wqe_is_e1() {
+        let mut out = [0xa5u8; 256];
+        let bbs = encode_inline_send(6, QPN, &frame(), 0, true, 0, &mut out);
+        assert_eq!(bbs, 2);
+        assert_eq!(out[..128].to_vec(), golden::bytes("e1_wqe_send_inline60_eseg"));
+    }
+
+    #[test]
+    fn cqes_encode_and_decode_like_rdma_core() {
+        let mut g1 = Cqe64::resp_send(7, 60, 0x1122_3344, 0x0628, 0x0102_0304_0506_0708, 0);
+        g1.op_own |= 1;
+        assert_eq!(g1.as_bytes().to_vec(), golden::bytes("g1_cqe_rx_ipv4_udp"));
+        assert_eq!(
+            Cqe64::req(0x0123, QPN, 0).as_bytes().to_vec(),
+            golden::bytes("h1_cqe_tx_req")
+        );
+        let mut h2 = ErrCqe::req_err(syndrome::LOCAL_PROT, 5, OPCODE_SEND, QPN);
+        h2.vendor_err_synd = 0x55;
+        assert_eq!(h2.as_bytes().to_vec(), golden::bytes("h2_cqe_tx_req_err_local_prot"));
+        let mut h3 = ErrCqe::resp_err(syndrome::LOCAL_LENGTH, 7, 0);
+        h3.op_own |= 1;
+        assert_eq!(h3.as_bytes().to_vec(), golden::bytes("h3_cqe_rx_resp_err_local_length"));
+        // Decoding the reference bytes gives the fields back.
+        let g = Cqe64::from_bytes(&golden::bytes("g1_cqe_rx_ipv4_udp").try_into().unwrap());
+        assert_eq!(
+            (g.byte_cnt.get(), g.wqe_counter.get(), g.opcode(), g.owner()),
+            (60, 7, CQE_RESP_SEND, 1)
+        );
+        assert_eq!(g.rx_hash_res.get(), 0x1122_3344);
+        let e = Cqe64::from_bytes(&golden::bytes("h2_cqe_tx_req_err_local_prot").try_into().unwrap()).as_err();
+        assert_eq!(
+            (e.syndrome, e.vendor_err_synd, e.wqe_counter.get()),
+            (syndrome::LOCAL_PROT, 0x55, 5)
+        );
+        assert_eq!(e.s_wqe_opcode_qpn.get(), u32::from(OPCODE_SEND) << 24 | QPN);
+        let mut h4 = [0u8; 64];
+        h4[63] = CQE_INIT_OP_OWN;
+        assert_eq!(h4.to_vec(), golden::bytes("h4_cqe_init_slot"));
+    }
 
     #[test]
     fn cq_rounding_follows_rdma_core() {
@@ -478,13 +796,7 @@ mod tests {
             ..CtrlSeg::default()
         };
         assert_eq!(
-            (
-                c.wqe_index(),
-                c.opcode(),
-                c.qpn(),
-                c.ds(),
-                c.completion_mode()
-            ),
+            (c.wqe_index(), c.opcode(), c.qpn(), c.ds(), c.completion_mode()),
             (0xfffe, 0x0a, 0xabcdef, 4, 2)
         );
     }

@@ -70,21 +70,12 @@ unsafe impl Send for CqInfo {}
 // SAFETY: as above.
 unsafe impl Send for RwqInfo {}
 
-fn check_ring(
-    what: &str,
-    cnt: u32,
-    stride: u32,
-    want_stride: u32,
-    buf: *mut u8,
-    align: usize,
-) -> Result<(), String> {
+fn check_ring(what: &str, cnt: u32, stride: u32, want_stride: u32, buf: *mut u8, align: usize) -> Result<(), String> {
     if cnt == 0 || !cnt.is_power_of_two() {
         return Err(format!("{what}: entry count {cnt} is not a power of two"));
     }
     if stride != want_stride {
-        return Err(format!(
-            "{what}: stride {stride}, the datapath needs {want_stride}"
-        ));
+        return Err(format!("{what}: stride {stride}, the datapath needs {want_stride}"));
     }
     if buf.is_null() || (buf as usize) % align != 0 {
         return Err(format!("{what}: ring buffer is not {align}-byte aligned"));
@@ -140,14 +131,7 @@ pub struct SqRing {
 
 impl SqRing {
     pub fn new(info: &SqInfo) -> Result<SqRing, String> {
-        check_ring(
-            "SQ",
-            info.wqe_cnt,
-            info.stride,
-            SEND_WQE_BB as u32,
-            info.buf,
-            64,
-        )?;
+        check_ring("SQ", info.wqe_cnt, info.stride, SEND_WQE_BB as u32, info.buf, 64)?;
         if info.bf_reg.is_null() || (info.bf_reg as usize) % 8 != 0 || info.dbrec.is_null() {
             return Err("SQ: doorbell register or record missing".into());
         }
@@ -184,12 +168,7 @@ impl SqRing {
     #[inline(always)]
     pub fn wqebb_bytes(&mut self, pi: u32) -> &mut [u8; SEND_WQE_BB] {
         // SAFETY: as in `wqe`; a SendWqe is exactly one 64-byte WQEBB.
-        unsafe {
-            &mut *self
-                .base
-                .add((pi & self.mask) as usize)
-                .cast::<[u8; SEND_WQE_BB]>()
-        }
+        unsafe { &mut *self.base.add((pi & self.mask) as usize).cast::<[u8; SEND_WQE_BB]>() }
     }
 
     /// The control segment of WQEBB `pi`, as the driver wrote it (to find its cookie).
@@ -212,6 +191,13 @@ impl SqRing {
         // SAFETY: bf_reg is an 8-byte aligned register (checked in `new`) kept alive by `keep`.
         // One 8-byte store, as the device requires; the bytes go out in memory order.
         unsafe { (*self.uar).store(word, Ordering::Release) };
+    }
+
+    /// Publishes WQEs up to `next_pi` in the record without the UAR write: what a driver that
+    /// forgot the doorbell does. Only for testing that a device notices.
+    #[doc(hidden)]
+    pub fn write_record_only(&self, next_pi: u32) {
+        self.dbrec.store_be(next_pi & 0xffff);
     }
 
     /// Zeroes the doorbell record after a queue reset (the device starts again at PI 0).
@@ -257,9 +243,7 @@ impl CqRing {
         // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
         let slot = unsafe { self.base.add((ci & self.mask) as usize) };
         // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
-        let op_own = unsafe {
-            (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire)
-        };
+        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
         let expect = ((ci >> self.log2) & 1) as u8;
         if (op_own & 1) != expect || (op_own >> 4) == CQE_INVALID {
             return None;

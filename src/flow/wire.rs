@@ -32,14 +32,8 @@ pub enum L3 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum L4 {
     None,
-    Tcp {
-        off: usize,
-        flags: u8,
-        payload_empty: bool,
-    },
-    Udp {
-        off: usize,
-    },
+    Tcp { off: usize, flags: u8, payload_empty: bool },
+    Udp { off: usize },
 }
 
 /// What a NIC's parser learns about a frame.
@@ -175,16 +169,10 @@ fn l4_range(p: &Parsed) -> Option<(usize, usize, u32)> {
     };
     match l3 {
         L3::Ipv4 {
-            off,
-            total_len,
-            proto,
-            ..
+            off, total_len, proto, ..
         } => Some((l4_off, off + total_len, u32::from(proto))),
         L3::Ipv6 {
-            off,
-            payload_len,
-            next,
-            ..
+            off, payload_len, next, ..
         } => Some((l4_off, off + 40 + payload_len, u32::from(next))),
         L3::None => None,
     }
@@ -216,10 +204,7 @@ pub fn l4_checksum_ok(frame: &[u8], p: &Parsed) -> bool {
             return true;
         }
     }
-    csum_fold(csum_add(
-        pseudo_sum(frame, p, end - l4, proto),
-        &frame[l4..end],
-    )) == 0
+    csum_fold(csum_add(pseudo_sum(frame, p, end - l4, proto), &frame[l4..end])) == 0
 }
 
 /// Fills in the IPv4 header checksum and/or the TCP/UDP checksum, as a NIC does for a send WQE
@@ -235,12 +220,7 @@ pub fn fill_checksums(frame: &mut [u8], l3: bool, l4: bool) {
     }
     if l4 {
         if let Some((l4_off, end, proto)) = l4_range(&p) {
-            let field = l4_off
-                + if matches!(p.l4, L4::Tcp { .. }) {
-                    16
-                } else {
-                    6
-                };
+            let field = l4_off + if matches!(p.l4, L4::Tcp { .. }) { 16 } else { 6 };
             frame[field..field + 2].copy_from_slice(&[0, 0]);
             let mut c = csum_fold(csum_add(
                 pseudo_sum(frame, &p, end - l4_off, proto),

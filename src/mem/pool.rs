@@ -74,8 +74,7 @@ impl Pool {
         }
         let bytes = u64::from(cfg.buffers) * u64::from(cfg.buf_size);
         let bytes = usize::try_from(bytes).map_err(|_| Error::Config("pool too large".into()))?;
-        let region =
-            Region::hugepages_or_fallback(bytes).map_err(|e| Error::Memory(e.to_string()))?;
+        let region = Region::hugepages_or_fallback(bytes).map_err(|e| Error::Memory(e.to_string()))?;
         // Popped from the end: the lowest indices go out first, which keeps a small working set
         // of buffers cache-hot when the traffic is light.
         let free: Vec<u32> = (0..cfg.buffers).rev().collect();
@@ -147,10 +146,7 @@ impl Pool {
     #[inline]
     pub(crate) fn free_bulk(&self, idx: &[u32]) {
         let mut free = self.free.borrow_mut();
-        debug_assert!(
-            free.len() + idx.len() <= self.count as usize,
-            "double free into pool"
-        );
+        debug_assert!(free.len() + idx.len() <= self.count as usize, "double free into pool");
         // Capacity was reserved for every buffer at creation, so this never reallocates.
         free.extend_from_slice(idx);
     }
@@ -320,10 +316,7 @@ impl Burst {
         let want = n.min(self.room());
         let got = self.pool.alloc_bulk(&mut self.scratch[..want]);
         let headroom = self.pool.headroom;
-        for (slot, &buf) in self.pkts[self.len..self.len + got]
-            .iter_mut()
-            .zip(&self.scratch[..got])
-        {
+        for (slot, &buf) in self.pkts[self.len..self.len + got].iter_mut().zip(&self.scratch[..got]) {
             *slot = Packet {
                 buf,
                 len,

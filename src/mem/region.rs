@@ -83,13 +83,8 @@ impl Region {
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let base = NonNull::new(ptr.cast::<u8>())
-            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
-        let kind = if huge {
-            PageKind::Huge2M
-        } else {
-            PageKind::Small4K
-        };
+        let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap returned null"))?;
+        let kind = if huge { PageKind::Huge2M } else { PageKind::Small4K };
         Ok(Region { base, len, kind })
     }
 

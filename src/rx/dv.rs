@@ -221,10 +221,7 @@ impl RxQueue for DvRxQueue {
                 let synd = cqe.as_err().syndrome;
                 self.stats.errors.count(synd);
                 ci = ci.wrapping_add(1);
-                if matches!(
-                    synd,
-                    syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH
-                ) {
+                if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
                     error = Some(synd);
                     break;
                 }

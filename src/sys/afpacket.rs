@@ -16,8 +16,7 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
 impl AfPacket {
     pub fn open(ifname: &str) -> Result<AfPacket, String> {
-        let ifindex = super::if_index(ifname)
-            .ok_or_else(|| format!("no network interface named {ifname:?}"))?;
+        let ifindex = super::if_index(ifname).ok_or_else(|| format!("no network interface named {ifname:?}"))?;
         // SAFETY: plain socket(2) call; the result is checked and owned immediately.
         let raw = unsafe {
             libc::socket(
@@ -62,10 +61,7 @@ impl AfPacket {
             )
         };
         if rc != 0 {
-            return Err(format!(
-                "bind AF_PACKET to {ifname}: {}",
-                io::Error::last_os_error()
-            ));
+            return Err(format!("bind AF_PACKET to {ifname}: {}", io::Error::last_os_error()));
         }
         Ok(AfPacket {
             fd,

@@ -8,9 +8,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{
-    syndrome, wqebbs, Be32, Be64, CtrlSeg, DataSeg, EthSeg, SendWqe, CQE_REQ, CQE_REQ_ERR,
-    DS_BYTES, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE,
-    ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    encode_inline_send, syndrome, wqebbs, Be32, CtrlSeg, EthSeg, SendWqe, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
+    ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
+    MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
 use crate::dv::DvControl;
@@ -201,33 +201,19 @@ impl DvTxQueue {
             .count()
     }
 
-    /// A WQE that carries the whole frame in its Ethernet segment (`len <= inline_max`, or a runt
-    /// shorter than the 18-byte header). May span several WQEBBs and wrap the ring end.
+    /// A WQE that carries the whole frame in its Ethernet segment; may span several WQEBBs
+    /// and wrap the ring end.
     #[cold]
     fn write_inline_wqe(&mut self, frame: &[u8], cs: u8, signal: bool) -> u32 {
-        let ds = 1 + EthSeg::ds_for_inline(frame.len());
-        let bbs = wqebbs(ds);
         let mut wqe = [0u8; MAX_WQE_DS as usize * DS_BYTES];
-        let ctrl = CtrlSeg {
-            opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, self.pi as u16, OPCODE_SEND),
-            qpn_ds: CtrlSeg::qpn_ds(self.qpn_ds_send.get() >> 8, ds as u8),
-            fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
-            imm: if signal {
-                self.pi.wrapping_add(bbs)
-            } else {
-                NO_TAIL
-            },
-            ..CtrlSeg::default()
+        let qpn = self.qpn_ds_send.get() >> 8;
+        let ds = 1 + EthSeg::ds_for_inline(frame.len());
+        let imm = if signal {
+            self.pi.wrapping_add(wqebbs(ds))
+        } else {
+            NO_TAIL
         };
-        let eth = EthSeg {
-            cs_flags: cs,
-            inline_hdr_sz: crate::dv::prm::Be16::new(frame.len() as u16),
-            ..EthSeg::default()
-        };
-        wqe[..16].copy_from_slice(&struct_bytes_ctrl(&ctrl));
-        wqe[16..28].copy_from_slice(&struct_bytes_eth(&eth)[..12]);
-        wqe[28..30].copy_from_slice(&(frame.len() as u16).to_be_bytes());
-        wqe[16 + ESEG_INLINE_OFFSET..16 + ESEG_INLINE_OFFSET + frame.len()].copy_from_slice(frame);
+        let bbs = encode_inline_send(self.pi as u16, qpn, frame, cs, signal, imm, &mut wqe);
         for k in 0..bbs {
             let off = k as usize * SEND_WQE_BB;
             self.sq
@@ -236,27 +222,6 @@ impl DvTxQueue {
         }
         bbs
     }
-}
-
-fn struct_bytes_ctrl(c: &CtrlSeg) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&c.doorbell_bytes());
-    b[8] = c.signature;
-    b[9..11].copy_from_slice(&c.dci_stream_channel_id);
-    b[11] = c.fm_ce_se;
-    b[12..].copy_from_slice(&c.imm.to_ne_bytes());
-    b
-}
-
-fn struct_bytes_eth(e: &EthSeg) -> [u8; 14] {
-    let mut b = [0u8; 14];
-    b[..4].copy_from_slice(&e.swp_offs.to_ne_bytes());
-    b[4] = e.cs_flags;
-    b[5] = e.swp_flags;
-    b[6..8].copy_from_slice(&e.mss.get().to_be_bytes());
-    b[8..12].copy_from_slice(&e.metadata.get().to_be_bytes());
-    b[12..14].copy_from_slice(&e.inline_hdr_sz.get().to_be_bytes());
-    b
 }
 
 #[inline(always)]
@@ -304,27 +269,18 @@ impl TxQueue for DvTxQueue {
                 let mut hdr = [0u8; ETH_L2_INLINE_HEADER_SIZE];
                 hdr.copy_from_slice(&pkts.data(sent)[..ETH_L2_INLINE_HEADER_SIZE]);
                 let pi = self.pi;
-                let wqe = SendWqe {
-                    ctrl: CtrlSeg {
-                        opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, pi as u16, OPCODE_SEND),
-                        qpn_ds: self.qpn_ds_send,
-                        signature: 0,
-                        dci_stream_channel_id: [0; 2],
-                        fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
-                        imm: if signal { pi.wrapping_add(1) } else { NO_TAIL },
-                    },
-                    eth: EthSeg {
-                        cs_flags: cs,
-                        inline_hdr_sz: crate::dv::prm::Be16::new(ETH_L2_INLINE_HEADER_SIZE as u16),
-                        inline_hdr: hdr,
-                        ..EthSeg::default()
-                    },
-                    data: DataSeg {
-                        byte_count: Be32::new((len - ETH_L2_INLINE_HEADER_SIZE) as u32),
-                        lkey: self.lkey,
-                        addr: Be64::new(addr + ETH_L2_INLINE_HEADER_SIZE as u64),
-                    },
-                };
+                let imm = if signal { pi.wrapping_add(1) } else { NO_TAIL };
+                let wqe = SendWqe::l2_inline(
+                    pi as u16,
+                    self.qpn_ds_send,
+                    signal,
+                    imm,
+                    cs,
+                    hdr,
+                    len as u32,
+                    self.lkey,
+                    addr,
+                );
                 *self.sq.wqe(pi) = wqe;
                 self.bufs[(pi & mask) as usize] = p.buf;
                 self.last_wqe = pi;

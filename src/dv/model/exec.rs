@@ -4,9 +4,8 @@
 
 use super::{Device, Fault, Wire, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
-    cqe_flags, syndrome, wqebbs, Be16, Be32, Be64, Cqe64, CtrlSeg, ErrCqe, EthSeg, CQE_REQ,
-    CQE_REQ_ERR, CQE_RESP_ERR, CQE_RESP_SEND, DS_BYTES, ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE,
-    ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS, OPCODE_SEND,
+    cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, DS_BYTES, ESEG_INLINE_OFFSET,
+    ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS, OPCODE_SEND,
     SEND_WQE_BB, SND_DBR,
 };
 use crate::dv::ring::device;
@@ -60,10 +59,7 @@ impl Device {
         }
         self.sqs[i].as_mut().expect("caller checked").unrung_polls = 0;
         self.counters.doorbells += 1;
-        if self
-            .take_fault(port, |f| matches!(f, Fault::LostDoorbell))
-            .is_some()
-        {
+        if self.take_fault(port, |f| matches!(f, Fault::LostDoorbell)).is_some() {
             self.counters.doorbells_lost += 1;
             self.trace_event(format_args!(
                 "DOORBELL-LOST qpn={qpn:#x} uar={:016x}",
@@ -80,15 +76,15 @@ impl Device {
         // SAFETY: slot idx & (wqe_cnt - 1) is inside the SQ ring; the driver published it.
         unsafe {
             device::read(
-                mem.ring()
-                    .wrapping_add(((idx & (wqe_cnt - 1)) as usize) * SEND_WQE_BB),
+                mem.ring().wrapping_add(((idx & (wqe_cnt - 1)) as usize) * SEND_WQE_BB),
                 &mut in_memory,
             )
         };
         if ahead == 0 && in_memory == bytes {
             return 0; // a repeated doorbell for WQEs already run
         }
-        if ahead == 0 || ahead > pending || ahead > wqe_cnt || in_memory != bytes {
+        let strict_mismatch = self.cfg.strict_doorbell && ahead != pending;
+        if ahead == 0 || ahead > pending || ahead > wqe_cnt || in_memory != bytes || strict_mismatch {
             self.counters.doorbell_mismatch += 1;
             self.trace_event(format_args!(
                 "DOORBELL-MISMATCH qpn={qpn:#x} uar={:016x} record={record} hw_ci={hw_ci}",
@@ -140,6 +136,9 @@ impl Device {
         for k in 1..bbs {
             read_bb(&mut wqe, k);
         }
+        if (pi & mask) + bbs > mask + 1 {
+            self.counters.wrapped_wqes += 1;
+        }
         self.counters.wqes += 1;
         if let Some(t) = self.trace.as_mut() {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
@@ -152,13 +151,9 @@ impl Device {
                 synd: syndrome::WR_FLUSH,
                 bbs,
             })
-        } else if let Some(Fault::TxError { syndrome }) =
-            self.take_fault(port, |f| matches!(f, Fault::TxError { .. }))
+        } else if let Some(Fault::TxError { syndrome }) = self.take_fault(port, |f| matches!(f, Fault::TxError { .. }))
         {
-            Err(WqeError {
-                synd: syndrome,
-                bbs,
-            })
+            Err(WqeError { synd: syndrome, bbs })
         } else {
             self.build_frame(&wqe, &ctrl, pi, qpn, left)
         };
@@ -169,13 +164,7 @@ impl Device {
                 sq.hw_ci = pi.wrapping_add(bbs);
                 self.transmit(port);
                 if signalled {
-                    let cqe = Cqe64 {
-                        wqe_counter: Be16::new(pi as u16),
-                        sop_drop_qpn: Be32::new(u32::from(OPCODE_SEND) << 24 | qpn),
-                        timestamp: Be64::new(self.now_ns()),
-                        op_own: CQE_REQ << 4,
-                        ..Cqe64::default()
-                    };
+                    let cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
                     self.write_cqe(cqn, cqe.as_bytes());
                 }
                 bbs
@@ -188,13 +177,7 @@ impl Device {
                 // when signalled.
                 if first_error || signalled {
                     self.ports[port].counters.tx_error_cqes += 1;
-                    let err = ErrCqe {
-                        syndrome: synd,
-                        s_wqe_opcode_qpn: Be32::new(u32::from(ctrl.opcode()) << 24 | qpn),
-                        wqe_counter: Be16::new(pi as u16),
-                        op_own: CQE_REQ_ERR << 4,
-                        ..ErrCqe::new()
-                    };
+                    let err = ErrCqe::req_err(synd, pi as u16, ctrl.opcode(), qpn);
                     self.write_cqe(cqn, err.as_bytes());
                 }
                 bbs
@@ -204,14 +187,7 @@ impl Device {
 
     /// Validates a send WQE and assembles its frame into `self.frame` (trap 3: inline data starts
     /// at eseg byte 14; trap 4: ds counts the ctrl segment; trap 25: minimum inline).
-    fn build_frame(
-        &mut self,
-        wqe: &[u8],
-        ctrl: &CtrlSeg,
-        pi: u32,
-        qpn: u32,
-        left: u32,
-    ) -> Result<u32, WqeError> {
+    fn build_frame(&mut self, wqe: &[u8], ctrl: &CtrlSeg, pi: u32, qpn: u32, left: u32) -> Result<u32, WqeError> {
         let ds = ctrl.ds();
         let bbs = wqebbs(ds).clamp(1, left);
         let qp_op = Err(WqeError {
@@ -297,10 +273,7 @@ impl Device {
 
     /// The address of `[addr, addr + len)` if it lies inside the MR named by `lkey`.
     fn mr_range(&self, lkey: u32, addr: u64, len: u64) -> Option<*mut u8> {
-        let mr = self
-            .mrs
-            .get(lkey.wrapping_sub(super::LKEY_BASE) as usize)?
-            .as_ref()?;
+        let mr = self.mrs.get(lkey.wrapping_sub(super::LKEY_BASE) as usize)?.as_ref()?;
         mr.region.contains(addr, len).then_some(addr as *mut u8)
     }
 
@@ -375,15 +348,7 @@ impl Device {
         self.rx_into(port, wq, frame, &parsed, hash, no_buffer.is_some());
     }
 
-    fn rx_into(
-        &mut self,
-        port: usize,
-        wq: u32,
-        frame: &[u8],
-        parsed: &pkt::Parsed,
-        hash: u32,
-        no_buffer: bool,
-    ) {
+    fn rx_into(&mut self, port: usize, wq: u32, frame: &[u8], parsed: &pkt::Parsed, hash: u32, no_buffer: bool) {
         let ri = wq.wrapping_sub(WQN_BASE) as usize;
         let Some(rq) = self.rqs[ri].as_mut() else {
             return;
@@ -421,20 +386,11 @@ impl Device {
             None
         };
         if let Some(synd) = failure {
-            if matches!(
-                synd,
-                syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH
-            ) {
+            if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
                 self.rqs[ri].as_mut().expect("live").error = true;
             }
             self.ports[port].counters.rx_error_cqes += 1;
-            let err = ErrCqe {
-                syndrome: synd,
-                srqn: Be32::new(wq),
-                wqe_counter: Be16::new(counter),
-                op_own: CQE_RESP_ERR << 4,
-                ..ErrCqe::new()
-            };
+            let err = ErrCqe::resp_err(synd, counter, wq);
             self.write_cqe(cqn, err.as_bytes());
             return;
         }
@@ -445,16 +401,8 @@ impl Device {
         let c = &mut self.ports[port].counters;
         c.rx_frames += 1;
         c.rx_bytes += frame.len() as u64;
-        let cqe = Cqe64 {
-            byte_cnt: Be32::new(frame.len() as u32),
-            rx_hash_res: Be32::new(hash),
-            hdr_type_etc: Be16::new(hdr_type_etc(frame, parsed)),
-            timestamp: Be64::new(self.now_ns()),
-            sop_drop_qpn: Be32::new(u32::from(drops) << 24),
-            wqe_counter: Be16::new(counter),
-            op_own: CQE_RESP_SEND << 4,
-            ..Cqe64::default()
-        };
+        let flags = hdr_type_etc(frame, parsed);
+        let cqe = Cqe64::resp_send(counter, frame.len() as u32, hash, flags, self.now_ns(), drops);
         self.write_cqe(cqn, cqe.as_bytes());
     }
 
@@ -480,10 +428,7 @@ impl Device {
         }
         let mut bytes = *cqe;
         bytes[63] = (bytes[63] & !1) | crate::dv::prm::cqe_owner_for(cq.pi, cq.log2);
-        let slot = cq
-            .mem
-            .ring()
-            .wrapping_add(((cq.pi & (cq.cqe_cnt - 1)) as usize) * 64);
+        let slot = cq.mem.ring().wrapping_add(((cq.pi & (cq.cqe_cnt - 1)) as usize) * 64);
         // SAFETY: the slot is inside the CQ ring; the overrun check (or the driver's sizing)
         // guarantees the driver has consumed it.
         unsafe { device::write_cqe(slot, &bytes) };
@@ -523,8 +468,10 @@ fn ctrl_of(wqe: &[u8]) -> CtrlSeg {
 }
 
 /// The CQE flags word the NIC's parser reports (§3.9; l4 types from Linux `device.h`).
-fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
-    let mut f = cqe_flags::L2_OK;
+/// L2_OK stays clear: no source read says when the hardware sets it, rdma-core's own reference
+/// CQE (vector g1) leaves it 0, and no driver we follow reads it.
+pub fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
+    let mut f = 0;
     match p.l3 {
         pkt::L3::Ipv4 { frag, options, .. } => {
             f |= cqe_flags::L3_IPV4 << cqe_flags::L3_TYPE_SHIFT;
@@ -549,9 +496,7 @@ fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
     let l4 = match p.l4 {
         pkt::L4::Udp { .. } => cqe_flags::L4_UDP,
         pkt::L4::Tcp {
-            flags,
-            payload_empty,
-            ..
+            flags, payload_empty, ..
         } => {
             if flags & 0x10 == 0 {
                 cqe_flags::L4_TCP

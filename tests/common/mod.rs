@@ -1,0 +1,104 @@
+//! A DV queue pair against a stepped model NIC whose two ports are back to back.
+#![allow(dead_code)]
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rawpkt::dv::model::{ModelConfig, Nic, Wire};
+use rawpkt::dv::ring::{CqInfo, SqInfo};
+use rawpkt::rx::dv::DvRxQueue;
+use rawpkt::tx::dv::DvTxQueue;
+use rawpkt::{Pool, PoolConfig, QueueConfig};
+
+pub struct Rig {
+    pub nic: Arc<Nic>,
+    pub pool: Rc<Pool>,
+    pub tx: DvTxQueue,
+    pub rx: DvRxQueue,
+    pub lkey: u32,
+    pub sq: SqInfo,
+    pub tx_cq: CqInfo,
+    pub rx_cq: CqInfo,
+}
+
+pub fn rig(q: QueueConfig, model: ModelConfig, buffers: u32) -> Rig {
+    let nic = Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], model).unwrap();
+    let pool = Pool::new(PoolConfig {
+        buffers,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let lkey = nic.register_mr(pool.region());
+    let tx_cq = nic.create_cq(q.size).unwrap();
+    let sq = nic.create_sq(0, q.size, tx_cq.cqn).unwrap();
+    let tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.control()).unwrap();
+    let rx_cq = nic.create_cq(q.size).unwrap();
+    let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn).unwrap();
+    let rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+    Rig {
+        nic,
+        pool,
+        tx,
+        rx,
+        lkey,
+        sq,
+        tx_cq,
+        rx_cq,
+    }
+}
+
+impl Rig {
+    /// Drops the queues and checks that every buffer is back and every object is gone.
+    pub fn teardown(self) {
+        let Rig {
+            nic,
+            pool,
+            tx,
+            rx,
+            lkey,
+            sq,
+            tx_cq,
+            rx_cq,
+        } = self;
+        drop((tx, rx, sq, tx_cq, rx_cq));
+        assert_eq!(pool.free_count(), pool.capacity(), "pool not full after teardown");
+        nic.deregister_mr(lkey);
+        assert_eq!(nic.live_objects(), 0, "model objects left after teardown");
+    }
+}
+
+/// xorshift64*: deterministic test data without a dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn range(&mut self, lo: usize, hi_incl: usize) -> usize {
+        lo + (self.next() % (hi_incl - lo + 1) as u64) as usize
+    }
+}
+
+/// Frame number `seq`: its length and every byte follow from `seq`, so a receiver can check it
+/// without keeping what was sent.
+pub fn frame_len(seq: u64, lo: usize, hi: usize) -> usize {
+    lo + (Rng(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1).next() % (hi - lo + 1) as u64) as usize
+}
+
+pub fn fill_frame(seq: u64, out: &mut [u8]) {
+    let mut r = Rng(seq.wrapping_add(0x1234_5678_9abc_def1) | 1);
+    for chunk in out.chunks_mut(8) {
+        let v = r.next().to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+    // Unicast destination MAC, and the sequence number right after the Ethernet header.
+    out[0] &= 0xfe;
+    out[14..22].copy_from_slice(&seq.to_be_bytes());
+}
+
+pub fn seq_of(frame: &[u8]) -> u64 {
+    u64::from_be_bytes(frame[14..22].try_into().unwrap())
+}
