@@ -387,3 +387,108 @@ pub mod device {
         fence(Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dv::golden;
+    use crate::dv::prm::{Be32, CtrlSeg, SendWqe};
+    use crate::mem::region::Region;
+
+    /// A region standing in for device memory: ring at 0, records at 4096, UAR page at 8192.
+    fn mem() -> Arc<Region> {
+        Arc::new(Region::small_pages(3 * 4096).unwrap())
+    }
+
+    fn word_bytes(p: *const u8, n: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n];
+        // SAFETY: test memory from `mem()`, valid for n bytes at the offsets used below.
+        unsafe { device::read(p, &mut v) };
+        v
+    }
+
+    #[test]
+    fn doorbells_write_what_rdma_core_writes() {
+        let m = mem();
+        let base = m.base();
+        let keep: KeepAlive = m.clone();
+        let dbrec = base.wrapping_add(4096).cast::<u32>();
+        let info = SqInfo {
+            buf: base,
+            wqe_cnt: 64,
+            stride: 64,
+            dbrec,
+            bf_reg: base.wrapping_add(8192 + 0x800),
+            bf_size: 0,
+            qpn: 0x1234,
+            keep: keep.clone(),
+        };
+        let mut sq = SqRing::new(&info).unwrap();
+        let hdr: [u8; 18] = golden::bytes("frame_ipv4_udp_60")[..18].try_into().unwrap();
+        *sq.wqe(5) = SendWqe::l2_inline(
+            5,
+            CtrlSeg::qpn_ds(0x1234, 4),
+            true,
+            0,
+            0,
+            hdr,
+            60,
+            Be32::new(0xdead_beef),
+            0x7f12_3456_7800,
+        );
+        sq.ring_doorbell(6, 5);
+        assert_eq!(word_bytes(dbrec.cast(), 8), golden::bytes("i4_dbrec_qp_after_d1"));
+        assert_eq!(word_bytes(info.bf_reg, 8), golden::bytes("i5_uar_doorbell_d1"));
+        assert_eq!(
+            word_bytes(base.wrapping_add(5 * 64), 64),
+            golden::bytes("d1_wqe_send_1bb")
+        );
+
+        // i1: the same QP record with an RQ counter in [MLX5_RCV_DBR].
+        let rwq = RwqInfo {
+            buf: base,
+            dbrec,
+            wqe_cnt: 64,
+            stride: 16,
+            keep: keep.clone(),
+        };
+        let rq = RqRing::new(&rwq).unwrap();
+        rq.ring_doorbell(0x42);
+        sq.ring_doorbell(0x1234, 5);
+        assert_eq!(word_bytes(dbrec.cast(), 8), golden::bytes("i1_dbrec_qp_rq0042_sq1234"));
+        assert_eq!(word_bytes(dbrec.cast(), 4), golden::bytes("i3_dbrec_rwq_0042"));
+
+        let cq_rec = base.wrapping_add(4096 + 64).cast::<u32>();
+        let cq = CqRing::new(&CqInfo {
+            buf: base,
+            dbrec: cq_rec,
+            cqe_cnt: 64,
+            cqe_size: 64,
+            cqn: 1,
+            keep,
+        })
+        .unwrap();
+        cq.publish_ci(0xabcdef);
+        assert_eq!(word_bytes(cq_rec.cast(), 8), golden::bytes("i2_dbrec_cq_ci00abcdef"));
+        // 24 bits only: a free-running index past 2^24 publishes its low bits.
+        cq.publish_ci(0x01ab_cdef);
+        assert_eq!(word_bytes(cq_rec.cast(), 8), golden::bytes("i2_dbrec_cq_ci00abcdef"));
+    }
+
+    #[test]
+    fn rings_refuse_what_the_datapath_cannot_drive() {
+        let m = mem();
+        let keep: KeepAlive = m.clone();
+        let info = |cnt, stride| CqInfo {
+            buf: m.base(),
+            dbrec: m.base().cast(),
+            cqe_cnt: cnt,
+            cqe_size: stride,
+            cqn: 1,
+            keep: keep.clone(),
+        };
+        assert!(CqRing::new(&info(100, 64)).is_err());
+        assert!(CqRing::new(&info(64, 128)).err().unwrap().contains("stride 128"));
+        assert!(CqRing::new(&info(64, 64)).is_ok());
+    }
+}

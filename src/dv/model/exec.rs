@@ -514,3 +514,16 @@ pub fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
     }
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dv::golden;
+
+    #[test]
+    fn parser_flags_for_the_reference_frame_are_those_of_g1() {
+        let frame = golden::bytes("frame_ipv4_udp_60");
+        let g1 = Cqe64::from_bytes(&golden::bytes("g1_cqe_rx_ipv4_udp").try_into().unwrap());
+        assert_eq!(hdr_type_etc(&frame, &pkt::parse(&frame)), g1.hdr_type_etc.get());
+    }
+}

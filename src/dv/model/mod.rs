@@ -519,6 +519,20 @@ impl Nic {
         }
     }
 
+    /// The 64 bytes of slot `i` of CQ `cqn`, as they are now (for tests and debugging).
+    pub fn cq_slot(&self, cqn: u32, i: u32) -> Option<[u8; 64]> {
+        let d = self.dev();
+        let cq = d.cq(cqn)?;
+        let mut out = [0u8; 64];
+        let at = cq.mem.ring().wrapping_add(((i & (cq.cqe_cnt - 1)) as usize) * 64);
+        // SAFETY: the slot lies inside this live CQ's ring.
+        #[allow(unsafe_code)]
+        unsafe {
+            device::read(at, &mut out)
+        };
+        Some(out)
+    }
+
     /// Flushes the trace file.
     pub fn flush_trace(&self) {
         if let Some(t) = self.dev().trace.as_mut() {

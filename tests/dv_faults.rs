@@ -1,0 +1,281 @@
+//! Fault injection through the model: every injectable fault is counted, recovered from (or
+//! reported as a failed queue), and loses no buffer.
+
+mod common;
+
+use common::{fill_frame, rig, Rig};
+use rawpkt::dv::model::{Fault, ModelConfig};
+use rawpkt::dv::prm::syndrome;
+use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, QueueError, RxQueue, TxQueue};
+
+fn q(recover: bool) -> QueueConfig {
+    QueueConfig {
+        size: 64,
+        recover,
+        ..QueueConfig::default()
+    }
+}
+
+/// Queues `n` 60-byte frames numbered from `first` on TX.
+fn send(r: &mut Rig, first: u64, n: usize) -> usize {
+    let mut out = Burst::new(&r.pool, n);
+    for k in 0..n {
+        assert_eq!(out.alloc(1, 60), 1);
+        fill_frame(first + k as u64, out.data_mut(k));
+    }
+    r.tx.tx_burst(&mut out).unwrap()
+}
+
+/// Steps the model and drains RX; returns the frames received.
+fn receive(r: &mut Rig) -> Result<usize, QueueError> {
+    r.nic.step();
+    let mut got = Burst::new(&r.pool, 256);
+    let mut total = 0;
+    loop {
+        let n = r.rx.rx_burst(&mut got)?;
+        got.clear();
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n;
+    }
+}
+
+fn settle(r: &mut Rig) {
+    for _ in 0..4 {
+        r.nic.step();
+        let _ = r.tx.reclaim();
+    }
+}
+
+fn flows_again(r: &mut Rig) {
+    assert_eq!(send(r, 1000, 40), 40);
+    assert_eq!(receive(r).unwrap(), 40);
+    settle(r);
+}
+
+#[test]
+fn tx_error_cqes_of_each_syndrome_are_counted_and_the_sq_recovers() {
+    for synd in [
+        syndrome::LOCAL_LENGTH,
+        syndrome::LOCAL_QP_OP,
+        syndrome::LOCAL_PROT,
+        syndrome::BAD_RESP,
+    ] {
+        let mut r = rig(q(true), ModelConfig::default(), 512);
+        flows_again(&mut r);
+        r.nic.inject(0, Fault::TxError { syndrome: synd });
+        assert_eq!(send(&mut r, 0, 8), 8);
+        assert_eq!(receive(&mut r).unwrap(), 0, "a failed SQ sends nothing");
+        r.tx.reclaim().expect("recovered");
+        let s = *r.tx.stats();
+        let e = s.errors;
+        let by_kind = match synd {
+            syndrome::LOCAL_LENGTH => e.local_length,
+            syndrome::LOCAL_QP_OP => e.local_qp_op,
+            syndrome::LOCAL_PROT => e.local_prot,
+            _ => e.other,
+        };
+        assert_eq!(by_kind, 1, "syndrome {synd:#x}");
+        // The last WQE of the burst asked for a completion, so it was flushed with a CQE.
+        assert_eq!(e.wr_flush, 1);
+        assert_eq!((s.recoveries, s.drops), (1, 8));
+        assert_eq!(r.tx.in_flight(), 0);
+        assert_eq!(r.nic.port_counters(0).tx_error_cqes, 2);
+        flows_again(&mut r);
+        r.teardown();
+    }
+}
+
+#[test]
+fn tx_error_without_recovery_fails_the_queue_and_returns_its_buffers() {
+    let mut r = rig(q(false), ModelConfig::default(), 512);
+    r.nic.inject(
+        0,
+        Fault::TxError {
+            syndrome: syndrome::LOCAL_PROT,
+        },
+    );
+    assert_eq!(send(&mut r, 0, 8), 8);
+    r.nic.step();
+    let failed = Err(QueueError::Failed {
+        syndrome: syndrome::LOCAL_PROT,
+    });
+    assert_eq!(r.tx.reclaim(), failed);
+    let mut out = Burst::new(&r.pool, 4);
+    out.alloc(4, 60);
+    assert_eq!(r.tx.tx_burst(&mut out), failed);
+    assert_eq!(out.len(), 4, "a failed queue takes nothing");
+    assert_eq!(r.tx.in_flight(), 0);
+    drop(out);
+    r.teardown();
+}
+
+#[test]
+fn rx_local_length_loses_one_frame_and_the_queue_goes_on() {
+    let mut r = rig(q(true), ModelConfig::default(), 512);
+    r.nic.inject(
+        1,
+        Fault::RxError {
+            syndrome: syndrome::LOCAL_LENGTH,
+        },
+    );
+    assert_eq!(send(&mut r, 0, 10), 10);
+    assert_eq!(receive(&mut r).unwrap(), 9);
+    // A genuine one: a frame longer than the posted buffer.
+    r.nic.inject_frame(1, &vec![0x33u8; 3000]);
+    assert_eq!(receive(&mut r).unwrap(), 0);
+    let s = *r.rx.stats();
+    assert_eq!((s.errors.local_length, s.recoveries), (2, 0));
+    assert_eq!(r.nic.port_counters(1).rx_error_cqes, 2);
+    settle(&mut r);
+    flows_again(&mut r);
+    r.teardown();
+}
+
+#[test]
+fn rx_critical_errors_reset_the_wq_without_losing_buffers() {
+    for synd in [syndrome::LOCAL_PROT, syndrome::LOCAL_QP_OP, syndrome::WR_FLUSH] {
+        let mut r = rig(q(true), ModelConfig::default(), 512);
+        r.nic.inject(1, Fault::RxError { syndrome: synd });
+        assert_eq!(send(&mut r, 0, 10), 10);
+        assert_eq!(receive(&mut r).unwrap(), 0);
+        let s = *r.rx.stats();
+        assert_eq!(s.recoveries, 1, "syndrome {synd:#x}");
+        assert_eq!(s.errors.total(), 1);
+        // The WQ was in the error state: the other nine frames were dropped by the device.
+        assert_eq!(r.nic.port_counters(1).rx_wq_error, 9);
+        assert_eq!(r.rx.posted(), 64, "every RQ slot posted again");
+        settle(&mut r);
+        flows_again(&mut r);
+        r.teardown();
+    }
+}
+
+#[test]
+fn rx_error_without_recovery_fails_the_queue() {
+    let mut r = rig(q(false), ModelConfig::default(), 512);
+    r.nic.inject(
+        1,
+        Fault::RxError {
+            syndrome: syndrome::LOCAL_PROT,
+        },
+    );
+    send(&mut r, 0, 4);
+    let failed = Err(QueueError::Failed {
+        syndrome: syndrome::LOCAL_PROT,
+    });
+    assert_eq!(receive(&mut r), failed);
+    let mut got = Burst::new(&r.pool, 8);
+    assert_eq!(r.rx.rx_burst(&mut got), failed);
+    assert_eq!(r.rx.posted(), 0, "a failed RQ gives its buffers back");
+    drop(got);
+    settle(&mut r);
+    r.teardown();
+}
+
+#[test]
+fn rx_buffer_exhaustion_is_counted_and_reported_in_the_next_cqe() {
+    let mut r = rig(q(true), ModelConfig::default(), 512);
+    r.nic.inject(1, Fault::RxNoBuffer { frames: 5 });
+    assert_eq!(send(&mut r, 0, 12), 12);
+    assert_eq!(receive(&mut r).unwrap(), 7);
+    assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 5);
+    // The device reports its drops in `sop_drop_qpn[31:24]` of the next CQE.
+    assert_eq!(r.rx.stats().drops, 5);
+    settle(&mut r);
+    r.teardown();
+}
+
+#[test]
+fn pool_exhaustion_starves_the_rq_and_traffic_resumes_when_buffers_return() {
+    // 64 RX + 64 TX + a few: holding what we receive runs the pool dry.
+    let mut r = rig(q(true), ModelConfig::default(), 160);
+    let mut held = Burst::new(&r.pool, 1024);
+    let mut lost = 0;
+    for round in 0..6 {
+        let n = send(&mut r, round * 32, 32);
+        r.nic.step();
+        while r.rx.rx_burst(&mut held).unwrap() > 0 {}
+        settle(&mut r);
+        lost += 32 - n;
+    }
+    assert!(r.rx.stats().no_buffers > 0, "refill must have come up short");
+    assert!(r.pool.alloc_failures() > 0);
+    assert!(
+        r.nic.port_counters(1).rx_out_of_buffer > 0,
+        "the RQ ran empty and the device dropped"
+    );
+    let _ = lost;
+    held.clear();
+    // The next burst refills the RQ from the returned buffers.
+    let mut got = Burst::new(&r.pool, 64);
+    r.rx.rx_burst(&mut got).unwrap();
+    assert_eq!(r.rx.posted(), 64);
+    drop(got);
+    flows_again(&mut r);
+    r.teardown();
+}
+
+#[test]
+fn a_lost_doorbell_is_rung_again_and_nothing_is_lost() {
+    let mut r = rig(q(true), ModelConfig::default(), 512);
+    r.nic.inject(0, Fault::LostDoorbell);
+    assert_eq!(send(&mut r, 0, 8), 8);
+    assert_eq!(receive(&mut r).unwrap(), 0);
+    assert_eq!(r.nic.counters().doorbells_lost, 1);
+    let mut received = 0;
+    for _ in 0..10_000 {
+        r.tx.reclaim().unwrap();
+        received += receive(&mut r).unwrap();
+        if received == 8 {
+            break;
+        }
+    }
+    assert_eq!(received, 8);
+    assert!(r.tx.stats().doorbell_retries >= 1);
+    // Meanwhile the device saw WQEs behind its doorbell record that no UAR write announced.
+    assert_eq!(r.nic.counters().doorbell_missing, 1);
+    settle(&mut r);
+    assert_eq!(r.tx.in_flight(), 0);
+    r.teardown();
+}
+
+#[test]
+fn bursts_from_another_pool_and_runts_are_refused_without_loss() {
+    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let other = Pool::new(PoolConfig {
+        buffers: 8,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let mut foreign = Burst::new(&other, 4);
+    foreign.alloc(2, 60);
+    assert_eq!(r.tx.tx_burst(&mut foreign), Err(QueueError::ForeignPool));
+    assert_eq!(r.rx.rx_burst(&mut foreign), Err(QueueError::ForeignPool));
+    assert_eq!(foreign.len(), 2);
+    drop(foreign);
+    assert_eq!(other.free_count(), 8);
+
+    let mut out = Burst::new(&r.pool, 4);
+    out.alloc(1, 10);
+    out.alloc(1, 60);
+    assert_eq!(r.tx.tx_burst(&mut out).unwrap(), 2);
+    assert_eq!(r.tx.stats().drops, 1, "the 10-byte runt is dropped and counted");
+    assert_eq!(r.tx.stats().packets, 1);
+    assert_eq!(receive(&mut r).unwrap(), 1);
+    drop(out);
+    settle(&mut r);
+    r.teardown();
+}
+
+#[test]
+fn fresh_cq_slots_look_as_rdma_core_leaves_them() {
+    let r = rig(q(true), ModelConfig::default(), 512);
+    let slot = r.nic.cq_slot(r.tx_cq.cqn, 17).unwrap();
+    let mut h4 = [0u8; 64];
+    h4[63] = 0xf0;
+    assert_eq!(slot, h4, "vector h4: zeros, op_own 0xF0");
+    assert_eq!(common::golden("h4_cqe_init_slot"), h4.to_vec());
+    r.teardown();
+}
