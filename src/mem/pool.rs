@@ -156,18 +156,13 @@ impl Pool {
         self.free_bulk(&[idx]);
     }
 
-    /// The bytes of buffer `idx` from `off` to the end of the buffer.
-    ///
-    /// # Safety
-    /// The caller must own `idx` (it is in no ring and no other burst) and hold no other
-    /// reference into that buffer for the returned lifetime.
+    /// Address of byte `off` of buffer `idx` (no access is made).
     #[inline(always)]
-    pub(crate) unsafe fn bytes_mut(&self, idx: u32, off: u32) -> &mut [u8] {
+    fn buf_ptr(&self, idx: u32, off: u32) -> *mut u8 {
         debug_assert!(idx < self.count && off <= self.buf_size);
-        let ptr = self.addr(idx, off) as *mut u8;
-        // SAFETY: idx < count and off <= buf_size keep the slice inside the region; exclusivity
-        // is the caller's contract above.
-        unsafe { std::slice::from_raw_parts_mut(ptr, (self.buf_size - off) as usize) }
+        self.region
+            .base()
+            .wrapping_add(idx as usize * self.buf_size as usize + off as usize)
     }
 }
 
@@ -279,17 +274,16 @@ impl Burst {
 
     pub fn data(&self, i: usize) -> &[u8] {
         let p = self.packets()[i];
-        // SAFETY: the burst owns p.buf (see the module invariant) and `&self` forbids a
-        // concurrent `data_mut`.
-        let bytes = unsafe { self.pool.bytes_mut(p.buf, u32::from(p.off)) };
-        &bytes[..p.len as usize]
+        // SAFETY: p.buf < capacity and off + len <= buf_size (kept by alloc/set_len/backends),
+        // so the slice lies inside the region; the burst owns p.buf (module invariant), so no
+        // device or other burst writes it, and `&self` rules out a concurrent `data_mut`.
+        unsafe { std::slice::from_raw_parts(self.pool.buf_ptr(p.buf, u32::from(p.off)), p.len as usize) }
     }
 
     pub fn data_mut(&mut self, i: usize) -> &mut [u8] {
         let p = self.packets()[i];
-        // SAFETY: the burst owns p.buf and `&mut self` makes this the only reference to it.
-        let bytes = unsafe { self.pool.bytes_mut(p.buf, u32::from(p.off)) };
-        &mut bytes[..p.len as usize]
+        // SAFETY: in bounds and owned as in `data`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.pool.buf_ptr(p.buf, u32::from(p.off)), p.len as usize) }
     }
 
     /// Changes the length of packet `i`, up to the end of its buffer.

@@ -28,6 +28,7 @@ pub struct DvRxQueue {
     rq_ci: u32,
     cq_ci: u32,
     data_off: u16,
+    data_room: u32,
     recover: bool,
     failed: Option<u8>,
     stats: QueueStats,
@@ -61,6 +62,7 @@ impl DvRxQueue {
             rq_ci: 0,
             cq_ci: 0,
             data_off: pool.headroom(),
+            data_room: pool.data_room(),
             recover: cfg.recover,
             failed: None,
             stats: QueueStats::default(),
@@ -204,6 +206,15 @@ impl RxQueue for DvRxQueue {
             // VPP accepts only plain RESP_SEND here; compression is never requested.
             if cqe.op_own & 0xfc == CQE_RESP_SEND << 4 {
                 let len = cqe.byte_cnt.get();
+                if len > self.data_room {
+                    // More than the posted buffer holds: the CQE cannot be trusted, and the
+                    // packet must not be handed up with a length past its buffer.
+                    self.stats.errors.bad_cqe += 1;
+                    self.pool.free_one(self.bufs[(rq_ci & mask) as usize]);
+                    rq_ci = rq_ci.wrapping_add(1);
+                    ci = ci.wrapping_add(1);
+                    continue;
+                }
                 spare[n] = Packet {
                     buf: self.bufs[(rq_ci & mask) as usize],
                     len: len as u16,

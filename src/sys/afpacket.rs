@@ -104,7 +104,7 @@ impl AfPacket {
             if rc < 0 {
                 return None;
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 || from.sll_ifindex != self.ifindex {
+            if from.sll_pkttype == libc::PACKET_OUTGOING || from.sll_ifindex != self.ifindex {
                 continue;
             }
             return Some(rc as usize);

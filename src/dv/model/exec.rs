@@ -408,7 +408,7 @@ impl Device {
 
     /// Writes a CQE at the CQ's producer index with that pass's owner bit, `op_own` last
     /// (trap 11), after an optional overrun check against the published consumer index.
-    fn write_cqe(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
+    pub(super) fn write_cqe(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
         let Some(cq) = self
             .cqs
             .get_mut(cqn.wrapping_sub(CQN_BASE) as usize)

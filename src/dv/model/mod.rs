@@ -519,6 +519,12 @@ impl Nic {
         }
     }
 
+    /// Writes an arbitrary CQE (owner bit set for its slot) as a broken device would: for testing
+    /// that a driver survives whatever the rings contain.
+    pub fn inject_cqe(&self, cqn: u32, cqe: &[u8; 64]) -> bool {
+        self.dev().write_cqe(cqn, cqe)
+    }
+
     /// The 64 bytes of slot `i` of CQ `cqn`, as they are now (for tests and debugging).
     pub fn cq_slot(&self, cqn: u32, i: u32) -> Option<[u8; 64]> {
         let d = self.dev();
