@@ -1,6 +1,6 @@
 //! The README's library example, compiled and run so that it stays true.
 
-use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
+use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = open("model:demo/0")?; // two model ports, back to back
