@@ -9,7 +9,8 @@
 //! byte order in the type so that no field can be stored in host order by accident (a model that
 //! accepted host-order flags would agree with a buggy driver and disagree with the hardware).
 //! Layouts are asserted at compile time and checked against rdma-core's `LAYOUT`/`FIELD` lines in
-//! the golden vectors (tests/prm_vectors.rs).
+//! the golden vectors (tests in this file and `dv::ring`).
+#![allow(unsafe_code)] // byte views of these DMA formats
 
 /// A big-endian 16-bit field as it lies in NIC memory.
 #[repr(transparent)]
@@ -297,10 +298,7 @@ impl SendWqe {
 
     pub fn as_bytes(&self) -> &[u8; SEND_WQE_BB] {
         // SAFETY: repr(C, align(64)), 64 bytes made of padding-free segments (asserted below).
-        #[allow(unsafe_code)]
-        unsafe {
-            &*(self as *const SendWqe).cast::<[u8; SEND_WQE_BB]>()
-        }
+        unsafe { &*(self as *const SendWqe).cast::<[u8; SEND_WQE_BB]>() }
     }
 }
 
@@ -336,10 +334,7 @@ macro_rules! pod_bytes {
             pub fn to_bytes(&self) -> [u8; $n] {
                 // SAFETY: repr(C) with integer fields only and no padding (sizes asserted below),
                 // so every byte is initialised.
-                #[allow(unsafe_code)]
-                unsafe {
-                    std::mem::transmute_copy(self)
-                }
+                unsafe { std::mem::transmute_copy(self) }
             }
         }
     };
@@ -410,18 +405,12 @@ impl Cqe64 {
     pub fn as_bytes(&self) -> &[u8; 64] {
         // SAFETY: Cqe64 is repr(C), 64 bytes, with no padding (asserted below) and only
         // integer fields, so every byte is initialised.
-        #[allow(unsafe_code)]
-        unsafe {
-            &*(self as *const Cqe64).cast::<[u8; 64]>()
-        }
+        unsafe { &*(self as *const Cqe64).cast::<[u8; 64]>() }
     }
     pub fn from_bytes(b: &[u8; 64]) -> Cqe64 {
         // SAFETY: every bit pattern is a valid Cqe64 (integer fields only); read_unaligned
         // copes with the byte array's alignment of 1.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::read_unaligned(b.as_ptr().cast::<Cqe64>())
-        }
+        unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<Cqe64>()) }
     }
     /// A send completion for the WQE at `wqe_counter` (rdma-core `cq.c` reads the WQE opcode and
     /// QPN from `sop_drop_qpn`). The owner bit is the writer's business.
@@ -499,17 +488,11 @@ impl ErrCqe {
     }
     pub fn as_bytes(&self) -> &[u8; 64] {
         // SAFETY: repr(C), 64 bytes, no padding (asserted below), integer fields only.
-        #[allow(unsafe_code)]
-        unsafe {
-            &*(self as *const ErrCqe).cast::<[u8; 64]>()
-        }
+        unsafe { &*(self as *const ErrCqe).cast::<[u8; 64]>() }
     }
     pub fn from_bytes(b: &[u8; 64]) -> ErrCqe {
         // SAFETY: every bit pattern is valid; read_unaligned copes with alignment 1.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::read_unaligned(b.as_ptr().cast::<ErrCqe>())
-        }
+        unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<ErrCqe>()) }
     }
 }
 

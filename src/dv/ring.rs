@@ -158,9 +158,8 @@ impl SqRing {
     /// between the device's consumer index and `pi + size`, which the device does not read.
     #[inline(always)]
     pub fn wqe(&mut self, pi: u32) -> &mut SendWqe {
-        // SAFETY: `pi & mask` < wqe_cnt keeps the pointer in the ring; the ring is 64-byte
-        // aligned (checked in `new`), matching SendWqe; the driver owns WQEBBs that are not yet
-        // doorbelled, and `&mut self` makes this the only reference.
+        // SAFETY: in the ring (`pi & mask`), 64-byte aligned (checked in `new`); WQEBBs not yet
+        // doorbelled are the driver's alone, and `&mut self` makes this the only reference.
         unsafe { &mut *self.base.add((pi & self.mask) as usize) }
     }
 

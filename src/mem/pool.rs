@@ -274,9 +274,8 @@ impl Burst {
 
     pub fn data(&self, i: usize) -> &[u8] {
         let p = self.packets()[i];
-        // SAFETY: p.buf < capacity and off + len <= buf_size (kept by alloc/set_len/backends),
-        // so the slice lies inside the region; the burst owns p.buf (module invariant), so no
-        // device or other burst writes it, and `&self` rules out a concurrent `data_mut`.
+        // SAFETY: buf < capacity and off + len <= buf_size (alloc/set_len/backends keep both); the
+        // burst owns buf, so no device or burst writes it, and `&self` excludes `data_mut`.
         unsafe { std::slice::from_raw_parts(self.pool.buf_ptr(p.buf, u32::from(p.off)), p.len as usize) }
     }
 

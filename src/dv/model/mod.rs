@@ -25,6 +25,7 @@
 //! - Wires: two ports back to back, a capture/inject wire for tests, or a Linux interface through
 //!   AF_PACKET.
 //! - Every executed WQE and written CQE can be traced to a file (`docs/model-trace.md`).
+#![allow(unsafe_code)] // the device side of DMA: ring memory and doorbell words
 
 mod exec;
 pub use exec::hdr_type_etc;
@@ -532,7 +533,6 @@ impl Nic {
         let mut out = [0u8; 64];
         let at = cq.mem.ring().wrapping_add(((i & (cq.cqe_cnt - 1)) as usize) * 64);
         // SAFETY: the slot lies inside this live CQ's ring.
-        #[allow(unsafe_code)]
         unsafe {
             device::read(at, &mut out)
         };
@@ -558,7 +558,6 @@ impl Drop for Nic {
 }
 
 fn unsafe_stamp(slot: *mut u8, v: u8) {
-    #[allow(unsafe_code)]
     // SAFETY: callers pass a slot inside a CQ ring they own; see `device::stamp_op_own`.
     unsafe {
         device::stamp_op_own(slot, v)
@@ -610,10 +609,8 @@ impl Drop for ObjHandle {
 
 // SAFETY: ObjMem is ring memory whose access is governed by the doorbell/owner protocol in
 // `dv::ring`; the raw addresses it hands out are only dereferenced under that protocol.
-#[allow(unsafe_code)]
 unsafe impl Send for ObjMem {}
 // SAFETY: as above.
-#[allow(unsafe_code)]
 unsafe impl Sync for ObjMem {}
 
 struct ModelControl {
@@ -630,7 +627,6 @@ impl DvControl for ModelControl {
         sq.unrung_polls = 0;
         // SAFETY: the dbrec and UAR words belong to this live SQ; zeroing them is what a reset
         // does (the driver zeroes its record too).
-        #[allow(unsafe_code)]
         unsafe {
             device::take_uar(sq.mem.bf_reg());
             device::store_dbrec(sq.mem.dbrec().wrapping_add(super::prm::SND_DBR), 0);
@@ -646,7 +642,6 @@ impl DvControl for ModelControl {
         rq.error = false;
         rq.pending_drops = 0;
         // SAFETY: the record word belongs to this live RQ.
-        #[allow(unsafe_code)]
         unsafe {
             device::store_dbrec(rq.mem.dbrec(), 0);
         }
