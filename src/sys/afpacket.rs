@@ -47,6 +47,21 @@ impl AfPacket {
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             );
         }
+        // The model thread is the only reader; a deep buffer rides out its scheduling gaps.
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+            let bytes: libc::c_int = 8 << 20;
+            // SAFETY: setsockopt reads one c_int from a valid pointer; without CAP_NET_ADMIN the
+            // kernel refuses and the default size stays, which only makes drops likelier.
+            unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&bytes as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                );
+            }
+        }
         // SAFETY: sockaddr_ll is plain data; zero is a valid start.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -69,7 +84,8 @@ impl AfPacket {
         })
     }
 
-    /// Sends one frame; returns false if the kernel did not take it.
+    /// Sends one frame; returns false if the kernel did not take it (buffer full, frame over the
+    /// interface MTU, link down).
     pub fn send(&mut self, frame: &[u8]) -> bool {
         // SAFETY: send reads frame.len() bytes from a valid slice.
         let rc = unsafe {
@@ -83,8 +99,33 @@ impl AfPacket {
         rc == frame.len() as isize
     }
 
+    /// Frames the kernel dropped because this socket's buffer was full, since the last call
+    /// (`PACKET_STATISTICS` resets on read).
+    pub fn kernel_drops(&mut self) -> u64 {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into a valid tpacket_stats.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            u64::from(st.tp_drops)
+        } else {
+            0
+        }
+    }
+
     /// Receives one frame into `buf` without blocking; None when nothing is waiting.
-    pub fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+    pub fn recv(&mut self, buf: &mut [u8]) -> Option<Received> {
         loop {
             // SAFETY: sockaddr_ll is plain data.
             let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -96,7 +137,7 @@ impl AfPacket {
                     self.fd.as_raw_fd(),
                     buf.as_mut_ptr().cast(),
                     buf.len(),
-                    libc::MSG_DONTWAIT,
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                     (&mut from as *mut libc::sockaddr_ll).cast(),
                     &mut from_len,
                 )
@@ -107,7 +148,18 @@ impl AfPacket {
             if from.sll_pkttype == libc::PACKET_OUTGOING || from.sll_ifindex != self.ifindex {
                 continue;
             }
-            return Some(rc as usize);
+            let len = rc as usize;
+            return Some(if len > buf.len() {
+                Received::Truncated(len)
+            } else {
+                Received::Frame(len)
+            });
         }
     }
+}
+
+/// One receive: a whole frame of this length, or one longer than the buffer (its real length).
+pub enum Received {
+    Frame(usize),
+    Truncated(usize),
 }

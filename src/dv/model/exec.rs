@@ -10,6 +10,7 @@ use crate::dv::prm::{
 };
 use crate::dv::ring::device;
 use crate::flow::{rss, wire as pkt};
+use crate::sys::afpacket::Received;
 
 /// Why a send WQE failed, as the syndrome of the REQ_ERR CQE the hardware writes.
 struct WqeError {
@@ -291,7 +292,9 @@ impl Device {
             Wire::Loopback => self.deliver(port, &frame),
             Wire::Capture(q) => q.push_back(frame.clone()),
             Wire::AfPacket(sock) => {
-                let _ = sock.send(&frame);
+                if !sock.send(&frame) {
+                    self.ports[port].counters.tx_wire_errors += 1;
+                }
             }
             Wire::Null => {}
         }
@@ -310,8 +313,11 @@ impl Device {
                 Wire::AfPacket(sock) => sock.recv(&mut buf),
                 _ => None,
             };
-            let Some(len) = got else { break };
-            self.deliver(port, &buf[..len]);
+            match got {
+                Some(Received::Frame(len)) => self.deliver(port, &buf[..len]),
+                Some(Received::Truncated(_)) => self.ports[port].counters.rx_wire_drops += 1,
+                None => break,
+            }
             n += 1;
         }
         self.frame = buf;

@@ -105,6 +105,11 @@ pub struct PortCounters {
     pub rx_wq_error: u64,
     pub tx_error_cqes: u64,
     pub rx_error_cqes: u64,
+    /// Frames the wire refused: an AF_PACKET send the kernel did not take.
+    pub tx_wire_errors: u64,
+    /// Frames lost on the way in: dropped by the kernel before the model read them, or longer
+    /// than the largest frame the port accepts.
+    pub rx_wire_drops: u64,
 }
 
 /// Device-wide counters of protocol violations and events.
@@ -486,7 +491,14 @@ impl Nic {
     }
 
     pub fn port_counters(&self, port: usize) -> PortCounters {
-        self.dev().ports.get(port).map(|p| p.counters).unwrap_or_default()
+        let mut d = self.dev();
+        let Some(p) = d.ports.get_mut(port) else {
+            return PortCounters::default();
+        };
+        if let Wire::AfPacket(sock) = &mut p.wire {
+            p.counters.rx_wire_drops += sock.kernel_drops();
+        }
+        p.counters
     }
 
     pub fn counters(&self) -> DeviceCounters {
@@ -533,9 +545,7 @@ impl Nic {
         let mut out = [0u8; 64];
         let at = cq.mem.ring().wrapping_add(((i & (cq.cqe_cnt - 1)) as usize) * 64);
         // SAFETY: the slot lies inside this live CQ's ring.
-        unsafe {
-            device::read(at, &mut out)
-        };
+        unsafe { device::read(at, &mut out) };
         Some(out)
     }
 
@@ -559,9 +569,7 @@ impl Drop for Nic {
 
 fn unsafe_stamp(slot: *mut u8, v: u8) {
     // SAFETY: callers pass a slot inside a CQ ring they own; see `device::stamp_op_own`.
-    unsafe {
-        device::stamp_op_own(slot, v)
-    }
+    unsafe { device::stamp_op_own(slot, v) }
 }
 
 enum Obj {
