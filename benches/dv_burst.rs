@@ -1,1 +1,753 @@
-fn main() {}
+//! DV datapath benchmark: `DvTxQueue::tx_burst` and `DvRxQueue::rx_burst` against the mlx5
+//! device model, batch 32, 60-byte frames (64 on the wire with the FCS; ixy's `PACKET_SIZE`).
+//!
+//! Modes (first non-flag argument; unknown flags such as cargo's `--bench` are ignored):
+//! - `threaded` (default): the model NIC polls its doorbells on its own thread, pinned to the
+//!   second allowed CPU; this thread is pinned to the first. Two measurements, each on a fresh NIC:
+//!   `dv_tx` (TX on port 0, nothing listening on port 1) and `dv_rx` (TX on port 0, RX on port 1,
+//!   both driven from this thread). `--secs S` sets the measured time of each (default 2).
+//! - `stepped [N]` (default N = 20000): no model thread. N iterations of {fill a burst of 32;
+//!   `tx_burst`; `nic.step()`; `rx_burst`; free what arrived}. Deterministic, for callgrind
+//!   (`scripts/callgrind.sh`), which counts instructions inside the two `#[inline(never)]`
+//!   burst functions; the last line is `packets tx=... rx=...`.
+//!
+//! Every measurement prints a table row and one JSON line (`{"bench":"dv_tx",...}`).
+//! See `docs/benchmarks.md` for what each number means.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rawpkt::dv::model::{ModelConfig, Nic};
+use rawpkt::rx::dv::DvRxQueue;
+use rawpkt::tx::dv::DvTxQueue;
+use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
+
+const BATCH: usize = 32;
+/// Frame length without FCS: a 64-byte Ethernet frame on the wire.
+const FRAME: usize = 60;
+/// Where the sequence number goes: the first bytes of the UDP payload.
+const SEQ_OFF: usize = 42;
+const POOL_BUFFERS: u32 = 4096;
+const WARMUP: Duration = Duration::from_millis(200);
+/// Iterations between two looks at the clock.
+const CLOCK_EVERY: u32 = 16;
+
+// ---------------------------------------------------------------------------------------------
+// Clock: the TSC where there is one (a few ns per read, against ~20 for `Instant::now`), scaled
+// to nanoseconds by comparing it with `Instant` over the whole measurement.
+
+#[inline(always)]
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc has no preconditions; it is part of the x86_64 baseline.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        static T0: OnceLock<Instant> = OnceLock::new();
+        T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// Ticks per nanosecond, measured between two (Instant, ticks) points.
+struct Clock {
+    wall: Instant,
+    tsc: u64,
+}
+
+impl Clock {
+    fn now() -> Clock {
+        Clock {
+            wall: Instant::now(),
+            tsc: ticks(),
+        }
+    }
+    fn ticks_per_ns(&self, end: &Clock) -> f64 {
+        let ns = end.wall.duration_since(self.wall).as_nanos() as f64;
+        (end.tsc - self.tsc) as f64 / ns.max(1.0)
+    }
+}
+
+/// The cheapest back-to-back pair of `ticks()`: what timing one burst call adds to it.
+fn timer_overhead_ticks() -> u64 {
+    (0..10_000)
+        .map(|_| {
+            let a = ticks();
+            let b = ticks();
+            b - a
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interference: CPU time the rest of the machine used while we measured (other processes, and
+// the hypervisor's steal), so that a run disturbed by a concurrent build says so.
+
+#[derive(Clone, Copy)]
+struct CpuSample {
+    /// Busy and steal seconds of all CPUs (/proc/stat).
+    busy: f64,
+    steal: f64,
+    /// CPU seconds of this process, all threads.
+    own: f64,
+}
+
+fn cpu_sample() -> Option<CpuSample> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let f: Vec<f64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let hz = 100.0; // USER_HZ: what /proc/stat counts in on every Linux ABI
+    let busy = (f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)?) / hz;
+    let steal = f.get(7)? / hz;
+    // SAFETY: getrusage writes one rusage struct into the zeroed one we pass.
+    let own = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            return None;
+        }
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(ru.ru_utime) + tv(ru.ru_stime)
+    };
+    Some(CpuSample { busy, steal, own })
+}
+
+/// (others, steal): CPUs' worth of time used by other processes and stolen by the hypervisor
+/// between two samples `secs` apart (1.0 = one whole CPU).
+fn interference(a: Option<CpuSample>, b: Option<CpuSample>, secs: f64) -> (f64, f64) {
+    match (a, b) {
+        (Some(a), Some(b)) => (
+            ((b.busy - a.busy) - (b.own - a.own)).max(0.0) / secs,
+            (b.steal - a.steal) / secs,
+        ),
+        _ => (0.0, 0.0),
+    }
+}
+
+fn warn_interference(bench: &str, others: f64, steal: f64) {
+    if others > 0.05 || steal > 0.05 {
+        eprintln!(
+            "WARNING: {bench}: other processes used {:.0}% of a CPU and the hypervisor stole {:.0}% during the \
+             measurement; the numbers are disturbed",
+            others * 100.0,
+            steal * 100.0
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU pinning (the crate's own helper is private; this is the same sched_setaffinity call).
+
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data and zero is an empty set; sched_getaffinity writes at most
+    // size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads it in bounds.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+fn pin_current_thread(core: usize) -> bool {
+    if core >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: as above; CPU_SET stays in bounds (checked) and the kernel reads exactly
+    // size_of::<cpu_set_t>() bytes.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rig: a two-port model NIC, port 0 wired to port 1, a TX queue on port 0 and (optionally)
+// an RX queue on port 1, each with its own pool as two cores would have.
+
+struct Rig {
+    // Field order is drop order: queues before pools and the NIC they talk to.
+    tx: DvTxQueue,
+    rx: Option<DvRxQueue>,
+    tx_pool: Rc<Pool>,
+    rx_pool: Rc<Pool>,
+    nic: Arc<Nic>,
+}
+
+fn pool() -> Rc<Pool> {
+    Pool::new(PoolConfig {
+        buffers: POOL_BUFFERS,
+        ..PoolConfig::default()
+    })
+    .expect("pool")
+}
+
+impl Rig {
+    fn new(with_rx: bool) -> Rig {
+        // ModelConfig::default() is the strict, stepped configuration; `Nic::start` relaxes the
+        // doorbell checks itself. No trace file even if RAWPKT_MODEL_TRACE is set.
+        let nic = Nic::pair(ModelConfig {
+            trace: None,
+            ..ModelConfig::default()
+        });
+        let q = QueueConfig::default();
+        let tx_pool = pool();
+        let rx_pool = pool();
+        prefill(&tx_pool);
+        let tx_lkey = nic.register_mr(tx_pool.region());
+        let rx_lkey = nic.register_mr(rx_pool.region());
+        let tx_cq = nic.create_cq(q.size).expect("TX CQ");
+        let sq = nic.create_sq(0, q.size, tx_cq.cqn).expect("SQ");
+        let tx = DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.control()).expect("TX queue");
+        let rx = with_rx.then(|| {
+            let rx_cq = nic.create_cq(q.size).expect("RX CQ");
+            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn).expect("RQ");
+            DvRxQueue::new(&rwq, &rx_cq, wq, rx_lkey, &rx_pool, &q, nic.control()).expect("RX queue")
+        });
+        Rig {
+            tx,
+            rx,
+            tx_pool,
+            rx_pool,
+            nic,
+        }
+    }
+}
+
+/// ixy's 60-byte IPv4/UDP test frame (10.0.0.1:42 -> 10.0.0.2:1337), with a unicast destination
+/// MAC and a valid IPv4 header checksum.
+fn template() -> [u8; FRAME] {
+    let mut f = [0u8; FRAME];
+    f[0..6].copy_from_slice(&[0x02, 0x00, 0x00, 0x00, 0x00, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0x00, 0x00, 0x00, 0x00, 0x01]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip_len = (FRAME - 14) as u16;
+    let udp_len = (FRAME - 14 - 20) as u16;
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[22] = 64; // TTL
+    f[23] = 17; // UDP
+    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+    let sum: u32 = f[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = (sum & 0xffff) + (sum >> 16);
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f[34..36].copy_from_slice(&42u16.to_be_bytes());
+    f[36..38].copy_from_slice(&1337u16.to_be_bytes());
+    f[38..40].copy_from_slice(&udp_len.to_be_bytes());
+    f
+}
+
+/// Writes the template into every buffer of the pool once, so that a send only has to write its
+/// sequence number (as ixy's packet generator does).
+fn prefill(pool: &Rc<Pool>) {
+    let t = template();
+    let mut all = Burst::new(pool, pool.capacity() as usize);
+    let n = all.alloc(pool.capacity() as usize, FRAME);
+    for i in 0..n {
+        all.data_mut(i).copy_from_slice(&t);
+    }
+}
+
+/// Tops `b` up to its capacity with fresh frames numbered from `*seq`; returns how many it added.
+#[inline(always)]
+fn top_up(b: &mut Burst, seq: &mut u64) -> usize {
+    let first = b.len();
+    let got = b.alloc(b.room(), FRAME);
+    for i in first..first + got {
+        b.data_mut(i)[SEQ_OFF..SEQ_OFF + 8].copy_from_slice(&seq.to_be_bytes());
+        *seq += 1;
+    }
+    got
+}
+
+fn seq_of(frame: &[u8]) -> u64 {
+    u64::from_be_bytes(frame[SEQ_OFF..SEQ_OFF + 8].try_into().expect("8 bytes"))
+}
+
+/// Checks that received sequence numbers only go up; counts the gaps (frames lost).
+#[derive(Default)]
+struct SeqCheck {
+    expect: u64,
+    lost: u64,
+    reordered: u64,
+}
+
+impl SeqCheck {
+    fn burst(&mut self, got: &Burst) {
+        for i in 0..got.len() {
+            let s = seq_of(got.data(i));
+            if s >= self.expect {
+                self.lost += s - self.expect;
+                self.expect = s + 1;
+            } else {
+                self.reordered += 1;
+            }
+        }
+    }
+}
+
+/// Reclaims until the device has completed every WQE (or a second has passed).
+fn drain_tx(rig: &mut Rig, stepped: bool) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while rig.tx.in_flight() > 0 && Instant::now() < deadline {
+        if stepped {
+            rig.nic.step();
+        }
+        rig.tx.reclaim().expect("reclaim");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results.
+
+struct Row {
+    bench: &'static str,
+    mode: &'static str,
+    packets: u64,
+    secs: f64,
+    /// Nanoseconds inside the burst calls that moved packets, per packet moved.
+    ns_per_pkt: f64,
+    /// Burst calls that moved packets (the average burst is `packets / calls`).
+    calls: u64,
+    /// Extra JSON fields, already formatted (`"key":value` pairs).
+    extra: Vec<(&'static str, String)>,
+}
+
+impl Row {
+    fn mpps(&self) -> f64 {
+        self.packets as f64 / self.secs / 1e6
+    }
+    fn print(&self) {
+        let burst_mpps = if self.ns_per_pkt > 0.0 {
+            1e3 / self.ns_per_pkt
+        } else {
+            0.0
+        };
+        let per_call = self.packets as f64 / self.calls.max(1) as f64;
+        println!(
+            "{:<10} {:<9} {:>6} {:>6} {:>12} {:>9.3} {:>11.2} {:>12.2} {:>11.1} {:>9.1}",
+            self.bench,
+            self.mode,
+            BATCH,
+            FRAME,
+            self.packets,
+            self.mpps(),
+            1e3 / self.mpps().max(1e-9),
+            self.ns_per_pkt,
+            burst_mpps,
+            per_call
+        );
+        let mut json = format!(
+            "{{\"bench\":\"{}\",\"mode\":\"{}\",\"batch\":{},\"frame\":{},\"packets\":{},\"secs\":{:.3},\
+             \"mpps\":{:.3},\"ns_per_pkt\":{:.2},\"wall_ns_per_pkt\":{:.2},\"burst_mpps\":{:.1},\"calls\":{},\
+             \"pkts_per_call\":{:.2}",
+            self.bench,
+            self.mode,
+            BATCH,
+            FRAME,
+            self.packets,
+            self.secs,
+            self.mpps(),
+            self.ns_per_pkt,
+            1e3 / self.mpps().max(1e-9),
+            burst_mpps,
+            self.calls,
+            per_call
+        );
+        for (k, v) in &self.extra {
+            json.push_str(&format!(",\"{k}\":{v}"));
+        }
+        json.push('}');
+        println!("{json}");
+    }
+}
+
+fn header() {
+    println!(
+        "{:<10} {:<9} {:>6} {:>6} {:>12} {:>9} {:>11} {:>12} {:>11} {:>9}",
+        "bench", "mode", "batch", "frame", "packets", "Mpps", "wall ns/pkt", "burst ns/pkt", "burst Mpps", "pkts/call"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threaded mode.
+
+/// DV TX alone: the model sends every frame out of port 0 to a port with no queue.
+fn bench_tx(secs: f64, model_core: Option<usize>, overhead: u64) -> Row {
+    let mut rig = Rig::new(false);
+    rig.nic.start(model_core);
+    let mut out = Burst::new(&rig.tx_pool, BATCH);
+    let mut seq = 0u64;
+    let mut accepted_total = 0u64;
+    let (mut accepted, mut busy, mut calls, mut empty_calls) = (0u64, 0u64, 0u64, 0u64);
+    let start = Instant::now();
+    let mut t0 = Clock::now();
+    let mut cpu0 = None;
+    let mut measuring = false;
+    let mut iter = 0u32;
+    let end = loop {
+        top_up(&mut out, &mut seq);
+        let a = ticks();
+        let n = rig.tx.tx_burst(&mut out).expect("tx_burst");
+        let b = ticks();
+        if n > 0 {
+            accepted += n as u64;
+            busy += b - a;
+            calls += 1;
+        } else {
+            empty_calls += 1;
+        }
+        accepted_total += n as u64;
+        iter += 1;
+        if iter % CLOCK_EVERY == 0 {
+            let now = Instant::now();
+            if !measuring && now - start >= WARMUP {
+                measuring = true;
+                (accepted, busy, calls, empty_calls) = (0, 0, 0, 0);
+                cpu0 = cpu_sample();
+                t0 = Clock::now();
+            } else if measuring && (now - t0.wall).as_secs_f64() >= secs {
+                break Clock::now();
+            }
+        }
+    };
+    let secs = end.wall.duration_since(t0.wall).as_secs_f64();
+    let (others, steal) = interference(cpu0, cpu_sample(), secs);
+    warn_interference("dv_tx", others, steal);
+    let tpn = t0.ticks_per_ns(&end);
+    // Unsent frames go back to the pool; wait for the device to finish what it was given.
+    drop(out);
+    drain_tx(&mut rig, false);
+    let wire = rig.nic.port_counters(0).tx_frames;
+    let stats = *rig.tx.stats();
+    if wire != accepted_total {
+        eprintln!("WARNING: tx_burst accepted {accepted_total} packets but the model sent {wire}");
+    }
+    let ns = (busy as f64 - (calls * overhead) as f64) / tpn / accepted.max(1) as f64;
+    Row {
+        bench: "dv_tx",
+        mode: "threaded",
+        packets: accepted,
+        secs,
+        ns_per_pkt: ns,
+        calls,
+        extra: vec![
+            ("accepted_total", accepted_total.to_string()),
+            ("model_tx_frames", wire.to_string()),
+            ("wire_match", (wire == accepted_total).to_string()),
+            ("full_ring_calls", empty_calls.to_string()),
+            ("tx_drops", stats.drops.to_string()),
+            ("tx_errors", stats.errors.total().to_string()),
+            ("other_cpu", format!("{others:.3}")),
+            ("steal_cpu", format!("{steal:.3}")),
+        ],
+    }
+}
+
+/// DV RX: frames sent on port 0 arrive on port 1's RQ; this thread drives both queues.
+fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
+    let mut rig = Rig::new(true);
+    rig.nic.start(model_core);
+    let mut out = Burst::new(&rig.tx_pool, BATCH);
+    let mut got = Burst::new(&rig.rx_pool, BATCH);
+    let mut seq = 0u64;
+    let mut check = SeqCheck::default();
+    let (mut tx_total, mut rx_total) = (0u64, 0u64);
+    let (mut tx_pkts, mut tx_busy, mut tx_calls) = (0u64, 0u64, 0u64);
+    let (mut rx_pkts, mut rx_busy, mut rx_calls, mut rx_empty) = (0u64, 0u64, 0u64, 0u64);
+    let start = Instant::now();
+    let mut t0 = Clock::now();
+    let mut cpu0 = None;
+    let mut measuring = false;
+    let mut iter = 0u32;
+    let mut rx = rig.rx.take().expect("rig with RX");
+    let end = loop {
+        top_up(&mut out, &mut seq);
+        let a = ticks();
+        let n = rig.tx.tx_burst(&mut out).expect("tx_burst");
+        let b = ticks();
+        if n > 0 {
+            tx_pkts += n as u64;
+            tx_busy += b - a;
+            tx_calls += 1;
+        }
+        tx_total += n as u64;
+
+        let a = ticks();
+        let m = rx.rx_burst(&mut got).expect("rx_burst");
+        let b = ticks();
+        if m > 0 {
+            rx_pkts += m as u64;
+            rx_busy += b - a;
+            rx_calls += 1;
+            rx_total += m as u64;
+            check.burst(&got);
+            got.clear();
+        } else {
+            rx_empty += 1;
+        }
+        iter += 1;
+        if iter % CLOCK_EVERY == 0 {
+            let now = Instant::now();
+            if !measuring && now - start >= WARMUP {
+                measuring = true;
+                (tx_pkts, tx_busy, tx_calls) = (0, 0, 0);
+                (rx_pkts, rx_busy, rx_calls, rx_empty) = (0, 0, 0, 0);
+                cpu0 = cpu_sample();
+                t0 = Clock::now();
+            } else if measuring && (now - t0.wall).as_secs_f64() >= secs {
+                break Clock::now();
+            }
+        }
+    };
+    let secs = end.wall.duration_since(t0.wall).as_secs_f64();
+    let (others, steal) = interference(cpu0, cpu_sample(), secs);
+    warn_interference("dv_rx", others, steal);
+    let tpn = t0.ticks_per_ns(&end);
+    // Drain: everything sent must either arrive or be counted as dropped by the device. Keep
+    // receiving while the TX ring empties, or the RQ would overflow for the bench's sake.
+    drop(out);
+    let mut quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_millis(20) {
+        rig.tx.reclaim().expect("reclaim");
+        let m = rx.rx_burst(&mut got).expect("rx_burst");
+        if m > 0 {
+            rx_total += m as u64;
+            check.burst(&got);
+            got.clear();
+            quiet = Instant::now();
+        } else if rig.tx.in_flight() > 0 {
+            quiet = Instant::now();
+        }
+    }
+    // Frames lost after the last one that arrived leave no gap; count them too. Frames go out in
+    // sequence order, so the ones sent are exactly 0..tx_total.
+    check.lost += tx_total.saturating_sub(check.expect);
+    let p0 = rig.nic.port_counters(0);
+    let p1 = rig.nic.port_counters(1);
+    let rx_stats = *rx.stats();
+    if p0.tx_frames != tx_total {
+        eprintln!(
+            "WARNING: tx_burst accepted {tx_total} packets but the model sent {}",
+            p0.tx_frames
+        );
+    }
+    // Port 1 counts frames it delivered into the RQ (rx_frames) apart from those it found no
+    // posted buffer for (rx_out_of_buffer): the latter are the sequence gaps the receiver sees.
+    if p1.rx_frames != rx_total || p0.tx_frames != p1.rx_frames + p1.rx_out_of_buffer + p1.rx_wq_error {
+        eprintln!(
+            "WARNING: model sent {} frames, port 1 delivered {} and dropped {} (no buffer), rx_burst returned {rx_total}",
+            p0.tx_frames, p1.rx_frames, p1.rx_out_of_buffer
+        );
+    }
+    drop(got);
+    drop(rx);
+    let tx_ns = (tx_busy as f64 - (tx_calls * overhead) as f64) / tpn / tx_pkts.max(1) as f64;
+    let rx_ns = (rx_busy as f64 - (rx_calls * overhead) as f64) / tpn / rx_pkts.max(1) as f64;
+    let tx_row = Row {
+        bench: "dv_tx_rx",
+        mode: "threaded",
+        packets: tx_pkts,
+        secs,
+        ns_per_pkt: tx_ns,
+        calls: tx_calls,
+        extra: vec![
+            ("accepted_total", tx_total.to_string()),
+            ("model_tx_frames", p0.tx_frames.to_string()),
+            ("wire_match", (p0.tx_frames == tx_total).to_string()),
+        ],
+    };
+    let rx_row = Row {
+        bench: "dv_rx",
+        mode: "threaded",
+        packets: rx_pkts,
+        secs,
+        ns_per_pkt: rx_ns,
+        calls: rx_calls,
+        extra: vec![
+            ("rx_total", rx_total.to_string()),
+            ("model_rx_frames", p1.rx_frames.to_string()),
+            ("rx_out_of_buffer", p1.rx_out_of_buffer.to_string()),
+            ("seq_gaps", check.lost.to_string()),
+            ("reordered", check.reordered.to_string()),
+            ("empty_calls", rx_empty.to_string()),
+            ("rx_errors", rx_stats.errors.total().to_string()),
+            ("other_cpu", format!("{others:.3}")),
+            ("steal_cpu", format!("{steal:.3}")),
+        ],
+    };
+    (tx_row, rx_row)
+}
+
+fn threaded(secs: f64) {
+    let cpus = allowed_cpus();
+    let (bench_core, model_core) = match cpus.as_slice() {
+        [a, b, ..] => (Some(*a), Some(*b)),
+        [a] => (Some(*a), None),
+        [] => (None, None),
+    };
+    if let Some(c) = bench_core {
+        if !pin_current_thread(c) {
+            eprintln!("WARNING: could not pin the bench thread to CPU {c}");
+        }
+    }
+    if model_core.is_none() {
+        eprintln!("WARNING: fewer than 2 CPUs: the model thread shares the bench's CPU; numbers are meaningless");
+    }
+    let overhead = timer_overhead_ticks();
+    println!(
+        "# threaded: bench thread on CPU {}, model NIC on CPU {}; batch {BATCH}, {FRAME}-byte frames, {secs} s each \
+         (+{} ms warm-up); timer overhead {overhead} ticks per call, subtracted",
+        bench_core.map_or("any".into(), |c| c.to_string()),
+        model_core.map_or("any".into(), |c| c.to_string()),
+        WARMUP.as_millis()
+    );
+    header();
+    bench_tx(secs, model_core, overhead).print();
+    let (tx, rx) = bench_rx(secs, model_core, overhead);
+    tx.print();
+    rx.print();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stepped mode.
+
+fn stepped(iters: u64) {
+    if let Some(&c) = allowed_cpus().first() {
+        pin_current_thread(c);
+    }
+    let mut rig = Rig::new(true);
+    let mut rx = rig.rx.take().expect("rig with RX");
+    let mut out = Burst::new(&rig.tx_pool, BATCH);
+    let mut got = Burst::new(&rig.rx_pool, BATCH);
+    let mut seq = 0u64;
+    let (mut tx_pkts, mut rx_pkts) = (0u64, 0u64);
+    let (mut tx_ticks, mut step_ticks, mut rx_ticks) = (0u64, 0u64, 0u64);
+    let cpu0 = cpu_sample();
+    let t0 = Clock::now();
+    for _ in 0..iters {
+        top_up(&mut out, &mut seq);
+        let a = ticks();
+        tx_pkts += rig.tx.tx_burst(&mut out).expect("tx_burst") as u64;
+        let b = ticks();
+        rig.nic.step();
+        let c = ticks();
+        let n = rx.rx_burst(&mut got).expect("rx_burst");
+        let d = ticks();
+        rx_pkts += n as u64;
+        got.clear();
+        tx_ticks += b - a;
+        step_ticks += c - b;
+        rx_ticks += d - c;
+    }
+    let end = Clock::now();
+    let tpn = t0.ticks_per_ns(&end);
+    let secs = end.wall.duration_since(t0.wall).as_secs_f64();
+    let (others, steal) = interference(cpu0, cpu_sample(), secs);
+    warn_interference("stepped", others, steal);
+    drop(out);
+    drain_tx(&mut rig, true);
+    let p0 = rig.nic.port_counters(0);
+    let p1 = rig.nic.port_counters(1);
+    let dev = rig.nic.counters();
+    if p0.tx_frames != tx_pkts || rx_pkts != tx_pkts {
+        eprintln!(
+            "WARNING: tx_burst accepted {tx_pkts}, model sent {}, rx_burst returned {rx_pkts}",
+            p0.tx_frames
+        );
+    }
+    if dev.doorbell_missing + dev.doorbell_mismatch + dev.cq_overruns != 0 {
+        eprintln!("WARNING: model saw protocol violations: {dev:?}");
+    }
+    let per = |t: u64, n: u64| t as f64 / tpn / n.max(1) as f64;
+    println!(
+        "# stepped: {iters} iterations of {{fill {BATCH}; tx_burst; nic.step(); rx_burst; free}}, {FRAME}-byte frames, one CPU"
+    );
+    header();
+    let rows = [
+        ("dv_tx", tx_pkts, per(tx_ticks, tx_pkts)),
+        ("dv_rx", rx_pkts, per(rx_ticks, rx_pkts)),
+    ];
+    for (bench, packets, ns) in rows {
+        Row {
+            bench,
+            mode: "stepped",
+            packets,
+            secs,
+            ns_per_pkt: ns,
+            calls: iters,
+            extra: vec![
+                ("iterations", iters.to_string()),
+                ("model_step_ns_per_pkt", format!("{:.2}", per(step_ticks, tx_pkts))),
+                ("model_rx_frames", p1.rx_frames.to_string()),
+                ("other_cpu", format!("{others:.3}")),
+                ("steal_cpu", format!("{steal:.3}")),
+            ],
+        }
+        .print();
+    }
+    println!("packets tx={tx_pkts} rx={rx_pkts}");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn usage() -> ! {
+    eprintln!("usage: dv_burst [threaded] [--secs S] | dv_burst stepped [N]   (unknown --flags are ignored)");
+    std::process::exit(2);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut mode = "threaded";
+    let mut iters = 20_000u64;
+    let mut secs = 2.0f64;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "threaded" => mode = "threaded",
+            "stepped" => {
+                mode = "stepped";
+                if let Some(n) = args.get(i + 1).and_then(|a| a.parse().ok()) {
+                    iters = n;
+                    i += 1;
+                }
+            }
+            "--secs" => {
+                secs = match args.get(i + 1).and_then(|a| a.parse().ok()) {
+                    Some(s) if s > 0.0 => s,
+                    _ => usage(),
+                };
+                i += 1;
+            }
+            "-h" | "--help" => usage(),
+            a if a.starts_with('-') => {} // cargo's --bench, and anything else we do not know
+            a => {
+                eprintln!("unknown mode {a:?}");
+                usage();
+            }
+        }
+        i += 1;
+    }
+    match mode {
+        "stepped" => stepped(iters),
+        _ => threaded(secs),
+    }
+}

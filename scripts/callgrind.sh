@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Instructions per packet inside the DV datapath, counted by callgrind.
+#
+# Builds the dv_burst bench (bench profile = release + debug info), runs it in `stepped` mode
+# (no model thread: tx_burst, nic.step(), rx_burst in one loop) twice under callgrind, once
+# collecting only inside `<DvTxQueue as TxQueue>::tx_burst` and once only inside
+# `<DvRxQueue as RxQueue>::rx_burst`. --toggle-collect counts a function inclusively (its callees
+# too: completion polling, pool frees, RX refill), and nothing else is collected, so the run's
+# total Ir divided by the packets the bench reports is instructions per packet.
+#
+# Usage: scripts/callgrind.sh [--iters N] [--annotate]
+#   --iters N    bursts of 32 to run (default 20000, or $ITERS)
+#   --annotate   also print callgrind_annotate's inclusive profile and hottest source lines
+# Output files stay in target/callgrind/ (callgrind.tx.out, callgrind.rx.out) for
+# `callgrind_annotate --inclusive=yes target/callgrind/callgrind.tx.out`.
+set -euo pipefail
+
+ITERS=${ITERS:-20000}
+ANNOTATE=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --iters) ITERS=${2:?--iters needs a number}; shift 2 ;;
+        --annotate) ANNOTATE=1; shift ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        *) echo "callgrind.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+case "$ITERS" in ''|*[!0-9]*) echo "callgrind.sh: --iters must be a positive integer" >&2; exit 2 ;; esac
+
+# The project's targets, from the datapath design.
+TX_TARGET=30
+RX_TARGET=40
+
+die() { echo "callgrind.sh: error: $*" >&2; exit 1; }
+
+command -v valgrind >/dev/null 2>&1 ||
+    die "valgrind is not installed (Debian/Ubuntu: apt-get install valgrind)"
+command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH"
+
+cd "$(dirname "$0")/.."
+OUT_DIR=${OUT_DIR:-target/callgrind}
+mkdir -p "$OUT_DIR"
+
+echo "== building the dv_burst bench (bench profile)" >&2
+build_log=$(cargo bench --bench dv_burst --no-run 2>&1) || { echo "$build_log" >&2; die "build failed"; }
+# cargo prints "Executable benches/dv_burst.rs (target/release/deps/dv_burst-<hash>)".
+BIN=$(printf '%s\n' "$build_log" | sed -n 's/.*Executable .*(\(.*dv_burst-[0-9a-f]*\))$/\1/p' | tail -n 1)
+if [ -z "$BIN" ] || [ ! -x "$BIN" ]; then
+    BIN=$(find "${CARGO_TARGET_DIR:-target}/release/deps" -maxdepth 1 -type f -name 'dv_burst-*' -perm -u+x \
+        ! -name '*.d' -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n 1 | cut -d' ' -f2-)
+fi
+[ -n "$BIN" ] && [ -x "$BIN" ] || die "cannot find the dv_burst bench binary under target/release/deps"
+echo "== binary: $BIN" >&2
+
+# Check the symbols exist (they are #[inline(never)] trait impls) and take valgrind's demangled
+# form, e.g. "<rawpkt::tx::dv::DvTxQueue as rawpkt::TxQueue>::tx_burst". The globs below match it
+# whatever the crate path or a future `v0` mangling prints around the type and method names.
+TX_GLOB='*DvTxQueue*TxQueue*tx_burst*'
+RX_GLOB='*DvRxQueue*RxQueue*rx_burst*'
+if command -v nm >/dev/null 2>&1; then
+    syms=$(nm -C "$BIN" 2>/dev/null || true)
+    grep -q 'DvTxQueue.*TxQueue.*tx_burst' <<<"$syms" ||
+        die "no DvTxQueue tx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
+    grep -q 'DvRxQueue.*RxQueue.*rx_burst' <<<"$syms" ||
+        die "no DvRxQueue rx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
+    grep -E 'Dv[TR]xQueue.*[tr]x_burst' <<<"$syms" | sed 's/^[0-9a-f]* [A-Za-z] /== symbol: /' >&2
+fi
+
+# run <name> <glob>: prints "<Ir> <tx packets> <rx packets>".
+run() {
+    local name=$1 glob=$2 out="$OUT_DIR/callgrind.$1.out" log="$OUT_DIR/bench.$1.log"
+    echo "== callgrind: stepped $ITERS, collecting inside $glob" >&2
+    valgrind --tool=callgrind --dump-instr=no --collect-atstart=no \
+        --toggle-collect="$glob" --callgrind-out-file="$out" \
+        "$BIN" stepped "$ITERS" >"$log" 2>"$OUT_DIR/valgrind.$name.log" ||
+        { cat "$OUT_DIR/valgrind.$name.log" >&2; die "valgrind run ($name) failed"; }
+    local ir pk
+    # "totals:" (or "summary:" in older formats) is the total of the one event, Ir.
+    ir=$(sed -n 's/^totals: *\([0-9][0-9]*\).*/\1/p' "$out" | tail -n 1)
+    [ -n "$ir" ] || ir=$(sed -n 's/^summary: *\([0-9][0-9]*\).*/\1/p' "$out" | tail -n 1)
+    [ -n "$ir" ] || die "no totals/summary line in $out"
+    [ "$ir" -gt 0 ] || die "callgrind collected 0 instructions for $glob: the toggle matched no function" \
+        "(check: callgrind_annotate $out; nm -C $BIN | grep burst)"
+    pk=$(sed -n 's/^packets tx=\([0-9][0-9]*\) rx=\([0-9][0-9]*\)$/\1 \2/p' "$log" | tail -n 1)
+    [ -n "$pk" ] || { cat "$log" >&2; die "the bench printed no 'packets tx=... rx=...' line"; }
+    echo "$ir $pk"
+}
+
+# (Assignments, so that a failing run stops the script under set -e.)
+tx_res=$(run tx "$TX_GLOB")
+rx_res=$(run rx "$RX_GLOB")
+read -r TX_IR TX_PKTS _ <<<"$tx_res"
+read -r RX_IR _ RX_PKTS <<<"$rx_res"
+[ "$TX_PKTS" -gt 0 ] || die "the bench transmitted no packets"
+[ "$RX_PKTS" -gt 0 ] || die "the bench received no packets"
+
+verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
+TX_PER=$(awk -v a="$TX_IR" -v b="$TX_PKTS" 'BEGIN { printf "%.1f", a / b }')
+RX_PER=$(awk -v a="$RX_IR" -v b="$RX_PKTS" 'BEGIN { printf "%.1f", a / b }')
+
+
+if [ "$ANNOTATE" = 1 ]; then
+    command -v callgrind_annotate >/dev/null 2>&1 || die "--annotate needs callgrind_annotate (part of valgrind)"
+    for q in tx rx; do
+        f="$OUT_DIR/callgrind.$q.out"
+        if [ "$q" = tx ]; then pk=$TX_PKTS; else pk=$RX_PKTS; fi
+        echo "== $q: inclusive Ir per packet by function ($f)"
+        { callgrind_annotate --inclusive=yes "$f" 2>/dev/null |
+            awk '/file:function/ { on = 1; next } on && /^$/ { exit } on && /^ *[0-9]/' |
+            grep -Ev '::main( |$)|\(below main\)|[?]{3}:main |lang_start|backtrace|libc-start|ld-linux|[?]{3}:0x' |
+            awk -v pk="$pk" -v root="$PWD/" '{ n = $1; gsub(",", "", n); fn = $0
+                               sub(/^ *[0-9,]+ \([ 0-9.]*%\) +/, "", fn); sub(/ \[[^]]*\]$/, "", fn)
+                               if (index(fn, root) == 1) fn = substr(fn, length(root) + 1)
+                               sub(/^\/rustc\/[0-9a-f]+\//, "", fn)
+                               printf "%8.2f  %s\n", n / pk, fn }' | head -n 15; } || true
+        echo "== $q: hottest source lines, self Ir per packet (file:line, inlined code counted where it is written)"
+        { callgrind_annotate --auto=yes --context=0 "$f" 2>/dev/null |
+            awk -v pk="$pk" -v root="$PWD/" '
+                /Auto-annotated source:/ { f = $NF; if (index(f, root) == 1) f = substr(f, length(root) + 1)
+                                           sub(/^\/rustc\/[0-9a-f]+\//, "", f); next }
+                /^-- line [0-9]+ / { ln = $3; next }
+                /^ *[0-9][0-9,]* \([ 0-9.]*%\) / && f != "" && !/events annotated/ {
+                    n = $1; gsub(",", "", n); src = $0; sub(/^ *[0-9,]+ \([ 0-9.]*%\) */, "", src)
+                    printf "%8.2f  %s:%s  %s\n", n / pk, f, (src ~ /^<counts for unidentified/) ? "?" : ln, src }' |
+            sort -rn | head -n 25; } || true
+        echo
+    done
+fi
+
+echo "iterations: $ITERS bursts of 32 (stepped mode), binary: $BIN"
+echo "tx: $TX_IR Ir / $TX_PKTS packets"
+echo "rx: $RX_IR Ir / $RX_PKTS packets"
+echo "tx instructions/packet: $TX_PER (target <= $TX_TARGET: $(verdict "$TX_PER" "$TX_TARGET"))"
+echo "rx instructions/packet (incl. refill): $RX_PER (target <= $RX_TARGET: $(verdict "$RX_PER" "$RX_TARGET"))"
+printf '{"bench":"callgrind","batch":32,"frame":60,"iterations":%s,"tx_ir":%s,"tx_packets":%s,"tx_ir_per_pkt":%s,"tx_target":%s,"rx_ir":%s,"rx_packets":%s,"rx_ir_per_pkt":%s,"rx_target":%s}\n' \
+    "$ITERS" "$TX_IR" "$TX_PKTS" "$TX_PER" "$TX_TARGET" "$RX_IR" "$RX_PKTS" "$RX_PER" "$RX_TARGET"
