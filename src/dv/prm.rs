@@ -438,6 +438,13 @@ impl Cqe64 {
         }
     }
 
+    /// Frames the device dropped for lack of receive WQEs before this one (RESP CQEs keep the
+    /// count in `sop_drop_qpn[31:24]`, the first byte in memory).
+    #[inline(always)]
+    pub fn rx_drops(&self) -> u8 {
+        self.sop_drop_qpn.0.to_ne_bytes()[0]
+    }
+
     /// The error view of the same 64 bytes.
     pub fn as_err(&self) -> ErrCqe {
         ErrCqe::from_bytes(self.as_bytes())

@@ -163,6 +163,16 @@ impl SqRing {
         unsafe { &mut *self.base.add((pi & self.mask) as usize) }
     }
 
+    /// A writer for a run of WQEBBs whose ring geometry stays in registers.
+    #[inline(always)]
+    pub fn writer(&mut self) -> SqWriter<'_> {
+        SqWriter {
+            base: self.base,
+            mask: self.mask,
+            _ring: std::marker::PhantomData,
+        }
+    }
+
     /// WQEBB number `pi` as raw bytes, for WQEs longer than one WQEBB.
     #[inline(always)]
     pub fn wqebb_bytes(&mut self, pi: u32) -> &mut [u8; SEND_WQE_BB] {
@@ -202,6 +212,28 @@ impl SqRing {
     /// Zeroes the doorbell record after a queue reset (the device starts again at PI 0).
     pub fn reset_dbrec(&self) {
         self.dbrec.store_be(0);
+    }
+}
+
+/// See [`SqRing::writer`]; it borrows the ring mutably, so nothing else writes it meanwhile.
+pub struct SqWriter<'a> {
+    base: *mut SendWqe,
+    mask: u32,
+    _ring: std::marker::PhantomData<&'a mut SqRing>,
+}
+
+impl SqWriter<'_> {
+    /// WQEBBs `pi .. pi + n` as 64-bit words, for a run that does not cross the ring end
+    /// (`(pi & mask) + n <= size`, asserted): the datapath builds each canonical SEND in
+    /// registers and stores it whole.
+    #[inline(always)]
+    pub fn segment(&mut self, pi: u32, n: usize) -> &mut [[u64; 8]] {
+        let at = (pi & self.mask) as usize;
+        assert!(at + n <= self.mask as usize + 1);
+        // SAFETY: [at, at + n) lies inside the ring (asserted); WQEBBs are 64 bytes and 64-byte
+        // aligned, so [u64; 8] fits each; the driver owns WQEBBs not yet doorbelled, and the
+        // writer borrows the ring mutably, so this is the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(at).cast::<[u64; 8]>(), n) }
     }
 }
 
@@ -252,10 +284,63 @@ impl CqRing {
         Some(unsafe { &*slot })
     }
 
+    /// A reader whose ring geometry stays in registers for a polling loop.
+    #[inline(always)]
+    pub fn reader(&self) -> CqReader<'_> {
+        CqReader {
+            base: self.base,
+            mask: self.mask,
+            log2: self.log2,
+            _ring: std::marker::PhantomData,
+        }
+    }
+
     /// Publishes the consumer index (`MLX5_CQ_SET_CI`: 24 bits, BE32).
     #[inline(always)]
     pub fn publish_ci(&self, ci: u32) {
         self.dbrec.store_be(ci & 0x00ff_ffff);
+    }
+}
+
+/// What a receive poll found at a consumer index.
+pub enum RxPoll<'a> {
+    /// A plain RESP_SEND CQE of this pass (no compression, no scatter-to-CQE).
+    Packet(&'a Cqe64),
+    /// A CQE of this pass with another opcode or format (an error, or something unexpected).
+    Other(&'a Cqe64),
+    /// Nothing new yet.
+    Empty,
+}
+
+/// See [`CqRing::reader`].
+pub struct CqReader<'a> {
+    base: *const Cqe64,
+    mask: u32,
+    log2: u32,
+    _ring: std::marker::PhantomData<&'a CqRing>,
+}
+
+impl<'a> CqReader<'a> {
+    /// Classifies the CQE at `ci` with one load and, on the fast path, one compare: a valid
+    /// plain RESP_SEND of this pass has `op_own & 0xfd == 0x20 | parity` (opcode 2, format 0,
+    /// any solicited bit, owner bit equal to the pass parity of the CQ's real size).
+    #[inline(always)]
+    pub fn poll_rx(&self, ci: u32) -> RxPoll<'a> {
+        // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
+        let slot = unsafe { self.base.add((ci & self.mask) as usize) };
+        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
+        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+        let parity = ((ci >> self.log2) & 1) as u8;
+        if op_own & 0xfd == (super::prm::CQE_RESP_SEND << 4) | parity {
+            // SAFETY: the acquire above makes the device's writes of this CQE visible; it does not
+            // write the slot again before the driver publishes a consumer index past it.
+            return RxPoll::Packet(unsafe { &*slot });
+        }
+        if op_own & 1 != parity || op_own >> 4 == CQE_INVALID {
+            return RxPoll::Empty;
+        }
+        // SAFETY: as above.
+        RxPoll::Other(unsafe { &*slot })
     }
 }
 
@@ -294,6 +379,16 @@ impl RqRing {
         unsafe { &mut *self.base.add((pi & self.mask) as usize) }
     }
 
+    /// A writer for refilling whose ring geometry stays in registers.
+    #[inline(always)]
+    pub fn writer(&mut self) -> RqWriter<'_> {
+        RqWriter {
+            base: self.base,
+            mask: self.mask,
+            _ring: std::marker::PhantomData,
+        }
+    }
+
     /// Posts receive WQEs up to `pi` (16-bit WQE counter, rdma-core `mlx5_post_wq_recv`).
     #[inline(always)]
     pub fn ring_doorbell(&self, pi: u32) {
@@ -302,6 +397,23 @@ impl RqRing {
 
     pub fn posted(&self) -> u32 {
         self.dbrec.load_be()
+    }
+}
+
+/// See [`RqRing::writer`]; it borrows the ring mutably.
+pub struct RqWriter<'a> {
+    base: *mut DataSeg,
+    mask: u32,
+    _ring: std::marker::PhantomData<&'a mut RqRing>,
+}
+
+impl RqWriter<'_> {
+    /// Points receive WQE `pi` (not yet posted) at `addr`; byte count and lkey stay as set.
+    #[inline(always)]
+    pub fn set_addr(&mut self, pi: u32, addr: u64) {
+        // SAFETY: in the ring by the mask, 16-byte stride checked in `RqRing::new`; unposted WQEs
+        // are not read by the device.
+        unsafe { (*self.base.add((pi & self.mask) as usize)).addr = super::prm::Be64::new(addr) };
     }
 }
 

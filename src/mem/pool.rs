@@ -34,6 +34,12 @@ impl Default for PoolConfig {
     }
 }
 
+/// Free buffer indices; the top is at `len`.
+struct FreeStack {
+    idx: Box<[u32]>,
+    len: usize,
+}
+
 /// A per-core pool. It is shared by that core's queues and bursts through `Rc`, so it is neither
 /// `Send` nor `Sync`: each pinned loop builds its own.
 pub struct Pool {
@@ -41,7 +47,7 @@ pub struct Pool {
     buf_size: u32,
     headroom: u16,
     count: u32,
-    free: RefCell<Vec<u32>>,
+    free: RefCell<FreeStack>,
     alloc_failures: Cell<u64>,
 }
 
@@ -77,7 +83,10 @@ impl Pool {
         let region = Region::hugepages_or_fallback(bytes).map_err(|e| Error::Memory(e.to_string()))?;
         // Popped from the end: the lowest indices go out first, which keeps a small working set
         // of buffers cache-hot when the traffic is light.
-        let free: Vec<u32> = (0..cfg.buffers).rev().collect();
+        let free = FreeStack {
+            idx: (0..cfg.buffers).rev().collect(),
+            len: cfg.buffers as usize,
+        };
         Ok(Rc::new(Pool {
             region: Arc::new(region),
             buf_size: cfg.buf_size,
@@ -93,7 +102,7 @@ impl Pool {
     }
 
     pub fn free_count(&self) -> u32 {
-        self.free.borrow().len() as u32
+        self.free.borrow().len as u32
     }
 
     pub fn buf_size(&self) -> u32 {
@@ -123,32 +132,63 @@ impl Pool {
         &self.region
     }
 
-    /// Bus address (virtual address inside the MR) of byte `off` of buffer `idx`.
+    /// The pool's geometry for a hot loop: copied into registers once per burst, so that stores
+    /// into ring memory (which the compiler must assume may alias anything) cause no reloads.
     #[inline(always)]
-    pub(crate) fn addr(&self, idx: u32, off: u32) -> u64 {
-        self.region.base() as u64 + u64::from(idx) * u64::from(self.buf_size) + u64::from(off)
+    pub(crate) fn geometry(&self) -> BufGeometry<'_> {
+        BufGeometry {
+            base: self.region.base(),
+            shift: self.buf_size.trailing_zeros(),
+            _pool: std::marker::PhantomData,
+        }
     }
 
     /// Takes up to `out.len()` buffers; returns how many. Counts a failure when it gives fewer.
     #[inline]
     pub(crate) fn alloc_bulk(&self, out: &mut [u32]) -> usize {
         let mut free = self.free.borrow_mut();
-        let n = out.len().min(free.len());
-        let from = free.len() - n;
-        out[..n].copy_from_slice(&free[from..]);
-        free.truncate(from);
+        let n = out.len().min(free.len);
+        let from = free.len - n;
+        out[..n].copy_from_slice(&free.idx[from..free.len]);
+        free.len = from;
         if n < out.len() {
             self.alloc_failures.set(self.alloc_failures.get() + 1);
         }
         n
     }
 
+    /// Fills `a` then `b` (a ring's two halves) with buffers as far as the pool allows; returns
+    /// how many it gave. Counts a failure when it gives fewer than asked.
+    #[inline]
+    pub(crate) fn alloc_bulk2(&self, a: &mut [u32], b: &mut [u32]) -> usize {
+        let mut free = self.free.borrow_mut();
+        let want = a.len() + b.len();
+        let n = want.min(free.len);
+        let top = free.len;
+        let na = n.min(a.len());
+        a[..na].copy_from_slice(&free.idx[top - na..top]);
+        b[..n - na].copy_from_slice(&free.idx[top - n..top - na]);
+        free.len = top - n;
+        if n < want {
+            self.alloc_failures.set(self.alloc_failures.get() + 1);
+        }
+        n
+    }
+
+    /// Returns buffers to the pool: the concatenation of `a` and `b` (a ring's two halves).
+    #[inline]
+    pub(crate) fn free_bulk2(&self, a: &[u32], b: &[u32]) {
+        let mut free = self.free.borrow_mut();
+        let at = free.len;
+        // A slice overrun here means a buffer was freed twice: a bug, not a data condition.
+        free.idx[at..at + a.len()].copy_from_slice(a);
+        free.idx[at + a.len()..at + a.len() + b.len()].copy_from_slice(b);
+        free.len = at + a.len() + b.len();
+    }
+
     #[inline]
     pub(crate) fn free_bulk(&self, idx: &[u32]) {
-        let mut free = self.free.borrow_mut();
-        debug_assert!(free.len() + idx.len() <= self.count as usize, "double free into pool");
-        // Capacity was reserved for every buffer at creation, so this never reallocates.
-        free.extend_from_slice(idx);
+        self.free_bulk2(idx, &[]);
     }
 
     #[inline]
@@ -163,6 +203,50 @@ impl Pool {
         self.region
             .base()
             .wrapping_add(idx as usize * self.buf_size as usize + off as usize)
+    }
+}
+
+/// See [`Pool::geometry`].
+#[derive(Clone, Copy)]
+pub(crate) struct BufGeometry<'a> {
+    base: *mut u8,
+    shift: u32,
+    _pool: std::marker::PhantomData<&'a Pool>,
+}
+
+impl BufGeometry<'_> {
+    /// Bus address of packet `p`'s first byte.
+    #[inline(always)]
+    pub(crate) fn addr(&self, p: &Packet) -> u64 {
+        self.base as u64 + (u64::from(p.buf) << self.shift) + u64::from(p.off)
+    }
+
+    /// Bus address of byte `off` of buffer `idx`.
+    #[inline(always)]
+    pub(crate) fn buf_addr(&self, idx: u32, off: u32) -> u64 {
+        self.base as u64 + (u64::from(idx) << self.shift) + u64::from(off)
+    }
+
+    /// Packet `p`'s bus address and its first 18 bytes (the L2 header a send WQE carries inline)
+    /// as a 2-byte and two 8-byte words in memory order. `p` must be a descriptor of a burst the
+    /// caller holds (descriptors are made only by this crate, inside their buffer) and at least
+    /// 18 bytes long.
+    #[inline(always)]
+    pub(crate) fn l2_header(&self, p: &Packet) -> (u64, u16, u64, u64) {
+        debug_assert!(p.len >= 18);
+        let addr = self.addr(p);
+        let at = addr as *const u8;
+        // SAFETY: a descriptor's bytes lie inside its buffer in the region, which `'a` keeps
+        // mapped; the burst owns the buffer, so nobody writes it concurrently; len >= 18 bytes;
+        // unaligned reads are fine.
+        unsafe {
+            (
+                addr,
+                std::ptr::read_unaligned(at.cast::<u16>()),
+                std::ptr::read_unaligned(at.add(2).cast::<u64>()),
+                std::ptr::read_unaligned(at.add(10).cast::<u64>()),
+            )
+        }
     }
 }
 
@@ -351,7 +435,9 @@ impl Burst {
     /// whoever took them (a TX ring).
     #[inline]
     pub(crate) fn forget_front(&mut self, n: usize) {
-        self.pkts.copy_within(n..self.len, 0);
+        if n < self.len {
+            self.pkts.copy_within(n..self.len, 0);
+        }
         self.len -= n;
     }
 

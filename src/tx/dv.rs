@@ -1,45 +1,52 @@
 //! The mlx5 Direct Verbs send path: WQEs written straight into the SQ ring, one doorbell per
 //! burst, one requested completion per burst (or every `tx_completion_every` WQEs), and buffers
-//! recycled from completions. Modelled on VPP `rdma/output.c` (template WQE, 18 inline bytes, the
-//! SQ tail kept in the signalled WQE's `imm`) and DPDK `mlx5_tx.h` (completion moderation,
-//! error recovery by queue reset).
+//! recycled in bulk from completions. Modelled on VPP `rdma/output.c` (the 18-byte inline header,
+//! the SQ tail kept in the signalled WQE's `imm`) and DPDK `mlx5_tx.h` (a packet-indexed buffer
+//! ring, completion moderation, error recovery by queue reset).
 
 use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{
-    encode_inline_send, syndrome, wqebbs, Be32, CtrlSeg, EthSeg, SendWqe, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
-    ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
-    MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    encode_inline_send, syndrome, wqebbs, CtrlSeg, EthSeg, CQE_REQ, CQE_REQ_ERR, DS_BYTES, ESEG_INLINE_OFFSET,
+    ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_SEND,
+    SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
 use crate::dv::DvControl;
-use crate::mem::pool::{flags, Burst, Pool};
+use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
-/// `imm` of unsignalled WQEs (VPP's sentinel): never a valid tail.
+/// `imm` of unsignalled WQEs (VPP's sentinel). Signalled WQEs carry a 16-bit SQ tail, so the
+/// sentinel can never be mistaken for one.
 const NO_TAIL: u32 = u32::MAX;
-/// Marks a WQEBB whose WQE holds no buffer (inlined frame, or a continuation WQEBB).
-const NO_BUF: u32 = u32::MAX;
 /// Empty reclaims with packets in flight before the doorbell is rung again.
 const IDLE_POLLS_BEFORE_RERING: u32 = 4096;
 /// Largest frame copied whole into a WQE: 60 DS minus control = 59 DS of Ethernet segment.
 pub const MAX_TX_INLINE: usize = (MAX_WQE_DS as usize - 1) * DS_BYTES - ESEG_INLINE_OFFSET;
+const _: () =
+    assert!(flags::TX_L3_CSUM >> 10 == ETH_WQE_L3_CSUM as u32 && flags::TX_L4_CSUM >> 10 == ETH_WQE_L4_CSUM as u32);
 
 pub struct DvTxQueue {
     sq: SqRing,
     cq: CqRing,
     pool: Rc<Pool>,
     ctl: Arc<dyn DvControl>,
-    lkey: Be32,
-    qpn_ds_send: Be32,
-    /// WQEBB counter of the next WQE (free-running; the device sees it mod 2^16).
+    /// `qpn_ds` for a ds-4 SEND and the lkey, both as big-endian bits.
+    qpn_ds4_be: u32,
+    lkey_be: u32,
+    /// WQEBB counter of the next WQE (free-running; the device sees it mod 2^16) and of the
+    /// oldest one not yet known complete.
     pi: u32,
-    /// Oldest WQEBB not yet known complete.
     head: u32,
     cq_ci: u32,
-    /// Buffer held by the WQE starting at each WQEBB.
-    bufs: Box<[u32]>,
+    /// Buffers in flight in the order they were posted (DPDK's `elts`), between `elts_tail` and
+    /// `elts_head`: a completed range is freed with one or two bulk copies.
+    elts: Box<[u32]>,
+    elts_head: u32,
+    elts_tail: u32,
+    /// For each signalled WQE (by its first WQEBB): `elts_head` after it.
+    sig_elts: Box<[u32]>,
     since_signal: u32,
     signal_every: u32,
     inline_max: usize,
@@ -48,7 +55,6 @@ pub struct DvTxQueue {
     idle_polls: u32,
     last_wqe: u32,
     stats: QueueStats,
-    scratch: Box<[u32]>,
 }
 
 impl DvTxQueue {
@@ -62,8 +68,9 @@ impl DvTxQueue {
     ) -> Result<DvTxQueue, Error> {
         let sq_ring = SqRing::new(sq).map_err(Error::Device)?;
         let cq_ring = CqRing::new(cq).map_err(Error::Device)?;
-        if cq_ring.size() < sq_ring.size() / cfg.tx_completion_every.max(1) + 1 {
-            return Err(Error::Device("TX CQ too small for its send queue".into()));
+        // Worst case one CQE per WQEBB: the CQ must never overrun.
+        if cq_ring.size() < sq_ring.size() {
+            return Err(Error::Device("TX CQ smaller than its send queue".into()));
         }
         if usize::from(cfg.tx_inline) > MAX_TX_INLINE {
             return Err(Error::Config(format!(
@@ -71,27 +78,29 @@ impl DvTxQueue {
                 cfg.tx_inline
             )));
         }
-        let size = sq_ring.size() as usize;
+        let size = sq_ring.size();
         Ok(DvTxQueue {
-            qpn_ds_send: CtrlSeg::qpn_ds(sq.qpn, 4),
+            qpn_ds4_be: CtrlSeg::qpn_ds(sq.qpn, 4).get().to_be(),
+            lkey_be: lkey.to_be(),
             sq: sq_ring,
             cq: cq_ring,
             pool: pool.clone(),
             ctl,
-            lkey: Be32::new(lkey),
             pi: 0,
             head: 0,
             cq_ci: 0,
-            bufs: vec![NO_BUF; size].into_boxed_slice(),
+            elts: vec![0; size as usize].into_boxed_slice(),
+            elts_head: 0,
+            elts_tail: 0,
+            sig_elts: vec![0; size as usize].into_boxed_slice(),
             since_signal: 0,
-            signal_every: cfg.tx_completion_every.clamp(1, size as u32),
+            signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
             recover: cfg.recover,
             failed: None,
             idle_polls: 0,
             last_wqe: 0,
             stats: QueueStats::default(),
-            scratch: vec![0; size].into_boxed_slice(),
         })
     }
 
@@ -99,24 +108,19 @@ impl DvTxQueue {
         self.sq.size() - self.pi.wrapping_sub(self.head)
     }
 
-    /// Frees the buffers of WQEs in `[head, upto)`.
+    /// Returns the buffers of `elts[elts_tail..upto)` to the pool.
     #[inline(always)]
-    fn complete_until(&mut self, upto: u32) -> usize {
-        let mask = self.sq.size() - 1;
-        let mut n = 0;
-        let mut i = self.head;
-        while i != upto {
-            let slot = (i & mask) as usize;
-            let b = self.bufs[slot];
-            if b != NO_BUF {
-                self.scratch[n] = b;
-                self.bufs[slot] = NO_BUF;
-                n += 1;
-            }
-            i = i.wrapping_add(1);
+    fn free_elts_until(&mut self, upto: u32) -> usize {
+        let n = upto.wrapping_sub(self.elts_tail) as usize;
+        if n == 0 {
+            return 0;
         }
-        self.pool.free_bulk(&self.scratch[..n]);
-        self.head = upto;
+        let mask = self.elts.len() - 1;
+        let from = self.elts_tail as usize & mask;
+        let first = n.min(self.elts.len() - from);
+        self.pool
+            .free_bulk2(&self.elts[from..from + first], &self.elts[..n - first]);
+        self.elts_tail = upto;
         n
     }
 
@@ -125,20 +129,29 @@ impl DvTxQueue {
         let mut freed = 0;
         let mut error = None;
         let ci0 = self.cq_ci;
+        let mask = self.sq.size() - 1;
         while let Some(cqe) = self.cq.poll(self.cq_ci) {
             let opcode = cqe.opcode();
             let counter = u32::from(cqe.wqe_counter.get());
             self.cq_ci = self.cq_ci.wrapping_add(1);
             if opcode == CQE_REQ {
-                // The WQE the CQE names recorded the SQ tail after it in `imm`.
-                let tail = self.sq.ctrl(counter).imm;
-                let in_flight = self.pi.wrapping_sub(self.head);
-                if tail == NO_TAIL || tail.wrapping_sub(self.head) > in_flight {
+                // The WQE the CQE names recorded the SQ tail after it in `imm`, and the buffer
+                // ring's head after it in `sig_elts`.
+                let tail16 = self.sq.ctrl(counter).imm;
+                let new_head = self.head.wrapping_add(tail16.wrapping_sub(self.head) & 0xffff);
+                let elts_after = self.sig_elts[(counter & mask) as usize];
+                let bbs_in_flight = self.pi.wrapping_sub(self.head);
+                let elts_in_flight = self.elts_head.wrapping_sub(self.elts_tail);
+                if tail16 == NO_TAIL
+                    || new_head.wrapping_sub(self.head) > bbs_in_flight
+                    || elts_after.wrapping_sub(self.elts_tail) > elts_in_flight
+                {
                     self.stats.errors.bad_cqe += 1;
                     error.get_or_insert(syndrome::LOCAL_QP_OP);
                     break;
                 }
-                freed += self.complete_until(tail);
+                self.head = new_head;
+                freed += self.free_elts_until(elts_after);
             } else if opcode == CQE_REQ_ERR {
                 // Any error CQE means the SQ is in the error state; report the first real
                 // syndrome rather than the flushes that follow it.
@@ -168,15 +181,10 @@ impl DvTxQueue {
     /// and its buffers still go back to the pool.
     #[cold]
     fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
-        let lost = self.in_flight_packets();
-        self.stats.drops += lost as u64;
-        let pi = self.pi;
-        self.complete_until(pi);
-        if !self.recover {
-            self.failed = Some(synd);
-            return Err(QueueError::Failed { syndrome: synd });
-        }
-        if self.ctl.reset_sq(self.sq.qpn()).is_err() {
+        let head = self.elts_head;
+        self.stats.drops += self.free_elts_until(head) as u64;
+        self.head = self.pi;
+        if !self.recover || self.ctl.reset_sq(self.sq.qpn()).is_err() {
             self.failed = Some(synd);
             return Err(QueueError::Failed { syndrome: synd });
         }
@@ -194,172 +202,129 @@ impl DvTxQueue {
         Ok(())
     }
 
-    fn in_flight_packets(&self) -> usize {
-        let mask = self.sq.size() - 1;
-        (0..self.pi.wrapping_sub(self.head))
-            .filter(|k| self.bufs[(self.head.wrapping_add(*k) & mask) as usize] != NO_BUF)
-            .count()
+    /// Posts packets from the front of `pkts` that each take one canonical 64-byte SEND (VPP
+    /// `rdma_mlx5_wqe_init`: control, 18 inline header bytes, one gather entry), stopping at the
+    /// first packet not longer than `threshold` (it needs the slow path). The caller checked
+    /// that the ring has a WQEBB for each. Returns (packets posted, bytes).
+    #[inline(always)]
+    fn post_run(&mut self, pkts: &[Packet], threshold: usize) -> (usize, u64) {
+        // Everything the loop needs lives in registers: stores into the ring may alias any
+        // memory as far as the compiler knows, so fields of `self` would be reloaded per packet.
+        let geo = self.pool.geometry();
+        let (qpn_ds, lkey) = (u64::from(self.qpn_ds4_be) << 32, u64::from(self.lkey_be) << 32);
+        let size = self.elts.len();
+        let mut sq = self.sq.writer();
+        let (pi0, e0) = (self.pi, self.elts_head);
+        let mut posted = 0;
+        let mut bytes = 0u64;
+        // Memory-order words that do not change per packet: `imm` = NO_TAIL, fm_ce_se 0, and
+        // `inline_hdr_sz` = 18 (BE16 at eseg byte 12).
+        const WORD1: u64 = (NO_TAIL as u64) << 32;
+        const HDR_SZ: u64 = ((ETH_L2_INLINE_HEADER_SIZE as u16).to_be() as u64) << 32;
+        const L2: u32 = ETH_L2_INLINE_HEADER_SIZE as u32;
+        'segments: while posted < pkts.len() {
+            // A segment crosses neither the SQ's nor the buffer ring's end, so the loop below
+            // runs on plain slices with no wrap and no bounds checks.
+            let pi = pi0.wrapping_add(posted as u32);
+            let e = (e0.wrapping_add(posted as u32) as usize) & (size - 1);
+            let seg = (pkts.len() - posted)
+                .min(size - (pi as usize & (size - 1)))
+                .min(size - e);
+            let wqes = sq.segment(pi, seg);
+            let elts = &mut self.elts[e..e + seg];
+            let mut word0 = pi << 8 | u32::from(OPCODE_SEND);
+            for ((w, slot), p) in wqes.iter_mut().zip(elts.iter_mut()).zip(&pkts[posted..posted + seg]) {
+                if p.len as usize <= threshold {
+                    break 'segments;
+                }
+                let (addr, h0, h1, h2) = geo.l2_header(p);
+                // TX_L3_CSUM/TX_L4_CSUM (flag bits 16, 17) are cs_flags L3/L4 (0x40, 0x80) at
+                // eseg byte 4, i.e. bits 38, 39 of the word.
+                let cs = (u64::from(p.flags) << 22) & (0xc0 << 32);
+                *w = [
+                    u64::from((word0 & 0x00ff_ffff).to_be()) | qpn_ds,
+                    WORD1,
+                    cs,
+                    HDR_SZ | u64::from(h0) << 48,
+                    h1,
+                    h2,
+                    u64::from((u32::from(p.len) - L2).to_be()) | lkey,
+                    (addr + u64::from(L2)).to_be(),
+                ];
+                *slot = p.buf;
+                bytes += u64::from(p.len);
+                word0 = word0.wrapping_add(1 << 8);
+                posted += 1;
+            }
+        }
+        let n = posted as u32;
+        // Completion moderation: ask for a CQE on every `signal_every`-th WQE of the run.
+        let mut k = self.signal_every - 1 - self.since_signal.min(self.signal_every - 1);
+        while k < n {
+            self.signal(pi0.wrapping_add(k), pi0.wrapping_add(k + 1), e0.wrapping_add(k + 1));
+            k += self.signal_every;
+        }
+        self.since_signal = (self.since_signal + n) % self.signal_every;
+        if n > 0 {
+            self.last_wqe = pi0.wrapping_add(n - 1);
+        }
+        self.pi = pi0.wrapping_add(n);
+        self.elts_head = e0.wrapping_add(n);
+        (posted, bytes)
     }
 
-    /// A WQE that carries the whole frame in its Ethernet segment; may span several WQEBBs
-    /// and wrap the ring end.
+    /// Marks the WQE at WQEBB `at` as signalled, recording the SQ tail and buffer-ring head
+    /// after it.
+    #[inline(always)]
+    fn signal(&mut self, at: u32, tail: u32, elts_after: u32) {
+        let mask = self.sq.size() - 1;
+        let w = self.sq.wqe(at);
+        w.ctrl.fm_ce_se = WQE_CTRL_CQ_UPDATE;
+        w.ctrl.imm = tail & 0xffff;
+        self.sig_elts[(at & mask) as usize] = elts_after;
+    }
+
+    /// Posts one packet that does not fit the canonical SEND: copied whole into the WQE (up to
+    /// `tx_inline` bytes, possibly several WQEBBs wrapping the ring end), or dropped if shorter
+    /// than an Ethernet header. Returns false when the ring has no room for it.
     #[cold]
-    fn write_inline_wqe(&mut self, frame: &[u8], cs: u8, signal: bool) -> u32 {
+    fn post_slow(&mut self, pkts: &Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
+        let p = pkts.packets()[i];
+        let len = p.len as usize;
+        if len < ETH_L2_MIN_HEADER_SIZE {
+            self.stats.drops += 1;
+            self.pool.free_one(p.buf);
+            return Ok(0);
+        }
+        let ds = 1 + EthSeg::ds_for_inline(len);
+        let bbs = wqebbs(ds);
+        if bbs > *free {
+            return Err(());
+        }
         let mut wqe = [0u8; MAX_WQE_DS as usize * DS_BYTES];
-        let qpn = self.qpn_ds_send.get() >> 8;
-        let ds = 1 + EthSeg::ds_for_inline(frame.len());
-        let imm = if signal {
-            self.pi.wrapping_add(wqebbs(ds))
-        } else {
-            NO_TAIL
-        };
-        let bbs = encode_inline_send(self.pi as u16, qpn, frame, cs, signal, imm, &mut wqe);
+        let cs = ((p.flags >> 10) & 0xc0) as u8;
+        let qpn = u32::from_be(self.qpn_ds4_be) >> 8;
+        encode_inline_send(self.pi as u16, qpn, pkts.data(i), cs, false, NO_TAIL, &mut wqe);
         for k in 0..bbs {
             let off = k as usize * SEND_WQE_BB;
             self.sq
                 .wqebb_bytes(self.pi.wrapping_add(k))
                 .copy_from_slice(&wqe[off..off + SEND_WQE_BB]);
         }
-        bbs
-    }
-}
-
-#[inline(always)]
-fn cs_flags_of(pkt_flags: u32) -> u8 {
-    let mut cs = 0;
-    if pkt_flags & flags::TX_L3_CSUM != 0 {
-        cs |= ETH_WQE_L3_CSUM;
-    }
-    if pkt_flags & flags::TX_L4_CSUM != 0 {
-        cs |= ETH_WQE_L4_CSUM;
-    }
-    cs
-}
-
-impl TxQueue for DvTxQueue {
-    #[inline(never)]
-    fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+        // The frame now lives in the WQE: its buffer can go back at once.
+        self.pool.free_one(p.buf);
+        let at = self.pi;
+        self.pi = self.pi.wrapping_add(bbs);
+        self.last_wqe = at;
+        *free -= bbs;
+        self.since_signal += 1;
+        if self.since_signal >= self.signal_every || bbs > *free {
+            self.since_signal = 0;
+            self.signal(at, self.pi, self.elts_head);
         }
-        same_pool(&self.pool, pkts)?;
-        self.poll_completions()?;
-        let n_req = pkts.len();
-        if n_req == 0 {
-            self.kick_if_stalled();
-            return Ok(0);
-        }
-        let mask = self.sq.size() - 1;
-        let mut free = self.free_wqebbs();
-        let mut sent = 0;
-        let mut bytes = 0u64;
-        let mut inlined = 0;
-        let mut runts = 0;
-        let headroom_addr = self.pool.addr(0, 0);
-        let buf_size = u64::from(self.pool.buf_size());
-        while sent < n_req && free > 0 {
-            let p = pkts.packets()[sent];
-            let len = p.len as usize;
-            self.since_signal += 1;
-            let signal = sent + 1 == n_req || self.since_signal >= self.signal_every;
-            let cs = cs_flags_of(p.flags);
-            if len > self.inline_max && len > ETH_L2_INLINE_HEADER_SIZE {
-                // The canonical one-WQEBB SEND (VPP `rdma_mlx5_wqe_init`).
-                let addr = headroom_addr + u64::from(p.buf) * buf_size + u64::from(p.off);
-                let mut hdr = [0u8; ETH_L2_INLINE_HEADER_SIZE];
-                hdr.copy_from_slice(&pkts.data(sent)[..ETH_L2_INLINE_HEADER_SIZE]);
-                let pi = self.pi;
-                let imm = if signal { pi.wrapping_add(1) } else { NO_TAIL };
-                let wqe = SendWqe::l2_inline(
-                    pi as u16,
-                    self.qpn_ds_send,
-                    signal,
-                    imm,
-                    cs,
-                    hdr,
-                    len as u32,
-                    self.lkey,
-                    addr,
-                );
-                *self.sq.wqe(pi) = wqe;
-                self.bufs[(pi & mask) as usize] = p.buf;
-                self.last_wqe = pi;
-                self.pi = pi.wrapping_add(1);
-                free -= 1;
-            } else if len >= ETH_L2_MIN_HEADER_SIZE {
-                let ds = 1 + EthSeg::ds_for_inline(len);
-                let bbs = wqebbs(ds);
-                if bbs > free {
-                    self.since_signal -= 1;
-                    break;
-                }
-                let mut frame = [0u8; MAX_TX_INLINE];
-                frame[..len].copy_from_slice(pkts.data(sent));
-                let signal = signal || bbs + 1 > free;
-                let pi = self.pi;
-                self.write_inline_wqe(&frame[..len], cs, signal);
-                // The frame now lives in the WQE: its buffer can go back at once.
-                self.scratch[inlined] = p.buf;
-                inlined += 1;
-                self.last_wqe = pi;
-                self.pi = pi.wrapping_add(bbs);
-                free -= bbs;
-            } else {
-                // A runt cannot be a valid Ethernet frame: drop it (the buffer is returned).
-                self.since_signal -= 1;
-                runts += 1;
-                self.scratch[inlined] = p.buf;
-                inlined += 1;
-                sent += 1;
-                continue;
-            }
-            if signal {
-                self.since_signal = 0;
-            }
-            bytes += len as u64;
-            sent += 1;
-        }
-        if inlined > 0 {
-            self.pool.free_bulk(&self.scratch[..inlined]);
-        }
-        if self.pi != self.head && sent > 0 {
-            // The last WQE written must ask for a completion, or its buffers would wait for the
-            // next burst; a break on a full ring can leave it unsignalled.
-            let last = self.sq.wqe(self.last_wqe);
-            if last.ctrl.fm_ce_se & WQE_CTRL_CQ_UPDATE == 0 {
-                last.ctrl.fm_ce_se = WQE_CTRL_CQ_UPDATE;
-                last.ctrl.imm = self.pi;
-                self.since_signal = 0;
-            }
-            self.sq.ring_doorbell(self.pi, self.last_wqe);
-            self.stats.bursts += 1;
-        }
-        self.stats.packets += (sent - runts) as u64;
-        self.stats.drops += runts as u64;
-        self.stats.bytes += bytes;
-        pkts.forget_front(sent);
-        Ok(sent)
+        Ok(len as u64)
     }
 
-    fn reclaim(&mut self) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
-        }
-        let freed = self.poll_completions()?;
-        self.kick_if_stalled();
-        Ok(freed)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.in_flight_packets()
-    }
-
-    fn stats(&self) -> &QueueStats {
-        &self.stats
-    }
-}
-
-impl DvTxQueue {
     /// A doorbell can be lost (a WC buffer never flushed, a device that missed it): when
     /// completions stop while WQEs are outstanding, ring again with the same last WQE. The
     /// device treats a repeated doorbell as a no-op if it already executed those WQEs.
@@ -377,11 +342,86 @@ impl DvTxQueue {
     }
 }
 
+impl TxQueue for DvTxQueue {
+    #[inline(never)]
+    fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(QueueError::Failed { syndrome: s });
+        }
+        same_pool(&self.pool, pkts)?;
+        if self.cq.poll(self.cq_ci).is_some() {
+            self.poll_completions()?;
+        }
+        let n_req = pkts.len();
+        if n_req == 0 {
+            self.kick_if_stalled();
+            return Ok(0);
+        }
+        let mut free = self.free_wqebbs();
+        let threshold = self.inline_max.max(ETH_L2_INLINE_HEADER_SIZE);
+        let mut sent = 0;
+        let mut bytes = 0;
+        let mut dropped = self.stats.drops;
+        while sent < n_req && free > 0 {
+            let room = (n_req - sent).min(free as usize);
+            let (run, b) = self.post_run(&pkts.packets()[sent..sent + room], threshold);
+            sent += run;
+            free -= run as u32;
+            bytes += b;
+            if sent == n_req || free == 0 {
+                break;
+            }
+            // The next packet needs the slow path (whole-frame inline, or a runt).
+            match self.post_slow(pkts, sent, &mut free) {
+                Ok(b) => bytes += b,
+                Err(()) => break,
+            }
+            sent += 1;
+        }
+        if sent > 0 && self.pi != self.head {
+            // The burst's last WQE always asks for a completion, so its buffers never wait for
+            // the next burst.
+            let last = self.last_wqe;
+            if self.sq.wqe(last).ctrl.fm_ce_se & WQE_CTRL_CQ_UPDATE == 0 {
+                let (tail, elts) = (self.pi, self.elts_head);
+                self.signal(last, tail, elts);
+                self.since_signal = 0;
+            }
+            self.sq.ring_doorbell(self.pi, last);
+            self.stats.bursts += 1;
+        }
+        dropped = self.stats.drops - dropped;
+        self.stats.packets += sent as u64 - dropped;
+        self.stats.bytes += bytes;
+        pkts.forget_front(sent);
+        Ok(sent)
+    }
+
+    fn reclaim(&mut self) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(QueueError::Failed { syndrome: s });
+        }
+        let freed = self.poll_completions()?;
+        self.kick_if_stalled();
+        Ok(freed)
+    }
+
+    /// Buffers the device still holds; at least 1 while any WQE (an inlined one included) is not
+    /// known complete.
+    fn in_flight(&self) -> usize {
+        (self.elts_head.wrapping_sub(self.elts_tail) as usize).max(usize::from(self.pi != self.head))
+    }
+
+    fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+}
+
 impl Drop for DvTxQueue {
     fn drop(&mut self) {
         // Stop the device reading our buffers before they go back to the pool.
         let _ = self.ctl.reset_sq(self.sq.qpn());
-        let pi = self.pi;
-        self.complete_until(pi);
+        let head = self.elts_head;
+        self.free_elts_until(head);
     }
 }
