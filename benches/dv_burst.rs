@@ -199,10 +199,13 @@ impl Rig {
     fn new(with_rx: bool) -> Rig {
         // ModelConfig::default() is the strict, stepped configuration; `Nic::start` relaxes the
         // doorbell checks itself. No trace file even if RAWPKT_MODEL_TRACE is set.
-        let nic = Nic::pair(ModelConfig {
-            trace: None,
-            ..ModelConfig::default()
-        });
+        // RAWPKT_BENCH_DEVICE=cx4 models a ConnectX-4 (18 inline bytes, one 64-byte SEND per
+        // packet); the default is a ConnectX-5 (enhanced multi-packet send).
+        let device = match std::env::var("RAWPKT_BENCH_DEVICE").as_deref() {
+            Ok("cx4") => ModelConfig::connectx4(),
+            _ => ModelConfig::default(),
+        };
+        let nic = Nic::pair(ModelConfig { trace: None, ..device });
         let q = QueueConfig::default();
         let tx_pool = pool();
         let rx_pool = pool();
@@ -211,7 +214,7 @@ impl Rig {
         let rx_lkey = nic.register_mr(rx_pool.region());
         let tx_cq = nic.create_cq(q.size).expect("TX CQ");
         let sq = nic.create_sq(0, q.size, tx_cq.cqn).expect("SQ");
-        let tx = DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.control()).expect("TX queue");
+        let tx = DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.caps(), nic.control()).expect("TX queue");
         let rx = with_rx.then(|| {
             let rx_cq = nic.create_cq(q.size).expect("RX CQ");
             let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn).expect("RQ");

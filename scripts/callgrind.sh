@@ -11,16 +11,20 @@
 # Usage: scripts/callgrind.sh [--iters N] [--annotate]
 #   --iters N    bursts of 32 to run (default 20000, or $ITERS)
 #   --annotate   also print callgrind_annotate's inclusive profile and hottest source lines
+#   --device D   cx5 (enhanced multi-packet send) or cx4 (one 64-byte SEND per packet, 18 inline
+#                bytes); default: both
 # Output files stay in target/callgrind/ (callgrind.tx.out, callgrind.rx.out) for
 # `callgrind_annotate --inclusive=yes target/callgrind/callgrind.tx.out`.
 set -euo pipefail
 
 ITERS=${ITERS:-20000}
 ANNOTATE=0
+DEVICES="cx5 cx4"
 while [ $# -gt 0 ]; do
     case "$1" in
         --iters) ITERS=${2:?--iters needs a number}; shift 2 ;;
         --annotate) ANNOTATE=1; shift ;;
+        --device) DEVICES=${2:?--device needs cx4 or cx5}; shift 2 ;;
         -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "callgrind.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -86,15 +90,19 @@ run() {
     echo "$ir $pk"
 }
 
+verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
+
+for DEV in $DEVICES; do
+case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
+export RAWPKT_BENCH_DEVICE=$DEV
 # (Assignments, so that a failing run stops the script under set -e.)
-tx_res=$(run tx "$TX_GLOB")
-rx_res=$(run rx "$RX_GLOB")
+tx_res=$(run "tx.$DEV" "$TX_GLOB")
+rx_res=$(run "rx.$DEV" "$RX_GLOB")
 read -r TX_IR TX_PKTS _ <<<"$tx_res"
 read -r RX_IR _ RX_PKTS <<<"$rx_res"
 [ "$TX_PKTS" -gt 0 ] || die "the bench transmitted no packets"
 [ "$RX_PKTS" -gt 0 ] || die "the bench received no packets"
 
-verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
 TX_PER=$(awk -v a="$TX_IR" -v b="$TX_PKTS" 'BEGIN { printf "%.1f", a / b }')
 RX_PER=$(awk -v a="$RX_IR" -v b="$RX_PKTS" 'BEGIN { printf "%.1f", a / b }')
 
@@ -102,7 +110,7 @@ RX_PER=$(awk -v a="$RX_IR" -v b="$RX_PKTS" 'BEGIN { printf "%.1f", a / b }')
 if [ "$ANNOTATE" = 1 ]; then
     command -v callgrind_annotate >/dev/null 2>&1 || die "--annotate needs callgrind_annotate (part of valgrind)"
     for q in tx rx; do
-        f="$OUT_DIR/callgrind.$q.out"
+        f="$OUT_DIR/callgrind.$q.$DEV.out"
         if [ "$q" = tx ]; then pk=$TX_PKTS; else pk=$RX_PKTS; fi
         echo "== $q: inclusive Ir per packet by function ($f)"
         { callgrind_annotate --inclusive=yes "$f" 2>/dev/null |
@@ -127,10 +135,11 @@ if [ "$ANNOTATE" = 1 ]; then
     done
 fi
 
-echo "iterations: $ITERS bursts of 32 (stepped mode), binary: $BIN"
+echo "device: $DEV; iterations: $ITERS bursts of 32 (stepped mode), binary: $BIN"
 echo "tx: $TX_IR Ir / $TX_PKTS packets"
 echo "rx: $RX_IR Ir / $RX_PKTS packets"
-echo "tx instructions/packet: $TX_PER (target <= $TX_TARGET: $(verdict "$TX_PER" "$TX_TARGET"))"
-echo "rx instructions/packet (incl. refill): $RX_PER (target <= $RX_TARGET: $(verdict "$RX_PER" "$RX_TARGET"))"
-printf '{"bench":"callgrind","batch":32,"frame":60,"iterations":%s,"tx_ir":%s,"tx_packets":%s,"tx_ir_per_pkt":%s,"tx_target":%s,"rx_ir":%s,"rx_packets":%s,"rx_ir_per_pkt":%s,"rx_target":%s}\n' \
-    "$ITERS" "$TX_IR" "$TX_PKTS" "$TX_PER" "$TX_TARGET" "$RX_IR" "$RX_PKTS" "$RX_PER" "$RX_TARGET"
+echo "$DEV tx instructions/packet: $TX_PER (target <= $TX_TARGET: $(verdict "$TX_PER" "$TX_TARGET"))"
+echo "$DEV rx instructions/packet (incl. refill): $RX_PER (target <= $RX_TARGET: $(verdict "$RX_PER" "$RX_TARGET"))"
+printf '{"bench":"callgrind","device":"%s","batch":32,"frame":60,"iterations":%s,"tx_ir":%s,"tx_packets":%s,"tx_ir_per_pkt":%s,"tx_target":%s,"rx_ir":%s,"rx_packets":%s,"rx_ir_per_pkt":%s,"rx_target":%s}\n' \
+    "$DEV" "$ITERS" "$TX_IR" "$TX_PKTS" "$TX_PER" "$TX_TARGET" "$RX_IR" "$RX_PKTS" "$RX_PER" "$RX_TARGET"
+done

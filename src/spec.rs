@@ -176,7 +176,15 @@ impl Backend for ModelPort {
         let lkey = self.lkey(pool);
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvTxQueue::new(&sq, &cq, lkey, pool, cfg, self.nic.control())?))
+        Ok(Box::new(DvTxQueue::new(
+            &sq,
+            &cq,
+            lkey,
+            pool,
+            cfg,
+            self.nic.caps(),
+            self.nic.control(),
+        )?))
     }
 
     fn model(&self) -> Option<(&Arc<Nic>, usize)> {

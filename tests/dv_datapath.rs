@@ -9,8 +9,8 @@ use rawpkt::{Burst, QueueConfig, RxQueue, TxQueue};
 
 /// Sends `total` frames of random sizes in `lo..=hi` in random bursts of 1..=max_burst and checks each
 /// received frame byte for byte, in order.
-fn run(q: QueueConfig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u64) -> common::Rig {
-    let mut r = rig(q, ModelConfig::default(), 4096);
+fn run(dev: ModelConfig, q: QueueConfig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u64) -> common::Rig {
+    let mut r = rig(q, dev, 4096);
     let mut rng = Rng(seed);
     let mut out = Burst::new(&r.pool, 64);
     let mut got = Burst::new(&r.pool, 64);
@@ -58,20 +58,32 @@ fn run(q: QueueConfig, total: u64, lo: usize, hi: usize, max_burst: usize, seed:
     r
 }
 
-#[test]
-fn a_million_random_frames_arrive_identical() {
+/// A million frames through one device; returns the WQEs it executed.
+fn a_million_through(dev: ModelConfig) -> u64 {
     let q = QueueConfig {
         size: 256,
         ..QueueConfig::default()
     };
-    let total = 1_000_000;
-    let r = run(q, total, 60, 1514, 64, 0xfeed);
-    // 256 WQEBBs per SQ pass, 512 CQEs per RX CQ pass (rdma-core rounding of 256).
+    let r = run(dev, q, 1_000_000, 60, 1514, 64, 0xfeed);
+    // 512 CQEs per RX CQ pass (rdma-core rounding of 256): nearly 2000 passes.
     assert_eq!(r.rx_cq.cqe_cnt, 512);
-    let c = r.nic.counters();
-    assert!(c.wqes / 256 > 1000, "SQ wrapped {} times", c.wqes / 256);
     assert!(r.rx.stats().packets / 512 >= 3, "RX CQ passes");
+    let wqes = r.nic.counters().wqes;
     r.teardown();
+    wqes
+}
+
+#[test]
+fn a_million_random_frames_arrive_identical_on_a_connectx4() {
+    // One 64-byte SEND per frame: 1e6 WQEBBs through a 256-WQEBB ring.
+    assert_eq!(a_million_through(ModelConfig::connectx4()), 1_000_000);
+}
+
+#[test]
+fn a_million_random_frames_arrive_identical_on_a_connectx5() {
+    // Enhanced multi-packet WQEs: up to 32 frames each, data segments wrapping the ring end.
+    let wqes = a_million_through(ModelConfig::default());
+    assert!(wqes < 1_000_000 / 8, "{wqes} eMPW WQEs for 1e6 frames");
 }
 
 #[test]
@@ -82,7 +94,7 @@ fn inlined_multi_wqebb_frames_wrap_the_ring_end() {
         tx_inline: 400,
         ..QueueConfig::default()
     };
-    let r = run(q, 200_000, 22, 600, 32, 0xbeef);
+    let r = run(ModelConfig::connectx4(), q, 200_000, 22, 600, 32, 0xbeef);
     assert!(
         r.nic.counters().wrapped_wqes > 1000,
         "wrapped {}",
@@ -100,7 +112,7 @@ fn cq_owner_parity_holds_over_many_passes_of_a_small_cq() {
         ..QueueConfig::default()
     };
     // Bursts stay below what a 64-WQE RQ still has posted while it waits to refill 16 at once.
-    let r = run(q, 5_000, 60, 60, 32, 7);
+    let r = run(ModelConfig::connectx4(), q, 5_000, 60, 60, 32, 7);
     assert_eq!(r.tx_cq.cqe_cnt, 128);
     // One CQE per WQE on TX: 5000 CQEs = 39 passes; RX the same.
     assert!(r.nic.counters().cqes >= 10_000);

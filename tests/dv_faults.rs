@@ -62,7 +62,8 @@ fn tx_error_cqes_of_each_syndrome_are_counted_and_the_sq_recovers() {
         syndrome::LOCAL_PROT,
         syndrome::BAD_RESP,
     ] {
-        let mut r = rig(q(true), ModelConfig::default(), 512);
+        // A ConnectX-4 sends one WQE per packet, so the WQEs after the failing one are flushed.
+        let mut r = rig(q(true), ModelConfig::connectx4(), 512);
         flows_again(&mut r);
         r.nic.inject(0, Fault::TxError { syndrome: synd });
         assert_eq!(send(&mut r, 0, 8), 8);
@@ -85,6 +86,32 @@ fn tx_error_cqes_of_each_syndrome_are_counted_and_the_sq_recovers() {
         flows_again(&mut r);
         r.teardown();
     }
+}
+
+#[test]
+fn an_error_on_an_empw_wqe_drops_all_its_packets_and_the_sq_recovers() {
+    let mut r = rig(q(true), ModelConfig::default(), 512);
+    r.nic.inject(
+        0,
+        Fault::TxError {
+            syndrome: syndrome::LOCAL_PROT,
+        },
+    );
+    assert_eq!(send(&mut r, 0, 20), 20);
+    assert_eq!(
+        receive(&mut r).unwrap(),
+        0,
+        "the failing eMPW WQE sends none of its packets"
+    );
+    r.tx.reclaim().expect("recovered");
+    let s = *r.tx.stats();
+    assert_eq!(
+        (s.errors.local_prot, s.errors.wr_flush, s.recoveries, s.drops),
+        (1, 0, 1, 20)
+    );
+    assert_eq!(r.nic.counters().wqes, 1, "20 packets were one WQE");
+    flows_again(&mut r);
+    r.teardown();
 }
 
 #[test]

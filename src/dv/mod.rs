@@ -11,6 +11,27 @@ pub mod model;
 pub mod prm;
 pub mod ring;
 
+/// What the device requires and offers the send path: on hardware, the kernel's `eth_min_inline`
+/// (rdma-core: 0 or 18) and `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` from `mlx5dv_query_device`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DvCaps {
+    /// Bytes every send WQE must inline (ConnectX-4: 18, ConnectX-5 and later: 0).
+    pub min_inline: u16,
+    /// Enhanced multi-packet send (opcode 0x29) is available.
+    pub enhanced_mpw: bool,
+}
+
+impl DvCaps {
+    pub const CONNECTX4: DvCaps = DvCaps {
+        min_inline: 18,
+        enhanced_mpw: false,
+    };
+    pub const CONNECTX5: DvCaps = DvCaps {
+        min_inline: 0,
+        enhanced_mpw: true,
+    };
+}
+
 /// Queue state changes the datapath needs from the control path. On hardware these are
 /// `ibv_modify_qp` (RESET → INIT → RTR → RTS) and `ibv_modify_wq` (RESET → RDY); on the model they
 /// are calls into the device.

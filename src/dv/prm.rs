@@ -68,6 +68,13 @@ pub const OPCODE_NOP: u8 = 0x00;
 pub const OPCODE_SEND: u8 = 0x0a;
 pub const OPCODE_SEND_IMM: u8 = 0x0b;
 pub const OPCODE_TSO: u8 = 0x0e;
+/// Enhanced multi-packet send (ConnectX-5 and later; DPDK `MLX5_OPCODE_ENHANCED_MPSW`): a title
+/// WQEBB of control + Ethernet segment without inline data, then one data segment per packet.
+pub const OPCODE_ENHANCED_MPSW: u8 = 0x29;
+/// Packets per eMPW WQE (DPDK `MLX5_EMPW_MAX_PACKETS`, = its completion threshold).
+pub const EMPW_MAX_PACKETS: usize = 32;
+/// DS of an eMPW title before its data segments: control + a 16-byte Ethernet segment.
+pub const EMPW_TITLE_DS: u32 = 2;
 
 pub const WQE_CTRL_CQ_UPDATE: u8 = 0x08;
 pub const WQE_CTRL_SOLICITED: u8 = 0x02;

@@ -237,6 +237,26 @@ impl SqWriter<'_> {
     }
 }
 
+impl SqWriter<'_> {
+    /// 16-byte units (DS) `ds .. ds + n` of the ring, counted from WQEBB 0 (DS `4 * pi` starts
+    /// WQEBB `pi`), which must not cross the ring end (asserted): eMPW data segments run on
+    /// across WQEBBs and wrap the ring end by DS.
+    #[inline(always)]
+    pub fn ds_segment(&mut self, ds: u32, n: usize) -> &mut [[u64; 2]] {
+        let units = (self.mask as usize + 1) * 4;
+        let at = ds as usize & (units - 1);
+        assert!(at + n <= units);
+        // SAFETY: [at, at + n) DS lie inside the ring (asserted), 16-byte aligned; WQEBBs not yet
+        // doorbelled are the driver's, and the writer borrows the ring mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.base.cast::<[u64; 2]>().add(at), n) }
+    }
+
+    /// DS units in the ring.
+    pub fn ds_units(&self) -> u32 {
+        (self.mask + 1) * 4
+    }
+}
+
 /// The driver's view of a completion queue.
 pub struct CqRing {
     base: *const Cqe64,
@@ -344,6 +364,56 @@ impl<'a> CqReader<'a> {
     }
 }
 
+impl<'a> CqReader<'a> {
+    /// Slots `ci .. ci + n`, which must not cross the ring end (asserted): inside it the owner
+    /// parity is one value, so a receive loop tests each CQE with one load and one compare.
+    #[inline(always)]
+    pub fn segment(&self, ci: u32, n: usize) -> CqSegment<'a> {
+        let at = (ci & self.mask) as usize;
+        assert!(at + n <= self.mask as usize + 1);
+        let parity = ((ci >> self.log2) & 1) as u8;
+        CqSegment {
+            // SAFETY: `at` < ring size, so the pointer stays in the ring.
+            base: unsafe { self.base.add(at) },
+            len: n,
+            expect: (super::prm::CQE_RESP_SEND << 4) | parity,
+            _ring: std::marker::PhantomData,
+        }
+    }
+}
+
+/// See [`CqReader::segment`].
+pub struct CqSegment<'a> {
+    base: *const Cqe64,
+    len: usize,
+    expect: u8,
+    _ring: std::marker::PhantomData<&'a CqRing>,
+}
+
+impl<'a> CqSegment<'a> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CQE at position `k` of the segment if it is a plain RESP_SEND of this pass
+    /// (`op_own & 0xfd == 0x20 | parity`); None for anything else, including nothing yet.
+    #[inline(always)]
+    pub fn packet(&self, k: usize) -> Option<&'a Cqe64> {
+        assert!(k < self.len);
+        // SAFETY: k < len keeps the slot inside the segment, hence the ring.
+        let slot = unsafe { self.base.add(k) };
+        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
+        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+        // SAFETY: the acquire makes the device's writes of this CQE visible; it does not write
+        // the slot again before the driver publishes a consumer index past it.
+        (op_own & 0xfd == self.expect).then(|| unsafe { &*slot })
+    }
+}
+
 /// The driver's view of a cyclic receive WQ with one data segment per WQE.
 pub struct RqRing {
     base: *mut DataSeg,
@@ -408,12 +478,16 @@ pub struct RqWriter<'a> {
 }
 
 impl RqWriter<'_> {
-    /// Points receive WQE `pi` (not yet posted) at `addr`; byte count and lkey stay as set.
+    /// Receive WQEs `pi .. pi + n` (not yet posted), which must not cross the ring end
+    /// (asserted); a refill rewrites only their addresses.
     #[inline(always)]
-    pub fn set_addr(&mut self, pi: u32, addr: u64) {
-        // SAFETY: in the ring by the mask, 16-byte stride checked in `RqRing::new`; unposted WQEs
-        // are not read by the device.
-        unsafe { (*self.base.add((pi & self.mask) as usize)).addr = super::prm::Be64::new(addr) };
+    pub fn segment(&mut self, pi: u32, n: usize) -> &mut [DataSeg] {
+        let at = (pi & self.mask) as usize;
+        assert!(at + n <= self.mask as usize + 1);
+        // SAFETY: [at, at + n) is inside the ring (asserted), 16-byte stride checked in
+        // `RqRing::new`; unposted WQEs are not read by the device, and the writer borrows the
+        // ring mutably, so this is the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(at), n) }
     }
 }
 

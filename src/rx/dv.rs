@@ -101,12 +101,21 @@ impl DvRxQueue {
         }
         let geo = self.pool.geometry();
         let off = u32::from(self.data_off);
-        let bufs = &self.bufs[..];
-        let mut rq = self.rq.writer();
         let pi0 = self.rq_pi;
-        for k in 0..got as u32 {
-            let pi = pi0.wrapping_add(k);
-            rq.set_addr(pi, geo.buf_addr(bufs[(pi & mask) as usize], off));
+        let mut rq = self.rq.writer();
+        // At most two wrap-free pieces, matching how the pool filled the buffer slots.
+        let mut done = 0usize;
+        while done < got {
+            let at = (pi0 as usize + done) & mask as usize;
+            let n = (got - done).min(size as usize - at);
+            for (wqe, &idx) in rq
+                .segment(pi0.wrapping_add(done as u32), n)
+                .iter_mut()
+                .zip(&self.bufs[at..at + n])
+            {
+                wqe.addr = crate::dv::prm::Be64::new(geo.buf_addr(idx, off));
+            }
+            done += n;
         }
         self.rq_pi = pi0.wrapping_add(got as u32);
         self.rq.ring_doorbell(self.rq_pi);
@@ -144,35 +153,48 @@ impl DvRxQueue {
     }
 
     /// The receive fast path: hands up packets from consecutive plain RESP_SEND CQEs starting at
-    /// `ci`, into `out`, and stops at the first CQE that is anything else. Only locals live in
-    /// the loop, so nothing is spilled.
+    /// `ci`, into `out`, and stops at the first CQE that is anything else. It runs over segments
+    /// that cross neither the CQ's nor the RQ's end, so the loop works on plain slices with one
+    /// owner parity, and only locals live in it.
     #[inline(always)]
     fn poll_packets(&self, out: &mut [Packet], ci: u32, rq_ci: u32, bytes: &mut u64, drops: &mut u64) -> usize {
         let cq = self.cq.reader();
-        let bufs = &self.bufs[..];
-        let mask = bufs.len() - 1;
+        let (cq_size, rq_size) = (self.cq.size() as usize, self.bufs.len());
         let (data_off, room) = (self.data_off, self.data_room);
         let (mut b, mut d) = (0u64, 0u64);
         let mut n = 0;
-        for slot in out.iter_mut() {
-            let RxPoll::Packet(cqe) = cq.poll_rx(ci.wrapping_add(n as u32)) else {
-                break;
-            };
-            let len = cqe.byte_cnt.get();
-            if len > room {
+        while n < out.len() {
+            let c = ci.wrapping_add(n as u32);
+            let r = rq_ci.wrapping_add(n as u32) as usize & (rq_size - 1);
+            let seg_len = (out.len() - n)
+                .min(cq_size - (c as usize & (cq_size - 1)))
+                .min(rq_size - r);
+            let seg = cq.segment(c, seg_len);
+            let bufs = &self.bufs[r..r + seg_len];
+            let slots = &mut out[n..n + seg_len];
+            let mut k = 0;
+            for (slot, &buf) in slots.iter_mut().zip(bufs) {
+                let Some(cqe) = seg.packet(k) else { break };
+                let len = cqe.byte_cnt.get();
+                if len > room {
+                    break;
+                }
+                *slot = Packet {
+                    buf,
+                    len: len as u16,
+                    off: data_off,
+                    rss_hash: cqe.rx_hash_res.get(),
+                    flags: FLAGS_LUT[usize::from(cqe.hdr_type_etc.get() >> 1) & 1023],
+                    timestamp: cqe.timestamp.get(),
+                };
+                d += u64::from(cqe.rx_drops());
+                b += u64::from(len);
+                k += 1;
+            }
+            n += k;
+            if k < seg_len {
                 break;
             }
-            *slot = Packet {
-                buf: bufs[rq_ci.wrapping_add(n as u32) as usize & mask],
-                len: len as u16,
-                off: data_off,
-                rss_hash: cqe.rx_hash_res.get(),
-                flags: FLAGS_LUT[usize::from(cqe.hdr_type_etc.get() >> 1) & 1023],
-                timestamp: cqe.timestamp.get(),
-            };
-            d += u64::from(cqe.rx_drops());
-            b += u64::from(len);
-            n += 1;
         }
         *bytes += b;
         *drops += d;
@@ -305,7 +327,7 @@ impl RxQueue for DvRxQueue {
             n += got;
             ci = ci.wrapping_add(got as u32);
             rq_ci = rq_ci.wrapping_add(got as u32);
-            if n == spare.len() {
+            if n == spare.len() || matches!(self.cq.reader().poll_rx(ci), RxPoll::Empty) {
                 break;
             }
             // Something other than a good packet (or nothing): the slow path decides.

@@ -8,12 +8,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{
-    encode_inline_send, syndrome, wqebbs, CtrlSeg, EthSeg, CQE_REQ, CQE_REQ_ERR, DS_BYTES, ESEG_INLINE_OFFSET,
-    ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_SEND,
-    SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    encode_inline_send, syndrome, wqebbs, CtrlSeg, EthSeg, CQE_REQ, CQE_REQ_ERR, DS_BYTES, EMPW_MAX_PACKETS,
+    EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM,
+    ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
-use crate::dv::DvControl;
+use crate::dv::{DvCaps, DvControl};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
@@ -50,6 +50,10 @@ pub struct DvTxQueue {
     since_signal: u32,
     signal_every: u32,
     inline_max: usize,
+    /// Send bursts as enhanced multi-packet WQEs (16 bytes of descriptor per packet) rather than
+    /// one 64-byte SEND per packet: only where the device needs no minimum inline (DPDK does the
+    /// same; eMPW cannot carry an inline header per packet).
+    empw: bool,
     recover: bool,
     failed: Option<u8>,
     idle_polls: u32,
@@ -64,8 +68,15 @@ impl DvTxQueue {
         lkey: u32,
         pool: &Rc<Pool>,
         cfg: &QueueConfig,
+        caps: DvCaps,
         ctl: Arc<dyn DvControl>,
     ) -> Result<DvTxQueue, Error> {
+        if usize::from(caps.min_inline) > ETH_L2_INLINE_HEADER_SIZE {
+            return Err(Error::Device(format!(
+                "the device needs {} inline bytes per WQE; this datapath inlines {ETH_L2_INLINE_HEADER_SIZE}",
+                caps.min_inline
+            )));
+        }
         let sq_ring = SqRing::new(sq).map_err(Error::Device)?;
         let cq_ring = CqRing::new(cq).map_err(Error::Device)?;
         // Worst case one CQE per WQEBB: the CQ must never overrun.
@@ -96,6 +107,7 @@ impl DvTxQueue {
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
+            empw: caps.enhanced_mpw && caps.min_inline == 0,
             recover: cfg.recover,
             failed: None,
             idle_polls: 0,
@@ -273,6 +285,71 @@ impl DvTxQueue {
         (posted, bytes)
     }
 
+    /// Posts packets from the front of `pkts` as one enhanced multi-packet WQE (DPDK
+    /// `mlx5_tx_burst_empw_simple`): a title WQEBB (control, opcode 0x29, and an Ethernet
+    /// segment without inline data carrying the checksum flags all its packets share), then one
+    /// 16-byte pointer data segment per packet, four per WQEBB, wrapping the ring end. Stops at
+    /// `EMPW_MAX_PACKETS`, at the ring's free WQEBBs, at a packet not longer than `threshold`, or
+    /// at one with other checksum flags. Returns (packets posted, bytes, WQEBBs used).
+    #[inline(always)]
+    fn post_empw(&mut self, pkts: &[Packet], threshold: usize, free: u32) -> (usize, u64, u32) {
+        const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+        let max = pkts
+            .len()
+            .min(EMPW_MAX_PACKETS)
+            .min((free as usize * 4).saturating_sub(EMPW_TITLE_DS as usize));
+        let Some(first) = pkts.first() else { return (0, 0, 0) };
+        let cs = first.flags & CSUM;
+        let geo = self.pool.geometry();
+        let lkey = u64::from(self.lkey_be) << 32;
+        let size = self.elts.len();
+        let (pi, e0) = (self.pi, self.elts_head);
+        let mut sq = self.sq.writer();
+        let units = sq.ds_units() as usize;
+        let ds0 = pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS);
+        let mut posted = 0;
+        let mut bytes = 0u64;
+        'segments: while posted < max {
+            // Neither the data segments nor the buffer ring wrap inside a segment.
+            let d = ds0.wrapping_add(posted as u32);
+            let e = (e0.wrapping_add(posted as u32) as usize) & (size - 1);
+            let seg = (max - posted).min(units - (d as usize & (units - 1))).min(size - e);
+            let dsegs = sq.ds_segment(d, seg);
+            let elts = &mut self.elts[e..e + seg];
+            for ((dseg, slot), p) in dsegs.iter_mut().zip(elts.iter_mut()).zip(&pkts[posted..posted + seg]) {
+                if p.len as usize <= threshold || p.flags & CSUM != cs {
+                    break 'segments;
+                }
+                *dseg = [u64::from(u32::from(p.len).to_be()) | lkey, geo.addr(p).to_be()];
+                *slot = p.buf;
+                bytes += u64::from(p.len);
+                posted += 1;
+            }
+        }
+        if posted == 0 {
+            return (0, 0, 0);
+        }
+        let ds = EMPW_TITLE_DS + posted as u32;
+        let bbs = wqebbs(ds);
+        let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
+        let qpn_ds = (u32::from_be(self.qpn_ds4_be) & !0xff | ds).to_be();
+        // eseg: cs_flags at byte 4; no inline header (inline_hdr_sz 0), no metadata.
+        let cs_word = (u64::from(cs) << 22) & (0xc0 << 32);
+        let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
+        title[0] = [u64::from(word0) | u64::from(qpn_ds) << 32, u64::from(NO_TAIL) << 32];
+        title[1] = [cs_word, 0];
+        self.pi = pi.wrapping_add(bbs);
+        self.elts_head = e0.wrapping_add(posted as u32);
+        self.last_wqe = pi;
+        self.since_signal += posted as u32;
+        if self.since_signal >= self.signal_every {
+            self.since_signal = 0;
+            let (tail, elts) = (self.pi, self.elts_head);
+            self.signal(pi, tail, elts);
+        }
+        (posted, bytes, bbs)
+    }
+
     /// Marks the WQE at WQEBB `at` as signalled, recording the SQ tail and buffer-ring head
     /// after it.
     #[inline(always)]
@@ -363,11 +440,20 @@ impl TxQueue for DvTxQueue {
         let mut bytes = 0;
         let mut dropped = self.stats.drops;
         while sent < n_req && free > 0 {
-            let room = (n_req - sent).min(free as usize);
-            let (run, b) = self.post_run(&pkts.packets()[sent..sent + room], threshold);
+            let (run, b, used) = if self.empw {
+                self.post_empw(&pkts.packets()[sent..], threshold, free)
+            } else {
+                let room = (n_req - sent).min(free as usize);
+                let (run, b) = self.post_run(&pkts.packets()[sent..sent + room], threshold);
+                (run, b, run as u32)
+            };
             sent += run;
-            free -= run as u32;
+            free -= used;
             bytes += b;
+            if run > 0 && self.empw {
+                // A full eMPW WQE: start another one for the rest.
+                continue;
+            }
             if sent == n_req || free == 0 {
                 break;
             }

@@ -4,9 +4,9 @@
 
 use super::{Device, Fault, Wire, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
-    cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, DS_BYTES, ESEG_INLINE_OFFSET,
-    ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS, OPCODE_SEND,
-    SEND_WQE_BB, SND_DBR,
+    cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, DS_BYTES, EMPW_TITLE_DS, ESEG_INLINE_OFFSET,
+    ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
+    OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
 use crate::dv::ring::device;
 use crate::flow::{rss, wire as pkt};
@@ -156,7 +156,7 @@ impl Device {
         {
             Err(WqeError { synd: syndrome, bbs })
         } else {
-            self.build_frame(&wqe, &ctrl, pi, qpn, left)
+            self.build_frames(&wqe, &ctrl, pi, qpn, left)
         };
         self.wqe = wqe;
         let sq = self.sqs[i].as_mut().expect("caller checked");
@@ -186,19 +186,17 @@ impl Device {
         }
     }
 
-    /// Validates a send WQE and assembles its frame into `self.frame` (trap 3: inline data starts
-    /// at eseg byte 14; trap 4: ds counts the ctrl segment; trap 25: minimum inline).
-    fn build_frame(&mut self, wqe: &[u8], ctrl: &CtrlSeg, pi: u32, qpn: u32, left: u32) -> Result<u32, WqeError> {
+    /// Validates a send WQE and assembles its frames into `self.frame`, ending each at an offset
+    /// pushed to `self.frame_ends` (trap 3: inline data starts at eseg byte 14; trap 4: ds counts
+    /// the ctrl segment; trap 25: minimum inline). A WQE runs whole or fails whole.
+    fn build_frames(&mut self, wqe: &[u8], ctrl: &CtrlSeg, pi: u32, qpn: u32, left: u32) -> Result<u32, WqeError> {
         let ds = ctrl.ds();
         let bbs = wqebbs(ds).clamp(1, left);
         let qp_op = Err(WqeError {
             synd: syndrome::LOCAL_QP_OP,
             bbs,
         });
-        if ctrl.opcode() != OPCODE_SEND || ctrl.opmod() != 0 {
-            return qp_op;
-        }
-        if u32::from(ctrl.wqe_index()) != pi & 0xffff || ctrl.qpn() != qpn {
+        if ctrl.opmod() != 0 || u32::from(ctrl.wqe_index()) != pi & 0xffff || ctrl.qpn() != qpn {
             return qp_op;
         }
         if !(2..=MAX_WQE_DS).contains(&ds) || wqebbs(ds) > left {
@@ -207,69 +205,92 @@ impl Device {
         let wqe = &wqe[..ds as usize * DS_BYTES];
         let eseg = &wqe[16..];
         let inline = usize::from(u16::from_be_bytes([eseg[12], eseg[13]]));
-        let eseg_ds = EthSeg::ds_for_inline(inline);
-        if 1 + eseg_ds > ds {
-            return qp_op;
-        }
         let cs_flags = eseg[4];
         self.frame.clear();
-        self.frame
-            .extend_from_slice(&eseg[ESEG_INLINE_OFFSET..ESEG_INLINE_OFFSET + inline]);
-        let mut off = (1 + eseg_ds as usize) * DS_BYTES;
-        while off < wqe.len() {
-            let byte_count = u32::from_be_bytes(wqe[off..off + 4].try_into().expect("4 bytes"));
-            if byte_count & INLINE_SEG != 0 {
-                let len = (byte_count & !INLINE_SEG) as usize;
-                if off + 4 + len > wqe.len() {
+        self.frame_ends.clear();
+        match ctrl.opcode() {
+            OPCODE_SEND => {
+                let eseg_ds = EthSeg::ds_for_inline(inline);
+                if 1 + eseg_ds > ds {
                     return qp_op;
                 }
-                self.frame.extend_from_slice(&wqe[off + 4..off + 4 + len]);
-                off += (4 + len).div_ceil(DS_BYTES) * DS_BYTES;
-                continue;
+                self.frame
+                    .extend_from_slice(&eseg[ESEG_INLINE_OFFSET..ESEG_INLINE_OFFSET + inline]);
+                let mut off = (1 + eseg_ds as usize) * DS_BYTES;
+                while off < wqe.len() {
+                    off = self.gather(wqe, off).map_err(|synd| WqeError { synd, bbs })?;
+                }
+                let total = self.frame.len();
+                if inline < usize::from(self.cfg.min_inline).min(total) {
+                    return qp_op;
+                }
+                self.frame_ends.push(total);
             }
-            let lkey = u32::from_be_bytes(wqe[off + 4..off + 8].try_into().expect("4 bytes"));
-            let addr = u64::from_be_bytes(wqe[off + 8..off + 16].try_into().expect("8 bytes"));
-            off += DS_BYTES;
-            if byte_count == 0 {
-                // A zero-length gather has no documented meaning (§3.4): flag it.
-                return qp_op;
+            OPCODE_ENHANCED_MPSW => {
+                // DPDK `mlx5_tx_burst_empw_*`: title = control + a 16-byte Ethernet segment with no
+                // inline header; every data segment after it is one packet. Devices that need a
+                // minimum inline cannot do it (§3.7).
+                if !self.cfg.enhanced_mpw || self.cfg.min_inline > 0 || ds <= EMPW_TITLE_DS || inline != 0 {
+                    return qp_op;
+                }
+                let mut off = EMPW_TITLE_DS as usize * DS_BYTES;
+                while off < wqe.len() {
+                    off = self.gather(wqe, off).map_err(|synd| WqeError { synd, bbs })?;
+                    self.frame_ends.push(self.frame.len());
+                }
             }
-            if self.frame.len() + byte_count as usize > self.cfg.max_frame {
+            _ => return qp_op,
+        }
+        let mut start = 0;
+        for &end in &self.frame_ends {
+            let len = end - start;
+            if !(ETH_L2_MIN_HEADER_SIZE..=self.cfg.max_frame).contains(&len) {
                 return Err(WqeError {
                     synd: syndrome::LOCAL_LENGTH,
                     bbs,
                 });
             }
-            let Some(src) = self.mr_range(lkey, addr, u64::from(byte_count)) else {
-                return Err(WqeError {
-                    synd: syndrome::LOCAL_PROT,
-                    bbs,
-                });
-            };
-            let at = self.frame.len();
-            self.frame.resize(at + byte_count as usize, 0);
-            // SAFETY: mr_range checked that the range lies in a registered, live region, and the
-            // driver handed this buffer to the device with the doorbell.
-            unsafe { device::read(src, &mut self.frame[at..]) };
-        }
-        let total = self.frame.len();
-        if inline < usize::from(self.cfg.min_inline).min(total) {
-            return qp_op;
-        }
-        if total < ETH_L2_MIN_HEADER_SIZE {
-            return Err(WqeError {
-                synd: syndrome::LOCAL_LENGTH,
-                bbs,
-            });
-        }
-        if cs_flags & (ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM) != 0 {
-            pkt::fill_checksums(
-                &mut self.frame,
-                cs_flags & ETH_WQE_L3_CSUM != 0,
-                cs_flags & ETH_WQE_L4_CSUM != 0,
-            );
+            if cs_flags & (ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM) != 0 {
+                let (l3, l4) = (cs_flags & ETH_WQE_L3_CSUM != 0, cs_flags & ETH_WQE_L4_CSUM != 0);
+                pkt::fill_checksums(&mut self.frame[start..end], l3, l4);
+            }
+            start = end;
         }
         Ok(bbs)
+    }
+
+    /// Appends the bytes of the data segment at `off` of `wqe` (inline, or gathered from a
+    /// registered MR) to `self.frame`; returns the offset of the next segment or the syndrome.
+    fn gather(&mut self, wqe: &[u8], off: usize) -> Result<usize, u8> {
+        let byte_count = u32::from_be_bytes(wqe[off..off + 4].try_into().expect("4 bytes"));
+        if byte_count & INLINE_SEG != 0 {
+            let len = (byte_count & !INLINE_SEG) as usize;
+            if off + 4 + len > wqe.len() {
+                return Err(syndrome::LOCAL_QP_OP);
+            }
+            self.frame.extend_from_slice(&wqe[off + 4..off + 4 + len]);
+            return Ok(off + (4 + len).div_ceil(DS_BYTES) * DS_BYTES);
+        }
+        let lkey = u32::from_be_bytes(wqe[off + 4..off + 8].try_into().expect("4 bytes"));
+        let addr = u64::from_be_bytes(wqe[off + 8..off + 16].try_into().expect("8 bytes"));
+        if byte_count == 0 {
+            // A zero-length gather has no documented meaning (§3.4): flag it.
+            return Err(syndrome::LOCAL_QP_OP);
+        }
+        // The frame being built starts after the last one this WQE finished (eMPW).
+        let frame_start = self.frame_ends.last().copied().unwrap_or(0);
+        if self.frame.len() - frame_start + byte_count as usize > self.cfg.max_frame {
+            return Err(syndrome::LOCAL_LENGTH);
+        }
+        let src = self
+            .mr_range(lkey, addr, u64::from(byte_count))
+            .ok_or(syndrome::LOCAL_PROT)?;
+        let at = self.frame.len();
+        self.frame.resize(at + byte_count as usize, 0);
+        // SAFETY: mr_range checked that the range lies in a registered, live region, and the
+        // driver handed this buffer to the device with the doorbell.
+        unsafe { device::read(src, &mut self.frame[at..]) };
+        Ok(off + DS_BYTES)
     }
 
     /// The address of `[addr, addr + len)` if it lies inside the MR named by `lkey`.
@@ -278,27 +299,37 @@ impl Device {
         mr.region.contains(addr, len).then_some(addr as *mut u8)
     }
 
-    /// Puts `self.frame` on the port's wire.
+    /// Puts the frames in `self.frame` (ending at `self.frame_ends`) on the port's wire.
     fn transmit(&mut self, port: usize) {
         let frame = std::mem::take(&mut self.frame);
+        let ends = std::mem::take(&mut self.frame_ends);
+        let mut start = 0;
+        for &end in &ends {
+            self.transmit_one(port, &frame[start..end]);
+            start = end;
+        }
+        self.frame = frame;
+        self.frame_ends = ends;
+    }
+
+    fn transmit_one(&mut self, port: usize, frame: &[u8]) {
         let c = &mut self.ports[port].counters;
         c.tx_frames += 1;
         c.tx_bytes += frame.len() as u64;
         match &mut self.ports[port].wire {
             Wire::Peer(peer) => {
                 let peer = *peer;
-                self.deliver(peer, &frame);
+                self.deliver(peer, frame);
             }
-            Wire::Loopback => self.deliver(port, &frame),
-            Wire::Capture(q) => q.push_back(frame.clone()),
+            Wire::Loopback => self.deliver(port, frame),
+            Wire::Capture(q) => q.push_back(frame.to_vec()),
             Wire::AfPacket(sock) => {
-                if !sock.send(&frame) {
+                if !sock.send(frame) {
                     self.ports[port].counters.tx_wire_errors += 1;
                 }
             }
             Wire::Null => {}
         }
-        self.frame = frame;
     }
 
     fn poll_wire(&mut self, port: usize) -> usize {

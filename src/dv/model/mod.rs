@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use super::prm::{cq_entries_for, BF_OFFSET, CQE_INIT_OP_OWN, SEND_WQE_BB};
 use super::ring::{device, CqInfo, KeepAlive, RwqInfo, SqInfo};
-use super::DvControl;
+use super::{DvCaps, DvControl};
 use crate::mem::region::Region;
 pub use trace::Trace;
 pub use wire::Wire;
@@ -50,6 +50,8 @@ pub use wire::Wire;
 pub struct ModelConfig {
     /// Minimum bytes inlined in the Ethernet segment (ConnectX-4 needs 18; CX-5 and later 0).
     pub min_inline: u16,
+    /// Enhanced multi-packet send (opcode 0x29; ConnectX-5 and later, never with min-inline).
+    pub enhanced_mpw: bool,
     /// Largest frame the port sends or accepts.
     pub max_frame: usize,
     /// Detect CQ overrun from the consumer index the driver publishes.
@@ -64,10 +66,32 @@ pub struct ModelConfig {
     pub trace: Option<std::path::PathBuf>,
 }
 
+impl ModelConfig {
+    /// A ConnectX-4: every send WQE inlines at least the 18-byte L2 header; no eMPW.
+    pub fn connectx4() -> ModelConfig {
+        ModelConfig {
+            min_inline: 18,
+            enhanced_mpw: false,
+            ..ModelConfig::default()
+        }
+    }
+
+    /// What the datapath learns from this device (`mlx5dv_query_device` and `eth_min_inline` on
+    /// hardware).
+    pub fn caps(&self) -> DvCaps {
+        DvCaps {
+            min_inline: self.min_inline,
+            enhanced_mpw: self.enhanced_mpw,
+        }
+    }
+}
+
+/// The default device is a ConnectX-5: no minimum inline, enhanced multi-packet send.
 impl Default for ModelConfig {
     fn default() -> Self {
         ModelConfig {
-            min_inline: 18,
+            min_inline: 0,
+            enhanced_mpw: true,
             max_frame: 9216,
             strict_cq: true,
             missing_doorbell_polls: 1,
@@ -215,7 +239,10 @@ pub struct Device {
     counters: DeviceCounters,
     trace: Option<Trace>,
     clock: Instant,
+    /// Frames of the WQE being executed, back to back, each ending at an offset in
+    /// `frame_ends` (one for a SEND, one per data segment for an eMPW).
     frame: Vec<u8>,
+    frame_ends: Vec<usize>,
     wqe: Vec<u8>,
 }
 
@@ -261,7 +288,8 @@ impl Nic {
             })
             .collect();
         let dev = Device {
-            frame: Vec::with_capacity(cfg.max_frame + 64),
+            frame: Vec::with_capacity(64 * (cfg.max_frame + 64)),
+            frame_ends: Vec::with_capacity(64),
             wqe: vec![0; 64 * SEND_WQE_BB],
             cfg,
             ports,
@@ -432,6 +460,11 @@ impl Nic {
             obj,
             _mem: mem,
         })
+    }
+
+    /// The device's send-path capabilities.
+    pub fn caps(&self) -> DvCaps {
+        self.dev().cfg.caps()
     }
 
     /// A control handle for the datapath's queue resets.
