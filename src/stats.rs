@@ -35,8 +35,10 @@ impl ErrorCounts {
 pub struct QueueStats {
     pub packets: u64,
     pub bytes: u64,
-    /// RX: frames the device dropped for lack of posted buffers. TX: packets given to the queue
-    /// that never went out (completion error, queue reset, malformed frame).
+    /// RX: frames the device dropped for lack of posted buffers, as the CQEs report them (an
+    /// 8-bit count carried by the next completion: a lower bound under heavy loss; the port's
+    /// own out-of-buffer counter is exact). TX: packets given to the queue that never went out
+    /// (completion error, queue reset, malformed frame).
     pub drops: u64,
     /// Times the pool had fewer buffers than a refill wanted.
     pub no_buffers: u64,

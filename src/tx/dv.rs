@@ -90,6 +90,9 @@ impl DvTxQueue {
             )));
         }
         let size = sq_ring.size();
+        let empw = caps.enhanced_mpw && caps.min_inline == 0;
+        // A SEND takes a WQEBB per packet; an eMPW WQE packs four data segments per WQEBB.
+        let elts = if empw { size * 4 } else { size };
         Ok(DvTxQueue {
             qpn_ds4_be: CtrlSeg::qpn_ds(sq.qpn, 4).get().to_be(),
             lkey_be: lkey.to_be(),
@@ -100,14 +103,14 @@ impl DvTxQueue {
             pi: 0,
             head: 0,
             cq_ci: 0,
-            elts: vec![0; size as usize].into_boxed_slice(),
+            elts: vec![0; elts as usize].into_boxed_slice(),
             elts_head: 0,
             elts_tail: 0,
             sig_elts: vec![0; size as usize].into_boxed_slice(),
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
-            empw: caps.enhanced_mpw && caps.min_inline == 0,
+            empw,
             recover: cfg.recover,
             failed: None,
             idle_polls: 0,
@@ -224,7 +227,7 @@ impl DvTxQueue {
         // memory as far as the compiler knows, so fields of `self` would be reloaded per packet.
         let geo = self.pool.geometry();
         let (qpn_ds, lkey) = (u64::from(self.qpn_ds4_be) << 32, u64::from(self.lkey_be) << 32);
-        let size = self.elts.len();
+        let (sq_size, size) = (self.sq.size() as usize, self.elts.len());
         let mut sq = self.sq.writer();
         let (pi0, e0) = (self.pi, self.elts_head);
         let mut posted = 0;
@@ -240,7 +243,7 @@ impl DvTxQueue {
             let pi = pi0.wrapping_add(posted as u32);
             let e = (e0.wrapping_add(posted as u32) as usize) & (size - 1);
             let seg = (pkts.len() - posted)
-                .min(size - (pi as usize & (size - 1)))
+                .min(sq_size - (pi as usize & (sq_size - 1)))
                 .min(size - e);
             let wqes = sq.segment(pi, seg);
             let elts = &mut self.elts[e..e + seg];
@@ -294,9 +297,11 @@ impl DvTxQueue {
     #[inline(always)]
     fn post_empw(&mut self, pkts: &[Packet], threshold: usize, free: u32) -> (usize, u64, u32) {
         const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+        let elts_free = self.elts.len() - self.elts_head.wrapping_sub(self.elts_tail) as usize;
         let max = pkts
             .len()
             .min(EMPW_MAX_PACKETS)
+            .min(elts_free)
             .min((free as usize * 4).saturating_sub(EMPW_TITLE_DS as usize));
         let Some(first) = pkts.first() else { return (0, 0, 0) };
         let cs = first.flags & CSUM;
