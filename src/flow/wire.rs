@@ -142,20 +142,29 @@ fn parse_l4(frame: &[u8], off: usize, end: usize, proto: u8) -> L4 {
     }
 }
 
-/// One's-complement sum of `data` folded into 16 bits, added to `init`.
+/// One's-complement sum of `data` (as big-endian 16-bit words, an odd last byte padded with
+/// zero) added to `init`; fold it with [`csum_fold`]. Summing 32-bit words into a 64-bit
+/// accumulator gives the same folded result with half the steps (RFC 1071 §2).
 pub fn csum_add(init: u32, data: &[u8]) -> u32 {
-    let mut sum = init;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    let mut sum = u64::from(init);
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
+    let rest = words.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    sum += u64::from(u32::from_be_bytes(tail));
+    // Fold 64 → 32 bits without losing carries (end-around carry).
+    while sum > 0xffff_ffff {
+        sum = (sum & 0xffff_ffff) + (sum >> 32);
     }
-    sum
+    let sum = sum as u32;
+    (sum & 0xffff) + (sum >> 16)
 }
 
-pub fn csum_fold(mut sum: u32) -> u16 {
+pub fn csum_fold(sum: u32) -> u16 {
+    let mut sum = u64::from(sum);
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }

@@ -9,7 +9,7 @@ use crate::dv::prm::{
     OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
 use crate::dv::ring::device;
-use crate::flow::{rss, wire as pkt};
+use crate::flow::wire as pkt;
 use crate::sys::afpacket::Received;
 
 /// Why a send WQE failed, as the syndrome of the REQ_ERR CQE the hardware writes.
@@ -20,6 +20,7 @@ struct WqeError {
 
 impl Device {
     pub(super) fn step(&mut self) -> usize {
+        self.now = self.clock.elapsed().as_nanos() as u64;
         let mut work = 0;
         for i in 0..self.sqs.len() {
             if self.sqs[i].is_some() {
@@ -373,11 +374,7 @@ impl Device {
         let parsed = pkt::parse(frame);
         let mut input = [0u8; 36];
         let n = pkt::rss_input(frame, &parsed, &mut input);
-        let hash = if n == 0 {
-            0
-        } else {
-            rss::toeplitz(&rss::DEFAULT_KEY, &input[..n])
-        };
+        let hash = self.rss.hash(&input[..n]);
         // Indirection table of a power-of-two size filled round robin (VPP), indexed by the
         // low bits of the hash (§10: an assumption about the TIR).
         let table = rqs.len().next_power_of_two();

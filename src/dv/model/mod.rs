@@ -239,11 +239,15 @@ pub struct Device {
     counters: DeviceCounters,
     trace: Option<Trace>,
     clock: Instant,
+    /// The clock as read at the start of the current step, in ns.
+    now: u64,
     /// Frames of the WQE being executed, back to back, each ending at an offset in
     /// `frame_ends` (one for a SEND, one per data segment for an eMPW).
     frame: Vec<u8>,
     frame_ends: Vec<usize>,
     wqe: Vec<u8>,
+    /// Toeplitz RSS with the default key (DPDK's, used by VPP).
+    rss: crate::flow::rss::ToeplitzTable,
 }
 
 /// A model NIC with its ports. Cheap to share; the device state sits behind a mutex that the
@@ -290,6 +294,7 @@ impl Nic {
         let dev = Device {
             frame: Vec::with_capacity(64 * (cfg.max_frame + 64)),
             frame_ends: Vec::with_capacity(64),
+            rss: crate::flow::rss::ToeplitzTable::new(&crate::flow::rss::DEFAULT_KEY),
             wqe: vec![0; 64 * SEND_WQE_BB],
             cfg,
             ports,
@@ -300,6 +305,7 @@ impl Nic {
             counters: DeviceCounters::default(),
             trace,
             clock: Instant::now(),
+            now: 0,
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
@@ -700,7 +706,9 @@ impl Device {
     fn rq_mut(&mut self, wq: u32) -> Option<&mut RqObj> {
         self.rqs.get_mut(wq.wrapping_sub(WQN_BASE) as usize)?.as_mut()
     }
+    /// The device clock: read once per step, so every completion of one poll cycle carries the
+    /// same timestamp (a clock read per CQE would cost more than the rest of the CQE).
     fn now_ns(&self) -> u64 {
-        self.clock.elapsed().as_nanos() as u64
+        self.now
     }
 }
