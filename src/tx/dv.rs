@@ -455,12 +455,12 @@ impl TxQueue for DvTxQueue {
             sent += run;
             free -= used;
             bytes += b;
+            if sent == n_req || free == 0 {
+                break;
+            }
             if run > 0 && self.empw {
                 // A full eMPW WQE: start another one for the rest.
                 continue;
-            }
-            if sent == n_req || free == 0 {
-                break;
             }
             // The next packet needs the slow path (whole-frame inline, or a runt).
             match self.post_slow(pkts, sent, &mut free) {
