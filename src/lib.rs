@@ -36,6 +36,11 @@ pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
 pub use spec::{open, Port};
 pub use stats::QueueStats;
 
+/// A flag set by Ctrl-C (SIGINT) or SIGTERM, for loops that poll: install once, check per burst.
+pub fn stop_flag() -> &'static std::sync::atomic::AtomicBool {
+    sys::signal::stop_flag()
+}
+
 /// Errors of the control path: opening ports, creating queues, bad configuration.
 #[derive(Debug)]
 pub enum Error {
