@@ -20,7 +20,7 @@ pub fn stop_flag() -> &'static AtomicBool {
             // an atomic store, which is async-signal-safe, and lives for the whole program.
             unsafe {
                 let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as usize;
+                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
                 sa.sa_flags = libc::SA_RESTART;
                 libc::sigemptyset(&mut sa.sa_mask);
                 libc::sigaction(sig, &sa, std::ptr::null_mut());
