@@ -1,0 +1,257 @@
+//! Command line: parsed by clap, then checked into a `Config` so that every bad value becomes one
+//! clear line before any port is opened.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// rawpkt pktgen: Ethernet/IP/UDP traffic from pinned cores, with per-second rates, latency and
+/// capture. With no port at all it runs on a built-in model NIC pair (no hardware needed),
+/// sending on one port and receiving on the other.
+#[derive(Parser, Debug)]
+#[command(name = "pktgen", version, about)]
+pub struct Args {
+    /// Port to transmit on (e.g. model:pair0/0).
+    #[arg(long)]
+    pub port: Option<String>,
+    /// Port to receive, count and measure latency on.
+    #[arg(long)]
+    pub rx_port: Option<String>,
+    #[arg(long, default_value = "02:00:00:00:00:01")]
+    pub src_mac: String,
+    #[arg(long, default_value = "02:00:00:00:00:02")]
+    pub dst_mac: String,
+    #[arg(long, default_value = "10.0.0.1")]
+    pub src_ip: IpAddr,
+    #[arg(long, default_value = "10.0.0.2")]
+    pub dst_ip: IpAddr,
+    #[arg(long, default_value_t = 1234)]
+    pub src_port: u16,
+    #[arg(long, default_value_t = 5678)]
+    pub dst_port: u16,
+    /// Flows, varied per packet through the UDP source port (src-port .. src-port + flows - 1).
+    #[arg(long, default_value_t = 1)]
+    pub flows: u32,
+    /// Frame size in bytes without FCS (60..=1514), or "imix" (7:4:1 of 60, 590, 1514).
+    #[arg(long, default_value = "60")]
+    pub size: String,
+    /// Rate limit in packets per second over all cores (e.g. 1M, 500k, 14.88M).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Stop after this many packets.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Transmit cores, each with its own pool and queues.
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Send queues per core (one ConnectX-4 SQ tops out around 16 Mpps).
+    #[arg(long, default_value_t = 1)]
+    pub queues_per_core: u16,
+    /// Packets per burst.
+    #[arg(long, default_value_t = 32)]
+    pub burst: usize,
+    /// Replay the frames of this pcap file instead of generating them.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+    /// Write received frames to this pcap file.
+    #[arg(long)]
+    pub capture: Option<PathBuf>,
+    /// One JSON object per line instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    Fixed(usize),
+    Imix,
+}
+
+/// Simple IMIX: 7 small, 4 medium, 1 large (sizes without FCS).
+pub const IMIX: [(usize, u32); 3] = [(60, 7), (590, 4), (1514, 1)];
+
+#[derive(Debug)]
+pub struct Config {
+    pub tx_port: String,
+    pub rx_port: Option<String>,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src_ip: IpAddr,
+    pub dst_ip: IpAddr,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub flows: u32,
+    pub size: Size,
+    pub rate: Option<f64>,
+    pub count: Option<u64>,
+    pub duration: Option<f64>,
+    pub cores: usize,
+    pub queues_per_core: u16,
+    pub burst: usize,
+    pub pcap: Option<PathBuf>,
+    pub capture: Option<PathBuf>,
+    pub json: bool,
+}
+
+fn mac(what: &str, s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bad = || format!("--{what} {s:?}: expected six hex bytes like 02:00:00:00:00:01");
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut out = [0u8; 6];
+    for (o, p) in out.iter_mut().zip(parts) {
+        *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// "1M", "500k", "14.88M", "1e6", "250000".
+pub fn rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("--rate {s:?}: expected packets per second, like 1M or 500k"))?;
+    let pps = v * mult;
+    if !(pps.is_finite() && pps > 0.0) {
+        return Err(format!("--rate {s:?}: the rate must be above zero"));
+    }
+    Ok(pps)
+}
+
+impl Config {
+    pub fn from_args(a: Args) -> Result<Config, String> {
+        let (tx_port, rx_port) = match (a.port, a.rx_port) {
+            (None, None) => ("model:pktgen/0".to_string(), Some("model:pktgen/1".to_string())),
+            (None, Some(_)) => return Err("--rx-port needs --port to say where to transmit".into()),
+            (Some(p), rx) => (p, rx),
+        };
+        let size = match a.size.as_str() {
+            "imix" | "IMIX" => Size::Imix,
+            s => match s.parse::<usize>() {
+                Ok(n) if (60..=1514).contains(&n) => Size::Fixed(n),
+                _ => {
+                    return Err(format!(
+                        "--size {s:?}: expected a frame size from 60 to 1514 bytes, or imix"
+                    ))
+                }
+            },
+        };
+        if a.src_ip.is_ipv4() != a.dst_ip.is_ipv4() {
+            return Err("--src-ip and --dst-ip must both be IPv4 or both IPv6".into());
+        }
+        let min = crate::traffic::min_frame(a.src_ip);
+        if let Size::Fixed(n) = size {
+            if n < min && a.pcap.is_none() {
+                return Err(format!(
+                    "--size {n}: an IPv6 frame with pktgen's stamp needs at least {min} bytes"
+                ));
+            }
+        }
+        if a.flows == 0 || u32::from(a.src_port) + a.flows - 1 > 65535 {
+            return Err(format!(
+                "--flows {}: must be at least 1 and keep src-port + flows - 1 <= 65535",
+                a.flows
+            ));
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if a.cores == 0 || a.cores > cpus {
+            return Err(format!("--cores {}: this machine has {cpus} CPUs for pktgen", a.cores));
+        }
+        if !(1..=8).contains(&a.queues_per_core) {
+            return Err(format!("--queues-per-core {}: must be from 1 to 8", a.queues_per_core));
+        }
+        if !(1..=256).contains(&a.burst) {
+            return Err(format!("--burst {}: must be from 1 to 256", a.burst));
+        }
+        if let Some(d) = a.duration {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(format!("--duration {d}: must be a positive number of seconds"));
+            }
+        }
+        if a.count == Some(0) {
+            return Err("--count 0: nothing to send".into());
+        }
+        Ok(Config {
+            tx_port,
+            rx_port,
+            src_mac: mac("src-mac", &a.src_mac)?,
+            dst_mac: mac("dst-mac", &a.dst_mac)?,
+            src_ip: a.src_ip,
+            dst_ip: a.dst_ip,
+            src_port: a.src_port,
+            dst_port: a.dst_port,
+            flows: a.flows,
+            size,
+            rate: a.rate.as_deref().map(rate).transpose()?,
+            count: a.count,
+            duration: a.duration,
+            cores: a.cores,
+            queues_per_core: a.queues_per_core,
+            burst: a.burst,
+            pcap: a.pcap,
+            capture: a.capture,
+            json: a.json,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(args: &[&str]) -> Result<Config, String> {
+        let a =
+            Args::try_parse_from(std::iter::once("pktgen").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        Config::from_args(a)
+    }
+
+    #[test]
+    fn rates_parse_with_suffixes() {
+        assert_eq!(rate("1M").unwrap(), 1e6);
+        assert_eq!(rate("500k").unwrap(), 5e5);
+        assert_eq!(rate("14.88M").unwrap(), 14.88e6);
+        assert!(rate("0").unwrap_err().contains("above zero"));
+        assert!(rate("fast").unwrap_err().contains("expected packets per second"));
+    }
+
+    #[test]
+    fn bad_values_are_one_clear_line() {
+        for (args, want) in [
+            (&["--size", "59"][..], "from 60 to 1514"),
+            (&["--size", "big"], "from 60 to 1514"),
+            (&["--rate", "0"], "above zero"),
+            (&["--cores", "0"], "CPUs"),
+            (&["--cores", "999"], "CPUs"),
+            (&["--src-mac", "zz"], "six hex bytes"),
+            (&["--flows", "0"], "at least 1"),
+            (&["--src-ip", "::1"], "both IPv4 or both IPv6"),
+            (&["--rx-port", "model:x/1"], "needs --port"),
+            (&["--burst", "1000"], "from 1 to 256"),
+        ] {
+            let e = cfg(args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+            assert!(!e.trim_end().contains('\n'), "{args:?}: more than one line: {e}");
+        }
+    }
+
+    #[test]
+    fn no_port_means_the_model_pair() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(
+            (c.tx_port.as_str(), c.rx_port.as_deref()),
+            ("model:pktgen/0", Some("model:pktgen/1"))
+        );
+        assert_eq!(c.size, Size::Fixed(60));
+    }
+}

@@ -1,0 +1,172 @@
+//! pktgen: the engine's traffic generator. Opens ports through the public API only, runs one
+//! pinned transmit loop per core and a receiver, prints a line per second and a summary.
+
+mod cli;
+mod report;
+mod traffic;
+mod worker;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use cli::Config;
+use report::{Reporter, Summary};
+use traffic::Traffic;
+use worker::{Counters, TxPlan};
+
+fn main() {
+    let args = match cli::Args::try_parse() {
+        Ok(a) => a,
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) =>
+        {
+            print!("{e}");
+            return;
+        }
+        Err(e) => {
+            // clap's first line says what is wrong; the usage that follows is for --help.
+            let msg = e.to_string();
+            eprintln!(
+                "pktgen: {}",
+                msg.lines()
+                    .next()
+                    .unwrap_or("bad arguments")
+                    .trim_start_matches("error: ")
+            );
+            std::process::exit(2);
+        }
+    };
+    let cfg = match Config::from_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pktgen: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(cfg) {
+        eprintln!("pktgen: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cfg: Config) -> Result<(), String> {
+    let traffic = Arc::new(match &cfg.pcap {
+        Some(path) => {
+            let r = rawpkt::pcap::Reader::open(path).map_err(|e| e.to_string())?;
+            Traffic::replay(r.iter().map(|(_, f)| f.to_vec()).collect())?
+        }
+        None => Traffic::generated(&cfg),
+    });
+    let cpus: Vec<_> = core_affinity::get_core_ids().unwrap_or_default();
+    // The model NIC polls on a CPU of its own when there is one to spare (the last).
+    if cfg.tx_port.starts_with("model:") && std::env::var_os("RAWPKT_MODEL_CPU").is_none() && cpus.len() > cfg.cores {
+        if let Some(last) = cpus.last() {
+            std::env::set_var("RAWPKT_MODEL_CPU", last.id.to_string());
+        }
+    }
+    let tx_port = Arc::new(rawpkt::open(&cfg.tx_port).map_err(|e| e.to_string())?);
+    let rx_port = match &cfg.rx_port {
+        Some(spec) => Some(Arc::new(rawpkt::open(spec).map_err(|e| e.to_string())?)),
+        None => None,
+    };
+    let capture = match (&cfg.capture, &rx_port) {
+        (Some(_), None) => return Err("--capture needs --rx-port (or no port at all: the model pair)".into()),
+        (Some(path), Some(_)) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| e.to_string())?),
+        (None, _) => None,
+    };
+
+    let stop = rawpkt::stop_flag();
+    let tx_done = Arc::new(AtomicBool::new(false));
+    let epoch = Instant::now();
+    let deadline = cfg.duration.map(|d| epoch + Duration::from_secs_f64(d));
+    let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
+    let rx_counters = Arc::new(Counters::default());
+
+    // CPUs: one per transmit core, one for a model NIC's own loop, one for the receiver. When
+    // the receiver has none to itself it runs inside the first transmit core's loop: a spinning
+    // thread sharing a CPU with the device model would starve it.
+    let model_cpus = usize::from(cfg.tx_port.starts_with("model:"));
+    let rx_plan = rx_port.clone().map(|port| worker::RxPlan {
+        port,
+        capture,
+        counters: rx_counters.clone(),
+        epoch,
+    });
+    let (rx_thread, mut inline_rx) = match rx_plan {
+        Some(plan) if cpus.len() > cfg.cores + model_cpus => {
+            let done = tx_done.clone();
+            (Some(std::thread::spawn(move || worker::receive(plan, &done))), None)
+        }
+        plan => (None, plan),
+    };
+    // Let a receiver on its own thread create its queue before the first frame arrives.
+    std::thread::sleep(Duration::from_millis(20));
+    let tx_threads: Vec<_> = (0..cfg.cores)
+        .map(|core| {
+            let share = |total: u64| total / cfg.cores as u64 + u64::from((core as u64) < total % cfg.cores as u64);
+            let plan = TxPlan {
+                core,
+                cores: cfg.cores,
+                cpu: cpus.get(core).copied(),
+                queues: cfg.queues_per_core,
+                burst: cfg.burst,
+                count: cfg.count.map(share),
+                rate: cfg.rate.map(|r| r / cfg.cores as f64),
+                deadline,
+            };
+            let (port, traffic, counters) = (tx_port.clone(), traffic.clone(), tx_counters[core].clone());
+            let rx = if core == 0 { inline_rx.take() } else { None };
+            std::thread::spawn(move || worker::transmit(plan, port, traffic, epoch, stop, &counters, rx))
+        })
+        .collect();
+
+    let mut reporter = Reporter::new(&cfg, epoch);
+    while !tx_threads.iter().all(|t| t.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        reporter.tick(&tx_counters, &rx_counters, false);
+    }
+    let mut errors = Vec::new();
+    let mut hist = None;
+    for t in tx_threads {
+        match t.join() {
+            Ok(Ok(h)) => hist = hist.or(h),
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => errors.push("a transmit thread panicked".into()),
+        }
+    }
+    let tx_end = epoch.elapsed();
+    tx_done.store(true, Ordering::Relaxed);
+    match rx_thread.map(|t| t.join()) {
+        Some(Ok(Ok(h))) => hist = Some(h),
+        Some(Ok(Err(e))) => errors.push(e),
+        Some(Err(_)) => errors.push("the receive thread panicked".into()),
+        None => {}
+    }
+    reporter.tick(&tx_counters, &rx_counters, true);
+    // Rates over the time the cores were sending, not the set-up and the drain around it.
+    let sending = tx_counters
+        .iter()
+        .map(|c| c.active_ns.load(Ordering::Relaxed))
+        .max()
+        .unwrap_or(0);
+    let window = if sending > 0 {
+        Duration::from_nanos(sending)
+    } else {
+        tx_end
+    };
+    let summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
+    reporter.summary(&summary);
+    if stop.load(Ordering::Relaxed) && !cfg.json {
+        eprintln!("pktgen: interrupted; queues torn down");
+    }
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,275 @@
+//! The pinned loops: transmit cores and the receiver. They share nothing with the reporting
+//! thread but a few atomics, published every few hundred bursts; the per-burst path neither
+//! allocates nor locks.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
+
+use crate::traffic::{read_stamp, Traffic};
+
+/// Totals a worker publishes for the reporter.
+#[derive(Default)]
+pub struct Counters {
+    /// Nanoseconds this worker spent sending (its start to its last burst).
+    pub active_ns: AtomicU64,
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    pub drops: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Counters {
+    fn publish(&self, packets: u64, bytes: u64, drops: u64, errors: u64) {
+        self.packets.store(packets, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.drops.store(drops, Ordering::Relaxed);
+        self.errors.store(errors, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> [u64; 4] {
+        [&self.packets, &self.bytes, &self.drops, &self.errors].map(|a| a.load(Ordering::Relaxed))
+    }
+}
+
+/// What one transmit core does.
+pub struct TxPlan {
+    pub core: usize,
+    pub cores: usize,
+    pub cpu: Option<core_affinity::CoreId>,
+    pub queues: u16,
+    pub burst: usize,
+    /// This core's share of the packets and of the rate.
+    pub count: Option<u64>,
+    pub rate: Option<f64>,
+    pub deadline: Option<Instant>,
+}
+
+const PUBLISH_EVERY: u32 = 256;
+
+fn totals<'a>(qs: impl Iterator<Item = &'a rawpkt::QueueStats>) -> (u64, u64, u64, u64) {
+    qs.fold((0, 0, 0, 0), |(p, b, d, e), s| {
+        (p + s.packets, b + s.bytes, d + s.drops, e + s.errors.total())
+    })
+}
+
+/// A transmit core: its own pool and `queues` send queues, round robin per burst.
+pub fn transmit(
+    plan: TxPlan,
+    port: Arc<Port>,
+    traffic: Arc<Traffic>,
+    epoch: Instant,
+    stop: &AtomicBool,
+    out: &Counters,
+    inline_rx: Option<RxPlan>,
+) -> Result<Option<Histogram<u64>>, String> {
+    if let Some(cpu) = plan.cpu {
+        core_affinity::set_for_current(cpu);
+    }
+    let mut receiver = inline_rx.map(Receiver::new).transpose()?;
+    let qcfg = QueueConfig::default();
+    let buffers = (u32::from(plan.queues) * qcfg.size * 2 + 4 * plan.burst as u32).next_power_of_two();
+    let pool = Pool::new(PoolConfig {
+        buffers,
+        ..PoolConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    if traffic.largest() > pool.data_room() as usize {
+        return Err(format!(
+            "frames of {} bytes do not fit {}-byte buffers",
+            traffic.largest(),
+            pool.data_room()
+        ));
+    }
+    let mut queues: Vec<Box<dyn TxQueue>> = (0..plan.queues)
+        .map(|q| port.tx_queue((plan.core as u16) * plan.queues + q, &pool, &qcfg))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", port.spec()))?;
+    let mut burst = Burst::new(&pool, plan.burst);
+    // Sequence numbers interleave across cores, so every packet's number is unique.
+    let mut k = 0u64;
+    let stride = plan.cores as u64;
+    let limit = plan.count.unwrap_or(u64::MAX);
+    let start = Instant::now();
+    let mut rr = 0;
+    let mut iter = 0u32;
+    let mut cursor = crate::traffic::Cursor::default();
+    let flags = traffic.tx_flags;
+    loop {
+        iter = iter.wrapping_add(1);
+        if iter % 64 == 0 && (stop.load(Ordering::Relaxed) || plan.deadline.is_some_and(|d| Instant::now() >= d)) {
+            break;
+        }
+        // How many more this burst may add: the count limit, and the rate (credit since start).
+        let mut want = plan.burst - burst.len();
+        want = want.min((limit - k) as usize);
+        if let Some(r) = plan.rate {
+            // Packets made so far may not run ahead of rate × time since the start.
+            let credit = (start.elapsed().as_secs_f64() * r) as u64;
+            want = want.min(credit.saturating_sub(k) as usize);
+        }
+        if want > 0 {
+            let now = epoch.elapsed().as_nanos() as u64;
+            let have = burst.len();
+            let got = burst.alloc(want, traffic.largest());
+            for i in have..have + got {
+                let seq = k * stride + plan.core as u64;
+                burst.set_len(i, traffic.len_at(&cursor)).map_err(|e| e.to_string())?;
+                traffic.write(&mut cursor, seq, now, burst.data_mut(i));
+                burst.set_flags(i, flags);
+                k += 1;
+            }
+        }
+        if !burst.is_empty() {
+            queues[rr]
+                .tx_burst(&mut burst)
+                .map_err(|e| format!("{}: {e}", port.spec()))?;
+            rr = (rr + 1) % queues.len();
+        } else {
+            for q in queues.iter_mut() {
+                q.reclaim().map_err(|e| format!("{}: {e}", port.spec()))?;
+            }
+            if k >= limit {
+                break;
+            }
+        }
+        if let Some(r) = receiver.as_mut() {
+            r.poll()?;
+        }
+        if iter % PUBLISH_EVERY == 0 {
+            let (p, b, d, e) = totals(queues.iter().map(|q| q.stats()));
+            out.publish(p, b, d, e);
+        }
+    }
+    let sending_ns = start.elapsed().as_nanos() as u64;
+    // Unsent packets go back to the pool; sent ones complete before the queues close.
+    burst.clear();
+    let give_up = Instant::now() + Duration::from_secs(2);
+    while queues.iter().any(|q| q.in_flight() > 0) && Instant::now() < give_up {
+        for q in queues.iter_mut() {
+            let _ = q.reclaim();
+        }
+        if let Some(r) = receiver.as_mut() {
+            r.poll()?;
+        }
+    }
+    let (p, b, d, e) = totals(queues.iter().map(|q| q.stats()));
+    out.publish(p, b, d, e);
+    out.active_ns.store(sending_ns, Ordering::Relaxed);
+    receiver.map(Receiver::finish).transpose()
+}
+
+pub type Capture = rawpkt::pcap::Writer<std::io::BufWriter<std::fs::File>>;
+
+/// What a receiver is built from; it is built in the thread that polls it (pools are per core).
+pub struct RxPlan {
+    pub port: Arc<Port>,
+    pub capture: Option<Capture>,
+    pub counters: Arc<Counters>,
+    pub epoch: Instant,
+}
+
+/// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
+/// thread when a CPU is free for it, else from the first transmit core's loop.
+pub struct Receiver {
+    port: Arc<Port>,
+    rx: Box<dyn rawpkt::RxQueue>,
+    got: Burst,
+    hist: Histogram<u64>,
+    capture: Option<Capture>,
+    capture_error: Option<String>,
+    counters: Arc<Counters>,
+    epoch: Instant,
+    iter: u32,
+}
+
+impl Receiver {
+    pub fn new(plan: RxPlan) -> Result<Receiver, String> {
+        let qcfg = QueueConfig {
+            size: 4096,
+            ..QueueConfig::default()
+        };
+        let pool = Pool::new(PoolConfig {
+            buffers: 16384,
+            ..PoolConfig::default()
+        })
+        .map_err(|e| e.to_string())?;
+        let rx = plan
+            .port
+            .rx_queue(0, &pool, &qcfg)
+            .map_err(|e| format!("{}: {e}", plan.port.spec()))?;
+        Ok(Receiver {
+            rx,
+            got: Burst::new(&pool, 256),
+            hist: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?,
+            port: plan.port,
+            capture: plan.capture,
+            capture_error: None,
+            counters: plan.counters,
+            epoch: plan.epoch,
+            iter: 0,
+        })
+    }
+
+    /// One receive burst; returns the packets it took.
+    #[inline]
+    pub fn poll(&mut self) -> Result<usize, String> {
+        self.iter = self.iter.wrapping_add(1);
+        let n = self
+            .rx
+            .rx_burst(&mut self.got)
+            .map_err(|e| format!("{}: {e}", self.port.spec()))?;
+        if n > 0 {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            for i in 0..self.got.len() {
+                let frame = self.got.data(i);
+                if let Some((_, sent)) = read_stamp(frame) {
+                    self.hist.saturating_record(now.saturating_sub(sent).max(1));
+                }
+                if let Some(w) = self.capture.as_mut() {
+                    if let Err(e) = w.write(now, frame) {
+                        self.capture_error.get_or_insert(e.to_string());
+                        self.capture = None;
+                    }
+                }
+            }
+            self.got.clear();
+        }
+        if n == 0 || self.iter % PUBLISH_EVERY == 0 {
+            let s = self.rx.stats();
+            self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+        }
+        Ok(n)
+    }
+
+    /// After the senders stop: takes stragglers until the line has been quiet for 200 ms.
+    pub fn finish(mut self) -> Result<Histogram<u64>, String> {
+        let mut quiet_since = Instant::now();
+        while quiet_since.elapsed() < Duration::from_millis(200) {
+            if self.poll()? > 0 {
+                quiet_since = Instant::now();
+            }
+        }
+        let s = self.rx.stats();
+        self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+        if let Some(mut w) = self.capture.take() {
+            w.flush().map_err(|e| e.to_string())?;
+        }
+        match self.capture_error {
+            Some(e) => Err(format!("capture stopped: {e}")),
+            None => Ok(self.hist),
+        }
+    }
+}
+
+/// A receiver on its own thread: polls until the senders are done, then finishes.
+pub fn receive(plan: RxPlan, tx_done: &AtomicBool) -> Result<Histogram<u64>, String> {
+    let mut r = Receiver::new(plan)?;
+    while !tx_done.load(Ordering::Relaxed) {
+        r.poll()?;
+    }
+    r.finish()
+}
