@@ -235,7 +235,7 @@ mod tests {
             (&["--cores", "999"], "CPUs"),
             (&["--src-mac", "zz"], "six hex bytes"),
             (&["--flows", "0"], "at least 1"),
-            (&["--src-ip", "::1"], "both IPv4 or both IPv6"),
+            (&["--src-ip", "::1"], "both be IPv4 or both IPv6"),
             (&["--rx-port", "model:x/1"], "needs --port"),
             (&["--burst", "1000"], "from 1 to 256"),
         ] {
