@@ -24,6 +24,7 @@
 pub mod dv;
 pub mod flow;
 pub mod mem;
+pub mod pcap;
 pub mod rx;
 pub mod spec;
 pub mod stats;
