@@ -108,6 +108,9 @@ pub struct QueueConfig {
     /// Recover a queue after a completion error (as DPDK does) instead of failing it (as VPP
     /// does).
     pub recover: bool,
+    /// Report the NIC's receive timestamp per packet (`flags::TIMESTAMP`). Off by default, like
+    /// DPDK's timestamp offload: it costs a load and a store per packet that most loops never read.
+    pub rx_timestamps: bool,
 }
 
 impl Default for QueueConfig {
@@ -117,6 +120,7 @@ impl Default for QueueConfig {
             tx_inline: 0,
             tx_completion_every: 32,
             recover: true,
+            rx_timestamps: false,
         }
     }
 }
