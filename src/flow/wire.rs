@@ -142,6 +142,98 @@ fn parse_l4(frame: &[u8], off: usize, end: usize, proto: u8) -> L4 {
     }
 }
 
+/// The IP header a flow rule can match on: its offset and protocol field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpHeader {
+    None,
+    V4 { off: usize, proto: u8 },
+    V6 { off: usize, next: u8 },
+}
+
+/// Where the fields a flow rule matches sit in a frame. Unlike [`parse`], which validates the
+/// way the NIC's checksum logic does (the whole IP packet must be in the frame), this asks only
+/// that each header's own bytes be there, so a frame cut short still matches on what it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Headers {
+    /// TPID and TCI of the outer VLAN tag.
+    pub outer_vlan: Option<(u16, u16)>,
+    /// The EtherType after up to two VLAN tags.
+    pub ethertype: Option<u16>,
+    /// A complete IPv4 header (options included, version 4, total length covering it) or the
+    /// fixed IPv6 header.
+    pub ip: IpHeader,
+    /// Offset of the TCP or UDP ports: set only when the IP header says TCP/UDP, the ports lie
+    /// inside both the frame and the IP packet's stated length, and the packet is not a
+    /// non-first IPv4 fragment (those carry no L4 header). IPv6 extension headers are not
+    /// walked: the ports must follow the fixed header.
+    pub ports: Option<usize>,
+}
+
+pub fn headers(frame: &[u8]) -> Headers {
+    let mut h = Headers {
+        outer_vlan: None,
+        ethertype: None,
+        ip: IpHeader::None,
+        ports: None,
+    };
+    let Some(mut ethertype) = be16(frame, 12) else {
+        return h;
+    };
+    let mut off = 14;
+    for tag in 0..2 {
+        if ethertype != ETHERTYPE_VLAN && ethertype != ETHERTYPE_QINQ {
+            break;
+        }
+        let Some(tci) = be16(frame, off) else {
+            return h;
+        };
+        if tag == 0 {
+            h.outer_vlan = Some((ethertype, tci));
+        }
+        let Some(inner) = be16(frame, off + 2) else {
+            return h;
+        };
+        ethertype = inner;
+        off += 4;
+    }
+    h.ethertype = Some(ethertype);
+    let (proto, l4, end) = match ethertype {
+        ETHERTYPE_IPV4 => {
+            let Some(&vihl) = frame.get(off) else {
+                return h;
+            };
+            let hdr_len = usize::from(vihl & 0xf) * 4;
+            if vihl >> 4 != 4 || hdr_len < 20 || frame.len() < off + hdr_len {
+                return h;
+            }
+            let total_len = usize::from(be16(frame, off + 2).unwrap_or(0));
+            if total_len < hdr_len {
+                return h;
+            }
+            let proto = frame[off + 9];
+            h.ip = IpHeader::V4 { off, proto };
+            if be16(frame, off + 6).unwrap_or(0) & 0x1fff != 0 {
+                return h;
+            }
+            (proto, off + hdr_len, off + total_len)
+        }
+        ETHERTYPE_IPV6 => {
+            if frame.len() < off + 40 || frame[off] >> 4 != 6 {
+                return h;
+            }
+            let next = frame[off + 6];
+            h.ip = IpHeader::V6 { off, next };
+            let payload_len = usize::from(be16(frame, off + 4).unwrap_or(0));
+            (next, off + 40, off + 40 + payload_len)
+        }
+        _ => return h,
+    };
+    if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) && l4 + 4 <= end.min(frame.len()) {
+        h.ports = Some(l4);
+    }
+    h
+}
+
 /// One's-complement sum of `data` (as big-endian 16-bit words, an odd last byte padded with
 /// zero) added to `init`; fold it with [`csum_fold`]. Summing 32-bit words into a 64-bit
 /// accumulator gives the same folded result with half the steps (RFC 1071 §2).
@@ -295,6 +387,30 @@ mod tests {
         f[40..42].copy_from_slice(&[0, 0]);
         fill_checksums(&mut f, true, true);
         assert_eq!(f, good);
+    }
+
+    #[test]
+    fn headers_need_only_their_own_bytes() {
+        let f = udp4(b"x");
+        let h = headers(&f);
+        assert_eq!(
+            (h.ethertype, h.ip, h.ports),
+            (Some(ETHERTYPE_IPV4), IpHeader::V4 { off: 14, proto: 17 }, Some(34))
+        );
+        // Cut inside the payload: parse() gives up on L3, headers() still has everything.
+        assert_eq!(parse(&f[..40]).l3, L3::None);
+        assert_eq!(headers(&f[..40]), h);
+        assert_eq!(headers(&f[..37]).ports, None);
+        assert_eq!(headers(&f[..33]).ip, IpHeader::None);
+        assert_eq!(headers(&f[..13]).ethertype, None);
+        let mut v = f[..12].to_vec();
+        v.extend_from_slice(&[0x88, 0xa8, 0x20, 0x05, 0x81, 0, 0, 7]);
+        v.extend_from_slice(&f[12..]);
+        let h = headers(&v);
+        assert_eq!(
+            (h.outer_vlan, h.ethertype, h.ports),
+            (Some((0x88a8, 0x2005)), Some(ETHERTYPE_IPV4), Some(42))
+        );
     }
 
     #[test]

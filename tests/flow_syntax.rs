@@ -1,0 +1,304 @@
+//! The flow-rule text syntax: canonical round trips and errors that point at the bad token.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use rawpkt::flow::rule::{Action, FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch};
+use rawpkt::flow::syntax::parse;
+
+fn rule(s: &str) -> FlowRule {
+    parse(s).unwrap_or_else(|e| panic!("{s:?} should parse:\n{e}"))
+}
+
+#[test]
+fn the_examples_parse_to_what_they_say() {
+    assert_eq!(
+        rule("udp dst-port 4789"),
+        FlowRule {
+            ip_proto: Some(17),
+            dst_port: Some(4789),
+            ..FlowRule::ANY
+        }
+    );
+    assert_eq!(rule("dst-mac 02:00:00:00:00:01"), FlowRule::own_mac([2, 0, 0, 0, 0, 1]));
+    assert_eq!(
+        rule("ipv4 dst 10.0.0.0/24 udp"),
+        FlowRule {
+            ip: Some(IpMatch::V4 {
+                src: None,
+                dst: Some(Ipv4Prefix::new(Ipv4Addr::new(10, 0, 0, 0), 24).unwrap()),
+            }),
+            ip_proto: Some(17),
+            ..FlowRule::ANY
+        }
+    );
+    assert_eq!(
+        rule("ipv6 src fd00::/64 tcp src-port 80"),
+        FlowRule {
+            ip: Some(IpMatch::V6 {
+                src: Some(Ipv6Prefix::new("fd00::".parse().unwrap(), 64).unwrap()),
+                dst: None,
+            }),
+            ip_proto: Some(6),
+            src_port: Some(80),
+            ..FlowRule::ANY
+        }
+    );
+    assert_eq!(rule("vlan 100").vlan, Some(100));
+    assert_eq!(rule("ethertype 0x88b5").ethertype, Some(0x88b5));
+    assert_eq!(
+        rule("src-mac 02:00:00:00:00:00/ff:ff:ff:00:00:00").src_mac,
+        Some(MacMatch::masked([2, 0, 0, 0, 0, 0], [0xff, 0xff, 0xff, 0, 0, 0]).unwrap())
+    );
+    assert_eq!(rule("proto 47").ip_proto, Some(47));
+    let r = rule("udp copy priority 3");
+    assert_eq!((r.action, r.priority), (Action::Copy, 3));
+    assert_eq!(rule("any"), FlowRule::promiscuous());
+    assert_eq!(
+        rule("dst-mac 01:00:00:00:00:00/01:00:00:00:00:00 copy"),
+        FlowRule::multicast_copy()
+    );
+}
+
+#[test]
+fn display_is_canonical() {
+    for (input, canonical) in [
+        ("udp dst-port 4789", "udp dst-port 4789"),
+        ("dst-port 4789 proto 17", "udp dst-port 4789"),
+        ("proto 6", "tcp"),
+        ("udp ipv4", "ipv4 udp"),
+        (
+            "ipv4 dst 10.0.0.1/32 src 192.168.0.0/16",
+            "ipv4 src 192.168.0.0/16 dst 10.0.0.1",
+        ),
+        ("ipv6 dst 2001:DB8:0:0::1/128", "ipv6 dst 2001:db8::1"),
+        (
+            "dst-mac 02:00:00:00:00:01/ff:ff:ff:ff:ff:ff",
+            "dst-mac 02:00:00:00:00:01",
+        ),
+        ("dst-mac 2:0:0:0:0:A", "dst-mac 02:00:00:00:00:0a"),
+        ("vlan 0x64 steal", "vlan 100"),
+        ("ethertype 35000", "ethertype 0x88b8"),
+        ("priority 0 any", "any"),
+        ("copy priority 7 any", "any copy priority 7"),
+        ("  tcp\tsrc-port  80  ", "tcp src-port 80"),
+        (
+            "priority 2 dst-port 53 udp ipv6 src fd00::/8 vlan 7 src-mac 02:00:00:00:00:00/02:00:00:00:00:00 \
+             dst-mac 33:33:00:00:00:01 copy ethertype 0x86dd src-port 5353",
+            "dst-mac 33:33:00:00:00:01 src-mac 02:00:00:00:00:00/02:00:00:00:00:00 vlan 7 ethertype 0x86dd \
+             ipv6 src fd00::/8 udp src-port 5353 dst-port 53 copy priority 2",
+        ),
+    ] {
+        let r = rule(input);
+        assert_eq!(r.to_string(), canonical, "from {input:?}");
+        assert_eq!(rule(canonical), r, "{canonical:?}");
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so the round trip covers many shapes without a
+/// property-testing dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        std::array::from_fn(|_| self.next() as u8)
+    }
+}
+
+fn random_mac(g: &mut Rng) -> MacMatch {
+    let mask = if g.chance(50) { [0xff; 6] } else { g.bytes() };
+    let addr: [u8; 6] = g.bytes();
+    MacMatch::masked(std::array::from_fn(|i| addr[i] & mask[i]), mask).unwrap()
+}
+
+fn masked<const N: usize>(addr: [u8; N], len: u8) -> [u8; N] {
+    std::array::from_fn(|i| {
+        let bits = usize::from(len).saturating_sub(i * 8).min(8);
+        addr[i] & (0xff00u16 >> bits) as u8
+    })
+}
+
+fn random_rule(g: &mut Rng) -> FlowRule {
+    let mut r = FlowRule::ANY;
+    if g.chance(30) {
+        r.dst_mac = Some(random_mac(g));
+    }
+    if g.chance(20) {
+        r.src_mac = Some(random_mac(g));
+    }
+    if g.chance(20) {
+        r.vlan = Some(g.below(4096) as u16);
+    }
+    if g.chance(50) {
+        r.ip = Some(if g.chance(50) {
+            let p = |g: &mut Rng| {
+                let len = g.below(33) as u8;
+                Ipv4Prefix::new(Ipv4Addr::from(masked(g.bytes::<4>(), len)), len).unwrap()
+            };
+            IpMatch::V4 {
+                src: g.chance(50).then(|| p(g)),
+                dst: g.chance(50).then(|| p(g)),
+            }
+        } else {
+            let p = |g: &mut Rng| {
+                let len = g.below(129) as u8;
+                Ipv6Prefix::new(Ipv6Addr::from(masked(g.bytes::<16>(), len)), len).unwrap()
+            };
+            IpMatch::V6 {
+                src: g.chance(50).then(|| p(g)),
+                dst: g.chance(50).then(|| p(g)),
+            }
+        });
+    }
+    if g.chance(20) {
+        r.ethertype = Some(match &r.ip {
+            Some(ip) => ip.ethertype(),
+            None if g.chance(50) => 0x0800,
+            None => 0x0600 + g.below(0x8000 - 0x0600) as u16,
+        });
+    }
+    let ip_ok = r.ethertype.is_none_or(|t| t == 0x0800 || t == 0x86dd);
+    if ip_ok && g.chance(60) {
+        r.ip_proto = Some(match g.below(3) {
+            0 => 6,
+            1 => 17,
+            _ => g.next() as u8,
+        });
+    }
+    if matches!(r.ip_proto, Some(6 | 17)) {
+        r.src_port = g.chance(50).then(|| g.next() as u16);
+        r.dst_port = g.chance(50).then(|| g.next() as u16);
+    }
+    if g.chance(30) {
+        r.action = Action::Copy;
+    }
+    if g.chance(40) {
+        let range = if g.chance(80) { 16 } else { 65536 };
+        r.priority = g.below(range) as u16;
+    }
+    r
+}
+
+#[test]
+fn parse_of_display_gives_the_rule_back_for_many_rules() {
+    let mut g = Rng(0x5eed_f10e_0000_0001);
+    for _ in 0..20_000 {
+        let r = random_rule(&mut g);
+        r.validate()
+            .unwrap_or_else(|e| panic!("generator made an invalid rule {r:?}: {e}"));
+        let text = r.to_string();
+        assert_eq!(parse(&text).unwrap_or_else(|e| panic!("{e}")), r, "{text}");
+    }
+    for r in [
+        FlowRule::own_mac([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]),
+        FlowRule::multicast_copy(),
+        FlowRule::promiscuous(),
+    ] {
+        assert_eq!(parse(&r.to_string()).unwrap(), r);
+    }
+}
+
+/// (input, expected Display of the error) for errors whose rendering matters most.
+#[test]
+fn errors_show_a_caret_under_the_bad_token() {
+    for (input, shown) in [
+        (
+            "ipv4 dst 10.0.0.0/33 udp",
+            "ipv4 dst 10.0.0.0/33 udp\n         ^^^^^^^^^^^ prefix length 33 is more than 32",
+        ),
+        (
+            "ipv4 src 10.0.0.0/8 ipv6",
+            "ipv4 src 10.0.0.0/8 ipv6\n                    ^^^^ ipv6 contradicts the earlier ipv4",
+        ),
+        (
+            "udp dst-port",
+            "udp dst-port\n             ^ dst-port needs a port number (0 to 65535)",
+        ),
+        (
+            "ipv4\tdst 300.0.0.1",
+            "ipv4 dst 300.0.0.1\n         ^^^^^^^^^ `300.0.0.1` is not an IPv4 or IPv6 address",
+        ),
+        // Columns count characters, so the caret sits under a token that follows non-ASCII text.
+        (
+            "ipv4 dst é",
+            "ipv4 dst é\n         ^ `é` is not an IPv4 or IPv6 address",
+        ),
+        (
+            "udp dst-port 1 dst-port 2",
+            "udp dst-port 1 dst-port 2\n               ^^^^^^^^^^ dst-port given twice",
+        ),
+    ] {
+        let e = parse(input).unwrap_err();
+        assert_eq!(e.to_string(), shown, "{input:?}");
+        assert_eq!(e.input(), input);
+    }
+    let e = parse("ipv4 dst 10.0.0.0/33 udp").unwrap_err();
+    assert_eq!((e.token, e.column, e.width), (2, 9, 11));
+    assert_eq!(
+        format!("{e:#}"),
+        "column 10 (`10.0.0.0/33`): prefix length 33 is more than 32"
+    );
+}
+
+/// (input, index of the token the error starts at, message).
+#[test]
+fn contradictions_and_bad_values_are_refused() {
+    for (input, token, message) in [
+        ("", 0, "empty rule: give at least one match, or `any` for every frame"),
+        ("copy priority 2", 0, "the rule matches nothing: give at least one match, or `any`"),
+        ("any udp", 1, "`any` cannot be combined with other matches"),
+        ("tcp dst-port 1 udp", 3, "udp contradicts the earlier tcp"),
+        ("tcp proto 6", 1, "proto 6 repeats the earlier tcp"),
+        ("ipv4 ipv4", 1, "ipv4 repeats the earlier ipv4"),
+        ("copy steal udp", 1, "steal contradicts the earlier copy"),
+        ("dst-port 80", 0, "dst-port needs tcp or udp in the rule"),
+        ("ipv4 src-port 80 dst-port 81", 1, "src-port needs tcp or udp in the rule"),
+        ("proto 47 dst-port 80", 2, "dst-port needs tcp or udp, not proto 47"),
+        ("dst-port 80 proto 47", 2, "dst-port needs tcp or udp, not proto 47"),
+        ("udp dst-port 70000", 2, "dst-port 70000 is more than 65535"),
+        ("udp src-port -1", 2, "`-1` is not a number (src-port)"),
+        ("proto 256", 1, "proto 256 is more than 255"),
+        ("udp priority 70000", 2, "priority 70000 is more than 65535"),
+        ("udp priority 1 priority 2", 3, "priority given twice"),
+        ("vlan 4096", 1, "vlan 4096 is more than 4095"),
+        ("vlan 1 vlan 2", 2, "vlan given twice"),
+        ("ethertype 0x8100", 1, "ethertype 0x8100 is a VLAN tag; use `vlan N` (ethertype matches the type after the tags)"),
+        ("ethertype 0x88a8", 1, "ethertype 0x88a8 is a VLAN tag; use `vlan N` (ethertype matches the type after the tags)"),
+        ("ethertype 1500", 1, "ethertype 0x05dc is below 0x0600: such values are 802.3 lengths, not EtherTypes"),
+        ("ethertype 0x88b5 ipv4", 2, "ipv4 contradicts ethertype 0x88b5"),
+        ("ipv6 ethertype 0x0800", 1, "ethertype 0x0800 contradicts ipv6"),
+        ("ethertype 0x88b5 udp", 2, "udp contradicts ethertype 0x88b5, which is not IP"),
+        ("src 10.0.0.0/8", 0, "`src` needs `ipv4` or `ipv6` before it"),
+        ("ipv4 dst fd00::1", 2, "fd00::1 is an IPv6 address but the rule says ipv4"),
+        ("ipv6 src 10.0.0.1", 2, "10.0.0.1 is an IPv4 address but the rule says ipv6"),
+        ("ipv4 dst 10.0.0.1/24", 2, "10.0.0.1/24 has bits set past the prefix length (did you mean 10.0.0.0/24?)"),
+        ("ipv6 dst fd00::1/64", 2, "fd00::1/64 has bits set past the prefix length (did you mean fd00::/64?)"),
+        ("ipv6 dst fd00::/129", 2, "prefix length 129 is more than 128"),
+        ("ipv4 dst 10.0.0.0/300", 2, "prefix length 300 is more than 32"),
+        ("ipv4 dst 10.0.0.0/", 2, "prefix length `` is not a number"),
+        ("ipv4 dst 10.0.0.0/8 dst 11.0.0.0/8", 3, "dst given twice"),
+        ("dst-mac 02:00:00:00:00", 1, "`02:00:00:00:00` is not a MAC address (six hex bytes, like 02:00:00:00:00:01)"),
+        ("dst-mac 02:00:00:00:00:01:02", 1, "`02:00:00:00:00:01:02` is not a MAC address (six hex bytes, like 02:00:00:00:00:01)"),
+        ("src-mac 02:00:00:00:00:01/ff:ff:ff:00:00:00", 1, "02:00:00:00:00:01 has bits outside the mask ff:ff:ff:00:00:00"),
+        ("dst-mac 02:00:00:00:00:01 dst-mac 02:00:00:00:00:02", 2, "dst-mac given twice"),
+        ("udp dst-port", 2, "dst-port needs a port number (0 to 65535)"),
+        ("UDP", 0, "unknown word `UDP`; expected one of dst-mac, src-mac, vlan, ethertype, ipv4, ipv6, src, dst, tcp, udp, proto, src-port, dst-port, any, copy, steal, priority"),
+    ] {
+        let e = parse(input).expect_err(input);
+        assert_eq!((e.token, e.message.as_str()), (token, message), "{input:?}\n{e}");
+    }
+}
