@@ -138,14 +138,9 @@ impl DvRxQueue {
             self.stats.drops += 1;
         }
         self.cq.publish_ci(self.cq_ci);
-        let mask = self.rq.size() - 1;
-        let mut n = 0;
-        while self.rq_ci != self.rq_pi {
-            self.scratch[n] = self.bufs[(self.rq_ci & mask) as usize];
-            self.rq_ci = self.rq_ci.wrapping_add(1);
-            n += 1;
-        }
-        self.pool.free_bulk(&self.scratch[..n]);
+        // Whatever was posted goes back to the pool; the refill below posts fresh buffers from
+        // WQE 0.
+        self.release_posted();
         self.rq_ci = 0;
         self.rq_pi = 0;
         self.rq.ring_doorbell(0);
@@ -252,6 +247,7 @@ impl DvRxQueue {
         Other::Skipped
     }
 
+    /// Returns every posted buffer to the pool (the WQ was reset or is going away).
     fn release_posted(&mut self) {
         let mask = self.rq.size() - 1;
         let mut n = 0;
