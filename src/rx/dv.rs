@@ -124,8 +124,8 @@ impl DvRxQueue {
     }
 
     /// DPDK `mlx5_rx_err_handle` for critical syndromes: reset the WQ, drop completions that
-    /// precede the reset, zero the RQ doorbell record, and post the buffers we still own again
-    /// from WQE 0. No buffer is lost.
+    /// precede the reset, zero the RQ doorbell record, return the buffers the WQ held to the pool
+    /// and post fresh ones from WQE 0. No buffer is lost.
     #[cold]
     fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
         if !self.recover || self.ctl.reset_rq(self.wq_num).is_err() {
