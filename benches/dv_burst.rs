@@ -213,11 +213,11 @@ impl Rig {
         let tx_lkey = nic.register_mr(tx_pool.region());
         let rx_lkey = nic.register_mr(rx_pool.region());
         let tx_cq = nic.create_cq(q.size).expect("TX CQ");
-        let sq = nic.create_sq(0, q.size, tx_cq.cqn).expect("SQ");
+        let sq = nic.create_sq(0, q.size, tx_cq.cqn()).expect("SQ");
         let tx = DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.caps(), nic.control()).expect("TX queue");
         let rx = with_rx.then(|| {
             let rx_cq = nic.create_cq(q.size).expect("RX CQ");
-            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn).expect("RQ");
+            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).expect("RQ");
             DvRxQueue::new(&rwq, &rx_cq, wq, rx_lkey, &rx_pool, &q, nic.control()).expect("RX queue")
         });
         Rig {

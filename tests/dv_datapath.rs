@@ -66,7 +66,7 @@ fn a_million_through(dev: ModelConfig) -> u64 {
     };
     let r = run(dev, q, 1_000_000, 60, 1514, 64, 0xfeed);
     // 512 CQEs per RX CQ pass (rdma-core rounding of 256): nearly 2000 passes.
-    assert_eq!(r.rx_cq.cqe_cnt, 512);
+    assert_eq!(r.rx_cq.cqe_cnt(), 512);
     assert!(r.rx.stats().packets / 512 >= 3, "RX CQ passes");
     let wqes = r.nic.counters().wqes;
     r.teardown();
@@ -113,7 +113,7 @@ fn cq_owner_parity_holds_over_many_passes_of_a_small_cq() {
     };
     // Bursts stay below what a 64-WQE RQ still has posted while it waits to refill 16 at once.
     let r = run(ModelConfig::connectx4(), q, 5_000, 60, 60, 32, 7);
-    assert_eq!(r.tx_cq.cqe_cnt, 128);
+    assert_eq!(r.tx_cq.cqe_cnt(), 128);
     // One CQE per WQE on TX: 5000 CQEs = 39 passes; RX the same.
     assert!(r.nic.counters().cqes >= 10_000);
     r.teardown();

@@ -299,7 +299,7 @@ fn bursts_from_another_pool_and_runts_are_refused_without_loss() {
 #[test]
 fn fresh_cq_slots_look_as_rdma_core_leaves_them() {
     let r = rig(q(true), ModelConfig::default(), 512);
-    let slot = r.nic.cq_slot(r.tx_cq.cqn, 17).unwrap();
+    let slot = r.nic.cq_slot(r.tx_cq.cqn(), 17).unwrap();
     let mut h4 = [0u8; 64];
     h4[63] = 0xf0;
     assert_eq!(slot, h4, "vector h4: zeros, op_own 0xF0");
@@ -323,7 +323,11 @@ fn garbage_cqes_never_panic_and_never_lose_a_buffer() {
             // Mostly plausible opcodes, sometimes anything.
             let opcode = [0u8, 2, 13, 14, 15, 3, 12][rng.range(0, 6)];
             cqe[63] = opcode << 4 | (cqe[63] & 0x0c);
-            let cqn = if rng.next() & 1 == 0 { r.tx_cq.cqn } else { r.rx_cq.cqn };
+            let cqn = if rng.next() & 1 == 0 {
+                r.tx_cq.cqn()
+            } else {
+                r.rx_cq.cqn()
+            };
             r.nic.inject_cqe(cqn, &cqe);
         }
         let mut got = Burst::new(&r.pool, 64);
@@ -340,4 +344,85 @@ fn garbage_cqes_never_panic_and_never_lose_a_buffer() {
     }
     // Most injected CQEs are inconsistent with the rings and must be noticed as such.
     assert!(detected > 200, "only {detected} bad CQEs detected");
+}
+
+#[test]
+fn a_failed_queue_stops_the_device_before_its_buffers_are_reused() {
+    // TX: the SQ fails (no recovery); the buffers it held go back to the pool only after the
+    // device was stopped, so whatever the user writes into them next never goes out.
+    let mut r = rig(q(false), ModelConfig::default(), 256);
+    r.nic.inject(
+        0,
+        Fault::TxError {
+            syndrome: syndrome::LOCAL_PROT,
+        },
+    );
+    send(&mut r, 0, 8);
+    r.nic.step();
+    assert!(r.tx.reclaim().is_err());
+    let sent = r.nic.port_counters(0).tx_frames;
+    let mut scribble = Burst::new(&r.pool, 256);
+    scribble.alloc(256, 60);
+    for i in 0..scribble.len() {
+        scribble.data_mut(i).fill(0xaa);
+    }
+    for _ in 0..4 {
+        r.nic.step();
+    }
+    assert_eq!(
+        r.nic.port_counters(0).tx_frames,
+        sent,
+        "a stopped SQ sends nothing more"
+    );
+
+    // RX: a CQE the queue cannot explain fails it; the device must not write into buffers the
+    // user owns afterwards.
+    let mut r2 = rig(q(false), ModelConfig::default(), 256);
+    let mut bogus = [0u8; 64];
+    bogus[63] = rawpkt::dv::prm::CQE_REQ << 4;
+    r2.nic.inject_cqe(r2.rx_cq.cqn(), &bogus);
+    let mut got = Burst::new(&r2.pool, 64);
+    assert!(r2.rx.rx_burst(&mut got).is_err());
+    let mut mine = Burst::new(&r2.pool, 256);
+    mine.alloc(256, 60);
+    for i in 0..mine.len() {
+        mine.data_mut(i).fill(0x55);
+    }
+    r2.nic.inject_frame(1, &[0x77u8; 60]);
+    assert!(
+        (0..mine.len()).all(|i| mine.data(i) == [0x55u8; 60]),
+        "the device wrote into a user's buffer"
+    );
+    assert_eq!(
+        r2.nic.port_counters(1).rx_out_of_buffer,
+        1,
+        "the stopped WQ has nothing posted"
+    );
+    drop((scribble, got, mine));
+    r.teardown();
+    r2.teardown();
+}
+
+#[test]
+fn more_completions_than_posted_wqes_are_refused_not_believed() {
+    // 10 buffers in all: the RQ has at most 10 posted WQEs, and a CQ claiming 20 packets lies.
+    let mut r = rig(q(true), ModelConfig::default(), 10);
+    let posted = r.rx.posted();
+    assert!(posted <= 10);
+    for k in 0..20u16 {
+        let cqe = rawpkt::dv::prm::Cqe64::resp_send(k, 60, 0, 0, 0, 0);
+        r.nic.inject_cqe(r.rx_cq.cqn(), cqe.as_bytes());
+    }
+    let mut got = Burst::new(&r.pool, 64);
+    let n = r.rx.rx_burst(&mut got).unwrap();
+    assert_eq!(n as u32, posted, "only as many packets as WQEs were posted");
+    // With every buffer in the user's hands nothing is posted, so the surplus is not read.
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 0);
+    got.clear();
+    for _ in 0..4 {
+        let _ = r.rx.rx_burst(&mut got);
+        got.clear();
+    }
+    drop(got);
+    r.teardown();
 }

@@ -35,9 +35,10 @@ fn sq(model: ModelConfig) -> Sq {
     .unwrap();
     let lkey = nic.register_mr(pool.region());
     let cq_info = nic.create_cq(64).unwrap();
-    let info = nic.create_sq(0, 64, cq_info.cqn).unwrap();
-    let sq = SqRing::new(&info).unwrap();
-    let cq = CqRing::new(&cq_info).unwrap();
+    let info = nic.create_sq(0, 64, cq_info.cqn()).unwrap();
+    // SAFETY: these tests play a (deliberately buggy) driver against the model: they post only
+    // the pool's buffers held by `frame`, and consume CQEs before publishing past them.
+    let (sq, cq) = unsafe { (SqRing::new(&info).unwrap(), CqRing::new(&cq_info).unwrap()) };
     let mut frame = Burst::new(&pool, 8);
     assert!(frame.push_copy(&common::golden("frame_ipv4_udp_60")));
     Sq {
@@ -61,7 +62,7 @@ impl Sq {
         let hdr = data[..18].try_into().unwrap();
         SendWqe::l2_inline(
             pi as u16,
-            CtrlSeg::qpn_ds(self.info.qpn, 4),
+            CtrlSeg::qpn_ds(self.info.qpn(), 4),
             true,
             0,
             0,
@@ -125,12 +126,12 @@ fn each_malformed_wqe_gets_the_error_cqe_and_later_wqes_are_flushed() {
         ),
         (
             "another QP's number",
-            |w, s| w.ctrl.qpn_ds = CtrlSeg::qpn_ds(s.info.qpn + 1, 4),
+            |w, s| w.ctrl.qpn_ds = CtrlSeg::qpn_ds(s.info.qpn() + 1, 4),
             syndrome::LOCAL_QP_OP,
         ),
         (
             "ds 1: no Ethernet segment",
-            |w, s| w.ctrl.qpn_ds = CtrlSeg::qpn_ds(s.info.qpn, 1),
+            |w, s| w.ctrl.qpn_ds = CtrlSeg::qpn_ds(s.info.qpn(), 1),
             syndrome::LOCAL_QP_OP,
         ),
         (
@@ -224,7 +225,7 @@ fn rdma_core_inline_data_segments_are_understood() {
     let mut s = sq(ModelConfig::default());
     let mut e2 = common::golden("e2_wqe_send_inline18_plus_inlseg42");
     e2[1..3].copy_from_slice(&0u16.to_be_bytes());
-    e2[4..8].copy_from_slice(&(s.info.qpn << 8 | 6).to_be_bytes());
+    e2[4..8].copy_from_slice(&(s.info.qpn() << 8 | 6).to_be_bytes());
     for k in 0..2 {
         s.sq.wqebb_bytes(k)
             .copy_from_slice(&e2[k as usize * SEND_WQE_BB..][..SEND_WQE_BB]);
@@ -266,7 +267,7 @@ fn doorbell_mistakes_are_detected_and_nothing_runs() {
     *s.sq.wqe(0) = s.good(0);
     s.sq.ring_doorbell(1, 0);
     s.sq.wqe(0).ctrl.fm_ce_se = 0;
-    s.sq.wqe(0).ctrl.qpn_ds = CtrlSeg::qpn_ds(s.info.qpn, 5);
+    s.sq.wqe(0).ctrl.qpn_ds = CtrlSeg::qpn_ds(s.info.qpn(), 5);
     s.nic.step();
     assert_eq!(s.nic.counters().doorbell_mismatch, 1);
     assert!(s.sent().is_empty());
@@ -367,7 +368,7 @@ impl Sq {
 fn an_empw_wqe_sends_one_frame_per_data_segment() {
     let mut s = sq(ModelConfig::default());
     let (segs, frames) = s.three_packets();
-    let w = empw_wqe(s.info.qpn, &segs, 0);
+    let w = empw_wqe(s.info.qpn(), &segs, 0);
     s.post_bytes(&w);
     assert_eq!(s.next_cqe(), Some((CQE_REQ, 0, 0)), "one completion for the whole WQE");
     assert_eq!(s.sent(), frames);
@@ -408,7 +409,7 @@ fn empw_is_refused_where_the_device_cannot_do_it_or_the_wqe_is_wrong() {
         if let Some(m) = mutate {
             m(&mut segs);
         }
-        let w = empw_wqe(s.info.qpn, &segs, inline);
+        let w = empw_wqe(s.info.qpn(), &segs, inline);
         s.post_bytes(&w);
         assert_eq!(s.next_cqe(), Some((CQE_REQ_ERR, synd, 0)), "eMPW {what}");
         assert!(s.sent().is_empty(), "eMPW {what}: nothing may reach the wire");

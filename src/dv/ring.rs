@@ -29,37 +29,37 @@ pub type KeepAlive = Arc<dyn Any + Send + Sync>;
 /// Mirrors `struct mlx5dv_qp`'s send-side fields for one raw-packet QP.
 #[derive(Clone)]
 pub struct SqInfo {
-    pub buf: *mut u8,
-    pub wqe_cnt: u32,
-    pub stride: u32,
+    pub(crate) buf: *mut u8,
+    pub(crate) wqe_cnt: u32,
+    pub(crate) stride: u32,
     /// `mlx5dv_qp.dbrec`: BE32 words, `[SND_DBR]` is the SQ PI.
-    pub dbrec: *mut u32,
+    pub(crate) dbrec: *mut u32,
     /// `mlx5dv_qp.bf.reg`: where the 8-byte doorbell goes.
-    pub bf_reg: *mut u8,
-    pub bf_size: u32,
-    pub qpn: u32,
-    pub keep: KeepAlive,
+    pub(crate) bf_reg: *mut u8,
+    pub(crate) bf_size: u32,
+    pub(crate) qpn: u32,
+    pub(crate) keep: KeepAlive,
 }
 
 /// Mirrors `struct mlx5dv_cq`.
 #[derive(Clone)]
 pub struct CqInfo {
-    pub buf: *mut u8,
-    pub dbrec: *mut u32,
-    pub cqe_cnt: u32,
-    pub cqe_size: u32,
-    pub cqn: u32,
-    pub keep: KeepAlive,
+    pub(crate) buf: *mut u8,
+    pub(crate) dbrec: *mut u32,
+    pub(crate) cqe_cnt: u32,
+    pub(crate) cqe_size: u32,
+    pub(crate) cqn: u32,
+    pub(crate) keep: KeepAlive,
 }
 
 /// Mirrors `struct mlx5dv_rwq`.
 #[derive(Clone)]
 pub struct RwqInfo {
-    pub buf: *mut u8,
-    pub dbrec: *mut u32,
-    pub wqe_cnt: u32,
-    pub stride: u32,
-    pub keep: KeepAlive,
+    pub(crate) buf: *mut u8,
+    pub(crate) dbrec: *mut u32,
+    pub(crate) wqe_cnt: u32,
+    pub(crate) stride: u32,
+    pub(crate) keep: KeepAlive,
 }
 
 // SAFETY: the infos are plain descriptions of device-shared memory whose lifetime is tied to
@@ -69,6 +69,97 @@ unsafe impl Send for SqInfo {}
 unsafe impl Send for CqInfo {}
 // SAFETY: as above.
 unsafe impl Send for RwqInfo {}
+
+impl SqInfo {
+    /// Describes a send queue as `mlx5dv_init_obj` reports it.
+    ///
+    /// # Safety
+    /// The pointers must be the live objects of one raw-packet QP (its WQE buffer of `wqe_cnt`
+    /// WQEBBs, its doorbell record, its UAR register) and stay valid while `keep` is held.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn from_raw(
+        buf: *mut u8,
+        wqe_cnt: u32,
+        stride: u32,
+        dbrec: *mut u32,
+        bf_reg: *mut u8,
+        bf_size: u32,
+        qpn: u32,
+        keep: KeepAlive,
+    ) -> SqInfo {
+        SqInfo {
+            buf,
+            wqe_cnt,
+            stride,
+            dbrec,
+            bf_reg,
+            bf_size,
+            qpn,
+            keep,
+        }
+    }
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+    pub fn wqe_cnt(&self) -> u32 {
+        self.wqe_cnt
+    }
+    /// `mlx5dv_qp.bf.size`: 0 for a doorbell-only register (the datapath never BlueFlame-copies).
+    pub fn bf_size(&self) -> u32 {
+        self.bf_size
+    }
+}
+
+impl CqInfo {
+    /// Describes a completion queue as `mlx5dv_init_obj` reports it.
+    ///
+    /// # Safety
+    /// `buf` must be the CQ's `cqe_cnt` entries of `cqe_size` bytes and `dbrec` its doorbell
+    /// record, valid while `keep` is held.
+    pub unsafe fn from_raw(
+        buf: *mut u8,
+        dbrec: *mut u32,
+        cqe_cnt: u32,
+        cqe_size: u32,
+        cqn: u32,
+        keep: KeepAlive,
+    ) -> CqInfo {
+        CqInfo {
+            buf,
+            dbrec,
+            cqe_cnt,
+            cqe_size,
+            cqn,
+            keep,
+        }
+    }
+    pub fn cqn(&self) -> u32 {
+        self.cqn
+    }
+    pub fn cqe_cnt(&self) -> u32 {
+        self.cqe_cnt
+    }
+}
+
+impl RwqInfo {
+    /// Describes a receive WQ as `mlx5dv_init_obj` reports it.
+    ///
+    /// # Safety
+    /// `buf` must be the WQ's `wqe_cnt` WQEs of `stride` bytes and `dbrec` its doorbell record,
+    /// valid while `keep` is held.
+    pub unsafe fn from_raw(buf: *mut u8, dbrec: *mut u32, wqe_cnt: u32, stride: u32, keep: KeepAlive) -> RwqInfo {
+        RwqInfo {
+            buf,
+            dbrec,
+            wqe_cnt,
+            stride,
+            keep,
+        }
+    }
+    pub fn wqe_cnt(&self) -> u32 {
+        self.wqe_cnt
+    }
+}
 
 fn check_ring(what: &str, cnt: u32, stride: u32, want_stride: u32, buf: *mut u8, align: usize) -> Result<(), String> {
     if cnt == 0 || !cnt.is_power_of_two() {
@@ -130,7 +221,10 @@ pub struct SqRing {
 }
 
 impl SqRing {
-    pub fn new(info: &SqInfo) -> Result<SqRing, String> {
+    /// # Safety
+    /// A ring lets its user hand the device descriptors it will act on: the caller must post
+    /// only descriptors for memory the device may access and that nothing else uses meanwhile.
+    pub unsafe fn new(info: &SqInfo) -> Result<SqRing, String> {
         check_ring("SQ", info.wqe_cnt, info.stride, SEND_WQE_BB as u32, info.buf, 64)?;
         if info.bf_reg.is_null() || (info.bf_reg as usize) % 8 != 0 || info.dbrec.is_null() {
             return Err("SQ: doorbell register or record missing".into());
@@ -267,7 +361,10 @@ pub struct CqRing {
 }
 
 impl CqRing {
-    pub fn new(info: &CqInfo) -> Result<CqRing, String> {
+    /// # Safety
+    /// The caller owns the CQ's consumer side: it publishes consumer indices only for entries it
+    /// has finished with, so the device never overwrites an entry still being read.
+    pub unsafe fn new(info: &CqInfo) -> Result<CqRing, String> {
         check_ring("CQ", info.cqe_cnt, info.cqe_size, 64, info.buf, 64)?;
         if info.dbrec.is_null() {
             return Err("CQ: doorbell record missing".into());
@@ -290,7 +387,7 @@ impl CqRing {
     /// to the pass parity of `ci` for the CQ's real size, and an opcode other than INVALID (which
     /// keeps pass 0 from matching the 0xF0 the slots start with; rdma-core `get_sw_cqe`).
     #[inline(always)]
-    pub fn poll(&self, ci: u32) -> Option<&Cqe64> {
+    pub fn poll(&self, ci: u32) -> Option<Cqe64> {
         // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
         let slot = unsafe { self.base.add((ci & self.mask) as usize) };
         // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
@@ -300,13 +397,14 @@ impl CqRing {
             return None;
         }
         // SAFETY: the acquire above makes the device's writes of this CQE visible; it will not
-        // write the slot again before the driver publishes a consumer index past it.
-        Some(unsafe { &*slot })
+        // write the slot again before the driver publishes a consumer index past it, and the
+        // copy is taken now.
+        Some(unsafe { *slot })
     }
 
     /// A reader whose ring geometry stays in registers for a polling loop.
     #[inline(always)]
-    pub fn reader(&self) -> CqReader<'_> {
+    pub(crate) fn reader(&self) -> CqReader<'_> {
         CqReader {
             base: self.base,
             mask: self.mask,
@@ -323,7 +421,7 @@ impl CqRing {
 }
 
 /// What a receive poll found at a consumer index.
-pub enum RxPoll<'a> {
+pub(crate) enum RxPoll<'a> {
     /// A plain RESP_SEND CQE of this pass (no compression, no scatter-to-CQE).
     Packet(&'a Cqe64),
     /// A CQE of this pass with another opcode or format (an error, or something unexpected).
@@ -333,7 +431,7 @@ pub enum RxPoll<'a> {
 }
 
 /// See [`CqRing::reader`].
-pub struct CqReader<'a> {
+pub(crate) struct CqReader<'a> {
     base: *const Cqe64,
     mask: u32,
     log2: u32,
@@ -383,7 +481,7 @@ impl<'a> CqReader<'a> {
 }
 
 /// See [`CqReader::segment`].
-pub struct CqSegment<'a> {
+pub(crate) struct CqSegment<'a> {
     base: *const Cqe64,
     len: usize,
     expect: u8,
@@ -391,14 +489,6 @@ pub struct CqSegment<'a> {
 }
 
 impl<'a> CqSegment<'a> {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The CQE at position `k` of the segment if it is a plain RESP_SEND of this pass
     /// (`op_own & 0xfd == 0x20 | parity`); None for anything else, including nothing yet.
     #[inline(always)]
@@ -423,7 +513,10 @@ pub struct RqRing {
 }
 
 impl RqRing {
-    pub fn new(info: &RwqInfo) -> Result<RqRing, String> {
+    /// # Safety
+    /// As [`SqRing::new`]: posted receive WQEs must point at memory the device may write and that
+    /// nothing else uses until the completion says so.
+    pub unsafe fn new(info: &RwqInfo) -> Result<RqRing, String> {
         check_ring("RQ", info.wqe_cnt, info.stride, 16, info.buf, 16)?;
         if info.dbrec.is_null() {
             return Err("RQ: doorbell record missing".into());
@@ -608,7 +701,8 @@ mod tests {
             qpn: 0x1234,
             keep: keep.clone(),
         };
-        let mut sq = SqRing::new(&info).unwrap();
+        // SAFETY: test memory that no device reads; the test posts only its own bytes.
+        let mut sq = unsafe { SqRing::new(&info) }.unwrap();
         let hdr: [u8; 18] = golden::bytes("frame_ipv4_udp_60")[..18].try_into().unwrap();
         *sq.wqe(5) = SendWqe::l2_inline(
             5,
@@ -637,21 +731,25 @@ mod tests {
             stride: 16,
             keep: keep.clone(),
         };
-        let rq = RqRing::new(&rwq).unwrap();
+        // SAFETY: as above.
+        let rq = unsafe { RqRing::new(&rwq) }.unwrap();
         rq.ring_doorbell(0x42);
         sq.ring_doorbell(0x1234, 5);
         assert_eq!(word_bytes(dbrec.cast(), 8), golden::bytes("i1_dbrec_qp_rq0042_sq1234"));
         assert_eq!(word_bytes(dbrec.cast(), 4), golden::bytes("i3_dbrec_rwq_0042"));
 
         let cq_rec = base.wrapping_add(4096 + 64).cast::<u32>();
-        let cq = CqRing::new(&CqInfo {
-            buf: base,
-            dbrec: cq_rec,
-            cqe_cnt: 64,
-            cqe_size: 64,
-            cqn: 1,
-            keep,
-        })
+        // SAFETY: as above.
+        let cq = unsafe {
+            CqRing::new(&CqInfo {
+                buf: base,
+                dbrec: cq_rec,
+                cqe_cnt: 64,
+                cqe_size: 64,
+                cqn: 1,
+                keep,
+            })
+        }
         .unwrap();
         cq.publish_ci(0xabcdef);
         assert_eq!(word_bytes(cq_rec.cast(), 8), golden::bytes("i2_dbrec_cq_ci00abcdef"));
@@ -672,8 +770,11 @@ mod tests {
             cqn: 1,
             keep: keep.clone(),
         };
-        assert!(CqRing::new(&info(100, 64)).is_err());
-        assert!(CqRing::new(&info(64, 128)).err().unwrap().contains("stride 128"));
-        assert!(CqRing::new(&info(64, 64)).is_ok());
+        // SAFETY: the rings are only checked, never used.
+        unsafe {
+            assert!(CqRing::new(&info(100, 64)).is_err());
+            assert!(CqRing::new(&info(64, 128)).err().unwrap().contains("stride 128"));
+            assert!(CqRing::new(&info(64, 64)).is_ok());
+        }
     }
 }

@@ -30,6 +30,8 @@ pub struct DvRxQueue {
     data_off: u16,
     data_room: u32,
     timestamps: bool,
+    /// The device could not be stopped: the posted buffers must never go back to the pool.
+    device_holds_buffers: bool,
     recover: bool,
     failed: Option<u8>,
     stats: QueueStats,
@@ -46,8 +48,11 @@ impl DvRxQueue {
         cfg: &QueueConfig,
         ctl: Arc<dyn DvControl>,
     ) -> Result<DvRxQueue, Error> {
-        let rq = RqRing::new(rwq).map_err(Error::Device)?;
-        let cq = CqRing::new(cq).map_err(Error::Device)?;
+        #[allow(unsafe_code)]
+        // SAFETY: this queue posts only buffers of its own pool that it holds in its ring, and
+        // publishes a consumer index only past CQEs it has finished reading.
+        let (rq, cq) = unsafe { (RqRing::new(rwq), CqRing::new(cq)) };
+        let (rq, cq) = (rq.map_err(Error::Device)?, cq.map_err(Error::Device)?);
         if cq.size() < rq.size() {
             return Err(Error::Device("RX CQ smaller than its receive queue".into()));
         }
@@ -65,6 +70,7 @@ impl DvRxQueue {
             data_off: pool.headroom(),
             data_room: pool.data_room(),
             timestamps: cfg.rx_timestamps,
+            device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
             stats: QueueStats::default(),
@@ -128,9 +134,12 @@ impl DvRxQueue {
     /// and post fresh ones from WQE 0. No buffer is lost.
     #[cold]
     fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
-        if !self.recover || self.ctl.reset_rq(self.wq_num).is_err() {
+        // Stop the device first: until the WQ is reset it may still write into posted buffers.
+        if self.ctl.reset_rq(self.wq_num).is_err() {
+            // It cannot be stopped: its buffers stay with it (lost to the pool) rather than be
+            // handed out while the device may write them.
             self.failed = Some(synd);
-            self.release_posted();
+            self.device_holds_buffers = true;
             return Err(QueueError::Failed { syndrome: synd });
         }
         while self.cq.poll(self.cq_ci).is_some() {
@@ -144,6 +153,10 @@ impl DvRxQueue {
         self.rq_ci = 0;
         self.rq_pi = 0;
         self.rq.ring_doorbell(0);
+        if !self.recover {
+            self.failed = Some(synd);
+            return Err(QueueError::Failed { syndrome: synd });
+        }
         self.stats.recoveries += 1;
         self.refill(0);
         Ok(())
@@ -218,6 +231,11 @@ impl DvRxQueue {
             RxPoll::Empty => return Other::Empty,
             RxPoll::Packet(cqe) | RxPoll::Other(cqe) => *cqe,
         };
+        if rq_ci == self.rq_pi {
+            // A completion for a WQE that was never posted.
+            self.stats.errors.bad_cqe += 1;
+            return Other::Fatal(syndrome::LOCAL_QP_OP);
+        }
         let buf = self.bufs[rq_ci as usize & (self.bufs.len() - 1)];
         if cqe.opcode() == CQE_RESP_SEND && cqe.format() == 0 {
             if cqe.byte_cnt.get() <= self.data_room {
@@ -330,7 +348,12 @@ impl RxQueue for DvRxQueue {
         let mut error = None;
         let mut ci = self.cq_ci;
         let mut rq_ci = self.rq_ci;
+        // A device cannot complete more WQEs than were posted: a CQ that says otherwise is
+        // broken, and the slots past the posted ones hold no buffer of ours.
+        let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
         let spare = out.spare();
+        let room = spare.len().min(posted);
+        let spare = &mut spare[..room];
         loop {
             let got = if self.timestamps {
                 self.poll_packets::<true>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
@@ -384,8 +407,10 @@ impl RxQueue for DvRxQueue {
 
 impl Drop for DvRxQueue {
     fn drop(&mut self) {
-        // Stop the device writing into our buffers before they go back to the pool.
-        let _ = self.ctl.reset_rq(self.wq_num);
-        self.release_posted();
+        // Stop the device writing into our buffers before they go back to the pool; if it will
+        // not stop, the buffers are lost to the pool rather than reused under it.
+        if !self.device_holds_buffers && self.ctl.reset_rq(self.wq_num).is_ok() {
+            self.release_posted();
+        }
     }
 }

@@ -55,6 +55,8 @@ pub struct DvTxQueue {
     /// same; eMPW cannot carry an inline header per packet).
     empw: bool,
     recover: bool,
+    /// The device could not be stopped: the in-flight buffers must never go back to the pool.
+    device_holds_buffers: bool,
     failed: Option<u8>,
     idle_polls: u32,
     last_wqe: u32,
@@ -77,8 +79,11 @@ impl DvTxQueue {
                 caps.min_inline
             )));
         }
-        let sq_ring = SqRing::new(sq).map_err(Error::Device)?;
-        let cq_ring = CqRing::new(cq).map_err(Error::Device)?;
+        #[allow(unsafe_code)]
+        // SAFETY: this queue posts only buffers of its own pool that it holds in `elts` until
+        // their completion, and publishes a consumer index only past CQEs it has read.
+        let (sq_ring, cq_ring) = unsafe { (SqRing::new(sq), CqRing::new(cq)) };
+        let (sq_ring, cq_ring) = (sq_ring.map_err(Error::Device)?, cq_ring.map_err(Error::Device)?);
         // Worst case one CQE per WQEBB: the CQ must never overrun.
         if cq_ring.size() < sq_ring.size() {
             return Err(Error::Device("TX CQ smaller than its send queue".into()));
@@ -111,6 +116,7 @@ impl DvTxQueue {
             signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
             empw,
+            device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
             idle_polls: 0,
@@ -196,13 +202,17 @@ impl DvTxQueue {
     /// and its buffers still go back to the pool.
     #[cold]
     fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
+        // Stop the device first: until the SQ is reset it may still read the posted buffers.
+        if self.ctl.reset_sq(self.sq.qpn()).is_err() {
+            // It cannot be stopped: the buffers stay with it (lost to the pool) rather than be
+            // handed out while the device may read them.
+            self.failed = Some(synd);
+            self.device_holds_buffers = true;
+            return Err(QueueError::Failed { syndrome: synd });
+        }
         let head = self.elts_head;
         self.stats.drops += self.free_elts_until(head) as u64;
         self.head = self.pi;
-        if !self.recover || self.ctl.reset_sq(self.sq.qpn()).is_err() {
-            self.failed = Some(synd);
-            return Err(QueueError::Failed { syndrome: synd });
-        }
         // Completions written before the reset belong to WQEs that no longer exist.
         while self.cq.poll(self.cq_ci).is_some() {
             self.cq_ci = self.cq_ci.wrapping_add(1);
@@ -213,6 +223,10 @@ impl DvTxQueue {
         self.head = 0;
         self.since_signal = 0;
         self.idle_polls = 0;
+        if !self.recover {
+            self.failed = Some(synd);
+            return Err(QueueError::Failed { syndrome: synd });
+        }
         self.stats.recoveries += 1;
         Ok(())
     }
@@ -510,9 +524,11 @@ impl TxQueue for DvTxQueue {
 
 impl Drop for DvTxQueue {
     fn drop(&mut self) {
-        // Stop the device reading our buffers before they go back to the pool.
-        let _ = self.ctl.reset_sq(self.sq.qpn());
-        let head = self.elts_head;
-        self.free_elts_until(head);
+        // Stop the device reading our buffers before they go back to the pool; if it will not
+        // stop, the buffers are lost to the pool rather than reused under it.
+        if !self.device_holds_buffers && self.ctl.reset_sq(self.sq.qpn()).is_ok() {
+            let head = self.elts_head;
+            self.free_elts_until(head);
+        }
     }
 }
