@@ -20,8 +20,10 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 /// `imm` of unsignalled WQEs (VPP's sentinel). Signalled WQEs carry a 16-bit SQ tail, so the
 /// sentinel can never be mistaken for one.
 const NO_TAIL: u32 = u32::MAX;
-/// Empty reclaims with packets in flight before the doorbell is rung again.
-const IDLE_POLLS_BEFORE_RERING: u32 = 4096;
+/// How long completions may stop, with WQEs outstanding, before the doorbell is rung again.
+/// Long enough for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for
+/// WQEs the device already ran is harmless.
+const RERING_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
 /// Largest frame copied whole into a WQE: 60 DS minus control = 59 DS of Ethernet segment.
 pub const MAX_TX_INLINE: usize = (MAX_WQE_DS as usize - 1) * DS_BYTES - ESEG_INLINE_OFFSET;
 const _: () =
@@ -58,7 +60,8 @@ pub struct DvTxQueue {
     /// The device could not be stopped: the in-flight buffers must never go back to the pool.
     device_holds_buffers: bool,
     failed: Option<u8>,
-    idle_polls: u32,
+    /// Since when completions have not moved while WQEs are outstanding.
+    stalled_since: Option<std::time::Instant>,
     last_wqe: u32,
     stats: QueueStats,
 }
@@ -119,7 +122,7 @@ impl DvTxQueue {
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
-            idle_polls: 0,
+            stalled_since: None,
             last_wqe: 0,
             stats: QueueStats::default(),
         })
@@ -189,7 +192,7 @@ impl DvTxQueue {
         }
         if self.cq_ci != ci0 {
             self.cq.publish_ci(self.cq_ci);
-            self.idle_polls = 0;
+            self.stalled_since = None;
         }
         if let Some(synd) = error {
             self.recover_or_fail(synd)?;
@@ -222,7 +225,7 @@ impl DvTxQueue {
         self.pi = 0;
         self.head = 0;
         self.since_signal = 0;
-        self.idle_polls = 0;
+        self.stalled_since = None;
         if !self.recover {
             self.failed = Some(synd);
             return Err(QueueError::Failed { syndrome: synd });
@@ -426,12 +429,13 @@ impl DvTxQueue {
     /// device treats a repeated doorbell as a no-op if it already executed those WQEs.
     fn kick_if_stalled(&mut self) {
         if self.pi == self.head {
-            self.idle_polls = 0;
+            self.stalled_since = None;
             return;
         }
-        self.idle_polls += 1;
-        if self.idle_polls >= IDLE_POLLS_BEFORE_RERING {
-            self.idle_polls = 0;
+        let now = std::time::Instant::now();
+        let since = *self.stalled_since.get_or_insert(now);
+        if now - since >= RERING_AFTER {
+            self.stalled_since = Some(now);
             self.sq.ring_doorbell(self.pi, self.last_wqe);
             self.stats.doorbell_retries += 1;
         }
@@ -458,6 +462,7 @@ impl TxQueue for DvTxQueue {
         let mut sent = 0;
         let mut bytes = 0;
         let mut dropped = self.stats.drops;
+        let pi_before = self.pi;
         while sent < n_req && free > 0 {
             let (run, b, used) = if self.empw {
                 self.post_empw(&pkts.packets()[sent..], threshold, free)
@@ -483,17 +488,22 @@ impl TxQueue for DvTxQueue {
             }
             sent += 1;
         }
-        if sent > 0 && self.pi != self.head {
-            // The burst's last WQE always asks for a completion, so its buffers never wait for
-            // the next burst.
+        if self.pi != pi_before {
+            // The burst's last WQE (written by this call, not yet doorbelled) always asks for a
+            // completion, so its buffers never wait for the next burst.
             let last = self.last_wqe;
-            if self.sq.wqe(last).ctrl.fm_ce_se & WQE_CTRL_CQ_UPDATE == 0 {
+            if self.sq.ctrl(last).fm_ce_se & WQE_CTRL_CQ_UPDATE == 0 {
                 let (tail, elts) = (self.pi, self.elts_head);
                 self.signal(last, tail, elts);
                 self.since_signal = 0;
             }
             self.sq.ring_doorbell(self.pi, last);
+            self.stalled_since = None;
             self.stats.bursts += 1;
+        } else {
+            // Nothing posted (a full ring, say): if completions have stopped too, the last
+            // doorbell may have been lost.
+            self.kick_if_stalled();
         }
         dropped = self.stats.drops - dropped;
         self.stats.packets += sent as u64 - dropped;
