@@ -158,7 +158,7 @@ impl Config {
                 ));
             }
         }
-        if a.flows == 0 || u32::from(a.src_port) + a.flows - 1 > 65535 {
+        if a.flows == 0 || u64::from(a.src_port) + u64::from(a.flows) - 1 > 65535 {
             return Err(format!(
                 "--flows {}: must be at least 1 and keep src-port + flows - 1 <= 65535",
                 a.flows
@@ -175,8 +175,11 @@ impl Config {
             return Err(format!("--burst {}: must be from 1 to 256", a.burst));
         }
         if let Some(d) = a.duration {
-            if !(d.is_finite() && d > 0.0) {
-                return Err(format!("--duration {d}: must be a positive number of seconds"));
+            // A year is plenty, and keeps `Instant + duration` far from overflow.
+            if !(d.is_finite() && d > 0.0 && d <= 31_536_000.0) {
+                return Err(format!(
+                    "--duration {d}: must be a positive number of seconds, at most a year"
+                ));
             }
         }
         if a.count == Some(0) {
@@ -238,6 +241,8 @@ mod tests {
             (&["--src-ip", "::1"], "both be IPv4 or both IPv6"),
             (&["--rx-port", "model:x/1"], "needs --port"),
             (&["--burst", "1000"], "from 1 to 256"),
+            (&["--duration", "1e20"], "at most a year"),
+            (&["--flows", "4294967295"], "src-port + flows - 1"),
         ] {
             let e = cfg(args).unwrap_err();
             assert!(e.contains(want), "{args:?}: {e}");

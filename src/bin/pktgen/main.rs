@@ -83,6 +83,7 @@ fn run(cfg: Config) -> Result<(), String> {
 
     let stop = rawpkt::stop_flag();
     let tx_done = Arc::new(AtomicBool::new(false));
+    let rx_ready = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let deadline = cfg.duration.map(|d| epoch + Duration::from_secs_f64(d));
     let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
@@ -100,13 +101,22 @@ fn run(cfg: Config) -> Result<(), String> {
     });
     let (rx_thread, mut inline_rx) = match rx_plan {
         Some(plan) if cpus.len() > cfg.cores + model_cpus => {
-            let done = tx_done.clone();
-            (Some(std::thread::spawn(move || worker::receive(plan, &done))), None)
+            let (done, ready) = (tx_done.clone(), rx_ready.clone());
+            (
+                Some(std::thread::spawn(move || worker::receive(plan, &done, &ready))),
+                None,
+            )
         }
-        plan => (None, plan),
+        plan => {
+            rx_ready.store(true, Ordering::Release);
+            (None, plan)
+        }
     };
-    // Let a receiver on its own thread create its queue before the first frame arrives.
-    std::thread::sleep(Duration::from_millis(20));
+    // The receive queue must exist before the first frame arrives.
+    let wait_until = Instant::now() + Duration::from_secs(5);
+    while !rx_ready.load(Ordering::Acquire) && Instant::now() < wait_until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let tx_threads: Vec<_> = (0..cfg.cores)
         .map(|core| {
             let share = |total: u64| total / cfg.cores as u64 + u64::from((core as u64) < total % cfg.cores as u64);

@@ -245,12 +245,18 @@ impl Receiver {
         Ok(n)
     }
 
-    /// After the senders stop: takes stragglers until the line has been quiet for 200 ms.
+    /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
+    /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
     pub fn finish(mut self) -> Result<Histogram<u64>, String> {
         let mut quiet_since = Instant::now();
-        while quiet_since.elapsed() < Duration::from_millis(200) {
+        let give_up = quiet_since + Duration::from_secs(2);
+        let stop = rawpkt::stop_flag();
+        while quiet_since.elapsed() < Duration::from_millis(200) && Instant::now() < give_up {
             if self.poll()? > 0 {
                 quiet_since = Instant::now();
+            }
+            if stop.load(Ordering::Relaxed) && quiet_since.elapsed() > Duration::from_millis(50) {
+                break;
             }
         }
         let s = self.rx.stats();
@@ -265,9 +271,12 @@ impl Receiver {
     }
 }
 
-/// A receiver on its own thread: polls until the senders are done, then finishes.
-pub fn receive(plan: RxPlan, tx_done: &AtomicBool) -> Result<Histogram<u64>, String> {
-    let mut r = Receiver::new(plan)?;
+/// A receiver on its own thread: says when its queue exists (frames that arrive before it are
+/// not ours to count), polls until the senders are done, then finishes.
+pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Histogram<u64>, String> {
+    let r = Receiver::new(plan);
+    ready.store(true, Ordering::Release);
+    let mut r = r?;
     while !tx_done.load(Ordering::Relaxed) {
         r.poll()?;
     }
