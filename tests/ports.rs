@@ -173,3 +173,38 @@ fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx4() {
 fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx5() {
     overload(rawpkt::dv::model::ModelConfig::default());
 }
+
+#[test]
+fn queues_keep_their_device_running_after_the_ports_are_dropped() {
+    let pool = Pool::new(PoolConfig {
+        buffers: 2048,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let (mut tx, mut rx) = {
+        let a = open("model:outlive/0").unwrap();
+        let b = open("model:outlive/1").unwrap();
+        (
+            a.tx_queue(0, &pool, &QueueConfig::default()).unwrap(),
+            b.rx_queue(0, &pool, &QueueConfig::default()).unwrap(),
+        )
+    };
+    let mut out = Burst::new(&pool, 32);
+    let mut got = Burst::new(&pool, 64);
+    let (mut sent, mut received) = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while received < 1000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the device stopped: {received} of {sent}"
+        );
+        if sent < 1000 && sent - received < 256 {
+            out.alloc(out.room(), 60);
+            sent += tx.tx_burst(&mut out).unwrap();
+        }
+        received += rx.rx_burst(&mut got).unwrap();
+        got.clear();
+    }
+    drop((out, got, tx, rx));
+    assert_eq!(pool.free_count(), pool.capacity());
+}

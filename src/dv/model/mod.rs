@@ -473,11 +473,10 @@ impl Nic {
         self.dev().cfg.caps()
     }
 
-    /// A control handle for the datapath's queue resets.
-    pub fn control(&self) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl {
-            dev: Arc::downgrade(&self.dev),
-        })
+    /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
+    /// thread) alive as long as a queue holds it, as an open verbs context would.
+    pub fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
+        Arc::new(ModelControl { nic: self.clone() })
     }
 
     /// Runs the device once: doorbells, WQEs, frames arriving on the wires. Returns the work
@@ -661,13 +660,12 @@ unsafe impl Send for ObjMem {}
 unsafe impl Sync for ObjMem {}
 
 struct ModelControl {
-    dev: Weak<Mutex<Device>>,
+    nic: Arc<Nic>,
 }
 
 impl DvControl for ModelControl {
     fn reset_sq(&self, qpn: u32) -> Result<(), String> {
-        let dev = self.dev.upgrade().ok_or("model NIC is gone")?;
-        let mut d = lock(&dev);
+        let mut d = self.nic.dev();
         let sq = d.sq_mut(qpn).ok_or_else(|| format!("no SQ {qpn:#x}"))?;
         sq.hw_ci = 0;
         sq.error = false;
@@ -682,8 +680,7 @@ impl DvControl for ModelControl {
     }
 
     fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
-        let dev = self.dev.upgrade().ok_or("model NIC is gone")?;
-        let mut d = lock(&dev);
+        let mut d = self.nic.dev();
         let rq = d.rq_mut(wq_num).ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
         rq.hw_ci = 0;
         rq.error = false;
