@@ -459,3 +459,26 @@ fn more_completions_than_posted_wqes_are_refused_not_believed() {
     drop(got);
     r.teardown();
 }
+
+#[test]
+fn an_oversized_frame_is_dropped_alone_and_the_queue_goes_on() {
+    // The device sends frames of at most 1000 bytes; buffers hold 1920.
+    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+        let dev = ModelConfig { max_frame: 1000, ..dev };
+        let mut r = rig(q(true), dev, 512);
+        let mut out = Burst::new(&r.pool, 32);
+        for k in 0..32u64 {
+            let len = if k == 7 { 1500 } else { 60 };
+            out.alloc(1, len);
+            let i = out.len() - 1;
+            fill_frame(k, out.data_mut(i));
+        }
+        assert_eq!(r.tx.tx_burst(&mut out).unwrap(), 32);
+        assert_eq!(receive(&mut r).unwrap(), 31, "every frame but the long one");
+        let s = *r.tx.stats();
+        assert_eq!((s.drops, s.recoveries, s.errors.total()), (1, 0, 0));
+        drop(out);
+        settle(&mut r);
+        r.teardown();
+    }
+}

@@ -19,16 +19,21 @@ pub struct DvCaps {
     pub min_inline: u16,
     /// Enhanced multi-packet send (opcode 0x29) is available.
     pub enhanced_mpw: bool,
+    /// Largest frame the port sends (MTU plus L2 header); a larger one fails its whole WQE with
+    /// LOCAL_LENGTH and resets the queue, so the driver drops it first.
+    pub max_frame: u32,
 }
 
 impl DvCaps {
     pub const CONNECTX4: DvCaps = DvCaps {
         min_inline: 18,
         enhanced_mpw: false,
+        max_frame: 9216,
     };
     pub const CONNECTX5: DvCaps = DvCaps {
         min_inline: 0,
         enhanced_mpw: true,
+        max_frame: 9216,
     };
 }
 

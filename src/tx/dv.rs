@@ -56,6 +56,7 @@ pub struct DvTxQueue {
     /// one 64-byte SEND per packet: only where the device needs no minimum inline (DPDK does the
     /// same; eMPW cannot carry an inline header per packet).
     empw: bool,
+    max_frame: usize,
     recover: bool,
     /// The device could not be stopped: the in-flight buffers must never go back to the pool.
     device_holds_buffers: bool,
@@ -119,6 +120,7 @@ impl DvTxQueue {
             signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
             empw,
+            max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
@@ -243,6 +245,7 @@ impl DvTxQueue {
         // Everything the loop needs lives in registers: stores into the ring may alias any
         // memory as far as the compiler knows, so fields of `self` would be reloaded per packet.
         let geo = self.pool.geometry();
+        let span = self.max_frame.saturating_sub(threshold);
         let (qpn_ds, lkey) = (u64::from(self.qpn_ds4_be) << 32, u64::from(self.lkey_be) << 32);
         let (sq_size, size) = (self.sq.size() as usize, self.elts.len());
         let mut sq = self.sq.writer();
@@ -266,7 +269,8 @@ impl DvTxQueue {
             let elts = &mut self.elts[e..e + seg];
             let mut word0 = pi << 8 | u32::from(OPCODE_SEND);
             for ((w, slot), p) in wqes.iter_mut().zip(elts.iter_mut()).zip(&pkts[posted..posted + seg]) {
-                if p.len as usize <= threshold {
+                // One compare for both bounds: above the slow-path threshold, not above max_frame.
+                if usize::from(p.len).wrapping_sub(threshold + 1) >= span {
                     break 'segments;
                 }
                 let (addr, h0, h1, h2) = geo.l2_header(p);
@@ -323,6 +327,7 @@ impl DvTxQueue {
         let Some(first) = pkts.first() else { return (0, 0, 0) };
         let cs = first.flags & CSUM;
         let geo = self.pool.geometry();
+        let span = self.max_frame.saturating_sub(threshold);
         let lkey = u64::from(self.lkey_be) << 32;
         let size = self.elts.len();
         let (pi, e0) = (self.pi, self.elts_head);
@@ -339,7 +344,7 @@ impl DvTxQueue {
             let dsegs = sq.ds_segment(d, seg);
             let elts = &mut self.elts[e..e + seg];
             for ((dseg, slot), p) in dsegs.iter_mut().zip(elts.iter_mut()).zip(&pkts[posted..posted + seg]) {
-                if p.len as usize <= threshold || p.flags & CSUM != cs {
+                if usize::from(p.len).wrapping_sub(threshold + 1) >= span || p.flags & CSUM != cs {
                     break 'segments;
                 }
                 *dseg = [u64::from(u32::from(p.len).to_be()) | lkey, geo.addr(p).to_be()];
@@ -390,7 +395,9 @@ impl DvTxQueue {
     fn post_slow(&mut self, pkts: &Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
         let p = pkts.packets()[i];
         let len = p.len as usize;
-        if len < ETH_L2_MIN_HEADER_SIZE {
+        if !(ETH_L2_MIN_HEADER_SIZE..=self.max_frame).contains(&len) {
+            // Shorter than an Ethernet header, or longer than the port sends: the device would
+            // fail the WQE (and with it the queue), so the packet is dropped and counted.
             self.stats.drops += 1;
             self.pool.free_one(p.buf);
             return Ok(0);
@@ -481,7 +488,7 @@ impl TxQueue for DvTxQueue {
                 // A full eMPW WQE: start another one for the rest.
                 continue;
             }
-            // The next packet needs the slow path (whole-frame inline, or a runt).
+            // The next packet needs the slow path (whole-frame inline, a runt, or too long).
             match self.post_slow(pkts, sent, &mut free) {
                 Ok(b) => bytes += b,
                 Err(()) => break,

@@ -82,6 +82,7 @@ impl ModelConfig {
         DvCaps {
             min_inline: self.min_inline,
             enhanced_mpw: self.enhanced_mpw,
+            max_frame: self.max_frame as u32,
         }
     }
 }
