@@ -11,7 +11,6 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::dv::model::{ModelConfig, Nic, Wire};
-use crate::mem::region::Region;
 use crate::rx::dv::DvRxQueue;
 use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
@@ -128,52 +127,27 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
             nic
         }
     };
-    Ok(ModelPort {
-        nic,
-        port,
-        mrs: Mutex::new(Vec::new()),
-    })
+    Ok(ModelPort { nic, port })
 }
 
 struct ModelPort {
     nic: Arc<Nic>,
     port: usize,
-    mrs: Mutex<Vec<(Weak<Region>, u32)>>,
-}
-
-impl ModelPort {
-    fn lkey(&self, pool: &Pool) -> u32 {
-        let mut mrs = self.mrs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, k)) = mrs
-            .iter()
-            .find(|(r, _)| r.upgrade().is_some_and(|r| Arc::ptr_eq(&r, pool.region())))
-        {
-            return *k;
-        }
-        let k = self.nic.register_mr(pool.region());
-        mrs.push((Arc::downgrade(pool.region()), k));
-        k
-    }
 }
 
 impl Backend for ModelPort {
     fn rx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
-        let lkey = self.lkey(pool);
+        // Each queue holds a registration of its pool for as long as it lives.
+        let lkey = self.nic.register_mr(pool.region());
+        let ctl = self.nic.control_holding_mr(lkey);
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvRxQueue::new(
-            &rwq,
-            &cq,
-            wq,
-            lkey,
-            pool,
-            cfg,
-            self.nic.control(),
-        )?))
+        Ok(Box::new(DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)?))
     }
 
     fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
-        let lkey = self.lkey(pool);
+        let lkey = self.nic.register_mr(pool.region());
+        let ctl = self.nic.control_holding_mr(lkey);
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
         Ok(Box::new(DvTxQueue::new(
@@ -183,7 +157,7 @@ impl Backend for ModelPort {
             pool,
             cfg,
             self.nic.caps(),
-            self.nic.control(),
+            ctl,
         )?))
     }
 

@@ -208,3 +208,28 @@ fn queues_keep_their_device_running_after_the_ports_are_dropped() {
     drop((out, got, tx, rx));
     assert_eq!(pool.free_count(), pool.capacity());
 }
+
+#[test]
+fn queues_take_their_registrations_with_them() {
+    let a = open("model:mr-test/0").unwrap();
+    let b = open("model:mr-test/1").unwrap();
+    let nic = a.model().unwrap().0.clone();
+    for _ in 0..3 {
+        let pool = Pool::new(PoolConfig {
+            buffers: 1024,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let tx = a.tx_queue(0, &pool, &QueueConfig::default()).unwrap();
+        let rx = b.rx_queue(0, &pool, &QueueConfig::default()).unwrap();
+        drop((tx, rx, pool));
+    }
+    // One registration may linger until the ports next register or close; no more.
+    assert!(
+        nic.live_objects() <= 1,
+        "{} objects after three pools",
+        nic.live_objects()
+    );
+    drop((a, b));
+    assert_eq!(nic.live_objects(), 0);
+}

@@ -160,6 +160,8 @@ const LKEY_BASE: u32 = 0x1000;
 
 struct Mr {
     region: Arc<Region>,
+    /// Registrations of this region; the MR goes with the last deregistration.
+    refs: u32,
 }
 
 /// Ring memory of one queue object, shared with the driver through `KeepAlive`.
@@ -333,15 +335,31 @@ impl Nic {
             .iter()
             .position(|m| m.as_ref().is_some_and(|m| Arc::ptr_eq(&m.region, region)))
         {
+            if let Some(m) = d.mrs[i].as_mut() {
+                m.refs += 1;
+            }
             return LKEY_BASE + i as u32;
         }
-        LKEY_BASE + slot(&mut d.mrs, Mr { region: region.clone() }) as u32
+        LKEY_BASE
+            + slot(
+                &mut d.mrs,
+                Mr {
+                    region: region.clone(),
+                    refs: 1,
+                },
+            ) as u32
     }
 
+    /// Drops one registration of `lkey`; the MR (and its hold on the memory) goes with the last.
     pub fn deregister_mr(&self, lkey: u32) {
         let mut d = self.dev();
         if let Some(m) = d.mrs.get_mut(lkey.wrapping_sub(LKEY_BASE) as usize) {
-            *m = None;
+            if let Some(mr) = m.as_mut() {
+                mr.refs -= 1;
+                if mr.refs == 0 {
+                    *m = None;
+                }
+            }
         }
     }
 
@@ -477,7 +495,13 @@ impl Nic {
     /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
     /// thread) alive as long as a queue holds it, as an open verbs context would.
     pub fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl { nic: self.clone() })
+        Arc::new(ModelControl { nic: self.clone(), lkey: None })
+    }
+
+    /// As [`Nic::control`], also holding one registration of `lkey` until the queue is gone: a
+    /// queue's MR must outlive the queue, as a QP's lkey must on hardware.
+    pub fn control_holding_mr(self: &Arc<Self>, lkey: u32) -> Arc<dyn DvControl> {
+        Arc::new(ModelControl { nic: self.clone(), lkey: Some(lkey) })
     }
 
     /// Runs the device once: doorbells, WQEs, frames arriving on the wires. Returns the work
@@ -662,6 +686,15 @@ unsafe impl Sync for ObjMem {}
 
 struct ModelControl {
     nic: Arc<Nic>,
+    lkey: Option<u32>,
+}
+
+impl Drop for ModelControl {
+    fn drop(&mut self) {
+        if let Some(lkey) = self.lkey {
+            self.nic.deregister_mr(lkey);
+        }
+    }
 }
 
 impl DvControl for ModelControl {
