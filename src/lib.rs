@@ -100,10 +100,12 @@ impl std::error::Error for QueueError {}
 pub struct QueueConfig {
     /// Descriptors in the ring (a power of two).
     pub size: u32,
-    /// Frames up to this many bytes are copied whole into the send WQE (0: only the 18-byte L2
-    /// header is inlined, as VPP does).
+    /// Frames up to this many bytes are copied whole into the send WQE. With 0, a ConnectX-4
+    /// inlines only the 18-byte L2 header (as VPP does) and a ConnectX-5 inlines nothing
+    /// (enhanced multi-packet send).
     pub tx_inline: u16,
-    /// Ask for a send completion at least every this many WQEs (and at the end of each burst).
+    /// Ask for a send completion at least every this many packets (and at the end of each
+    /// burst).
     pub tx_completion_every: u32,
     /// Recover a queue after a completion error (as DPDK does) instead of failing it (as VPP
     /// does).

@@ -72,6 +72,13 @@ impl Pool {
                 cfg.buf_size
             )));
         }
+        if cfg.buf_size - u32::from(cfg.headroom) > u32::from(u16::MAX) {
+            // Packet lengths are 16-bit, like the NIC's byte counts per buffer.
+            return Err(Error::Config(format!(
+                "a {}-byte buffer with {} bytes of headroom holds more than 65535 bytes of frame",
+                cfg.buf_size, cfg.headroom
+            )));
+        }
         if u32::from(cfg.headroom) + 64 > cfg.buf_size {
             return Err(Error::Config(format!(
                 "headroom {} leaves less than 64 bytes of a {}-byte buffer",
@@ -371,8 +378,11 @@ impl Burst {
 
     /// Changes the length of packet `i`, up to the end of its buffer.
     pub fn set_len(&mut self, i: usize, len: usize) -> Result<(), Error> {
+        if i >= self.len {
+            return Err(Error::Config(format!("no packet {i} in a burst of {}", self.len)));
+        }
         let room = self.pool.buf_size as usize - self.pkts[i].off as usize;
-        if i >= self.len || len > room {
+        if len > room {
             return Err(Error::Config(format!(
                 "length {len} does not fit a buffer of {room} bytes"
             )));
@@ -537,6 +547,12 @@ mod tests {
             ..PoolConfig::default()
         })
         .is_err());
+        let big = Pool::new(PoolConfig {
+            buf_size: 65536,
+            headroom: 0,
+            ..PoolConfig::default()
+        });
+        assert!(big.unwrap_err().to_string().contains("more than 65535"));
     }
 
     #[test]
@@ -546,6 +562,7 @@ mod tests {
         assert!(!b.push_copy(&vec![0u8; p.data_room() as usize + 1]));
         assert!(b.push_copy(&vec![1u8; p.data_room() as usize]));
         assert!(b.set_len(0, p.data_room() as usize + 1).is_err());
+        assert!(b.set_len(5, 60).is_err(), "no packet 5: an error, not a panic");
     }
 
     #[test]

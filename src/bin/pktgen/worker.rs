@@ -67,7 +67,12 @@ pub fn transmit(
     inline_rx: Option<RxPlan>,
 ) -> Result<Option<Histogram<u64>>, String> {
     if let Some(cpu) = plan.cpu {
-        core_affinity::set_for_current(cpu);
+        if !core_affinity::set_for_current(cpu) {
+            eprintln!(
+                "pktgen: core {}: could not pin to CPU {}; running unpinned",
+                plan.core, cpu.id
+            );
+        }
     }
     let mut receiver = inline_rx.map(Receiver::new).transpose()?;
     let qcfg = QueueConfig::default();
@@ -183,6 +188,8 @@ pub struct Receiver {
     capture_error: Option<String>,
     counters: Arc<Counters>,
     epoch: Instant,
+    /// Unix time of `epoch` in ns: captures are dated in wall-clock time, as pcap readers expect.
+    unix_base_ns: u64,
     iter: u32,
 }
 
@@ -209,6 +216,10 @@ impl Receiver {
             capture: plan.capture,
             capture_error: None,
             counters: plan.counters,
+            unix_base_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+                .saturating_sub(plan.epoch.elapsed().as_nanos() as u64),
             epoch: plan.epoch,
             iter: 0,
         })
@@ -230,7 +241,7 @@ impl Receiver {
                     self.hist.saturating_record(now.saturating_sub(sent).max(1));
                 }
                 if let Some(w) = self.capture.as_mut() {
-                    if let Err(e) = w.write(now, frame) {
+                    if let Err(e) = w.write(self.unix_base_ns + now, frame) {
                         self.capture_error.get_or_insert(e.to_string());
                         self.capture = None;
                     }

@@ -74,19 +74,24 @@ impl Device {
         let ds = u32::from(bytes[7] & 0x3f);
         let end = idx.wrapping_add(wqebbs(ds).max(1)) & 0xffff;
         let ahead = end.wrapping_sub(hw_ci) & 0xffff;
+        // The slot the UAR names is read only if the record says it is published (or already
+        // run, for a repeated doorbell): a slot beyond may be half-written by the driver.
+        let published = ahead == 0 || (ahead <= pending && ahead <= wqe_cnt);
         let mut in_memory = [0u8; 8];
-        // SAFETY: slot idx & (wqe_cnt - 1) is inside the SQ ring; the driver published it.
-        unsafe {
-            device::read(
-                mem.ring().wrapping_add(((idx & (wqe_cnt - 1)) as usize) * SEND_WQE_BB),
-                &mut in_memory,
-            )
-        };
+        if published {
+            // SAFETY: slot idx & (wqe_cnt - 1) is inside the SQ ring, and published (above).
+            unsafe {
+                device::read(
+                    mem.ring().wrapping_add(((idx & (wqe_cnt - 1)) as usize) * SEND_WQE_BB),
+                    &mut in_memory,
+                )
+            };
+        }
         if ahead == 0 && in_memory == bytes {
             return 0; // a repeated doorbell for WQEs already run
         }
         let strict_mismatch = self.cfg.strict_doorbell && ahead != pending;
-        if ahead == 0 || ahead > pending || ahead > wqe_cnt || in_memory != bytes || strict_mismatch {
+        if ahead == 0 || !published || in_memory != bytes || strict_mismatch {
             self.counters.doorbell_mismatch += 1;
             self.trace_event(format_args!(
                 "DOORBELL-MISMATCH qpn={qpn:#x} uar={:016x} record={record} hw_ci={hw_ci}",

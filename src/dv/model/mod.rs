@@ -495,13 +495,19 @@ impl Nic {
     /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
     /// thread) alive as long as a queue holds it, as an open verbs context would.
     pub fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl { nic: self.clone(), lkey: None })
+        Arc::new(ModelControl {
+            nic: self.clone(),
+            lkey: None,
+        })
     }
 
     /// As [`Nic::control`], also holding one registration of `lkey` until the queue is gone: a
     /// queue's MR must outlive the queue, as a QP's lkey must on hardware.
     pub fn control_holding_mr(self: &Arc<Self>, lkey: u32) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl { nic: self.clone(), lkey: Some(lkey) })
+        Arc::new(ModelControl {
+            nic: self.clone(),
+            lkey: Some(lkey),
+        })
     }
 
     /// Runs the device once: doorbells, WQEs, frames arriving on the wires. Returns the work
