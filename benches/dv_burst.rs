@@ -145,33 +145,18 @@ fn warn_interference(bench: &str, others: f64, steal: f64) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU pinning (the crate's own helper is private; this is the same sched_setaffinity call).
+// CPU pinning, as pktgen does it.
 
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data and zero is an empty set; sched_getaffinity writes at most
-    // size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads it in bounds.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
 }
 
 fn pin_current_thread(core: usize) -> bool {
-    if core >= libc::CPU_SETSIZE as usize {
-        return false;
-    }
-    // SAFETY: as above; CPU_SET stays in bounds (checked) and the kernel reads exactly
-    // size_of::<cpu_set_t>() bytes.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
+    core_affinity::set_for_current(core_affinity::CoreId { id: core })
 }
 
 // ---------------------------------------------------------------------------------------------
