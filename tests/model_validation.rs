@@ -54,6 +54,16 @@ fn sq(model: ModelConfig) -> Sq {
     }
 }
 
+impl Drop for Sq {
+    fn drop(&mut self) {
+        // Every test ends with its buffers back: the device holds none of them any more.
+        self.frame.clear();
+        if !std::thread::panicking() {
+            assert_eq!(self.pool.free_count(), self.pool.capacity(), "pool not full after the test");
+        }
+    }
+}
+
 impl Sq {
     /// A correct signalled one-WQEBB SEND of the reference frame at WQEBB `pi`.
     fn good(&self, pi: u32) -> SendWqe {
