@@ -59,7 +59,11 @@ impl Drop for Sq {
         // Every test ends with its buffers back: the device holds none of them any more.
         self.frame.clear();
         if !std::thread::panicking() {
-            assert_eq!(self.pool.free_count(), self.pool.capacity(), "pool not full after the test");
+            assert_eq!(
+                self.pool.free_count(),
+                self.pool.capacity(),
+                "pool not full after the test"
+            );
         }
     }
 }
