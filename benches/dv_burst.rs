@@ -190,7 +190,7 @@ impl Rig {
             Ok("cx4") => ModelConfig::connectx4(),
             _ => ModelConfig::default(),
         };
-        let nic = Nic::pair(ModelConfig { trace: None, ..device });
+        let nic = Nic::pair(ModelConfig { trace: None, ..device }).expect("model NIC");
         let q = QueueConfig::default();
         let tx_pool = pool();
         let rx_pool = pool();

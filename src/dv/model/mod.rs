@@ -318,8 +318,8 @@ impl Nic {
     }
 
     /// Two ports connected back to back.
-    pub fn pair(cfg: ModelConfig) -> Arc<Nic> {
-        Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], cfg).expect("a pair without trace file cannot fail")
+    pub fn pair(cfg: ModelConfig) -> Result<Arc<Nic>, String> {
+        Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], cfg)
     }
 
     fn dev(&self) -> MutexGuard<'_, Device> {
