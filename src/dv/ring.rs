@@ -628,6 +628,15 @@ pub mod device {
         unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) }
     }
 
+    /// Appends `len` bytes of device-visible memory at `src` to `out` (one copy, no zero-fill).
+    ///
+    /// # Safety
+    /// As [`read`]: `[src, src + len)` must be valid memory published to the device.
+    pub unsafe fn append(src: *const u8, len: usize, out: &mut Vec<u8>) {
+        // SAFETY: per the contract the range is valid and not written while it is copied.
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(src, len) });
+    }
+
     /// Copies `data` into device-visible memory at `dst`.
     ///
     /// # Safety

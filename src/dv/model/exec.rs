@@ -291,11 +291,9 @@ impl Device {
         let src = self
             .mr_range(lkey, addr, u64::from(byte_count))
             .ok_or(syndrome::LOCAL_PROT)?;
-        let at = self.frame.len();
-        self.frame.resize(at + byte_count as usize, 0);
         // SAFETY: mr_range checked that the range lies in a registered, live region, and the
         // driver handed this buffer to the device with the doorbell.
-        unsafe { device::read(src, &mut self.frame[at..]) };
+        unsafe { device::append(src, byte_count as usize, &mut self.frame) };
         Ok(off + DS_BYTES)
     }
 
