@@ -2,6 +2,7 @@
 #![allow(unsafe_code)]
 
 pub mod afpacket;
+pub mod bpf;
 pub mod signal;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
