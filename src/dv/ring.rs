@@ -413,6 +413,17 @@ impl CqRing {
         }
     }
 
+    /// Whether the CQE at `ci` is there to poll (the test of [`CqRing::poll`] without the copy).
+    #[inline(always)]
+    pub fn ready(&self, ci: u32) -> bool {
+        // SAFETY: `ci & mask` keeps the pointer in the ring; op_own is stored atomically.
+        let op_own = unsafe {
+            let slot = self.base.add((ci & self.mask) as usize);
+            (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire)
+        };
+        (op_own & 1) == ((ci >> self.log2) & 1) as u8 && (op_own >> 4) != CQE_INVALID
+    }
+
     /// Publishes the consumer index (`MLX5_CQ_SET_CI`: 24 bits, BE32).
     #[inline(always)]
     pub fn publish_ci(&self, ci: u32) {

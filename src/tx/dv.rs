@@ -219,7 +219,7 @@ impl DvTxQueue {
         self.stats.drops += self.free_elts_until(head) as u64;
         self.head = self.pi;
         // Completions written before the reset belong to WQEs that no longer exist.
-        while self.cq.poll(self.cq_ci).is_some() {
+        while self.cq.ready(self.cq_ci) {
             self.cq_ci = self.cq_ci.wrapping_add(1);
         }
         self.cq.publish_ci(self.cq_ci);
@@ -456,7 +456,7 @@ impl TxQueue for DvTxQueue {
             return Err(QueueError::Failed { syndrome: s });
         }
         same_pool(&self.pool, pkts)?;
-        if self.cq.poll(self.cq_ci).is_some() {
+        if self.cq.ready(self.cq_ci) {
             self.poll_completions()?;
         }
         let n_req = pkts.len();
