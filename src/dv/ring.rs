@@ -324,9 +324,8 @@ impl SqWriter<'_> {
     pub fn segment(&mut self, pi: u32, n: usize) -> &mut [[u64; 8]] {
         let at = (pi & self.mask) as usize;
         assert!(at + n <= self.mask as usize + 1);
-        // SAFETY: [at, at + n) lies inside the ring (asserted); WQEBBs are 64 bytes and 64-byte
-        // aligned, so [u64; 8] fits each; the driver owns WQEBBs not yet doorbelled, and the
-        // writer borrows the ring mutably, so this is the only reference.
+        // SAFETY: in the ring (asserted), 64-byte aligned WQEBBs hold [u64; 8]; undoorbelled WQEBBs
+        // are the driver's, and the writer borrows the ring mutably: the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.base.add(at).cast::<[u64; 8]>(), n) }
     }
 }
@@ -396,9 +395,8 @@ impl CqRing {
         if (op_own & 1) != expect || (op_own >> 4) == CQE_INVALID {
             return None;
         }
-        // SAFETY: the acquire above makes the device's writes of this CQE visible; it will not
-        // write the slot again before the driver publishes a consumer index past it, and the
-        // copy is taken now.
+        // SAFETY: the acquire above shows the device's writes of this CQE; it rewrites the slot
+        // only after the driver publishes a consumer index past it, and the copy is taken now.
         Some(unsafe { *slot })
     }
 
@@ -588,9 +586,8 @@ impl RqWriter<'_> {
     pub fn segment(&mut self, pi: u32, n: usize) -> &mut [DataSeg] {
         let at = (pi & self.mask) as usize;
         assert!(at + n <= self.mask as usize + 1);
-        // SAFETY: [at, at + n) is inside the ring (asserted), 16-byte stride checked in
-        // `RqRing::new`; unposted WQEs are not read by the device, and the writer borrows the
-        // ring mutably, so this is the only reference.
+        // SAFETY: in the ring (asserted), 16-byte stride checked in `new`; the device reads no
+        // unposted WQE, and the writer borrows the ring mutably: the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.base.add(at), n) }
     }
 }

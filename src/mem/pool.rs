@@ -243,9 +243,8 @@ impl BufGeometry<'_> {
         debug_assert!(p.len >= 18);
         let addr = self.addr(p);
         let at = addr as *const u8;
-        // SAFETY: a descriptor's bytes lie inside its buffer in the region, which `'a` keeps
-        // mapped; the burst owns the buffer, so nobody writes it concurrently; len >= 18 bytes;
-        // unaligned reads are fine.
+        // SAFETY: the bytes lie in the packet's buffer, mapped while `'a` lives and owned by the
+        // caller's burst (no concurrent writer); len >= 18; unaligned reads are allowed.
         unsafe {
             (
                 addr,
