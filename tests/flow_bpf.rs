@@ -2,6 +2,9 @@
 //! corpus (random frames built with etherparse plus edge cases) must get from
 //! `BPF_PROG_TEST_RUN` exactly the verdict `RuleSet::classify` gives.
 
+mod common;
+
+use common::Rng;
 use etherparse::PacketBuilder;
 use rawpkt::flow::bpf::{
     compile_xdp, Asm, AsmError, CompileError, LoadedProgram, StealAction, XskMap, BPF_JEQ, R0, R1, XDP_DROP, XDP_PASS,
@@ -84,30 +87,6 @@ fn compile_refuses_invalid_rules_and_redirect_needs_a_map() {
 
 fn rule(s: &str) -> FlowRule {
     s.parse().unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// xorshift64*: reproducible without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn bytes<const N: usize>(&mut self) -> [u8; N] {
-        std::array::from_fn(|_| self.next() as u8)
-    }
 }
 
 const OWN: [u8; 6] = [2, 0, 0, 0, 0, 1];

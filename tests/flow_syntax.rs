@@ -1,5 +1,8 @@
 //! The flow-rule text syntax: canonical round trips and errors that point at the bad token.
 
+mod common;
+
+use common::Rng;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use rawpkt::flow::rule::{Action, FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch};
@@ -91,31 +94,6 @@ fn display_is_canonical() {
         let r = rule(input);
         assert_eq!(r.to_string(), canonical, "from {input:?}");
         assert_eq!(rule(canonical), r, "{canonical:?}");
-    }
-}
-
-/// A small deterministic generator (xorshift64*), so the round trip covers many shapes without a
-/// property-testing dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn bytes<const N: usize>(&mut self) -> [u8; N] {
-        std::array::from_fn(|_| self.next() as u8)
     }
 }
 

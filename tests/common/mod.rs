@@ -80,6 +80,18 @@ impl Rng {
     pub fn range(&mut self, lo: usize, hi_incl: usize) -> usize {
         lo + (self.next() % (hi_incl - lo + 1) as u64) as usize
     }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    pub fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        std::array::from_fn(|_| self.next() as u8)
+    }
 }
 
 /// Frame number `seq`: its length and every byte follow from `seq`, so a receiver can check it
