@@ -16,6 +16,15 @@ pub fn bytes(name: &str) -> Vec<u8> {
         .collect()
 }
 
+/// The number after `key` (e.g. `size=`) on a `FIELD`/`LAYOUT` line.
+fn number(line: &str, key: &str) -> usize {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key))
+        .expect("key")
+        .parse()
+        .expect("number")
+}
+
 /// `(offset, size)` of `member` in C struct `st`, from the `FIELD` lines.
 pub fn field(st: &str, member: &str) -> (usize, usize) {
     let line = VECTORS
@@ -25,14 +34,7 @@ pub fn field(st: &str, member: &str) -> (usize, usize) {
             w.next() == Some("FIELD") && w.next() == Some(st) && w.next() == Some(member)
         })
         .unwrap_or_else(|| panic!("no field {st}.{member}"));
-    let num = |key: &str| -> usize {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .expect("key")
-            .parse()
-            .expect("number")
-    };
-    (num("offset="), num("size="))
+    (number(line, "offset="), number(line, "size="))
 }
 
 /// `(size, align)` of C struct `st`, from the `LAYOUT` lines.
@@ -41,14 +43,7 @@ pub fn layout(st: &str) -> (usize, usize) {
         .lines()
         .find(|l| l.starts_with("LAYOUT") && l.split_whitespace().nth(1) == Some(st))
         .unwrap_or_else(|| panic!("no layout {st}"));
-    let num = |key: &str| -> usize {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .expect("key")
-            .parse()
-            .expect("number")
-    };
-    (num("size="), num("align="))
+    (number(line, "size="), number(line, "align="))
 }
 
 #[test]
