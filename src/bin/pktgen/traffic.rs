@@ -4,6 +4,8 @@
 
 use std::net::IpAddr;
 
+use rawpkt::flow::wire::{csum_add, csum_fold};
+
 use crate::cli::{Config, Size, IMIX};
 
 /// Stamp after the UDP header: magic (2 bytes), sequence number (8), send time in ns (8).
@@ -47,17 +49,6 @@ pub struct Traffic {
     pub tx_flags: u32,
 }
 
-fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = data
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// One Ethernet/IP/UDP frame of `len` bytes; payload zero apart from the stamp space.
 fn build(cfg: &Config, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];
@@ -77,7 +68,7 @@ fn build(cfg: &Config, len: usize) -> Vec<u8> {
             h[9] = 17;
             h[12..16].copy_from_slice(&s.octets());
             h[16..20].copy_from_slice(&d.octets());
-            let c = checksum(h);
+            let c = csum_fold(csum_add(0, h));
             h[10..12].copy_from_slice(&c.to_be_bytes());
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
