@@ -378,6 +378,66 @@ fn header() {
 // ---------------------------------------------------------------------------------------------
 // Threaded mode.
 
+/// A warm-up, then `secs` of measurement, with the clock read every `CLOCK_EVERY` iterations:
+/// what the threaded measurements share.
+struct Window {
+    start: Instant,
+    secs: f64,
+    measuring: bool,
+    t0: Clock,
+    cpu0: Option<CpuSample>,
+    iter: u32,
+}
+
+enum Tick {
+    Keep,
+    /// The warm-up is over: reset the counters.
+    Measure,
+    /// The window is over, at this clock.
+    Done(Clock),
+}
+
+impl Window {
+    fn new(secs: f64) -> Window {
+        Window {
+            start: Instant::now(),
+            secs,
+            measuring: false,
+            t0: Clock::now(),
+            cpu0: None,
+            iter: 0,
+        }
+    }
+
+    /// Called once per loop iteration.
+    fn tick(&mut self) -> Tick {
+        self.iter = self.iter.wrapping_add(1);
+        if self.iter % CLOCK_EVERY != 0 {
+            return Tick::Keep;
+        }
+        let now = Instant::now();
+        if !self.measuring && now - self.start >= WARMUP {
+            self.measuring = true;
+            self.cpu0 = cpu_sample();
+            self.t0 = Clock::now();
+            return Tick::Measure;
+        }
+        if self.measuring && (now - self.t0.wall).as_secs_f64() >= self.secs {
+            return Tick::Done(Clock::now());
+        }
+        Tick::Keep
+    }
+
+    /// The measured seconds, TSC ticks per ns, and the CPU time other processes and the
+    /// hypervisor took meanwhile (after warning if that disturbed the measurement).
+    fn finish(&self, end: &Clock, bench: &str) -> (f64, f64, f64, f64) {
+        let secs = end.wall.duration_since(self.t0.wall).as_secs_f64();
+        let (others, steal) = interference(self.cpu0, cpu_sample(), secs);
+        warn_interference(bench, others, steal);
+        (secs, self.t0.ticks_per_ns(end), others, steal)
+    }
+}
+
 /// DV TX alone: the model sends every frame out of port 0 to a port with no queue.
 fn bench_tx(secs: f64, model_core: Option<usize>, overhead: u64) -> Row {
     let mut rig = Rig::new(false);
@@ -386,11 +446,7 @@ fn bench_tx(secs: f64, model_core: Option<usize>, overhead: u64) -> Row {
     let mut seq = 0u64;
     let mut accepted_total = 0u64;
     let (mut accepted, mut busy, mut calls, mut empty_calls) = (0u64, 0u64, 0u64, 0u64);
-    let start = Instant::now();
-    let mut t0 = Clock::now();
-    let mut cpu0 = None;
-    let mut measuring = false;
-    let mut iter = 0u32;
+    let mut window = Window::new(secs);
     let end = loop {
         top_up(&mut out, &mut seq);
         let a = ticks();
@@ -404,23 +460,13 @@ fn bench_tx(secs: f64, model_core: Option<usize>, overhead: u64) -> Row {
             empty_calls += 1;
         }
         accepted_total += n as u64;
-        iter += 1;
-        if iter % CLOCK_EVERY == 0 {
-            let now = Instant::now();
-            if !measuring && now - start >= WARMUP {
-                measuring = true;
-                (accepted, busy, calls, empty_calls) = (0, 0, 0, 0);
-                cpu0 = cpu_sample();
-                t0 = Clock::now();
-            } else if measuring && (now - t0.wall).as_secs_f64() >= secs {
-                break Clock::now();
-            }
+        match window.tick() {
+            Tick::Keep => {}
+            Tick::Measure => (accepted, busy, calls, empty_calls) = (0, 0, 0, 0),
+            Tick::Done(end) => break end,
         }
     };
-    let secs = end.wall.duration_since(t0.wall).as_secs_f64();
-    let (others, steal) = interference(cpu0, cpu_sample(), secs);
-    warn_interference("dv_tx", others, steal);
-    let tpn = t0.ticks_per_ns(&end);
+    let (secs, tpn, others, steal) = window.finish(&end, "dv_tx");
     // Unsent frames go back to the pool; wait for the device to finish what it was given.
     drop(out);
     drain_tx(&mut rig, false);
@@ -461,11 +507,7 @@ fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
     let (mut tx_total, mut rx_total) = (0u64, 0u64);
     let (mut tx_pkts, mut tx_busy, mut tx_calls) = (0u64, 0u64, 0u64);
     let (mut rx_pkts, mut rx_busy, mut rx_calls, mut rx_empty) = (0u64, 0u64, 0u64, 0u64);
-    let start = Instant::now();
-    let mut t0 = Clock::now();
-    let mut cpu0 = None;
-    let mut measuring = false;
-    let mut iter = 0u32;
+    let mut window = Window::new(secs);
     let mut rx = rig.rx.take().expect("rig with RX");
     let end = loop {
         top_up(&mut out, &mut seq);
@@ -492,24 +534,16 @@ fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
         } else {
             rx_empty += 1;
         }
-        iter += 1;
-        if iter % CLOCK_EVERY == 0 {
-            let now = Instant::now();
-            if !measuring && now - start >= WARMUP {
-                measuring = true;
+        match window.tick() {
+            Tick::Keep => {}
+            Tick::Measure => {
                 (tx_pkts, tx_busy, tx_calls) = (0, 0, 0);
                 (rx_pkts, rx_busy, rx_calls, rx_empty) = (0, 0, 0, 0);
-                cpu0 = cpu_sample();
-                t0 = Clock::now();
-            } else if measuring && (now - t0.wall).as_secs_f64() >= secs {
-                break Clock::now();
             }
+            Tick::Done(end) => break end,
         }
     };
-    let secs = end.wall.duration_since(t0.wall).as_secs_f64();
-    let (others, steal) = interference(cpu0, cpu_sample(), secs);
-    warn_interference("dv_rx", others, steal);
-    let tpn = t0.ticks_per_ns(&end);
+    let (secs, tpn, others, steal) = window.finish(&end, "dv_rx");
     // Drain: everything sent must either arrive or be counted as dropped by the device. Keep
     // receiving while the TX ring empties, or the RQ would overflow for the bench's sake.
     drop(out);
