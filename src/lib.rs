@@ -24,12 +24,14 @@
 pub mod dv;
 pub mod flow;
 pub mod mem;
+mod mlx5;
 pub mod pcap;
 pub mod rx;
 pub mod spec;
 pub mod stats;
 mod sys;
 pub mod tx;
+mod xdp;
 
 use std::rc::Rc;
 

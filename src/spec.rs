@@ -16,7 +16,7 @@ use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 
 /// What a backend must provide to be opened as a port.
-trait Backend: Send + Sync {
+pub(crate) trait Backend: Send + Sync {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
@@ -76,14 +76,11 @@ pub fn open(spec: &str) -> Result<Port, Error> {
         .ok_or_else(|| Error::Spec(format!("{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0")))?;
     let backend: Box<dyn Backend> = match kind {
         "model" => Box::new(open_model(rest)?),
-        "mlx5" | "verbs" | "xdp" => {
-            return Err(Error::Spec(format!(
-                "{kind}: ports are not available in this build yet; use model:NAME/0"
-            )))
-        }
+        "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest)?,
+        "xdp" => crate::xdp::open_port(rest)?,
         _ => {
             return Err(Error::Spec(format!(
-                "unknown port kind {kind:?} in {spec:?}; known kinds: model"
+                "unknown port kind {kind:?} in {spec:?}; known kinds: model, mlx5, verbs, xdp"
             )))
         }
     };
