@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::dv::model::{ModelConfig, Nic, Wire};
+use crate::flow::rule::FlowRule;
 use crate::rx::dv::DvRxQueue;
 use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
@@ -69,15 +70,47 @@ fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
     Ok(())
 }
 
-/// Opens a port from its spec (see the module docs for the forms).
+/// How a port is opened: which traffic it takes from Linux and how many receive queues it
+/// spreads that traffic over. Model ports ignore the rules (nothing else listens on them).
+#[derive(Clone, Debug)]
+pub struct PortOptions {
+    /// Rules installed besides the defaults ([`FlowRule::own_mac`] stolen,
+    /// [`FlowRule::multicast_copy`] copied so that ARP and ND keep reaching Linux).
+    pub rules: Vec<FlowRule>,
+    /// Take every frame from Linux (replaces the rules; the port says so loudly when opened).
+    pub promiscuous: bool,
+    /// Receive queues (RSS on mlx5, one socket per queue on xdp). Queue ids run from 0; all of
+    /// them must be created before steered traffic is spread over them.
+    pub rx_queues: u16,
+}
+
+impl Default for PortOptions {
+    fn default() -> Self {
+        PortOptions {
+            rules: Vec::new(),
+            promiscuous: false,
+            rx_queues: 1,
+        }
+    }
+}
+
+/// Opens a port from its spec (see the module docs for the forms) with the default options.
 pub fn open(spec: &str) -> Result<Port, Error> {
+    open_with(spec, &PortOptions::default())
+}
+
+/// Opens a port from its spec with the given rules and queue count.
+pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
+    if opts.rx_queues == 0 {
+        return Err(Error::Config("a port needs at least one receive queue".into()));
+    }
     let (kind, rest) = spec
         .split_once(':')
         .ok_or_else(|| Error::Spec(format!("{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0")))?;
     let backend: Box<dyn Backend> = match kind {
         "model" => Box::new(open_model(rest)?),
-        "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest)?,
-        "xdp" => crate::xdp::open_port(rest)?,
+        "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest, opts)?,
+        "xdp" => crate::xdp::open_port(rest, opts)?,
         _ => {
             return Err(Error::Spec(format!(
                 "unknown port kind {kind:?} in {spec:?}; known kinds: model, mlx5, verbs, xdp"
