@@ -201,3 +201,61 @@ fn tx_checksum_offload_fills_in_checksums() {
     r.tx.reclaim().unwrap();
     r.teardown();
 }
+
+#[test]
+fn a_burst_mixing_checksum_offload_flags_arrives_whole_and_in_order() {
+    // One eMPW WQE carries one set of checksum flags: a mixed burst must be split at each change.
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let mut r = rig(q, ModelConfig::default(), 256);
+    let offload = [false, true, true, false, true, false, false, true];
+    let mut out = Burst::new(&r.pool, 8);
+    for (i, &o) in offload.iter().enumerate() {
+        let mut frame = Vec::new();
+        let mut payload = [0x42; 100];
+        payload[18] = i as u8;
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1234, 5678)
+            .write(&mut frame, &payload)
+            .unwrap();
+        if o {
+            // The device is asked to fill these in.
+            frame[24..26].copy_from_slice(&[0, 0]);
+            frame[40..42].copy_from_slice(&[0, 0]);
+        }
+        assert!(out.push_copy(&frame));
+        if o {
+            out.set_flags(i, rawpkt::flags::TX_L3_CSUM | rawpkt::flags::TX_L4_CSUM);
+        }
+    }
+    assert_eq!(r.tx.tx_burst(&mut out).unwrap(), offload.len());
+    r.nic.step();
+    let mut got = Burst::new(&r.pool, 8);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), offload.len());
+    for i in 0..offload.len() {
+        let parsed = etherparse::SlicedPacket::from_ethernet(got.data(i)).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = parsed.net else {
+            panic!("not IPv4")
+        };
+        assert_eq!(ip.payload().payload[8 + 18], i as u8, "frame {i} out of order");
+        let hdr = ip.header().to_header();
+        assert_eq!(
+            hdr.header_checksum,
+            hdr.calc_header_checksum(),
+            "frame {i}: IPv4 checksum"
+        );
+        let Some(etherparse::TransportSlice::Udp(udp)) = parsed.transport else {
+            panic!("not UDP")
+        };
+        let want = udp.to_header().calc_checksum_ipv4(&hdr, udp.payload()).unwrap();
+        assert_eq!(udp.checksum(), want, "frame {i}: UDP checksum");
+    }
+    assert_eq!(r.tx.stats().packets, offload.len() as u64);
+    drop((out, got));
+    r.nic.step();
+    r.tx.reclaim().unwrap();
+    r.teardown();
+}

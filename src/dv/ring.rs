@@ -471,6 +471,39 @@ impl<'a> CqReader<'a> {
     }
 }
 
+/// What a send-completion poll found at a consumer index.
+pub(crate) enum TxPoll<'a> {
+    /// A REQ CQE of this pass (a requested completion, no error).
+    Done(&'a Cqe64),
+    /// A CQE of this pass with another opcode (an error CQE, or something unexpected).
+    Other,
+    /// Nothing new yet.
+    Empty,
+}
+
+impl<'a> CqReader<'a> {
+    /// Classifies the CQE at `ci` as [`CqReader::poll_rx`] does, for a send CQ: a valid REQ CQE
+    /// of this pass has `op_own & 0xfd == parity` (opcode 0, format 0, owner bit equal to the pass
+    /// parity).
+    #[inline(always)]
+    pub fn poll_req(&self, ci: u32) -> TxPoll<'a> {
+        // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
+        let slot = unsafe { self.base.add((ci & self.mask) as usize) };
+        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
+        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+        let parity = ((ci >> self.log2) & 1) as u8;
+        if op_own & 0xfd == (super::prm::CQE_REQ << 4) | parity {
+            // SAFETY: the acquire above makes the device's writes of this CQE visible; it does not
+            // write the slot again before the driver publishes a consumer index past it.
+            return TxPoll::Done(unsafe { &*slot });
+        }
+        if op_own & 1 != parity || op_own >> 4 == CQE_INVALID {
+            return TxPoll::Empty;
+        }
+        TxPoll::Other
+    }
+}
+
 impl<'a> CqReader<'a> {
     /// Slots `ci .. ci + n`, which must not cross the ring end (asserted): inside it the owner
     /// parity is one value, so a receive loop tests each CQE with one load and one compare.

@@ -2,7 +2,8 @@
 //! burst, one requested completion per burst (or every `tx_completion_every` WQEs), and buffers
 //! recycled in bulk from completions. Modelled on VPP `rdma/output.c` (the 18-byte inline header,
 //! the SQ tail kept in the signalled WQE's `imm`) and DPDK `mlx5_tx.h` (a packet-indexed buffer
-//! ring, completion moderation, error recovery by queue reset).
+//! ring, completion moderation, completions matched to requests by order, error recovery by queue
+//! reset).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use crate::dv::prm::{
     EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM,
     ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
-use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
+use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing, TxPoll};
 use crate::dv::{DvCaps, DvControl};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
@@ -47,8 +48,12 @@ pub struct DvTxQueue {
     elts: Box<[u32]>,
     elts_head: u32,
     elts_tail: u32,
-    /// For each signalled WQE (by its first WQEBB): `elts_head` after it.
-    sig_elts: Box<[u32]>,
+    /// One record per requested completion, in request order (DPDK's `fcqs`): the WQE's first
+    /// WQEBB (bits 0..16), the SQ tail after it (16..32) and `elts_head` after it (32..64).
+    /// Completions arrive in the order they were requested, so CQE number `cq_ci` answers record
+    /// `cq_ci`: one load, and the SQ ring is not read back.
+    comps: Box<[u64]>,
+    comp_pi: u32,
     since_signal: u32,
     signal_every: u32,
     inline_max: usize,
@@ -115,7 +120,9 @@ impl DvTxQueue {
             elts: vec![0; elts as usize].into_boxed_slice(),
             elts_head: 0,
             elts_tail: 0,
-            sig_elts: vec![0; size as usize].into_boxed_slice(),
+            // At most one requested completion per WQE in flight.
+            comps: vec![0; size as usize].into_boxed_slice(),
+            comp_pi: 0,
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
@@ -150,56 +157,83 @@ impl DvTxQueue {
         n
     }
 
-    /// Polls send completions; on a completion error recovers the queue or fails it.
+    /// Polls send completions (DPDK `mlx5_tx_handle_completion`): every CQE answers the oldest
+    /// outstanding request and covers all WQEs before it, so only the newest one found is
+    /// looked at, and its record frees everything up to it at once.
+    #[inline(always)]
     fn poll_completions(&mut self) -> Result<usize, QueueError> {
-        let mut freed = 0;
-        let mut error = None;
+        let rd = self.cq.reader();
         let ci0 = self.cq_ci;
-        let mask = self.sq.size() - 1;
-        while let Some(cqe) = self.cq.poll(self.cq_ci) {
-            let opcode = cqe.opcode();
-            let counter = u32::from(cqe.wqe_counter.get());
-            self.cq_ci = self.cq_ci.wrapping_add(1);
-            if opcode == CQE_REQ {
-                // The WQE the CQE names recorded the SQ tail after it in `imm`, and the buffer
-                // ring's head after it in `sig_elts`.
-                let tail16 = self.sq.ctrl(counter).imm;
-                let new_head = self.head.wrapping_add(tail16.wrapping_sub(self.head) & 0xffff);
-                let elts_after = self.sig_elts[(counter & mask) as usize];
-                let bbs_in_flight = self.pi.wrapping_sub(self.head);
-                let elts_in_flight = self.elts_head.wrapping_sub(self.elts_tail);
-                if tail16 == NO_TAIL
-                    || new_head.wrapping_sub(self.head) > bbs_in_flight
-                    || elts_after.wrapping_sub(self.elts_tail) > elts_in_flight
-                {
-                    self.stats.errors.bad_cqe += 1;
-                    error.get_or_insert(syndrome::LOCAL_QP_OP);
-                    break;
-                }
-                self.head = new_head;
-                freed += self.free_elts_until(elts_after);
-            } else if opcode == CQE_REQ_ERR {
-                // Any error CQE means the SQ is in the error state; report the first real
-                // syndrome rather than the flushes that follow it.
-                let synd = cqe.as_err().syndrome;
-                self.stats.errors.count(synd);
-                match error {
-                    Some(syndrome::WR_FLUSH) | None => error = Some(synd),
-                    Some(_) => {}
-                }
-            } else {
-                self.stats.errors.bad_cqe += 1;
-                error.get_or_insert(syndrome::LOCAL_QP_OP);
+        let mut ci = ci0;
+        let mut newest = None;
+        let error_cqe = loop {
+            match rd.poll_req(ci) {
+                TxPoll::Done(cqe) => newest = Some(cqe.wqe_counter.get()),
+                TxPoll::Other => break true,
+                TxPoll::Empty => break false,
             }
-        }
-        if self.cq_ci != ci0 {
-            self.cq.publish_ci(self.cq_ci);
+            ci = ci.wrapping_add(1);
+        };
+        let mut freed = 0;
+        if let Some(counter) = newest {
+            let last = ci.wrapping_sub(1);
+            let rec = self.comps[(last & (self.sq.size() - 1)) as usize];
+            let (wqe, tail16, elts_after) = (rec as u16, (rec >> 16) as u16, (rec >> 32) as u32);
+            let new_head = self.head.wrapping_add(u32::from(tail16.wrapping_sub(self.head as u16)));
+            // A CQE that names another WQE than the request it answers, or one never requested,
+            // means the device and the queue disagree: nothing it says can be trusted.
+            if counter != wqe
+                || last.wrapping_sub(ci0) >= self.comp_pi.wrapping_sub(ci0)
+                || new_head.wrapping_sub(self.head) > self.pi.wrapping_sub(self.head)
+            {
+                return self.completion_error(ci0, None);
+            }
+            self.head = new_head;
+            freed = self.free_elts_until(elts_after);
+            self.cq_ci = ci;
+            self.cq.publish_ci(ci);
             self.stalled_since = None;
         }
-        if let Some(synd) = error {
-            self.recover_or_fail(synd)?;
+        if error_cqe {
+            return self.completion_error(ci, Some(freed));
         }
         Ok(freed)
+    }
+
+    /// CQEs from `ci` on include an error (or a CQE the queue cannot account for: `freed` is
+    /// None): counts them, then recovers the queue or fails it.
+    #[cold]
+    #[inline(never)]
+    fn completion_error(&mut self, ci: u32, freed: Option<usize>) -> Result<usize, QueueError> {
+        let mut error = None;
+        if freed.is_none() {
+            self.stats.errors.bad_cqe += 1;
+            error = Some(syndrome::LOCAL_QP_OP);
+        }
+        let mut ci = ci;
+        while let Some(cqe) = self.cq.poll(ci) {
+            ci = ci.wrapping_add(1);
+            match cqe.opcode() {
+                CQE_REQ => {}
+                CQE_REQ_ERR => {
+                    // Any error CQE means the SQ is in the error state; report the first real
+                    // syndrome rather than the flushes that follow it.
+                    let synd = cqe.as_err().syndrome;
+                    self.stats.errors.count(synd);
+                    if matches!(error, None | Some(syndrome::WR_FLUSH)) {
+                        error = Some(synd);
+                    }
+                }
+                _ => {
+                    self.stats.errors.bad_cqe += 1;
+                    error.get_or_insert(syndrome::LOCAL_QP_OP);
+                }
+            }
+        }
+        self.cq_ci = ci;
+        self.cq.publish_ci(ci);
+        self.recover_or_fail(error.unwrap_or(syndrome::LOCAL_QP_OP))?;
+        Ok(freed.unwrap_or(0))
     }
 
     /// DPDK `mlx5_tx_error_cqe_handle`: reset the SQ (RESET → INIT → RTR → RTS on hardware),
@@ -226,6 +260,9 @@ impl DvTxQueue {
         self.sq.reset_dbrec();
         self.pi = 0;
         self.head = 0;
+        // Requests made before the reset will never be answered; the next CQE answers the next
+        // request.
+        self.comp_pi = self.cq_ci;
         self.since_signal = 0;
         self.stalled_since = None;
         if !self.recover {
@@ -336,22 +373,33 @@ impl DvTxQueue {
         let ds0 = pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS);
         let mut posted = 0;
         let mut bytes = 0u64;
+        // Checksum flags are gathered rather than compared per packet; a burst that mixes them is
+        // cut afterwards (the data segments written past the cut are never doorbelled).
+        let (mut flags_or, mut flags_and) = (0u32, u32::MAX);
         'segments: while posted < max {
             // Neither the data segments nor the buffer ring wrap inside a segment.
             let d = ds0.wrapping_add(posted as u32);
             let e = (e0.wrapping_add(posted as u32) as usize) & (size - 1);
             let seg = (max - posted).min(units - (d as usize & (units - 1))).min(size - e);
-            let dsegs = sq.ds_segment(d, seg);
+            let dsegs = &mut sq.ds_segment(d, seg)[..seg];
             let elts = &mut self.elts[e..e + seg];
-            for ((dseg, slot), p) in dsegs.iter_mut().zip(elts.iter_mut()).zip(&pkts[posted..posted + seg]) {
-                if usize::from(p.len).wrapping_sub(threshold + 1) >= span || p.flags & CSUM != cs {
+            let run = &pkts[posted..posted + seg];
+            for k in 0..seg {
+                let p = &run[k];
+                if usize::from(p.len).wrapping_sub(threshold + 1) >= span {
+                    posted += k;
                     break 'segments;
                 }
-                *dseg = [u64::from(u32::from(p.len).to_be()) | lkey, geo.addr(p).to_be()];
-                *slot = p.buf;
+                flags_or |= p.flags;
+                flags_and &= p.flags;
+                dsegs[k] = [u64::from(u32::from(p.len).to_be()) | lkey, geo.addr(p).to_be()];
+                elts[k] = p.buf;
                 bytes += u64::from(p.len);
-                posted += 1;
             }
+            posted += seg;
+        }
+        if (flags_or ^ flags_and) & CSUM != 0 {
+            (posted, bytes) = cut_at_csum_change(&pkts[..posted], cs);
         }
         if posted == 0 {
             return (0, 0, 0);
@@ -377,15 +425,84 @@ impl DvTxQueue {
         (posted, bytes, bbs)
     }
 
-    /// Marks the WQE at WQEBB `at` as signalled, recording the SQ tail and buffer-ring head
-    /// after it.
+    /// The common ConnectX-5 burst in one pass: every packet a plain gather with the same
+    /// checksum flags, all of them in one eMPW WQE (DPDK `mlx5_tx_burst_empw_simple`), whose
+    /// data segments and buffer-ring slots do not wrap. Posts the WQE, asks for its completion and
+    /// rings the doorbell; returns the bytes sent. Returns None, having published nothing, for
+    /// any other burst: the general path then takes it from the start.
+    #[inline(always)]
+    fn post_empw_whole(&mut self, pkts: &[Packet]) -> Option<u64> {
+        const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+        let n = pkts.len();
+        let size = self.elts.len();
+        let units = self.sq.size() as usize * 4;
+        let (pi, e0) = (self.pi, self.elts_head);
+        let e = e0 as usize & (size - 1);
+        let d = pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS) as usize & (units - 1);
+        let bbs = wqebbs(EMPW_TITLE_DS + n as u32);
+        let elts_free = size - e0.wrapping_sub(self.elts_tail) as usize;
+        // Frames of up to `tx_inline` bytes go whole into their WQE: not this path.
+        if n == 0
+            || self.inline_max > ETH_L2_INLINE_HEADER_SIZE
+            || n > EMPW_MAX_PACKETS
+            || bbs > self.free_wqebbs()
+            || n > elts_free
+            || n > size - e
+            || n > units - d
+        {
+            return None;
+        }
+        // Frames longer than the inline header and not longer than the port's maximum: one
+        // unsigned compare against a constant lower bound.
+        const LO: usize = ETH_L2_INLINE_HEADER_SIZE + 1;
+        let span = self.max_frame.saturating_sub(ETH_L2_INLINE_HEADER_SIZE);
+        let geo = self.pool.geometry();
+        let lkey = u64::from(self.lkey_be) << 32;
+        let mut sq = self.sq.writer();
+        let dsegs = &mut sq.ds_segment(d as u32, n)[..n];
+        let elts = &mut self.elts[e..e + n];
+        let cs = pkts[0].flags;
+        let (mut differ, mut bytes) = (0u32, 0u64);
+        for k in 0..n {
+            let p = &pkts[k];
+            if usize::from(p.len).wrapping_sub(LO) >= span {
+                return None;
+            }
+            differ |= p.flags ^ cs;
+            dsegs[k] = [u64::from(u32::from(p.len).to_be()) | lkey, geo.addr(p).to_be()];
+            elts[k] = p.buf;
+            bytes += u64::from(p.len);
+        }
+        if differ & CSUM != 0 {
+            return None;
+        }
+        let ds = EMPW_TITLE_DS + n as u32;
+        let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
+        let qpn_ds = (u32::from_be(self.qpn_ds4_be) & !0xff | ds).to_be();
+        let cs_word = (u64::from(cs & CSUM) << 22) & (0xc0 << 32);
+        let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
+        title[0] = [u64::from(word0) | u64::from(qpn_ds) << 32, u64::from(NO_TAIL) << 32];
+        title[1] = [cs_word, 0];
+        let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
+        self.pi = tail;
+        self.elts_head = elts_head;
+        self.last_wqe = pi;
+        self.since_signal = 0;
+        self.signal(pi, tail, elts_head);
+        self.sq.ring_doorbell(tail, pi);
+        Some(bytes)
+    }
+
+    /// Asks for a completion of the WQE at WQEBB `at`, recording the SQ tail and buffer-ring
+    /// head after it. The tail also goes into the WQE's `imm`, as VPP does, for traces.
     #[inline(always)]
     fn signal(&mut self, at: u32, tail: u32, elts_after: u32) {
-        let mask = self.sq.size() - 1;
         let w = self.sq.wqe(at);
         w.ctrl.fm_ce_se = WQE_CTRL_CQ_UPDATE;
         w.ctrl.imm = tail & 0xffff;
-        self.sig_elts[(at & mask) as usize] = elts_after;
+        let slot = (self.comp_pi & (self.sq.size() - 1)) as usize;
+        self.comps[slot] = u64::from(at & 0xffff) | u64::from(tail & 0xffff) << 16 | u64::from(elts_after) << 32;
+        self.comp_pi = self.comp_pi.wrapping_add(1);
     }
 
     /// Posts one packet that does not fit the canonical SEND: copied whole into the WQE (up to
@@ -449,6 +566,14 @@ impl DvTxQueue {
     }
 }
 
+/// The packets of `pkts` up to the first whose checksum flags differ from `cs`, and their bytes.
+#[cold]
+fn cut_at_csum_change(pkts: &[Packet], cs: u32) -> (usize, u64) {
+    const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+    let n = pkts.iter().position(|p| p.flags & CSUM != cs).unwrap_or(pkts.len());
+    (n, pkts[..n].iter().map(|p| u64::from(p.len)).sum())
+}
+
 impl TxQueue for DvTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
@@ -456,8 +581,17 @@ impl TxQueue for DvTxQueue {
             return Err(QueueError::Failed { syndrome: s });
         }
         same_pool(&self.pool, pkts)?;
-        if self.cq.ready(self.cq_ci) {
-            self.poll_completions()?;
+        self.poll_completions()?;
+        if self.empw {
+            if let Some(bytes) = self.post_empw_whole(pkts.packets()) {
+                let n = pkts.len();
+                self.stalled_since = None;
+                self.stats.bursts += 1;
+                self.stats.packets += n as u64;
+                self.stats.bytes += bytes;
+                pkts.forget_front(n);
+                return Ok(n);
+            }
         }
         let n_req = pkts.len();
         if n_req == 0 {
