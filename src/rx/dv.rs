@@ -179,9 +179,8 @@ impl DvRxQueue {
         let cq = self.cq.reader();
         let (cq_size, rq_size) = (self.cq.size() as usize, self.bufs.len());
         let (data_off, room) = (self.data_off, self.data_room);
-        // Bytes in the low 40 bits, the device's drop counts above: one add per packet. A burst
-        // is at most 2^16 packets of at most 2^16 bytes, so the halves cannot run into each other.
-        let mut sums = 0u64;
+        // Bytes, and the frames the device dropped before each CQE for want of a posted WQE.
+        let (mut byte_sum, mut drop_sum) = (0u64, 0u64);
         let mut n = 0;
         while n < out.len() {
             let c = ci.wrapping_add(n as u32);
@@ -205,12 +204,13 @@ impl DvRxQueue {
                 slot.len = len as u16;
                 slot.off = data_off;
                 slot.rss_hash = cqe.rx_hash_res.get();
-                slot.flags = FLAGS_LUT[usize::from(cqe.hdr_type_etc.get() >> 1) & 1023]
+                slot.flags = FLAGS_LUT[usize::from(cqe.hdr_type_etc.get()) & 0x7ff]
                     | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
                 if TIMESTAMPS {
                     slot.timestamp = cqe.timestamp.get();
                 }
-                sums += u64::from(len) | u64::from(cqe.rx_drops()) << 40;
+                byte_sum += u64::from(len);
+                drop_sum += u64::from(cqe.rx_drops());
                 k += 1;
             }
             n += k;
@@ -218,8 +218,8 @@ impl DvRxQueue {
                 break;
             }
         }
-        *bytes += sums & ((1 << 40) - 1);
-        *drops += sums >> 40;
+        *bytes += byte_sum;
+        *drops += drop_sum;
         n
     }
 
@@ -297,11 +297,13 @@ enum Other {
 /// Packet flags for CQE flag bits 1..=10 (`hdr_type_etc >> 1`), computed once at compile time
 /// so the receive loop pays one load instead of a dozen tests. IPv4 checksum-ok needs an IPv4 L3
 /// type (rdma-core `get_csum_ok`); L4 ok needs a TCP/UDP type.
-static FLAGS_LUT: [u32; 1024] = {
-    let mut t = [0u32; 1024];
+/// Indexed by `hdr_type_etc & 0x7ff` (bit 0 is not a packet property, and masking it with the
+/// index saves a shift per packet).
+static FLAGS_LUT: [u32; 2048] = {
+    let mut t = [0u32; 2048];
     let mut i = 0;
-    while i < 1024 {
-        t[i] = packet_flags((i as u16) << 1);
+    while i < 2048 {
+        t[i] = packet_flags(i as u16 & 0x7fe);
         i += 1;
     }
     t
