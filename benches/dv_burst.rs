@@ -10,6 +10,11 @@
 //!   `tx_burst`; `nic.step()`; `rx_burst`; free what arrived}. Deterministic, for callgrind
 //!   (`scripts/callgrind.sh`), which counts instructions inside the two `#[inline(never)]`
 //!   burst functions; the last line is `packets tx=... rx=...`.
+//! - `stepped-xc [N]`: the l2-xconnect loop, stepped. A generator sends on port 0; the
+//!   cross-connect receives on port 1 and sends the same burst back out of port 1 (zero-copy, one
+//!   pool, as `examples/l2-xconnect.rs` forwards); a sink receives on port 0. callgrind counts
+//!   inside `xconnect_burst` (`scripts/callgrind.sh --xconnect`); the last line is
+//!   `packets tx=<forwarded> rx=<received by the sink>`.
 //!
 //! Every measurement prints a table row and one JSON line (`{"bench":"dv_tx",...}`).
 //! See `docs/benchmarks.md` for what each number means.
@@ -739,9 +744,110 @@ fn stepped(iters: u64, with_rx: bool) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Stepped cross-connect.
+
+/// One iteration of the cross-connect loop: what arrived on the RX queue leaves on the TX queue
+/// in the same burst, and what the TX ring does not take is dropped (as l2-xconnect's `hand_off`).
+/// Returns (forwarded, dropped).
+#[inline(never)]
+fn xconnect_burst(rx: &mut DvRxQueue, tx: &mut DvTxQueue, b: &mut Burst) -> (usize, usize) {
+    if rx.rx_burst(b).expect("xconnect rx_burst") == 0 {
+        return (0, 0);
+    }
+    let sent = tx.tx_burst(b).expect("xconnect tx_burst");
+    let dropped = b.len();
+    if dropped > 0 {
+        b.clear();
+    }
+    (sent, dropped)
+}
+
+fn stepped_xc(iters: u64) {
+    if let Some(&c) = allowed_cpus().first() {
+        pin_current_thread(c);
+    }
+    let device = match std::env::var("RAWPKT_BENCH_DEVICE").as_deref() {
+        Ok("cx4") => ModelConfig::connectx4(),
+        _ => ModelConfig::default(),
+    };
+    let nic = Nic::pair(ModelConfig { trace: None, ..device }).expect("model NIC");
+    let q = QueueConfig::default();
+    let (gen_pool, xc_pool, sink_pool) = (pool(), pool(), pool());
+    prefill(&gen_pool);
+    let (gen_lkey, xc_lkey, sink_lkey) = (
+        nic.register_mr(gen_pool.region()),
+        nic.register_mr(xc_pool.region()),
+        nic.register_mr(sink_pool.region()),
+    );
+    let tx_on = |port: usize, lkey: u32, p: &Rc<Pool>| {
+        let cq = nic.create_cq(q.size).expect("TX CQ");
+        let sq = nic.create_sq(port, q.size, cq.cqn()).expect("SQ");
+        DvTxQueue::new(&sq, &cq, lkey, p, &q, nic.caps(), nic.control()).expect("TX queue")
+    };
+    let rx_on = |port: usize, lkey: u32, p: &Rc<Pool>| {
+        let cq = nic.create_cq(q.size).expect("RX CQ");
+        let (rwq, wq) = nic.create_rq(port, q.size, cq.cqn()).expect("RQ");
+        DvRxQueue::new(&rwq, &cq, wq, lkey, p, &q, nic.control()).expect("RX queue")
+    };
+    let mut gen = tx_on(0, gen_lkey, &gen_pool);
+    let mut xc_rx = rx_on(1, xc_lkey, &xc_pool);
+    let mut xc_tx = tx_on(1, xc_lkey, &xc_pool);
+    let mut sink = rx_on(0, sink_lkey, &sink_pool);
+    let mut out = Burst::new(&gen_pool, BATCH);
+    let mut fwd = Burst::new(&xc_pool, BATCH);
+    let mut got = Burst::new(&sink_pool, BATCH);
+    let (mut seq, mut sent, mut forwarded, mut dropped, mut received) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut check = SeqCheck::default();
+    let t0 = Clock::now();
+    let mut xc_ticks = 0u64;
+    for _ in 0..iters {
+        top_up(&mut out, &mut seq);
+        sent += gen.tx_burst(&mut out).expect("generator tx_burst") as u64;
+        nic.step();
+        let a = ticks();
+        let (f, d) = xconnect_burst(&mut xc_rx, &mut xc_tx, &mut fwd);
+        xc_ticks += ticks() - a;
+        forwarded += f as u64;
+        dropped += d as u64;
+        nic.step();
+        received += sink.rx_burst(&mut got).expect("sink rx_burst") as u64;
+        check.burst(&got);
+        got.clear();
+    }
+    let end = Clock::now();
+    let secs = end.wall.duration_since(t0.wall).as_secs_f64();
+    if forwarded != received || dropped != 0 || check.lost + check.reordered != 0 || sent != forwarded {
+        eprintln!(
+            "WARNING: generator sent {sent}, xconnect forwarded {forwarded} (dropped {dropped}), sink got {received} \
+             (lost {}, reordered {})",
+            check.lost, check.reordered
+        );
+    }
+    println!("# stepped-xc: {iters} iterations of {{generator tx; step; rx_burst + tx_burst on the cross-connect; step; sink rx}}, {FRAME}-byte frames, one CPU");
+    header();
+    Row {
+        bench: "dv_xconnect",
+        mode: "stepped",
+        packets: forwarded,
+        secs,
+        ns_per_pkt: xc_ticks as f64 / t0.ticks_per_ns(&end) / forwarded.max(1) as f64,
+        calls: iters,
+        extra: vec![("iterations", iters.to_string())],
+    }
+    .print();
+    drop((out, fwd, got));
+    for _ in 0..4 {
+        nic.step();
+        let _ = gen.reclaim();
+        let _ = xc_tx.reclaim();
+    }
+    println!("packets tx={forwarded} rx={received}");
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn usage() -> ! {
-    eprintln!("usage: dv_burst [threaded] [--secs S] | dv_burst stepped [N] | dv_burst stepped-tx [N]   (unknown --flags are ignored)");
+    eprintln!("usage: dv_burst [threaded] [--secs S] | dv_burst stepped [N] | dv_burst stepped-tx [N] | dv_burst stepped-xc [N]   (unknown --flags are ignored)");
     std::process::exit(2);
 }
 
@@ -754,8 +860,12 @@ fn main() {
     while i < args.len() {
         match args[i].as_str() {
             "threaded" => mode = "threaded",
-            m @ ("stepped" | "stepped-tx") => {
-                mode = if m == "stepped" { "stepped" } else { "stepped-tx" };
+            m @ ("stepped" | "stepped-tx" | "stepped-xc") => {
+                mode = match m {
+                    "stepped" => "stepped",
+                    "stepped-tx" => "stepped-tx",
+                    _ => "stepped-xc",
+                };
                 if let Some(n) = args.get(i + 1).and_then(|a| a.parse().ok()) {
                     iters = n;
                     i += 1;
@@ -780,6 +890,7 @@ fn main() {
     match mode {
         "stepped" => stepped(iters, true),
         "stepped-tx" => stepped(iters, false),
+        "stepped-xc" => stepped_xc(iters),
         _ => threaded(secs),
     }
 }

@@ -11,6 +11,8 @@
 # Usage: scripts/callgrind.sh [--iters N] [--annotate]
 #   --iters N    bursts of 32 to run (default 20000, or $ITERS)
 #   --annotate   also print callgrind_annotate's inclusive profile and hottest source lines
+#   --xconnect   instead: the l2-xconnect loop (rx_burst then tx_burst of the same burst, one
+#                pool; the bench's `stepped-xc` mode), counted inside `xconnect_burst`
 #   --device D   cx5 (enhanced multi-packet send) or cx4 (one 64-byte SEND per packet, 18 inline
 #                bytes); default: both
 # Output files stay in target/callgrind/ (callgrind.tx.out, callgrind.rx.out) for
@@ -19,11 +21,13 @@ set -euo pipefail
 
 ITERS=${ITERS:-20000}
 ANNOTATE=0
+XCONNECT=0
 DEVICES="cx5 cx4"
 while [ $# -gt 0 ]; do
     case "$1" in
         --iters) ITERS=${2:?--iters needs a number}; shift 2 ;;
         --annotate) ANNOTATE=1; shift ;;
+        --xconnect) XCONNECT=1; shift ;;
         --device) DEVICES=${2:?--device needs cx4 or cx5}; shift 2 ;;
         -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "callgrind.sh: unknown argument $1" >&2; exit 2 ;;
@@ -34,6 +38,7 @@ case "$ITERS" in ''|*[!0-9]*) echo "callgrind.sh: --iters must be a positive int
 # The project's targets, from the datapath design.
 TX_TARGET=30
 RX_TARGET=40
+XC_TARGET=80
 
 die() { echo "callgrind.sh: error: $*" >&2; exit 1; }
 
@@ -70,13 +75,13 @@ if command -v nm >/dev/null 2>&1; then
     grep -E 'Dv[TR]xQueue.*[tr]x_burst' <<<"$syms" | sed 's/^[0-9a-f]* [A-Za-z] /== symbol: /' >&2
 fi
 
-# run <name> <glob>: prints "<Ir> <tx packets> <rx packets>".
+# run <name> <glob> [mode]: prints "<Ir> <tx packets> <rx packets>".
 run() {
-    local name=$1 glob=$2 out="$OUT_DIR/callgrind.$1.out" log="$OUT_DIR/bench.$1.log"
-    echo "== callgrind: stepped $ITERS, collecting inside $glob" >&2
+    local name=$1 glob=$2 mode=${3:-stepped} out="$OUT_DIR/callgrind.$1.out" log="$OUT_DIR/bench.$1.log"
+    echo "== callgrind: $mode $ITERS, collecting inside $glob" >&2
     valgrind --tool=callgrind --dump-instr=no --collect-atstart=no \
         --toggle-collect="$glob" --callgrind-out-file="$out" \
-        "$BIN" stepped "$ITERS" >"$log" 2>"$OUT_DIR/valgrind.$name.log" ||
+        "$BIN" "$mode" "$ITERS" >"$log" 2>"$OUT_DIR/valgrind.$name.log" ||
         { cat "$OUT_DIR/valgrind.$name.log" >&2; die "valgrind run ($name) failed"; }
     local ir pk
     # "totals:" (or "summary:" in older formats) is the total of the one event, Ir.
@@ -91,6 +96,26 @@ run() {
 }
 
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
+
+if [ "$XCONNECT" = 1 ]; then
+    for DEV in $DEVICES; do
+        case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
+        export RAWPKT_BENCH_DEVICE=$DEV
+        xc_res=$(run "xc.$DEV" '*xconnect_burst*' stepped-xc)
+        read -r XC_IR XC_PKTS _ <<<"$xc_res"
+        [ "$XC_PKTS" -gt 0 ] || die "the cross-connect forwarded no packets"
+        if [ "$ANNOTATE" = 1 ]; then
+            callgrind_annotate --inclusive=yes "$OUT_DIR/callgrind.xc.$DEV.out" 2>/dev/null | sed -n '/file:function/,/^$/p' | head -n 20
+        fi
+        XC_PER=$(awk -v a="$XC_IR" -v b="$XC_PKTS" 'BEGIN { printf "%.1f", a / b }')
+        echo "device: $DEV; iterations: $ITERS bursts of 32 (stepped-xc), binary: $BIN"
+        echo "xconnect: $XC_IR Ir / $XC_PKTS packets forwarded"
+        echo "$DEV xconnect instructions/packet (rx_burst + tx_burst): $XC_PER (target <= $XC_TARGET: $(verdict "$XC_PER" "$XC_TARGET"))"
+        printf '{"bench":"callgrind-xconnect","device":"%s","batch":32,"frame":60,"iterations":%s,"xc_ir":%s,"xc_packets":%s,"xc_ir_per_pkt":%s,"xc_target":%s}\n' \
+            "$DEV" "$ITERS" "$XC_IR" "$XC_PKTS" "$XC_PER" "$XC_TARGET"
+    done
+    exit 0
+fi
 
 for DEV in $DEVICES; do
 case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
