@@ -110,22 +110,14 @@ pub struct Rdma {
     pub dv_missing: Option<String>,
 }
 
-fn describe(path: &OsStr, var: &str) -> String {
-    if path == OsStr::new(LIBIBVERBS) || path == OsStr::new(LIBMLX5) {
-        path.to_string_lossy().into_owned()
-    } else {
-        format!("{} (from {var})", path.to_string_lossy())
-    }
-}
-
-fn open(path: &OsStr, var: &str) -> Result<Library, LoadError> {
+fn open(path: &OsStr) -> Result<Library, LoadError> {
     // SAFETY: loading runs the library's initialisers; rdma-core's (and the model's) only set
     // up their own globals. The library stays loaded for as long as `Rdma` lives.
     match unsafe { Library::new(path) } {
         Ok(lib) => Ok(lib),
         Err(e) => {
             let reason = e.to_string();
-            let what = describe(path, var);
+            let what = path.to_string_lossy().into_owned();
             if reason.contains("No such file") || reason.contains("cannot open shared object") {
                 Err(LoadError::NotInstalled { what })
             } else {
@@ -157,7 +149,7 @@ unsafe fn sym<T: Copy>(lib: &Library, libname: &str, name: &'static str) -> Resu
 impl Rdma {
     /// Loads rdma-core from `paths`. A missing libmlx5 is not an error: it only rules out DV.
     pub fn load(paths: &LibPaths) -> Result<Rdma, LoadError> {
-        let lib = open(&paths.ibverbs, "RAWPKT_LIBIBVERBS")?;
+        let lib = open(&paths.ibverbs)?;
         let n = LIBIBVERBS;
         // SAFETY (every `sym` below): the types are those of verbs.h (rdma-core 44), which the
         // rdma-abi types were generated from.
@@ -190,7 +182,7 @@ impl Rdma {
     }
 
     fn load_mlx5(paths: &LibPaths) -> Result<Mlx5dv, LoadError> {
-        let lib = open(&paths.mlx5, "RAWPKT_LIBMLX5")?;
+        let lib = open(&paths.mlx5)?;
         let n = LIBMLX5;
         // SAFETY (every `sym` below): the types are those of mlx5dv.h (rdma-core 44).
         unsafe {

@@ -75,7 +75,17 @@ impl<'a> DeviceList<'a> {
         // SAFETY: exported function; n is a valid out pointer.
         let list = unsafe { (rdma.ibv.get_device_list)(&mut n) };
         if list.is_null() {
-            return Err(last_errno("ibv_get_device_list"));
+            let e = last_errno("ibv_get_device_list");
+            // ENOSYS: the kernel has no RDMA support loaded (no ib_uverbs), which for a caller
+            // looking for a device is the same as no devices (ibv_get_device_list.3).
+            if e.errno == libc::ENOSYS {
+                return Ok(DeviceList {
+                    rdma,
+                    list: std::ptr::null_mut(),
+                    n: 0,
+                });
+            }
+            return Err(e);
         }
         Ok(DeviceList {
             rdma,
@@ -134,9 +144,11 @@ impl<'a> DeviceList<'a> {
 
 impl Drop for DeviceList<'_> {
     fn drop(&mut self) {
-        // SAFETY: the list came from ibv_get_device_list and is freed once; open contexts keep
-        // their device referenced inside libibverbs.
-        unsafe { (self.rdma.ibv.free_device_list)(self.list) }
+        if !self.list.is_null() {
+            // SAFETY: the list came from ibv_get_device_list and is freed once; open contexts
+            // keep their device referenced inside libibverbs.
+            unsafe { (self.rdma.ibv.free_device_list)(self.list) }
+        }
     }
 }
 
