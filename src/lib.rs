@@ -24,7 +24,7 @@
 pub mod dv;
 pub mod flow;
 pub mod mem;
-mod mlx5;
+pub mod mlx5;
 pub mod pcap;
 pub mod rx;
 pub mod spec;

@@ -21,6 +21,10 @@ pub(crate) trait Backend: Send + Sync {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
+    /// One line about the device behind the port (hardware ports: link state, speed, MAC).
+    fn describe(&self) -> Option<String> {
+        None
+    }
 }
 
 /// An open port. Shareable between threads; each thread creates its own queues over its own
@@ -49,6 +53,12 @@ impl Port {
     pub fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         check_queue_config(cfg)?;
         self.backend.tx_queue(qid, pool, cfg)
+    }
+
+    /// For hardware ports, one line about the device: which one, link state, speed, MAC and
+    /// the datapath in use.
+    pub fn describe(&self) -> Option<String> {
+        self.backend.describe()
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).

@@ -1,10 +1,55 @@
-//! ConnectX ports through rdma-core: `mlx5:` (Direct Verbs when available) and `verbs:` (ibverbs).
+//! ConnectX ports through rdma-core: `mlx5:` (Direct Verbs when the device offers what the DV
+//! datapath needs, else ibverbs) and `verbs:` (ibverbs, forced).
+//!
+//! Bring-up follows VPP's `src/plugins/rdma/device.c` (rdma_dev_init, rdma_txq_init,
+//! rdma_rxq_init, rdma_rxq_finalize) and mlx5-dv.md §2:
+//! - at open: the device (found through sysfs, [`discover`]), its port, the DV probe, a PD;
+//! - per pool: one MR over the whole pool, registered by the first queue over that pool and
+//!   kept while any queue over it lives;
+//! - per `tx_queue`: a CQ (64-byte CQEs forced in DV mode) and a RAW_PACKET QP with a send queue
+//!   only, RESET → INIT(port) → RTR → RTS;
+//! - per `rx_queue`: a CQ and a receive WQ (`IBV_WQT_RQ`), RDY;
+//! - once all `rx_queues` receive queues exist: the indirection table, the RSS QPs, then the
+//!   flows. Dropping any receive queue takes the flows away again (Linux gets its traffic back)
+//!   until the set is complete once more.
+//!
+//! Everything is released in reverse through reference counts (see `sys::rdma::objects`):
+//! flows, RSS QPs, indirection table, WQs, QPs, CQs, MRs, PD, context.
+
+mod discover;
+mod port;
 
 use crate::spec::{Backend, PortOptions};
 use crate::Error;
 
-pub(crate) fn open_port(kind: &str, rest: &str, _opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
-    Err(Error::Spec(format!(
-        "{kind}:{rest}: ports are not available in this build yet"
-    )))
+pub use crate::sys::rdma::{LibPaths, LoadError};
+
+/// Opens `kind:rest` (`mlx5:` picks DV when it can, `verbs:` forces ibverbs).
+pub(crate) fn open_port(kind: &str, rest: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
+    let rdma = crate::sys::rdma::rdma().map_err(|e| Error::Device(e.to_string()))?;
+    Ok(Box::new(port::Mlx5Port::open(rdma, kind, rest, opts)?))
+}
+
+/// Makes ports find rdma-core at these files from now on, instead of `RAWPKT_LIBIBVERBS` /
+/// `RAWPKT_LIBMLX5` or the sonames (for tests and for applications that ship their own copy).
+pub fn use_libraries(libibverbs: impl Into<std::ffi::OsString>, libmlx5: impl Into<std::ffi::OsString>) {
+    crate::sys::rdma::use_libraries(LibPaths {
+        ibverbs: libibverbs.into(),
+        mlx5: libmlx5.into(),
+    });
+}
+
+/// Checks that rdma-core loads from these files and lists the RDMA devices it sees
+/// (`mlx5_0/1 (ens1f0, 0000:3b:00.0)`). The error is one line saying what is missing and how to
+/// install it.
+pub fn probe(
+    libibverbs: impl Into<std::ffi::OsString>,
+    libmlx5: impl Into<std::ffi::OsString>,
+) -> Result<Vec<String>, Error> {
+    let rdma = crate::sys::rdma::load_from(&LibPaths {
+        ibverbs: libibverbs.into(),
+        mlx5: libmlx5.into(),
+    })
+    .map_err(|e| Error::Device(e.to_string()))?;
+    discover::list_devices(&rdma)
 }

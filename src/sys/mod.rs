@@ -3,6 +3,7 @@
 
 pub mod afpacket;
 pub mod bpf;
+pub mod rdma;
 pub mod signal;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not

@@ -1,0 +1,561 @@
+//! An open ConnectX port: the objects it shares between threads (context, PD, MRs, the RSS
+//! steering) and the queues it builds per thread.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use rdma_abi::*;
+
+use super::discover::{self, Found};
+use crate::dv::ring::KeepAlive;
+use crate::dv::{DvCaps, DvControl};
+use crate::flow::rule::{FlowRule, IpMatch};
+use crate::flow::wire::ETHERTYPE_IPV6;
+use crate::rx::dv::DvRxQueue;
+use crate::rx::verbs::VerbsRxQueue;
+use crate::spec::{Backend, PortOptions};
+use crate::sys::rdma::{self, CallError, Context, Cq, DeviceList, Flow, IndTable, Mr, Pd, Qp, Rdma, Wq};
+use crate::tx::dv::DvTxQueue;
+use crate::tx::verbs::VerbsTxQueue;
+use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
+
+/// What the kernel says when CAP_NET_RAW is missing (RAW_PACKET QPs and flows need it).
+pub(crate) const CAP_NET_RAW_HINT: &str =
+    "CAP_NET_RAW is needed: run as root or `setcap cap_net_raw,cap_ipc_lock+ep BINARY`";
+
+/// Toeplitz over IPv4 (or IPv6) source and destination plus TCP ports: VPP's `rss4 ip-tcp` /
+/// `rss6 ip-tcp` defaults. The mlx5 kernel driver refuses one hash QP that mixes IPv4 with
+/// IPv6 fields or TCP with UDP ports (drivers/infiniband/hw/mlx5/qp.c
+/// `create_rss_raw_qp_tir`: EINVAL), hence one QP per IP version, as VPP has.
+const RSS_FIELDS_V4: u64 =
+    (IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP) as u64;
+const RSS_FIELDS_V6: u64 =
+    (IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP) as u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Dv(DvCaps),
+    Verbs,
+}
+
+pub(crate) struct Mlx5Port {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    spec: String,
+    state: Mutex<State>,
+    port_num: u8,
+    mode: Mode,
+    max_frame: u32,
+    description: String,
+    /// The rules installed once every receive queue exists (defaults first).
+    rules: Vec<FlowRule>,
+    rx_queues: u16,
+    pd: Arc<Pd>,
+    ctx: Arc<Context>,
+}
+
+/// Flows, then the RSS QPs, then the table: field order is drop order, the order the kernel
+/// needs (a QP with flows, or a table under a QP, cannot be destroyed).
+struct Steering {
+    _flows: Vec<Flow>,
+    _qps: Vec<Arc<Qp>>,
+    _table: Arc<IndTable>,
+}
+
+#[derive(Default)]
+struct State {
+    /// One registration per pool region, alive while any queue over the pool is.
+    mrs: Vec<Weak<Mr>>,
+    /// Receive queue `qid`'s WQ and the token its queue holds.
+    rx: Vec<Option<(Arc<Wq>, u64)>>,
+    steering: Option<Steering>,
+}
+
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+/// Held by a receive queue: when it goes, its slot frees and the steering comes down (the
+/// table would point at a WQ nobody drains).
+struct RxToken {
+    shared: Weak<Shared>,
+    qid: u16,
+    id: u64,
+}
+
+impl Drop for RxToken {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            let mut st = shared.lock();
+            if let Some(Some((_, id))) = st.rx.get(usize::from(self.qid)) {
+                if *id == self.id {
+                    st.rx[usize::from(self.qid)] = None;
+                    st.steering = None;
+                }
+            }
+        }
+    }
+}
+
+fn dev_err(spec: &str, e: impl std::fmt::Display) -> Error {
+    Error::Device(format!("{spec}: {e}"))
+}
+
+/// EPERM from QP or flow creation means the capability is missing; say which one.
+fn perm_err(spec: &str, e: CallError) -> Error {
+    if e.errno == libc::EPERM || e.errno == libc::EACCES {
+        Error::Device(format!("{spec}: {} refused: {CAP_NET_RAW_HINT}", e.call))
+    } else {
+        dev_err(spec, e)
+    }
+}
+
+/// Link speed in Gb/s from `ibv_port_attr` (rdma-core `libibverbs/examples/devinfo.c`).
+fn verbs_speed_gbps(speed: u8, width: u8) -> f64 {
+    let lane = match speed {
+        1 => 2.5,
+        2 => 5.0,
+        4 | 8 => 10.0,
+        16 => 14.0,
+        32 => 25.0,
+        64 => 50.0,
+        128 => 100.0,
+        _ => 0.0,
+    };
+    let lanes = match width {
+        1 => 1.0,
+        2 => 4.0,
+        4 => 8.0,
+        8 => 12.0,
+        16 => 2.0,
+        _ => 0.0,
+    };
+    lane * lanes
+}
+
+fn port_state_name(s: ibv_port_state) -> &'static str {
+    match s {
+        IBV_PORT_DOWN => "DOWN",
+        IBV_PORT_INIT => "INIT",
+        IBV_PORT_ARMED => "ARMED",
+        IBV_PORT_ACTIVE => "ACTIVE",
+        IBV_PORT_ACTIVE_DEFER => "ACTIVE_DEFER",
+        _ => "NOP",
+    }
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
+/// Why the DV datapath cannot run on this context, or the caps it runs with.
+fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, String> {
+    if !found.dv_supported {
+        // mlx5dv_is_supported is false, or libmlx5 did not load.
+        return Err(ctx.mlx5dv_query().err().unwrap_or_else(|| "not an mlx5 device".into()));
+    }
+    let attr = ctx.mlx5dv_query()?;
+    // VPP `rdma_create_if`: DV needs CQE version 1 (the CQE layout the datapath parses).
+    if attr.flags & u64::from(MLX5DV_CONTEXT_FLAGS_CQE_V1) == 0 {
+        return Err("mlx5dv_query_device reports no CQE version 1".into());
+    }
+    let empw = attr.flags & u64::from(MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW) != 0;
+    // mlx5dv does not expose the kernel's eth_min_inline; like DPDK's default for
+    // ConnectX-4/4 Lx (mlx5_os.c), a device without enhanced MPW is taken to need the 18-byte
+    // L2 header inline, and a ConnectX-5 or later (enhanced MPW) none.
+    Ok(DvCaps {
+        min_inline: if empw { 0 } else { 18 },
+        enhanced_mpw: empw,
+        max_frame,
+    })
+}
+
+impl Mlx5Port {
+    pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
+        let spec = format!("{kind}:{rest}");
+        let target = discover::parse_target(kind, rest)?;
+        // Rules are checked before touching the device, so a typo costs nothing.
+        for r in &opts.rules {
+            crate::flow::verbs::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
+        }
+        let list = DeviceList::get(&rdma).map_err(|e| dev_err(&spec, e))?;
+        let found = discover::scan(&list);
+        let (dev, port_num, netdev) = discover::find(&found, &target, &spec)?;
+        let ctx = list.open(dev.index, &rdma).map_err(|e| dev_err(&spec, e))?;
+        drop(list);
+        let pattr = ctx.query_port(port_num).map_err(|e| dev_err(&spec, e))?;
+        if pattr.link_layer != IBV_LINK_LAYER_ETHERNET as u8 {
+            return Err(dev_err(
+                &spec,
+                format!(
+                    "{} port {port_num} is not an Ethernet port (raw packet queues need one)",
+                    dev.ibdev
+                ),
+            ));
+        }
+        let attr = |a: &str| netdev.as_deref().and_then(|n| dev.netdev_attr(n, a));
+        let mac = attr("address").as_deref().and_then(parse_mac);
+        let mtu: u32 = attr("mtu").and_then(|m| m.parse().ok()).unwrap_or(1500);
+        // The NIC's frame limit is the MTU plus the Ethernet header and one VLAN tag (mlx5e's
+        // hard MTU, less the FCS the NIC appends).
+        let max_frame = mtu + 18;
+        let speed = attr("speed")
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|&s| s > 0)
+            .map(|s| s as f64 / 1000.0)
+            .unwrap_or_else(|| verbs_speed_gbps(pattr.active_speed, pattr.active_width));
+
+        let mode = match kind {
+            "verbs" => Mode::Verbs,
+            _ => match probe_dv(&ctx, &dev, max_frame) {
+                Ok(caps) => Mode::Dv(caps),
+                Err(why) => {
+                    eprintln!("rawpkt: {spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
+                    Mode::Verbs
+                }
+            },
+        };
+        let pd = Pd::alloc(&ctx).map_err(|e| dev_err(&spec, e))?;
+
+        let mac_text = mac.map_or("unknown".to_string(), |m| {
+            m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+        });
+        let description = format!(
+            "{} port {port_num} ({}, PCI {}, MAC {mac_text}): link {}, {speed} Gb/s, MTU {mtu}, {} datapath",
+            dev.ibdev,
+            netdev.as_deref().unwrap_or("no netdev"),
+            dev.pci.as_deref().unwrap_or("unknown"),
+            port_state_name(pattr.state),
+            match mode {
+                Mode::Dv(c) if c.enhanced_mpw => "Direct Verbs (enhanced MPW)",
+                Mode::Dv(_) => "Direct Verbs",
+                Mode::Verbs => "ibverbs",
+            }
+        );
+
+        let rules = if opts.promiscuous {
+            eprintln!(
+                "rawpkt: {spec}: PROMISCUOUS: every frame on {} is taken from Linux (no ARP, no ND, no SSH over it)",
+                netdev.as_deref().unwrap_or(&dev.ibdev)
+            );
+            vec![FlowRule::promiscuous()]
+        } else {
+            let mut r = Vec::new();
+            match mac {
+                Some(m) => r.push(FlowRule::own_mac(m)),
+                None => {
+                    return Err(dev_err(
+                        &spec,
+                        "the port's MAC address is unknown (no netdev in sysfs); open it by netdev name",
+                    ))
+                }
+            }
+            r.push(FlowRule::multicast_copy());
+            r.extend(opts.rules.iter().cloned());
+            r
+        };
+        Ok(Mlx5Port {
+            shared: Arc::new(Shared {
+                spec,
+                state: Mutex::new(State {
+                    rx: vec![None; usize::from(opts.rx_queues)],
+                    ..State::default()
+                }),
+                port_num,
+                mode,
+                max_frame,
+                description,
+                rules,
+                rx_queues: opts.rx_queues,
+                pd,
+                ctx,
+            }),
+        })
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The pool's MR: registered by the first queue over the pool, shared by the rest.
+    fn mr_for(&self, pool: &Rc<Pool>) -> Result<Arc<Mr>, Error> {
+        let mut st = self.lock();
+        st.mrs.retain(|w| w.strong_count() > 0);
+        if let Some(mr) = st
+            .mrs
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|m| Arc::ptr_eq(m.region(), pool.region()))
+        {
+            return Ok(mr);
+        }
+        let mr = Mr::register(&self.pd, pool.region()).map_err(|e| {
+            if matches!(e.errno, libc::ENOMEM | libc::EPERM | libc::EAGAIN) {
+                Error::Device(format!(
+                    "{}: {e}: pinning {} bytes exceeds RLIMIT_MEMLOCK; raise `ulimit -l` or grant CAP_IPC_LOCK",
+                    self.spec,
+                    pool.region().len()
+                ))
+            } else {
+                dev_err(&self.spec, e)
+            }
+        })?;
+        st.mrs.push(Arc::downgrade(&mr));
+        Ok(mr)
+    }
+
+    fn cq(&self, size: u32) -> Result<Arc<Cq>, Error> {
+        match self.mode {
+            Mode::Dv(_) => Cq::create_dv(&self.ctx, size),
+            Mode::Verbs => Cq::create(&self.ctx, size),
+        }
+        .map_err(|e| dev_err(&self.spec, e))
+    }
+
+    /// Builds the indirection table, the RSS QPs and the flows over the complete set of WQs.
+    fn steer(&self, wqs: &[Arc<Wq>]) -> Result<Steering, Error> {
+        // VPP `rdma_rxq_finalize`: a power-of-two table filled round robin. For a queue count
+        // that is not a power of two, the largest table the device takes evens out the spread.
+        let n = wqs.len();
+        let size = if n.is_power_of_two() {
+            n
+        } else {
+            let max = self
+                .ctx
+                .query_device_ex()
+                .map(|a| a.rss_caps.max_rwq_indirection_table_size as usize)
+                .unwrap_or(0);
+            let want = n.next_power_of_two().max(max.min(4096));
+            if want.is_power_of_two() {
+                want
+            } else {
+                n.next_power_of_two()
+            }
+        };
+        let table: Vec<Arc<Wq>> = (0..size).map(|i| wqs[i % n].clone()).collect();
+        let table = IndTable::create(&self.ctx, &table).map_err(|e| dev_err(&self.spec, e))?;
+        let key = crate::flow::rss::DEFAULT_KEY;
+        let qp4 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V4).map_err(|e| perm_err(&self.spec, e))?;
+        let qp6 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V6).map_err(|e| perm_err(&self.spec, e))?;
+        let mut flows = Vec::new();
+        for rule in &self.rules {
+            // VPP installs the IPv6 rule of a pair first, then the catch-all one for IPv4
+            // (`rdma_dev_set_ucast`): IPv6 frames are hashed by the IPv6 QP.
+            for (r, v6) in split_by_family(rule) {
+                let qp = if v6 { &qp6 } else { &qp4 };
+                let mut attr = crate::flow::verbs::compile(&r)
+                    .map_err(|e| Error::Config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
+                let flow = Flow::create(qp, &mut attr).map_err(|e| match e.errno {
+                    libc::EPERM | libc::EACCES => perm_err(&self.spec, e),
+                    _ => Error::Device(format!(
+                        "{}: the NIC refused rule `{rule}`: {}",
+                        self.spec,
+                        std::io::Error::from_raw_os_error(e.errno)
+                    )),
+                })?;
+                flows.push(flow);
+            }
+        }
+        Ok(Steering {
+            _flows: flows,
+            _qps: vec![qp4, qp6],
+            _table: table,
+        })
+    }
+}
+
+/// A rule as the flows it becomes: one per IP version it can match, each for that version's
+/// RSS QP (true = IPv6). A rule that names no IP version becomes an IPv6-only copy plus itself.
+fn split_by_family(rule: &FlowRule) -> Vec<(FlowRule, bool)> {
+    match (&rule.ip, rule.ethertype) {
+        (Some(IpMatch::V6 { .. }), _) => vec![(rule.clone(), true)],
+        (Some(IpMatch::V4 { .. }), _) => vec![(rule.clone(), false)],
+        (None, Some(ETHERTYPE_IPV6)) => vec![(rule.clone(), true)],
+        (None, Some(_)) => vec![(rule.clone(), false)],
+        (None, None) => vec![
+            (
+                FlowRule {
+                    ethertype: Some(ETHERTYPE_IPV6),
+                    ..rule.clone()
+                },
+                true,
+            ),
+            (rule.clone(), false),
+        ],
+    }
+}
+
+/// Queue resets for the DV datapath after a completion error, through the verbs state machine.
+struct SqControl {
+    qp: Arc<Qp>,
+    port: u8,
+}
+
+impl DvControl for SqControl {
+    fn reset_sq(&self, _qpn: u32) -> Result<(), String> {
+        self.qp.reset().map_err(|e| e.to_string())?;
+        self.qp.to_rts(self.port).map_err(|e| e.to_string())
+    }
+
+    fn reset_rq(&self, _wq_num: u32) -> Result<(), String> {
+        Err("a send queue has no receive WQ".into())
+    }
+}
+
+struct RqControl {
+    wq: Arc<Wq>,
+}
+
+impl DvControl for RqControl {
+    fn reset_sq(&self, _qpn: u32) -> Result<(), String> {
+        Err("a receive WQ has no send queue".into())
+    }
+
+    fn reset_rq(&self, _wq_num: u32) -> Result<(), String> {
+        // RDY → RESET discards what was posted (and zeroes the doorbell record: rdma-core
+        // `mlx5_modify_wq`), RESET → RDY takes WQEs from index 0 again (DPDK `mlx5_rx_err_handle`).
+        self.wq.set_state(IBV_WQS_RESET).map_err(|e| e.to_string())?;
+        self.wq.set_state(IBV_WQS_RDY).map_err(|e| e.to_string())
+    }
+}
+
+impl Backend for Mlx5Port {
+    fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        let sh = &self.shared;
+        if qid >= sh.rx_queues {
+            return Err(Error::Config(format!(
+                "{}: receive queue {qid} does not exist; the port was opened with {} (PortOptions::rx_queues)",
+                sh.spec, sh.rx_queues
+            )));
+        }
+        let exists = || Error::Config(format!("{}: receive queue {qid} already exists", sh.spec));
+        if sh.lock().rx[usize::from(qid)].is_some() {
+            return Err(exists());
+        }
+        if cfg.rx_timestamps && sh.mode == Mode::Verbs {
+            return Err(Error::Config(format!(
+                "{}: receive timestamps need the Direct Verbs datapath",
+                sh.spec
+            )));
+        }
+        let mr = sh.mr_for(pool)?;
+        let cq = sh.cq(cfg.size)?;
+        let wq = Wq::create(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+        wq.set_state(IBV_WQS_RDY).map_err(|e| dev_err(&sh.spec, e))?;
+        let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let token = Arc::new(RxToken {
+            shared: Arc::downgrade(sh),
+            qid,
+            id,
+        });
+        let queue: Box<dyn RxQueue> = match sh.mode {
+            Mode::Dv(_) => {
+                let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
+                let rwq = rdma::dv::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
+                let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let ctl = Arc::new(RqControl { wq: wq.clone() });
+                Box::new(DvRxQueue::new(&rwq, &cqi, wq.wq_num(), mr.lkey(), pool, cfg, ctl)?)
+            }
+            Mode::Verbs => Box::new(VerbsRxQueue::new(wq.clone(), cq, mr, pool, cfg, token)?),
+        };
+        // Register the queue; once the set is complete, steer traffic to it. On failure the
+        // slot is cleared before the queue (and its token) goes, outside the lock.
+        let res = {
+            let mut st = sh.lock();
+            if st.rx[usize::from(qid)].is_some() {
+                // Another thread created it meanwhile.
+                return Err(exists());
+            }
+            st.rx[usize::from(qid)] = Some((wq, id));
+            let all: Option<Vec<Arc<Wq>>> = st.rx.iter().map(|s| s.as_ref().map(|(w, _)| w.clone())).collect();
+            match all {
+                Some(wqs) if st.steering.is_none() => match sh.steer(&wqs) {
+                    Ok(s) => {
+                        st.steering = Some(s);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        st.rx[usize::from(qid)] = None;
+                        Err(e)
+                    }
+                },
+                _ => Ok(()),
+            }
+        };
+        res.map(|()| queue)
+    }
+
+    fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
+        let sh = &self.shared;
+        let mr = sh.mr_for(pool)?;
+        let cq = sh.cq(cfg.size)?;
+        let qp = Qp::create_raw_tx(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+        qp.to_rts(sh.port_num).map_err(|e| dev_err(&sh.spec, e))?;
+        match sh.mode {
+            Mode::Dv(caps) => {
+                let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone()));
+                let sq = rdma::dv::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
+                let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let ctl = Arc::new(SqControl { qp, port: sh.port_num });
+                Ok(Box::new(DvTxQueue::new(&sq, &cqi, mr.lkey(), pool, cfg, caps, ctl)?))
+            }
+            Mode::Verbs => Ok(Box::new(VerbsTxQueue::new(
+                qp,
+                cq,
+                mr,
+                pool,
+                cfg,
+                sh.max_frame,
+                sh.port_num,
+            )?)),
+        }
+    }
+
+    fn model(&self) -> Option<(&Arc<crate::dv::model::Nic>, usize)> {
+        None
+    }
+
+    fn describe(&self) -> Option<String> {
+        Some(self.shared.description.clone())
+    }
+}
+
+impl Drop for Mlx5Port {
+    fn drop(&mut self) {
+        // The flows go with the port, so Linux gets its traffic back at once even if queues
+        // (which keep their own objects alive) outlive it.
+        let steering = self.shared.lock().steering.take();
+        drop(steering);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn family_split() {
+        let own = FlowRule::own_mac([2, 0, 0, 0, 0, 1]);
+        let s = split_by_family(&own);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].0.ethertype, Some(ETHERTYPE_IPV6));
+        assert!(s[0].1 && !s[1].1);
+        let v4: FlowRule = "ipv4 udp dst-port 4789".parse().unwrap();
+        assert_eq!(split_by_family(&v4), vec![(v4, false)]);
+    }
+
+    #[test]
+    fn speeds() {
+        assert_eq!(verbs_speed_gbps(32, 2), 100.0);
+        assert_eq!(parse_mac("02:4d:4c:35:00:01"), Some([2, 0x4d, 0x4c, 0x35, 0, 1]));
+        assert_eq!(parse_mac("02:4d"), None);
+    }
+}

@@ -1,0 +1,66 @@
+//! `mlx5dv_init_obj` output turned into the DV datapath's ring descriptions
+//! (`dv::ring::{SqInfo, CqInfo, RwqInfo}`), with the checks VPP's `rdma_txq_init` /
+//! `rdma_rxq_init` make before trusting the layout.
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use super::objects::{Cq, Qp, Wq};
+use crate::dv::ring::{CqInfo, KeepAlive, RwqInfo, SqInfo};
+
+/// The send queue of a RAW_PACKET QP. `keep` must hold the QP (and whatever else the queue
+/// needs alive, such as the MR).
+pub fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, String> {
+    let q = qp.dv_info().map_err(|e| e.to_string())?;
+    // rdma-core: the SQ stride is always one 64-byte WQEBB and wqe_cnt a power of two
+    // (providers/mlx5/verbs.c `mlx5_calc_sq_size`); VPP refuses the queue otherwise.
+    if q.sq.stride != 64 || !q.sq.wqe_cnt.is_power_of_two() || q.sq.buf.is_null() || (q.sq.buf as usize) % 64 != 0 {
+        return Err(format!(
+            "unexpected send queue layout from mlx5dv_init_obj (stride {}, {} WQEBBs)",
+            q.sq.stride, q.sq.wqe_cnt
+        ));
+    }
+    // SAFETY: the pointers are the live QP's SQ buffer, doorbell record and UAR register as
+    // mlx5dv_init_obj reported them; `keep` holds the QP, so they stay valid while the
+    // SqInfo (and any ring built on it) lives.
+    Ok(unsafe {
+        SqInfo::from_raw(
+            q.sq.buf.cast(),
+            q.sq.wqe_cnt,
+            q.sq.stride,
+            q.dbrec.cast(),
+            q.bf.reg.cast(),
+            q.bf.size,
+            qp.qp_num(),
+            keep,
+        )
+    })
+}
+
+/// A CQ created with 64-byte CQEs. From here on the datapath owns its consumer index.
+pub fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, String> {
+    let c = cq.dv_info().map_err(|e| e.to_string())?;
+    if c.cqe_size != 64 || !c.cqe_cnt.is_power_of_two() || c.buf.is_null() || c.dbrec.is_null() {
+        return Err(format!(
+            "unexpected CQ layout from mlx5dv_init_obj ({} CQEs of {} bytes)",
+            c.cqe_cnt, c.cqe_size
+        ));
+    }
+    // SAFETY: the live CQ's buffer of cqe_cnt 64-byte CQEs and its doorbell record; `keep`
+    // holds the CQ.
+    Ok(unsafe { CqInfo::from_raw(c.buf.cast(), c.dbrec.cast(), c.cqe_cnt, c.cqe_size, c.cqn, keep) })
+}
+
+/// A receive WQ with one data segment per WQE.
+pub fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive) -> Result<RwqInfo, String> {
+    let r = wq.dv_info().map_err(|e| e.to_string())?;
+    if r.stride != 16 || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
+        return Err(format!(
+            "unexpected receive WQ layout from mlx5dv_init_obj (stride {}, {} WQEs)",
+            r.stride, r.wqe_cnt
+        ));
+    }
+    // SAFETY: the live WQ's buffer of wqe_cnt 16-byte WQEs and its doorbell record; `keep`
+    // holds the WQ.
+    Ok(unsafe { RwqInfo::from_raw(r.buf.cast(), r.dbrec.cast(), r.wqe_cnt, r.stride, keep) })
+}

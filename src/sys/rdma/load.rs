@@ -1,0 +1,228 @@
+//! Finding rdma-core at run time: `libibverbs.so.1` and `libmlx5.so.1` are dlopen'ed by soname
+//! (or from the files named by `RAWPKT_LIBIBVERBS` / `RAWPKT_LIBMLX5`), so the binary carries no
+//! DT_NEEDED on rdma-core and starts on machines without it. DPDK does the same for the same
+//! reason (`ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c); rust-anchors.md §5.3.
+//!
+//! Only the exported functions are looked up here. verbs.h's header-only functions are
+//! re-implemented over the op tables in [`super::verbs`].
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, c_int, c_void, OsStr, OsString};
+use std::sync::{Arc, Mutex};
+
+use libloading::Library;
+use rdma_abi::*;
+
+/// Soname of libibverbs (rdma-core's `libibverbs/libibverbs.map.in`: IBVERBS_1.x).
+pub const LIBIBVERBS: &str = "libibverbs.so.1";
+/// Soname of the mlx5 provider, which also exports the `mlx5dv_*` functions (MLX5_1.x).
+pub const LIBMLX5: &str = "libmlx5.so.1";
+
+const INSTALL_HINT: &str =
+    "install it with `apt-get install ibverbs-providers libibverbs1` (Debian/Ubuntu) or `dnf install libibverbs`";
+
+/// rdma-core could not be loaded. The message is one line: what is missing and how to get it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoadError {
+    /// The library file is not there (or the soname resolves to nothing).
+    NotInstalled { what: String },
+    /// The file is there but dlopen refused it (wrong architecture, a missing dependency).
+    Unloadable { what: String, reason: String },
+    /// The library lacks a function every rdma-core since v17 exports.
+    MissingSymbol { lib: String, symbol: &'static str },
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::NotInstalled { what } => {
+                write!(f, "rdma-core is not installed: {what} not found; {INSTALL_HINT}")
+            }
+            LoadError::Unloadable { what, reason } => write!(f, "cannot load {what}: {reason}"),
+            LoadError::MissingSymbol { lib, symbol } => {
+                write!(
+                    f,
+                    "{lib} has no {symbol}: rdma-core is too old or not rdma-core; {INSTALL_HINT}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Where the two libraries come from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LibPaths {
+    pub ibverbs: OsString,
+    pub mlx5: OsString,
+}
+
+impl LibPaths {
+    /// The environment's choice (`RAWPKT_LIBIBVERBS`, `RAWPKT_LIBMLX5`), else the sonames.
+    pub fn from_env() -> LibPaths {
+        LibPaths {
+            ibverbs: std::env::var_os("RAWPKT_LIBIBVERBS").unwrap_or_else(|| LIBIBVERBS.into()),
+            mlx5: std::env::var_os("RAWPKT_LIBMLX5").unwrap_or_else(|| LIBMLX5.into()),
+        }
+    }
+}
+
+/// Function pointers of libibverbs' exported (non-inline) verbs, with the library kept loaded.
+pub struct Ibverbs {
+    pub get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device,
+    pub free_device_list: unsafe extern "C" fn(*mut *mut ibv_device),
+    pub get_device_name: unsafe extern "C" fn(*mut ibv_device) -> *const c_char,
+    pub open_device: unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context,
+    pub close_device: unsafe extern "C" fn(*mut ibv_context) -> c_int,
+    pub query_device: unsafe extern "C" fn(*mut ibv_context, *mut ibv_device_attr) -> c_int,
+    /// The compat entry `ibv_query_port` (it fills the prefix of `struct ibv_port_attr` that
+    /// `struct _compat_ibv_port_attr` declares); `___ibv_query_port` prefers the context op.
+    pub query_port_compat: unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr) -> c_int,
+    pub alloc_pd: unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd,
+    pub dealloc_pd: unsafe extern "C" fn(*mut ibv_pd) -> c_int,
+    pub reg_mr: unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr,
+    pub dereg_mr: unsafe extern "C" fn(*mut ibv_mr) -> c_int,
+    pub create_cq:
+        unsafe extern "C" fn(*mut ibv_context, c_int, *mut c_void, *mut ibv_comp_channel, c_int) -> *mut ibv_cq,
+    pub destroy_cq: unsafe extern "C" fn(*mut ibv_cq) -> c_int,
+    pub create_qp: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp,
+    pub modify_qp: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int,
+    pub destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
+    _lib: Library,
+}
+
+/// Function pointers of libmlx5's Direct Verbs exports.
+pub struct Mlx5dv {
+    pub is_supported: unsafe extern "C" fn(*mut ibv_device) -> bool,
+    pub query_device: unsafe extern "C" fn(*mut ibv_context, *mut mlx5dv_context) -> c_int,
+    pub init_obj: unsafe extern "C" fn(*mut mlx5dv_obj, u64) -> c_int,
+    pub create_cq:
+        unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex, *mut mlx5dv_cq_init_attr) -> *mut ibv_cq_ex,
+    _lib: Library,
+}
+
+/// rdma-core as loaded: libibverbs always, libmlx5 when present (without it only the ibverbs
+/// datapath is possible, and `dv_missing` says why).
+pub struct Rdma {
+    pub ibv: Ibverbs,
+    pub dv: Option<Mlx5dv>,
+    pub dv_missing: Option<String>,
+}
+
+fn open(path: &OsStr) -> Result<Library, LoadError> {
+    // SAFETY: loading runs the library's initialisers; rdma-core's (and the model's) only set
+    // up their own globals. The library stays loaded for as long as `Rdma` lives.
+    match unsafe { Library::new(path) } {
+        Ok(lib) => Ok(lib),
+        Err(e) => {
+            let reason = e.to_string();
+            let what = path.to_string_lossy().into_owned();
+            if reason.contains("No such file") || reason.contains("cannot open shared object") {
+                Err(LoadError::NotInstalled { what })
+            } else {
+                Err(LoadError::Unloadable { what, reason })
+            }
+        }
+    }
+}
+
+/// Looks up `name` as a function of type `T`.
+///
+/// # Safety
+/// `T` must be the function's real C signature.
+unsafe fn sym<T: Copy>(lib: &Library, libname: &str, name: &'static str) -> Result<T, LoadError> {
+    let mut z = Vec::with_capacity(name.len() + 1);
+    z.extend_from_slice(name.as_bytes());
+    z.push(0);
+    // SAFETY: the caller vouches for the type; the pointer stays valid while `lib` is loaded,
+    // and every struct that copies it out also owns `lib`.
+    match unsafe { lib.get::<T>(&z) } {
+        Ok(s) => Ok(*s),
+        Err(_) => Err(LoadError::MissingSymbol {
+            lib: libname.into(),
+            symbol: name,
+        }),
+    }
+}
+
+impl Rdma {
+    /// Loads rdma-core from `paths`. A missing libmlx5 is not an error: it only rules out DV.
+    pub fn load(paths: &LibPaths) -> Result<Rdma, LoadError> {
+        let lib = open(&paths.ibverbs)?;
+        let n = LIBIBVERBS;
+        // SAFETY (every `sym` below): the types are those of verbs.h (rdma-core 44), which the
+        // rdma-abi types were generated from.
+        let ibv = unsafe {
+            Ibverbs {
+                get_device_list: sym(&lib, n, "ibv_get_device_list")?,
+                free_device_list: sym(&lib, n, "ibv_free_device_list")?,
+                get_device_name: sym(&lib, n, "ibv_get_device_name")?,
+                open_device: sym(&lib, n, "ibv_open_device")?,
+                close_device: sym(&lib, n, "ibv_close_device")?,
+                query_device: sym(&lib, n, "ibv_query_device")?,
+                query_port_compat: sym(&lib, n, "ibv_query_port")?,
+                alloc_pd: sym(&lib, n, "ibv_alloc_pd")?,
+                dealloc_pd: sym(&lib, n, "ibv_dealloc_pd")?,
+                reg_mr: sym(&lib, n, "ibv_reg_mr")?,
+                dereg_mr: sym(&lib, n, "ibv_dereg_mr")?,
+                create_cq: sym(&lib, n, "ibv_create_cq")?,
+                destroy_cq: sym(&lib, n, "ibv_destroy_cq")?,
+                create_qp: sym(&lib, n, "ibv_create_qp")?,
+                modify_qp: sym(&lib, n, "ibv_modify_qp")?,
+                destroy_qp: sym(&lib, n, "ibv_destroy_qp")?,
+                _lib: lib,
+            }
+        };
+        let (dv, dv_missing) = match Self::load_mlx5(paths) {
+            Ok(dv) => (Some(dv), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        Ok(Rdma { ibv, dv, dv_missing })
+    }
+
+    fn load_mlx5(paths: &LibPaths) -> Result<Mlx5dv, LoadError> {
+        let lib = open(&paths.mlx5)?;
+        let n = LIBMLX5;
+        // SAFETY (every `sym` below): the types are those of mlx5dv.h (rdma-core 44).
+        unsafe {
+            Ok(Mlx5dv {
+                is_supported: sym(&lib, n, "mlx5dv_is_supported")?,
+                query_device: sym(&lib, n, "mlx5dv_query_device")?,
+                init_obj: sym(&lib, n, "mlx5dv_init_obj")?,
+                create_cq: sym(&lib, n, "mlx5dv_create_cq")?,
+                _lib: lib,
+            })
+        }
+    }
+}
+
+/// Libraries loaded so far, by path: loaded once, kept for the life of the process (objects
+/// hold function pointers into them, and unloading rdma-core is never safe while a context is
+/// open anyway).
+static LOADED: Mutex<Vec<(LibPaths, Arc<Rdma>)>> = Mutex::new(Vec::new());
+/// Paths set by [`use_libraries`], taking precedence over the environment.
+static CHOSEN: Mutex<Option<LibPaths>> = Mutex::new(None);
+
+/// Loads (or returns the already loaded) rdma-core from `paths`.
+pub fn load_from(paths: &LibPaths) -> Result<Arc<Rdma>, LoadError> {
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, r)) = loaded.iter().find(|(p, _)| p == paths) {
+        return Ok(r.clone());
+    }
+    let r = Arc::new(Rdma::load(paths)?);
+    loaded.push((paths.clone(), r.clone()));
+    Ok(r)
+}
+
+/// Where ports find rdma-core from now on (instead of the environment or the sonames).
+pub fn use_libraries(paths: LibPaths) {
+    *CHOSEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(paths);
+}
+
+/// rdma-core for opening ports: [`use_libraries`]'s choice, else the environment's, else the
+/// sonames.
+pub fn rdma() -> Result<Arc<Rdma>, LoadError> {
+    let chosen = CHOSEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    load_from(&chosen.unwrap_or_else(LibPaths::from_env))
+}

@@ -1,0 +1,509 @@
+//! mlx5 and verbs ports against the model library that stands in for libibverbs/libmlx5 at the C
+//! ABI (`model-verbs/`, see contract/rdma-model-contract.md): discovery, bring-up, both
+//! datapaths, flow steering, RSS, teardown and the error messages.
+//!
+//! The model is process-global, so every test holds `LOCK`. Its library comes from
+//! `RAWPKT_MODEL_VERBS_LIB` when set, else it is built from the workspace's `model-verbs` crate;
+//! without either, the model tests say so and pass (the loader tests still run).
+
+use std::ffi::{c_char, c_int, CString};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use rawpkt::flow::rule::FlowRule;
+use rawpkt::{open_with, Burst, Pool, PoolConfig, Port, PortOptions, QueueConfig, RxQueue, TxQueue};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+const MAC0: [u8; 6] = [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x00];
+const MAC1: [u8; 6] = [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01];
+const OTHER_MAC: [u8; 6] = [0x02, 0x99, 0, 0, 0, 0x42];
+
+/// Builds (once) and returns the model library, or None when this workspace has none.
+fn model_lib() -> Option<&'static PathBuf> {
+    static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        if let Some(p) = std::env::var_os("RAWPKT_MODEL_VERBS_LIB") {
+            return Some(PathBuf::from(p));
+        }
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        if !root.join("model-verbs/Cargo.toml").exists() {
+            return None;
+        }
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "rawpkt-model-verbs", "--release"])
+            .current_dir(&root)
+            .status()
+            .expect("run cargo");
+        assert!(status.success(), "building rawpkt-model-verbs failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+        Some(target.join("release/librawpkt_model_verbs.so"))
+    })
+    .as_ref()
+}
+
+/// The model's control symbols.
+struct Model {
+    _lib: libloading::Library,
+    live_objects: unsafe extern "C" fn() -> u64,
+    set: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int,
+    inject: unsafe extern "C" fn(*const c_char, u8, *const u8, usize) -> c_int,
+    linux_frames: unsafe extern "C" fn(*const c_char, u8) -> u64,
+    wire_frames: unsafe extern "C" fn(*const c_char, u8) -> u64,
+}
+
+impl Model {
+    fn live_objects(&self) -> u64 {
+        // SAFETY: a plain counter read exported by the model.
+        unsafe { (self.live_objects)() }
+    }
+
+    fn set(&self, key: &str, value: &str) {
+        let (k, v) = (CString::new(key).unwrap(), CString::new(value).unwrap());
+        // SAFETY: two valid C strings for the duration of the call.
+        assert_eq!(
+            unsafe { (self.set)(k.as_ptr(), v.as_ptr()) },
+            0,
+            "rawpkt_model_set({key}, {value})"
+        );
+    }
+
+    fn inject(&self, ibdev: &str, frame: &[u8]) {
+        let d = CString::new(ibdev).unwrap();
+        // SAFETY: valid string and frame for the duration of the call.
+        assert_eq!(unsafe { (self.inject)(d.as_ptr(), 1, frame.as_ptr(), frame.len()) }, 0);
+    }
+
+    fn linux_frames(&self, ibdev: &str) -> u64 {
+        let d = CString::new(ibdev).unwrap();
+        // SAFETY: valid string for the duration of the call.
+        unsafe { (self.linux_frames)(d.as_ptr(), 1) }
+    }
+
+    fn wire_frames(&self, ibdev: &str) -> u64 {
+        let d = CString::new(ibdev).unwrap();
+        // SAFETY: valid string for the duration of the call.
+        unsafe { (self.wire_frames)(d.as_ptr(), 1) }
+    }
+
+    /// Back to the defaults every test starts from.
+    fn reset(&self) {
+        self.set("dv", "1");
+        self.set("cap_net_raw", "1");
+        self.set("refuse_flow", "");
+    }
+}
+
+/// The lock, the model (libraries pointed at it once), or None to skip.
+fn setup() -> Option<(MutexGuard<'static, ()>, &'static Model)> {
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(path) = model_lib() else {
+        eprintln!("skipped: no model-verbs crate in this workspace and RAWPKT_MODEL_VERBS_LIB unset");
+        return None;
+    };
+    static MODEL: OnceLock<Model> = OnceLock::new();
+    let model = MODEL.get_or_init(|| {
+        rawpkt::mlx5::use_libraries(path, path);
+        // SAFETY: the model library's initialisers only set up its own state.
+        let lib = unsafe { libloading::Library::new(path) }.expect("load the model library");
+        // SAFETY: the signatures are the contract's.
+        unsafe {
+            Model {
+                live_objects: *lib.get(b"rawpkt_model_live_objects\0").unwrap(),
+                set: *lib.get(b"rawpkt_model_set\0").unwrap(),
+                inject: *lib.get(b"rawpkt_model_inject\0").unwrap(),
+                linux_frames: *lib.get(b"rawpkt_model_linux_frames\0").unwrap(),
+                wire_frames: *lib.get(b"rawpkt_model_wire_frames\0").unwrap(),
+                _lib: lib,
+            }
+        }
+    });
+    model.reset();
+    Some((guard, model))
+}
+
+fn pool() -> Rc<Pool> {
+    Pool::new(PoolConfig {
+        buffers: 8192,
+        ..PoolConfig::default()
+    })
+    .unwrap()
+}
+
+/// Rings large enough to hold every frame a test sends before it starts receiving (a full RQ
+/// drops the rest, as the NIC does).
+fn qcfg() -> QueueConfig {
+    QueueConfig {
+        size: 512,
+        ..QueueConfig::default()
+    }
+}
+
+fn opts(rx_queues: u16, rules: &[&str]) -> PortOptions {
+    PortOptions {
+        rules: rules.iter().map(|r| r.parse::<FlowRule>().unwrap()).collect(),
+        promiscuous: false,
+        rx_queues,
+    }
+}
+
+fn udp(dst: [u8; 6], src_ip: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst)
+        .ipv4(src_ip, [10, 0, 0, 2], 64)
+        .udp(sport, dport);
+    let payload = [0x5au8; 18];
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, &payload).unwrap();
+    v
+}
+
+fn tcp(dst: [u8; 6], src_ip: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst)
+        .ipv4(src_ip, [10, 0, 0, 2], 64)
+        .tcp(sport, dport, 1, 1024);
+    let payload = [0x5au8; 18];
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, &payload).unwrap();
+    v
+}
+
+/// Compares frame lists without printing thousands of bytes.
+fn same_frames(got: &[Vec<u8>], want: &[Vec<u8>], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: frame count");
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        panic!("{what}: frame {i} differs: got {:02x?}, want {:02x?}", got[i], want[i]);
+    }
+}
+
+/// Receives until `want` frames arrived on `rx` (or two seconds passed); returns the frames.
+fn receive(rx: &mut dyn RxQueue, pool: &Rc<Pool>, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut b = Burst::new(pool, 64);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while got.len() < want && Instant::now() < deadline {
+        if rx.rx_burst(&mut b).unwrap() == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for i in 0..b.len() {
+            got.push(b.data(i).to_vec());
+        }
+        b.clear();
+    }
+    got
+}
+
+/// Sends every frame, retrying while the ring is full, then waits for the completions.
+fn send(tx: &mut dyn TxQueue, pool: &Rc<Pool>, frames: &[Vec<u8>]) {
+    let mut b = Burst::new(pool, 64);
+    for chunk in frames.chunks(32) {
+        for f in chunk {
+            assert!(b.push_copy(f));
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !b.is_empty() {
+            tx.tx_burst(&mut b).unwrap();
+            assert!(Instant::now() < deadline, "send stalled");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while tx.in_flight() > 0 && Instant::now() < deadline {
+        tx.reclaim().unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(tx.in_flight(), 0, "completions missing");
+}
+
+fn open(spec: &str, o: &PortOptions) -> Port {
+    open_with(spec, o).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+#[test]
+fn loader_names_the_missing_library_and_how_to_install_it() {
+    let e = rawpkt::mlx5::probe("/nonexistent/libibverbs.so.1", "/nonexistent/libmlx5.so.1")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rdma-core is not installed: /nonexistent/libibverbs.so.1 not found")
+            && e.contains("apt-get install ibverbs-providers libibverbs1")
+            && e.contains("dnf install libibverbs")
+            && !e.contains('\n'),
+        "{e}"
+    );
+}
+
+#[test]
+fn ports_open_with_both_datapaths_and_describe_the_link() {
+    let Some((_g, model)) = setup() else { return };
+    {
+        let p = open("mlx5:mlx5_0/1", &PortOptions::default());
+        let d = p.describe().unwrap();
+        assert!(
+            d.contains("mlx5_0 port 1") && d.contains("mdl0") && d.contains("0000:3b:00.0"),
+            "{d}"
+        );
+        assert!(
+            d.contains("02:4d:4c:35:00:00") && d.contains("ACTIVE") && d.contains("Direct Verbs"),
+            "{d}"
+        );
+        let v = open("verbs:mdl1", &PortOptions::default());
+        let d = v.describe().unwrap();
+        assert!(d.contains("mlx5_1 port 1") && d.contains("ibverbs"), "{d}");
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+fn traffic_both_ways(kind: &str) {
+    let Some((_g, model)) = setup() else { return };
+    {
+        let a = open(&format!("{kind}:mlx5_0/1"), &opts(1, &[]));
+        let b = open(&format!("{kind}:mdl1"), &opts(1, &[]));
+        let pool = pool();
+        let mut a_tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut b_tx = b.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut a_rx = a.rx_queue(0, &pool, &qcfg()).unwrap();
+        let mut b_rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+
+        let to_b: Vec<Vec<u8>> = (0..300).map(|i| udp(MAC1, [10, 0, 1, i as u8], 1000 + i, 53)).collect();
+        let wire0 = model.wire_frames("mlx5_0");
+        send(a_tx.as_mut(), &pool, &to_b);
+        assert_eq!(model.wire_frames("mlx5_0") - wire0, 300);
+        let got = receive(b_rx.as_mut(), &pool, 300);
+        same_frames(&got, &to_b, &format!("{kind}: a -> b"));
+
+        let to_a: Vec<Vec<u8>> = (0..300).map(|i| tcp(MAC0, [10, 0, 2, i as u8], 2000 + i, 80)).collect();
+        send(b_tx.as_mut(), &pool, &to_a);
+        same_frames(&receive(a_rx.as_mut(), &pool, 300), &to_a, &format!("{kind}: b -> a"));
+
+        assert_eq!(a_tx.stats().packets, 300);
+        assert_eq!(b_rx.stats().packets, 300);
+        assert_eq!(b_rx.stats().bytes, to_b.iter().map(|f| f.len() as u64).sum::<u64>());
+        // Everything comes back to the pool once the queues are gone.
+        drop((a_tx, b_tx, a_rx, b_rx));
+        assert_eq!(pool.free_count(), pool.capacity());
+    }
+    assert_eq!(model.live_objects(), 0, "{kind}: objects left after teardown");
+}
+
+#[test]
+fn traffic_both_ways_direct_verbs() {
+    traffic_both_ways("mlx5");
+}
+
+#[test]
+fn traffic_both_ways_ibverbs() {
+    traffic_both_ways("verbs");
+}
+
+fn rules_steer_exactly_the_matching_frames(kind: &str) {
+    let Some((_g, model)) = setup() else { return };
+    {
+        let port = open(&format!("{kind}:mlx5_1/1"), &opts(1, &["ipv4 udp dst-port 4789"]));
+        let pool = pool();
+        let mut rx = port.rx_queue(0, &pool, &qcfg()).unwrap();
+        let linux0 = model.linux_frames("mlx5_1");
+        let mut want = Vec::new();
+        for i in 0..50u16 {
+            // Matches the rule (to another MAC): ours, Linux does not see it.
+            let vx = udp(OTHER_MAC, [10, 9, 0, i as u8], 5000 + i, 4789);
+            model.inject("mlx5_1", &vx);
+            want.push(vx);
+            // Another port to another MAC: Linux's.
+            model.inject("mlx5_1", &udp(OTHER_MAC, [10, 9, 1, i as u8], 5000 + i, 53));
+            // Our MAC (the default rule): ours.
+            let own = tcp(MAC1, [10, 9, 2, i as u8], 6000 + i, 22);
+            model.inject("mlx5_1", &own);
+            want.push(own);
+        }
+        let mut got = receive(rx.as_mut(), &pool, want.len());
+        std::thread::sleep(Duration::from_millis(20));
+        got.extend(receive(rx.as_mut(), &pool, 0));
+        got.sort();
+        want.sort();
+        same_frames(&got, &want, &format!("{kind}: exactly the matching frames"));
+        assert_eq!(
+            model.linux_frames("mlx5_1") - linux0,
+            50,
+            "{kind}: the rest reach Linux"
+        );
+        // Broadcast: copied to us and Linux keeps it (the multicast default rule, DONT_TRAP).
+        let linux1 = model.linux_frames("mlx5_1");
+        model.inject("mlx5_1", &udp([0xff; 6], [10, 9, 3, 1], 67, 68));
+        assert_eq!(receive(rx.as_mut(), &pool, 1).len(), 1);
+        assert_eq!(model.linux_frames("mlx5_1") - linux1, 1);
+    }
+    // With the port gone, Linux gets everything again.
+    let linux0 = model.linux_frames("mlx5_1");
+    model.inject("mlx5_1", &tcp(MAC1, [10, 9, 4, 1], 1, 22));
+    assert_eq!(model.linux_frames("mlx5_1") - linux0, 1);
+    assert_eq!(model.live_objects(), 0);
+}
+
+#[test]
+fn rules_steer_exactly_the_matching_frames_direct_verbs() {
+    rules_steer_exactly_the_matching_frames("mlx5");
+}
+
+#[test]
+fn rules_steer_exactly_the_matching_frames_ibverbs() {
+    rules_steer_exactly_the_matching_frames("verbs");
+}
+
+#[test]
+fn rss_spreads_flows_evenly_over_four_queues() {
+    let Some((_g, model)) = setup() else { return };
+    {
+        let port = open("mlx5:mlx5_0/1", &opts(4, &[]));
+        let pool = pool();
+        let cfg = QueueConfig {
+            size: 2048,
+            ..QueueConfig::default()
+        };
+        let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
+        for i in 0..1000u32 {
+            let ip = [10, 1 + (i >> 16) as u8, (i >> 8) as u8, i as u8];
+            model.inject("mlx5_0", &tcp(MAC0, ip, 1024 + (i as u16 * 7), 443));
+        }
+        let mut counts = [0usize; 4];
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while counts.iter().sum::<usize>() < 1000 && Instant::now() < deadline {
+            for (q, rx) in rxs.iter_mut().enumerate() {
+                counts[q] += receive(rx.as_mut(), &pool, 0).len();
+                let mut b = Burst::new(&pool, 64);
+                counts[q] += rx.rx_burst(&mut b).unwrap();
+            }
+        }
+        assert_eq!(counts.iter().sum::<usize>(), 1000, "{counts:?}");
+        for c in counts {
+            assert!((188..=312).contains(&c), "not within 25% of even: {counts:?}");
+        }
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+#[test]
+fn no_such_device_lists_what_exists() {
+    let Some((_g, _model)) = setup() else { return };
+    for spec in ["mlx5:nosuch0", "mlx5:mlx5_7/1", "verbs:eth42"] {
+        let e = open_with(spec, &PortOptions::default()).unwrap_err().to_string();
+        assert!(
+            e.contains("mlx5_0/1 (mdl0, 0000:3b:00.0)")
+                && e.contains("mlx5_1/1 (mdl1, 0000:3b:00.1)")
+                && !e.contains('\n'),
+            "{spec}: {e}"
+        );
+    }
+}
+
+/// Drops CAP_NET_RAW from the calling thread's effective set (capset(2) acts per thread).
+fn drop_cap_net_raw() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const CAP_NET_RAW: u32 = 13;
+    let mut hdr = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget/capset with a v3 header and two data structs, as capabilities(7) says.
+    unsafe {
+        assert_eq!(libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()), 0);
+        data[0].effective &= !(1 << CAP_NET_RAW);
+        assert_eq!(libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()), 0);
+    }
+}
+
+#[test]
+fn missing_cap_net_raw_says_how_to_get_it() {
+    let Some((_g, model)) = setup() else { return };
+    for kind in ["mlx5", "verbs"] {
+        let spec = format!("{kind}:mlx5_0/1");
+        let msg = std::thread::spawn(move || {
+            drop_cap_net_raw();
+            let port = open_with(&spec, &PortOptions::default()).unwrap();
+            let pool = pool();
+            let tx = port.tx_queue(0, &pool, &qcfg()).map(|_| ()).unwrap_err().to_string();
+            let rx = port.rx_queue(0, &pool, &qcfg()).map(|_| ()).unwrap_err().to_string();
+            (tx, rx)
+        })
+        .join()
+        .unwrap();
+        for e in [msg.0, msg.1] {
+            assert!(
+                e.contains("CAP_NET_RAW is needed: run as root or `setcap cap_net_raw,cap_ipc_lock+ep BINARY`"),
+                "{kind}: {e}"
+            );
+        }
+    }
+    // The model's switch behaves the same on any thread.
+    model.set("cap_net_raw", "0");
+    let port = open("mlx5:mlx5_0/1", &PortOptions::default());
+    let e = port.tx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("CAP_NET_RAW is needed"), "{e}");
+    model.set("cap_net_raw", "1");
+    drop(port);
+    assert_eq!(model.live_objects(), 0);
+}
+
+#[test]
+fn without_direct_verbs_mlx5_falls_back_to_ibverbs() {
+    let Some((_g, model)) = setup() else { return };
+    model.set("dv", "0");
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        assert!(a.describe().unwrap().contains("ibverbs datapath"), "{:?}", a.describe());
+        let b = open("mlx5:mlx5_1/1", &opts(1, &[]));
+        let pool = pool();
+        let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+        let frames: Vec<Vec<u8>> = (0..10).map(|i| udp(MAC1, [10, 0, 0, i], 1, 2)).collect();
+        send(tx.as_mut(), &pool, &frames);
+        same_frames(&receive(rx.as_mut(), &pool, 10), &frames, "fallback");
+    }
+    model.set("dv", "1");
+    assert_eq!(model.live_objects(), 0);
+}
+
+#[test]
+fn a_rule_the_nic_refuses_is_named() {
+    let Some((_g, model)) = setup() else { return };
+    model.set("refuse_flow", "ipv6");
+    {
+        let port = open(
+            "mlx5:mlx5_0/1",
+            &opts(1, &["ipv4 udp dst-port 4789", "ipv6 tcp dst-port 179"]),
+        );
+        let e = port.rx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("the NIC refused rule `ipv6 tcp dst-port 179`"), "{e}");
+        assert!(!e.contains("4789") && !e.contains('\n'), "{e}");
+    }
+    model.set("refuse_flow", "");
+    assert_eq!(model.live_objects(), 0);
+    // A rule verbs cannot express is refused before the device is touched.
+    let e = open_with("mlx5:mlx5_0/1", &opts(1, &["ipv4 proto 47"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rule `ipv4 proto 47`"), "{e}");
+}
+
+/// Against the system's rdma-core when installed: every symbol resolves, and the device list
+/// comes back (empty on a machine without RDMA hardware).
+#[test]
+fn system_rdma_core_loads_when_installed() {
+    match rawpkt::mlx5::probe("libibverbs.so.1", "libmlx5.so.1") {
+        Ok(devices) => eprintln!("system rdma-core: devices {devices:?}"),
+        Err(e) => assert!(e.to_string().contains("rdma-core is not installed"), "{e}"),
+    }
+}
