@@ -36,10 +36,17 @@ impl Device {
     /// Doorbell handling (trap 17): the UAR carries the first 8 bytes of the *last* WQE, the
     /// record the PI after it. Runs WQEs up to the end of the WQE the UAR names.
     fn process_sq(&mut self, i: usize) -> usize {
-        let (mem, hw_ci, port, wqe_cnt, error) = {
+        let (mem, hw_ci, port, wqe_cnt, error, ready) = {
             let sq = self.sqs[i].as_ref().expect("caller checked");
-            (sq.mem.clone(), sq.hw_ci, sq.port, sq.wqe_cnt, sq.error)
+            (sq.mem.clone(), sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready)
         };
+        if !ready {
+            // A QP outside RTS/ERR ignores its doorbells (the SQ is in RST in the PRM's terms):
+            // drop any UAR write so it is not acted on after the QP reaches RTS.
+            // SAFETY: the UAR register belongs to this live SQ's memory.
+            unsafe { device::take_uar(mem.bf_reg()) };
+            return 0;
+        }
         // SAFETY: the UAR register and record belong to this live SQ's memory.
         let uar = unsafe { device::take_uar(mem.bf_reg()) };
         // SAFETY: as above.
@@ -300,7 +307,7 @@ impl Device {
     /// The address of `[addr, addr + len)` if it lies inside the MR named by `lkey`.
     fn mr_range(&self, lkey: u32, addr: u64, len: u64) -> Option<*mut u8> {
         let mr = self.mrs.get(lkey.wrapping_sub(super::LKEY_BASE) as usize)?.as_ref()?;
-        mr.region.contains(addr, len).then_some(addr as *mut u8)
+        mr.mem.contains(addr, len).then_some(addr as *mut u8)
     }
 
     /// Puts the frames in `self.frame` (ending at `self.frame_ends`) on the port's wire.
@@ -369,6 +376,10 @@ impl Device {
                     .push_front(Fault::RxNoBuffer { frames: frames - 1 });
             }
         }
+        if self.ports[port].steering.is_some() {
+            self.steer(port, frame, no_buffer.is_some());
+            return;
+        }
         let rqs = &self.ports[port].rqs;
         if rqs.is_empty() {
             self.ports[port].counters.rx_unclaimed += 1;
@@ -385,12 +396,47 @@ impl Device {
         self.rx_into(port, wq, frame, &parsed, hash, no_buffer.is_some());
     }
 
-    fn rx_into(&mut self, port: usize, wq: u32, frame: &[u8], parsed: &pkt::Parsed, hash: u32, no_buffer: bool) {
-        let ri = wq.wrapping_sub(WQN_BASE) as usize;
-        let Some(rq) = self.rqs[ri].as_mut() else {
+    /// A frame arrives on a port behind flow steering (mlx5_ib `fs.c`: the bypass namespace's
+    /// tables in front of the netdev): every copy (DONT_TRAP) match and the stealing match, if
+    /// any, deliver to their TIR; a frame nothing steals also goes to Linux.
+    fn steer(&mut self, port: usize, frame: &[u8], no_buffer: bool) {
+        let Some(st) = self.ports[port].steering.as_ref() else {
             return;
         };
-        if rq.error {
+        let verdict = st.set.classify(frame);
+        let mut tirs = [0usize; 8];
+        let mut n = 0;
+        for i in verdict.copy_rules().chain(verdict.stolen_by) {
+            if n < tirs.len() {
+                tirs[n] = st.flows[i].2;
+                n += 1;
+            }
+        }
+        if verdict.to_linux() {
+            self.ports[port].counters.rx_unclaimed += 1;
+        }
+        if n == 0 {
+            return;
+        }
+        let parsed = pkt::parse(frame);
+        for &tir in &tirs[..n] {
+            let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
+                continue;
+            };
+            let mut input = [0u8; 36];
+            let len = rss_input_fields(frame, &parsed, t.fields, &mut input);
+            let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };
+            let wq = t.table[hash as usize & (t.table.len() - 1)];
+            self.rx_into(port, wq, frame, &parsed, hash, no_buffer);
+        }
+    }
+
+    fn rx_into(&mut self, port: usize, wq: u32, frame: &[u8], parsed: &pkt::Parsed, hash: u32, no_buffer: bool) {
+        let ri = wq.wrapping_sub(WQN_BASE) as usize;
+        let Some(rq) = self.rqs.get_mut(ri).and_then(Option::as_mut) else {
+            return;
+        };
+        if rq.error || rq.state != super::RqState::Ready {
             self.ports[port].counters.rx_wq_error += 1;
             return;
         }
@@ -439,7 +485,10 @@ impl Device {
         c.rx_frames += 1;
         c.rx_bytes += frame.len() as u64;
         let flags = hdr_type_etc(frame, parsed);
-        let cqe = Cqe64::resp_send(counter, frame.len() as u32, hash, flags, self.now_ns(), drops);
+        let mut cqe = Cqe64::resp_send(counter, frame.len() as u32, hash, flags, self.now_ns(), drops);
+        // CQE v1 names the receiving queue by its user index in `srqn_uidx[23:0]` (rdma-core
+        // `cq.c` looks the WQ up by it); the model's user index is the WQ number.
+        cqe.srqn_uidx = Be32::new(wq & 0x00ff_ffff);
         self.write_cqe(cqn, cqe.as_bytes());
     }
 
@@ -490,6 +539,59 @@ impl Device {
             t.event(args);
         }
     }
+}
+
+/// The RSS input of a TIR hashing the `IBV_RX_HASH_*` fields in `fields` (verbs.h
+/// `enum ibv_rx_hash_fields`): the selected addresses of the frame's IP version, then the
+/// selected ports of its L4 protocol, in that order (the Toeplitz input order of `rss_input`).
+/// A frame without the selected fields hashes to 0 (the first entry of the table).
+pub fn rss_input_fields(frame: &[u8], p: &pkt::Parsed, fields: u64, out: &mut [u8; 36]) -> usize {
+    const SRC_IPV4: u64 = 1 << 0;
+    const DST_IPV4: u64 = 1 << 1;
+    const SRC_IPV6: u64 = 1 << 2;
+    const DST_IPV6: u64 = 1 << 3;
+    const SRC_PORT_TCP: u64 = 1 << 4;
+    const DST_PORT_TCP: u64 = 1 << 5;
+    const SRC_PORT_UDP: u64 = 1 << 6;
+    const DST_PORT_UDP: u64 = 1 << 7;
+    let mut n = 0;
+    let mut put = |b: &[u8], n: &mut usize| {
+        out[*n..*n + b.len()].copy_from_slice(b);
+        *n += b.len();
+    };
+    match p.l3 {
+        pkt::L3::Ipv4 { off, .. } => {
+            if fields & SRC_IPV4 != 0 {
+                put(&frame[off + 12..off + 16], &mut n);
+            }
+            if fields & DST_IPV4 != 0 {
+                put(&frame[off + 16..off + 20], &mut n);
+            }
+        }
+        pkt::L3::Ipv6 { off, .. } => {
+            if fields & SRC_IPV6 != 0 {
+                put(&frame[off + 8..off + 24], &mut n);
+            }
+            if fields & DST_IPV6 != 0 {
+                put(&frame[off + 24..off + 40], &mut n);
+            }
+        }
+        pkt::L3::None => return 0,
+    }
+    let (l4, src, dst) = match p.l4 {
+        pkt::L4::Tcp { off, .. } => (Some(off), SRC_PORT_TCP, DST_PORT_TCP),
+        pkt::L4::Udp { off } => (Some(off), SRC_PORT_UDP, DST_PORT_UDP),
+        pkt::L4::None => (None, 0, 0),
+    };
+    if let Some(off) = l4 {
+        if fields & src != 0 {
+            put(&frame[off..off + 2], &mut n);
+        }
+        if fields & dst != 0 {
+            put(&frame[off + 2..off + 4], &mut n);
+        }
+    }
+    n
 }
 
 fn ctrl_of(wqe: &[u8]) -> CtrlSeg {

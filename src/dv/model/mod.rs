@@ -158,8 +158,26 @@ const WQN_BASE: u32 = 0x200;
 const CQN_BASE: u32 = 0x400;
 const LKEY_BASE: u32 = 0x1000;
 
+/// The memory an MR covers.
+enum MrMem {
+    /// A pool's region, shared with its owner.
+    Region(Arc<Region>),
+    /// A raw address range registered through the verbs ABI (`ibv_reg_mr`); the registrant
+    /// keeps it mapped until the deregistration, as it must for a real HCA's pinned pages.
+    Raw { addr: u64, len: u64 },
+}
+
+impl MrMem {
+    fn contains(&self, addr: u64, len: u64) -> bool {
+        match self {
+            MrMem::Region(r) => r.contains(addr, len),
+            MrMem::Raw { addr: base, len: size } => addr >= *base && len <= *size && addr - base <= size - len,
+        }
+    }
+}
+
 struct Mr {
-    region: Arc<Region>,
+    mem: MrMem,
     /// Registrations of this region; the MR goes with the last deregistration.
     refs: u32,
 }
@@ -204,6 +222,8 @@ pub(crate) struct SqObj {
     hw_ci: u32,
     error: bool,
     unrung_polls: u32,
+    /// The QP is in RTS (or ERR): doorbells are acted on. A QP in RESET/INIT/RTR ignores them.
+    ready: bool,
 }
 
 pub(crate) struct RqObj {
@@ -214,6 +234,44 @@ pub(crate) struct RqObj {
     hw_ci: u32,
     error: bool,
     pending_drops: u8,
+    state: RqState,
+}
+
+/// The state of a receive WQ (`enum ibv_wq_state` minus UNKNOWN). Frames steered to a WQ that
+/// is not ready are dropped and counted in `rx_wq_error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RqState {
+    Reset,
+    Ready,
+    Error,
+}
+
+/// A steering destination (a TIR in PRM terms, an RSS QP in verbs): frames are hashed with
+/// Toeplitz over the selected fields and land on `table[hash & (len - 1)]`.
+struct TirObj {
+    table: Vec<u32>,
+    fields: u64,
+    rss: crate::flow::rss::ToeplitzTable,
+}
+
+/// Flow steering of a port, when the model library turned it on: the NIC's bypass tables in
+/// front of the Linux netdev. Frames nothing steals are Linux's (`rx_unclaimed`).
+#[derive(Default)]
+struct Steering {
+    /// (flow id, rule, TIR index) in installation order.
+    flows: Vec<(u64, crate::flow::rule::FlowRule, usize)>,
+    set: crate::flow::matcher::RuleSet,
+}
+
+impl Steering {
+    fn rebuild(&mut self) {
+        let mut set = crate::flow::matcher::RuleSet::new();
+        for (_, r, _) in &self.flows {
+            // Rules were validated when added; the count is bounded by `add_flow`.
+            let _ = set.add(r.clone());
+        }
+        self.set = set;
+    }
 }
 
 pub(crate) struct CqObj {
@@ -227,6 +285,7 @@ pub(crate) struct CqObj {
 pub(crate) struct PortState {
     wire: Wire,
     rqs: Vec<u32>,
+    steering: Option<Steering>,
     faults: VecDeque<Fault>,
     counters: PortCounters,
 }
@@ -239,6 +298,8 @@ pub struct Device {
     sqs: Vec<Option<SqObj>>,
     rqs: Vec<Option<RqObj>>,
     cqs: Vec<Option<CqObj>>,
+    tirs: Vec<Option<TirObj>>,
+    next_flow: u64,
     counters: DeviceCounters,
     trace: Option<Trace>,
     clock: Instant,
@@ -290,6 +351,7 @@ impl Nic {
             .map(|wire| PortState {
                 wire,
                 rqs: Vec::new(),
+                steering: None,
                 faults: VecDeque::new(),
                 counters: PortCounters::default(),
             })
@@ -305,6 +367,8 @@ impl Nic {
             sqs: Vec::new(),
             rqs: Vec::new(),
             cqs: Vec::new(),
+            tirs: Vec::new(),
+            next_flow: 1,
             counters: DeviceCounters::default(),
             trace,
             clock: Instant::now(),
@@ -330,11 +394,10 @@ impl Nic {
     /// Registering the same region again returns the same key.
     pub fn register_mr(&self, region: &Arc<Region>) -> u32 {
         let mut d = self.dev();
-        if let Some(i) = d
-            .mrs
-            .iter()
-            .position(|m| m.as_ref().is_some_and(|m| Arc::ptr_eq(&m.region, region)))
-        {
+        if let Some(i) = d.mrs.iter().position(|m| {
+            m.as_ref()
+                .is_some_and(|m| matches!(&m.mem, MrMem::Region(r) if Arc::ptr_eq(r, region)))
+        }) {
             if let Some(m) = d.mrs[i].as_mut() {
                 m.refs += 1;
             }
@@ -344,7 +407,25 @@ impl Nic {
             + slot(
                 &mut d.mrs,
                 Mr {
-                    region: region.clone(),
+                    mem: MrMem::Region(region.clone()),
+                    refs: 1,
+                },
+            ) as u32
+    }
+
+    /// Registers `[addr, addr + len)` as a memory region of its own (what `ibv_reg_mr` does for
+    /// the model library); returns its lkey. Every call makes a new MR, as on hardware.
+    ///
+    /// # Safety
+    /// The range must stay mapped and writable until [`Nic::deregister_mr`] of the returned key:
+    /// the device reads send buffers from it and writes received frames into it.
+    pub unsafe fn register_mr_raw(&self, addr: u64, len: u64) -> u32 {
+        let mut d = self.dev();
+        LKEY_BASE
+            + slot(
+                &mut d.mrs,
+                Mr {
+                    mem: MrMem::Raw { addr, len },
                     refs: 1,
                 },
             ) as u32
@@ -420,6 +501,7 @@ impl Nic {
                 hw_ci: 0,
                 error: false,
                 unrung_polls: 0,
+                ready: true,
             },
         );
         let qpn = QPN_BASE + idx as u32;
@@ -441,6 +523,16 @@ impl Nic {
     /// Creates a cyclic receive WQ (one data segment per WQE) on `port`, completing to `cqn`,
     /// and adds it to the port's RSS table. Returns the WQ and its number.
     pub fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+        self.new_rq(port, wqes, cqn, true)
+    }
+
+    /// Creates a cyclic receive WQ as `ibv_create_wq` does: in RESET, and in no RSS table until a
+    /// TIR ([`Nic::create_tir`]) names it.
+    pub fn create_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+        self.new_rq(port, wqes, cqn, false)
+    }
+
+    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool) -> Result<(RwqInfo, u32), String> {
         let wqe_cnt = wqes.max(1).next_power_of_two();
         let mut d = self.dev();
         if port >= d.ports.len() {
@@ -460,11 +552,14 @@ impl Nic {
                 hw_ci: 0,
                 error: false,
                 pending_drops: 0,
+                state: if port_rss { RqState::Ready } else { RqState::Reset },
             },
         );
         let wq_num = WQN_BASE + idx as u32;
         d.rqs[idx].as_mut().expect("just inserted").wq_num = wq_num;
-        d.ports[port].rqs.push(wq_num);
+        if port_rss {
+            d.ports[port].rqs.push(wq_num);
+        }
         drop(d);
         let keep = self.handle(Obj::Rq(wq_num), mem.clone());
         Ok((
@@ -477,6 +572,121 @@ impl Nic {
             },
             wq_num,
         ))
+    }
+
+    /// Moves a send queue in or out of the ready state (the QP entering RTS, or leaving it for
+    /// RESET). Leaving it resets the queue to WQEBB 0, as `ibv_modify_qp(RESET)` does; `error`
+    /// puts it in the error state, where later WQEs are flushed.
+    pub fn set_sq_state(&self, qpn: u32, ready: bool, error: bool) -> Result<(), String> {
+        let mut d = self.dev();
+        let sq = d.sq_mut(qpn).ok_or_else(|| format!("no SQ {qpn:#x}"))?;
+        if !ready {
+            reset_sq_obj(sq);
+        }
+        sq.ready = ready || error;
+        sq.error = error;
+        Ok(())
+    }
+
+    /// Sets a receive WQ's state (`ibv_modify_wq`). RESET rewinds the WQ to WQE 0 and clears
+    /// its record, as rdma-core's `mlx5_modify_wq` does before the kernel call.
+    pub fn set_rq_state(&self, wq_num: u32, state: RqState) -> Result<(), String> {
+        let mut d = self.dev();
+        let rq = d.rq_mut(wq_num).ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
+        match state {
+            RqState::Reset => reset_rq_obj(rq),
+            RqState::Ready => rq.error = false,
+            RqState::Error => rq.error = true,
+        }
+        rq.state = state;
+        Ok(())
+    }
+
+    /// Creates a TIR spreading frames over `table` (WQ numbers; the length must be a power of
+    /// two) with Toeplitz under `key` over the `IBV_RX_HASH_*` fields in `fields`. Returns its
+    /// index for [`Nic::add_flow`].
+    pub fn create_tir(&self, table: Vec<u32>, key: &[u8; 40], fields: u64) -> Result<usize, String> {
+        if table.is_empty() || !table.len().is_power_of_two() {
+            return Err(format!("indirection table of {} entries", table.len()));
+        }
+        let mut d = self.dev();
+        if let Some(w) = table.iter().find(|&&w| d.rq_mut(w).is_none()) {
+            return Err(format!("no WQ {w:#x}"));
+        }
+        let tir = TirObj {
+            table,
+            fields,
+            rss: crate::flow::rss::ToeplitzTable::new(key),
+        };
+        Ok(slot(&mut d.tirs, tir))
+    }
+
+    /// Destroys a TIR; flows still pointing at it stop delivering.
+    pub fn destroy_tir(&self, tir: usize) {
+        let mut d = self.dev();
+        if let Some(t) = d.tirs.get_mut(tir) {
+            *t = None;
+        }
+        for p in &mut d.ports {
+            if let Some(st) = p.steering.as_mut() {
+                st.flows.retain(|f| f.2 != tir);
+                st.rebuild();
+            }
+        }
+    }
+
+    /// Puts the port behind flow steering (the model library's devices): from now on only
+    /// flows deliver to its queues, and what no flow steals goes to Linux.
+    pub fn enable_steering(&self, port: usize) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.steering.get_or_insert_with(Steering::default);
+        }
+    }
+
+    /// Installs a flow on a steered port, delivering to `tir`; returns its id.
+    pub fn add_flow(&self, port: usize, rule: crate::flow::rule::FlowRule, tir: usize) -> Result<u64, String> {
+        rule.validate().map_err(|e| e.to_string())?;
+        let mut d = self.dev();
+        if d.tirs.get(tir).and_then(Option::as_ref).is_none() {
+            return Err(format!("no TIR {tir}"));
+        }
+        let id = d.next_flow;
+        let st = d
+            .ports
+            .get_mut(port)
+            .and_then(|p| p.steering.as_mut())
+            .ok_or_else(|| format!("port {port} has no flow steering"))?;
+        if st.flows.len() == crate::flow::matcher::MAX_RULES {
+            return Err(format!("port {port} holds {} flows already", st.flows.len()));
+        }
+        st.flows.push((id, rule, tir));
+        st.rebuild();
+        d.next_flow += 1;
+        Ok(id)
+    }
+
+    /// Removes a flow; false when no port has it.
+    pub fn remove_flow(&self, id: u64) -> bool {
+        let mut d = self.dev();
+        for p in &mut d.ports {
+            if let Some(st) = p.steering.as_mut() {
+                if let Some(i) = st.flows.iter().position(|f| f.0 == id) {
+                    st.flows.remove(i);
+                    st.rebuild();
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Flows installed on a port.
+    pub fn flows(&self, port: usize) -> usize {
+        self.dev()
+            .ports
+            .get(port)
+            .and_then(|p| p.steering.as_ref())
+            .map_or(0, |s| s.flows.len())
     }
 
     fn handle(&self, obj: Obj, mem: Arc<ObjMem>) -> KeepAlive {
@@ -582,6 +792,7 @@ impl Nic {
             + d.rqs.iter().flatten().count()
             + d.cqs.iter().flatten().count()
             + d.mrs.iter().flatten().count()
+            + d.tirs.iter().flatten().count()
     }
 
     pub fn ports(&self) -> usize {
@@ -707,29 +918,90 @@ impl DvControl for ModelControl {
     fn reset_sq(&self, qpn: u32) -> Result<(), String> {
         let mut d = self.nic.dev();
         let sq = d.sq_mut(qpn).ok_or_else(|| format!("no SQ {qpn:#x}"))?;
-        sq.hw_ci = 0;
-        sq.error = false;
-        sq.unrung_polls = 0;
-        // SAFETY: the dbrec and UAR words belong to this live SQ; zeroing them is what a reset
-        // does (the driver zeroes its record too).
-        unsafe {
-            device::take_uar(sq.mem.bf_reg());
-            device::store_dbrec(sq.mem.dbrec().wrapping_add(super::prm::SND_DBR), 0);
-        }
+        reset_sq_obj(sq);
         Ok(())
     }
 
     fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
         let mut d = self.nic.dev();
         let rq = d.rq_mut(wq_num).ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
-        rq.hw_ci = 0;
-        rq.error = false;
-        rq.pending_drops = 0;
-        // SAFETY: the record word belongs to this live RQ.
-        unsafe {
-            device::store_dbrec(rq.mem.dbrec(), 0);
-        }
+        reset_rq_obj(rq);
         Ok(())
+    }
+}
+
+fn reset_sq_obj(sq: &mut SqObj) {
+    sq.hw_ci = 0;
+    sq.error = false;
+    sq.unrung_polls = 0;
+    // SAFETY: the dbrec and UAR words belong to this live SQ; zeroing them is what a reset
+    // does (the driver zeroes its record too).
+    unsafe {
+        device::take_uar(sq.mem.bf_reg());
+        device::store_dbrec(sq.mem.dbrec().wrapping_add(super::prm::SND_DBR), 0);
+    }
+}
+
+fn reset_rq_obj(rq: &mut RqObj) {
+    rq.hw_ci = 0;
+    rq.error = false;
+    rq.pending_drops = 0;
+    // SAFETY: the record word belongs to this live RQ.
+    unsafe {
+        device::store_dbrec(rq.mem.dbrec(), 0);
+    }
+}
+
+/// The addresses and geometry of a queue's memory, as C code receives them from
+/// `mlx5dv_init_obj` (for the model library, which hands them over across the C ABI).
+#[derive(Clone, Copy, Debug)]
+pub struct RawQueue {
+    pub buf: *mut u8,
+    pub dbrec: *mut u32,
+    /// SQs: the UAR doorbell register (`mlx5dv_qp.bf.reg`); null for other queues.
+    pub bf_reg: *mut u8,
+    pub bf_size: u32,
+    /// Entries: WQEBBs, WQEs or CQEs.
+    pub cnt: u32,
+    /// Bytes per entry.
+    pub stride: u32,
+    /// QPN, CQN (WQ numbers are returned by `create_wq`).
+    pub num: u32,
+}
+
+impl RawQueue {
+    pub fn of_sq(i: &SqInfo) -> RawQueue {
+        RawQueue {
+            buf: i.buf,
+            dbrec: i.dbrec,
+            bf_reg: i.bf_reg,
+            bf_size: i.bf_size,
+            cnt: i.wqe_cnt,
+            stride: i.stride,
+            num: i.qpn,
+        }
+    }
+    pub fn of_cq(i: &CqInfo) -> RawQueue {
+        RawQueue {
+            buf: i.buf,
+            dbrec: i.dbrec,
+            bf_reg: std::ptr::null_mut(),
+            bf_size: 0,
+            cnt: i.cqe_cnt,
+            stride: i.cqe_size,
+            num: i.cqn,
+        }
+    }
+    pub fn of_rwq(i: &RwqInfo) -> RawQueue {
+        RawQueue {
+            buf: i.buf,
+            dbrec: i.dbrec,
+            bf_reg: std::ptr::null_mut(),
+            bf_size: 0,
+            cnt: i.wqe_cnt,
+            stride: i.stride,
+            num: 0,
+        }
     }
 }
 
