@@ -441,9 +441,497 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
     Ok(out)
 }
 
+/// `IBV_FLOW_ATTR_ALL_DEFAULT`, `_MC_DEFAULT`, `_SNIFFER` (verbs.h `enum ibv_flow_attr_type`).
+pub const IBV_FLOW_ATTR_ALL_DEFAULT: u32 = 0x1;
+pub const IBV_FLOW_ATTR_MC_DEFAULT: u32 = 0x2;
+pub const IBV_FLOW_ATTR_SNIFFER: u32 = 0x3;
+/// `IBV_FLOW_ATTR_FLAGS_EGRESS` (verbs.h `enum ibv_flow_flags`).
+pub const IBV_FLOW_ATTR_FLAGS_EGRESS: u32 = 1 << 2;
+pub const IBV_FLOW_SPEC_IPV4_EXT: u32 = 0x32;
+/// Bit or-ed into a spec type for the inner headers of a tunnel.
+pub const IBV_FLOW_SPEC_INNER: u32 = 0x100;
+/// The most specs the kernel takes in one rule (`IB_FLOW_SPEC_SUPPORT_LAYERS`,
+/// include/rdma/ib_verbs.h; checked by `ib_uverbs_ex_create_flow`).
+pub const MAX_SPECS: u8 = 10;
+
+/// rdma-core verbs.h `struct ibv_flow_ipv4_ext_filter`.
+#[repr(C)]
+pub struct IbvFlowIpv4ExtFilter {
+    pub src_ip: u32,
+    pub dst_ip: u32,
+    pub proto: u8,
+    pub tos: u8,
+    pub ttl: u8,
+    pub flags: u8,
+}
+
+/// rdma-core verbs.h `struct ibv_flow_spec_ipv4_ext`.
+#[repr(C)]
+pub struct IbvFlowSpecIpv4Ext {
+    pub type_: u32,
+    pub size: u16,
+    pub val: IbvFlowIpv4ExtFilter,
+    pub mask: IbvFlowIpv4ExtFilter,
+}
+
+const _: () = {
+    assert!(size_of::<IbvFlowIpv4ExtFilter>() == 12);
+    assert!(size_of::<IbvFlowSpecIpv4Ext>() == 32);
+    assert!(offset_of!(IbvFlowSpecIpv4Ext, val) == 8);
+    assert!(offset_of!(IbvFlowSpecIpv4Ext, mask) == 20);
+};
+
+/// A flow attribute blob read back: what `ibv_create_flow` was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedFlow {
+    /// The match, the action (DONT_TRAP = [`Action::Copy`]) and the priority.
+    pub rule: FlowRule,
+    /// `ibv_flow_attr.port`.
+    pub port: u8,
+    /// The spec types in the order given (for refusing one, as older firmware would).
+    pub spec_types: Vec<u32>,
+}
+
+/// Why a blob is refused, with the errno the kernel (or libibverbs) returns for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowParseError {
+    pub errno: i32,
+    pub reason: String,
+}
+
+impl std::fmt::Display for FlowParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (errno {})", self.reason, self.errno)
+    }
+}
+
+impl std::error::Error for FlowParseError {}
+
+fn refuse(errno: i32, reason: impl Into<String>) -> FlowParseError {
+    FlowParseError {
+        errno,
+        reason: reason.into(),
+    }
+}
+
+fn einval(reason: impl Into<String>) -> FlowParseError {
+    refuse(libc::EINVAL, reason)
+}
+
+/// What the model cannot express of a spec the kernel would take (a documented limitation,
+/// reported as the kernel reports unsupported match fields: EOPNOTSUPP).
+fn model_limit(reason: impl Into<String>) -> FlowParseError {
+    refuse(libc::EOPNOTSUPP, reason)
+}
+
+/// Reads native-order header fields and network-order match fields from a spec.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn u8(&self, off: usize) -> u8 {
+        self.0[off]
+    }
+    fn ne16(&self, off: usize) -> u16 {
+        u16::from_ne_bytes([self.0[off], self.0[off + 1]])
+    }
+    fn ne32(&self, off: usize) -> u32 {
+        u32::from_ne_bytes(self.0[off..off + 4].try_into().expect("4 bytes"))
+    }
+    /// A BE16 match field as a host value.
+    fn be16(&self, off: usize) -> u16 {
+        u16::from_be_bytes([self.0[off], self.0[off + 1]])
+    }
+    fn arr<const N: usize>(&self, off: usize) -> [u8; N] {
+        self.0[off..off + N].try_into().expect("N bytes")
+    }
+}
+
+/// A prefix length from a mask that must be contiguous ones; `None` otherwise.
+fn prefix_len(mask: &[u8]) -> Option<u8> {
+    let bits: u32 = mask.iter().map(|b| b.count_ones()).sum();
+    let mut want = vec![0u8; mask.len()];
+    for (i, b) in want.iter_mut().enumerate() {
+        let left = bits.saturating_sub(8 * i as u32).min(8);
+        *b = (0xff00u16 >> left) as u8;
+    }
+    (want == mask).then_some(bits as u8)
+}
+
+/// The kernel refuses a match value with bits outside its mask (mlx5_core `fs_core.c`
+/// `check_valid_spec`: "invalid match value, not masked") with EINVAL.
+fn check_masked(what: &str, val: &[u8], mask: &[u8]) -> Result<(), FlowParseError> {
+    if val.iter().zip(mask).any(|(v, m)| v & !m != 0) {
+        return Err(einval(format!("{what}: value has bits outside its mask")));
+    }
+    Ok(())
+}
+
+/// An exact 16-bit field: mask 0 (absent) or all ones.
+fn exact16(what: &str, val: u16, mask: u16) -> Result<Option<u16>, FlowParseError> {
+    check_masked(what, &val.to_be_bytes(), &mask.to_be_bytes())?;
+    match mask {
+        0 => Ok(None),
+        0xffff => Ok(Some(val)),
+        m => Err(model_limit(format!("{what}: partial mask {m:#06x}"))),
+    }
+}
+
+fn v4_prefix(what: &str, val: [u8; 4], mask: [u8; 4]) -> Result<Option<super::rule::Ipv4Prefix>, FlowParseError> {
+    check_masked(what, &val, &mask)?;
+    if mask == [0; 4] {
+        return Ok(None);
+    }
+    let len = prefix_len(&mask).ok_or_else(|| model_limit(format!("{what}: mask is not a prefix")))?;
+    super::rule::Ipv4Prefix::new(std::net::Ipv4Addr::from(val), len)
+        .map(Some)
+        .map_err(|e| einval(format!("{what}: {e}")))
+}
+
+fn v6_prefix(what: &str, val: [u8; 16], mask: [u8; 16]) -> Result<Option<super::rule::Ipv6Prefix>, FlowParseError> {
+    check_masked(what, &val, &mask)?;
+    if mask == [0; 16] {
+        return Ok(None);
+    }
+    let len = prefix_len(&mask).ok_or_else(|| model_limit(format!("{what}: mask is not a prefix")))?;
+    super::rule::Ipv6Prefix::new(std::net::Ipv6Addr::from(val), len)
+        .map(Some)
+        .map_err(|e| einval(format!("{what}: {e}")))
+}
+
+/// The spec type names the model library's `refuse_flow` knob takes.
+pub fn spec_type_name(t: u32) -> &'static str {
+    match t {
+        IBV_FLOW_SPEC_ETH => "eth",
+        IBV_FLOW_SPEC_IPV4 => "ipv4",
+        IBV_FLOW_SPEC_IPV6 => "ipv6",
+        IBV_FLOW_SPEC_IPV4_EXT => "ipv4_ext",
+        IBV_FLOW_SPEC_TCP => "tcp",
+        IBV_FLOW_SPEC_UDP => "udp",
+        _ => "other",
+    }
+}
+
+/// Reads an `ibv_flow_attr` blob (the attribute and its specs, as [`compile`] writes them or a C
+/// program fills the structs) back into a rule, with the checks the stack applies on the way
+/// to the NIC:
+/// - libibverbs (`ibv_cmd_create_flow` / `ib_spec_to_kern_spec`, libibverbs/cmd_flow.c) walks
+///   `num_of_specs` specs by their own `size` fields and ignores `ibv_flow_attr.size` (VPP leaves
+///   it 0), refusing an unknown spec type with EINVAL; we also refuse a spec whose `size` is
+///   smaller than its struct or runs past the blob (EINVAL).
+/// - The kernel (`ib_uverbs_ex_create_flow`, drivers/infiniband/core/uverbs_cmd.c): a non-zero
+///   `comp_mask` or more than [`MAX_SPECS`] specs is EINVAL, and so is DONT_TRAP on the
+///   ALL_DEFAULT/MC_DEFAULT types.
+/// - mlx5_ib (`mlx5_ib_create_flow`, drivers/infiniband/hw/mlx5/fs.c): flags other than
+///   DONT_TRAP|EGRESS and a port other than 1 are EINVAL; a user priority above
+///   [`MAX_PRIORITY`] is ENOMEM (no such flow table); values with bits outside their masks are
+///   EINVAL (mlx5_core `check_valid_spec`).
+///
+/// Things the kernel takes but the model's [`FlowRule`] cannot express are EOPNOTSUPP: the
+/// leftovers and sniffer types, EGRESS, inner (tunnel) specs, partial masks on EtherType, VLAN
+/// (beyond the VID) and ports, non-prefix address masks, and the IPv6 flow label, traffic
+/// class and hop limit and the IPv4 TOS/TTL/flags.
+pub fn parse(bytes: &[u8]) -> Result<ParsedFlow, FlowParseError> {
+    let attr_len = size_of::<IbvFlowAttr>();
+    if bytes.len() < attr_len {
+        return Err(einval(format!(
+            "{} bytes: shorter than struct ibv_flow_attr",
+            bytes.len()
+        )));
+    }
+    let a = Reader(&bytes[..attr_len]);
+    let comp_mask = a.ne32(offset_of!(IbvFlowAttr, comp_mask));
+    let type_ = a.ne32(offset_of!(IbvFlowAttr, type_));
+    let priority = a.ne16(offset_of!(IbvFlowAttr, priority));
+    let num = a.u8(offset_of!(IbvFlowAttr, num_of_specs));
+    let port = a.u8(offset_of!(IbvFlowAttr, port));
+    let flags = a.ne32(offset_of!(IbvFlowAttr, flags));
+    if comp_mask != 0 {
+        return Err(einval(format!("comp_mask {comp_mask:#x}")));
+    }
+    if flags & !(IBV_FLOW_ATTR_FLAGS_DONT_TRAP | IBV_FLOW_ATTR_FLAGS_EGRESS) != 0 {
+        return Err(einval(format!("flags {flags:#x}")));
+    }
+    let dont_trap = flags & IBV_FLOW_ATTR_FLAGS_DONT_TRAP != 0;
+    if dont_trap && matches!(type_, IBV_FLOW_ATTR_ALL_DEFAULT | IBV_FLOW_ATTR_MC_DEFAULT) {
+        return Err(einval("DONT_TRAP on a default (leftovers) rule"));
+    }
+    if num > MAX_SPECS {
+        return Err(einval(format!("{num} specs, the kernel takes at most {MAX_SPECS}")));
+    }
+    if port != PORT {
+        return Err(einval(format!("port {port}: the device has port {PORT} only")));
+    }
+    match type_ {
+        IBV_FLOW_ATTR_NORMAL => {}
+        IBV_FLOW_ATTR_ALL_DEFAULT | IBV_FLOW_ATTR_MC_DEFAULT | IBV_FLOW_ATTR_SNIFFER => {
+            return Err(model_limit(format!("flow type {type_} (leftovers/sniffer)")));
+        }
+        t => return Err(einval(format!("flow type {t}"))),
+    }
+    if priority > MAX_PRIORITY {
+        return Err(refuse(
+            libc::ENOMEM,
+            format!("priority {priority}: the kernel has tables for 0 to {MAX_PRIORITY}"),
+        ));
+    }
+    if flags & IBV_FLOW_ATTR_FLAGS_EGRESS != 0 {
+        return Err(model_limit("egress flows"));
+    }
+
+    let mut rule = FlowRule {
+        priority,
+        action: if dont_trap { Action::Copy } else { Action::Steal },
+        ..FlowRule::ANY
+    };
+    let mut spec_types = Vec::with_capacity(usize::from(num));
+    let mut at = attr_len;
+    for i in 0..num {
+        if bytes.len() < at + 8 {
+            return Err(einval(format!("spec {i} runs past the blob")));
+        }
+        let h = Reader(&bytes[at..]);
+        let t = h.ne32(0);
+        let size = usize::from(h.ne16(4));
+        let want = match t & !IBV_FLOW_SPEC_INNER {
+            IBV_FLOW_SPEC_ETH => size_of::<IbvFlowSpecEth>(),
+            IBV_FLOW_SPEC_IPV4 => size_of::<IbvFlowSpecIpv4>(),
+            IBV_FLOW_SPEC_IPV4_EXT => size_of::<IbvFlowSpecIpv4Ext>(),
+            IBV_FLOW_SPEC_IPV6 => size_of::<IbvFlowSpecIpv6>(),
+            IBV_FLOW_SPEC_TCP | IBV_FLOW_SPEC_UDP => size_of::<IbvFlowSpecTcpUdp>(),
+            // ESP, VXLAN, GRE, MPLS and the action specs are known to libibverbs and need
+            // capabilities or objects the model does not have.
+            0x34 | 0x50 | 0x51 | 0x60 | 0x1000..=0x1003 => {
+                return Err(model_limit(format!("spec {i}: type {t:#x}")));
+            }
+            _ => return Err(einval(format!("spec {i}: unknown type {t:#x}"))),
+        };
+        if size < want || at + size > bytes.len() {
+            return Err(einval(format!("spec {i}: size {size}, struct is {want}")));
+        }
+        if t & IBV_FLOW_SPEC_INNER != 0 {
+            return Err(model_limit(format!("spec {i}: inner (tunnel) headers")));
+        }
+        spec_types.push(t);
+        let s = Reader(&bytes[at..at + size]);
+        match t {
+            IBV_FLOW_SPEC_ETH => eth_spec(&s, &mut rule)?,
+            IBV_FLOW_SPEC_IPV4 | IBV_FLOW_SPEC_IPV4_EXT => ipv4_spec(&s, t, &mut rule)?,
+            IBV_FLOW_SPEC_IPV6 => ipv6_spec(&s, &mut rule)?,
+            _ => l4_spec(&s, t, &mut rule)?,
+        }
+        at += size;
+    }
+    rule.validate().map_err(|e| einval(e.to_string()))?;
+    Ok(ParsedFlow { rule, port, spec_types })
+}
+
+fn eth_spec(s: &Reader, rule: &mut FlowRule) -> Result<(), FlowParseError> {
+    let (v, m) = (offset_of!(IbvFlowSpecEth, val), offset_of!(IbvFlowSpecEth, mask));
+    let f = |base: usize, field: usize| base + field;
+    let mac = |off: usize, what: &str| -> Result<Option<super::rule::MacMatch>, FlowParseError> {
+        let (val, mask): ([u8; 6], [u8; 6]) = (s.arr(f(v, off)), s.arr(f(m, off)));
+        check_masked(what, &val, &mask)?;
+        if mask == [0; 6] {
+            return Ok(None);
+        }
+        super::rule::MacMatch::masked(val, mask)
+            .map(Some)
+            .map_err(|e| einval(e.to_string()))
+    };
+    rule.dst_mac = mac(offset_of!(IbvFlowEthFilter, dst_mac), "eth dst_mac")?;
+    rule.src_mac = mac(offset_of!(IbvFlowEthFilter, src_mac), "eth src_mac")?;
+    let et = offset_of!(IbvFlowEthFilter, ether_type);
+    rule.ethertype = exact16("eth ether_type", s.be16(f(v, et)), s.be16(f(m, et)))?;
+    let vt = offset_of!(IbvFlowEthFilter, vlan_tag);
+    let (tag, tag_mask) = (s.be16(f(v, vt)), s.be16(f(m, vt)));
+    check_masked("eth vlan_tag", &tag.to_be_bytes(), &tag_mask.to_be_bytes())?;
+    rule.vlan = match tag_mask {
+        0 => None,
+        0x0fff => Some(tag),
+        m => {
+            return Err(model_limit(format!(
+                "eth vlan_tag: mask {m:#06x} (only the VID, 0x0fff)"
+            )))
+        }
+    };
+    Ok(())
+}
+
+fn set_ip(rule: &mut FlowRule, ip: IpMatch) -> Result<(), FlowParseError> {
+    match (&rule.ip, &ip) {
+        (Some(IpMatch::V4 { .. }), IpMatch::V6 { .. }) | (Some(IpMatch::V6 { .. }), IpMatch::V4 { .. }) => {
+            Err(einval("IPv4 and IPv6 specs in one rule"))
+        }
+        _ => {
+            rule.ip = Some(ip);
+            Ok(())
+        }
+    }
+}
+
+fn set_proto(rule: &mut FlowRule, p: u8) -> Result<(), FlowParseError> {
+    match rule.ip_proto {
+        Some(q) if q != p => Err(einval(format!("protocols {q} and {p} in one rule"))),
+        _ => {
+            rule.ip_proto = Some(p);
+            Ok(())
+        }
+    }
+}
+
+fn ipv4_spec(s: &Reader, t: u32, rule: &mut FlowRule) -> Result<(), FlowParseError> {
+    // ipv4 and ipv4_ext share the address layout; ext adds proto/tos/ttl/flags.
+    let (v, m) = (offset_of!(IbvFlowSpecIpv4, val), offset_of!(IbvFlowSpecIpv4, mask));
+    let (v, m) = if t == IBV_FLOW_SPEC_IPV4_EXT {
+        (
+            offset_of!(IbvFlowSpecIpv4Ext, val),
+            offset_of!(IbvFlowSpecIpv4Ext, mask),
+        )
+    } else {
+        (v, m)
+    };
+    let (so, dof) = (
+        offset_of!(IbvFlowIpv4Filter, src_ip),
+        offset_of!(IbvFlowIpv4Filter, dst_ip),
+    );
+    let src = v4_prefix("ipv4 src_ip", s.arr(v + so), s.arr(m + so))?;
+    let dst = v4_prefix("ipv4 dst_ip", s.arr(v + dof), s.arr(m + dof))?;
+    set_ip(rule, IpMatch::V4 { src, dst })?;
+    if t == IBV_FLOW_SPEC_IPV4_EXT {
+        let po = offset_of!(IbvFlowIpv4ExtFilter, proto);
+        let (proto, proto_mask) = (s.u8(v + po), s.u8(m + po));
+        check_masked("ipv4 proto", &[proto], &[proto_mask])?;
+        match proto_mask {
+            0 => {}
+            0xff => set_proto(rule, proto)?,
+            _ => return Err(model_limit("ipv4 proto: partial mask")),
+        }
+        let rest = offset_of!(IbvFlowIpv4ExtFilter, tos);
+        if (0..3).any(|k| s.u8(m + rest + k) != 0) {
+            return Err(model_limit("ipv4 tos/ttl/flags"));
+        }
+    }
+    Ok(())
+}
+
+fn ipv6_spec(s: &Reader, rule: &mut FlowRule) -> Result<(), FlowParseError> {
+    let (v, m) = (offset_of!(IbvFlowSpecIpv6, val), offset_of!(IbvFlowSpecIpv6, mask));
+    let (so, dof) = (
+        offset_of!(IbvFlowIpv6Filter, src_ip),
+        offset_of!(IbvFlowIpv6Filter, dst_ip),
+    );
+    let src = v6_prefix("ipv6 src_ip", s.arr(v + so), s.arr(m + so))?;
+    let dst = v6_prefix("ipv6 dst_ip", s.arr(v + dof), s.arr(m + dof))?;
+    set_ip(rule, IpMatch::V6 { src, dst })?;
+    let nh = offset_of!(IbvFlowIpv6Filter, next_hdr);
+    let (next, next_mask) = (s.u8(v + nh), s.u8(m + nh));
+    check_masked("ipv6 next_hdr", &[next], &[next_mask])?;
+    match next_mask {
+        0 => {}
+        0xff => set_proto(rule, next)?,
+        _ => return Err(model_limit("ipv6 next_hdr: partial mask")),
+    }
+    let fl = offset_of!(IbvFlowIpv6Filter, flow_label);
+    let tc = offset_of!(IbvFlowIpv6Filter, traffic_class);
+    let hl = offset_of!(IbvFlowIpv6Filter, hop_limit);
+    if s.ne32(m + fl) != 0 || s.u8(m + tc) != 0 || s.u8(m + hl) != 0 {
+        return Err(model_limit("ipv6 flow_label/traffic_class/hop_limit"));
+    }
+    Ok(())
+}
+
+fn l4_spec(s: &Reader, t: u32, rule: &mut FlowRule) -> Result<(), FlowParseError> {
+    // The kernel sets ip_protocol from the spec type (mlx5_ib `parse_flow_attr`).
+    set_proto(
+        rule,
+        if t == IBV_FLOW_SPEC_TCP {
+            IPPROTO_TCP
+        } else {
+            IPPROTO_UDP
+        },
+    )?;
+    let (v, m) = (offset_of!(IbvFlowSpecTcpUdp, val), offset_of!(IbvFlowSpecTcpUdp, mask));
+    let (dp, sp) = (
+        offset_of!(IbvFlowTcpUdpFilter, dst_port),
+        offset_of!(IbvFlowTcpUdpFilter, src_port),
+    );
+    rule.dst_port = exact16("dst_port", s.be16(v + dp), s.be16(m + dp))?;
+    rule.src_port = exact16("src_port", s.be16(v + sp), s.be16(m + sp))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round_trip(text: &str) {
+        let rule: FlowRule = text.parse().unwrap();
+        let blob = compile(&rule).unwrap();
+        let back = parse(blob.as_bytes()).unwrap();
+        assert_eq!(back.rule, rule, "{text}");
+        assert_eq!(back.spec_types.len(), usize::from(blob.num_of_specs()));
+    }
+
+    #[test]
+    fn parse_inverts_compile() {
+        for text in [
+            "dst-mac 02:00:00:00:00:01",
+            "dst-mac 01:00:00:00:00:00/01:00:00:00:00:00 copy",
+            "vlan 7 ethertype 0x88cc priority 3",
+            "ipv4 src 10.0.0.0/8 dst 192.168.1.1/32 udp dst-port 4789",
+            "ipv6 dst fc00::/7 tcp src-port 22 priority 15",
+            "ipv6 proto 47",
+            "tcp dst-port 80",
+            "src-mac 02:aa:bb:cc:dd:ee udp",
+        ] {
+            round_trip(text);
+        }
+        round_trip_rule(&FlowRule::own_mac([2, 0x4d, 0x4c, 0x35, 0, 0]));
+        round_trip_rule(&FlowRule::multicast_copy());
+        round_trip_rule(&FlowRule::promiscuous());
+    }
+
+    fn round_trip_rule(rule: &FlowRule) {
+        assert_eq!(&parse(compile(rule).unwrap().as_bytes()).unwrap().rule, rule);
+    }
+
+    #[test]
+    fn parse_applies_the_kernel_checks() {
+        let good = compile(&"udp dst-port 53".parse().unwrap()).unwrap();
+        let errno = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = good.as_bytes().to_vec();
+            f(&mut b);
+            parse(&b).map(|_| 0).unwrap_or_else(|e| e.errno)
+        };
+        // attr.size is ignored, as libibverbs ignores it (VPP leaves it 0).
+        assert_eq!(errno(&|b| b[8..10].copy_from_slice(&0u16.to_ne_bytes())), 0);
+        assert_eq!(errno(&|b| b[0] = 1), libc::EINVAL); // comp_mask
+        assert_eq!(errno(&|b| b[16] = 1), libc::EINVAL); // deprecated flag bit 0
+        assert_eq!(errno(&|b| b[10] = 16), libc::ENOMEM); // priority 16
+        assert_eq!(errno(&|b| b[12] = 11), libc::EINVAL); // 11 specs
+        assert_eq!(errno(&|b| b[13] = 2), libc::EINVAL); // port 2
+        assert_eq!(errno(&|b| b[4] = 9), libc::EINVAL); // flow type
+        assert_eq!(errno(&|b| b[4] = 3), libc::EOPNOTSUPP); // sniffer
+        assert_eq!(errno(&|b| b[20] = 0x21), libc::EINVAL); // unknown spec type
+        assert_eq!(errno(&|b| b[24] = 8), libc::EINVAL); // eth spec size too small
+        assert_eq!(errno(&|b| b.truncate(b.len() - 1)), libc::EINVAL);
+        // A value bit outside the mask: dst_mac byte 0 with a zero mask.
+        assert_eq!(errno(&|b| b[26] = 1), libc::EINVAL);
+        // A partial port mask is beyond what a FlowRule holds.
+        let l4 = 20 + 40;
+        assert_eq!(errno(&|b| b[l4 + 10] = 0x0f), libc::EOPNOTSUPP);
+        // DONT_TRAP reads back as a copy rule.
+        let copy = parse(compile(&"udp copy".parse().unwrap()).unwrap().as_bytes()).unwrap();
+        assert_eq!(copy.rule.action, Action::Copy);
+        assert_eq!(copy.spec_types, [IBV_FLOW_SPEC_ETH, IBV_FLOW_SPEC_UDP]);
+    }
+
+    #[test]
+    fn prefix_masks() {
+        assert_eq!(prefix_len(&[255, 255, 240, 0]), Some(20));
+        assert_eq!(prefix_len(&[0; 4]), Some(0));
+        assert_eq!(prefix_len(&[255, 0, 255, 0]), None);
+    }
 
     #[test]
     fn own_mac_is_one_eth_spec() {
