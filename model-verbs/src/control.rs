@@ -1,0 +1,109 @@
+//! `rawpkt_model_*`: the test-only control symbols of the contract.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::Ordering;
+
+use crate::global::{global, ibdev_index};
+use crate::guard;
+
+/// Contexts + PDs + MRs + CQs + QPs + WQs + indirection tables + flows alive (0 after a clean
+/// teardown).
+#[no_mangle]
+pub extern "C" fn rawpkt_model_live_objects() -> u64 {
+    guard(0, || global().map_or(0, |g| g.reg().len() as u64))
+}
+
+/// Sets a knob: "dv" = "1"/"0", "cap_net_raw" = "1"/"0", "refuse_flow" = a spec type name
+/// ("eth", "ipv4", "ipv6", "ipv4_ext", "tcp", "udp") or "". 0, or -1 for an unknown key/value.
+#[no_mangle]
+pub unsafe extern "C" fn rawpkt_model_set(key: *const c_char, value: *const c_char) -> c_int {
+    guard(-1, || {
+        if key.is_null() || value.is_null() {
+            return -1;
+        }
+        let Ok(g) = global() else { return -1 };
+        // SAFETY: the caller passes NUL-terminated strings (checked non-NULL).
+        let (k, v) = unsafe {
+            (
+                CStr::from_ptr(key).to_string_lossy(),
+                CStr::from_ptr(value).to_string_lossy(),
+            )
+        };
+        let flag = match &*v {
+            "1" => Some(true),
+            "0" => Some(false),
+            _ => None,
+        };
+        match (&*k, flag) {
+            ("dv", Some(f)) => g.dv.store(f, Ordering::Relaxed),
+            ("cap_net_raw", Some(f)) => g.cap_net_raw.store(f, Ordering::Relaxed),
+            ("refuse_flow", _) if matches!(&*v, "" | "eth" | "ipv4" | "ipv6" | "ipv4_ext" | "tcp" | "udp") => {
+                *crate::objects::lock(&g.refuse_flow) = v.into_owned();
+            }
+            _ => return -1,
+        }
+        0
+    })
+}
+
+fn port_of(ibdev: *const c_char, port_num: u8) -> Option<usize> {
+    if ibdev.is_null() || port_num != 1 {
+        return None;
+    }
+    // SAFETY: the caller passes a NUL-terminated string (checked non-NULL).
+    ibdev_index(&unsafe { CStr::from_ptr(ibdev) }.to_string_lossy())
+}
+
+/// A frame arrives from the wire at `ibdev`'s port and is steered (flows, else Linux).
+#[no_mangle]
+pub unsafe extern "C" fn rawpkt_model_inject(
+    ibdev: *const c_char,
+    port_num: u8,
+    frame: *const u8,
+    len: usize,
+) -> c_int {
+    guard(-1, || {
+        let (Ok(g), Some(port)) = (global(), port_of(ibdev, port_num)) else {
+            return -1;
+        };
+        if frame.is_null() && len > 0 {
+            return -1;
+        }
+        let bytes = if len == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the caller's frame of len bytes (checked non-NULL).
+            unsafe { std::slice::from_raw_parts(frame, len) }
+        };
+        g.nic.inject_frame(port, bytes);
+        0
+    })
+}
+
+/// Frames delivered to the Linux side of `ibdev`'s netdev: those no flow stole (DONT_TRAP
+/// matches included).
+#[no_mangle]
+pub unsafe extern "C" fn rawpkt_model_linux_frames(ibdev: *const c_char, port_num: u8) -> u64 {
+    guard(0, || match (global(), port_of(ibdev, port_num)) {
+        (Ok(g), Some(port)) => g.nic.port_counters(port).rx_unclaimed,
+        _ => 0,
+    })
+}
+
+/// Frames the port put on the wire.
+#[no_mangle]
+pub unsafe extern "C" fn rawpkt_model_wire_frames(ibdev: *const c_char, port_num: u8) -> u64 {
+    guard(0, || match (global(), port_of(ibdev, port_num)) {
+        (Ok(g), Some(port)) => g.nic.port_counters(port).tx_frames,
+        _ => 0,
+    })
+}
+
+/// The root of the fake sysfs tree (`<root>/class/infiniband/...`), NUL-terminated and valid
+/// for the process; NULL if the model could not start.
+#[no_mangle]
+pub extern "C" fn rawpkt_model_sysfs_root() -> *const c_char {
+    guard(std::ptr::null(), || {
+        global().map_or(std::ptr::null(), |g| g.sysfs_root.as_ptr())
+    })
+}

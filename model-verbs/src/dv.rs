@@ -1,0 +1,210 @@
+//! The libmlx5 entry points: `mlx5dv_is_supported`, `mlx5dv_query_device`, `mlx5dv_init_obj`
+//! and `mlx5dv_create_cq` (providers/mlx5/mlx5.c and verbs.c in rdma-core).
+
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use rawpkt::dv::model::RawQueue;
+use rdma_abi::*;
+
+use crate::global::{global, Kind};
+use crate::objects::*;
+use crate::{guard, ptr_or_errno};
+
+const EINVAL: i32 = libc::EINVAL;
+
+/// Formats of compressed CQEs the device takes (a ConnectX-5: hash and checksum mini-CQEs).
+const COMP_FORMATS: u32 = MLX5DV_CQE_RES_FORMAT_HASH | MLX5DV_CQE_RES_FORMAT_CSUM;
+
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_is_supported(device: *mut ibv_device) -> bool {
+    guard(false, || match global() {
+        Ok(g) => g.port_of(device).is_some() && g.dv_enabled(),
+        Err(_) => false,
+    })
+}
+
+/// rdma-core `_mlx5dv_query_device` for a ConnectX-5: CQE version 1, MPW allowed, enhanced MPW;
+/// the capability structs the caller asks for by `comp_mask`. With the `dv` knob off the device
+/// reports none of it, so a DV datapath refuses it (VPP needs CQE_V1).
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out: *mut mlx5dv_context) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = global() else { return EINVAL };
+        if ctx_in.is_null() || attrs_out.is_null() || !g.reg().check(ctx_in as usize, Kind::Context) {
+            return EINVAL;
+        }
+        // SAFETY: the caller's struct, valid for reading its comp_mask and writing.
+        let a = unsafe { &mut *attrs_out };
+        let asked = a.comp_mask;
+        a.version = 0;
+        a.flags = 0;
+        let mut out = 0u64;
+        if g.dv_enabled() {
+            a.flags = u64::from(
+                MLX5DV_CONTEXT_FLAGS_CQE_V1 | MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED | MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW,
+            );
+            if asked & u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION) != 0 {
+                a.cqe_comp_caps = mlx5dv_cqe_comp_caps {
+                    max_num: 64,
+                    supported_format: COMP_FORMATS,
+                };
+                out |= u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION);
+            }
+            if asked & u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ) != 0 {
+                // The model has no striding RQ: all zero, no QP type supports it.
+                // SAFETY: C data, all-zero valid.
+                a.striding_rq_caps = unsafe { std::mem::zeroed() };
+                out |= u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ);
+            }
+            if asked & u64::from(MLX5DV_CONTEXT_MASK_SWP) != 0 {
+                // SAFETY: C data, all-zero valid.
+                a.sw_parsing_caps = unsafe { std::mem::zeroed() };
+                out |= u64::from(MLX5DV_CONTEXT_MASK_SWP);
+            }
+            if asked & u64::from(MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS) != 0 {
+                a.tunnel_offloads_caps = 0;
+                out |= u64::from(MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS);
+            }
+        }
+        a.comp_mask = out;
+        0
+    })
+}
+
+/// rdma-core `_mlx5dv_init_obj`: each requested object in turn (QP, CQ, SRQ, RWQ, ...), stopping
+/// at the first failure. The addresses are the model's rings, so a DV datapath that writes
+/// WQEs and polls CQEs there drives the model directly.
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = global() else { return EINVAL };
+        if obj.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: the caller's struct; only the members named by obj_type are read.
+        let o = unsafe { &mut *obj };
+        let known = u64::from(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_RWQ);
+        if obj_type & !known != 0 {
+            // SRQs, DMs, AHs, PDs: the model hands none of them out.
+            return EINVAL;
+        }
+        if obj_type & u64::from(MLX5DV_OBJ_QP) != 0 {
+            let (qp, out) = (o.qp.in_, o.qp.out);
+            if out.is_null() || !g.reg().check(qp as usize, Kind::Qp) {
+                return EINVAL;
+            }
+            // SAFETY: a live QP and the caller's out struct.
+            let (q, out) = unsafe { (&*qp.cast::<Qp>(), &mut *out) };
+            // mlx5dv_get_qp: comp_mask is in/out; the model answers none of the optional parts
+            // (no mmap offset, no TIR/TIS handles).
+            out.comp_mask = 0;
+            // SAFETY: C data, all-zero valid.
+            out.rq = unsafe { std::mem::zeroed() };
+            match &q.kind {
+                QpKind::Raw { sq, .. } => {
+                    let r = RawQueue::of_sq(sq);
+                    out.dbrec = r.dbrec;
+                    out.sq.buf = r.buf.cast();
+                    out.sq.wqe_cnt = r.cnt;
+                    out.sq.stride = r.stride;
+                    out.bf.reg = r.bf_reg.cast();
+                    out.bf.size = r.bf_size;
+                }
+                QpKind::Rss { .. } => {
+                    // An RSS QP has no queues of its own.
+                    out.dbrec = std::ptr::null_mut();
+                    // SAFETY: C data, all-zero valid.
+                    out.sq = unsafe { std::mem::zeroed() };
+                    // SAFETY: as above.
+                    out.bf = unsafe { std::mem::zeroed() };
+                }
+            }
+        }
+        if obj_type & u64::from(MLX5DV_OBJ_CQ) != 0 {
+            let (cq, out) = (o.cq.in_, o.cq.out);
+            if out.is_null() || !g.reg().check(cq as usize, Kind::Cq) {
+                return EINVAL;
+            }
+            // SAFETY: a live CQ and the caller's out struct.
+            let (c, out) = unsafe { (&*cq.cast::<Cq>(), &mut *out) };
+            let r = RawQueue::of_cq(&c.info);
+            out.comp_mask = 0;
+            out.buf = r.buf.cast();
+            out.dbrec = r.dbrec;
+            out.cqe_cnt = r.cnt;
+            out.cqe_size = r.stride;
+            out.cqn = r.num;
+            // SAFETY: a live CQ's context is live (the CQ holds it).
+            out.cq_uar = unsafe { (*Context::from_ctx(c.cq.context)).cq_uar.base().cast() };
+        }
+        if obj_type & u64::from(MLX5DV_OBJ_RWQ) != 0 {
+            let (wq, out) = (o.rwq.in_, o.rwq.out);
+            if out.is_null() || !g.reg().check(wq as usize, Kind::Wq) {
+                return EINVAL;
+            }
+            // SAFETY: a live WQ and the caller's out struct.
+            let (w, out) = unsafe { (&*wq.cast::<Wq>(), &mut *out) };
+            let r = RawQueue::of_rwq(&w.info);
+            out.comp_mask = 0;
+            out.buf = r.buf.cast();
+            out.dbrec = r.dbrec;
+            out.wqe_cnt = r.cnt;
+            out.stride = r.stride;
+        }
+        0
+    })
+}
+
+/// rdma-core `mlx5dv_create_cq` -> `create_cq` (providers/mlx5/verbs.c) with the checks that
+/// apply here: unknown mask bits are EINVAL, a CQE size other than 64/128 is EINVAL, a
+/// compression format the device lacks is EINVAL. The model writes 64-byte CQEs only (128 is
+/// EOPNOTSUPP) and never compresses, which hardware is also free to do.
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_create_cq(
+    context: *mut ibv_context,
+    cq_attr: *mut ibv_cq_init_attr_ex,
+    mlx5_cq_attr: *mut mlx5dv_cq_init_attr,
+) -> *mut ibv_cq_ex {
+    guard(std::ptr::null_mut(), || {
+        ptr_or_errno((|| {
+            let g = global()?;
+            if cq_attr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: the caller's attribute structs (the dv one optional).
+            let a = unsafe { &*cq_attr };
+            if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
+                return Err(EINVAL);
+            }
+            if !a.channel.is_null() {
+                return Err(libc::EOPNOTSUPP);
+            }
+            if !mlx5_cq_attr.is_null() {
+                // SAFETY: as above.
+                let d = unsafe { &*mlx5_cq_attr };
+                let known = MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE
+                    | MLX5DV_CQ_INIT_ATTR_MASK_FLAGS
+                    | MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
+                if d.comp_mask & !u64::from(known) != 0 {
+                    return Err(EINVAL);
+                }
+                if d.comp_mask & u64::from(MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE) != 0 {
+                    match d.cqe_size {
+                        64 => {}
+                        128 => return Err(libc::EOPNOTSUPP),
+                        _ => return Err(EINVAL),
+                    }
+                }
+                if d.comp_mask & u64::from(MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE) != 0 {
+                    let fmt = u32::from(d.cqe_comp_res_format);
+                    if !g.dv.load(Ordering::Relaxed) || fmt == 0 || fmt & !COMP_FORMATS != 0 || fmt.count_ones() != 1 {
+                        return Err(EINVAL);
+                    }
+                }
+            }
+            let cqe = i32::try_from(a.cqe).map_err(|_| EINVAL)?;
+            crate::verbs::create_cq(context, cqe, a.cq_context).map(|c| c.cast::<ibv_cq_ex>())
+        })())
+    })
+}

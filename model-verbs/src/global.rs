@@ -1,0 +1,248 @@
+//! Process-wide state: the model NIC, the two devices, the knobs and the object registry.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use rawpkt::dv::model::{ModelConfig, Nic};
+use rdma_abi::ibv_device;
+
+/// One RDMA device of the model (contract table).
+pub(crate) struct DevInfo {
+    pub ibdev: &'static str,
+    pub uverbs: &'static str,
+    pub netdev: &'static str,
+    pub pci: &'static str,
+    pub mac: [u8; 6],
+    pub ifindex: u32,
+}
+
+pub(crate) const DEVS: [DevInfo; 2] = [
+    DevInfo {
+        ibdev: "mlx5_0",
+        uverbs: "uverbs0",
+        netdev: "mdl0",
+        pci: "0000:3b:00.0",
+        mac: [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x00],
+        ifindex: 1000,
+    },
+    DevInfo {
+        ibdev: "mlx5_1",
+        uverbs: "uverbs1",
+        netdev: "mdl1",
+        pci: "0000:3b:00.1",
+        mac: [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01],
+        ifindex: 1001,
+    },
+];
+
+/// What an address in the registry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Context,
+    Pd,
+    Mr,
+    Cq,
+    Qp,
+    Wq,
+    IndTable,
+    Flow,
+}
+
+struct Entry {
+    kind: Kind,
+    /// Objects created on this one and still alive (the kernel's `usecnt`): a PD with MRs, a
+    /// CQ with queues, a WQ in an indirection table, a table under an RSS QP, a QP with flows.
+    users: u32,
+    /// The objects whose `users` this one counts in.
+    holds: Vec<usize>,
+}
+
+/// Every object handed out and alive, by the address C code holds. Lets each verb refuse a
+/// pointer it did not hand out (EINVAL) instead of dereferencing it, and gives the live count.
+#[derive(Default)]
+pub(crate) struct Registry {
+    objs: HashMap<usize, Entry>,
+}
+
+impl Registry {
+    pub fn check(&self, p: usize, kind: Kind) -> bool {
+        self.objs.get(&p).is_some_and(|e| e.kind == kind)
+    }
+
+    pub fn add(&mut self, p: usize, kind: Kind, holds: Vec<usize>) {
+        for h in &holds {
+            if let Some(e) = self.objs.get_mut(h) {
+                e.users += 1;
+            }
+        }
+        self.objs.insert(p, Entry { kind, users: 0, holds });
+    }
+
+    /// Removes an object nothing depends on any more; EBUSY otherwise (the kernel's answer to
+    /// destroying an object in use), EINVAL if it is not a live object of that kind.
+    pub fn remove(&mut self, p: usize, kind: Kind) -> Result<(), i32> {
+        match self.objs.get(&p) {
+            Some(e) if e.kind == kind && e.users == 0 => {}
+            Some(e) if e.kind == kind => return Err(libc::EBUSY),
+            _ => return Err(libc::EINVAL),
+        }
+        self.force_remove(p);
+        Ok(())
+    }
+
+    /// Removes an object whatever depends on it (closing a context).
+    pub fn force_remove(&mut self, p: usize) -> bool {
+        let Some(e) = self.objs.remove(&p) else {
+            return false;
+        };
+        for h in e.holds {
+            if let Some(h) = self.objs.get_mut(&h) {
+                h.users = h.users.saturating_sub(1);
+            }
+        }
+        true
+    }
+
+    pub fn users(&self, p: usize) -> u32 {
+        self.objs.get(&p).map_or(0, |e| e.users)
+    }
+
+    pub fn len(&self) -> usize {
+        self.objs.len()
+    }
+}
+
+/// The process-wide model.
+pub(crate) struct Global {
+    pub nic: Arc<Nic>,
+    /// The two `struct ibv_device`s, leaked: device pointers stay valid for the process, as
+    /// rdma-core's do once discovered.
+    devices: [usize; 2],
+    pub sysfs_root: CString,
+    pub dv: AtomicBool,
+    pub cap_net_raw: AtomicBool,
+    pub refuse_flow: Mutex<String>,
+    pub reg: Mutex<Registry>,
+}
+
+static GLOBAL: OnceLock<Result<Global, String>> = OnceLock::new();
+
+/// The model, created on first use: the NIC starts polling on its own thread (pinned to
+/// `RAWPKT_MODEL_CPU` when set, as `model:` ports are) and the sysfs tree is written.
+pub(crate) fn global() -> Result<&'static Global, i32> {
+    GLOBAL.get_or_init(init).as_ref().map_err(|e| {
+        eprintln!("rawpkt model library: {e}");
+        libc::ENODEV
+    })
+}
+
+fn init() -> Result<Global, String> {
+    let root = crate::sysfs::create()?;
+    let nic = Nic::pair(ModelConfig::default())?;
+    for port in 0..DEVS.len() {
+        // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
+        // steers them to a queue.
+        nic.enable_steering(port);
+    }
+    let cpu = std::env::var("RAWPKT_MODEL_CPU").ok().and_then(|c| c.parse().ok());
+    nic.start(cpu);
+    let mut devices = [0usize; 2];
+    for (i, d) in DEVS.iter().enumerate() {
+        // SAFETY: ibv_device is plain C data (arrays, enums, function pointers); all zeroes is
+        // a valid value of it (NULL pointers, zero enums).
+        let mut dev: ibv_device = unsafe { std::mem::zeroed() };
+        dev.node_type = rdma_abi::IBV_NODE_CA;
+        dev.transport_type = rdma_abi::IBV_TRANSPORT_IB;
+        fill(&mut dev.name, d.ibdev);
+        fill(&mut dev.dev_name, d.uverbs);
+        let class = root.join("class");
+        fill(
+            &mut dev.dev_path,
+            &class.join("infiniband_verbs").join(d.uverbs).to_string_lossy(),
+        );
+        fill(
+            &mut dev.ibdev_path,
+            &class.join("infiniband").join(d.ibdev).to_string_lossy(),
+        );
+        devices[i] = Box::into_raw(Box::new(dev)) as usize;
+    }
+    Ok(Global {
+        nic,
+        devices,
+        sysfs_root: CString::new(root.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?,
+        dv: AtomicBool::new(true),
+        cap_net_raw: AtomicBool::new(true),
+        refuse_flow: Mutex::new(String::new()),
+        reg: Mutex::new(Registry::default()),
+    })
+}
+
+/// Copies `s` into a C char array, NUL-terminated and truncated to fit.
+pub(crate) fn fill(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len() - 1);
+    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
+        *d = *b as c_char;
+    }
+    dst[n] = 0;
+}
+
+impl Global {
+    pub fn device(&self, i: usize) -> *mut ibv_device {
+        self.devices[i] as *mut ibv_device
+    }
+
+    /// The port (index into [`DEVS`]) of a device pointer this library handed out.
+    pub fn port_of(&self, dev: *const ibv_device) -> Option<usize> {
+        self.devices.iter().position(|&d| d == dev as usize)
+    }
+
+    pub fn reg(&self) -> MutexGuard<'_, Registry> {
+        self.reg.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn dv_enabled(&self) -> bool {
+        self.dv.load(Ordering::Relaxed)
+    }
+
+    /// Whether the caller may create RAW_PACKET QPs and flows: the calling thread's effective
+    /// capability set holds CAP_NET_RAW (what `capable(CAP_NET_RAW)` in the kernel's
+    /// `create_qp`/`ib_uverbs_ex_create_flow` asks; since Linux 6.16 against the device's net
+    /// namespace owner, which is the initial one here), and the `cap_net_raw` knob is on.
+    pub fn may_use_raw(&self) -> bool {
+        self.cap_net_raw.load(Ordering::Relaxed) && thread_has_cap_net_raw()
+    }
+}
+
+pub(crate) fn ibdev_index(name: &str) -> Option<usize> {
+    DEVS.iter().position(|d| d.ibdev == name)
+}
+
+/// capget(2) for the calling thread (pid 0): capabilities are per thread, so a test can drop
+/// CAP_NET_RAW on one thread with capset(2) and keep it on others.
+fn thread_has_cap_net_raw() -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    const CAP_NET_RAW: u32 = 13;
+    let mut hdr = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget reads the header and writes two `__user_cap_data_struct`s (version 3), both
+    // live locals of the layout the kernel expects.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut Header, data.as_mut_ptr()) };
+    rc == 0 && data[0].effective & (1 << CAP_NET_RAW) != 0
+}

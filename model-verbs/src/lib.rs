@@ -1,0 +1,109 @@
+//! rawpkt's mlx5 device model behind rdma-core's C ABI: a shared library that a program loads in
+//! place of `libibverbs.so.1` and `libmlx5.so.1`, so that the production control path
+//! (device discovery, bring-up, flows) and both datapaths (DV rings and the ibverbs fallback)
+//! run unchanged against the model.
+//!
+//! The contract with rawpkt's binding is `/work/contract/rdma-model-contract.md`;
+//! `docs/model-library.md` describes what is exported, the fake sysfs tree, the knobs and the
+//! kernel rules enforced. In short:
+//! - Two RDMA devices, `mlx5_0` and `mlx5_1`, are the two ports of one model [`Nic`] wired back
+//!   to back, running on its own thread as model ports do ([`rawpkt::dv::model`]).
+//! - Every object handed out is the real rdma-core struct (`ibv_context` inside a full
+//!   `struct verbs_context`, `ibv_pd`, `ibv_mr`, `ibv_cq_ex`, `ibv_qp`, `ibv_wq`,
+//!   `ibv_rwq_ind_table`, `ibv_flow`) as the first field of the model's bookkeeping.
+//! - `ibv_post_send`/`ibv_post_wq_recv`/`ibv_poll_cq` write real WQEs into the model's rings and
+//!   read real CQEs, as libmlx5 does, so the fallback datapath runs on the same device model.
+//!
+//! [`Nic`]: rawpkt::dv::model::Nic
+#![allow(unsafe_code)]
+// Every exported function is an rdma-core verb whose safety contract is rdma-core's (valid
+// objects from this library, valid attribute structs); each one checks what it can (NULL,
+// objects it did not hand out) and says why its unsafe blocks hold.
+#![allow(clippy::missing_safety_doc)]
+
+mod control;
+mod datapath;
+mod dv;
+mod global;
+mod objects;
+mod sysfs;
+mod verbs;
+
+pub use control::*;
+pub use dv::*;
+pub use verbs::*;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Sets the calling thread's `errno`, as rdma-core's verbs do for functions returning NULL.
+pub(crate) fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Runs an exported function's body, turning a panic (a bug in the model) into `fail` with
+/// errno EIO instead of unwinding into C.
+pub(crate) fn guard<T>(fail: T, body: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(_) => {
+            set_errno(libc::EIO);
+            fail
+        }
+    }
+}
+
+/// A pointer-returning verb: NULL with errno on failure.
+pub(crate) fn ptr_or_errno<T>(r: Result<*mut T, i32>) -> *mut T {
+    match r {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// An int-returning verb: 0 or the errno value (rdma-core's convention for destroy/modify).
+pub(crate) fn int_errno(r: Result<(), i32>) -> libc::c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+/// Builds the model library once per process (`cargo build -p rawpkt-model-verbs --release` in
+/// the workspace root, honouring `CARGO_TARGET_DIR`) and returns the path of
+/// `librawpkt_model_verbs.so`, for tests that load it in place of rdma-core
+/// (`RAWPKT_LIBIBVERBS` / `RAWPKT_LIBMLX5`) or link a C program against it.
+///
+/// Panics with cargo's output when the build fails: a test cannot go on without the library.
+pub fn library_path() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("model-verbs sits in the workspace root")
+            .to_path_buf();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+        let out = std::process::Command::new(cargo)
+            .args(["build", "-p", "rawpkt-model-verbs", "--release"])
+            .current_dir(&root)
+            .output()
+            .expect("running cargo to build the model library");
+        assert!(
+            out.status.success(),
+            "cargo build -p rawpkt-model-verbs --release failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let target = match std::env::var_os("CARGO_TARGET_DIR") {
+            Some(t) => root.join(t),
+            None => root.join("target"),
+        };
+        let lib = target.join("release").join("librawpkt_model_verbs.so");
+        assert!(lib.exists(), "{} is missing after the build", lib.display());
+        lib
+    })
+    .clone()
+}

@@ -1,0 +1,133 @@
+//! The model's verbs objects: each one starts with the rdma-core struct C code sees, so the
+//! pointer handed out is the bookkeeping's address (`#[repr(C)]`, first field).
+
+use std::collections::HashMap;
+use std::mem::offset_of;
+use std::sync::{Mutex, MutexGuard};
+
+use rawpkt::dv::ring::{CqInfo, CqRing, RqRing, RwqInfo, SqInfo, SqRing};
+use rawpkt::mem::region::Region;
+use rdma_abi::*;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An open device: rdma-core allocates a provider context that embeds `struct verbs_context`,
+/// whose last field is the `struct ibv_context` handed out (libibverbs `verbs_init_context`).
+#[repr(C)]
+pub(crate) struct Context {
+    pub vctx: verbs_context,
+    /// Which model port (device) this context is.
+    pub port: usize,
+    /// The CQ UAR page (`mlx5dv_cq.cq_uar`): arm doorbells land here; the model never raises
+    /// completion events, so nothing reads it.
+    pub cq_uar: Region,
+}
+
+impl Context {
+    /// The bookkeeping of a context pointer (`container_of`, as `verbs_get_ctx` computes it).
+    pub fn from_ctx(ctx: *mut ibv_context) -> *mut Context {
+        ctx.cast::<u8>()
+            .wrapping_sub(offset_of!(verbs_context, context))
+            .cast::<Context>()
+    }
+}
+
+#[repr(C)]
+pub(crate) struct Pd {
+    pub pd: ibv_pd,
+    pub port: usize,
+}
+
+#[repr(C)]
+pub(crate) struct Mr {
+    pub mr: ibv_mr,
+}
+
+/// Consumer side of a CQ for `ibv_poll_cq`, and which queues complete to it.
+pub(crate) struct CqPoll {
+    pub ring: CqRing,
+    pub ci: u32,
+    /// Raw QPs by QPN and WQs by number that complete here (for their `wr_id`s).
+    pub sqs: HashMap<u32, *mut Qp>,
+    pub wqs: HashMap<u32, *mut Wq>,
+}
+
+/// A CQ is an `ibv_cq_ex` (mlx5dv_create_cq returns one; `ibv_cq_ex_to_cq` is a cast), whose
+/// first fields are `struct ibv_cq`.
+#[repr(C)]
+pub(crate) struct Cq {
+    pub cq: ibv_cq_ex,
+    pub port: usize,
+    pub info: CqInfo,
+    pub poll: Mutex<CqPoll>,
+}
+
+/// Send side of a raw QP, in rdma-core's terms (`struct mlx5_wq` of the SQ).
+pub(crate) struct SqTx {
+    pub ring: SqRing,
+    /// Next WQEBB (free-running, `sq.cur_post`).
+    pub pi: u32,
+    /// WRs posted and completed (`sq.head`, `sq.tail`).
+    pub head: u32,
+    pub tail: u32,
+    /// Per WQEBB slot: the WR's id and the head after it (`sq.wrid`, `sq.wqe_head`).
+    pub wrid: Vec<u64>,
+    pub wqe_head: Vec<u32>,
+    /// WRs the ring holds (`sq.max_post`), gather entries per WR, inline bytes per WR.
+    pub max_post: u32,
+    pub max_gs: u32,
+    pub max_inline: u32,
+    pub sig_all: bool,
+    /// `qp_state_max_gs`: the QP has reached RTS since its last reset (rdma-core
+    /// `set_qp_operational_state`); before that every post fails with ENOMEM.
+    pub operational: bool,
+}
+
+pub(crate) enum QpKind {
+    /// A RAW_PACKET QP with a send queue.
+    Raw {
+        sq: SqInfo,
+        send_cq: *mut Cq,
+        tx: Mutex<SqTx>,
+    },
+    /// An RSS QP: a TIR over an indirection table.
+    Rss { tir: usize },
+}
+
+#[repr(C)]
+pub(crate) struct Qp {
+    pub qp: ibv_qp,
+    pub port: usize,
+    pub kind: QpKind,
+}
+
+/// Receive side of a WQ (`struct mlx5_rwq`'s `rq`).
+pub(crate) struct RqRx {
+    pub ring: RqRing,
+    pub head: u32,
+    pub tail: u32,
+    pub wrid: Vec<u64>,
+}
+
+#[repr(C)]
+pub(crate) struct Wq {
+    pub wq: ibv_wq,
+    pub port: usize,
+    pub info: RwqInfo,
+    pub cq: *mut Cq,
+    pub rx: Mutex<RqRx>,
+}
+
+#[repr(C)]
+pub(crate) struct IndTable {
+    pub t: ibv_rwq_ind_table,
+    pub wqs: Vec<*mut Wq>,
+}
+
+#[repr(C)]
+pub(crate) struct Flow {
+    pub f: ibv_flow,
+    pub id: u64,
+}

@@ -1,0 +1,1111 @@
+//! The libibverbs entry points (exported symbols) and the op-table functions the header-only
+//! verbs of verbs.h call (`verbs_get_ctx_op`). Signatures and errno conventions are rdma-core
+//! 44's: pointer-returning verbs return NULL with errno set; destroy/modify/query verbs return
+//! the errno value.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::mem::size_of;
+use std::sync::Mutex;
+
+use rawpkt::dv::model::RqState;
+use rawpkt::dv::ring::{CqRing, RqRing, SqRing};
+use rawpkt::mem::region::Region;
+use rdma_abi::*;
+
+use crate::global::{global, Global, Kind, DEVS};
+use crate::objects::*;
+use crate::{guard, int_errno, ptr_or_errno, set_errno};
+
+const EINVAL: i32 = libc::EINVAL;
+
+/// Device limits (a ConnectX-5 as `ibv_devinfo -v` shows one, within what the model holds).
+pub(crate) const MAX_QP_WR: u32 = 32768;
+pub(crate) const MAX_SGE: u32 = 30;
+pub(crate) const MAX_CQE: u32 = (1 << 22) - 1;
+pub(crate) const LOG_MAX_RQT: u32 = 11;
+/// `sizeof(struct mlx5_wqe_ctrl_seg) + sizeof(struct mlx5_wqe_eth_seg)`: rdma-core
+/// `sq_overhead` for IBV_QPT_RAW_PACKET (providers/mlx5/verbs.c).
+const RAW_SQ_OVERHEAD: u32 = 16 + 32;
+/// `sizeof(struct mlx5_wqe_inl_data_seg)`.
+const INL_SEG: u32 = 4;
+
+fn g() -> Result<&'static Global, i32> {
+    global()
+}
+
+/// Checks that `p` is a live object of `kind` handed out by this library.
+fn live(g: &Global, p: *const c_void, kind: Kind) -> Result<(), i32> {
+    if p.is_null() || !g.reg().check(p as usize, kind) {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    guard(std::ptr::null_mut(), || {
+        let g = match g() {
+            Ok(g) => g,
+            Err(e) => {
+                set_errno(e);
+                return std::ptr::null_mut();
+            }
+        };
+        // SAFETY: calloc of n+1 pointers; the array is NULL-terminated like rdma-core's and
+        // freed by ibv_free_device_list with free().
+        let list = unsafe { libc::calloc(DEVS.len() + 1, size_of::<*mut ibv_device>()) }.cast::<*mut ibv_device>();
+        if list.is_null() {
+            set_errno(libc::ENOMEM);
+            return list;
+        }
+        for i in 0..DEVS.len() {
+            // SAFETY: i < DEVS.len() + 1 entries allocated above.
+            unsafe { *list.add(i) = g.device(i) };
+        }
+        if !num_devices.is_null() {
+            // SAFETY: the caller passes a valid int or NULL (checked).
+            unsafe { *num_devices = DEVS.len() as c_int };
+        }
+        list
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    guard((), || {
+        // SAFETY: `list` came from ibv_get_device_list's calloc (or is NULL, which free takes).
+        unsafe { libc::free(list.cast()) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    guard(std::ptr::null(), || match g() {
+        Ok(g) if g.port_of(device).is_some() => {
+            // SAFETY: a device this library leaked; `name` is NUL-terminated.
+            unsafe { (*device).name.as_ptr() }
+        }
+        _ => {
+            set_errno(EINVAL);
+            std::ptr::null()
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    guard(std::ptr::null_mut(), || ptr_or_errno(open_device(device)))
+}
+
+fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
+    let g = g()?;
+    let port = g.port_of(device).ok_or(EINVAL)?;
+    let cq_uar = Region::small_pages(4096).map_err(|_| libc::ENOMEM)?;
+    // SAFETY: verbs_context is C data whose all-zero value is valid (NULL pointers and
+    // function pointers, zero integers; a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER).
+    let mut vctx: verbs_context = unsafe { std::mem::zeroed() };
+    // libibverbs `verbs_init_context`: the extended ABI marker and the struct's size, which
+    // `verbs_get_ctx_op` compares against each op's offset.
+    vctx.sz = size_of::<verbs_context>();
+    vctx.context.abi_compat = usize::MAX as *mut c_void; // __VERBS_ABI_IS_EXTENDED, (void *)-1
+    vctx.context.device = device;
+    vctx.context.num_comp_vectors = 1;
+    // SAFETY: plain fd-creating syscalls; the fds belong to the context and are closed with it.
+    unsafe {
+        vctx.context.cmd_fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        // The async event fd: never readable, as a healthy device raises no events.
+        vctx.context.async_fd = libc::eventfd(0, libc::EFD_CLOEXEC);
+    }
+    let ops = &mut vctx.context.ops;
+    ops.post_send = Some(crate::datapath::post_send);
+    ops.post_recv = Some(crate::datapath::post_recv);
+    ops.poll_cq = Some(crate::datapath::poll_cq);
+    ops.req_notify_cq = Some(req_notify_cq);
+    vctx.query_port = Some(query_port_ex);
+    vctx.query_device_ex = Some(query_device_ex);
+    vctx.create_qp_ex = Some(create_qp_ex);
+    vctx.create_wq = Some(create_wq);
+    vctx.modify_wq = Some(modify_wq);
+    vctx.destroy_wq = Some(destroy_wq);
+    vctx.create_rwq_ind_table = Some(create_rwq_ind_table);
+    vctx.destroy_rwq_ind_table = Some(destroy_rwq_ind_table);
+    vctx.ibv_create_flow = Some(create_flow);
+    vctx.ibv_destroy_flow = Some(destroy_flow);
+    let c = Box::into_raw(Box::new(Context { vctx, port, cq_uar }));
+    // SAFETY: just allocated; the context is the last field of the verbs_context at its start.
+    let ctx = unsafe { std::ptr::addr_of_mut!((*c).vctx.context) };
+    g.reg().add(ctx as usize, Kind::Context, Vec::new());
+    Ok(ctx)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = g() else { return EINVAL };
+        if live(g, context.cast(), Kind::Context).is_err() {
+            return EINVAL;
+        }
+        let mut reg = g.reg();
+        let orphans = reg.users(context as usize) > 0;
+        reg.force_remove(context as usize);
+        drop(reg);
+        let c = Context::from_ctx(context);
+        // SAFETY: a live context from open_device; its fds are its own.
+        unsafe {
+            libc::close((*c).vctx.context.cmd_fd);
+            libc::close((*c).vctx.context.async_fd);
+        }
+        if !orphans {
+            // SAFETY: allocated by open_device with Box::into_raw; no object refers to it any
+            // more (its user count is 0) and it left the registry above.
+            drop(unsafe { Box::from_raw(c) });
+        }
+        // With objects still open (a leak the live count shows) rdma-core frees the context
+        // anyway; the model keeps the memory so those objects' `context` stays valid.
+        0
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries
+
+fn device_attr(port: usize) -> ibv_device_attr {
+    // SAFETY: C data, all-zero valid.
+    let mut a: ibv_device_attr = unsafe { std::mem::zeroed() };
+    crate::global::fill(&mut a.fw_ver, "16.35.2000");
+    let mac = DEVS[port].mac;
+    let guid = u64::from_be_bytes([mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]);
+    a.node_guid = guid.to_be();
+    a.sys_image_guid = guid.to_be();
+    a.max_mr_size = u64::MAX;
+    a.page_size_cap = 0xffff_f000;
+    a.vendor_id = 0x02c9;
+    a.vendor_part_id = 4119; // ConnectX-5 (0x1017)
+    a.hw_ver = 0;
+    a.max_qp = 1 << 18;
+    a.max_qp_wr = MAX_QP_WR as c_int;
+    a.device_cap_flags = IBV_DEVICE_RAW_MULTI | IBV_DEVICE_RAW_IP_CSUM | IBV_DEVICE_MANAGED_FLOW_STEERING;
+    a.max_sge = MAX_SGE as c_int;
+    a.max_sge_rd = MAX_SGE as c_int;
+    a.max_cq = 1 << 24;
+    a.max_cqe = MAX_CQE as c_int;
+    a.max_mr = 1 << 24;
+    a.max_pd = 1 << 24;
+    a.atomic_cap = IBV_ATOMIC_NONE;
+    a.max_pkeys = 128;
+    a.phys_port_cnt = 1;
+    a
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_device(context: *mut ibv_context, device_attr_out: *mut ibv_device_attr) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = g() else { return EINVAL };
+        if live(g, context.cast(), Kind::Context).is_err() || device_attr_out.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: a live context; the caller's attr struct is valid for writing (non-NULL).
+        unsafe { *device_attr_out = device_attr((*Context::from_ctx(context)).port) };
+        0
+    })
+}
+
+unsafe extern "C" fn query_device_ex(
+    context: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = g() else { return EINVAL };
+        if live(g, context.cast(), Kind::Context).is_err() || attr.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: the caller's input, when given, is a valid struct (verbs.h checks comp_mask
+        // itself before calling; so do we, as the kernel would).
+        if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+            return EINVAL;
+        }
+        // rdma-core `ibv_cmd_query_device_any`: at least the legacy struct must fit.
+        if attr_size < size_of::<ibv_device_attr>() {
+            return EINVAL;
+        }
+        // SAFETY: a live context.
+        let port = unsafe { (*Context::from_ctx(context)).port };
+        // SAFETY: C data, all-zero valid.
+        let mut a: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+        a.orig_attr = device_attr(port);
+        a.rss_caps.supported_qpts = 1 << IBV_QPT_RAW_PACKET;
+        a.rss_caps.max_rwq_indirection_tables = 1 << 16;
+        a.rss_caps.max_rwq_indirection_table_size = 1 << LOG_MAX_RQT;
+        a.rss_caps.rx_hash_fields_mask = 0xff;
+        a.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ as u8;
+        a.max_wq_type_rq = 1 << 24;
+        a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+        a.phys_port_cnt_ex = 1;
+        let n = attr_size.min(size_of::<ibv_device_attr_ex>());
+        // SAFETY: the caller's struct holds attr_size bytes; we write at most that many, from
+        // our own fully initialised copy (an older caller gets the prefix it knows).
+        unsafe { std::ptr::copy_nonoverlapping((&a as *const ibv_device_attr_ex).cast::<u8>(), attr.cast::<u8>(), n) };
+        0
+    })
+}
+
+fn port_attr() -> ibv_port_attr {
+    // SAFETY: C data, all-zero valid.
+    let mut p: ibv_port_attr = unsafe { std::mem::zeroed() };
+    p.state = IBV_PORT_ACTIVE;
+    p.max_mtu = IBV_MTU_4096;
+    // mlx5_ib `mlx5_query_port_roce`: active_mtu = min(max_mtu, iboe_get_mtu(netdev mtu)), and
+    // a 1500-byte netdev gives IB_MTU_1024 (the contract's "active_mtu 4096" is not what the
+    // kernel reports for MTU 1500).
+    p.active_mtu = IBV_MTU_1024;
+    p.gid_tbl_len = 256;
+    p.port_cap_flags = 0x0401_0000; // IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS
+    p.max_msg_sz = 1 << 30;
+    p.pkey_tbl_len = 1;
+    p.active_width = 2; // IBV_WIDTH_4X
+    p.active_speed = 32; // IBV_SPEED_EDR: 4X EDR = 100 Gb/s
+    p.phys_state = 5; // LinkUp
+    p.link_layer = IBV_LINK_LAYER_ETHERNET as u8;
+    p
+}
+
+unsafe extern "C" fn query_port_ex(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr_out: *mut ibv_port_attr,
+    port_attr_len: usize,
+) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = g() else { return EINVAL };
+        if live(g, context.cast(), Kind::Context).is_err() || port_attr_out.is_null() || port_num != 1 {
+            return EINVAL;
+        }
+        let a = port_attr();
+        let n = port_attr_len.min(size_of::<ibv_port_attr>());
+        // SAFETY: the caller's struct holds port_attr_len bytes; at most n are written.
+        unsafe {
+            std::ptr::copy_nonoverlapping((&a as *const ibv_port_attr).cast::<u8>(), port_attr_out.cast::<u8>(), n)
+        };
+        0
+    })
+}
+
+/// The compat entry point (`ibv_query_port@@IBVERBS_1.1`): the legacy `struct
+/// _compat_ibv_port_attr` ends before `port_cap_flags2` (libibverbs/verbs.c).
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_port(context: *mut ibv_context, port_num: u8, port_attr: *mut c_void) -> c_int {
+    // SAFETY: forwarded with the legacy size, which the caller's struct holds.
+    unsafe {
+        query_port_ex(
+            context,
+            port_num,
+            port_attr.cast(),
+            std::mem::offset_of!(ibv_port_attr, port_cap_flags2),
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_gid(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    guard(-1, || {
+        let Ok(g) = g() else { return -1 };
+        if live(g, context.cast(), Kind::Context).is_err()
+            || gid.is_null()
+            || port_num != 1
+            || !(0..256).contains(&index)
+        {
+            return -1;
+        }
+        // SAFETY: a live context.
+        let mac = DEVS[unsafe { (*Context::from_ctx(context)).port }].mac;
+        let mut raw = [0u8; 16];
+        if index == 0 {
+            // RoCE's default GID: fe80::/64 with the MAC's modified EUI-64.
+            raw[0] = 0xfe;
+            raw[1] = 0x80;
+            raw[8..].copy_from_slice(&[mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]);
+        }
+        // SAFETY: union ibv_gid is 16 bytes; the caller's is valid for writing.
+        unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), gid.cast::<u8>(), 16) };
+        0
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// PD and MR
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+    guard(std::ptr::null_mut(), || {
+        ptr_or_errno((|| {
+            let g = g()?;
+            live(g, context.cast(), Kind::Context)?;
+            // SAFETY: a live context.
+            let port = unsafe { (*Context::from_ctx(context)).port };
+            let pd = Box::into_raw(Box::new(Pd {
+                pd: ibv_pd { context, handle: 0 },
+                port,
+            }));
+            g.reg().add(pd as usize, Kind::Pd, vec![context as usize]);
+            Ok(pd.cast::<ibv_pd>())
+        })())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            // The kernel refuses a PD with MRs or queues on it: EBUSY.
+            g.reg().remove(pd as usize, Kind::Pd)?;
+            // SAFETY: allocated by ibv_alloc_pd, now out of the registry with no users.
+            drop(unsafe { Box::from_raw(pd.cast::<Pd>()) });
+            Ok(())
+        })())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+    // SAFETY: forwarded; iova = addr as for a plain ibv_reg_mr.
+    unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as u32) }
+}
+
+/// Exported because verbs.h's `ibv_reg_mr` macro references it whenever the access flags are not
+/// a compile-time constant, so C programs need it to link.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: u32,
+) -> *mut ibv_mr {
+    guard(std::ptr::null_mut(), || {
+        ptr_or_errno((|| {
+            let g = g()?;
+            live(g, pd.cast(), Kind::Pd)?;
+            // ib_check_mr_access (include/rdma/ib_verbs.h): remote write/atomic need local write.
+            const LOCAL_WRITE: u32 = 1;
+            const REMOTE_WRITE: u32 = 2;
+            const REMOTE_ATOMIC: u32 = 8;
+            if access & (REMOTE_WRITE | REMOTE_ATOMIC) != 0 && access & LOCAL_WRITE == 0 {
+                return Err(EINVAL);
+            }
+            if addr.is_null() || length == 0 || iova != addr as u64 {
+                // Zero-based or offset iovas would need address translation the model has not.
+                return Err(EINVAL);
+            }
+            // SAFETY: the registrant keeps [addr, addr+length) mapped until ibv_dereg_mr, which
+            // is ibv_reg_mr's contract (real HCAs pin the pages).
+            let lkey = unsafe { g.nic.register_mr_raw(addr as u64, length as u64) };
+            // SAFETY: a live PD.
+            let context = unsafe { (*pd).context };
+            let mr = Box::into_raw(Box::new(Mr {
+                mr: ibv_mr {
+                    context,
+                    pd,
+                    addr,
+                    length,
+                    handle: lkey,
+                    lkey,
+                    rkey: lkey,
+                },
+            }));
+            g.reg().add(mr as usize, Kind::Mr, vec![pd as usize]);
+            Ok(mr.cast::<ibv_mr>())
+        })())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            g.reg().remove(mr as usize, Kind::Mr)?;
+            // SAFETY: allocated by ibv_reg_mr, out of the registry now.
+            let m = unsafe { Box::from_raw(mr.cast::<Mr>()) };
+            g.nic.deregister_mr(m.mr.lkey);
+            Ok(())
+        })())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// CQ
+
+/// Creates a CQ of at least `cqe` entries (rdma-core `mlx5_create_cq`: 0 or more than the
+/// device's max_cqe is EINVAL; the ring has `roundup_pow2(cqe + 1)` entries and `ibv_cq.cqe`
+/// reports one less).
+pub(crate) fn create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void) -> Result<*mut Cq, i32> {
+    let g = g()?;
+    live(g, context.cast(), Kind::Context)?;
+    if cqe <= 0 || cqe as u32 > MAX_CQE {
+        return Err(EINVAL);
+    }
+    let info = g.nic.create_cq(cqe as u32).map_err(|_| libc::ENOMEM)?;
+    // SAFETY: the model's CQ, which we own the consumer side of until the CQ is destroyed.
+    let ring = unsafe { CqRing::new(&info) }.map_err(|_| libc::ENOMEM)?;
+    // SAFETY: a live context.
+    let port = unsafe { (*Context::from_ctx(context)).port };
+    // SAFETY: C data, all-zero valid (zeroed mutex/cond are the static initialisers in glibc).
+    let mut cq: ibv_cq_ex = unsafe { std::mem::zeroed() };
+    cq.context = context;
+    cq.cq_context = cq_context;
+    cq.cqe = info.cqe_cnt() as c_int - 1;
+    cq.handle = info.cqn();
+    let c = Box::into_raw(Box::new(Cq {
+        cq,
+        port,
+        info,
+        poll: Mutex::new(CqPoll {
+            ring,
+            ci: 0,
+            sqs: Default::default(),
+            wqs: Default::default(),
+        }),
+    }));
+    g.reg().add(c as usize, Kind::Cq, vec![context as usize]);
+    Ok(c)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_cq(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut c_void,
+    _comp_vector: c_int,
+) -> *mut ibv_cq {
+    guard(std::ptr::null_mut(), || {
+        if !channel.is_null() {
+            // Completion channels need events the model does not raise.
+            set_errno(libc::EOPNOTSUPP);
+            return std::ptr::null_mut();
+        }
+        ptr_or_errno(create_cq(context, cqe, cq_context).map(|c| c.cast::<ibv_cq>()))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            // A CQ with QPs or WQs completing to it: EBUSY (the kernel's usecnt).
+            g.reg().remove(cq as usize, Kind::Cq)?;
+            // SAFETY: allocated by create_cq, out of the registry; dropping its CqInfo and
+            // ring destroys the model's CQ.
+            drop(unsafe { Box::from_raw(cq.cast::<Cq>()) });
+            Ok(())
+        })())
+    })
+}
+
+unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = g() else { return EINVAL };
+        if live(g, cq.cast(), Kind::Cq).is_err() {
+            return EINVAL;
+        }
+        // Armed; the model raises no completion events (no channel can be attached).
+        0
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// QP
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    guard(std::ptr::null_mut(), || {
+        if pd.is_null() || attr.is_null() {
+            set_errno(EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: ibv_qp_init_attr is the prefix of ibv_qp_init_attr_ex; we copy it into a
+        // zeroed _ex and write the updated caps back.
+        unsafe {
+            let mut ex: ibv_qp_init_attr_ex = std::mem::zeroed();
+            std::ptr::copy_nonoverlapping(
+                attr.cast::<u8>(),
+                (&mut ex as *mut ibv_qp_init_attr_ex).cast::<u8>(),
+                size_of::<ibv_qp_init_attr>(),
+            );
+            ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+            ex.pd = pd;
+            let qp = ptr_or_errno(create_qp((*pd).context, &mut ex));
+            (*attr).cap = ex.cap;
+            qp
+        }
+    })
+}
+
+unsafe extern "C" fn create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+    guard(std::ptr::null_mut(), || {
+        if attr.is_null() {
+            set_errno(EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller's attr struct, valid for reading and writing (caps are returned).
+        ptr_or_errno(create_qp(context, unsafe { &mut *attr }))
+    })
+}
+
+fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, i32> {
+    let g = g()?;
+    live(g, context.cast(), Kind::Context)?;
+    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+    if a.comp_mask & !known != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || live(g, a.pd.cast(), Kind::Pd).is_err() {
+        return Err(EINVAL);
+    }
+    if a.qp_type != IBV_QPT_RAW_PACKET {
+        // The model is an Ethernet raw-packet device only.
+        return Err(libc::EOPNOTSUPP);
+    }
+    // The kernel's create_qp: RAW_PACKET QPs need CAP_NET_RAW (EPERM).
+    if !g.may_use_raw() {
+        return Err(libc::EPERM);
+    }
+    // SAFETY: a live context.
+    let port = unsafe { (*Context::from_ctx(context)).port };
+    let rss = a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH);
+    let (kind, holds) = if rss != 0 {
+        create_rss(g, a, rss)?
+    } else {
+        create_raw(g, a, port)?
+    };
+    // SAFETY: C data, all-zero valid.
+    let mut q: ibv_qp = unsafe { std::mem::zeroed() };
+    q.context = context;
+    q.qp_context = a.qp_context;
+    q.pd = a.pd;
+    q.send_cq = a.send_cq;
+    q.recv_cq = a.recv_cq;
+    q.state = IBV_QPS_RESET;
+    q.qp_type = IBV_QPT_RAW_PACKET;
+    q.qp_num = match &kind {
+        QpKind::Raw { sq, .. } => sq.qpn(),
+        // RSS QPs have no queue of their own: number them after the TIR.
+        QpKind::Rss { tir, .. } => 0x80_0000 | *tir as u32,
+    };
+    q.handle = q.qp_num;
+    let qp = Box::into_raw(Box::new(Qp { qp: q, port, kind }));
+    let mut holds = holds;
+    holds.extend([context as usize, a.pd as usize]);
+    // SAFETY: just allocated.
+    if let QpKind::Raw { send_cq, sq, .. } = unsafe { &(*qp).kind } {
+        // SAFETY: send_cq is live (checked in create_raw) and outlives the QP (it holds it).
+        lock(unsafe { &(**send_cq).poll }).sqs.insert(sq.qpn(), qp);
+    }
+    g.reg().add(qp as usize, Kind::Qp, holds);
+    Ok(qp.cast::<ibv_qp>())
+}
+
+/// A RAW_PACKET QP with a send queue, sized as rdma-core's `mlx5_calc_send_wqe` /
+/// `mlx5_calc_sq_size` size it.
+fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(QpKind, Vec<usize>), i32> {
+    let cap = &mut a.cap;
+    if cap.max_recv_wr != 0 || cap.max_recv_sge != 0 || !a.srq.is_null() {
+        // The model gives raw QPs no receive queue: receive through WQs and an RSS QP.
+        return Err(libc::EOPNOTSUPP);
+    }
+    if a.send_cq.is_null() || live(g, a.send_cq.cast(), Kind::Cq).is_err() {
+        return Err(EINVAL);
+    }
+    if !a.recv_cq.is_null() && live(g, a.recv_cq.cast(), Kind::Cq).is_err() {
+        return Err(EINVAL);
+    }
+    if cap.max_send_wr == 0 || cap.max_send_wr > MAX_QP_WR || cap.max_send_sge > MAX_SGE {
+        return Err(EINVAL);
+    }
+    let gather = cap.max_send_sge.max(1) * 16;
+    let inl = if cap.max_inline_data > 0 {
+        RAW_SQ_OVERHEAD + (INL_SEG + cap.max_inline_data).div_ceil(16) * 16
+    } else {
+        0
+    };
+    let wqe_size = (RAW_SQ_OVERHEAD + gather).max(inl).div_ceil(64) * 64;
+    if wqe_size > 60 * 16 {
+        return Err(EINVAL);
+    }
+    let wq_size = (cap.max_send_wr * wqe_size).next_power_of_two();
+    let wqebbs = wq_size / 64;
+    let send_cq = a.send_cq.cast::<Cq>();
+    // SAFETY: a live CQ (checked above).
+    let cqn = unsafe { (*send_cq).info.cqn() };
+    let sq = g.nic.create_sq(port, wqebbs, cqn).map_err(|_| libc::ENOMEM)?;
+    // The SQ ignores doorbells until the QP reaches RTS.
+    g.nic.set_sq_state(sq.qpn(), false, false).map_err(|_| libc::ENOMEM)?;
+    // SAFETY: the model's SQ, which this QP alone posts to.
+    let ring = unsafe { SqRing::new(&sq) }.map_err(|_| libc::ENOMEM)?;
+    let max_post = wq_size / wqe_size;
+    cap.max_send_wr = max_post;
+    cap.max_inline_data = wqe_size - RAW_SQ_OVERHEAD - INL_SEG;
+    let n = sq.wqe_cnt() as usize;
+    let tx = SqTx {
+        ring,
+        pi: 0,
+        head: 0,
+        tail: 0,
+        wrid: vec![0; n],
+        wqe_head: vec![0; n],
+        max_post,
+        max_gs: cap.max_send_sge,
+        max_inline: cap.max_inline_data,
+        sig_all: a.sq_sig_all != 0,
+        operational: false,
+    };
+    let mut holds = vec![send_cq as usize];
+    if !a.recv_cq.is_null() {
+        holds.push(a.recv_cq as usize);
+    }
+    Ok((
+        QpKind::Raw {
+            sq,
+            send_cq,
+            tx: Mutex::new(tx),
+        },
+        holds,
+    ))
+}
+
+/// An RSS QP: mlx5_ib `create_rss_raw_qp_tir` (drivers/infiniband/hw/mlx5/qp.c) checks.
+fn create_rss(g: &Global, a: &mut ibv_qp_init_attr_ex, rss: u32) -> Result<(QpKind, Vec<usize>), i32> {
+    if rss != IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH {
+        return Err(EINVAL);
+    }
+    // No send queue and no receive queue of its own; no send CQ (`init_attr->send_cq` is
+    // EINVAL there).
+    let cap = &a.cap;
+    if !a.send_cq.is_null() || cap.max_send_wr != 0 || cap.max_recv_wr != 0 || cap.max_recv_sge != 0 || !a.srq.is_null()
+    {
+        return Err(EINVAL);
+    }
+    live(g, a.rwq_ind_tbl.cast(), Kind::IndTable)?;
+    let h = &a.rx_hash_conf;
+    if u32::from(h.rx_hash_function) != IBV_RX_HASH_FUNC_TOEPLITZ {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if h.rx_hash_key_len != 40 || h.rx_hash_key.is_null() {
+        return Err(EINVAL);
+    }
+    let fields = h.rx_hash_fields_mask;
+    if fields & !0xff != 0 {
+        // IPSEC_SPI and INNER exist but the model does not hash them.
+        return Err(libc::EOPNOTSUPP);
+    }
+    let l3 = |m: u64| fields & m != 0;
+    if (l3(1 << 0) || l3(1 << 1)) && (l3(1 << 2) || l3(1 << 3)) {
+        return Err(EINVAL); // "only one l3 protocol"
+    }
+    if (l3(1 << 4) || l3(1 << 5)) && (l3(1 << 6) || l3(1 << 7)) {
+        return Err(EINVAL); // "only one l4 protocol"
+    }
+    let mut key = [0u8; 40];
+    // SAFETY: rx_hash_key points at rx_hash_key_len (40, checked) bytes.
+    unsafe { std::ptr::copy_nonoverlapping(h.rx_hash_key, key.as_mut_ptr(), 40) };
+    let ind = a.rwq_ind_tbl.cast::<IndTable>();
+    // SAFETY: a live indirection table.
+    let table: Vec<u32> = unsafe { (*ind).wqs.iter().map(|&w| (*w).wq.wq_num).collect() };
+    if fields == 0 && table.len() > 1 {
+        return Err(EINVAL); // no hashing needs a one-entry table
+    }
+    let tir = g.nic.create_tir(table, &key, fields).map_err(|_| libc::ENOMEM)?;
+    Ok((QpKind::Rss { tir }, vec![ind as usize]))
+}
+
+/// The RAW_PACKET rows of the kernel's `qp_state_table` (drivers/infiniband/core/verbs.c,
+/// `ib_modify_qp_is_ok`): the attribute masks each transition requires and allows.
+fn qp_transition(cur: u32, next: u32, mask: u32) -> bool {
+    if mask & IBV_QP_STATE == 0 || mask & IBV_QP_CUR_STATE != 0 {
+        return false;
+    }
+    let (req, opt) = match (cur, next) {
+        (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) => (0, 0),
+        (IBV_QPS_RESET, IBV_QPS_INIT) => (IBV_QP_PORT, 0),
+        (IBV_QPS_INIT, IBV_QPS_INIT) | (IBV_QPS_INIT, IBV_QPS_RTR) => (0, 0),
+        (IBV_QPS_RTR, IBV_QPS_RTS) | (IBV_QPS_RTS, IBV_QPS_RTS) => (0, IBV_QP_RATE_LIMIT),
+        // SQD/SQE: mlx5 raw-packet QPs move their SQ/RQ between RST, RDY and ERR only.
+        _ => return false,
+    };
+    mask & req == req && mask & !(req | opt | IBV_QP_STATE) == 0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            live(g, qp.cast(), Kind::Qp)?;
+            if attr.is_null() {
+                return Err(EINVAL);
+            }
+            let q = qp.cast::<Qp>();
+            // SAFETY: a live QP and the caller's attr struct.
+            let (a, q) = unsafe { (&*attr, &mut *q) };
+            let QpKind::Raw { sq, tx, .. } = &q.kind else {
+                // mlx5_ib_modify_qp: `if (ibqp->rwq_ind_tbl) return -ENOSYS;`
+                return Err(libc::ENOSYS);
+            };
+            let mask = attr_mask as u32;
+            let (cur, next) = (q.qp.state, a.qp_state);
+            if next > IBV_QPS_ERR || !qp_transition(cur, next, mask) {
+                return Err(EINVAL);
+            }
+            if mask & IBV_QP_PORT != 0 && a.port_num != 1 {
+                return Err(EINVAL);
+            }
+            let qpn = sq.qpn();
+            let mut t = lock(tx);
+            match next {
+                IBV_QPS_RESET => {
+                    // mlx5_modify_qp on RESET: indices to 0 and the doorbell record cleared.
+                    g.nic.set_sq_state(qpn, false, false).map_err(|_| EINVAL)?;
+                    t.pi = 0;
+                    t.head = 0;
+                    t.tail = 0;
+                    t.operational = false;
+                    t.ring.reset_dbrec();
+                }
+                IBV_QPS_RTS => {
+                    g.nic.set_sq_state(qpn, true, false).map_err(|_| EINVAL)?;
+                    t.operational = true;
+                }
+                IBV_QPS_ERR => g.nic.set_sq_state(qpn, true, true).map_err(|_| EINVAL)?,
+                _ => {}
+            }
+            // libibverbs ibv_modify_qp: the new state is recorded in qp->state on success.
+            q.qp.state = next;
+            Ok(())
+        })())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            // A QP with flows attached: EBUSY (ib_destroy_qp checks usecnt).
+            g.reg().remove(qp as usize, Kind::Qp)?;
+            // SAFETY: allocated by create_qp, out of the registry now.
+            let q = unsafe { Box::from_raw(qp.cast::<Qp>()) };
+            match &q.kind {
+                QpKind::Raw { sq, send_cq, .. } => {
+                    // SAFETY: the send CQ outlives its QPs (it was held until the removal above).
+                    lock(unsafe { &(**send_cq).poll }).sqs.remove(&sq.qpn());
+                }
+                QpKind::Rss { tir, .. } => g.nic.destroy_tir(*tir),
+            }
+            Ok(())
+        })())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// WQ and indirection table
+
+unsafe extern "C" fn create_wq(context: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
+    guard(std::ptr::null_mut(), || {
+        if attr.is_null() {
+            set_errno(EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller's attr struct; max_wr/max_sge are written back, as rdma-core does.
+        ptr_or_errno(create_wq_inner(context, unsafe { &mut *attr }))
+    })
+}
+
+fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Result<*mut ibv_wq, i32> {
+    let g = g()?;
+    live(g, context.cast(), Kind::Context)?;
+    if a.wq_type != IBV_WQT_RQ || a.comp_mask & !IBV_WQ_INIT_ATTR_FLAGS != 0 {
+        return Err(EINVAL);
+    }
+    if a.comp_mask & IBV_WQ_INIT_ATTR_FLAGS != 0 && a.create_flags != 0 {
+        // VLAN stripping, FCS scatter, delay drop, end padding: not modelled.
+        return Err(libc::EOPNOTSUPP);
+    }
+    live(g, a.pd.cast(), Kind::Pd)?;
+    live(g, a.cq.cast(), Kind::Cq)?;
+    if a.max_wr == 0 || a.max_wr > MAX_QP_WR || a.max_sge > MAX_SGE {
+        return Err(EINVAL);
+    }
+    if a.max_sge > 1 {
+        // The model's RQ reads one 16-byte data segment per WQE (cyclic, single segment).
+        return Err(libc::EOPNOTSUPP);
+    }
+    // SAFETY: a live context.
+    let port = unsafe { (*Context::from_ctx(context)).port };
+    let cq = a.cq.cast::<Cq>();
+    // SAFETY: a live CQ.
+    let cqn = unsafe { (*cq).info.cqn() };
+    let (info, wq_num) = g.nic.create_wq(port, a.max_wr, cqn).map_err(|_| libc::ENOMEM)?;
+    // SAFETY: the model's WQ, which only this object posts to.
+    let ring = unsafe { RqRing::new(&info) }.map_err(|_| libc::ENOMEM)?;
+    a.max_wr = info.wqe_cnt();
+    a.max_sge = 1;
+    // SAFETY: C data, all-zero valid (the static inline ibv_create_wq initialises the mutex,
+    // cond and events_completed itself).
+    let mut w: ibv_wq = unsafe { std::mem::zeroed() };
+    w.context = context;
+    w.wq_context = a.wq_context;
+    w.pd = a.pd;
+    w.cq = a.cq;
+    w.wq_num = wq_num;
+    w.handle = wq_num;
+    w.state = IBV_WQS_RESET;
+    w.wq_type = IBV_WQT_RQ;
+    w.post_recv = Some(crate::datapath::wq_post_recv);
+    let n = info.wqe_cnt() as usize;
+    let wq = Box::into_raw(Box::new(Wq {
+        wq: w,
+        port,
+        info,
+        cq,
+        rx: Mutex::new(RqRx {
+            ring,
+            head: 0,
+            tail: 0,
+            wrid: vec![0; n],
+        }),
+    }));
+    // SAFETY: a live CQ; the WQ holds it until destroyed.
+    lock(unsafe { &(*cq).poll }).wqs.insert(wq_num, wq);
+    g.reg().add(
+        wq as usize,
+        Kind::Wq,
+        vec![context as usize, a.pd as usize, a.cq as usize],
+    );
+    Ok(wq.cast::<ibv_wq>())
+}
+
+unsafe extern "C" fn modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            live(g, wq.cast(), Kind::Wq)?;
+            if attr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: a live WQ and the caller's attr.
+            let (a, w) = unsafe { (&*attr, &mut *wq.cast::<Wq>()) };
+            // ib_uverbs_ex_modify_wq: an empty mask or unknown bits are EINVAL.
+            let mask = a.attr_mask;
+            if mask == 0 || mask >= IBV_WQ_ATTR_RESERVED {
+                return Err(EINVAL);
+            }
+            if mask & IBV_WQ_ATTR_FLAGS != 0 && a.flags_mask != 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // mlx5_ib_modify_wq: the current state is the one given, or the WQ's; the modify_rq
+            // command fails (EINVAL) when it is not the RQ's real state.
+            let cur = if mask & IBV_WQ_ATTR_CURR_STATE != 0 {
+                a.curr_wq_state
+            } else {
+                w.wq.state
+            };
+            if cur != w.wq.state {
+                return Err(EINVAL);
+            }
+            let next = if mask & IBV_WQ_ATTR_STATE != 0 { a.wq_state } else { cur };
+            let state = match (cur, next) {
+                (IBV_WQS_RESET, IBV_WQS_RDY) | (IBV_WQS_RDY, IBV_WQS_RDY) => RqState::Ready,
+                (IBV_WQS_RDY, IBV_WQS_RESET) | (IBV_WQS_ERR, IBV_WQS_RESET) => RqState::Reset,
+                (IBV_WQS_RDY, IBV_WQS_ERR) => RqState::Error,
+                _ => return Err(EINVAL),
+            };
+            if state == RqState::Reset {
+                // rdma-core mlx5_modify_wq: on RESET the indices restart and the record is 0.
+                let mut rx = lock(&w.rx);
+                rx.head = 0;
+                rx.tail = 0;
+                rx.ring.ring_doorbell(0);
+            }
+            g.nic.set_rq_state(w.wq.wq_num, state).map_err(|_| EINVAL)?;
+            w.wq.state = next;
+            Ok(())
+        })())
+    })
+}
+
+unsafe extern "C" fn destroy_wq(wq: *mut ibv_wq) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            // A WQ in an indirection table: EBUSY.
+            g.reg().remove(wq as usize, Kind::Wq)?;
+            // SAFETY: allocated by create_wq, out of the registry now.
+            let w = unsafe { Box::from_raw(wq.cast::<Wq>()) };
+            // SAFETY: the CQ outlives its WQs (held until the removal above).
+            lock(unsafe { &(*w.cq).poll }).wqs.remove(&w.wq.wq_num);
+            Ok(())
+        })())
+    })
+}
+
+unsafe extern "C" fn create_rwq_ind_table(
+    context: *mut ibv_context,
+    attr: *mut ibv_rwq_ind_table_init_attr,
+) -> *mut ibv_rwq_ind_table {
+    guard(std::ptr::null_mut(), || {
+        ptr_or_errno((|| {
+            let g = g()?;
+            live(g, context.cast(), Kind::Context)?;
+            if attr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: the caller's attr struct.
+            let a = unsafe { &*attr };
+            if a.comp_mask != 0 || a.log_ind_tbl_size > LOG_MAX_RQT || a.ind_tbl.is_null() {
+                return Err(EINVAL);
+            }
+            let n = 1usize << a.log_ind_tbl_size;
+            let mut wqs = Vec::with_capacity(n);
+            for i in 0..n {
+                // SAFETY: ind_tbl holds 1 << log_ind_tbl_size entries (verbs.h contract).
+                let w = unsafe { *a.ind_tbl.add(i) };
+                live(g, w.cast(), Kind::Wq)?;
+                // SAFETY: a live WQ.
+                if unsafe { (*w).context } != context {
+                    return Err(EINVAL);
+                }
+                wqs.push(w.cast::<Wq>());
+            }
+            let mut holds: Vec<usize> = wqs.iter().map(|&w| w as usize).collect();
+            holds.push(context as usize);
+            let t = Box::into_raw(Box::new(IndTable {
+                t: ibv_rwq_ind_table {
+                    context,
+                    ind_tbl_handle: 0,
+                    ind_tbl_num: 0,
+                    comp_mask: 0,
+                },
+                wqs,
+            }));
+            // SAFETY: just allocated; its number is its address's low bits, unique while alive.
+            unsafe {
+                (*t).t.ind_tbl_num = (t as usize >> 4) as c_int & 0x00ff_ffff;
+                (*t).t.ind_tbl_handle = (*t).t.ind_tbl_num;
+            }
+            g.reg().add(t as usize, Kind::IndTable, holds);
+            Ok(t.cast::<ibv_rwq_ind_table>())
+        })())
+    })
+}
+
+unsafe extern "C" fn destroy_rwq_ind_table(t: *mut ibv_rwq_ind_table) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            // A table under an RSS QP: EBUSY.
+            g.reg().remove(t as usize, Kind::IndTable)?;
+            // SAFETY: allocated by create_rwq_ind_table, out of the registry now.
+            drop(unsafe { Box::from_raw(t.cast::<IndTable>()) });
+            Ok(())
+        })())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flows
+
+/// The blob at `attr`: the attribute and `num_of_specs` specs, each as long as its own `size`
+/// field says (libibverbs `ibv_cmd_create_flow` walks them the same way; `attr->size` is not
+/// used). Bounded so that a garbage count cannot walk far.
+///
+/// # Safety
+/// `attr` must point at a `struct ibv_flow_attr` followed by its specs.
+unsafe fn flow_bytes(attr: *const ibv_flow_attr) -> Result<Vec<u8>, i32> {
+    const LIMIT: usize = 4096;
+    let head = size_of::<ibv_flow_attr>();
+    // SAFETY: per the contract the attribute is readable.
+    let num = unsafe { (*attr).num_of_specs };
+    let mut len = head;
+    for _ in 0..num {
+        // SAFETY: each spec starts with `{ u32 type; u16 size; }` inside the caller's blob.
+        let size = unsafe { std::ptr::read_unaligned(attr.cast::<u8>().add(len + 4).cast::<u16>()) };
+        if size < 8 || len + usize::from(size) > LIMIT {
+            return Err(EINVAL);
+        }
+        len += usize::from(size);
+    }
+    let mut v = vec![0u8; len];
+    // SAFETY: the walk above stayed inside the specs the caller declared.
+    unsafe { std::ptr::copy_nonoverlapping(attr.cast::<u8>(), v.as_mut_ptr(), len) };
+    Ok(v)
+}
+
+unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *mut ibv_flow {
+    guard(std::ptr::null_mut(), || {
+        ptr_or_errno((|| {
+            let g = g()?;
+            live(g, qp.cast(), Kind::Qp)?;
+            if attr.is_null() {
+                return Err(EINVAL);
+            }
+            // ib_uverbs_ex_create_flow: CAP_NET_RAW or EPERM.
+            if !g.may_use_raw() {
+                return Err(libc::EPERM);
+            }
+            // SAFETY: the caller's attribute blob (non-NULL).
+            let bytes = unsafe { flow_bytes(attr) }?;
+            let parsed = rawpkt::flow::verbs::parse(&bytes).map_err(|e| e.errno)?;
+            let refused = crate::objects::lock(&g.refuse_flow).clone();
+            if !refused.is_empty()
+                && parsed
+                    .spec_types
+                    .iter()
+                    .any(|&t| rawpkt::flow::verbs::spec_type_name(t) == refused)
+            {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: a live QP.
+            let q = unsafe { &*qp.cast::<Qp>() };
+            let QpKind::Rss { tir, .. } = q.kind else {
+                // The destination is the QP's TIR; the model's raw QPs have no receive side.
+                return Err(EINVAL);
+            };
+            let id = g.nic.add_flow(q.port, parsed.rule, tir).map_err(|_| libc::ENOMEM)?;
+            let f = Box::into_raw(Box::new(Flow {
+                f: ibv_flow {
+                    comp_mask: 0,
+                    context: q.qp.context,
+                    handle: id as u32,
+                },
+                id,
+            }));
+            g.reg().add(f as usize, Kind::Flow, vec![qp as usize]);
+            Ok(f.cast::<ibv_flow>())
+        })())
+    })
+}
+
+unsafe extern "C" fn destroy_flow(flow: *mut ibv_flow) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            g.reg().remove(flow as usize, Kind::Flow)?;
+            // SAFETY: allocated by create_flow, out of the registry now.
+            let f = unsafe { Box::from_raw(flow.cast::<Flow>()) };
+            g.nic.remove_flow(f.id);
+            Ok(())
+        })())
+    })
+}
