@@ -69,5 +69,14 @@ pub(crate) fn create() -> Result<PathBuf, String> {
         write(&uv.join("abi_version"), "1\n")?;
         link(&pci, &uv.join("device"))?;
     }
+    // Removed at exit (a process killed by a signal leaves it; the next one with the same pid
+    // replaces it).
+    // SAFETY: registering a plain extern "C" fn with no arguments; it runs at normal exit.
+    unsafe { libc::atexit(remove_at_exit) };
     Ok(root)
+}
+
+extern "C" fn remove_at_exit() {
+    let root = std::env::temp_dir().join(format!("rawpkt-model-sysfs-{}", std::process::id()));
+    let _ = std::panic::catch_unwind(|| fs::remove_dir_all(root));
 }
