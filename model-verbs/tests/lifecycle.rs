@@ -1,0 +1,601 @@
+//! Object lifecycle, errno rules, the kernel's checks and the DV datapath over
+//! `mlx5dv_init_obj`, calling the library's functions through the rlib (same code as the
+//! `.so`). The model is process-wide, so the tests take turns.
+#![allow(clippy::missing_safety_doc)]
+
+use std::ffi::c_void;
+use std::ptr::{null, null_mut};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use rawpkt::dv::ring::{CqInfo, RwqInfo, SqInfo};
+use rawpkt::dv::{DvCaps, DvControl};
+use rawpkt::flow::rule::FlowRule;
+use rawpkt::rx::dv::DvRxQueue;
+use rawpkt::tx::dv::DvTxQueue;
+use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
+use rawpkt_model_verbs::*;
+use rdma_abi::*;
+
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+const MAC1: [u8; 6] = [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01];
+
+/// The verbs_context behind a context pointer, as verbs.h's `verbs_get_ctx` finds it.
+unsafe fn vctx(ctx: *mut ibv_context) -> *mut verbs_context {
+    ctx.cast::<u8>()
+        .sub(std::mem::offset_of!(verbs_context, context))
+        .cast()
+}
+
+struct Dev {
+    ctx: *mut ibv_context,
+    pd: *mut ibv_pd,
+}
+
+unsafe fn open(i: usize) -> Dev {
+    let mut n = 0;
+    let list = ibv_get_device_list(&mut n);
+    assert_eq!(n, 2);
+    let ctx = ibv_open_device(*list.add(i));
+    ibv_free_device_list(list);
+    assert!(!ctx.is_null());
+    let pd = ibv_alloc_pd(ctx);
+    assert!(!pd.is_null());
+    Dev { ctx, pd }
+}
+
+unsafe fn close(d: Dev) {
+    assert_eq!(ibv_dealloc_pd(d.pd), 0);
+    assert_eq!(ibv_close_device(d.ctx), 0);
+}
+
+unsafe fn raw_qp(d: &Dev, cq: *mut ibv_cq) -> *mut ibv_qp {
+    let mut a: ibv_qp_init_attr = std::mem::zeroed();
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.cap.max_send_wr = 256;
+    a.cap.max_send_sge = 1;
+    a.qp_type = IBV_QPT_RAW_PACKET;
+    ibv_create_qp(d.pd, &mut a)
+}
+
+unsafe fn modify(qp: *mut ibv_qp, state: u32, mask: u32) -> i32 {
+    let mut a: ibv_qp_attr = std::mem::zeroed();
+    a.qp_state = state;
+    a.port_num = 1;
+    ibv_modify_qp(qp, &mut a, mask as i32)
+}
+
+unsafe fn to_rts(qp: *mut ibv_qp) {
+    assert_eq!(modify(qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT), 0);
+    assert_eq!(modify(qp, IBV_QPS_RTR, IBV_QP_STATE), 0);
+    assert_eq!(modify(qp, IBV_QPS_RTS, IBV_QP_STATE), 0);
+}
+
+unsafe fn wq_state(wq: *mut ibv_wq, state: u32) -> i32 {
+    let mut a: ibv_wq_attr = std::mem::zeroed();
+    a.attr_mask = IBV_WQ_ATTR_STATE;
+    a.wq_state = state;
+    (*vctx((*wq).context)).modify_wq.unwrap()(wq, &mut a)
+}
+
+/// WQ + one-entry table + RSS QP (IPv4/UDP hash) on `d`.
+struct Rx {
+    cq: *mut ibv_cq,
+    wq: *mut ibv_wq,
+    ind: *mut ibv_rwq_ind_table,
+    qp: *mut ibv_qp,
+}
+
+unsafe fn rx(d: &Dev, size: u32) -> Rx {
+    let v = vctx(d.ctx);
+    let cq = ibv_create_cq(d.ctx, size as i32, null_mut(), null_mut(), 0);
+    assert!(!cq.is_null());
+    let mut wa: ibv_wq_init_attr = std::mem::zeroed();
+    wa.wq_type = IBV_WQT_RQ;
+    wa.max_wr = size;
+    wa.max_sge = 1;
+    wa.pd = d.pd;
+    wa.cq = cq;
+    let wq = (*v).create_wq.unwrap()(d.ctx, &mut wa);
+    assert!(!wq.is_null());
+    assert_eq!(wq_state(wq, IBV_WQS_RDY), 0);
+    let mut tbl = [wq];
+    let mut ia: ibv_rwq_ind_table_init_attr = std::mem::zeroed();
+    ia.ind_tbl = tbl.as_mut_ptr();
+    let ind = (*v).create_rwq_ind_table.unwrap()(d.ctx, &mut ia);
+    assert!(!ind.is_null());
+    let qp = rss_qp(d, ind, 40, 0xc3, 1);
+    assert!(!qp.is_null(), "errno {}", errno());
+    Rx { cq, wq, ind, qp }
+}
+
+unsafe fn rss_qp(d: &Dev, ind: *mut ibv_rwq_ind_table, key_len: u8, fields: u64, func: u8) -> *mut ibv_qp {
+    let mut key = rawpkt::flow::rss::DEFAULT_KEY;
+    let mut a: ibv_qp_init_attr_ex = std::mem::zeroed();
+    a.qp_type = IBV_QPT_RAW_PACKET;
+    a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+    a.pd = d.pd;
+    a.rwq_ind_tbl = ind;
+    a.rx_hash_conf.rx_hash_function = func;
+    a.rx_hash_conf.rx_hash_key_len = key_len;
+    a.rx_hash_conf.rx_hash_key = key.as_mut_ptr();
+    a.rx_hash_conf.rx_hash_fields_mask = fields;
+    (*vctx(d.ctx)).create_qp_ex.unwrap()(d.ctx, &mut a)
+}
+
+unsafe fn flow(qp: *mut ibv_qp, rule: &FlowRule) -> *mut ibv_flow {
+    let mut blob = rawpkt::flow::verbs::compile(rule).unwrap();
+    (*vctx((*qp).context)).ibv_create_flow.unwrap()(qp, blob.as_mut_ptr().cast())
+}
+
+unsafe fn destroy_flow(f: *mut ibv_flow) -> i32 {
+    (*vctx((*f).context)).ibv_destroy_flow.unwrap()(f)
+}
+
+unsafe fn drop_rx(d: &Dev, r: Rx) {
+    let v = vctx(d.ctx);
+    assert_eq!(ibv_destroy_qp(r.qp), 0);
+    assert_eq!((*v).destroy_rwq_ind_table.unwrap()(r.ind), 0);
+    assert_eq!((*v).destroy_wq.unwrap()(r.wq), 0);
+    assert_eq!(ibv_destroy_cq(r.cq), 0);
+}
+
+#[test]
+fn context_is_an_extended_verbs_context() {
+    let _t = turn();
+    // SAFETY: the library's own objects throughout.
+    unsafe {
+        let d = open(0);
+        let v = vctx(d.ctx);
+        assert_eq!((*d.ctx).abi_compat as usize, usize::MAX, "__VERBS_ABI_IS_EXTENDED");
+        assert_eq!((*v).sz, std::mem::size_of::<verbs_context>());
+        assert!((*v).query_port.is_some() && (*v).ibv_create_flow.is_some() && (*v).create_wq.is_some());
+        assert!((*d.ctx).ops.post_send.is_some() && (*d.ctx).ops.poll_cq.is_some());
+        let name = std::ffi::CStr::from_ptr(ibv_get_device_name((*d.ctx).device));
+        assert_eq!(name.to_str().unwrap(), "mlx5_0");
+        // sysfs: <ibdev_path>/device resolves to the PCI function, which holds net/mdl0.
+        let ibdev = std::ffi::CStr::from_ptr((*(*d.ctx).device).ibdev_path.as_ptr());
+        let dev = std::path::Path::new(ibdev.to_str().unwrap()).join("device");
+        let pci = std::fs::read_link(&dev).unwrap();
+        assert_eq!(pci.file_name().unwrap(), "0000:3b:00.0");
+        let mtu = std::fs::read_to_string(dev.join("net/mdl0/mtu")).unwrap();
+        assert_eq!(mtu.trim(), "1500");
+        let mut pa: ibv_port_attr = std::mem::zeroed();
+        assert_eq!(
+            (*v).query_port.unwrap()(d.ctx, 1, &mut pa, std::mem::size_of::<ibv_port_attr>()),
+            0
+        );
+        assert_eq!((pa.state, pa.active_width, pa.active_speed), (IBV_PORT_ACTIVE, 2, 32));
+        let mut dv: mlx5dv_context = std::mem::zeroed();
+        assert_eq!(mlx5dv_query_device(d.ctx, &mut dv), 0);
+        assert_ne!(dv.flags & u64::from(MLX5DV_CONTEXT_FLAGS_CQE_V1), 0);
+        assert_eq!(rawpkt_model_set(c"dv".as_ptr(), c"0".as_ptr()), 0);
+        assert_eq!(mlx5dv_query_device(d.ctx, &mut dv), 0);
+        assert_eq!(dv.flags, 0);
+        assert!(!mlx5dv_is_supported((*d.ctx).device));
+        assert_eq!(rawpkt_model_set(c"dv".as_ptr(), c"1".as_ptr()), 0);
+        assert!(mlx5dv_is_supported((*d.ctx).device));
+        assert_eq!(rawpkt_model_set(c"dv".as_ptr(), c"2".as_ptr()), -1);
+        assert_eq!(rawpkt_model_set(c"nope".as_ptr(), c"1".as_ptr()), -1);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+#[test]
+fn errnos_and_use_counts() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and pointers it must refuse without dereferencing.
+    unsafe {
+        let d = open(0);
+        let bogus = 0x1000 as *mut c_void;
+        assert_eq!(ibv_dealloc_pd(bogus.cast()), libc::EINVAL);
+        assert_eq!(ibv_destroy_cq(null_mut()), libc::EINVAL);
+        assert!(ibv_alloc_pd(bogus.cast()).is_null() && errno() == libc::EINVAL);
+        assert!(ibv_create_cq(d.ctx, 0, null_mut(), null_mut(), 0).is_null() && errno() == libc::EINVAL);
+        assert!(ibv_create_cq(d.ctx, 1 << 22, null_mut(), null_mut(), 0).is_null() && errno() == libc::EINVAL);
+        assert!(ibv_reg_mr(d.pd, null_mut(), 64, 1).is_null() && errno() == libc::EINVAL);
+        let mut buf = vec![0u8; 4096];
+        // Remote write without local write: EINVAL (ib_check_mr_access).
+        assert!(ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), 4096, 2).is_null() && errno() == libc::EINVAL);
+        let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), 4096, 1);
+        assert!(!mr.is_null() && (*mr).lkey == (*mr).rkey && (*mr).length == 4096);
+        assert_eq!(ibv_dealloc_pd(d.pd), libc::EBUSY);
+
+        let cq = ibv_create_cq(d.ctx, 100, null_mut(), null_mut(), 0);
+        assert_eq!((*cq).cqe, 127, "roundup_pow2(100 + 1) - 1");
+        let qp = raw_qp(&d, cq);
+        assert!(!qp.is_null());
+        assert_eq!(ibv_destroy_cq(cq), libc::EBUSY);
+        // The RAW_PACKET state machine.
+        assert_eq!(modify(qp, IBV_QPS_RTS, IBV_QP_STATE), libc::EINVAL);
+        assert_eq!(
+            modify(qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_CUR_STATE),
+            libc::EINVAL
+        );
+        let mut a: ibv_qp_attr = std::mem::zeroed();
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 2;
+        assert_eq!(
+            ibv_modify_qp(qp, &mut a, (IBV_QP_STATE | IBV_QP_PORT) as i32),
+            libc::EINVAL
+        );
+        assert_eq!(modify(qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT), 0);
+        assert_eq!(modify(qp, IBV_QPS_INIT, IBV_QP_STATE), 0, "INIT->INIT");
+        assert_eq!(modify(qp, IBV_QPS_RTS, IBV_QP_STATE), libc::EINVAL, "INIT->RTS");
+        assert_eq!(
+            modify(qp, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_PORT),
+            libc::EINVAL,
+            "extra mask bit"
+        );
+        assert_eq!(modify(qp, IBV_QPS_RTR, IBV_QP_STATE), 0);
+        assert_eq!(modify(qp, IBV_QPS_RTS, IBV_QP_STATE), 0);
+        assert_eq!(modify(qp, IBV_QPS_SQD, IBV_QP_STATE), libc::EINVAL);
+        assert_eq!(modify(qp, IBV_QPS_ERR, IBV_QP_STATE), 0);
+        assert_eq!(modify(qp, IBV_QPS_RESET, IBV_QP_STATE), 0);
+        assert_eq!((*qp).state, IBV_QPS_RESET);
+
+        // WQ state machine.
+        let v = vctx(d.ctx);
+        let mut wa: ibv_wq_init_attr = std::mem::zeroed();
+        wa.wq_type = IBV_WQT_RQ;
+        wa.max_wr = 100;
+        wa.max_sge = 1;
+        wa.pd = d.pd;
+        wa.cq = cq;
+        let wq = (*v).create_wq.unwrap()(d.ctx, &mut wa);
+        assert_eq!(((*wq).state, wa.max_wr), (IBV_WQS_RESET, 128));
+        assert_eq!(wq_state(wq, IBV_WQS_ERR), libc::EINVAL);
+        let mut wm: ibv_wq_attr = std::mem::zeroed();
+        assert_eq!((*v).modify_wq.unwrap()(wq, &mut wm), libc::EINVAL, "empty mask");
+        wm.attr_mask = IBV_WQ_ATTR_STATE | IBV_WQ_ATTR_CURR_STATE;
+        wm.curr_wq_state = IBV_WQS_RDY;
+        wm.wq_state = IBV_WQS_RDY;
+        assert_eq!(
+            (*v).modify_wq.unwrap()(wq, &mut wm),
+            libc::EINVAL,
+            "wrong current state"
+        );
+        assert_eq!(wq_state(wq, IBV_WQS_RDY), 0);
+        assert_eq!(wq_state(wq, IBV_WQS_ERR), 0);
+        assert_eq!(wq_state(wq, IBV_WQS_RESET), 0);
+        assert_eq!(wq_state(wq, IBV_WQS_RDY), 0);
+
+        // RSS QP checks (mlx5_ib create_rss_raw_qp_tir).
+        let mut tbl = [wq, wq];
+        let mut ia: ibv_rwq_ind_table_init_attr = std::mem::zeroed();
+        ia.log_ind_tbl_size = 1;
+        ia.ind_tbl = tbl.as_mut_ptr();
+        let ind = (*v).create_rwq_ind_table.unwrap()(d.ctx, &mut ia);
+        assert!(!ind.is_null());
+        assert!(rss_qp(&d, ind, 39, 0x03, 1).is_null() && errno() == libc::EINVAL);
+        assert!(
+            rss_qp(&d, ind, 40, 0x05, 1).is_null() && errno() == libc::EINVAL,
+            "IPv4 and IPv6"
+        );
+        assert!(
+            rss_qp(&d, ind, 40, 0x50, 1).is_null() && errno() == libc::EINVAL,
+            "TCP and UDP"
+        );
+        assert!(rss_qp(&d, ind, 40, 0x03, 2).is_null() && errno() == libc::EOPNOTSUPP);
+        assert!(
+            rss_qp(&d, ind, 40, 0, 1).is_null() && errno() == libc::EINVAL,
+            "no hash, 2 entries"
+        );
+        let rss = rss_qp(&d, ind, 40, 0x03, 1);
+        assert!(!rss.is_null());
+        assert_eq!(modify(rss, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT), libc::ENOSYS);
+        assert_eq!((*v).destroy_wq.unwrap()(wq), libc::EBUSY);
+        assert_eq!((*v).destroy_rwq_ind_table.unwrap()(ind), libc::EBUSY);
+
+        // Flows: the kernel's checks, and flows only on a QP with a receive side.
+        assert!(flow(qp, &FlowRule::own_mac(MAC1)).is_null() && errno() == libc::EINVAL);
+        let prio16 = FlowRule {
+            priority: 15,
+            ..FlowRule::own_mac(MAC1)
+        };
+        let mut blob = rawpkt::flow::verbs::compile(&prio16).unwrap();
+        *blob.as_mut_ptr().add(10) = 16;
+        assert!((*v).ibv_create_flow.unwrap()(rss, blob.as_mut_ptr().cast()).is_null() && errno() == libc::ENOMEM);
+        assert_eq!(rawpkt_model_set(c"refuse_flow".as_ptr(), c"udp".as_ptr()), 0);
+        assert!(flow(rss, &"udp dst-port 53".parse().unwrap()).is_null() && errno() == libc::EOPNOTSUPP);
+        let f = flow(rss, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null(), "only udp is refused");
+        assert_eq!(rawpkt_model_set(c"refuse_flow".as_ptr(), c"".as_ptr()), 0);
+        assert_eq!(ibv_destroy_qp(rss), libc::EBUSY);
+        let destroy = (*v).ibv_destroy_flow.unwrap();
+        assert_eq!(destroy(f), 0);
+        assert_eq!(destroy(f), libc::EINVAL, "twice: refused, not dereferenced");
+
+        assert_eq!(ibv_destroy_qp(rss), 0);
+        assert_eq!((*v).destroy_rwq_ind_table.unwrap()(ind), 0);
+        assert_eq!((*v).destroy_wq.unwrap()(wq), 0);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// Drops CAP_NET_RAW from the calling thread's effective set (capset(2) is per thread).
+fn drop_cap_net_raw() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget/capset with the version-3 header and two data structs.
+    unsafe {
+        assert_eq!(
+            libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()),
+            0
+        );
+        d[0].effective &= !(1 << 13);
+        assert_eq!(libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()), 0);
+    }
+}
+
+#[test]
+fn cap_net_raw_is_checked_on_the_calling_thread() {
+    let _t = turn();
+    // SAFETY: the library's own objects; the pointers cross threads as plain addresses.
+    unsafe {
+        let d = open(1);
+        let r = rx(&d, 64);
+        let cq = ibv_create_cq(d.ctx, 64, null_mut(), null_mut(), 0);
+        let (pd, ctx, rss) = (d.pd as usize, d.ctx as usize, r.qp as usize);
+        let cqa = cq as usize;
+        std::thread::spawn(move || {
+            drop_cap_net_raw();
+            let d = Dev {
+                ctx: ctx as *mut _,
+                pd: pd as *mut _,
+            };
+            assert!(raw_qp(&d, cqa as *mut _).is_null());
+            assert_eq!(errno(), libc::EPERM);
+            assert!(flow(rss as *mut _, &FlowRule::own_mac(MAC1)).is_null());
+            assert_eq!(errno(), libc::EPERM);
+            // Objects that need no capability still work.
+            let c = ibv_create_cq(d.ctx, 8, null_mut(), null_mut(), 0);
+            assert!(!c.is_null());
+            assert_eq!(ibv_destroy_cq(c), 0);
+        })
+        .join()
+        .unwrap();
+        // This thread still has it.
+        let qp = raw_qp(&d, cq);
+        assert!(!qp.is_null(), "the test needs CAP_NET_RAW (run as root)");
+        let f = flow(r.qp, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null());
+        assert_eq!(destroy_flow(f), 0);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        drop_rx(&d, r);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// Queue resets through verbs, as a binding does after a completion error.
+struct Verbs {
+    qp: usize,
+    wq: usize,
+}
+
+// SAFETY: the addresses are the library's objects, used only through its thread-safe verbs.
+unsafe impl Send for Verbs {}
+// SAFETY: as above.
+unsafe impl Sync for Verbs {}
+
+impl DvControl for Verbs {
+    fn reset_sq(&self, _qpn: u32) -> Result<(), String> {
+        // SAFETY: a live QP of the library.
+        unsafe {
+            let qp = self.qp as *mut ibv_qp;
+            if modify(qp, IBV_QPS_RESET, IBV_QP_STATE) != 0 {
+                return Err("reset".into());
+            }
+            to_rts(qp);
+        }
+        Ok(())
+    }
+    fn reset_rq(&self, _wq: u32) -> Result<(), String> {
+        // SAFETY: a live WQ of the library.
+        unsafe {
+            let wq = self.wq as *mut ibv_wq;
+            if wq_state(wq, IBV_WQS_RESET) != 0 || wq_state(wq, IBV_WQS_RDY) != 0 {
+                return Err("reset".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn udp_frame(dst: [u8; 6], seq: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 128];
+    f[..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&[2, 0x4d, 0x4c, 0x35, 0, 0]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14..18].copy_from_slice(&[0x45, 0, 0, 114]);
+    f[22] = 64;
+    f[23] = 17;
+    f[26..34].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    f[34..36].copy_from_slice(&seq.to_be_bytes());
+    f[36..38].copy_from_slice(&4789u16.to_be_bytes());
+    f[38..40].copy_from_slice(&94u16.to_be_bytes());
+    for (i, b) in f[42..].iter_mut().enumerate() {
+        *b = (seq as usize * 7 + i) as u8;
+    }
+    f
+}
+
+/// rawpkt's own DV datapath (DvTxQueue/DvRxQueue) on the rings `mlx5dv_init_obj` hands over:
+/// the objects are made with verbs, the WQEs and CQEs go straight through ring memory.
+#[test]
+fn dv_datapath_over_init_obj() {
+    let _t = turn();
+    let size = 256u32;
+    // SAFETY: the library's objects; the ring views are built from what mlx5dv_init_obj
+    // returned and live while `keep` (the Arc holding the objects' owner) does.
+    unsafe {
+        let d0 = open(0);
+        let d1 = open(1);
+        let pool = Pool::new(PoolConfig {
+            buffers: 4096,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let region = pool.region();
+        let mr0 = ibv_reg_mr(d0.pd, region.base().cast(), region.len(), 1);
+        let mr1 = ibv_reg_mr(d1.pd, region.base().cast(), region.len(), 1);
+        assert!(!mr0.is_null() && !mr1.is_null());
+
+        // TX on mlx5_0: DV CQ of 64-byte CQEs, RAW_PACKET QP.
+        let mut ca: ibv_cq_init_attr_ex = std::mem::zeroed();
+        ca.cqe = size;
+        let mut dva: mlx5dv_cq_init_attr = std::mem::zeroed();
+        dva.comp_mask = u64::from(MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE);
+        dva.cqe_size = 128;
+        assert!(mlx5dv_create_cq(d0.ctx, &mut ca, &mut dva).is_null());
+        dva.cqe_size = 64;
+        let tx_cq = mlx5dv_create_cq(d0.ctx, &mut ca, &mut dva).cast::<ibv_cq>();
+        assert!(!tx_cq.is_null());
+        let qp = raw_qp(&d0, tx_cq);
+        to_rts(qp);
+        let r = rx(&d1, size);
+        let f = flow(r.qp, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null());
+
+        let mut dqp: mlx5dv_qp = std::mem::zeroed();
+        let mut dcq: mlx5dv_cq = std::mem::zeroed();
+        let mut rcq: mlx5dv_cq = std::mem::zeroed();
+        let mut drwq: mlx5dv_rwq = std::mem::zeroed();
+        let mut o: mlx5dv_obj = std::mem::zeroed();
+        o.qp.in_ = qp;
+        o.qp.out = &mut dqp;
+        o.cq.in_ = tx_cq;
+        o.cq.out = &mut dcq;
+        assert_eq!(mlx5dv_init_obj(&mut o, u64::from(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ)), 0);
+        let mut o: mlx5dv_obj = std::mem::zeroed();
+        o.rwq.in_ = r.wq;
+        o.rwq.out = &mut drwq;
+        o.cq.in_ = r.cq;
+        o.cq.out = &mut rcq;
+        assert_eq!(mlx5dv_init_obj(&mut o, u64::from(MLX5DV_OBJ_RWQ | MLX5DV_OBJ_CQ)), 0);
+        assert_eq!((dqp.sq.stride, dcq.cqe_size, drwq.stride), (64, 64, 16));
+
+        let keep: Arc<dyn std::any::Any + Send + Sync> = Arc::new(());
+        let sq = SqInfo::from_raw(
+            dqp.sq.buf.cast(),
+            dqp.sq.wqe_cnt,
+            dqp.sq.stride,
+            dqp.dbrec,
+            dqp.bf.reg.cast(),
+            dqp.bf.size,
+            (*qp).qp_num,
+            keep.clone(),
+        );
+        let tcq = CqInfo::from_raw(
+            dcq.buf.cast(),
+            dcq.dbrec,
+            dcq.cqe_cnt,
+            dcq.cqe_size,
+            dcq.cqn,
+            keep.clone(),
+        );
+        let rwq = RwqInfo::from_raw(drwq.buf.cast(), drwq.dbrec, drwq.wqe_cnt, drwq.stride, keep.clone());
+        let xcq = CqInfo::from_raw(
+            rcq.buf.cast(),
+            rcq.dbrec,
+            rcq.cqe_cnt,
+            rcq.cqe_size,
+            rcq.cqn,
+            keep.clone(),
+        );
+        let ctl: Arc<dyn DvControl> = Arc::new(Verbs {
+            qp: qp as usize,
+            wq: r.wq as usize,
+        });
+        let cfg = QueueConfig {
+            size,
+            ..QueueConfig::default()
+        };
+        let caps = DvCaps::CONNECTX5;
+        let mut tx = DvTxQueue::new(&sq, &tcq, (*mr0).lkey, &pool, &cfg, caps, ctl.clone()).unwrap();
+        let mut rxq = DvRxQueue::new(&rwq, &xcq, (*r.wq).wq_num, (*mr1).lkey, &pool, &cfg, ctl).unwrap();
+
+        let linux = rawpkt_model_linux_frames(c"mlx5_1".as_ptr(), 1);
+        let total = 1000u16;
+        let (mut sent, mut got) = (0u16, 0u16);
+        let mut out = Burst::new(&pool, 64);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while got < total {
+            assert!(std::time::Instant::now() < deadline, "sent {sent}, received {got}");
+            // Keep what is on its way below the RQ's size: like hardware, the model drops frames
+            // that find no posted buffer.
+            if sent < total && u32::from(sent - got) + 32 <= size / 2 {
+                let mut b = Burst::new(&pool, 32);
+                while sent < total && b.len() < 32 && b.push_copy(&udp_frame(MAC1, sent)) {
+                    sent += 1;
+                }
+                let want = b.len();
+                let n = tx.tx_burst(&mut b).unwrap();
+                sent -= (want - n) as u16;
+            }
+            tx.reclaim().unwrap();
+            rxq.rx_burst(&mut out).unwrap();
+            for i in 0..out.len() {
+                assert_eq!(out.data(i), &udp_frame(MAC1, got)[..], "frame {got}");
+                got += 1;
+            }
+            out = Burst::new(&pool, 64);
+        }
+        assert_eq!(rawpkt_model_linux_frames(c"mlx5_1".as_ptr(), 1), linux);
+        // Another MAC: not stolen, Linux's.
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, udp_frame([2, 0, 0, 0, 0, 9], 0).as_ptr(), 128),
+            0
+        );
+        assert_eq!(rawpkt_model_linux_frames(c"mlx5_1".as_ptr(), 1), linux + 1);
+        assert_eq!(rawpkt_model_inject(c"mlx5_7".as_ptr(), 1, null(), 0), -1);
+        while tx.in_flight() > 0 {
+            tx.reclaim().unwrap();
+        }
+        drop(tx);
+        drop(rxq);
+
+        assert_eq!(destroy_flow(f), 0);
+        drop_rx(&d1, r);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_cq(tx_cq), 0);
+        assert_eq!(ibv_dereg_mr(mr0), 0);
+        assert_eq!(ibv_dereg_mr(mr1), 0);
+        close(d0);
+        close(d1);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+        let _ = Rc::strong_count(&pool);
+    }
+}
