@@ -16,6 +16,8 @@
 //!
 //! [`Nic`]: rawpkt::dv::model::Nic
 #![allow(unsafe_code)]
+// Every unsafe operation sits in its own block with its own SAFETY comment, even in unsafe fns.
+#![deny(unsafe_op_in_unsafe_fn)]
 // Every exported function is an rdma-core verb whose safety contract is rdma-core's (valid
 // objects from this library, valid attribute structs); each one checks what it can (NULL,
 // objects it did not hand out) and says why its unsafe blocks hold.
