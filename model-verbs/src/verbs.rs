@@ -731,12 +731,16 @@ fn create_rss(g: &Global, a: &mut ibv_qp_init_attr_ex, rss: u32) -> Result<(QpKi
 }
 
 /// The RAW_PACKET rows of the kernel's `qp_state_table` (drivers/infiniband/core/verbs.c,
-/// `ib_modify_qp_is_ok`): the attribute masks each transition requires and allows.
+/// `ib_modify_qp_is_ok`): the attribute masks each transition requires and allows. CUR_STATE
+/// is in no RAW_PACKET `opt_param`, so it is never accepted; RTS->SQD passes the core table but
+/// mlx5's `modify_raw_packet_qp` knows no such operation (EINVAL).
 fn qp_transition(cur: u32, next: u32, mask: u32) -> bool {
     if mask & IBV_QP_STATE == 0 || mask & IBV_QP_CUR_STATE != 0 {
         return false;
     }
     let (req, opt) = match (cur, next) {
+        // The RESET row has only RESET and INIT: RESET->ERR is not a transition.
+        (IBV_QPS_RESET, IBV_QPS_ERR) => return false,
         (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) => (0, 0),
         (IBV_QPS_RESET, IBV_QPS_INIT) => (IBV_QP_PORT, 0),
         (IBV_QPS_INIT, IBV_QPS_INIT) | (IBV_QPS_INIT, IBV_QPS_RTR) => (0, 0),

@@ -219,6 +219,8 @@ fn errnos_and_use_counts() {
         assert_eq!(ibv_destroy_cq(cq), libc::EBUSY);
         // The RAW_PACKET state machine.
         assert_eq!(modify(qp, IBV_QPS_RTS, IBV_QP_STATE), libc::EINVAL);
+        assert_eq!(modify(qp, IBV_QPS_ERR, IBV_QP_STATE), libc::EINVAL, "RESET->ERR");
+        assert_eq!(modify(qp, IBV_QPS_RESET, IBV_QP_STATE), 0, "RESET->RESET");
         assert_eq!(
             modify(qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_CUR_STATE),
             libc::EINVAL
@@ -242,6 +244,8 @@ fn errnos_and_use_counts() {
         assert_eq!(modify(qp, IBV_QPS_RTS, IBV_QP_STATE), 0);
         assert_eq!(modify(qp, IBV_QPS_SQD, IBV_QP_STATE), libc::EINVAL);
         assert_eq!(modify(qp, IBV_QPS_ERR, IBV_QP_STATE), 0);
+        assert_eq!(modify(qp, IBV_QPS_ERR, IBV_QP_STATE), 0, "ERR->ERR");
+        assert_eq!(modify(qp, IBV_QPS_RTS, IBV_QP_STATE), libc::EINVAL, "ERR->RTS");
         assert_eq!(modify(qp, IBV_QPS_RESET, IBV_QP_STATE), 0);
         assert_eq!((*qp).state, IBV_QPS_RESET);
 
