@@ -621,8 +621,10 @@ pub fn spec_type_name(t: u32) -> &'static str {
 /// - The kernel (`ib_uverbs_ex_create_flow`, drivers/infiniband/core/uverbs_cmd.c): a non-zero
 ///   `comp_mask` or more than [`MAX_SPECS`] specs is EINVAL, and so is DONT_TRAP on the
 ///   ALL_DEFAULT/MC_DEFAULT types.
+/// - A port other than 1 is EINVAL (`rdma_is_port_valid` in `ib_uverbs_ex_create_flow`; older
+///   kernels check `flow_attr->port > num_ports` in mlx5_ib).
 /// - mlx5_ib (`mlx5_ib_create_flow`, drivers/infiniband/hw/mlx5/fs.c): flags other than
-///   DONT_TRAP|EGRESS and a port other than 1 are EINVAL; a user priority above
+///   DONT_TRAP|EGRESS are EINVAL; a user priority above
 ///   [`MAX_PRIORITY`] is ENOMEM (no such flow table); values with bits outside their masks are
 ///   EINVAL (mlx5_core `check_valid_spec`).
 ///
