@@ -3,7 +3,9 @@
 
 pub mod afpacket;
 pub mod bpf;
+pub mod netdev;
 pub mod signal;
+pub mod xsk;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
 /// in the allowed set).
