@@ -20,6 +20,10 @@ pub(crate) trait Backend: Send + Sync {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
+    /// What the backend chose at open time (modes, queues, rules), for [`Port::description`].
+    fn describe(&self) -> Option<String> {
+        None
+    }
 }
 
 /// An open port. Shareable between threads; each thread creates its own queues over its own
@@ -48,6 +52,12 @@ impl Port {
     pub fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         check_queue_config(cfg)?;
         self.backend.tx_queue(qid, pool, cfg)
+    }
+
+    /// The spec, and what the backend chose when it opened the port (for `xdp:` ports: the XDP
+    /// attach mode, the queues and the steering rules).
+    pub fn description(&self) -> String {
+        self.backend.describe().unwrap_or_else(|| self.spec.clone())
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).

@@ -1,3 +1,4 @@
 //! Receive burst paths, one module per backend.
 
 pub mod dv;
+pub mod xdp;

@@ -1,3 +1,4 @@
 //! Transmit burst paths, one module per backend.
 
 pub mod dv;
+pub mod xdp;
