@@ -106,7 +106,7 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
             .ok_or_else(|| bad(format!("option {opt:?}: expected KEY=VALUE")))?;
         match (k.trim(), v.trim()) {
             ("rule", r) => {
-                let rule: FlowRule = r.parse().map_err(|e| bad(format!("rule {r:?}: {e}")))?;
+                let rule: FlowRule = r.parse().map_err(|e| bad(format!("rule {r:?}: {e:#}")))?;
                 spec.rules.get_or_insert_with(Vec::new).push(rule);
             }
             ("netns", n) if !n.is_empty() && !n.contains('/') => spec.netns = Some(n.to_string()),
