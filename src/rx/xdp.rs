@@ -159,6 +159,15 @@ impl RxQueue for XdpRxQueue {
     fn stats(&self) -> &QueueStats {
         &self.stats
     }
+
+    /// `poll(POLLIN)` on the socket: the kernel wakes us when the RX ring gets a descriptor.
+    /// On a machine where the receiving NAPI thread shares the core with this loop (veth,
+    /// copy mode), sleeping here instead of spinning gives that thread the CPU it needs to copy
+    /// the frames in.
+    fn wait(&mut self, timeout: std::time::Duration) -> bool {
+        xsk::wait_readable(self.fd, timeout.as_millis().min(i32::MAX as u128) as i32);
+        true
+    }
 }
 
 impl Drop for XdpRxQueue {

@@ -298,3 +298,15 @@ pub fn kick_rx(fd: RawFd) {
         );
     }
 }
+
+/// Waits up to `timeout_ms` for the socket to become readable (`poll(POLLIN)`); returns whether
+/// it did.
+pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd, count 1.
+    unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
+}
