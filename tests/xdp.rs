@@ -49,6 +49,10 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 
 impl Pair {
     fn create() -> Pair {
+        Pair::with_queues(1)
+    }
+
+    fn with_queues(queues: u32) -> Pair {
         let (pid, n) = (std::process::id() % 100_000, SEQ.fetch_add(1, Ordering::Relaxed));
         let p = Pair {
             ns_a: format!("rpxa{pid}-{n}"),
@@ -59,8 +63,29 @@ impl Pair {
         p.remove();
         run(&["ip", "netns", "add", &p.ns_a]);
         run(&["ip", "netns", "add", &p.ns_b]);
+        let q = queues.to_string();
         run(&[
-            "ip", "link", "add", &p.a, "netns", &p.ns_a, "type", "veth", "peer", "name", &p.b, "netns", &p.ns_b,
+            "ip",
+            "link",
+            "add",
+            &p.a,
+            "netns",
+            &p.ns_a,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &p.b,
+            "netns",
+            &p.ns_b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ]);
         for (ns, ifn, ip) in [(&p.ns_a, &p.a, "10.77.0.1/24"), (&p.ns_b, &p.b, "10.77.0.2/24")] {
             run(&[
@@ -526,4 +551,57 @@ fn tx_to_rx_through_two_xdp_ports_is_byte_exact() {
     assert_eq!(rx.stats().errors.total(), 0);
     drop((tx, rx, out, got));
     assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
+/// One socket per queue, all in one XSKMAP: two threads, each with its own pool, send on queue q
+/// of A and receive on queue q of B (veth delivers a frame sent on queue q to the peer's RX queue
+/// q), and each receiver gets exactly its own thread's frames.
+#[test]
+#[ignore = "needs root"]
+fn one_socket_per_queue_on_two_threads() {
+    assert!(is_root(), "needs root");
+    let p = Pair::with_queues(2);
+    const N: u64 = 2000;
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let pa = std::sync::Arc::new(rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A"));
+    let pb = std::sync::Arc::new(
+        rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", p.b, p.ns_b)).expect("open B"),
+    );
+    assert!(pb.description().contains("queues 0..2 of 2"), "{}", pb.description());
+    let threads: Vec<_> = (0..2u16)
+        .map(|q| {
+            let (pa, pb) = (pa.clone(), pb.clone());
+            std::thread::spawn(move || {
+                let pl = pool(4096);
+                let cfg = QueueConfig::default();
+                let mut tx = pa.tx_queue(q, &pl, &cfg).unwrap();
+                let mut rx = pb.rx_queue(q, &pl, &cfg).unwrap();
+                let (mut out, mut got) = (Burst::new(&pl, 32), Burst::new(&pl, 64));
+                let (mut sent, mut recv) = (0u64, 0u64);
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while recv < N && Instant::now() < deadline {
+                    while sent < N && sent - recv < 64 && out.room() > 0 {
+                        let mut f = test_frame(mac_b, mac_a, sent, 100);
+                        f[22] = q as u8;
+                        out.push_copy(&f);
+                        sent += 1;
+                    }
+                    tx.tx_burst(&mut out).unwrap();
+                    if rx.rx_burst(&mut got).unwrap() > 0 {
+                        for i in 0..got.len() {
+                            let f = got.data(i);
+                            assert_eq!((f[22], common::seq_of(f)), (q as u8, recv), "queue {q}: frame {recv}");
+                            recv += 1;
+                        }
+                        got.clear();
+                    }
+                }
+                (recv, rx.stats().packets, tx.stats().packets)
+            })
+        })
+        .collect();
+    for (q, t) in threads.into_iter().enumerate() {
+        let (recv, rxp, txp) = t.join().expect("queue thread");
+        assert_eq!((recv, rxp, txp), (N, N, N), "queue {q}");
+    }
 }
