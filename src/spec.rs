@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `model:NAME/P` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread |
 //! | `model:afpacket=IFNAME` | a one-port model NIC wired to the Linux interface IFNAME through AF_PACKET |
+//! | `xdp:IFNAME[/QUEUE][,rule=RULE]…[,netns=NS][,mode=native\|generic][,bind=copy\|zerocopy]` | AF_XDP on IFNAME's queues (or queue QUEUE only): frames some `rule=` matches (default: to IFNAME's own MAC) go to the port's RX queues, the rest to Linux; see the README's "Port specs" |
 //!
 //! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set.
 
