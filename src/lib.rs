@@ -134,6 +134,12 @@ pub trait RxQueue {
     /// Appends up to `out.room()` received packets to `out`; returns how many.
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError>;
     fn stats(&self) -> &QueueStats;
+    /// Sleeps until packets may have arrived or `timeout` passes, for loops that would rather
+    /// give the CPU away than spin on an empty queue (VPP's interrupt mode). Returns false at
+    /// once when the backend has no way to wait (then the caller just polls again).
+    fn wait(&mut self, _timeout: std::time::Duration) -> bool {
+        false
+    }
 }
 
 /// Sends packets in bursts.

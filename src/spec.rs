@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `model:NAME/P` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread |
 //! | `model:afpacket=IFNAME` | a one-port model NIC wired to the Linux interface IFNAME through AF_PACKET |
+//! | `xdp:IFNAME[/QUEUE][,rule=RULE]…[,netns=NS][,mode=native\|generic][,bind=copy\|zerocopy]` | AF_XDP on IFNAME's queues (or queue QUEUE only): frames some `rule=` matches (default: to IFNAME's own MAC) go to the port's RX queues, the rest to Linux; see the README's "Port specs" |
 //!
 //! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set.
 
@@ -21,7 +22,8 @@ pub(crate) trait Backend: Send + Sync {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
-    /// One line about the device behind the port (hardware ports: link state, speed, MAC).
+    /// One line about the device behind the port and what the backend chose at open time
+    /// (hardware ports: link state, speed, MAC, datapath; xdp ports: modes, queues, rules).
     fn describe(&self) -> Option<String> {
         None
     }
@@ -55,10 +57,15 @@ impl Port {
         self.backend.tx_queue(qid, pool, cfg)
     }
 
-    /// For hardware ports, one line about the device: which one, link state, speed, MAC and
-    /// the datapath in use.
+    /// For hardware and xdp ports, one line about the device and what the backend chose: link
+    /// state, speed, MAC and datapath (mlx5, verbs), XDP attach mode, queues and rules (xdp).
     pub fn describe(&self) -> Option<String> {
         self.backend.describe()
+    }
+
+    /// [`Port::describe`], or the spec for ports with nothing more to say.
+    pub fn description(&self) -> String {
+        self.backend.describe().unwrap_or_else(|| self.spec.clone())
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).

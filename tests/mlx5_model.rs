@@ -22,16 +22,13 @@ const MAC1: [u8; 6] = [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01];
 const OTHER_MAC: [u8; 6] = [0x02, 0x99, 0, 0, 0, 0x42];
 
 /// Builds (once) and returns the model library, or None when this workspace has none.
-fn model_lib() -> Option<&'static PathBuf> {
-    static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
+fn model_lib() -> &'static PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         if let Some(p) = std::env::var_os("RAWPKT_MODEL_VERBS_LIB") {
-            return Some(PathBuf::from(p));
+            return PathBuf::from(p);
         }
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        if !root.join("model-verbs/Cargo.toml").exists() {
-            return None;
-        }
         let status = std::process::Command::new(env!("CARGO"))
             .args(["build", "-p", "rawpkt-model-verbs", "--release"])
             .current_dir(&root)
@@ -39,9 +36,8 @@ fn model_lib() -> Option<&'static PathBuf> {
             .expect("run cargo");
         assert!(status.success(), "building rawpkt-model-verbs failed");
         let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-        Some(target.join("release/librawpkt_model_verbs.so"))
+        target.join("release/librawpkt_model_verbs.so")
     })
-    .as_ref()
 }
 
 /// The model's control symbols.
@@ -96,13 +92,10 @@ impl Model {
     }
 }
 
-/// The lock, the model (libraries pointed at it once), or None to skip.
-fn setup() -> Option<(MutexGuard<'static, ()>, &'static Model)> {
+/// The lock, and the model (libraries pointed at it once).
+fn setup() -> (MutexGuard<'static, ()>, &'static Model) {
     let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(path) = model_lib() else {
-        eprintln!("skipped: no model-verbs crate in this workspace and RAWPKT_MODEL_VERBS_LIB unset");
-        return None;
-    };
+    let path = model_lib();
     static MODEL: OnceLock<Model> = OnceLock::new();
     let model = MODEL.get_or_init(|| {
         rawpkt::mlx5::use_libraries(path, path);
@@ -121,7 +114,7 @@ fn setup() -> Option<(MutexGuard<'static, ()>, &'static Model)> {
         }
     });
     model.reset();
-    Some((guard, model))
+    (guard, model)
 }
 
 fn pool() -> Rc<Pool> {
@@ -235,7 +228,7 @@ fn loader_names_the_missing_library_and_how_to_install_it() {
 
 #[test]
 fn ports_open_with_both_datapaths_and_describe_the_link() {
-    let Some((_g, model)) = setup() else { return };
+    let (_g, model) = setup();
     {
         let p = open("mlx5:mlx5_0/1", &PortOptions::default());
         let d = p.describe().unwrap();
@@ -255,7 +248,7 @@ fn ports_open_with_both_datapaths_and_describe_the_link() {
 }
 
 fn traffic_both_ways(kind: &str) {
-    let Some((_g, model)) = setup() else { return };
+    let (_g, model) = setup();
     {
         let a = open(&format!("{kind}:mlx5_0/1"), &opts(1, &[]));
         let b = open(&format!("{kind}:mdl1"), &opts(1, &[]));
@@ -297,7 +290,7 @@ fn traffic_both_ways_ibverbs() {
 }
 
 fn rules_steer_exactly_the_matching_frames(kind: &str) {
-    let Some((_g, model)) = setup() else { return };
+    let (_g, model) = setup();
     {
         let port = open(&format!("{kind}:mlx5_1/1"), &opts(1, &["ipv4 udp dst-port 4789"]));
         let pool = pool();
@@ -352,7 +345,7 @@ fn rules_steer_exactly_the_matching_frames_ibverbs() {
 
 #[test]
 fn rss_spreads_flows_evenly_over_four_queues() {
-    let Some((_g, model)) = setup() else { return };
+    let (_g, model) = setup();
     {
         let port = open("mlx5:mlx5_0/1", &opts(4, &[]));
         let pool = pool();
@@ -384,7 +377,7 @@ fn rss_spreads_flows_evenly_over_four_queues() {
 
 #[test]
 fn no_such_device_lists_what_exists() {
-    let Some((_g, _model)) = setup() else { return };
+    let (_g, _model) = setup();
     for spec in ["mlx5:nosuch0", "mlx5:mlx5_7/1", "verbs:eth42"] {
         let e = open_with(spec, &PortOptions::default()).unwrap_err().to_string();
         assert!(
@@ -427,7 +420,7 @@ fn drop_cap_net_raw() {
 
 #[test]
 fn missing_cap_net_raw_says_how_to_get_it() {
-    let Some((_g, model)) = setup() else { return };
+    let (_g, model) = setup();
     for kind in ["mlx5", "verbs"] {
         let spec = format!("{kind}:mlx5_0/1");
         let msg = std::thread::spawn(move || {
@@ -459,7 +452,7 @@ fn missing_cap_net_raw_says_how_to_get_it() {
 
 #[test]
 fn without_direct_verbs_mlx5_falls_back_to_ibverbs() {
-    let Some((_g, model)) = setup() else { return };
+    let (_g, model) = setup();
     model.set("dv", "0");
     {
         let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
@@ -478,7 +471,7 @@ fn without_direct_verbs_mlx5_falls_back_to_ibverbs() {
 
 #[test]
 fn a_rule_the_nic_refuses_is_named() {
-    let Some((_g, model)) = setup() else { return };
+    let (_g, model) = setup();
     model.set("refuse_flow", "ipv6");
     {
         let port = open(

@@ -2,3 +2,4 @@
 
 pub mod dv;
 pub mod verbs;
+pub mod xdp;

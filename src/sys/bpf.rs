@@ -13,7 +13,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_LINK_CREATE: libc::c_long = 28;
+
+/// `enum bpf_attach_type`: `BPF_XDP`, the attach type of an XDP link.
+const BPF_XDP: u32 = 37;
+/// `XDP_FLAGS_SKB_MODE` and `XDP_FLAGS_DRV_MODE` (include/uapi/linux/if_link.h).
+pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+pub const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
@@ -72,7 +81,31 @@ struct TestRunAttr {
     batch_size: u32,
 }
 
+/// `bpf_attr` for `BPF_MAP_*_ELEM` (the struct starting with `map_fd`).
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `bpf_attr` for `BPF_LINK_CREATE`, up to `flags` (XDP takes nothing more).
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
 const _: () = {
+    assert!(std::mem::size_of::<MapElemAttr>() == 32);
+    assert!(std::mem::offset_of!(MapElemAttr, key) == 8);
+    assert!(std::mem::size_of::<LinkCreateAttr>() == 16);
     assert!(std::mem::size_of::<MapCreateAttr>() == 44);
     assert!(std::mem::size_of::<ProgLoadAttr>() == 72);
     assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
@@ -197,4 +230,47 @@ pub fn test_run(prog: &OwnedFd, frame: &[u8]) -> io::Result<u32> {
     };
     sys_bpf(BPF_PROG_TEST_RUN, &mut attr).map_err(|e| with_context(e, "BPF_PROG_TEST_RUN"))?;
     Ok(attr.retval)
+}
+
+/// `BPF_MAP_UPDATE_ELEM` of an XSKMAP: queue `key` to AF_XDP socket `sock`. The value must be
+/// the socket's descriptor (anything else fails with `ENOTSOCK`).
+pub fn xskmap_set(map: &OwnedFd, key: u32, sock: std::os::fd::RawFd) -> io::Result<()> {
+    let value = sock as u32;
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        ..Default::default()
+    };
+    sys_bpf(BPF_MAP_UPDATE_ELEM, &mut attr)
+        .map(drop)
+        .map_err(|e| with_context(e, "BPF_MAP_UPDATE_ELEM xskmap"))
+}
+
+/// `BPF_MAP_DELETE_ELEM`: unbinds queue `key` in an XSKMAP (a missing key is not an error).
+pub fn xskmap_clear(map: &OwnedFd, key: u32) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: &key as *const u32 as u64,
+        ..Default::default()
+    };
+    match sys_bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+        Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(with_context(e, "BPF_MAP_DELETE_ELEM xskmap")),
+        _ => Ok(()),
+    }
+}
+
+/// `BPF_LINK_CREATE` of an XDP link: attaches `prog` to interface `ifindex` in the mode of
+/// `flags` (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`). The program stays attached exactly
+/// as long as the returned descriptor is open, so a killed process leaves nothing behind.
+/// Linux 5.9+ (commit aa8d3a716b59 "bpf, xdp: Add bpf_link-based XDP attachment API"); the
+/// raw errno is kept so that callers can tell "no such mode" from "not permitted".
+pub fn xdp_link_create(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_XDP,
+        flags,
+    };
+    sys_bpf(BPF_LINK_CREATE, &mut attr).map(own_fd)
 }

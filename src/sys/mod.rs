@@ -3,8 +3,10 @@
 
 pub mod afpacket;
 pub mod bpf;
+pub mod netdev;
 pub mod rdma;
 pub mod signal;
+pub mod xsk;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
 /// in the allowed set).

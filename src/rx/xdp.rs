@@ -1,0 +1,180 @@
+//! The AF_XDP receive path: received descriptors become packets of the caller's burst (the
+//! descriptor's address is the buffer's offset in the pool's region), and the fill ring is topped
+//! up from the pool in batches, as the DV path refills its RQ. One acquire load of the RX
+//! producer and one release store of its consumer per burst (libxdp `xsk_ring_cons__peek` /
+//! `__release`, DPDK `af_xdp_rx_zc`); a `recvfrom` only when the fill ring's `need_wakeup` flag
+//! asks for one and nothing arrived.
+
+use std::rc::Rc;
+
+use crate::mem::pool::{Burst, Packet};
+use crate::sys::xsk;
+use crate::xdp::socket::{RxHalf, Xsk};
+use crate::{same_pool, Error, QueueError, QueueStats, RxQueue};
+
+/// Refill once this many fill slots are free (the DV path's batch; DPDK's vector threshold).
+const REFILL_BATCH: u32 = 64;
+/// Kernel drop counters are read (one `getsockopt`) every this many idle polls or bursts.
+const STATS_EVERY_IDLE: u32 = 64;
+const STATS_EVERY_BUSY: u32 = 4096;
+
+pub struct XdpRxQueue {
+    half: Option<RxHalf>,
+    xsk: Rc<Xsk>,
+    fd: i32,
+    shift: u32,
+    mask: u64,
+    size: u32,
+    scratch: Box<[u32]>,
+    stats: QueueStats,
+    /// Kernel drop counters when this queue took the socket, and a countdown to the next read.
+    drops_base: u64,
+    stats_countdown: u32,
+}
+
+fn kernel_drops(fd: i32) -> u64 {
+    xsk::statistics(fd)
+        .map(|s| s.rx_dropped + s.rx_ring_full + s.rx_fill_ring_empty_descs + s.rx_invalid_descs)
+        .unwrap_or(0)
+}
+
+impl XdpRxQueue {
+    pub(crate) fn new(xsk: Rc<Xsk>) -> Result<XdpRxQueue, Error> {
+        let half = xsk.rx.borrow_mut().take().ok_or_else(|| {
+            Error::Config(format!(
+                "{} queue {}: an RX queue is already open on it in this thread",
+                xsk.port.name(),
+                xsk.hw_queue
+            ))
+        })?;
+        let pool = xsk.pool.clone();
+        let fd = xsk.raw_fd();
+        let size = half.fill.size();
+        let mut q = XdpRxQueue {
+            shift: pool.buf_size().trailing_zeros(),
+            mask: u64::from(pool.buf_size() - 1),
+            size,
+            scratch: vec![0; size as usize].into_boxed_slice(),
+            stats: QueueStats::default(),
+            drops_base: kernel_drops(fd),
+            stats_countdown: STATS_EVERY_IDLE,
+            half: Some(half),
+            fd,
+            xsk,
+        };
+        q.refill(1);
+        // Only now does the program send frames here: the fill ring has buffers.
+        crate::sys::bpf::xskmap_set(q.xsk.port.map.fd(), q.xsk.hw_queue, fd)
+            .map_err(|e| q.xsk.port.io_error("binding the queue in the XSKMAP", e))?;
+        Ok(q)
+    }
+
+    /// Gives the kernel fresh buffers for every free fill slot once at least `min` are free.
+    #[inline(always)]
+    fn refill(&mut self, min: u32) {
+        let Some(h) = self.half.as_mut() else { return };
+        let want = self.size - h.posted;
+        if want < min.max(1) {
+            return;
+        }
+        let (at, room) = h.fill.reserve(want);
+        let got = self.xsk.pool.alloc_bulk(&mut self.scratch[..room as usize]);
+        if got < want as usize {
+            self.stats.no_buffers += 1;
+        }
+        if got == 0 {
+            return;
+        }
+        for (k, &idx) in self.scratch[..got].iter().enumerate() {
+            h.fill.write(at.wrapping_add(k as u32), u64::from(idx) << self.shift);
+            h.held[idx as usize] = 1;
+        }
+        h.fill.submit(got as u32);
+        h.posted += got as u32;
+    }
+
+    fn refresh_drops(&mut self) {
+        self.stats.drops = kernel_drops(self.fd).saturating_sub(self.drops_base);
+    }
+}
+
+impl RxQueue for XdpRxQueue {
+    #[inline(never)]
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        same_pool(&self.xsk.pool, out)?;
+        let Some(h) = self.half.as_mut() else { return Ok(0) };
+        let spare = out.spare();
+        let (at, n) = h.rx.peek(spare.len().min(u32::MAX as usize) as u32);
+        if n == 0 {
+            if h.fill.needs_wakeup() {
+                xsk::kick_rx(self.fd);
+            }
+            self.refill(REFILL_BATCH.min(self.size / 4));
+            self.stats_countdown = self.stats_countdown.min(STATS_EVERY_IDLE) - 1;
+            if self.stats_countdown == 0 {
+                self.stats_countdown = STATS_EVERY_IDLE;
+                self.refresh_drops();
+            }
+            return Ok(0);
+        }
+        let (shift, mask) = (self.shift, self.mask);
+        let cap = h.held.len();
+        let mut bytes = 0u64;
+        let mut k = 0usize;
+        let mut bad = 0u64;
+        for i in 0..n {
+            let d = h.rx.read(at.wrapping_add(i));
+            let buf = (d.addr >> shift) as usize;
+            if buf >= cap || h.held[buf] == 0 {
+                // Not a buffer we gave the kernel: never hand it up.
+                bad += 1;
+                continue;
+            }
+            h.held[buf] = 0;
+            spare[k] = Packet {
+                buf: buf as u32,
+                len: d.len as u16,
+                off: (d.addr & mask) as u16,
+                ..Packet::default()
+            };
+            bytes += u64::from(d.len);
+            k += 1;
+        }
+        h.rx.release(n);
+        h.posted -= k as u32;
+        out.commit(k);
+        self.stats.packets += k as u64;
+        self.stats.bytes += bytes;
+        self.stats.errors.bad_cqe += bad;
+        self.stats.bursts += 1;
+        self.refill(REFILL_BATCH.min(self.size / 4));
+        self.stats_countdown -= 1;
+        if self.stats_countdown == 0 {
+            self.stats_countdown = STATS_EVERY_BUSY;
+            self.refresh_drops();
+        }
+        Ok(k)
+    }
+
+    fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+
+    /// `poll(POLLIN)` on the socket: the kernel wakes us when the RX ring gets a descriptor.
+    /// On a machine where the receiving NAPI thread shares the core with this loop (veth,
+    /// copy mode), sleeping here instead of spinning gives that thread the CPU it needs to copy
+    /// the frames in.
+    fn wait(&mut self, timeout: std::time::Duration) -> bool {
+        xsk::wait_readable(self.fd, timeout.as_millis().min(i32::MAX as u128) as i32);
+        true
+    }
+}
+
+impl Drop for XdpRxQueue {
+    fn drop(&mut self) {
+        // Stop the program sending frames to this socket; the buffers the kernel still holds
+        // stay recorded in the half and return to the pool when the socket closes.
+        let _ = crate::sys::bpf::xskmap_clear(self.xsk.port.map.fd(), self.xsk.hw_queue);
+        *self.xsk.rx.borrow_mut() = self.half.take();
+    }
+}

@@ -1,0 +1,171 @@
+//! The AF_XDP send path: the caller's buffers are posted on the TX ring by their offset in the
+//! pool's region (no copy), one release store of the producer per burst, a `sendto` only when
+//! the TX ring's `need_wakeup` flag asks (always, in copy mode), and buffers come back to the
+//! pool in bulk from the completion ring. Counters follow the DV path: `packets`/`bytes` for
+//! frames handed to the kernel, `drops` for frames refused (shorter than an Ethernet header or
+//! running past its buffer), `errors.other` for wake-ups the kernel failed with a real error.
+
+use std::rc::Rc;
+
+use crate::mem::pool::Burst;
+use crate::sys::xsk::{self, XdpDesc};
+use crate::xdp::socket::{TxHalf, Xsk};
+use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
+
+/// Shortest frame a device sends: an Ethernet header.
+const MIN_FRAME: u16 = 14;
+
+pub struct XdpTxQueue {
+    half: Option<TxHalf>,
+    xsk: Rc<Xsk>,
+    fd: i32,
+    shift: u32,
+    buf_size: u32,
+    scratch: Box<[u32]>,
+    stats: QueueStats,
+}
+
+impl XdpTxQueue {
+    pub(crate) fn new(xsk: Rc<Xsk>) -> Result<XdpTxQueue, Error> {
+        let half = xsk.tx.borrow_mut().take().ok_or_else(|| {
+            Error::Config(format!(
+                "{} queue {}: a TX queue is already open on it in this thread",
+                xsk.port.name(),
+                xsk.hw_queue
+            ))
+        })?;
+        let pool = &xsk.pool;
+        let size = half.comp.size();
+        Ok(XdpTxQueue {
+            shift: pool.buf_size().trailing_zeros(),
+            buf_size: pool.buf_size(),
+            scratch: vec![0; size as usize].into_boxed_slice(),
+            stats: QueueStats::default(),
+            fd: xsk.raw_fd(),
+            half: Some(half),
+            xsk,
+        })
+    }
+
+    /// Frees the buffers of every completion the kernel has posted; returns how many.
+    #[inline(always)]
+    fn poll_completions(&mut self) -> usize {
+        let Some(h) = self.half.as_mut() else { return 0 };
+        let (at, n) = h.comp.peek(h.comp.size());
+        if n == 0 {
+            return 0;
+        }
+        let cap = h.held.len();
+        let mut k = 0;
+        for i in 0..n {
+            let buf = (h.comp.read(at.wrapping_add(i)) >> self.shift) as usize;
+            if buf < cap && h.held[buf] != 0 {
+                h.held[buf] = 0;
+                self.scratch[k] = buf as u32;
+                k += 1;
+            } else {
+                self.stats.errors.bad_cqe += 1;
+            }
+        }
+        h.comp.release(n);
+        h.in_flight -= k as u32;
+        self.xsk.pool.free_bulk(&self.scratch[..k]);
+        k
+    }
+
+    /// `sendto` if the kernel asked for it and there is something to send.
+    #[inline(always)]
+    fn kick(&mut self) {
+        let Some(h) = self.half.as_ref() else { return };
+        if h.tx.needs_wakeup() {
+            match xsk::kick_tx(self.fd) {
+                Ok(()) => {}
+                // Busy or out of skbs/completion slots for now: the next burst kicks again.
+                Err(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => {}
+                Err(_) => self.stats.errors.other += 1,
+            }
+        }
+    }
+}
+
+impl TxQueue for XdpTxQueue {
+    #[inline(never)]
+    fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
+        same_pool(&self.xsk.pool, pkts)?;
+        self.poll_completions();
+        let n_req = pkts.len();
+        let Some(h) = self.half.as_mut() else { return Ok(0) };
+        if n_req == 0 {
+            if h.in_flight > 0 {
+                self.kick();
+            }
+            return Ok(0);
+        }
+        let (at, free) = h.tx.reserve(n_req as u32);
+        let shift = self.shift;
+        let mut taken = 0usize;
+        let mut written = 0u32;
+        let mut bytes = 0u64;
+        let mut dropped = 0u64;
+        for p in pkts.packets() {
+            if u32::from(p.off) + u32::from(p.len) > self.buf_size || p.len < MIN_FRAME {
+                // The kernel would refuse the descriptor (a frame crossing its chunk, counted as
+                // tx_invalid_descs) and never complete it: drop it here, as the DV path drops what its device would fail.
+                self.xsk.pool.free_one(p.buf);
+                dropped += 1;
+                taken += 1;
+                continue;
+            }
+            if written == free {
+                break;
+            }
+            h.tx.write(
+                at.wrapping_add(written),
+                XdpDesc {
+                    addr: (u64::from(p.buf) << shift) + u64::from(p.off),
+                    len: u32::from(p.len),
+                    options: 0,
+                },
+            );
+            h.held[p.buf as usize] = 1;
+            bytes += u64::from(p.len);
+            written += 1;
+            taken += 1;
+        }
+        if written > 0 {
+            h.tx.submit(written);
+            h.in_flight += written;
+            self.stats.bursts += 1;
+        }
+        self.stats.packets += u64::from(written);
+        self.stats.bytes += bytes;
+        self.stats.drops += dropped;
+        pkts.forget_front(taken);
+        self.kick();
+        Ok(taken)
+    }
+
+    fn reclaim(&mut self) -> Result<usize, QueueError> {
+        let freed = self.poll_completions();
+        if self.in_flight() > 0 {
+            self.kick();
+        }
+        Ok(freed)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.half.as_ref().map_or(0, |h| h.in_flight as usize)
+    }
+
+    fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+}
+
+impl Drop for XdpTxQueue {
+    fn drop(&mut self) {
+        self.poll_completions();
+        // Buffers still in flight stay recorded in the half and return when the socket closes.
+        *self.xsk.tx.borrow_mut() = self.half.take();
+    }
+}

@@ -1,0 +1,279 @@
+//! An open `xdp:` port: the interface, the steering program compiled from the port's rules, its
+//! XSKMAP, and the BPF link that keeps the program attached for exactly as long as the port
+//! lives (or the process: the kernel detaches it when the last descriptor closes).
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::socket::{BindMode, Xsk};
+use super::{AttachMode, XdpSpec};
+use crate::flow::bpf::{compile_xdp, LoadedProgram, StealAction, XskMap};
+use crate::flow::rule::FlowRule;
+use crate::rx::xdp::XdpRxQueue;
+use crate::spec::Backend;
+use crate::sys::{bpf, netdev};
+use crate::tx::xdp::XdpTxQueue;
+use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct PortShared {
+    pub id: u64,
+    pub ifname: String,
+    pub ifindex: u32,
+    /// Queues of the interface, and the first and number of those this port uses.
+    pub hw_queues: u32,
+    pub first_queue: u32,
+    pub queues: u32,
+    pub bind: BindMode,
+    pub attach_mode: &'static str,
+    pub rules: Vec<FlowRule>,
+    pub map: XskMap,
+    netns: OwnedFd,
+    _prog: LoadedProgram,
+    _link: OwnedFd,
+}
+
+impl PortShared {
+    pub fn name(&self) -> String {
+        format!("xdp:{}", self.ifname)
+    }
+
+    /// Runs `f` in the port's network namespace.
+    pub fn in_netns<T>(&self, f: impl FnOnce() -> T) -> io::Result<T> {
+        netdev::in_netns(&self.netns, f)
+    }
+
+    /// A one-line error for a failed system call on this port.
+    pub fn io_error(&self, what: &str, e: io::Error) -> Error {
+        io_error(&self.ifname, what, e)
+    }
+}
+
+pub(crate) fn io_error(ifname: &str, what: &str, e: io::Error) -> Error {
+    let why = match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => format!(
+            "not permitted ({e}): AF_XDP needs root, or CAP_NET_ADMIN + CAP_NET_RAW + CAP_BPF (+ CAP_IPC_LOCK or a \
+             large enough RLIMIT_MEMLOCK for the UMEM)"
+        ),
+        Some(libc::EAFNOSUPPORT) => {
+            "this kernel has no AF_XDP sockets: needs Linux 4.18+ built with CONFIG_XDP_SOCKETS=y".to_string()
+        }
+        Some(libc::EBUSY) => format!(
+            "the queue is already bound to another AF_XDP socket ({e}): one socket per queue; open a queue id's RX \
+             and TX queues on the same thread, and no other program on the queue"
+        ),
+        Some(libc::ENOBUFS | libc::ENOMEM) => {
+            format!("{e}: the UMEM could not be pinned; raise RLIMIT_MEMLOCK (ulimit -l) or run as root")
+        }
+        _ => e.to_string(),
+    };
+    Error::Device(format!("xdp:{ifname}: {what}: {why}"))
+}
+
+pub(crate) struct XdpPort {
+    shared: Arc<PortShared>,
+}
+
+/// Opens the port described by `spec`, in the calling thread's namespace or the one it names.
+pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
+    let here = netdev::current_netns().map_err(|e| Error::Device(format!("xdp:{}: {e}", spec.ifname)))?;
+    let netns = match &spec.netns {
+        None => here,
+        Some(ns) => {
+            let path = format!("/var/run/netns/{ns}");
+            std::fs::File::open(&path).map(OwnedFd::from).map_err(|e| {
+                Error::Device(format!(
+                    "xdp:{}: network namespace {ns:?}: {e} (see `ip netns list`)",
+                    spec.ifname
+                ))
+            })?
+        }
+    };
+    let shared = netdev::in_netns(&netns, || open_here(&spec))
+        .map_err(|e| Error::Device(format!("xdp:{}: cannot enter the network namespace: {e}", spec.ifname)))??;
+    let (ifindex, hw_queues, first_queue, queues, rules, prog, link, attach_mode) = shared;
+    Ok(XdpPort {
+        shared: Arc::new(PortShared {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            ifname: spec.ifname.clone(),
+            ifindex,
+            hw_queues,
+            first_queue,
+            queues,
+            bind: spec.bind,
+            attach_mode,
+            rules,
+            map: prog.1,
+            netns,
+            _prog: prog.0,
+            _link: link,
+        }),
+    })
+}
+
+type Opened = (
+    u32,
+    u32,
+    u32,
+    u32,
+    Vec<FlowRule>,
+    (LoadedProgram, XskMap),
+    OwnedFd,
+    &'static str,
+);
+
+fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
+    let ifname = spec.ifname.as_str();
+    let dev = |m: String| Error::Device(format!("xdp:{ifname}: {m}"));
+    let ifindex = match crate::sys::if_index(ifname) {
+        Some(i) => i,
+        None => {
+            let mut names = netdev::names();
+            names.sort();
+            return Err(dev(format!(
+                "no such interface; interfaces here: {}",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        }
+    };
+    if !netdev::is_up(ifname).map_err(|e| dev(e.to_string()))? {
+        return Err(dev(format!(
+            "interface is down; bring it up with `ip link set {ifname} up`"
+        )));
+    }
+    let hw_queues = match netdev::rx_queues(ifname) {
+        Ok(Some(n)) => n,
+        // No channel report (some virtual devices): one queue, as the kernel's default.
+        Ok(None) | Err(_) => 1,
+    };
+    let (first_queue, queues) = match spec.queue {
+        Some(q) if q >= hw_queues => {
+            return Err(Error::Config(format!(
+                "xdp:{ifname}/{q}: queue {q} out of range: {ifname} has {hw_queues} receive queue{} (0..={})",
+                if hw_queues == 1 { "" } else { "s" },
+                hw_queues - 1
+            )))
+        }
+        Some(q) => (q, 1),
+        None => (0, hw_queues),
+    };
+    // AF_XDP first: its absence or a missing capability is the clearest thing to report.
+    drop(crate::sys::xsk::socket().map_err(|e| io_error(ifname, "AF_XDP socket", e))?);
+    let rules = match &spec.rules {
+        Some(r) => r.clone(),
+        None => {
+            let mac = netdev::mac(ifname).map_err(|e| dev(format!("reading its MAC address: {e}")))?;
+            vec![FlowRule::own_mac(mac), FlowRule::multicast_copy()]
+        }
+    };
+    let program =
+        compile_xdp(&rules, StealAction::Redirect).map_err(|e| Error::Config(format!("xdp:{ifname}: {e}")))?;
+    let map = XskMap::new(hw_queues).map_err(|e| io_error(ifname, "creating the XSKMAP", e))?;
+    let prog = LoadedProgram::load(&program, Some(&map)).map_err(|e| io_error(ifname, "loading the XDP program", e))?;
+    let (link, mode) = attach(ifname, ifindex, &prog, spec.attach)?;
+    Ok((ifindex, hw_queues, first_queue, queues, rules, (prog, map), link, mode))
+}
+
+/// `BPF_LINK_CREATE` in native (driver) mode, then generic (SKB) mode.
+fn attach(
+    ifname: &str,
+    ifindex: u32,
+    prog: &LoadedProgram,
+    want: AttachMode,
+) -> Result<(OwnedFd, &'static str), Error> {
+    let tries: &[(u32, &'static str)] = match want {
+        AttachMode::Auto => &[
+            (bpf::XDP_FLAGS_DRV_MODE, "native"),
+            (bpf::XDP_FLAGS_SKB_MODE, "generic"),
+        ],
+        AttachMode::Native => &[(bpf::XDP_FLAGS_DRV_MODE, "native")],
+        AttachMode::Generic => &[(bpf::XDP_FLAGS_SKB_MODE, "generic")],
+    };
+    let mut errs = Vec::new();
+    for &(flags, name) in tries {
+        match bpf::xdp_link_create(prog.fd(), ifindex, flags) {
+            Ok(link) => return Ok((link, name)),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EPERM | libc::EACCES) => return Err(io_error(ifname, "attaching the XDP program", e)),
+                Some(libc::EBUSY | libc::EEXIST) => {
+                    return Err(Error::Device(format!(
+                        "xdp:{ifname}: another XDP program is already attached ({e}); see `ip link show {ifname}`, \
+                         detach it with `ip link set {ifname} xdp off`"
+                    )))
+                }
+                _ => errs.push(format!("{name} mode: {e}")),
+            },
+        }
+    }
+    let all_einval = errs.iter().all(|m| m.contains("os error 22"));
+    Err(Error::Device(format!(
+        "xdp:{ifname}: cannot attach the XDP program ({}){}",
+        errs.join("; "),
+        if all_einval {
+            "; attaching XDP through a BPF link needs Linux 5.9 or later"
+        } else {
+            ""
+        }
+    )))
+}
+
+impl XdpPort {
+    fn hw_queue(&self, qid: u16) -> Result<u32, Error> {
+        let s = &self.shared;
+        if u32::from(qid) >= s.queues {
+            return Err(Error::Config(format!(
+                "{}: queue {qid} out of range: the port has {} queue{} (0..={})",
+                s.name(),
+                s.queues,
+                if s.queues == 1 { "" } else { "s" },
+                s.queues - 1
+            )));
+        }
+        Ok(s.first_queue + u32::from(qid))
+    }
+
+    pub fn describe(&self) -> String {
+        let s = &self.shared;
+        let rules: Vec<String> = s.rules.iter().map(|r| r.to_string()).collect();
+        format!(
+            "xdp:{} ifindex {} queues {}..{} of {}, XDP program in {} mode, rules [{}]",
+            s.ifname,
+            s.ifindex,
+            s.first_queue,
+            s.first_queue + s.queues,
+            s.hw_queues,
+            s.attach_mode,
+            rules.join("; ")
+        )
+    }
+}
+
+impl Backend for XdpPort {
+    fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        let hw = self.hw_queue(qid)?;
+        let xsk = Xsk::get(&self.shared, hw, pool, cfg.size)?;
+        Ok(Box::new(XdpRxQueue::new(xsk)?))
+    }
+
+    fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
+        let hw = self.hw_queue(qid)?;
+        let xsk = Xsk::get(&self.shared, hw, pool, cfg.size)?;
+        Ok(Box::new(XdpTxQueue::new(xsk)?))
+    }
+
+    fn model(&self) -> Option<(&Arc<crate::dv::model::Nic>, usize)> {
+        None
+    }
+
+    fn describe(&self) -> Option<String> {
+        Some(XdpPort::describe(self))
+    }
+}

@@ -1,0 +1,607 @@
+//! AF_XDP ports on veth pairs in network namespaces the tests create (and delete, even when a
+//! test fails, through a Drop guard): steering by flow rule with Linux traffic still working,
+//! TX → veth → RX byte for byte between two `xdp:` ports, no XDP program left after SIGKILL, and
+//! one-line errors for bad input and missing privileges.
+//!
+//! Needs root, iproute2, python3, ping and setpriv. CI runs them with `--include-ignored`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// IEEE 802 local experimental EtherType: no kernel protocol answers it.
+const ETHERTYPE: u16 = 0x88b5;
+
+fn run(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn run_quiet(args: &[&str]) {
+    let _ = Command::new(args[0]).args(&args[1..]).stderr(Stdio::null()).output();
+}
+
+/// Two namespaces joined by a veth pair: `a` (10.77.0.1/24) in `ns_a`, `b` (10.77.0.2/24) in
+/// `ns_b`. Nothing in the root namespace; dropped (deleted) at the end of the test however it
+/// ends.
+struct Pair {
+    ns_a: String,
+    ns_b: String,
+    a: String,
+    b: String,
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+impl Pair {
+    fn create() -> Pair {
+        Pair::with_queues(1)
+    }
+
+    fn with_queues(queues: u32) -> Pair {
+        let (pid, n) = (std::process::id() % 100_000, SEQ.fetch_add(1, Ordering::Relaxed));
+        let p = Pair {
+            ns_a: format!("rpxa{pid}-{n}"),
+            ns_b: format!("rpxb{pid}-{n}"),
+            a: format!("xa{pid}-{n}"),
+            b: format!("xb{pid}-{n}"),
+        };
+        p.remove();
+        run(&["ip", "netns", "add", &p.ns_a]);
+        run(&["ip", "netns", "add", &p.ns_b]);
+        let q = queues.to_string();
+        run(&[
+            "ip",
+            "link",
+            "add",
+            &p.a,
+            "netns",
+            &p.ns_a,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &p.b,
+            "netns",
+            &p.ns_b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ]);
+        for (ns, ifn, ip) in [(&p.ns_a, &p.a, "10.77.0.1/24"), (&p.ns_b, &p.b, "10.77.0.2/24")] {
+            run(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ]);
+            run(&["ip", "-n", ns, "addr", "add", ip, "dev", ifn]);
+            run(&["ip", "-n", ns, "link", "set", ifn, "up"]);
+            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        p
+    }
+
+    fn exec(&self, ns: &str, args: &[&str]) -> String {
+        let mut all = vec!["ip", "netns", "exec", ns];
+        all.extend_from_slice(args);
+        run(&all)
+    }
+
+    fn mac(&self, ns: &str, ifn: &str) -> [u8; 6] {
+        let s = self.exec(ns, &["cat", &format!("/sys/class/net/{ifn}/address")]);
+        let v: Vec<u8> = s
+            .trim()
+            .split(':')
+            .map(|h| u8::from_str_radix(h, 16).unwrap())
+            .collect();
+        v.try_into().unwrap()
+    }
+
+    fn has_xdp(&self, ns: &str, ifn: &str) -> bool {
+        let s = run(&["ip", "-n", ns, "-d", "link", "show", "dev", ifn]);
+        s.contains("prog/xdp") || s.contains(" xdp")
+    }
+
+    fn remove(&self) {
+        run_quiet(&["ip", "netns", "del", &self.ns_a]);
+        run_quiet(&["ip", "netns", "del", &self.ns_b]);
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+fn pool(buffers: u32) -> std::rc::Rc<Pool> {
+    Pool::new(PoolConfig {
+        buffers,
+        ..PoolConfig::default()
+    })
+    .unwrap()
+}
+
+fn is_root() -> bool {
+    run(&["id", "-u"]).trim() == "0"
+}
+
+/// Child-process entry: when `RAWPKT_XDP_CHILD` is set this test opens a port as told and
+/// reports on stdout; otherwise it does nothing.
+#[test]
+fn child_entry() {
+    let Ok(what) = std::env::var("RAWPKT_XDP_CHILD") else {
+        return;
+    };
+    let (cmd, spec) = what.split_once(' ').expect("RAWPKT_XDP_CHILD=CMD SPEC");
+    match cmd {
+        "hold" => {
+            let port = rawpkt::open(spec).expect("open in the child");
+            let pool = pool(4096);
+            let _rx = port
+                .rx_queue(0, &pool, &QueueConfig::default())
+                .expect("rx queue in the child");
+            println!("READY");
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        "open" => match rawpkt::open(spec) {
+            Ok(_) => println!("RESULT ok"),
+            Err(e) => println!("RESULT {e}"),
+        },
+        _ => panic!("unknown child command {cmd}"),
+    }
+}
+
+fn child(prefix: &[&str], what: &str) -> Command {
+    let exe = std::env::current_exe().unwrap();
+    let mut c = Command::new(prefix[0]);
+    c.args(&prefix[1..])
+        .arg(exe)
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("RAWPKT_XDP_CHILD", what)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    c
+}
+
+fn child_result(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.to_string()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no RESULT line from the child: {:?}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+}
+
+#[test]
+#[ignore = "needs root"]
+fn bad_input_gives_one_line_errors() {
+    assert!(is_root(), "needs root: cargo test --test xdp -- --include-ignored");
+    let p = Pair::create();
+    let err = |spec: String| {
+        let e = rawpkt::open(&spec).expect_err(&spec).to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        e
+    };
+
+    let e = err(format!("xdp:nosuchif0,netns={}", p.ns_b));
+    assert!(
+        e.contains("no such interface") && e.contains(&p.b) && e.contains("lo"),
+        "{e}"
+    );
+    let e = err(format!("xdp:{}/5,netns={}", p.b, p.ns_b));
+    assert!(e.contains("out of range") && e.contains("1 receive queue"), "{e}");
+    let e = err(format!("xdp:{},netns=rpx-no-such-ns", p.b));
+    assert!(e.contains("rpx-no-such-ns"), "{e}");
+    let e = err(format!("xdp:{},netns={},rule=udp dst-port", p.b, p.ns_b));
+    assert!(e.contains("rule"), "{e}");
+
+    // A queue id past the port's queues.
+    let port = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).unwrap();
+    let pl = pool(4096);
+    let e = port
+        .rx_queue(1, &pl, &QueueConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("queue 1 out of range"), "{e}");
+    // Buffers that are not one UMEM chunk.
+    let big = Pool::new(PoolConfig {
+        buffers: 64,
+        buf_size: 8192,
+        headroom: 128,
+    })
+    .unwrap();
+    let e = port
+        .tx_queue(0, &big, &QueueConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("2048 or 4096"), "{e}");
+    drop(port);
+
+    run(&["ip", "-n", &p.ns_b, "link", "set", &p.b, "down"]);
+    let e = err(format!("xdp:{},netns={}", p.b, p.ns_b));
+    assert!(e.contains("is down") && e.contains("ip link set"), "{e}");
+    run(&["ip", "-n", &p.ns_b, "link", "set", &p.b, "up"]);
+
+    // Without capabilities (root with an empty bounding set, so exec grants none).
+    let out = child(
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &p.ns_b,
+            "setpriv",
+            "--bounding-set=-all",
+            "--inh-caps=-all",
+            "--",
+        ],
+        &format!("open xdp:{}", p.b),
+    )
+    .output()
+    .unwrap();
+    let e = child_result(&out);
+    assert!(!e.contains('\n'));
+    assert!(e.contains("not permitted") && e.contains("CAP_BPF"), "{e}");
+    // With them, the same open works in the same kind of child.
+    let out = child(&["ip", "netns", "exec", &p.ns_b], &format!("open xdp:{}", p.b))
+        .output()
+        .unwrap();
+    assert_eq!(child_result(&out), "ok");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn program_is_gone_after_sigkill() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let mut c = child(&["ip", "netns", "exec", &p.ns_b], &format!("hold xdp:{}", p.b))
+        .spawn()
+        .unwrap();
+    // libtest prints "test child_entry ... " before the child's own output.
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("READY") {
+        line.clear();
+    }
+    assert!(line.contains("READY"), "the child did not open the port: {line:?}");
+    assert!(
+        p.has_xdp(&p.ns_b, &p.b),
+        "no XDP program while the child holds the port"
+    );
+    c.kill().unwrap(); // SIGKILL
+    c.wait().unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    while p.has_xdp(&p.ns_b, &p.b) {
+        assert!(Instant::now() < deadline, "XDP program still attached after SIGKILL");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Python: listens on UDP ports 9998 and 9999, then prints how many datagrams each got.
+const UDP_COUNT: &str = r#"
+import socket, sys, time
+socks = {}
+for port in (9998, 9999):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    s.bind(("0.0.0.0", port)); s.setblocking(False); socks[port] = s
+print("ready", flush=True)
+counts = {9998: 0, 9999: 0}
+deadline = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline and counts[9998] < int(sys.argv[2]):
+    for port, s in socks.items():
+        try:
+            while True:
+                s.recv(2048); counts[port] += 1
+        except BlockingIOError:
+            pass
+    time.sleep(0.01)
+time.sleep(0.3)
+for port, s in socks.items():
+    try:
+        while True:
+            s.recv(2048); counts[port] += 1
+    except BlockingIOError:
+        pass
+print(counts[9998], counts[9999], flush=True)
+"#;
+
+const UDP_SEND: &str = r#"
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+n = int(sys.argv[1])
+for i in range(n):
+    s.sendto(b"rawpkt-match-%06d" % i, ("10.77.0.2", 9999))
+    s.sendto(b"rawpkt-other-%06d" % i, ("10.77.0.2", 9998))
+    time.sleep(0.0005)
+"#;
+
+const TCP_SERVER: &str = r#"
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.2", 5001)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); data = b""
+while len(data) < 1 << 20:
+    d = c.recv(65536)
+    if not d: break
+    data += d
+c.sendall(data[::-1][:1000]); c.close()
+"#;
+
+const TCP_CLIENT: &str = r#"
+import socket
+c = socket.create_connection(("10.77.0.2", 5001), timeout=10)
+data = bytes(range(256)) * 4096
+c.sendall(data); c.shutdown(socket.SHUT_WR)
+back = b""
+while True:
+    d = c.recv(65536)
+    if not d: break
+    back += d
+print("ok" if back == data[::-1][:1000] else "bad %d" % len(back))
+"#;
+
+#[test]
+#[ignore = "needs root"]
+fn matching_frames_reach_the_socket_and_linux_keeps_the_rest() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    const N: usize = 300;
+    let port = rawpkt::open(&format!("xdp:{},netns={},rule=udp dst-port 9999", p.b, p.ns_b)).expect("open");
+    assert!(
+        port.description().contains("udp dst-port 9999"),
+        "{}",
+        port.description()
+    );
+    let pl = pool(4096);
+    let mut rx = port.rx_queue(0, &pl, &QueueConfig::default()).unwrap();
+    assert!(p.has_xdp(&p.ns_b, &p.b));
+
+    // ARP and ICMP pass through to Linux.
+    p.exec(&p.ns_a, &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.0.2"]);
+
+    let mut counter = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &p.ns_b,
+            "python3",
+            "-c",
+            UDP_COUNT,
+            "10",
+            &N.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(counter.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &p.ns_b, "python3", "-c", TCP_SERVER])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sout = BufReader::new(server.stdout.take().unwrap());
+    line.clear();
+    sout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+
+    // UDP to 9999 (matches) and 9998 (does not), and a TCP connection, while the queue polls.
+    let sender = Command::new("ip")
+        .args(["netns", "exec", &p.ns_a, "python3", "-c", UDP_SEND, &N.to_string()])
+        .spawn()
+        .unwrap();
+    let client = Command::new("ip")
+        .args(["netns", "exec", &p.ns_a, "python3", "-c", TCP_CLIENT])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut got = Burst::new(&pl, 64);
+    let mut frames = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    while frames.len() < N && Instant::now() < deadline {
+        if rx.rx_burst(&mut got).unwrap() > 0 {
+            for i in 0..got.len() {
+                frames.push(got.data(i).to_vec());
+            }
+            got.clear();
+        }
+    }
+    let client = client.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&client.stdout).trim(),
+        "ok",
+        "TCP through the steered port"
+    );
+    let _ = server.wait();
+    let mut sender = sender;
+    assert!(sender.wait().unwrap().success());
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let _ = counter.wait();
+    // A little longer, for anything that should not have come.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        if rx.rx_burst(&mut got).unwrap() > 0 {
+            for i in 0..got.len() {
+                frames.push(got.data(i).to_vec());
+            }
+            got.clear();
+        }
+    }
+    p.exec(&p.ns_a, &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.77.0.2"]);
+
+    let counts: Vec<usize> = line.split_whitespace().map(|c| c.parse().unwrap()).collect();
+    assert_eq!(
+        counts,
+        vec![N, 0],
+        "Linux got every non-matching datagram and no matching one"
+    );
+    assert_eq!(frames.len(), N, "the socket got every matching frame and nothing else");
+    let mac_b = p.mac(&p.ns_b, &p.b);
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(&f[0..6], &mac_b, "frame {i}: dst MAC");
+        assert_eq!(&f[12..14], &[0x08, 0x00], "frame {i}: IPv4");
+        assert_eq!(f[23], 17, "frame {i}: UDP");
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), 9999, "frame {i}: dst port");
+        assert_eq!(&f[42..55], b"rawpkt-match-", "frame {i}: payload");
+    }
+    assert_eq!(rx.stats().packets, N as u64);
+    assert_eq!(rx.stats().drops, 0);
+    drop(rx);
+    drop(got);
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+    drop(port);
+    assert!(!p.has_xdp(&p.ns_b, &p.b), "program detached when the port is dropped");
+}
+
+fn test_frame(dst: [u8; 6], src: [u8; 6], seq: u64, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    common::fill_frame(seq, &mut f);
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    f[14..22].copy_from_slice(&seq.to_be_bytes());
+    f
+}
+
+#[test]
+#[ignore = "needs root"]
+fn tx_to_rx_through_two_xdp_ports_is_byte_exact() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    const N: u64 = 20_000;
+    const WINDOW: u64 = 128;
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
+    let pb = rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", p.b, p.ns_b)).expect("open B");
+    // One pool for both sockets: the same memory registered as two UMEMs.
+    let pl = pool(8192);
+    let q = QueueConfig::default();
+    let mut tx = pa.tx_queue(0, &pl, &q).unwrap();
+    let mut rx = pb.rx_queue(0, &pl, &q).unwrap();
+    let mut out = Burst::new(&pl, 32);
+    let mut got = Burst::new(&pl, 64);
+    let (mut sent, mut recv) = (0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let len_of = |seq: u64| common::frame_len(seq, 60, 1514);
+    while recv < N {
+        assert!(Instant::now() < deadline, "stuck: sent {sent}, received {recv}");
+        while sent < N && sent - recv < WINDOW && out.room() > 0 {
+            let f = test_frame(mac_b, mac_a, sent, len_of(sent));
+            assert!(out.push_copy(&f));
+            sent += 1;
+        }
+        if !out.is_empty() {
+            tx.tx_burst(&mut out).unwrap();
+        } else {
+            tx.reclaim().unwrap();
+        }
+        if rx.rx_burst(&mut got).unwrap() > 0 {
+            for i in 0..got.len() {
+                let f = got.data(i);
+                let seq = recv;
+                assert_eq!(f.len(), len_of(seq), "frame {seq}: length");
+                assert_eq!(f, &test_frame(mac_b, mac_a, seq, f.len())[..], "frame {seq}: bytes");
+                recv += 1;
+            }
+            got.clear();
+        }
+    }
+    let until = Instant::now() + TIMEOUT;
+    while tx.in_flight() > 0 && Instant::now() < until {
+        tx.reclaim().unwrap();
+    }
+    assert_eq!(tx.in_flight(), 0, "every send completed");
+    assert_eq!(tx.stats().packets, N);
+    assert_eq!(tx.stats().drops, 0);
+    assert_eq!(tx.stats().errors.total(), 0);
+    assert_eq!(rx.stats().packets, N);
+    assert_eq!(rx.stats().bytes, tx.stats().bytes, "bytes balance");
+    assert_eq!(rx.stats().errors.total(), 0);
+    drop((tx, rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
+/// One socket per queue, all in one XSKMAP: two threads, each with its own pool, send on queue q
+/// of A and receive on queue q of B (veth delivers a frame sent on queue q to the peer's RX queue
+/// q), and each receiver gets exactly its own thread's frames.
+#[test]
+#[ignore = "needs root"]
+fn one_socket_per_queue_on_two_threads() {
+    assert!(is_root(), "needs root");
+    let p = Pair::with_queues(2);
+    const N: u64 = 2000;
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let pa = std::sync::Arc::new(rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A"));
+    let pb = std::sync::Arc::new(
+        rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", p.b, p.ns_b)).expect("open B"),
+    );
+    assert!(pb.description().contains("queues 0..2 of 2"), "{}", pb.description());
+    let threads: Vec<_> = (0..2u16)
+        .map(|q| {
+            let (pa, pb) = (pa.clone(), pb.clone());
+            std::thread::spawn(move || {
+                let pl = pool(4096);
+                let cfg = QueueConfig::default();
+                let mut tx = pa.tx_queue(q, &pl, &cfg).unwrap();
+                let mut rx = pb.rx_queue(q, &pl, &cfg).unwrap();
+                let (mut out, mut got) = (Burst::new(&pl, 32), Burst::new(&pl, 64));
+                let (mut sent, mut recv) = (0u64, 0u64);
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while recv < N && Instant::now() < deadline {
+                    while sent < N && sent - recv < 64 && out.room() > 0 {
+                        let mut f = test_frame(mac_b, mac_a, sent, 100);
+                        f[22] = q as u8;
+                        out.push_copy(&f);
+                        sent += 1;
+                    }
+                    tx.tx_burst(&mut out).unwrap();
+                    if rx.rx_burst(&mut got).unwrap() > 0 {
+                        for i in 0..got.len() {
+                            let f = got.data(i);
+                            assert_eq!((f[22], common::seq_of(f)), (q as u8, recv), "queue {q}: frame {recv}");
+                            recv += 1;
+                        }
+                        got.clear();
+                    }
+                }
+                (recv, rx.stats().packets, tx.stats().packets)
+            })
+        })
+        .collect();
+    for (q, t) in threads.into_iter().enumerate() {
+        let (recv, rxp, txp) = t.join().expect("queue thread");
+        assert_eq!((recv, rxp, txp), (N, N, N), "queue {q}");
+    }
+}
