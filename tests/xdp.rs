@@ -384,6 +384,12 @@ fn matching_frames_reach_the_socket_and_linux_keeps_the_rest() {
     let pl = pool(4096);
     let mut rx = port.rx_queue(0, &pl, &QueueConfig::default()).unwrap();
     assert!(p.has_xdp(&p.ns_b, &p.b));
+    // veth: native XDP, and no zero-copy.
+    let d = port.description();
+    assert!(
+        d.contains("native mode") && d.contains("copy mode") && !d.contains("zero-copy"),
+        "{d}"
+    );
 
     // ARP and ICMP pass through to Linux.
     p.exec(&p.ns_a, &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.0.2"]);

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::socket::{BindMode, Xsk};
@@ -32,6 +32,8 @@ pub(crate) struct PortShared {
     pub attach_mode: &'static str,
     pub rules: Vec<FlowRule>,
     pub map: XskMap,
+    /// How the last socket bound: 0 none yet, 1 copy, 2 zero-copy (for `describe`).
+    pub bound: AtomicU8,
     netns: OwnedFd,
     _prog: LoadedProgram,
     _link: OwnedFd,
@@ -108,6 +110,7 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             attach_mode,
             rules,
             map: prog.1,
+            bound: AtomicU8::new(0),
             netns,
             _prog: prog.0,
             _link: link,
@@ -243,8 +246,13 @@ impl XdpPort {
     pub fn describe(&self) -> String {
         let s = &self.shared;
         let rules: Vec<String> = s.rules.iter().map(|r| r.to_string()).collect();
+        let bound = match s.bound.load(Ordering::Relaxed) {
+            0 => "no socket yet",
+            1 => "sockets in copy mode",
+            _ => "sockets in zero-copy mode",
+        };
         format!(
-            "xdp:{} ifindex {} queues {}..{} of {}, XDP program in {} mode, rules [{}]",
+            "xdp:{} ifindex {} queues {}..{} of {}, XDP program in {} mode, {bound}, rules [{}]",
             s.ifname,
             s.ifindex,
             s.first_queue,

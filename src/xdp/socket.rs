@@ -163,6 +163,8 @@ impl Xsk {
         bind_retrying(&fd, port.ifindex, hw_queue, flags)?;
         let zerocopy = xsk::is_zerocopy(&fd).unwrap_or(mode == BindMode::ZeroCopy);
         let cap = pool.capacity() as usize;
+        port.bound
+            .store(if zerocopy { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
         eprintln!(
             "rawpkt: {} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on; XDP program in {} mode",
             port.name(),
