@@ -126,9 +126,9 @@ impl VerbsRxQueue {
         let saved = self.wrs[got - 1].next;
         self.wrs[got - 1].next = std::ptr::null_mut();
         let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+        #[allow(unsafe_code)]
         // SAFETY: this queue is the WQ's only poster; the chain is wrs[0..got], each SGE a whole
         // buffer of the pool's registered region that stays in `bufs` until its completion.
-        #[allow(unsafe_code)]
         let ret = unsafe { self.wq.post_recv(self.wrs.as_mut_ptr(), &mut bad) };
         self.wrs[got - 1].next = saved;
         let posted = if ret == 0 {

@@ -257,10 +257,10 @@ impl TxQueue for VerbsTxQueue {
             let saved = self.wrs[n - 1].next;
             self.wrs[n - 1].next = std::ptr::null_mut();
             let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
-            // SAFETY: this queue is the QP's only poster; the chain is wrs[0..n], each with one
-            // SGE inside the pool's registered region, and those buffers stay in `elts` until
-            // a completion covers them.
             #[allow(unsafe_code)]
+            // This queue is the QP's only poster; the chain is wrs[0..n], each with one SGE.
+            // SAFETY: every SGE lies in the pool's registered region, and those buffers stay in
+            // `elts` until a completion covers them.
             let ret = unsafe { self.qp.post_send(self.wrs.as_mut_ptr(), &mut bad) };
             self.wrs[n - 1].next = saved;
             let posted = if ret == 0 {

@@ -20,9 +20,9 @@ pub fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, String> {
             q.sq.stride, q.sq.wqe_cnt
         ));
     }
-    // SAFETY: the pointers are the live QP's SQ buffer, doorbell record and UAR register as
-    // mlx5dv_init_obj reported them; `keep` holds the QP, so they stay valid while the
-    // SqInfo (and any ring built on it) lives.
+    // The pointers are the live QP's SQ buffer, doorbell record and UAR register as
+    // mlx5dv_init_obj reported them.
+    // SAFETY: `keep` holds the QP, so they stay valid while the SqInfo (and any ring on it) lives.
     Ok(unsafe {
         SqInfo::from_raw(
             q.sq.buf.cast(),

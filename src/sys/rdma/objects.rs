@@ -113,12 +113,10 @@ impl<'a> DeviceList<'a> {
             let path = CStr::from_ptr((*dev).ibdev_path.as_ptr());
             (name.to_string_lossy().into_owned(), path.to_string_lossy().into_owned())
         };
-        // SAFETY: exported mlx5dv function on a live device.
-        let dv_supported = self
-            .rdma
-            .dv
-            .as_ref()
-            .is_some_and(|dv| unsafe { (dv.is_supported)(dev) });
+        let dv_supported = self.rdma.dv.as_ref().is_some_and(|dv| {
+            // SAFETY: exported mlx5dv function on a live device.
+            unsafe { (dv.is_supported)(dev) }
+        });
         DeviceInfo {
             name,
             ibdev_path,
