@@ -211,38 +211,10 @@ impl Global {
     /// `create_qp`/`ib_uverbs_ex_create_flow` asks; since Linux 6.16 against the device's net
     /// namespace owner, which is the initial one here), and the `cap_net_raw` knob is on.
     pub fn may_use_raw(&self) -> bool {
-        self.cap_net_raw.load(Ordering::Relaxed) && thread_has_cap_net_raw()
+        self.cap_net_raw.load(Ordering::Relaxed) && crate::caps::thread_has_cap_net_raw()
     }
 }
 
 pub(crate) fn ibdev_index(name: &str) -> Option<usize> {
     DEVS.iter().position(|d| d.ibdev == name)
-}
-
-/// capget(2) for the calling thread (pid 0): capabilities are per thread, so a test can drop
-/// CAP_NET_RAW on one thread with capset(2) and keep it on others.
-fn thread_has_cap_net_raw() -> bool {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    const CAP_NET_RAW: u32 = 13;
-    let mut hdr = Header {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [Data::default(); 2];
-    // SAFETY: capget reads the header and writes two `__user_cap_data_struct`s (version 3), both
-    // live locals of the layout the kernel expects.
-    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut Header, data.as_mut_ptr()) };
-    rc == 0 && data[0].effective & (1 << CAP_NET_RAW) != 0
 }

@@ -23,6 +23,7 @@
 // objects it did not hand out) and says why its unsafe blocks hold.
 #![allow(clippy::missing_safety_doc)]
 
+mod caps;
 mod control;
 mod datapath;
 mod dv;
@@ -31,6 +32,7 @@ mod objects;
 mod sysfs;
 mod verbs;
 
+pub use caps::drop_cap_net_raw_on_this_thread;
 pub use control::*;
 pub use dv::*;
 pub use verbs::*;

@@ -332,36 +332,6 @@ fn errnos_and_use_counts() {
     }
 }
 
-/// Drops CAP_NET_RAW from the calling thread's effective set (capset(2) is per thread).
-fn drop_cap_net_raw() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut h = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let mut d = [Data::default(); 2];
-    // SAFETY: capget/capset with the version-3 header and two data structs.
-    unsafe {
-        assert_eq!(
-            libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()),
-            0
-        );
-        d[0].effective &= !(1 << 13);
-        assert_eq!(libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()), 0);
-    }
-}
-
 #[test]
 fn cap_net_raw_is_checked_on_the_calling_thread() {
     let _t = turn();
@@ -373,7 +343,7 @@ fn cap_net_raw_is_checked_on_the_calling_thread() {
         let (pd, ctx, rss) = (d.pd as usize, d.ctx as usize, r.qp as usize);
         let cqa = cq as usize;
         std::thread::spawn(move || {
-            drop_cap_net_raw();
+            rawpkt_model_verbs::drop_cap_net_raw_on_this_thread();
             let d = Dev {
                 ctx: ctx as *mut _,
                 pd: pd as *mut _,
