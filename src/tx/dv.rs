@@ -13,7 +13,7 @@ use crate::dv::prm::{
     EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM,
     ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
-use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing, TxPoll};
+use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing, SqWriter, TxPoll};
 use crate::dv::{DvCaps, DvControl};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
@@ -406,13 +406,7 @@ impl DvTxQueue {
         }
         let ds = EMPW_TITLE_DS + posted as u32;
         let bbs = wqebbs(ds);
-        let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
-        let qpn_ds = (u32::from_be(self.qpn_ds4_be) & !0xff | ds).to_be();
-        // eseg: cs_flags at byte 4; no inline header (inline_hdr_sz 0), no metadata.
-        let cs_word = (u64::from(cs) << 22) & (0xc0 << 32);
-        let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
-        title[0] = [u64::from(word0) | u64::from(qpn_ds) << 32, u64::from(NO_TAIL) << 32];
-        title[1] = [cs_word, 0];
+        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs);
         self.pi = pi.wrapping_add(bbs);
         self.elts_head = e0.wrapping_add(posted as u32);
         self.last_wqe = pi;
@@ -477,12 +471,7 @@ impl DvTxQueue {
             return None;
         }
         let ds = EMPW_TITLE_DS + n as u32;
-        let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
-        let qpn_ds = (u32::from_be(self.qpn_ds4_be) & !0xff | ds).to_be();
-        let cs_word = (u64::from(cs & CSUM) << 22) & (0xc0 << 32);
-        let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
-        title[0] = [u64::from(word0) | u64::from(qpn_ds) << 32, u64::from(NO_TAIL) << 32];
-        title[1] = [cs_word, 0];
+        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs & CSUM);
         let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
         self.pi = tail;
         self.elts_head = elts_head;
@@ -564,6 +553,19 @@ impl DvTxQueue {
             self.stats.doorbell_retries += 1;
         }
     }
+}
+
+/// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi`: the control segment (opcode
+/// 0x29, no completion asked yet) and an Ethernet segment with the checksum flags `csum` (the
+/// `flags::TX_*_CSUM` bits) at byte 4, no inline header and no metadata.
+#[inline(always)]
+fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32) {
+    let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
+    let qpn_ds = (u32::from_be(qpn_ds4_be) & !0xff | ds).to_be();
+    let cs_word = (u64::from(csum) << 22) & (0xc0 << 32);
+    let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
+    title[0] = [u64::from(word0) | u64::from(qpn_ds) << 32, u64::from(NO_TAIL) << 32];
+    title[1] = [cs_word, 0];
 }
 
 /// The packets of `pkts` up to the first whose checksum flags differ from `cs`, and their bytes.
