@@ -16,7 +16,8 @@
 # Cases are interleaved (every case once, then again, REPS times) because the host drifts by
 # +-20 % between batches (peers-results.md 4.4). Needs root, and:
 #   apt-get install -y --no-install-recommends netsniff-ng dpdk dpdk-dev clang ethtool python3
-# Env: REPS=3 WINDOW=10 TB=<testbed dir>. Results: /tmp/rq-xdp/results.jsonl, logs in /tmp/rq-xdp/logs.
+# Env: REPS=3 WINDOW=10 TB=<testbed dir> ONLY=<regex of the cases to run, e.g. 'tx-.*generic'>
+# PKTGEN_ARGS=<extra pktgen arguments>. Results: /tmp/rq-xdp/results.jsonl, logs in /tmp/rq-xdp/logs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TB=${TB:-$ROOT/../shared/testbed}
@@ -47,7 +48,7 @@ TPMD_TX="-- --forward-mode=txonly --eth-peer=0,$SA0_MAC --txpkts=60 --total-num-
 TPMD_RX="-- --forward-mode=rxonly --total-num-mbufs=16384 --stats-period 1 --auto-start"
 
 # Generators on CPU0 (testpmd: forwarding lcore 0, idle main lcore 1; pktgen pins its core 0).
-G_RAWPKT="ip netns exec rq-gen $PKTGEN --port xdp:ga0 --src-mac 02:52:51:01:00:01 --dst-mac $SA0_MAC --src-ip 198.18.0.1 --dst-ip 198.18.0.2 --src-port 9 --dst-port 9 --duration 3600"
+G_RAWPKT="ip netns exec rq-gen $PKTGEN --port xdp:ga0 --src-mac 02:52:51:01:00:01 --dst-mac $SA0_MAC --src-ip 198.18.0.1 --dst-ip 198.18.0.2 --src-port 9 --dst-port 9 --duration 3600 ${PKTGEN_ARGS:-}"
 G_TRAFGEN="ip netns exec rq-gen trafgen -o ga0 -i $TB/trafgen-onelink-64.cfg -P 1 --no-sock-mem -Q"
 G_AFX="ip netns exec rq-gen $TPMD -l 0,1 --main-lcore 1 $EAL --file-prefix rqgen --vdev net_af_xdp0,iface=ga0,start_queue=0,queue_count=1 $TPMD_TX"
 G_AFP="ip netns exec rq-gen $TPMD -l 0,1 --main-lcore 1 $EAL --file-prefix rqgen --vdev net_af_packet0,iface=ga0 $TPMD_TX"
@@ -90,6 +91,7 @@ CASES=(
 )
 for rep in $(seq 1 "$REPS"); do
   for c in "${CASES[@]}"; do
+    [[ "$c" =~ ${ONLY:-.} ]] || continue
     set -- $c
     echo "=== rep $rep: $1 ($2) $(date +%T)"
     # bench.py names its logs NAME.{gen,fwd}.0.log: keep one per repetition.

@@ -23,6 +23,9 @@ pub const XDP_UMEM_FILL_RING: libc::c_int = 5;
 pub const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
 pub const XDP_STATISTICS: libc::c_int = 7;
 pub const XDP_OPTIONS: libc::c_int = 8;
+/// Frames one `sendto` may send in copy mode (`xs->max_tx_budget`, Linux 6.17+). Before it, and
+/// by default, `__xsk_generic_xmit` stops after `TX_BATCH_SIZE` (32) descriptors with EAGAIN.
+pub const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 
 // `sxdp_flags` of bind.
 pub const XDP_COPY: u16 = 1 << 1;
@@ -266,6 +269,13 @@ pub fn bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()
     } else {
         Ok(())
     }
+}
+
+/// Lets one copy-mode `sendto` send up to `budget` frames. The kernel takes 32 ..= the TX ring's
+/// size and answers EACCES outside that range or before the TX ring exists
+/// (`xsk_setsockopt`, net/xdp/xsk.c); kernels before 6.17 answer ENOPROTOOPT.
+pub fn set_tx_budget(fd: &OwnedFd, budget: u32) -> io::Result<()> {
+    setsockopt(fd, XDP_MAX_TX_SKB_BUDGET, &budget)
 }
 
 /// TX wake-up: `sendto(fd, NULL, 0, MSG_DONTWAIT, NULL, 0)`, as libxdp's samples and DPDK's

@@ -24,6 +24,15 @@ use crate::mem::region::Region;
 use crate::sys::xsk::{self, XdpDesc, XDP_COPY, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY};
 use crate::{Error, Pool};
 
+/// Most frames one copy-mode `sendto` sends (see `xsk::set_tx_budget`); the env override is for
+/// measuring its effect.
+fn tx_budget() -> u32 {
+    std::env::var("RAWPKT_XDP_TX_BUDGET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
 /// The kernel's fixed headroom in front of received data (`XDP_PACKET_HEADROOM`,
 /// include/uapi/linux/bpf.h): received frames start this far into their chunk.
 pub(crate) const XDP_PACKET_HEADROOM: u32 = 256;
@@ -150,6 +159,10 @@ impl Xsk {
         xsk::ring_size(&fd, xsk::XDP_UMEM_COMPLETION_RING, size)?;
         xsk::ring_size(&fd, xsk::XDP_RX_RING, size)?;
         xsk::ring_size(&fd, xsk::XDP_TX_RING, size)?;
+        // In copy mode every frame is sent inside our `sendto`, 32 per call by default: let one
+        // call drain what a burst posted. Older kernels keep 32, which only costs more calls.
+        let budget = size.min(tx_budget());
+        let budget_set = xsk::set_tx_budget(&fd, budget).is_ok();
         let off = xsk::mmap_offsets(&fd)?;
         let fill = Ring::map(&fd, &off.fr, size, xsk::XDP_UMEM_PGOFF_FILL_RING)?;
         let comp = Ring::map(&fd, &off.cr, size, xsk::XDP_UMEM_PGOFF_COMPLETION_RING)?;
@@ -166,9 +179,10 @@ impl Xsk {
         port.bound
             .store(if zerocopy { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
         eprintln!(
-            "rawpkt: {} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on; XDP program in {} mode",
+            "rawpkt: {} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on, {} frames per sendto; XDP program in {} mode",
             port.name(),
             if zerocopy { "zero-copy" } else { "copy" },
+            if budget_set { budget } else { 32 },
             port.attach_mode,
         );
         Ok(Xsk {
