@@ -131,14 +131,14 @@ counters() { # "ns if" -> "rx rxd tx txd"
   read -r ns ifn <<<"$1"
   ip netns exec "$ns" sh -c "cd /sys/class/net/$ifn/statistics && echo \$(cat rx_packets rx_dropped tx_packets tx_dropped)"
 }
-ticks() { # pids... -> utime+stime summed (clock ticks)
-  local p s=0 f a
+ticks() { # pids... -> "utime stime", summed (clock ticks)
+  local p u=0 s=0 f a
   for p in "$@"; do
     f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
     read -ra a <<<"${f##*) }" # from field 3 (state): utime is field 14, stime 15
-    s=$((s + a[11] + a[12]))
+    u=$((u + a[11])) s=$((s + a[12]))
   done
-  echo "$s"
+  echo "$u $s"
 }
 cpustat() { grep -E '^cpu[01] ' /proc/stat | awk '{printf "%s %s ", $5+$6, $2+$3+$4+$5+$6+$7+$8+$9}'; }
 
@@ -208,10 +208,10 @@ measure() { # round napi_cpu forwarder
   for e in "${ENDS[@]}"; do c1+="$(counters "$e") "; done
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$napi" "$fwd" "$t0" "$t1" "$c0" "$c1" "$k0" "$k1" \
     "$f0 $f1 $g0 $g1 $n0 $n1" "$(cut -d' ' -f1 /proc/loadavg)" >>"$RESULTS"
-  {
+  { # (not into the tools' logs: they write at their own offsets)
     echo "napi threads: $(for p in "${napis[@]}"; do echo -n "$(cat /proc/"$p"/comm 2>/dev/null)@$(taskset -pc "$p" 2>/dev/null | awk -F': ' '{print $2}') "; done)"
     ip -n "$NS_X" -d link show "$IF_XA" | grep -Eo 'prog/xdp[a-z]* id [0-9]+' || echo "no XDP on $IF_XA"
-  } >>"$W/logs/$name.fwd.log"
+  } >"$W/logs/$name.info.log"
   stop_all
   python3 "$W/summary.py" "$RESULTS" --last
 }
@@ -224,15 +224,16 @@ EOF
 clang -O2 -target bpf -I"/usr/include/$(uname -m)-linux-gnu" -c "$W/xdp_drop.c" -o "$W/xdp_drop.o"
 
 cat >"$W/summary.py" <<'EOF'
-import statistics, sys
-CLK = 100
+import os, statistics, sys
+CLK = os.sysconf("SC_CLK_TCK")
 rows = []
 for line in open(sys.argv[1]):
     f = line.rstrip('\n').split('\t')
     rnd, napi, fwd, t0, t1 = f[0], f[1], f[2], float(f[3]), float(f[4])
     a, b = [int(x) for x in f[5].split()], [int(x) for x in f[6].split()]
     k0, k1 = [int(x) for x in f[7].split()], [int(x) for x in f[8].split()]
-    fa, fb, ga, gb, na, nb = [int(x) for x in f[9].split()]
+    fau, fas, fbu, fbs, gau, gas, gbu, gbs, nau, nas, nbu, nbs = [int(x) for x in f[9].split()]
+    fa, fb, ga, gb, na, nb = fau + fas, fbu + fbs, gau + gas, gbu + gbs, nau + nas, nbu + nbs
     dt = t1 - t0
     d = [(y - x) / dt / 1e6 for x, y in zip(a, b)]  # 4 ends x (rx rxd tx txd), Mpps
     # ends: g, xa, xb, s
@@ -243,16 +244,18 @@ for line in open(sys.argv[1]):
     # per end (g, xa, xb, s): rx, rx_dropped, tx, tx_dropped
     rows.append(dict(rnd=rnd, napi=napi, fwd=fwd, sink=d[12], xcin=d[4] - d[5], xa_rxd=d[5],
                      offered=d[2] + d[3], xb_tx=d[10], fwdcpu=100 * (fb - fa) / CLK / dt,
+                     fwdusr=100 * (fbu - fau) / CLK / dt,
                      gencpu=100 * (gb - ga) / CLK / dt, napicpu=100 * (nb - na) / CLK / dt,
                      cpu0=cpu[0], cpu1=cpu[1], load=f[10]))
 if '--last' in sys.argv:
     r = rows[-1]
     print(f"   {r['fwd']}@napi{r['napi']} round {r['rnd']}: sink {r['sink']:.3f} Mpps, xc in {r['xcin']:.3f}, "
           f"xa rx_dropped {r['xa_rxd']:.3f}, offered {r['offered']:.3f}; CPU% fwd {r['fwdcpu']:.0f} "
+          f"(user {r['fwdusr']:.0f}) "
           f"gen {r['gencpu']:.0f} napi {r['napicpu']:.0f}, cpu0 {r['cpu0']:.0f} cpu1 {r['cpu1']:.0f}; load {r['load']}")
     sys.exit(0)
 med = lambda k, rs: statistics.median(r[k] for r in rs)
-print('| forwarder | NAPI threads on | n | sink Mpps min | **sink Mpps median** | max | xc in Mpps | xa rx_dropped Mpps | offered Mpps | fwd CPU % | gen CPU % | NAPI CPU % | CPU0 / CPU1 busy % |')
+print('| forwarder | NAPI threads on | n | sink Mpps min | **sink Mpps median** | max | xc in Mpps | xa rx_dropped Mpps | offered Mpps | fwd CPU % (user) | gen CPU % | NAPI CPU % | CPU0 / CPU1 busy % |')
 print('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 names = {'rawpkt-xdp': 'rawpkt l2-xconnect, 2x xdp:', 'tpmd-afxdp': 'testpmd io, 2x net_af_xdp',
          'tpmd-afpacket': 'testpmd io, 2x net_af_packet'}
@@ -265,7 +268,8 @@ for napi, fwd in sorted(order, key=lambda o: (-int(o[0]), list(names).index(o[1]
     s = sorted(r['sink'] for r in rs)
     where = f"CPU{napi}" + (" (with the forwarder)" if napi == '1' else " (with the generator)")
     print(f"| {names.get(fwd, fwd)} | {where} | {len(rs)} | {s[0]:.3f} | **{statistics.median(s):.3f}** | {s[-1]:.3f} | "
-          f"{med('xcin', rs):.3f} | {med('xa_rxd', rs):.3f} | {med('offered', rs):.3f} | {med('fwdcpu', rs):.0f} | "
+          f"{med('xcin', rs):.3f} | {med('xa_rxd', rs):.3f} | {med('offered', rs):.3f} | "
+          f"{med('fwdcpu', rs):.0f} ({med('fwdusr', rs):.0f}) | "
           f"{med('gencpu', rs):.0f} | {med('napicpu', rs):.0f} | {med('cpu0', rs):.0f} / {med('cpu1', rs):.0f} |")
 EOF
 
