@@ -181,7 +181,7 @@ measure() { # round napi_cpu forwarder
   start "$W/logs/$name.fwd.log" "${CMD[@]}"
   fpid=$LAST
   if [ "$fwd" = rawpkt-xdp ]; then
-    for _ in $(seq 100); do grep -q '^forwarding:' "$W/logs/$name.fwd.log" && break; sleep 0.1; done
+    for _ in $(seq 100); do grep -qs '^forwarding:' "$W/logs/$name.fwd.log" && break; sleep 0.1; done
     grep -q '^forwarding:' "$W/logs/$name.fwd.log" || { echo "!! $name: l2-xconnect did not come up"; stop_all; return; }
   else
     sleep 4
