@@ -232,8 +232,11 @@ for line in open(sys.argv[1]):
     rnd, napi, fwd, t0, t1 = f[0], f[1], f[2], float(f[3]), float(f[4])
     a, b = [int(x) for x in f[5].split()], [int(x) for x in f[6].split()]
     k0, k1 = [int(x) for x in f[7].split()], [int(x) for x in f[8].split()]
-    fau, fas, fbu, fbs, gau, gas, gbu, gbs, nau, nas, nbu, nbs = [int(x) for x in f[9].split()]
-    fa, fb, ga, gb, na, nb = fau + fas, fbu + fbs, gau + gas, gbu + gbs, nau + nas, nbu + nbs
+    t = [int(x) for x in f[9].split()]
+    if len(t) == 6:  # results of the first version of this script: no user/system split
+        t = [v for x in t for v in (None, x)]
+    fau, fas, fbu, fbs, gau, gas, gbu, gbs, nau, nas, nbu, nbs = t
+    fa, fb, ga, gb, na, nb = ((u or 0) + s for u, s in [(fau, fas), (fbu, fbs), (gau, gas), (gbu, gbs), (nau, nas), (nbu, nbs)])
     dt = t1 - t0
     d = [(y - x) / dt / 1e6 for x, y in zip(a, b)]  # 4 ends x (rx rxd tx txd), Mpps
     # ends: g, xa, xb, s
@@ -242,21 +245,25 @@ for line in open(sys.argv[1]):
         idle, tot = k1[2 * i] - k0[2 * i], k1[2 * i + 1] - k0[2 * i + 1]
         cpu.append(100 * (tot - idle) / max(tot, 1))
     # per end (g, xa, xb, s): rx, rx_dropped, tx, tx_dropped
+    # xb_txd: frames the forwarder sent that the sink's full veth ring refused (no back-pressure)
     rows.append(dict(rnd=rnd, napi=napi, fwd=fwd, sink=d[12], xcin=d[4] - d[5], xa_rxd=d[5],
                      offered=d[2] + d[3], xb_tx=d[10], fwdcpu=100 * (fb - fa) / CLK / dt,
-                     fwdusr=100 * (fbu - fau) / CLK / dt,
+                     fwdusr=None if fau is None else 100 * (fbu - fau) / CLK / dt, xb_txd=d[11],
                      gencpu=100 * (gb - ga) / CLK / dt, napicpu=100 * (nb - na) / CLK / dt,
                      cpu0=cpu[0], cpu1=cpu[1], load=f[10]))
 if '--last' in sys.argv:
     r = rows[-1]
     print(f"   {r['fwd']}@napi{r['napi']} round {r['rnd']}: sink {r['sink']:.3f} Mpps, xc in {r['xcin']:.3f}, "
           f"xa rx_dropped {r['xa_rxd']:.3f}, offered {r['offered']:.3f}; CPU% fwd {r['fwdcpu']:.0f} "
-          f"(user {r['fwdusr']:.0f}) "
+          f"(user {r['fwdusr'] or 0:.0f}) "
           f"gen {r['gencpu']:.0f} napi {r['napicpu']:.0f}, cpu0 {r['cpu0']:.0f} cpu1 {r['cpu1']:.0f}; load {r['load']}")
     sys.exit(0)
-med = lambda k, rs: statistics.median(r[k] for r in rs)
-print('| forwarder | NAPI threads on | n | sink Mpps min | **sink Mpps median** | max | xc in Mpps | xa rx_dropped Mpps | offered Mpps | fwd CPU % (user) | gen CPU % | NAPI CPU % | CPU0 / CPU1 busy % |')
-print('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
+def med(k, rs):
+    return statistics.median(r[k] for r in rs)
+def user(rs):
+    return '–' if any(r['fwdusr'] is None for r in rs) else f"{med('fwdusr', rs):.0f}"
+print('| forwarder | NAPI threads on | n | sink Mpps min | **sink Mpps median** | max | xc in Mpps | xa rx_dropped Mpps | xb tx_dropped Mpps | offered Mpps | fwd CPU % (user) | gen CPU % | NAPI CPU % | CPU0 / CPU1 busy % |')
+print('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 names = {'rawpkt-xdp': 'rawpkt l2-xconnect, 2x xdp:', 'tpmd-afxdp': 'testpmd io, 2x net_af_xdp',
          'tpmd-afpacket': 'testpmd io, 2x net_af_packet'}
 order = []
@@ -268,8 +275,8 @@ for napi, fwd in sorted(order, key=lambda o: (-int(o[0]), list(names).index(o[1]
     s = sorted(r['sink'] for r in rs)
     where = f"CPU{napi}" + (" (with the forwarder)" if napi == '1' else " (with the generator)")
     print(f"| {names.get(fwd, fwd)} | {where} | {len(rs)} | {s[0]:.3f} | **{statistics.median(s):.3f}** | {s[-1]:.3f} | "
-          f"{med('xcin', rs):.3f} | {med('xa_rxd', rs):.3f} | {med('offered', rs):.3f} | "
-          f"{med('fwdcpu', rs):.0f} ({med('fwdusr', rs):.0f}) | "
+          f"{med('xcin', rs):.3f} | {med('xa_rxd', rs):.3f} | {med('xb_txd', rs):.3f} | "
+          f"{med('offered', rs):.3f} | {med('fwdcpu', rs):.0f} ({user(rs)}) | "
           f"{med('gencpu', rs):.0f} | {med('napicpu', rs):.0f} | {med('cpu0', rs):.0f} / {med('cpu1', rs):.0f} |")
 EOF
 
