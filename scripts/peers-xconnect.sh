@@ -117,11 +117,12 @@ pin_napi() { # cpu
   for pid in $(napi_pids); do taskset -pc "$cpu" "$pid" >/dev/null 2>&1 || true; done
 }
 
-# Starts "$@" in its own process group (setsid execs: $! is the command), output to log $1.
+# Starts "$@" in its own process group (setsid execs: $! is the command), output to log $1,
+# without the lock's descriptor (a tool that outlived us must not keep others waiting).
 start() {
   local log=$1
   shift
-  setsid "$@" </dev/null >"$log" 2>&1 &
+  setsid "$@" </dev/null >"$log" 2>&1 9>&- &
   PGIDS+=("$!")
   LAST=$!
 }
