@@ -4,7 +4,13 @@
 //! ```sh
 //! cargo run --release --example l2-xconnect -- --duration 5 --generate
 //! cargo run --release --example l2-xconnect -- --port-a model:afpacket=veth0 --port-b model:afpacket=veth1
+//! cargo run --release --example l2-xconnect -- --port-a "xdp:xa,netns=xc,rule=any" --port-b "xdp:xb,netns=xc,rule=any"
 //! ```
+//!
+//! An `xdp:` port without `rule=` takes only the frames addressed to its own MAC; a cross-connect
+//! wants `rule=any` (`tests/xconnect_veth.rs`, `scripts/peers-xconnect.sh`, docs/xconnect.md).
+//! Once every queue is up it prints `forwarding: every queue is up`: frames that arrive before
+//! that find no RX queue.
 //!
 //! Each of `--cores N` loops is pinned to its own CPU and has its own queue pair on both ports
 //! (queue id = core index) and its own pool. With one pool per core serving all four of that
@@ -563,8 +569,11 @@ fn run(cli: Cli) -> Result<(), String> {
             gen = Some(h.map_err(spawn_err)?);
             setup = wait(ready, 1);
         }
-        if setup.is_err() {
-            halt.store(true, Ordering::Relaxed);
+        match &setup {
+            // Scripts and tests wait for this line: before it, a frame reaching A or B may find
+            // no RX queue (an xdp: port then passes it to Linux, a model port drops it).
+            Ok(()) => println!("forwarding: every queue is up"),
+            Err(_) => halt.store(true, Ordering::Relaxed),
         }
 
         let start = Instant::now();
