@@ -8,7 +8,7 @@
 //! after its queues and bursts are dropped.
 #![allow(unsafe_code)]
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, UnsafeCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -47,7 +47,8 @@ pub struct Pool {
     buf_size: u32,
     headroom: u16,
     count: u32,
-    free: RefCell<FreeStack>,
+    /// Touched only inside [`Pool::with_free`].
+    free: UnsafeCell<FreeStack>,
     alloc_failures: Cell<u64>,
 }
 
@@ -99,7 +100,7 @@ impl Pool {
             buf_size: cfg.buf_size,
             headroom: cfg.headroom,
             count: cfg.buffers,
-            free: RefCell::new(free),
+            free: UnsafeCell::new(free),
             alloc_failures: Cell::new(0),
         }))
     }
@@ -109,11 +110,23 @@ impl Pool {
     }
 
     pub fn free_count(&self) -> u32 {
-        self.free.borrow().len as u32
+        self.with_free(|f| f.len as u32)
     }
 
     pub fn buf_size(&self) -> u32 {
         self.buf_size
+    }
+
+    /// The free stack, for the duration of `f`. A `RefCell` would test and flip a flag on every
+    /// bulk operation of every burst; this needs neither, because the pool is not `Sync` and no
+    /// `f` in this module calls anything that could reach the pool again (they copy indices
+    /// between slices and the stack, nothing else).
+    #[inline(always)]
+    fn with_free<R>(&self, f: impl FnOnce(&mut FreeStack) -> R) -> R {
+        // SAFETY: `Pool` is !Sync (UnsafeCell), so only this thread can be here; the closures
+        // passed in this module never call back into the pool, so no other reference to the
+        // stack exists while this one lives.
+        f(unsafe { &mut *self.free.get() })
     }
 
     pub fn headroom(&self) -> u16 {
@@ -153,11 +166,13 @@ impl Pool {
     /// Takes up to `out.len()` buffers; returns how many. Counts a failure when it gives fewer.
     #[inline]
     pub(crate) fn alloc_bulk(&self, out: &mut [u32]) -> usize {
-        let mut free = self.free.borrow_mut();
-        let n = out.len().min(free.len);
-        let from = free.len - n;
-        out[..n].copy_from_slice(&free.idx[from..free.len]);
-        free.len = from;
+        let n = self.with_free(|free| {
+            let n = out.len().min(free.len);
+            let from = free.len - n;
+            out[..n].copy_from_slice(&free.idx[from..free.len]);
+            free.len = from;
+            n
+        });
         if n < out.len() {
             self.alloc_failures.set(self.alloc_failures.get() + 1);
         }
@@ -168,14 +183,16 @@ impl Pool {
     /// how many it gave. Counts a failure when it gives fewer than asked.
     #[inline]
     pub(crate) fn alloc_bulk2(&self, a: &mut [u32], b: &mut [u32]) -> usize {
-        let mut free = self.free.borrow_mut();
         let want = a.len() + b.len();
-        let n = want.min(free.len);
-        let top = free.len;
-        let na = n.min(a.len());
-        a[..na].copy_from_slice(&free.idx[top - na..top]);
-        b[..n - na].copy_from_slice(&free.idx[top - n..top - na]);
-        free.len = top - n;
+        let n = self.with_free(|free| {
+            let n = want.min(free.len);
+            let top = free.len;
+            let na = n.min(a.len());
+            a[..na].copy_from_slice(&free.idx[top - na..top]);
+            b[..n - na].copy_from_slice(&free.idx[top - n..top - na]);
+            free.len = top - n;
+            n
+        });
         if n < want {
             self.alloc_failures.set(self.alloc_failures.get() + 1);
         }
@@ -185,17 +202,23 @@ impl Pool {
     /// Returns buffers to the pool: the concatenation of `a` and `b` (a ring's two halves).
     #[inline]
     pub(crate) fn free_bulk2(&self, a: &[u32], b: &[u32]) {
-        let mut free = self.free.borrow_mut();
-        let at = free.len;
-        // A slice overrun here means a buffer was freed twice: a bug, not a data condition.
-        free.idx[at..at + a.len()].copy_from_slice(a);
-        free.idx[at + a.len()..at + a.len() + b.len()].copy_from_slice(b);
-        free.len = at + a.len() + b.len();
+        self.with_free(|free| {
+            let at = free.len;
+            // A slice overrun here means a buffer was freed twice: a bug, not a data condition.
+            free.idx[at..at + a.len()].copy_from_slice(a);
+            free.idx[at + a.len()..at + a.len() + b.len()].copy_from_slice(b);
+            free.len = at + a.len() + b.len();
+        })
     }
 
     #[inline]
     pub(crate) fn free_bulk(&self, idx: &[u32]) {
-        self.free_bulk2(idx, &[]);
+        self.with_free(|free| {
+            let at = free.len;
+            // As in `free_bulk2`: an overrun is a double free.
+            free.idx[at..at + idx.len()].copy_from_slice(idx);
+            free.len = at + idx.len();
+        })
     }
 
     #[inline]
