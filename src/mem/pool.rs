@@ -301,7 +301,9 @@ pub mod flags {
 }
 
 /// One packet descriptor in a burst: which buffer, where its bytes are, and what the NIC said.
+/// `repr(C)` so that `len` and `off` are one aligned 32-bit word ([`Packet::set_len_off`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct Packet {
     pub(crate) buf: u32,
     pub(crate) len: u16,
@@ -311,7 +313,31 @@ pub struct Packet {
     pub(crate) timestamp: u64,
 }
 
+const _: () = assert!(
+    std::mem::offset_of!(Packet, len) == 4
+        && std::mem::offset_of!(Packet, off) == 6
+        && std::mem::align_of::<Packet>() >= 4
+);
+
 impl Packet {
+    /// `len | off << 16` in the host's order of the two fields, for [`Packet::set_len_off`].
+    #[inline(always)]
+    pub(crate) const fn len_off(len: u32, off: u16) -> u32 {
+        if cfg!(target_endian = "little") {
+            len | (off as u32) << 16
+        } else {
+            len << 16 | off as u32
+        }
+    }
+
+    /// Sets `len` and `off` with one store: a value from [`Packet::len_off`] (`len` < 2^16).
+    #[inline(always)]
+    pub(crate) fn set_len_off(&mut self, len_off: u32) {
+        // SAFETY: `len` and `off` are adjacent u16 at offsets 4 and 6 of a repr(C) struct
+        // aligned to at least 4 (asserted above): together one aligned u32 inside `self`.
+        unsafe { std::ptr::addr_of_mut!(self.len).cast::<u32>().write(len_off) }
+    }
+
     pub fn len(&self) -> usize {
         self.len as usize
     }
