@@ -498,7 +498,7 @@ pub(crate) struct ReqRun {
     /// How many consecutive REQ CQEs.
     pub n: u32,
     /// `wqe_counter` of the last of them (0 when `n` is 0).
-    pub counter: u16,
+    pub counter: u32,
     /// `op_own` of the CQE the run stopped at, and the owner parity of its slot's pass.
     stop: u8,
     parity: u8,
@@ -543,11 +543,11 @@ impl<'a> CqReader<'a> {
         } else {
             // SAFETY: the CQE before `at` was seen above as a REQ of this pass (acquire): the
             // device wrote it whole and does not rewrite it before the consumer index passes it.
-            unsafe {
+            u32::from(unsafe {
                 (*self.base.add((at.wrapping_sub(1) & self.mask) as usize))
                     .wqe_counter
                     .get()
-            }
+            })
         };
         ReqRun {
             n,

@@ -491,6 +491,13 @@ impl Burst {
         self.forget_front(n);
     }
 
+    /// Removes every descriptor without freeing them: their buffers now belong to whoever took
+    /// them (a TX ring).
+    #[inline]
+    pub(crate) fn forget_all(&mut self) {
+        self.len = 0;
+    }
+
     /// Removes the first `n` descriptors without freeing them: their buffers now belong to
     /// whoever took them (a TX ring).
     #[inline]

@@ -446,6 +446,13 @@ enum Other {
 /// Zen; any host of a ConnectX NIC): each big-endian CQE field is loaded, and each refilled
 /// WQE address stored, with one `movbe` instead of a move and a byte swap. Out of line, as a
 /// function with its own target features must be.
+/// [`RxQueue::rx_burst`] for CPUs without MOVBE. Out of line like [`rx_burst_movbe`], so that
+/// `rx_burst` itself is a dispatch and a tail call.
+#[inline(never)]
+fn rx_burst_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(out)
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "movbe")]
 fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
@@ -506,7 +513,7 @@ impl RxQueue for DvRxQueue {
             // one feature the function is compiled for.
             return unsafe { rx_burst_movbe(self, out) };
         }
-        self.burst(out)
+        rx_burst_plain(self, out)
     }
 
     fn stats(&self) -> &QueueStats {

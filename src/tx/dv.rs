@@ -201,13 +201,13 @@ impl DvTxQueue {
             let (wqe, tail16, elts_after) = (rec as u16, (rec >> 16) as u16, (rec >> 32) as u32);
             let new_head = self.head.wrapping_add(u32::from(tail16.wrapping_sub(self.head as u16)));
             // A CQE that names another WQE than the request it answers, or one never requested,
-            // means the device and the queue disagree: nothing it says can be trusted.
-            if run.counter != wqe
-                || last.wrapping_sub(ci0) >= self.comp_pi.wrapping_sub(ci0)
-                || new_head.wrapping_sub(self.head) > self.pi.wrapping_sub(self.head)
-            {
+            // means the device and the queue disagree: nothing it says can be trusted. (Past these
+            // two tests the record is one this queue wrote for a WQE still outstanding, so its
+            // tail lies between `head` and `pi`.)
+            if run.counter != u32::from(wqe) || last.wrapping_sub(ci0) >= self.comp_pi.wrapping_sub(ci0) {
                 return Err((ci0, None));
             }
+            debug_assert!(new_head.wrapping_sub(self.head) <= self.pi.wrapping_sub(self.head));
             self.head = new_head;
             freed = self.free_elts_until(elts_after);
             self.cq_ci = ci;
@@ -459,7 +459,7 @@ impl DvTxQueue {
         let e = e0 as usize & (units - 1);
         let d = pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS) as usize & (units - 1);
         let bbs = wqebbs(EMPW_TITLE_DS + n as u32);
-        if bbs > self.free_wqebbs() || n > units - e || n > units - d {
+        if bbs > self.free_wqebbs() || n > units - e.max(d) {
             return None;
         }
         // No test of the buffer ring's room: an eMPW WQE of k packets takes at least (k + 2) / 4
@@ -579,6 +579,13 @@ impl DvTxQueue {
 /// Zen; any host of a ConnectX-5): the big-endian byte count and address of each eMPW data
 /// segment go out with one `movbe` store each instead of a byte swap, a merge and a store. Out
 /// of line, as a function with its own target features must be.
+/// [`TxQueue::tx_burst`] for CPUs without MOVBE. Out of line like [`tx_burst_movbe`], so that
+/// `tx_burst` itself is a dispatch and a tail call.
+#[inline(never)]
+fn tx_burst_plain(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(pkts)
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "movbe")]
 fn tx_burst_movbe(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueError> {
@@ -626,7 +633,8 @@ fn fill_empw_dsegs<const PLAIN: bool>(
 #[inline(always)]
 fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32, signal: Option<u32>) -> u64 {
     let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
-    let qpn_ds = (u32::from_be(qpn_ds4_be) & !0xff | ds).to_be();
+    // `ds` is the low byte of the big-endian qpn_ds word: replaced in place, no byte swaps.
+    let qpn_ds = qpn_ds4_be & !0xffu32.to_be() | (ds & 0xff).to_be();
     // Bytes 8..16 of the control segment: signature, stream id, fm_ce_se (byte 11), imm.
     let word1 = match signal {
         Some(tail) => u64::from(WQE_CTRL_CQ_UPDATE) << 24 | u64::from(tail & 0xffff) << 32,
@@ -658,7 +666,7 @@ impl TxQueue for DvTxQueue {
             // one feature the function is compiled for.
             return unsafe { tx_burst_movbe(self, pkts) };
         }
-        self.burst(pkts)
+        tx_burst_plain(self, pkts)
     }
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
@@ -699,7 +707,7 @@ impl DvTxQueue {
             self.stats.bursts += 1;
             self.stats.packets += n as u64;
             self.stats.bytes += bytes;
-            pkts.forget_front(n);
+            pkts.forget_all();
             return Ok(n);
         }
         self.post_general(pkts)
