@@ -372,6 +372,38 @@ impl SqWriter<'_> {
     }
 }
 
+/// An array of a power-of-two length indexed modulo that length (a ring of driver-side
+/// records): every index is in bounds by construction, so none is checked.
+pub(crate) struct MaskedRing<T> {
+    buf: Box<[T]>,
+    mask: usize,
+}
+
+impl<T: Copy> MaskedRing<T> {
+    /// `len` entries of `fill`; `len` must be a power of two (asserted).
+    pub fn new(len: usize, fill: T) -> MaskedRing<T> {
+        assert!(len.is_power_of_two());
+        MaskedRing {
+            buf: vec![fill; len].into_boxed_slice(),
+            mask: len - 1,
+        }
+    }
+
+    /// Entry `i mod len`.
+    #[inline(always)]
+    pub fn get(&self, i: u32) -> T {
+        // SAFETY: `i & mask` < len, the buffer's length (a power of two, checked in `new`).
+        unsafe { *self.buf.get_unchecked(i as usize & self.mask) }
+    }
+
+    /// Sets entry `i mod len`.
+    #[inline(always)]
+    pub fn set(&mut self, i: u32, v: T) {
+        // SAFETY: as in `get`.
+        unsafe { *self.buf.get_unchecked_mut(i as usize & self.mask) = v }
+    }
+}
+
 /// The driver's view of a completion queue.
 pub struct CqRing {
     base: *const Cqe64,

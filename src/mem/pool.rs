@@ -407,7 +407,9 @@ impl Burst {
         self.pkts.len() - self.len
     }
     pub fn packets(&self) -> &[Packet] {
-        &self.pkts[..self.len]
+        // SAFETY: `len <= pkts.len()` always: `alloc` adds at most `room()`, `commit` asserts
+        // it, `take_from` checks `room()`, and the rest only lower `len`.
+        unsafe { self.pkts.get_unchecked(..self.len) }
     }
     pub fn packet(&self, i: usize) -> &Packet {
         &self.packets()[i]
@@ -502,6 +504,8 @@ impl Burst {
     /// whoever took them (a TX ring).
     #[inline]
     pub(crate) fn forget_front(&mut self, n: usize) {
+        // Never below 0: `packets()` trusts `len`.
+        let n = n.min(self.len);
         if n < self.len {
             self.pkts.copy_within(n..self.len, 0);
         }
@@ -516,7 +520,8 @@ impl Burst {
 
     #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
-        debug_assert!(self.len + n <= self.pkts.len());
+        // `packets()` relies on this without a bounds check.
+        assert!(n <= self.pkts.len() - self.len, "commit past the burst's capacity");
         self.len += n;
     }
 

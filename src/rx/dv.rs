@@ -33,7 +33,7 @@ pub struct DvRxQueue {
     timestamps: bool,
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
-    /// The CPU has MOVBE: bursts run in the MOVBE build ([`rx_burst_movbe`]).
+    /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`]).
     movbe: bool,
     /// The device could not be stopped: the posted buffers must never go back to the pool.
     device_holds_buffers: bool,
@@ -426,6 +426,12 @@ impl DvRxQueue {
         Ok(n)
     }
 
+    /// Chooses the MOVBE build or the portable one (tests run both on a MOVBE machine).
+    #[cfg(test)]
+    pub(crate) fn set_movbe(&mut self, on: bool) {
+        self.movbe = on && self.movbe;
+    }
+
     pub fn posted(&self) -> u32 {
         self.rq_pi.wrapping_sub(self.rq_ci)
     }
@@ -442,17 +448,17 @@ enum Other {
     Fatal(u8),
 }
 
-/// [`RxQueue::rx_burst`] compiled for CPUs with MOVBE (x86-64-v3: Intel since Haswell, AMD since
-/// Zen; any host of a ConnectX NIC): each big-endian CQE field is loaded, and each refilled
-/// WQE address stored, with one `movbe` instead of a move and a byte swap. Out of line, as a
-/// function with its own target features must be.
-/// [`RxQueue::rx_burst`] for CPUs without MOVBE. Out of line like [`rx_burst_movbe`], so that
-/// `rx_burst` itself is a dispatch and a tail call.
+/// [`RxQueue::rx_burst`] for CPUs without MOVBE. Out of line like [`rx_burst_movbe`], so
+/// that `rx_burst` itself is a dispatch and a tail call.
 #[inline(never)]
 fn rx_burst_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
     q.burst(out)
 }
 
+/// [`RxQueue::rx_burst`] compiled for CPUs with MOVBE (an x86-64-v3 feature: Intel since Haswell,
+/// AMD since Jaguar and Zen; any host of a ConnectX NIC): each big-endian CQE field is loaded,
+/// and each refilled WQE address stored, with one `movbe` instead of a move and a byte swap. Out
+/// of line, as a function with its own target features must be.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "movbe")]
 fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {

@@ -13,7 +13,7 @@ use crate::dv::prm::{
     EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE,
     ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
-use crate::dv::ring::{CqInfo, CqRing, SqInfo, SqRing, SqWriter};
+use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
 use crate::dv::{DvCaps, DvControl};
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
@@ -52,7 +52,7 @@ pub struct DvTxQueue {
     /// WQEBB (bits 0..16), the SQ tail after it (16..32) and `elts_head` after it (32..64).
     /// Completions arrive in the order they were requested, so CQE number `cq_ci` answers record
     /// `cq_ci`: one load, and the SQ ring is not read back.
-    comps: Box<[u64]>,
+    comps: MaskedRing<u64>,
     comp_pi: u32,
     since_signal: u32,
     signal_every: u32,
@@ -66,7 +66,7 @@ pub struct DvTxQueue {
     fast_max: usize,
     /// `max_frame - 18`: the one-pass path's length test is `len - 19 < fast_span`.
     fast_span: usize,
-    /// The CPU has MOVBE: bursts run in the MOVBE build ([`tx_burst_movbe`]).
+    /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
     movbe: bool,
     max_frame: usize,
     recover: bool,
@@ -128,7 +128,7 @@ impl DvTxQueue {
             elts_head: 0,
             elts_tail: 0,
             // At most one requested completion per WQE in flight.
-            comps: vec![0; size as usize].into_boxed_slice(),
+            comps: MaskedRing::new(size as usize, 0),
             comp_pi: 0,
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
@@ -152,6 +152,12 @@ impl DvTxQueue {
             last_wqe: 0,
             stats: QueueStats::default(),
         })
+    }
+
+    /// Chooses the MOVBE build or the portable one (tests run both on a MOVBE machine).
+    #[cfg(test)]
+    pub(crate) fn set_movbe(&mut self, on: bool) {
+        self.movbe = on && self.movbe;
     }
 
     fn free_wqebbs(&self) -> u32 {
@@ -197,7 +203,7 @@ impl DvTxQueue {
         let mut freed = 0;
         if run.n != 0 {
             let last = ci.wrapping_sub(1);
-            let rec = self.comps[last as usize & (self.comps.len() - 1)];
+            let rec = self.comps.get(last);
             let (wqe, tail16, elts_after) = (rec as u16, (rec >> 16) as u16, (rec >> 32) as u32);
             let new_head = self.head.wrapping_add(u32::from(tail16.wrapping_sub(self.head as u16)));
             // A CQE that names another WQE than the request it answers, or one never requested,
@@ -509,8 +515,8 @@ impl DvTxQueue {
     /// The bookkeeping half of [`DvTxQueue::signal`], for a WQE written with its request already.
     #[inline(always)]
     fn record_signal(&mut self, at: u32, tail: u32, elts_after: u32) {
-        let slot = self.comp_pi as usize & (self.comps.len() - 1);
-        self.comps[slot] = u64::from(at & 0xffff) | u64::from(tail & 0xffff) << 16 | u64::from(elts_after) << 32;
+        let rec = u64::from(at & 0xffff) | u64::from(tail & 0xffff) << 16 | u64::from(elts_after) << 32;
+        self.comps.set(self.comp_pi, rec);
         self.comp_pi = self.comp_pi.wrapping_add(1);
     }
 
@@ -575,17 +581,17 @@ impl DvTxQueue {
     }
 }
 
-/// [`TxQueue::tx_burst`] compiled for CPUs with MOVBE (x86-64-v3: Intel since Haswell, AMD since
-/// Zen; any host of a ConnectX-5): the big-endian byte count and address of each eMPW data
-/// segment go out with one `movbe` store each instead of a byte swap, a merge and a store. Out
-/// of line, as a function with its own target features must be.
-/// [`TxQueue::tx_burst`] for CPUs without MOVBE. Out of line like [`tx_burst_movbe`], so that
-/// `tx_burst` itself is a dispatch and a tail call.
+/// [`TxQueue::tx_burst`] for CPUs without MOVBE. Out of line like [`tx_burst_movbe`], so
+/// that `tx_burst` itself is a dispatch and a tail call.
 #[inline(never)]
 fn tx_burst_plain(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueError> {
     q.burst(pkts)
 }
 
+/// [`TxQueue::tx_burst`] compiled for CPUs with MOVBE (an x86-64-v3 feature: Intel since Haswell,
+/// AMD since Jaguar and Zen; any host of a ConnectX-5). The big-endian byte count and address of
+/// each eMPW data segment go out with one `movbe` store each instead of a byte swap, a merge and
+/// a store. Out of line, as a function with its own target features must be.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "movbe")]
 fn tx_burst_movbe(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueError> {
@@ -787,6 +793,103 @@ impl Drop for DvTxQueue {
         if !self.device_holds_buffers && self.ctl.reset_sq(self.sq.qpn()).is_ok() {
             let head = self.elts_head;
             self.free_elts_until(head);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use crate::dv::model::{ModelConfig, Nic, Wire};
+    use crate::mem::pool::{Burst, Pool, PoolConfig};
+    use crate::rx::dv::DvRxQueue;
+    use crate::tx::dv::DvTxQueue;
+    use crate::{QueueConfig, RxQueue, TxQueue};
+
+    fn frame(seq: u64, len: usize, out: &mut [u8]) {
+        for (i, b) in out[..len].iter_mut().enumerate() {
+            *b = (seq as u8).wrapping_mul(31).wrapping_add(i as u8);
+        }
+        out[0] &= 0xfe;
+        if len >= 22 {
+            out[14..22].copy_from_slice(&seq.to_be_bytes());
+        }
+    }
+
+    /// The MOVBE builds and the portable ones move the same frames: every combination of TX and
+    /// RX build, on both devices, through ring wraps, with frames for the slow paths mixed in.
+    #[test]
+    fn movbe_and_portable_builds_move_the_same_frames() {
+        for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+            for (tx_fast, rx_fast) in [(true, true), (false, false), (true, false), (false, true)] {
+                let q = QueueConfig {
+                    size: 64,
+                    ..QueueConfig::default()
+                };
+                let nic = Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], dev.clone()).unwrap();
+                let pool: Rc<Pool> = Pool::new(PoolConfig {
+                    buffers: 1024,
+                    ..PoolConfig::default()
+                })
+                .unwrap();
+                let lkey = nic.register_mr(pool.region());
+                let tx_cq = nic.create_cq(q.size).unwrap();
+                let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+                let mut tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()).unwrap();
+                let rx_cq = nic.create_cq(q.size).unwrap();
+                let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
+                let mut rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+                tx.set_movbe(tx_fast);
+                rx.set_movbe(rx_fast);
+                let (mut out, mut got) = (Burst::new(&pool, 32), Burst::new(&pool, 32));
+                let mut expect = [0u8; 2048];
+                let (mut sent, mut seen) = (0u64, 0u64);
+                for round in 0..400u64 {
+                    let n = 1 + (round * 7 % 32) as usize;
+                    for _ in 0..n {
+                        // Mostly gathers; every 13th frame 20 bytes (inlined whole on a cx4 and
+                        // by the general path on a cx5).
+                        let len = if sent % 13 == 5 {
+                            20
+                        } else {
+                            60 + (sent * 37 % 1400) as usize
+                        };
+                        assert_eq!(out.alloc(1, len), 1);
+                        let i = out.len() - 1;
+                        frame(sent, len, out.data_mut(i));
+                        sent += 1;
+                    }
+                    while !out.is_empty() {
+                        tx.tx_burst(&mut out).unwrap();
+                        nic.step();
+                        rx.rx_burst(&mut got).unwrap();
+                        for i in 0..got.len() {
+                            let len = if seen % 13 == 5 {
+                                20
+                            } else {
+                                60 + (seen * 37 % 1400) as usize
+                            };
+                            frame(seen, len, &mut expect);
+                            assert!(got.data(i) == &expect[..len], "frame {seen} ({tx_fast}, {rx_fast})");
+                            seen += 1;
+                        }
+                        got.clear();
+                    }
+                }
+                for _ in 0..8 {
+                    nic.step();
+                    tx.reclaim().unwrap();
+                    rx.rx_burst(&mut got).unwrap();
+                    seen += got.len() as u64;
+                    got.clear();
+                }
+                assert_eq!(seen, sent);
+                assert_eq!(tx.stats().bytes, rx.stats().bytes);
+                drop((out, got, tx, rx, sq, tx_cq, rx_cq));
+                assert_eq!(pool.free_count(), pool.capacity());
+                nic.deregister_mr(lkey);
+            }
         }
     }
 }
