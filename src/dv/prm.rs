@@ -354,7 +354,7 @@ pod_bytes!(DataSeg, 16);
 pub const fn wqebbs(ds: u32) -> u32 {
     // Not `div_ceil`: widened, the add cannot overflow, and add-and-shift is two instructions
     // where div_ceil's remainder test takes five (this runs once per burst on the send path).
-    ((ds as u64 + 3) / 4) as u32
+    ((ds as u64 + 3) >> 2) as u32
 }
 
 // ---- completion queue entries ----
