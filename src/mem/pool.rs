@@ -123,9 +123,8 @@ impl Pool {
     /// between slices and the stack, nothing else).
     #[inline(always)]
     fn with_free<R>(&self, f: impl FnOnce(&mut FreeStack) -> R) -> R {
-        // SAFETY: `Pool` is !Sync (UnsafeCell), so only this thread can be here; the closures
-        // passed in this module never call back into the pool, so no other reference to the
-        // stack exists while this one lives.
+        // SAFETY: `Pool` is !Sync, so only this thread is here, and no closure passed in this
+        // module calls back into the pool: this is the only reference to the stack meanwhile.
         f(unsafe { &mut *self.free.get() })
     }
 
