@@ -296,6 +296,17 @@ impl SqRing {
         unsafe { (*self.uar).store(word, Ordering::Release) };
     }
 
+    /// [`SqRing::ring_doorbell`] for a caller that still holds the last WQE's first 8 bytes (ctrl
+    /// dwords 0–1 as they are in memory) in a register: the same two stores and the same fence,
+    /// without reading the WQE back.
+    #[inline(always)]
+    pub fn ring_doorbell_word(&self, next_pi: u32, ctrl_word: u64) {
+        self.dbrec.store_be(next_pi & 0xffff);
+        wc_fence();
+        // SAFETY: as in `ring_doorbell`.
+        unsafe { (*self.uar).store(ctrl_word, Ordering::Release) };
+    }
+
     /// Publishes WQEs up to `next_pi` in the record without the UAR write: what a driver that
     /// forgot the doorbell does. Only for testing that a device notices.
     #[doc(hidden)]
@@ -344,9 +355,52 @@ impl SqWriter<'_> {
         unsafe { std::slice::from_raw_parts_mut(self.base.cast::<[u64; 2]>().add(at), n) }
     }
 
+    /// [`SqWriter::ds_segment`] as data segments, for the fields to be stored one by one (on
+    /// CPUs with MOVBE each big-endian field is then one store).
+    #[inline(always)]
+    pub fn data_segs(&mut self, ds: u32, n: usize) -> &mut [DataSeg] {
+        let units = (self.mask as usize + 1) * 4;
+        let at = ds as usize & (units - 1);
+        assert!(at + n <= units);
+        // SAFETY: as in `ds_segment`; a DataSeg is one 16-byte, 8-aligned unit (asserted in prm).
+        unsafe { std::slice::from_raw_parts_mut(self.base.cast::<DataSeg>().add(at), n) }
+    }
+
     /// DS units in the ring.
     pub fn ds_units(&self) -> u32 {
         (self.mask + 1) * 4
+    }
+}
+
+/// An array of a power-of-two length indexed modulo that length (a ring of driver-side
+/// records): every index is in bounds by construction, so none is checked.
+pub(crate) struct MaskedRing<T> {
+    buf: Box<[T]>,
+    mask: usize,
+}
+
+impl<T: Copy> MaskedRing<T> {
+    /// `len` entries of `fill`; `len` must be a power of two (asserted).
+    pub fn new(len: usize, fill: T) -> MaskedRing<T> {
+        assert!(len.is_power_of_two());
+        MaskedRing {
+            buf: vec![fill; len].into_boxed_slice(),
+            mask: len - 1,
+        }
+    }
+
+    /// Entry `i mod len`.
+    #[inline(always)]
+    pub fn get(&self, i: u32) -> T {
+        // SAFETY: `i & mask` < len, the buffer's length (a power of two, checked in `new`).
+        unsafe { *self.buf.get_unchecked(i as usize & self.mask) }
+    }
+
+    /// Sets entry `i mod len`.
+    #[inline(always)]
+    pub fn set(&mut self, i: u32, v: T) {
+        // SAFETY: as in `get`.
+        unsafe { *self.buf.get_unchecked_mut(i as usize & self.mask) = v }
     }
 }
 
@@ -471,36 +525,68 @@ impl<'a> CqReader<'a> {
     }
 }
 
-/// What a send-completion poll found at a consumer index.
-pub(crate) enum TxPoll<'a> {
-    /// A REQ CQE of this pass (a requested completion, no error).
-    Done(&'a Cqe64),
-    /// A CQE of this pass with another opcode (an error CQE, or something unexpected).
-    Other,
-    /// Nothing new yet.
-    Empty,
+/// What [`CqReader::poll_req_run`] found: the REQ CQEs of this pass from a consumer index on.
+pub(crate) struct ReqRun {
+    /// How many consecutive REQ CQEs.
+    pub n: u32,
+    /// `wqe_counter` of the last of them (0 when `n` is 0).
+    pub counter: u32,
+    /// `op_own` of the CQE the run stopped at, and the owner parity of its slot's pass.
+    stop: u8,
+    parity: u8,
+}
+
+impl ReqRun {
+    /// The run ended at a CQE of this pass that is not a plain REQ (an error CQE, or something
+    /// unexpected), rather than at one the device has not written yet.
+    #[inline(always)]
+    pub fn other(&self) -> bool {
+        self.stop & 1 == self.parity && self.stop >> 4 != CQE_INVALID
+    }
 }
 
 impl<'a> CqReader<'a> {
-    /// Classifies the CQE at `ci` as [`CqReader::poll_rx`] does, for a send CQ: a valid REQ CQE
-    /// of this pass has `op_own & 0xfd == parity` (opcode 0, format 0, owner bit equal to the pass
-    /// parity).
+    /// Scans the REQ CQEs of this pass from `ci` on, with one load and one compare per CQE (the
+    /// test of [`CqReader::poll_rx`] with the REQ opcode): a send queue only needs to know how
+    /// many there are and what the last one says (every CQE answers the oldest outstanding
+    /// request).
     #[inline(always)]
-    pub fn poll_req(&self, ci: u32) -> TxPoll<'a> {
-        // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
-        let slot = unsafe { self.base.add((ci & self.mask) as usize) };
-        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
-        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
-        let parity = ((ci >> self.log2) & 1) as u8;
-        if op_own & 0xfd == (super::prm::CQE_REQ << 4) | parity {
-            // SAFETY: the acquire above makes the device's writes of this CQE visible; it does not
-            // write the slot again before the driver publishes a consumer index past it.
-            return TxPoll::Done(unsafe { &*slot });
+    pub fn poll_req_run(&self, ci: u32) -> ReqRun {
+        let mut at = ci & self.mask;
+        // A REQ CQE of this pass: opcode 0, format 0, owner bit equal to the pass parity.
+        let mut expect = ((ci >> self.log2) & 1) as u8 | (super::prm::CQE_REQ << 4);
+        let mut n = 0u32;
+        let stop = loop {
+            // SAFETY: `at` <= mask keeps the pointer in the ring, which is 64-byte aligned.
+            let slot = unsafe { self.base.add(at as usize) };
+            // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
+            let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+            if op_own & 0xfd != expect {
+                break op_own;
+            }
+            n += 1;
+            at = (at + 1) & self.mask;
+            if at == 0 {
+                expect ^= 1;
+            }
+        };
+        let counter = if n == 0 {
+            0
+        } else {
+            // SAFETY: the CQE before `at` was seen above as a REQ of this pass (acquire): the
+            // device wrote it whole and does not rewrite it before the consumer index passes it.
+            u32::from(unsafe {
+                (*self.base.add((at.wrapping_sub(1) & self.mask) as usize))
+                    .wqe_counter
+                    .get()
+            })
+        };
+        ReqRun {
+            n,
+            counter,
+            stop,
+            parity: expect & 1,
         }
-        if op_own & 1 != parity || op_own >> 4 == CQE_INVALID {
-            return TxPoll::Empty;
-        }
-        TxPoll::Other
     }
 }
 

@@ -8,7 +8,7 @@
 //! after its queues and bursts are dropped.
 #![allow(unsafe_code)]
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, UnsafeCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -47,7 +47,8 @@ pub struct Pool {
     buf_size: u32,
     headroom: u16,
     count: u32,
-    free: RefCell<FreeStack>,
+    /// Touched only inside [`Pool::with_free`].
+    free: UnsafeCell<FreeStack>,
     alloc_failures: Cell<u64>,
 }
 
@@ -99,7 +100,7 @@ impl Pool {
             buf_size: cfg.buf_size,
             headroom: cfg.headroom,
             count: cfg.buffers,
-            free: RefCell::new(free),
+            free: UnsafeCell::new(free),
             alloc_failures: Cell::new(0),
         }))
     }
@@ -109,11 +110,22 @@ impl Pool {
     }
 
     pub fn free_count(&self) -> u32 {
-        self.free.borrow().len as u32
+        self.with_free(|f| f.len as u32)
     }
 
     pub fn buf_size(&self) -> u32 {
         self.buf_size
+    }
+
+    /// The free stack, for the duration of `f`. A `RefCell` would test and flip a flag on every
+    /// bulk operation of every burst; this needs neither, because the pool is not `Sync` and no
+    /// `f` in this module calls anything that could reach the pool again (they copy indices
+    /// between slices and the stack, nothing else).
+    #[inline(always)]
+    fn with_free<R>(&self, f: impl FnOnce(&mut FreeStack) -> R) -> R {
+        // SAFETY: `Pool` is !Sync, so only this thread is here, and no closure passed in this
+        // module calls back into the pool: this is the only reference to the stack meanwhile.
+        f(unsafe { &mut *self.free.get() })
     }
 
     pub fn headroom(&self) -> u16 {
@@ -153,11 +165,13 @@ impl Pool {
     /// Takes up to `out.len()` buffers; returns how many. Counts a failure when it gives fewer.
     #[inline]
     pub(crate) fn alloc_bulk(&self, out: &mut [u32]) -> usize {
-        let mut free = self.free.borrow_mut();
-        let n = out.len().min(free.len);
-        let from = free.len - n;
-        out[..n].copy_from_slice(&free.idx[from..free.len]);
-        free.len = from;
+        let n = self.with_free(|free| {
+            let n = out.len().min(free.len);
+            let from = free.len - n;
+            out[..n].copy_from_slice(&free.idx[from..free.len]);
+            free.len = from;
+            n
+        });
         if n < out.len() {
             self.alloc_failures.set(self.alloc_failures.get() + 1);
         }
@@ -168,14 +182,16 @@ impl Pool {
     /// how many it gave. Counts a failure when it gives fewer than asked.
     #[inline]
     pub(crate) fn alloc_bulk2(&self, a: &mut [u32], b: &mut [u32]) -> usize {
-        let mut free = self.free.borrow_mut();
         let want = a.len() + b.len();
-        let n = want.min(free.len);
-        let top = free.len;
-        let na = n.min(a.len());
-        a[..na].copy_from_slice(&free.idx[top - na..top]);
-        b[..n - na].copy_from_slice(&free.idx[top - n..top - na]);
-        free.len = top - n;
+        let n = self.with_free(|free| {
+            let n = want.min(free.len);
+            let top = free.len;
+            let na = n.min(a.len());
+            a[..na].copy_from_slice(&free.idx[top - na..top]);
+            b[..n - na].copy_from_slice(&free.idx[top - n..top - na]);
+            free.len = top - n;
+            n
+        });
         if n < want {
             self.alloc_failures.set(self.alloc_failures.get() + 1);
         }
@@ -185,17 +201,23 @@ impl Pool {
     /// Returns buffers to the pool: the concatenation of `a` and `b` (a ring's two halves).
     #[inline]
     pub(crate) fn free_bulk2(&self, a: &[u32], b: &[u32]) {
-        let mut free = self.free.borrow_mut();
-        let at = free.len;
-        // A slice overrun here means a buffer was freed twice: a bug, not a data condition.
-        free.idx[at..at + a.len()].copy_from_slice(a);
-        free.idx[at + a.len()..at + a.len() + b.len()].copy_from_slice(b);
-        free.len = at + a.len() + b.len();
+        self.with_free(|free| {
+            let at = free.len;
+            // A slice overrun here means a buffer was freed twice: a bug, not a data condition.
+            free.idx[at..at + a.len()].copy_from_slice(a);
+            free.idx[at + a.len()..at + a.len() + b.len()].copy_from_slice(b);
+            free.len = at + a.len() + b.len();
+        })
     }
 
     #[inline]
     pub(crate) fn free_bulk(&self, idx: &[u32]) {
-        self.free_bulk2(idx, &[]);
+        self.with_free(|free| {
+            let at = free.len;
+            // As in `free_bulk2`: an overrun is a double free.
+            free.idx[at..at + idx.len()].copy_from_slice(idx);
+            free.len = at + idx.len();
+        })
     }
 
     #[inline]
@@ -278,7 +300,9 @@ pub mod flags {
 }
 
 /// One packet descriptor in a burst: which buffer, where its bytes are, and what the NIC said.
+/// `repr(C)` so that `len` and `off` are one aligned 32-bit word ([`Packet::set_len_off`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct Packet {
     pub(crate) buf: u32,
     pub(crate) len: u16,
@@ -288,7 +312,31 @@ pub struct Packet {
     pub(crate) timestamp: u64,
 }
 
+const _: () = assert!(
+    std::mem::offset_of!(Packet, len) == 4
+        && std::mem::offset_of!(Packet, off) == 6
+        && std::mem::align_of::<Packet>() >= 4
+);
+
 impl Packet {
+    /// `len | off << 16` in the host's order of the two fields, for [`Packet::set_len_off`].
+    #[inline(always)]
+    pub(crate) const fn len_off(len: u32, off: u16) -> u32 {
+        if cfg!(target_endian = "little") {
+            len | (off as u32) << 16
+        } else {
+            len << 16 | off as u32
+        }
+    }
+
+    /// Sets `len` and `off` with one store: a value from [`Packet::len_off`] (`len` < 2^16).
+    #[inline(always)]
+    pub(crate) fn set_len_off(&mut self, len_off: u32) {
+        // SAFETY: `len` and `off` are adjacent u16 at offsets 4 and 6 of a repr(C) struct
+        // aligned to at least 4 (asserted above): together one aligned u32 inside `self`.
+        unsafe { std::ptr::addr_of_mut!(self.len).cast::<u32>().write(len_off) }
+    }
+
     pub fn len(&self) -> usize {
         self.len as usize
     }
@@ -358,7 +406,9 @@ impl Burst {
         self.pkts.len() - self.len
     }
     pub fn packets(&self) -> &[Packet] {
-        &self.pkts[..self.len]
+        // SAFETY: `len <= pkts.len()` always: `alloc` adds at most `room()`, `commit` asserts
+        // it, `take_from` checks `room()`, and the rest only lower `len`.
+        unsafe { self.pkts.get_unchecked(..self.len) }
     }
     pub fn packet(&self, i: usize) -> &Packet {
         &self.packets()[i]
@@ -442,10 +492,19 @@ impl Burst {
         self.forget_front(n);
     }
 
+    /// Removes every descriptor without freeing them: their buffers now belong to whoever took
+    /// them (a TX ring).
+    #[inline]
+    pub(crate) fn forget_all(&mut self) {
+        self.len = 0;
+    }
+
     /// Removes the first `n` descriptors without freeing them: their buffers now belong to
     /// whoever took them (a TX ring).
     #[inline]
     pub(crate) fn forget_front(&mut self, n: usize) {
+        // Never below 0: `packets()` trusts `len`.
+        let n = n.min(self.len);
         if n < self.len {
             self.pkts.copy_within(n..self.len, 0);
         }
@@ -460,7 +519,8 @@ impl Burst {
 
     #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
-        debug_assert!(self.len + n <= self.pkts.len());
+        // `packets()` relies on this without a bounds check.
+        assert!(n <= self.pkts.len() - self.len, "commit past the burst's capacity");
         self.len += n;
     }
 

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{cqe_flags, syndrome, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
-use crate::dv::ring::{CqInfo, CqRing, RqRing, RwqInfo, RxPoll};
+use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
 use crate::dv::DvControl;
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
@@ -31,6 +31,10 @@ pub struct DvRxQueue {
     data_off: u16,
     data_room: u32,
     timestamps: bool,
+    /// Free WQEs that make a refill worth its fixed cost.
+    refill_min: u32,
+    /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`]).
+    movbe: bool,
     /// The device could not be stopped: the posted buffers must never go back to the pool.
     device_holds_buffers: bool,
     recover: bool,
@@ -71,6 +75,11 @@ impl DvRxQueue {
             data_off: pool.headroom(),
             data_room: pool.data_room(),
             timestamps: cfg.rx_timestamps,
+            refill_min: REFILL_BATCH.min(size / 4).max(1),
+            #[cfg(target_arch = "x86_64")]
+            movbe: std::arch::is_x86_feature_detected!("movbe"),
+            #[cfg(not(target_arch = "x86_64"))]
+            movbe: false,
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
@@ -99,9 +108,13 @@ impl DvRxQueue {
         let from = (self.rq_pi & mask) as usize;
         let first = (free as usize).min(size as usize - from);
         let (low, high) = self.bufs.split_at_mut(from);
-        let got = self
-            .pool
-            .alloc_bulk2(&mut high[..first], &mut low[..free as usize - first]);
+        let got = if first == free as usize {
+            // The usual case: the free slots do not wrap, one copy fills them.
+            self.pool.alloc_bulk(&mut high[..first])
+        } else {
+            self.pool
+                .alloc_bulk2(&mut high[..first], &mut low[..free as usize - first])
+        };
         if got < free as usize {
             self.stats.no_buffers += 1;
         }
@@ -165,8 +178,8 @@ impl DvRxQueue {
 
     /// The receive fast path: hands up packets from consecutive plain RESP_SEND CQEs starting at
     /// `ci`, into `out`, and stops at the first CQE that is anything else. It runs over segments
-    /// that cross neither the CQ's nor the RQ's end, so the loop works on plain slices with one
-    /// owner parity, and only locals live in it.
+    /// that cross neither the CQ's nor the RQ's end (the common burst is one), so the loop works
+    /// on plain slices with one owner parity, and only locals live in it.
     #[inline(always)]
     fn poll_packets<const TIMESTAMPS: bool>(
         &self,
@@ -178,9 +191,6 @@ impl DvRxQueue {
     ) -> usize {
         let cq = self.cq.reader();
         let (cq_size, rq_size) = (self.cq.size() as usize, self.bufs.len());
-        let (data_off, room) = (self.data_off, self.data_room);
-        // Bytes, and the frames the device dropped before each CQE for want of a posted WQE.
-        let (mut byte_sum, mut drop_sum) = (0u64, 0u64);
         let mut n = 0;
         while n < out.len() {
             let c = ci.wrapping_add(n as u32);
@@ -188,39 +198,71 @@ impl DvRxQueue {
             let seg_len = (out.len() - n)
                 .min(cq_size - (c as usize & (cq_size - 1)))
                 .min(rq_size - r);
-            let seg = cq.segment(c, seg_len);
-            let bufs = &self.bufs[r..r + seg_len];
-            let slots = &mut out[n..n + seg_len];
-            let mut k = 0;
-            for (slot, &buf) in slots.iter_mut().zip(bufs) {
-                let Some(cqe) = seg.packet(k) else { break };
-                let len = cqe.byte_cnt.get();
-                if len > room {
-                    break;
-                }
-                // Field by field: without timestamps the slot's old timestamp stays, and is
-                // meaningless because `flags::TIMESTAMP` is clear.
-                slot.buf = buf;
-                slot.len = len as u16;
-                slot.off = data_off;
-                slot.rss_hash = cqe.rx_hash_res.get();
-                slot.flags = FLAGS_LUT[usize::from(cqe.hdr_type_etc.get()) & 0x7ff]
-                    | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
-                if TIMESTAMPS {
-                    slot.timestamp = cqe.timestamp.get();
-                }
-                byte_sum += u64::from(len);
-                drop_sum += u64::from(cqe.rx_drops());
-                k += 1;
-            }
+            let k = self.poll_segment::<TIMESTAMPS>(
+                &mut out[n..n + seg_len],
+                &self.bufs[r..r + seg_len],
+                cq.segment(c, seg_len),
+                bytes,
+                drops,
+            );
             n += k;
             if k < seg_len {
                 break;
             }
         }
-        *bytes += byte_sum;
-        *drops += drop_sum;
         n
+    }
+
+    /// One wrap-free segment of [`DvRxQueue::poll_packets`]: `slots`, `bufs` and `seg` have one
+    /// length. Returns how many packets it handed up.
+    #[inline(always)]
+    fn poll_segment<const TIMESTAMPS: bool>(
+        &self,
+        slots: &mut [Packet],
+        bufs: &[u32],
+        seg: CqSegment<'_>,
+        bytes: &mut u64,
+        drops: &mut u64,
+    ) -> usize {
+        let (len_off, room) = (Packet::len_off(0, self.data_off), self.data_room);
+        // Bytes, in 32 bits: a call's worth (at most a ring of 64 KiB frames) fits without
+        // widening per packet.
+        let mut byte_sum = 0u32;
+        // The frames the device dropped before each CQE for want of a posted WQE: per CQE only an
+        // OR, summed afterwards if any is not 0.
+        let mut drop_any = 0u8;
+        let mut k = 0;
+        for (slot, &buf) in slots.iter_mut().zip(bufs) {
+            let Some(cqe) = seg.packet(k) else { break };
+            let len = cqe.byte_cnt.get();
+            if len > room {
+                break;
+            }
+            // Field by field: without timestamps the slot's old timestamp stays, and is
+            // meaningless because `flags::TIMESTAMP` is clear.
+            slot.buf = buf;
+            // `len` < 2^16: it is at most `room`, a pool's data room.
+            slot.set_len_off(len | len_off);
+            slot.rss_hash = cqe.rx_hash_res.get();
+            slot.flags =
+                FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff] | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
+            if TIMESTAMPS {
+                slot.timestamp = cqe.timestamp.get();
+            }
+            byte_sum += len;
+            drop_any |= cqe.rx_drops();
+            k += 1;
+        }
+        if drop_any != 0 {
+            // The device ran out of posted WQEs at some point: count what it dropped (a second
+            // look at CQEs already taken, which are not handed back yet).
+            *drops += (0..k)
+                .filter_map(|j| seg.packet(j))
+                .map(|c| u64::from(c.rx_drops()))
+                .sum::<u64>();
+        }
+        *bytes += u64::from(byte_sum);
+        k
     }
 
     /// The CQE at `ci` when it is not a good packet: nothing yet, a completion error, a length
@@ -278,6 +320,118 @@ impl DvRxQueue {
         self.pool.free_bulk(&self.scratch[..n]);
     }
 
+    /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
+    #[inline(always)]
+    fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(QueueError::Failed { syndrome: s });
+        }
+        same_pool(&self.pool, out)?;
+        let (ci, rq_ci) = (self.cq_ci, self.rq_ci);
+        // A device cannot complete more WQEs than were posted: a CQ that says otherwise is
+        // broken, and the slots past the posted ones hold no buffer of ours.
+        let posted = self.rq_pi.wrapping_sub(rq_ci) as usize;
+        let spare = out.spare();
+        let room = spare.len().min(posted);
+        let (cq_at, rq_at) = (ci & (self.cq.size() - 1), rq_ci as usize & (self.bufs.len() - 1));
+        // The common burst in one segment: neither ring wraps within `room`, and the CQEs run
+        // from `ci` to the end of `room` or to one the device has not written yet. Anything else
+        // (a wrap, an error or odd CQE) goes to the general path, which starts again from `ci`:
+        // nothing is published before this point.
+        if cq_at as usize + room <= self.cq.size() as usize && rq_at + room <= self.bufs.len() {
+            let (mut bytes, mut drops) = (0u64, 0u64);
+            let seg = self.cq.reader().segment(ci, room);
+            let (slots, bufs) = (&mut spare[..room], &self.bufs[rq_at..rq_at + room]);
+            let n = if self.timestamps {
+                self.poll_segment::<true>(slots, bufs, seg, &mut bytes, &mut drops)
+            } else {
+                self.poll_segment::<false>(slots, bufs, seg, &mut bytes, &mut drops)
+            };
+            if n == room || matches!(self.cq.reader().poll_rx(ci.wrapping_add(n as u32)), RxPoll::Empty) {
+                out.commit(n);
+                if n > 0 {
+                    let ci = ci.wrapping_add(n as u32);
+                    self.cq_ci = ci;
+                    self.rq_ci = rq_ci.wrapping_add(n as u32);
+                    self.cq.publish_ci(ci);
+                    self.stats.packets += n as u64;
+                    self.stats.bytes += bytes;
+                    self.stats.drops += drops;
+                    self.stats.bursts += 1;
+                }
+                self.refill(self.refill_min);
+                return Ok(n);
+            }
+        }
+        self.burst_general(out)
+    }
+
+    /// Every burst the one-segment path does not take: ring wraps, error and unexpected CQEs.
+    /// Out of line, so that the common path keeps its registers.
+    #[inline(never)]
+    fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        let mut n = 0;
+        let mut bytes = 0u64;
+        let mut drops = 0u64;
+        let mut error = None;
+        let mut ci = self.cq_ci;
+        let mut rq_ci = self.rq_ci;
+        let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
+        let spare = out.spare();
+        let room = spare.len().min(posted);
+        let spare = &mut spare[..room];
+        loop {
+            let got = if self.timestamps {
+                self.poll_packets::<true>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
+            } else {
+                self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
+            };
+            n += got;
+            ci = ci.wrapping_add(got as u32);
+            rq_ci = rq_ci.wrapping_add(got as u32);
+            if n == spare.len() || matches!(self.cq.reader().poll_rx(ci), RxPoll::Empty) {
+                break;
+            }
+            // Something other than a good packet (or nothing): the slow path decides.
+            match self.poll_other(ci, rq_ci) {
+                Other::Empty => break,
+                Other::Ready => {}
+                Other::Skipped => {
+                    ci = ci.wrapping_add(1);
+                    rq_ci = rq_ci.wrapping_add(1);
+                }
+                Other::Fatal(synd) => {
+                    ci = ci.wrapping_add(1);
+                    error = Some(synd);
+                    break;
+                }
+            }
+        }
+        out.commit(n);
+        if ci != self.cq_ci {
+            self.cq_ci = ci;
+            self.rq_ci = rq_ci;
+            self.cq.publish_ci(ci);
+        }
+        self.stats.packets += n as u64;
+        self.stats.bytes += bytes;
+        self.stats.drops += drops;
+        if n > 0 {
+            self.stats.bursts += 1;
+        }
+        if let Some(synd) = error {
+            self.recover_or_fail(synd)?;
+        }
+        self.refill(self.refill_min);
+        Ok(n)
+    }
+
+    /// Chooses the MOVBE build or the portable one (tests run both on a MOVBE machine).
+    #[cfg(test)]
+    pub(crate) fn set_movbe(&mut self, on: bool) {
+        self.movbe = on && self.movbe;
+    }
+
     pub fn posted(&self) -> u32 {
         self.rq_pi.wrapping_sub(self.rq_ci)
     }
@@ -292,6 +446,23 @@ enum Other {
     Skipped,
     /// An error that needs a queue reset.
     Fatal(u8),
+}
+
+/// [`RxQueue::rx_burst`] for CPUs without MOVBE. Out of line like [`rx_burst_movbe`], so
+/// that `rx_burst` itself is a dispatch and a tail call.
+#[inline(never)]
+fn rx_burst_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(out)
+}
+
+/// [`RxQueue::rx_burst`] compiled for CPUs with MOVBE (an x86-64-v3 feature: Intel since Haswell,
+/// AMD since Jaguar and Zen; any host of a ConnectX NIC): each big-endian CQE field is loaded,
+/// and each refilled WQE address stored, with one `movbe` instead of a move and a byte swap. Out
+/// of line, as a function with its own target features must be.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(out)
 }
 
 /// Packet flags for CQE flag bits 1..=10 (`hdr_type_etc >> 1`), computed once at compile time
@@ -341,66 +512,14 @@ const fn packet_flags(f: u16) -> u32 {
 impl RxQueue for DvRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+        #[cfg(target_arch = "x86_64")]
+        if self.movbe {
+            #[allow(unsafe_code)]
+            // SAFETY: `movbe` is set only where the CPU reports MOVBE (`DvRxQueue::new`), the
+            // one feature the function is compiled for.
+            return unsafe { rx_burst_movbe(self, out) };
         }
-        same_pool(&self.pool, out)?;
-        let mut n = 0;
-        let mut bytes = 0u64;
-        let mut drops = 0u64;
-        let mut error = None;
-        let mut ci = self.cq_ci;
-        let mut rq_ci = self.rq_ci;
-        // A device cannot complete more WQEs than were posted: a CQ that says otherwise is
-        // broken, and the slots past the posted ones hold no buffer of ours.
-        let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
-        let spare = out.spare();
-        let room = spare.len().min(posted);
-        let spare = &mut spare[..room];
-        loop {
-            let got = if self.timestamps {
-                self.poll_packets::<true>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
-            } else {
-                self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
-            };
-            n += got;
-            ci = ci.wrapping_add(got as u32);
-            rq_ci = rq_ci.wrapping_add(got as u32);
-            if n == spare.len() || matches!(self.cq.reader().poll_rx(ci), RxPoll::Empty) {
-                break;
-            }
-            // Something other than a good packet (or nothing): the slow path decides.
-            match self.poll_other(ci, rq_ci) {
-                Other::Empty => break,
-                Other::Ready => {}
-                Other::Skipped => {
-                    ci = ci.wrapping_add(1);
-                    rq_ci = rq_ci.wrapping_add(1);
-                }
-                Other::Fatal(synd) => {
-                    ci = ci.wrapping_add(1);
-                    error = Some(synd);
-                    break;
-                }
-            }
-        }
-        out.commit(n);
-        if ci != self.cq_ci {
-            self.cq_ci = ci;
-            self.rq_ci = rq_ci;
-            self.cq.publish_ci(ci);
-        }
-        self.stats.packets += n as u64;
-        self.stats.bytes += bytes;
-        self.stats.drops += drops;
-        if n > 0 {
-            self.stats.bursts += 1;
-        }
-        if let Some(synd) = error {
-            self.recover_or_fail(synd)?;
-        }
-        self.refill(REFILL_BATCH.min(self.rq.size() / 4));
-        Ok(n)
+        rx_burst_plain(self, out)
     }
 
     fn stats(&self) -> &QueueStats {
