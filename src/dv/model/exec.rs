@@ -40,12 +40,77 @@ impl Default for Piece {
     }
 }
 
-/// One frame of the WQE being executed: pieces `first..end` of `Device::pieces`, `len` bytes.
-#[derive(Clone, Copy, Debug)]
+/// One frame of the WQE being executed: pieces `first..end`, `len` bytes.
+#[derive(Clone, Copy, Debug, Default)]
 pub(super) struct FrameDesc {
     first: usize,
     end: usize,
     len: usize,
+}
+
+/// A WQE has at most MAX_WQE_DS segments, each at least one DS, and each adds at most one
+/// piece (and one frame): neither list can overflow.
+const MAX_PIECES: usize = MAX_WQE_DS as usize;
+
+/// The frames of the WQE being executed, described rather than copied: the pieces each is made
+/// of (inline bytes in the WQE copy, gathered ranges of registered memory), in order, and one
+/// entry per frame naming its pieces (one frame for a SEND, one per data segment for an eMPW).
+/// Fixed arrays with counts: filling them is a store per entry, with no capacity check.
+pub(super) struct WqeFrames {
+    pieces: [Piece; MAX_PIECES],
+    n_pieces: usize,
+    frames: [FrameDesc; MAX_PIECES],
+    n_frames: usize,
+    /// Bytes of all the frames.
+    bytes: usize,
+    /// Whether a frame is shorter than an Ethernet header or longer than the port sends.
+    short_or_long: (usize, usize),
+}
+
+impl Default for WqeFrames {
+    fn default() -> WqeFrames {
+        WqeFrames {
+            pieces: [Piece::default(); MAX_PIECES],
+            n_pieces: 0,
+            frames: [FrameDesc::default(); MAX_PIECES],
+            n_frames: 0,
+            bytes: 0,
+            short_or_long: (usize::MAX, 0),
+        }
+    }
+}
+
+impl WqeFrames {
+    fn clear(&mut self) {
+        self.n_pieces = 0;
+        self.n_frames = 0;
+        self.bytes = 0;
+        self.short_or_long = (usize::MAX, 0);
+    }
+
+    #[inline(always)]
+    fn push_piece(&mut self, p: Piece) {
+        self.pieces[self.n_pieces] = p;
+        self.n_pieces += 1;
+    }
+
+    /// Ends the frame made of the pieces from `first` on, `len` bytes in all.
+    #[inline(always)]
+    fn push_frame(&mut self, first: usize, len: usize) {
+        self.frames[self.n_frames] = FrameDesc {
+            first,
+            end: self.n_pieces,
+            len,
+        };
+        self.n_frames += 1;
+        self.bytes += len;
+        self.short_or_long = (self.short_or_long.0.min(len), self.short_or_long.1.max(len));
+    }
+
+    /// Whether some frame is outside `min..=max` bytes.
+    fn bad_len(&self, min: usize, max: usize) -> bool {
+        self.short_or_long.0 < min || self.short_or_long.1 > max
+    }
 }
 
 /// A frame on its way out, still where the driver put it: the model copies its bytes only
@@ -307,8 +372,7 @@ impl Device {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
         }
         let signalled = ctrl.completion_mode() >= 2;
-        let mut pieces = std::mem::take(&mut self.pieces);
-        let mut frames = std::mem::take(&mut self.frames);
+        let mut out = self.out.take().expect("put back after every WQE");
         let result = if in_error {
             // After an error every later WQE is flushed (trap: flush granularity unknown; we
             // complete signalled ones with WR_FLUSH_ERR, as rdma-core's users expect).
@@ -320,7 +384,7 @@ impl Device {
         {
             Err(WqeError { synd: syndrome, bbs })
         } else {
-            self.build_frames(&wqe, &ctrl, pi, qpn, left, &mut pieces, &mut frames)
+            self.build_frames(&wqe, &ctrl, pi, qpn, left, &mut out)
         };
         let sq = self.sqs[i].as_mut().expect("caller checked");
         let bbs = match result {
@@ -328,13 +392,24 @@ impl Device {
                 sq.hw_ci = pi.wrapping_add(bbs);
                 // eseg byte 4 (§3.3); build_frames checked ds >= 2, so the segment is there.
                 let csum = wqe[16 + 4];
-                for f in &frames {
-                    let frame = Frame {
-                        pieces: &pieces[f.first..f.end],
-                        len: f.len,
-                        csum,
-                    };
-                    self.transmit_one(port, &frame);
+                let frames = &out.frames[..out.n_frames];
+                if let Some(peer) = self.nothing_reads(port) {
+                    // What `transmit_one` and `deliver` would count, frame by frame.
+                    let c = &mut self.ports[port].counters;
+                    c.tx_frames += frames.len() as u64;
+                    c.tx_bytes += out.bytes as u64;
+                    if let Some(p) = peer {
+                        self.ports[p].counters.rx_unclaimed += frames.len() as u64;
+                    }
+                } else {
+                    for f in frames {
+                        let frame = Frame {
+                            pieces: &out.pieces[f.first..f.end],
+                            len: f.len,
+                            csum,
+                        };
+                        self.transmit_one(port, &frame);
+                    }
                 }
                 // The hardware writes a CQE only for a WQE that asks for one (§7).
                 if signalled {
@@ -357,17 +432,14 @@ impl Device {
                 bbs
             }
         };
-        self.pieces = pieces;
-        self.frames = frames;
+        self.out = Some(out);
         self.wqe = wqe;
         bbs
     }
 
-    /// Validates a send WQE and describes its frames: the pieces each is made of go to
-    /// `pieces`, one `FrameDesc` per frame to `frames` (trap 3: inline data starts at eseg byte
-    /// 14; trap 4: ds counts the ctrl segment; trap 25: minimum inline). A WQE runs whole or
-    /// fails whole: nothing is sent before every segment of it has been checked.
-    #[allow(clippy::too_many_arguments)]
+    /// Validates a send WQE and describes its frames in `out` (trap 3: inline data starts at
+    /// eseg byte 14; trap 4: ds counts the ctrl segment; trap 25: minimum inline). A WQE runs
+    /// whole or fails whole: nothing is sent before every segment of it has been checked.
     fn build_frames(
         &self,
         wqe: &[u8],
@@ -375,8 +447,7 @@ impl Device {
         pi: u32,
         qpn: u32,
         left: u32,
-        pieces: &mut Vec<Piece>,
-        frames: &mut Vec<FrameDesc>,
+        out: &mut WqeFrames,
     ) -> Result<u32, WqeError> {
         let ds = ctrl.ds();
         let bbs = wqebbs(ds).clamp(1, left);
@@ -393,8 +464,8 @@ impl Device {
         let wqe = &wqe[..ds as usize * DS_BYTES];
         let eseg = &wqe[16..];
         let inline = usize::from(u16::from_be_bytes([eseg[12], eseg[13]]));
-        pieces.clear();
-        frames.clear();
+        out.clear();
+        let max = self.cfg.max_frame;
         match ctrl.opcode() {
             OPCODE_SEND => {
                 let eseg_ds = EthSeg::ds_for_inline(inline);
@@ -402,7 +473,7 @@ impl Device {
                     return qp_op;
                 }
                 if inline > 0 {
-                    pieces.push(Piece {
+                    out.push_piece(Piece {
                         ptr: eseg[ESEG_INLINE_OFFSET..ESEG_INLINE_OFFSET + inline].as_ptr(),
                         len: inline,
                     });
@@ -411,17 +482,13 @@ impl Device {
                 let mut off = (1 + eseg_ds as usize) * DS_BYTES;
                 while off < wqe.len() {
                     off = self
-                        .gather(wqe, off, pieces, &mut total)
+                        .gather(wqe, off, out, &mut total)
                         .map_err(|synd| WqeError { synd, bbs })?;
                 }
                 if inline < usize::from(self.cfg.min_inline).min(total) {
                     return qp_op;
                 }
-                frames.push(FrameDesc {
-                    first: 0,
-                    end: pieces.len(),
-                    len: total,
-                });
+                out.push_frame(0, total);
             }
             OPCODE_ENHANCED_MPSW => {
                 // DPDK `mlx5_tx_burst_empw_*`: title = control + a 16-byte Ethernet segment with no
@@ -431,25 +498,52 @@ impl Device {
                     return qp_op;
                 }
                 let mut off = EMPW_TITLE_DS as usize * DS_BYTES;
+                // The MR of the last gather entry: a burst's entries all name the same one.
+                let mut mr: Option<(u32, &super::Mr)> = None;
                 while off < wqe.len() {
-                    let first = pieces.len();
-                    let mut len = 0;
-                    off = self
-                        .gather(wqe, off, pieces, &mut len)
-                        .map_err(|synd| WqeError { synd, bbs })?;
-                    frames.push(FrameDesc {
-                        first,
-                        end: pieces.len(),
-                        len,
-                    });
+                    let first = out.n_pieces;
+                    let seg: &[u8; DS_BYTES] = wqe[off..off + DS_BYTES].try_into().expect("ds is whole segments");
+                    let byte_count = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
+                    let mut len = byte_count as usize;
+                    if byte_count & INLINE_SEG == 0 && byte_count != 0 && len <= max {
+                        // A pointer entry of a sane length: what `gather` checks, with the MR
+                        // lookup done once per run of entries naming the same key.
+                        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+                        let addr = u64::from_be_bytes(seg[8..16].try_into().expect("8 bytes"));
+                        let m = match mr {
+                            Some((k, m)) if k == lkey => m,
+                            _ => {
+                                let m = self.mr(lkey).ok_or(WqeError {
+                                    synd: syndrome::LOCAL_PROT,
+                                    bbs,
+                                })?;
+                                mr = Some((lkey, m));
+                                m
+                            }
+                        };
+                        if !m.contains(addr, u64::from(byte_count)) {
+                            return Err(WqeError {
+                                synd: syndrome::LOCAL_PROT,
+                                bbs,
+                            });
+                        }
+                        out.push_piece(Piece {
+                            ptr: addr as *const u8,
+                            len,
+                        });
+                        off += DS_BYTES;
+                    } else {
+                        len = 0;
+                        off = self
+                            .gather(wqe, off, out, &mut len)
+                            .map_err(|synd| WqeError { synd, bbs })?;
+                    }
+                    out.push_frame(first, len);
                 }
             }
             _ => return qp_op,
         }
-        if frames
-            .iter()
-            .any(|f| !(ETH_L2_MIN_HEADER_SIZE..=self.cfg.max_frame).contains(&f.len))
-        {
+        if out.bad_len(ETH_L2_MIN_HEADER_SIZE, max) {
             return Err(WqeError {
                 synd: syndrome::LOCAL_LENGTH,
                 bbs,
@@ -461,7 +555,7 @@ impl Device {
     /// Checks the data segment at `off` of `wqe` (inline, or a gather entry inside a registered
     /// MR) and adds its bytes to the frame being built, `frame_len` bytes long so far, as a
     /// piece; returns the offset of the next segment or the syndrome.
-    fn gather(&self, wqe: &[u8], off: usize, pieces: &mut Vec<Piece>, frame_len: &mut usize) -> Result<usize, u8> {
+    fn gather(&self, wqe: &[u8], off: usize, out: &mut WqeFrames, frame_len: &mut usize) -> Result<usize, u8> {
         let byte_count = u32::from_be_bytes(wqe[off..off + 4].try_into().expect("4 bytes"));
         if byte_count & INLINE_SEG != 0 {
             let len = (byte_count & !INLINE_SEG) as usize;
@@ -469,7 +563,7 @@ impl Device {
                 return Err(syndrome::LOCAL_QP_OP);
             }
             if len > 0 {
-                pieces.push(Piece {
+                out.push_piece(Piece {
                     ptr: wqe[off + 4..off + 4 + len].as_ptr(),
                     len,
                 });
@@ -489,7 +583,7 @@ impl Device {
         let src = self
             .mr_range(lkey, addr, u64::from(byte_count))
             .ok_or(syndrome::LOCAL_PROT)?;
-        pieces.push(Piece {
+        out.push_piece(Piece {
             ptr: src,
             len: byte_count as usize,
         });
@@ -497,11 +591,30 @@ impl Device {
         Ok(off + DS_BYTES)
     }
 
+    /// The MR named by `lkey`.
+    #[inline]
+    fn mr(&self, lkey: u32) -> Option<&super::Mr> {
+        self.mrs.get(lkey.wrapping_sub(super::LKEY_BASE) as usize)?.as_ref()
+    }
+
     /// The address of `[addr, addr + len)` if it lies inside the MR named by `lkey`.
     #[inline]
     fn mr_range(&self, lkey: u32, addr: u64, len: u64) -> Option<*mut u8> {
-        let mr = self.mrs.get(lkey.wrapping_sub(super::LKEY_BASE) as usize)?.as_ref()?;
-        mr.contains(addr, len).then_some(addr as *mut u8)
+        self.mr(lkey)?.contains(addr, len).then_some(addr as *mut u8)
+    }
+
+    /// Whether nothing on the far side of `port`'s wire reads the bytes of the frames sent on
+    /// it: the `Null` wire, or a peer port with no receive queue, no flow steering and no fault
+    /// waiting for a frame. Frames sent then are counted without being looked at.
+    fn nothing_reads(&self, port: usize) -> Option<Option<usize>> {
+        match self.ports[port].wire {
+            Wire::Null => Some(None),
+            Wire::Peer(p) => {
+                let q = &self.ports[p];
+                (q.rqs.is_empty() && q.steering.is_none() && q.faults.is_empty()).then_some(Some(p))
+            }
+            _ => None,
+        }
     }
 
     /// Puts one frame on the port's wire.

@@ -167,7 +167,7 @@ enum MrMem {
     Raw { addr: u64, len: u64 },
 }
 
-struct Mr {
+pub(crate) struct Mr {
     /// Holds a pool's region alive for as long as the MR exists.
     mem: MrMem,
     /// The range the MR covers, copied out of `mem` at registration: every gather entry and
@@ -331,12 +331,9 @@ pub struct Device {
     clock: Instant,
     /// The clock in ns, read at most once per step: at the first completion the step writes.
     now: Option<u64>,
-    /// The frames of the WQE being executed, described rather than copied: the pieces each is
-    /// made of (inline bytes in `wqe`, gathered ranges of registered memory), in order, and one
-    /// entry per frame naming its pieces (one frame for a SEND, one per data segment for an
-    /// eMPW). Bytes are copied only where something reads them (exec.rs, `Frame`).
-    pieces: Vec<exec::Piece>,
-    frames: Vec<exec::FrameDesc>,
+    /// The frames of the WQE being executed, described rather than copied (taken out while a
+    /// WQE executes). Bytes are copied only where something reads them (exec.rs, `Frame`).
+    out: Option<Box<exec::WqeFrames>>,
     /// A frame assembled in one piece, for the consumers that need one (an AF_PACKET send, a
     /// capture, flow classification, checksums on a frame that goes to no receive buffer).
     scratch: Vec<u8>,
@@ -390,9 +387,7 @@ impl Nic {
             })
             .collect();
         let dev = Device {
-            // A WQE has at most MAX_WQE_DS segments: neither list ever grows past that.
-            pieces: Vec::with_capacity(super::prm::MAX_WQE_DS as usize),
-            frames: Vec::with_capacity(super::prm::MAX_WQE_DS as usize),
+            out: Some(Box::default()),
             scratch: Vec::with_capacity(cfg.max_frame),
             rxbuf: vec![0; cfg.max_frame],
             rss: crate::flow::rss::ToeplitzTable::new(&crate::flow::rss::DEFAULT_KEY),
