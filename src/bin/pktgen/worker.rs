@@ -94,6 +94,9 @@ pub fn transmit(
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: {e}", port.spec()))?;
     let mut burst = Burst::new(&pool, plan.burst);
+    let mut held = crate::traffic::Held::new(pool.capacity());
+    // With one frame size `alloc` gives every packet its length; else each is set.
+    let fixed_len = traffic.fixed_len();
     // Sequence numbers interleave across cores, so every packet's number is unique.
     let mut k = 0u64;
     let stride = plan.cores as u64;
@@ -111,20 +114,27 @@ pub fn transmit(
         // How many more this burst may add: the count limit, and the rate (credit since start).
         let mut want = plan.burst - burst.len();
         want = want.min((limit - k) as usize);
-        if let Some(r) = plan.rate {
-            // Packets made so far may not run ahead of rate × time since the start.
-            let credit = (start.elapsed().as_secs_f64() * r) as u64;
-            want = want.min(credit.saturating_sub(k) as usize);
-        }
         if want > 0 {
-            let now = epoch.elapsed().as_nanos() as u64;
+            // One clock read per burst: the rate's credit and the send stamp of every packet.
+            let now = Instant::now();
+            if let Some(r) = plan.rate {
+                // Packets made so far may not run ahead of rate × time since the start.
+                let credit = ((now - start).as_secs_f64() * r) as u64;
+                want = want.min(credit.saturating_sub(k) as usize);
+            }
+            let now_ns = (now - epoch).as_nanos() as u64;
             let have = burst.len();
-            let got = burst.alloc(want, traffic.largest());
+            let got = burst.alloc(want, fixed_len.unwrap_or(traffic.largest()));
             for i in have..have + got {
                 let seq = k * stride + plan.core as u64;
-                burst.set_len(i, traffic.len_at(&cursor)).map_err(|e| e.to_string())?;
-                traffic.write(&mut cursor, seq, now, burst.data_mut(i));
-                burst.set_flags(i, flags);
+                if fixed_len.is_none() {
+                    burst.set_len(i, traffic.len_at(&cursor)).map_err(|e| e.to_string())?;
+                }
+                let tag = held.of(burst.packet(i).buffer_index());
+                traffic.write(&mut cursor, tag, seq, now_ns, burst.data_mut(i));
+                if flags != 0 {
+                    burst.set_flags(i, flags);
+                }
                 k += 1;
             }
         }
