@@ -25,6 +25,12 @@
 //! - Wires: two ports back to back, a capture/inject wire for tests, or a Linux interface through
 //!   AF_PACKET.
 //! - Every executed WQE and written CQE can be traced to a file (`docs/model-trace.md`).
+//! - Frame bytes are copied only where something reads them: a send WQE's frames are checked and
+//!   described as pieces (inline bytes, gathered MR ranges), then copied straight from the send
+//!   buffers into the receiving RQ's buffer (checksum offload is applied to that copy), or
+//!   assembled once for an AF_PACKET send or a capture. Frames that reach nothing that reads
+//!   bytes (a peer port with no RQ, the `Null` wire) are counted per WQE and never copied: every
+//!   check of the WQE still runs first, and no device-visible state depends on those bytes.
 #![allow(unsafe_code)] // the device side of DMA: ring memory and doorbell words
 
 mod exec;
