@@ -26,9 +26,9 @@ pub(super) struct Piece {
     len: usize,
 }
 
-// SAFETY: a piece is dereferenced only while the WQE that described it executes, by the thread
-// holding the device lock; the list kept in `Device` between WQEs is never read before it is
-// refilled (`build_frames` clears it).
+// A piece is dereferenced only while the WQE that described it executes, by the thread holding
+// the device lock; the list kept in `Device` between WQEs is never read before it is refilled.
+// SAFETY: see above: the pointer is never used from a thread it was not made on.
 unsafe impl Send for Piece {}
 
 impl Default for Piece {
@@ -143,10 +143,10 @@ impl<'a> Frame<'a> {
     /// The frame's bytes where they are, when it is one piece.
     fn single(&self) -> Option<&'a [u8]> {
         match self.pieces {
-            // SAFETY: a `Frame<'a>` is built only over pieces readable and unwritten for 'a:
-            // a caller's slice, the model's WQE copy, or a gather range inside a live MR that
-            // the driver handed to the device with the doorbell and leaves alone until the
-            // completion (`Device::exec_wqe`).
+            // A `Frame<'a>` is built only over pieces readable and unwritten for 'a: a caller's
+            // slice, the model's WQE copy, or a gather range inside a live MR that the driver
+            // handed to the device with the doorbell and leaves alone until the completion.
+            // SAFETY: as above (`Device::exec_wqe` builds the pieces).
             [p] => Some(unsafe { std::slice::from_raw_parts(p.ptr, p.len) }),
             _ => None,
         }
@@ -923,10 +923,11 @@ impl Device {
             return;
         }
         let dst = addr as *mut u8;
-        // SAFETY: `[addr, addr + byte_count)` lies in a live MR (checked above), holds the frame
-        // (checked above), and was handed to the device by the RQ doorbell: the driver neither
-        // reads nor writes it until the CQE below. It is receive memory, so no piece of the
-        // frame (send buffers, the WQE copy, the model's own buffers) lies in it.
+        // `[addr, addr + byte_count)` lies in a live MR and holds the frame (both checked above),
+        // and was handed to the device by the RQ doorbell: the driver neither reads nor writes
+        // it until the CQE below. It is receive memory, so no piece of the frame (send buffers,
+        // the WQE copy, the model's own buffers) lies in it.
+        // SAFETY: as above.
         let buf = unsafe {
             frame.copy_to(dst);
             std::slice::from_raw_parts_mut(dst, frame.len)
