@@ -27,7 +27,12 @@ struct Sq {
 }
 
 fn sq(model: ModelConfig) -> Sq {
-    let nic = Nic::new(vec![Wire::capture()], model).unwrap();
+    sq_on(vec![Wire::capture()], model)
+}
+
+/// As `sq`, on port 0 of a NIC with these wires.
+fn sq_on(wires: Vec<Wire>, model: ModelConfig) -> Sq {
+    let nic = Nic::new(wires, model).unwrap();
     let pool = Pool::new(PoolConfig {
         buffers: 64,
         ..PoolConfig::default()
@@ -426,4 +431,68 @@ fn empw_is_refused_where_the_device_cannot_do_it_or_the_wqe_is_wrong() {
         assert_eq!(s.next_cqe(), Some((CQE_REQ_ERR, synd, 0)), "eMPW {what}");
         assert!(s.sent().is_empty(), "eMPW {what}: nothing may reach the wire");
     }
+}
+
+/// Frames that nothing on the far side reads (the peer port has no receive queue) are counted
+/// without their bytes being copied, but only after every check a WQE gets: a bad gather entry
+/// still fails the whole WQE, and then nothing is counted as sent.
+#[test]
+fn frames_no_one_receives_are_checked_then_counted() {
+    let pair = || vec![Wire::Peer(1), Wire::Peer(0)];
+    let mut s = sq_on(pair(), ModelConfig::default());
+    let (segs, _) = s.three_packets();
+    let w = empw_wqe(s.info.qpn(), &segs, 0);
+    s.post_bytes(&w);
+    assert_eq!(s.next_cqe(), Some((CQE_REQ, 0, 0)));
+    let (tx, rx) = (s.nic.port_counters(0), s.nic.port_counters(1));
+    assert_eq!((tx.tx_frames, tx.tx_bytes, rx.rx_unclaimed), (3, 180, 3));
+
+    let mut s = sq_on(pair(), ModelConfig::default());
+    let (mut segs, _) = s.three_packets();
+    // The last packet's range runs one byte past the end of the pool's MR.
+    let end = s.pool.region().base() as u64 + s.pool.region().len() as u64;
+    segs[2] = DataSeg::new(60, s.lkey, end - 59);
+    let w = empw_wqe(s.info.qpn(), &segs, 0);
+    s.post_bytes(&w);
+    assert_eq!(s.next_cqe(), Some((CQE_REQ_ERR, syndrome::LOCAL_PROT, 0)));
+    let (tx, rx) = (s.nic.port_counters(0), s.nic.port_counters(1));
+    assert_eq!((tx.tx_frames, tx.tx_error_cqes, rx.rx_unclaimed), (0, 1, 0));
+}
+
+/// An eMPW WQE whose packets name two MRs, one of them inline: not the one-pass case (one MR,
+/// pointer entries only), so the general loop checks and sends it, every frame in order.
+#[test]
+fn an_empw_wqe_mixing_mrs_and_an_inline_packet_sends_every_frame() {
+    let mut s = sq(ModelConfig::default());
+    let (segs, frames) = s.three_packets();
+    let other = Pool::new(PoolConfig {
+        buffers: 8,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let lkey2 = s.nic.register_mr(other.region());
+    let mut b = Burst::new(&other, 1);
+    let mut f3 = common::golden("frame_ipv4_udp_60");
+    f3[59] = 9;
+    assert!(b.push_copy(&f3));
+    let seg2 = DataSeg::new(60, lkey2, b.data(0).as_ptr() as u64);
+    let mut body = Vec::new();
+    body.extend_from_slice(&segs[0].to_bytes());
+    body.extend_from_slice(&seg2.to_bytes());
+    body.extend_from_slice(&(0x8000_0000u32 | 60).to_be_bytes());
+    body.extend_from_slice(&frames[1]);
+    body.resize(body.len().div_ceil(16) * 16, 0);
+    body.extend_from_slice(&segs[2].to_bytes());
+    let mut w = empw_wqe(s.info.qpn(), &[], 0);
+    w.truncate(32);
+    w.extend_from_slice(&body);
+    let ds = (w.len() / 16) as u8;
+    w[4..8].copy_from_slice(&CtrlSeg::qpn_ds(s.info.qpn(), ds).get().to_be_bytes());
+    w.resize(w.len().div_ceil(64) * 64, 0);
+    s.post_bytes(&w);
+    assert_eq!(s.next_cqe(), Some((CQE_REQ, 0, 0)));
+    assert_eq!(
+        s.sent(),
+        vec![frames[0].clone(), f3, frames[1].clone(), frames[2].clone()]
+    );
 }

@@ -186,3 +186,19 @@ fn ctrl_c_prints_the_summary_and_exits_cleanly() {
     assert!(s["tx_packets"].as_u64().unwrap() > 0);
     assert_eq!(s["lost"], 0, "the receiver drained what was sent before stopping: {s}");
 }
+
+#[test]
+fn rate_is_held_to_one_percent_at_one_mpps() {
+    let _one = serial();
+    let s = summary(&pktgen(&[
+        "--port",
+        "model:rate0/0",
+        "--rate",
+        "1M",
+        "--duration",
+        "2",
+        "--json",
+    ]));
+    let mpps = s["tx_mpps"].as_f64().expect("tx_mpps");
+    assert!((0.99..=1.01).contains(&mpps), "--rate 1M sent {mpps} Mpps: {s}");
+}

@@ -1,6 +1,12 @@
 //! What pktgen sends: Ethernet/IPv4-or-IPv6/UDP templates, one per frame size, and the per-packet
-//! stamp (flow port, sequence number, send time) written into each buffer. No allocation per
-//! packet: templates are built once, and a packet costs a header copy and three small writes.
+//! stamp (flow port, sequence number, send time) written into each buffer.
+//!
+//! Frames are templates, as in TRex and rdma-pktgen: a transmit core's pool buffers keep their
+//! bytes from one use to the next, so a buffer gets a whole template only when it last held
+//! another one (or nothing); after that a packet costs the fields that vary: the sequence number
+//! and send time, and the UDP source port when there are several flows. None of them is covered
+//! by a checksum pktgen computes: the IPv4 header checksum covers neither, the IPv4 UDP checksum
+//! is 0 ("none"), and the IPv6 UDP checksum is offloaded to the NIC.
 
 use std::net::IpAddr;
 
@@ -38,8 +44,6 @@ pub struct Traffic {
     frames: Vec<Vec<u8>>,
     /// Which frame each packet of a repeating cycle uses (IMIX order, or pcap order).
     schedule: Vec<u16>,
-    /// Bytes copied per packet: the headers (generated) or the whole frame (pcap).
-    copy_len: Vec<usize>,
     stamped: bool,
     stamp_off: usize,
     udp_src_off: usize,
@@ -86,6 +90,8 @@ fn build(cfg: &Config, len: usize) -> Vec<u8> {
     f[l4..l4 + 2].copy_from_slice(&cfg.src_port.to_be_bytes());
     f[l4 + 2..l4 + 4].copy_from_slice(&cfg.dst_port.to_be_bytes());
     f[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
+    let stamp = l4 + UDP;
+    f[stamp..stamp + 2].copy_from_slice(&MAGIC);
     f
 }
 
@@ -104,7 +110,6 @@ impl Traffic {
         let ipv6 = cfg.src_ip.is_ipv6();
         let stamp_off = stamp_offset(ipv6);
         Traffic {
-            copy_len: vec![stamp_off; frames.len()],
             frames,
             schedule,
             stamped: true,
@@ -135,7 +140,6 @@ impl Traffic {
             ));
         }
         Ok(Traffic {
-            copy_len: frames.iter().map(Vec::len).collect(),
             schedule: (0..frames.len() as u16).collect(),
             frames,
             stamped: false,
@@ -154,12 +158,17 @@ impl Traffic {
     }
 
     /// Writes the packet at `cursor`, numbered `seq`, into `buf` (already `len_at` bytes long),
-    /// and moves the cursor on: the next size of the schedule and the next flow.
+    /// and moves the cursor on: the next size of the schedule and the next flow. `held` is what
+    /// the buffer holds from its last use (see [`Held`]): the whole template is copied only
+    /// when that is not this packet's template, else just the fields that vary.
     #[inline]
-    pub fn write(&self, cursor: &mut Cursor, seq: u64, now_ns: u64, buf: &mut [u8]) {
-        let t = usize::from(self.schedule[cursor.slot]);
-        let n = self.copy_len[t];
-        buf[..n].copy_from_slice(&self.frames[t][..n]);
+    pub fn write(&self, cursor: &mut Cursor, held: &mut u16, seq: u64, now_ns: u64, buf: &mut [u8]) {
+        let t = self.schedule[cursor.slot];
+        // Tags are template + 1, so a fresh buffer's 0 matches no template.
+        if *held != t + 1 {
+            buf.copy_from_slice(&self.frames[usize::from(t)]);
+            *held = t + 1;
+        }
         let flow = cursor.flow;
         // Counters that wrap instead of `%`: a 64-bit division per packet costs more than the
         // rest of building it.
@@ -172,17 +181,45 @@ impl Traffic {
             cursor.flow = 0;
         }
         if self.stamped {
-            let port = self.src_port.wrapping_add(flow as u16);
-            buf[self.udp_src_off..self.udp_src_off + 2].copy_from_slice(&port.to_be_bytes());
-            let s = &mut buf[self.stamp_off..self.stamp_off + STAMP_LEN];
-            s[0..2].copy_from_slice(&MAGIC);
-            s[2..10].copy_from_slice(&seq.to_be_bytes());
-            s[10..18].copy_from_slice(&now_ns.to_be_bytes());
+            if self.flows > 1 {
+                let port = self.src_port.wrapping_add(flow as u16);
+                buf[self.udp_src_off..self.udp_src_off + 2].copy_from_slice(&port.to_be_bytes());
+            }
+            // The magic is in the template; the number and the time vary.
+            let s = &mut buf[self.stamp_off + 2..self.stamp_off + STAMP_LEN];
+            s[0..8].copy_from_slice(&seq.to_be_bytes());
+            s[8..16].copy_from_slice(&now_ns.to_be_bytes());
         }
+    }
+
+    /// The one length every packet has, if they all have one (a fixed `--size`).
+    pub fn fixed_len(&self) -> Option<usize> {
+        let first = self.frames.first()?.len();
+        self.frames.iter().all(|f| f.len() == first).then_some(first)
     }
 
     pub fn largest(&self) -> usize {
         self.frames.iter().map(Vec::len).max().unwrap_or(0)
+    }
+}
+
+/// What each buffer of a transmit core's pool holds from its last use, by buffer index: the
+/// template + 1, or 0 for "unknown". Only the core that owns the pool writes its buffers (the
+/// NIC reads them), so a buffer keeps what was last written into it.
+pub struct Held {
+    tags: Vec<u16>,
+}
+
+impl Held {
+    pub fn new(buffers: u32) -> Held {
+        Held {
+            tags: vec![0; buffers as usize],
+        }
+    }
+
+    #[inline]
+    pub fn of(&mut self, buffer: u32) -> &mut u16 {
+        &mut self.tags[buffer as usize]
     }
 }
 
@@ -230,9 +267,12 @@ mod tests {
             let c = cfg(args);
             let t = Traffic::generated(&c);
             let mut cur = Cursor::default();
+            // One buffer reused for every packet, as a pool's buffers are: after the first
+            // packet only the fields that vary are written.
+            let mut buf = vec![0xa5u8; t.len_at(&cur)];
+            let mut held = 0;
             for seq in 0..8u64 {
-                let mut buf = vec![0u8; t.len_at(&cur)];
-                t.write(&mut cur, seq, 1000 + seq, &mut buf);
+                t.write(&mut cur, &mut held, seq, 1000 + seq, &mut buf);
                 let p = etherparse::SlicedPacket::from_ethernet(&buf).expect("parses");
                 let Some(etherparse::TransportSlice::Udp(udp)) = p.transport else {
                     panic!("no UDP")
@@ -240,6 +280,8 @@ mod tests {
                 assert_eq!(udp.destination_port(), 5678);
                 assert_eq!(udp.source_port(), 1234 + (seq % u64::from(c.flows)) as u16);
                 assert_eq!(read_stamp(&buf), Some((seq, 1000 + seq)));
+                let end = stamp_offset(c.src_ip.is_ipv6()) + STAMP_LEN;
+                assert!(buf[end..].iter().all(|&b| b == 0), "payload of the template, not 0xa5");
                 if let Some(etherparse::NetSlice::Ipv4(ip)) = p.net {
                     let h = ip.header();
                     assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
@@ -253,10 +295,18 @@ mod tests {
         let t = Traffic::generated(&cfg(&["--size", "imix"]));
         let mut cur = Cursor::default();
         let mut buf = vec![0u8; 1514];
+        let mut held = 0;
         let lens: Vec<usize> = (0..12)
             .map(|s| {
                 let l = t.len_at(&cur);
-                t.write(&mut cur, s, 0, &mut buf[..l]);
+                t.write(&mut cur, &mut held, s, 0, &mut buf[..l]);
+                // Whatever the buffer held before, it now holds this packet's frame.
+                assert_eq!(read_stamp(&buf[..l]), Some((s, 0)));
+                assert_eq!(
+                    u16::from_be_bytes([buf[16], buf[17]]) as usize,
+                    l - 14,
+                    "IPv4 total length"
+                );
                 l
             })
             .collect();

@@ -18,9 +18,236 @@ struct WqeError {
     bbs: u32,
 }
 
+/// One piece of a frame being sent: `len` bytes at `ptr`, either inline in the model's copy of
+/// the WQE or the range of a gather entry, checked to lie inside a registered MR.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Piece {
+    ptr: *const u8,
+    len: usize,
+}
+
+// A piece is dereferenced only while the WQE that described it executes, by the thread holding
+// the device lock; the list kept in `Device` between WQEs is never read before it is refilled.
+// SAFETY: see above: the pointer is never used from a thread it was not made on.
+unsafe impl Send for Piece {}
+
+impl Default for Piece {
+    fn default() -> Piece {
+        Piece {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        }
+    }
+}
+
+/// One frame of the WQE being executed: pieces `first..end`, `len` bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FrameDesc {
+    first: usize,
+    end: usize,
+    len: usize,
+}
+
+/// A WQE has at most MAX_WQE_DS segments, each at least one DS, and each adds at most one
+/// piece (and one frame): neither list can overflow.
+const MAX_PIECES: usize = MAX_WQE_DS as usize;
+
+/// The frames of the WQE being executed, described rather than copied: the pieces each is made
+/// of (inline bytes in the WQE copy, gathered ranges of registered memory), in order, and one
+/// entry per frame naming its pieces (one frame for a SEND, one per data segment for an eMPW).
+/// Fixed arrays with counts: filling them is a store per entry, with no capacity check.
+pub(super) struct WqeFrames {
+    pieces: [Piece; MAX_PIECES],
+    n_pieces: usize,
+    frames: [FrameDesc; MAX_PIECES],
+    n_frames: usize,
+    /// Bytes of all the frames.
+    bytes: usize,
+    /// Whether a frame is shorter than an Ethernet header or longer than the port sends.
+    short_or_long: (usize, usize),
+}
+
+impl Default for WqeFrames {
+    fn default() -> WqeFrames {
+        WqeFrames {
+            pieces: [Piece::default(); MAX_PIECES],
+            n_pieces: 0,
+            frames: [FrameDesc::default(); MAX_PIECES],
+            n_frames: 0,
+            bytes: 0,
+            short_or_long: (usize::MAX, 0),
+        }
+    }
+}
+
+impl WqeFrames {
+    fn clear(&mut self) {
+        self.n_pieces = 0;
+        self.n_frames = 0;
+        self.bytes = 0;
+        self.short_or_long = (usize::MAX, 0);
+    }
+
+    #[inline(always)]
+    fn push_piece(&mut self, p: Piece) {
+        self.pieces[self.n_pieces] = p;
+        self.n_pieces += 1;
+    }
+
+    /// Ends the frame made of the pieces from `first` on, `len` bytes in all.
+    #[inline(always)]
+    fn push_frame(&mut self, first: usize, len: usize) {
+        self.frames[self.n_frames] = FrameDesc {
+            first,
+            end: self.n_pieces,
+            len,
+        };
+        self.n_frames += 1;
+        self.bytes += len;
+        self.short_or_long = (self.short_or_long.0.min(len), self.short_or_long.1.max(len));
+    }
+
+    /// Whether some frame is outside `min..=max` bytes.
+    fn bad_len(&self, min: usize, max: usize) -> bool {
+        self.short_or_long.0 < min || self.short_or_long.1 > max
+    }
+}
+
+/// A frame on its way out, still where the driver put it: the model copies its bytes only
+/// where something reads them. A frame that reaches no receive queue, no capture and no
+/// AF_PACKET socket (a peer port with no RQ, the `Null` wire) is counted by its length and
+/// never read: on hardware too nothing observable depends on those bytes, since the NIC's
+/// checksum offload changes only the copy that leaves the port.
+#[derive(Clone, Copy)]
+pub(super) struct Frame<'a> {
+    pieces: &'a [Piece],
+    len: usize,
+    /// The WQE's `cs_flags`: checksums the NIC fills in on the way out.
+    csum: u8,
+}
+
+impl<'a> Frame<'a> {
+    /// A frame that is the whole of `bytes` (injected, or read from an AF_PACKET wire).
+    pub(super) fn of_slice(bytes: &'a [u8], slot: &'a mut Piece) -> Frame<'a> {
+        *slot = Piece {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+        };
+        Frame {
+            pieces: std::slice::from_ref(slot),
+            len: bytes.len(),
+            csum: 0,
+        }
+    }
+
+    /// The frame's bytes where they are, when it is one piece.
+    fn single(&self) -> Option<&'a [u8]> {
+        match self.pieces {
+            // A `Frame<'a>` is built only over pieces readable and unwritten for 'a: a caller's
+            // slice, the model's WQE copy, or a gather range inside a live MR that the driver
+            // handed to the device with the doorbell and leaves alone until the completion.
+            // SAFETY: as above (`Device::exec_wqe` builds the pieces).
+            [p] => Some(unsafe { std::slice::from_raw_parts(p.ptr, p.len) }),
+            _ => None,
+        }
+    }
+
+    /// Copies the bytes as the driver laid them out (before checksum offload) to `dst`.
+    ///
+    /// # Safety
+    /// `[dst, dst + self.len)` must be writable, and overlap no piece.
+    unsafe fn copy_to(&self, dst: *mut u8) {
+        let mut at = dst;
+        for p in self.pieces {
+            // SAFETY: the pieces are readable (see `single`), `dst` has room for their sum and
+            // overlaps none of them (the caller's contract).
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.ptr, at, p.len);
+                at = at.add(p.len);
+            }
+        }
+    }
+
+    /// The bytes as the driver laid them out, before checksum offload: in place when the frame
+    /// is one piece, else assembled in `scratch`. For the parser and RSS, which read no
+    /// checksum field.
+    fn source<'s>(&self, scratch: &'s mut Vec<u8>) -> &'s [u8]
+    where
+        'a: 's,
+    {
+        if let Some(b) = self.single() {
+            return b;
+        }
+        self.assemble(scratch);
+        scratch
+    }
+
+    /// The bytes as they leave the port, checksums filled in: in place when that changes
+    /// nothing, else in `scratch`.
+    fn wire<'s>(&self, scratch: &'s mut Vec<u8>) -> &'s [u8]
+    where
+        'a: 's,
+    {
+        if self.csum & (ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM) == 0 {
+            return self.source(scratch);
+        }
+        self.assemble(scratch);
+        fill_checksums(scratch, self.csum);
+        scratch
+    }
+
+    fn assemble(&self, scratch: &mut Vec<u8>) {
+        scratch.clear();
+        for p in self.pieces {
+            // SAFETY: the pieces are readable (see `single`).
+            scratch.extend_from_slice(unsafe { std::slice::from_raw_parts(p.ptr, p.len) });
+        }
+    }
+}
+
+/// The checksums a send WQE's `cs_flags` ask for, filled into `frame` (§3.3).
+fn fill_checksums(frame: &mut [u8], csum: u8) {
+    if csum & (ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM) != 0 {
+        pkt::fill_checksums(frame, csum & ETH_WQE_L3_CSUM != 0, csum & ETH_WQE_L4_CSUM != 0);
+    }
+}
+
+/// Starts fetching the cache line at `p` (for writing when `write`). Never faults and changes
+/// nothing but timing, whatever `p` is.
+#[inline(always)]
+fn prefetch(p: *const u8, write: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint: it does not fault on any address and has no
+        // architectural effect (Intel SDM vol. 2, PREFETCHh and PREFETCHW).
+        unsafe {
+            if write {
+                _mm_prefetch::<_MM_HINT_ET0>(p.cast());
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(p.cast());
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, write);
+}
+
+/// Reads a UAR doorbell register without taking it: a poll that finds nothing leaves the cache
+/// line shared instead of pulling it over exclusively, as `take_uar`'s swap would, just for the
+/// driver to pull it back with its next doorbell.
+///
+/// # Safety
+/// `p` must be a valid, 8-byte aligned word.
+unsafe fn peek_uar(p: *const u8) -> u64 {
+    // SAFETY: per the contract.
+    unsafe { (*p.cast::<std::sync::atomic::AtomicU64>()).load(std::sync::atomic::Ordering::Relaxed) }
+}
+
 impl Device {
     pub(super) fn step(&mut self) -> usize {
-        self.now = self.clock.elapsed().as_nanos() as u64;
+        // The clock is read when the step first needs it (`now_ns`).
+        self.now = None;
         let mut work = 0;
         for i in 0..self.sqs.len() {
             if self.sqs[i].is_some() {
@@ -36,23 +263,29 @@ impl Device {
     /// Doorbell handling (trap 17): the UAR carries the first 8 bytes of the *last* WQE, the
     /// record the PI after it. Runs WQEs up to the end of the WQE the UAR names.
     fn process_sq(&mut self, i: usize) -> usize {
-        let (mem, hw_ci, port, wqe_cnt, error, ready) = {
-            let sq = self.sqs[i].as_ref().expect("caller checked");
-            (sq.mem.clone(), sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready)
-        };
+        let sq = self.sqs[i].as_ref().expect("caller checked");
+        // Raw addresses rather than a clone of the `Arc`: two atomic operations per poll saved;
+        // the memory lives as long as the SQ object, which nothing removes while `self` is
+        // borrowed mutably here.
+        let (ring, bf_reg, dbrec) = (sq.mem.ring(), sq.mem.bf_reg(), sq.mem.dbrec());
+        let (hw_ci, port, wqe_cnt, error, ready, qpn) = (sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready, sq.qpn);
         if !ready {
             // A QP outside RTS/ERR ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
             // SAFETY: the UAR register belongs to this live SQ's memory.
-            unsafe { device::take_uar(mem.bf_reg()) };
+            unsafe { device::take_uar(bf_reg) };
             return 0;
         }
         // SAFETY: the UAR register and record belong to this live SQ's memory.
-        let uar = unsafe { device::take_uar(mem.bf_reg()) };
+        let uar = if unsafe { peek_uar(bf_reg) } == 0 {
+            0
+        } else {
+            // SAFETY: as above.
+            unsafe { device::take_uar(bf_reg) }
+        };
         // SAFETY: as above.
-        let record = unsafe { device::load_dbrec(mem.dbrec().wrapping_add(SND_DBR)) } & 0xffff;
+        let record = unsafe { device::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
         let pending = record.wrapping_sub(hw_ci) & 0xffff;
-        let qpn = self.sqs[i].as_ref().map_or(0, |s| s.qpn);
         if uar == 0 {
             let sq = self.sqs[i].as_mut().expect("caller checked");
             if pending != 0 && !error {
@@ -89,7 +322,7 @@ impl Device {
             // SAFETY: slot idx & (wqe_cnt - 1) is inside the SQ ring, and published (above).
             unsafe {
                 device::read(
-                    mem.ring().wrapping_add(((idx & (wqe_cnt - 1)) as usize) * SEND_WQE_BB),
+                    ring.wrapping_add(((idx & (wqe_cnt - 1)) as usize) * SEND_WQE_BB),
                     &mut in_memory,
                 )
             };
@@ -123,8 +356,8 @@ impl Device {
     /// Executes the WQE at the SQ's consumer index; returns the WQEBBs it took.
     fn exec_wqe(&mut self, i: usize, left: u32) -> u32 {
         let sq = self.sqs[i].as_ref().expect("caller checked");
-        let (mem, pi, mask, qpn, cqn, port, in_error) = (
-            sq.mem.clone(),
+        let (ring, pi, mask, qpn, cqn, port, in_error) = (
+            sq.mem.ring(),
             sq.hw_ci,
             sq.wqe_cnt - 1,
             sq.qpn,
@@ -137,11 +370,13 @@ impl Device {
             // SAFETY: the slot is inside the ring and below the doorbelled PI.
             unsafe {
                 device::read(
-                    mem.ring().wrapping_add(off),
+                    ring.wrapping_add(off),
                     &mut wqe[k as usize * SEND_WQE_BB..][..SEND_WQE_BB],
                 )
             };
         };
+        // The WQE is copied out of the ring (at most MAX_WQE_DS segments) and validated and
+        // executed from that snapshot, as the NIC fetches it by DMA.
         let mut wqe = std::mem::take(&mut self.wqe);
         read_bb(&mut wqe, 0);
         let ctrl = ctrl_of(&wqe);
@@ -158,6 +393,7 @@ impl Device {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
         }
         let signalled = ctrl.completion_mode() >= 2;
+        let mut out = self.out.take().expect("put back after every WQE");
         let result = if in_error {
             // After an error every later WQE is flushed (trap: flush granularity unknown; we
             // complete signalled ones with WR_FLUSH_ERR, as rdma-core's users expect).
@@ -169,14 +405,35 @@ impl Device {
         {
             Err(WqeError { synd: syndrome, bbs })
         } else {
-            self.build_frames(&wqe, &ctrl, pi, qpn, left)
+            self.build_frames(&wqe, &ctrl, pi, qpn, left, &mut out)
         };
-        self.wqe = wqe;
         let sq = self.sqs[i].as_mut().expect("caller checked");
-        match result {
+        let bbs = match result {
             Ok(bbs) => {
                 sq.hw_ci = pi.wrapping_add(bbs);
-                self.transmit(port);
+                // eseg byte 4 (§3.3); build_frames checked ds >= 2, so the segment is there.
+                let csum = wqe[16 + 4];
+                let frames = &out.frames[..out.n_frames];
+                if let Some(peer) = self.nothing_reads(port) {
+                    // What `transmit_one` and `deliver` would count, frame by frame.
+                    let c = &mut self.ports[port].counters;
+                    c.tx_frames += frames.len() as u64;
+                    c.tx_bytes += out.bytes as u64;
+                    if let Some(p) = peer {
+                        self.ports[p].counters.rx_unclaimed += frames.len() as u64;
+                    }
+                } else {
+                    self.prefetch_delivery(port, &out);
+                    for f in frames {
+                        let frame = Frame {
+                            pieces: &out.pieces[f.first..f.end],
+                            len: f.len,
+                            csum,
+                        };
+                        self.transmit_one(port, &frame);
+                    }
+                }
+                // The hardware writes a CQE only for a WQE that asks for one (§7).
                 if signalled {
                     let cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
                     self.write_cqe(cqn, cqe.as_bytes());
@@ -196,13 +453,24 @@ impl Device {
                 }
                 bbs
             }
-        }
+        };
+        self.out = Some(out);
+        self.wqe = wqe;
+        bbs
     }
 
-    /// Validates a send WQE and assembles its frames into `self.frame`, ending each at an offset
-    /// pushed to `self.frame_ends` (trap 3: inline data starts at eseg byte 14; trap 4: ds counts
-    /// the ctrl segment; trap 25: minimum inline). A WQE runs whole or fails whole.
-    fn build_frames(&mut self, wqe: &[u8], ctrl: &CtrlSeg, pi: u32, qpn: u32, left: u32) -> Result<u32, WqeError> {
+    /// Validates a send WQE and describes its frames in `out` (trap 3: inline data starts at
+    /// eseg byte 14; trap 4: ds counts the ctrl segment; trap 25: minimum inline). A WQE runs
+    /// whole or fails whole: nothing is sent before every segment of it has been checked.
+    fn build_frames(
+        &self,
+        wqe: &[u8],
+        ctrl: &CtrlSeg,
+        pi: u32,
+        qpn: u32,
+        left: u32,
+        out: &mut WqeFrames,
+    ) -> Result<u32, WqeError> {
         let ds = ctrl.ds();
         let bbs = wqebbs(ds).clamp(1, left);
         let qp_op = Err(WqeError {
@@ -218,26 +486,31 @@ impl Device {
         let wqe = &wqe[..ds as usize * DS_BYTES];
         let eseg = &wqe[16..];
         let inline = usize::from(u16::from_be_bytes([eseg[12], eseg[13]]));
-        let cs_flags = eseg[4];
-        self.frame.clear();
-        self.frame_ends.clear();
+        out.clear();
+        let max = self.cfg.max_frame;
         match ctrl.opcode() {
             OPCODE_SEND => {
                 let eseg_ds = EthSeg::ds_for_inline(inline);
                 if 1 + eseg_ds > ds {
                     return qp_op;
                 }
-                self.frame
-                    .extend_from_slice(&eseg[ESEG_INLINE_OFFSET..ESEG_INLINE_OFFSET + inline]);
+                if inline > 0 {
+                    out.push_piece(Piece {
+                        ptr: eseg[ESEG_INLINE_OFFSET..ESEG_INLINE_OFFSET + inline].as_ptr(),
+                        len: inline,
+                    });
+                }
+                let mut total = inline;
                 let mut off = (1 + eseg_ds as usize) * DS_BYTES;
                 while off < wqe.len() {
-                    off = self.gather(wqe, off).map_err(|synd| WqeError { synd, bbs })?;
+                    off = self
+                        .gather(wqe, off, out, &mut total)
+                        .map_err(|synd| WqeError { synd, bbs })?;
                 }
-                let total = self.frame.len();
                 if inline < usize::from(self.cfg.min_inline).min(total) {
                     return qp_op;
                 }
-                self.frame_ends.push(total);
+                out.push_frame(0, total);
             }
             OPCODE_ENHANCED_MPSW => {
                 // DPDK `mlx5_tx_burst_empw_*`: title = control + a 16-byte Ethernet segment with no
@@ -247,41 +520,136 @@ impl Device {
                     return qp_op;
                 }
                 let mut off = EMPW_TITLE_DS as usize * DS_BYTES;
+                if self.empw_plain(&wqe[off..], out) {
+                    off = wqe.len();
+                } else {
+                    out.clear();
+                }
+                // The general loop: for a WQE with inline packets, or one that fails a check
+                // (redone here from the start, so that the first failing segment names the
+                // syndrome). The MR of the last gather entry is kept: entries name the same one.
+                let mut mr: Option<(u32, &super::Mr)> = None;
                 while off < wqe.len() {
-                    off = self.gather(wqe, off).map_err(|synd| WqeError { synd, bbs })?;
-                    self.frame_ends.push(self.frame.len());
+                    let first = out.n_pieces;
+                    let seg: &[u8; DS_BYTES] = wqe[off..off + DS_BYTES].try_into().expect("ds is whole segments");
+                    let byte_count = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
+                    let mut len = byte_count as usize;
+                    if byte_count & INLINE_SEG == 0 && byte_count != 0 && len <= max {
+                        // A pointer entry of a sane length: what `gather` checks, with the MR
+                        // lookup done once per run of entries naming the same key.
+                        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+                        let addr = u64::from_be_bytes(seg[8..16].try_into().expect("8 bytes"));
+                        let m = match mr {
+                            Some((k, m)) if k == lkey => m,
+                            _ => {
+                                let m = self.mr(lkey).ok_or(WqeError {
+                                    synd: syndrome::LOCAL_PROT,
+                                    bbs,
+                                })?;
+                                mr = Some((lkey, m));
+                                m
+                            }
+                        };
+                        if !m.contains(addr, u64::from(byte_count)) {
+                            return Err(WqeError {
+                                synd: syndrome::LOCAL_PROT,
+                                bbs,
+                            });
+                        }
+                        out.push_piece(Piece {
+                            ptr: addr as *const u8,
+                            len,
+                        });
+                        off += DS_BYTES;
+                    } else {
+                        len = 0;
+                        off = self
+                            .gather(wqe, off, out, &mut len)
+                            .map_err(|synd| WqeError { synd, bbs })?;
+                    }
+                    out.push_frame(first, len);
                 }
             }
             _ => return qp_op,
         }
-        let mut start = 0;
-        for &end in &self.frame_ends {
-            let len = end - start;
-            if !(ETH_L2_MIN_HEADER_SIZE..=self.cfg.max_frame).contains(&len) {
-                return Err(WqeError {
-                    synd: syndrome::LOCAL_LENGTH,
-                    bbs,
-                });
-            }
-            if cs_flags & (ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM) != 0 {
-                let (l3, l4) = (cs_flags & ETH_WQE_L3_CSUM != 0, cs_flags & ETH_WQE_L4_CSUM != 0);
-                pkt::fill_checksums(&mut self.frame[start..end], l3, l4);
-            }
-            start = end;
+        if out.bad_len(ETH_L2_MIN_HEADER_SIZE, max) {
+            return Err(WqeError {
+                synd: syndrome::LOCAL_LENGTH,
+                bbs,
+            });
         }
         Ok(bbs)
     }
 
-    /// Appends the bytes of the data segment at `off` of `wqe` (inline, or gathered from a
-    /// registered MR) to `self.frame`; returns the offset of the next segment or the syndrome.
-    fn gather(&mut self, wqe: &[u8], off: usize) -> Result<usize, u8> {
+    /// The eMPW data segments `segs` when every one of them is a gather entry of 1 to
+    /// `max_frame` bytes inside the MR that the first one names, the common case: each gets the
+    /// checks `gather` makes, in one pass with no lookup. Returns false, with `out` partly
+    /// filled, when a segment is anything else or fails a check.
+    #[inline(always)]
+    fn empw_plain(&self, segs: &[u8], out: &mut WqeFrames) -> bool {
+        let n = segs.len() / DS_BYTES;
+        let Some(first) = segs.get(..DS_BYTES) else {
+            return false;
+        };
+        let lkey = u32::from_be_bytes([first[4], first[5], first[6], first[7]]);
+        let Some(mr) = self.mr(lkey) else {
+            return false;
+        };
+        if n > MAX_PIECES {
+            return false;
+        }
+        let (base, size) = (mr.base, mr.len);
+        // An inline segment has bit 31 set, so one compare refuses it, 0 and anything longer
+        // than a frame (max_frame is far below 2^31).
+        let max = self.cfg.max_frame.min(i32::MAX as usize) as u64;
+        let (mut lo, mut hi, mut bytes) = (u64::MAX, 0u64, 0u64);
+        let dst = out.pieces.iter_mut().zip(out.frames.iter_mut());
+        for (k, (seg, (p, f))) in segs.chunks_exact(DS_BYTES).zip(dst).enumerate() {
+            let len = u64::from(u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]));
+            let key = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+            let addr = u64::from_be_bytes(seg[8..].try_into().expect("8 bytes"));
+            // MR containment as `Mr::contains`: `addr - base` wraps above `size` when
+            // `addr < base`.
+            if len.wrapping_sub(1) >= max || key != lkey || len > size || addr.wrapping_sub(base) > size - len {
+                return false;
+            }
+            *p = Piece {
+                ptr: addr as *const u8,
+                len: len as usize,
+            };
+            *f = FrameDesc {
+                first: k,
+                end: k + 1,
+                len: len as usize,
+            };
+            lo = lo.min(len);
+            hi = hi.max(len);
+            bytes += len;
+        }
+        out.n_pieces = n;
+        out.n_frames = n;
+        out.bytes = bytes as usize;
+        out.short_or_long = (lo as usize, hi as usize);
+        true
+    }
+
+    /// Checks the data segment at `off` of `wqe` (inline, or a gather entry inside a registered
+    /// MR) and adds its bytes to the frame being built, `frame_len` bytes long so far, as a
+    /// piece; returns the offset of the next segment or the syndrome.
+    fn gather(&self, wqe: &[u8], off: usize, out: &mut WqeFrames, frame_len: &mut usize) -> Result<usize, u8> {
         let byte_count = u32::from_be_bytes(wqe[off..off + 4].try_into().expect("4 bytes"));
         if byte_count & INLINE_SEG != 0 {
             let len = (byte_count & !INLINE_SEG) as usize;
             if off + 4 + len > wqe.len() {
                 return Err(syndrome::LOCAL_QP_OP);
             }
-            self.frame.extend_from_slice(&wqe[off + 4..off + 4 + len]);
+            if len > 0 {
+                out.push_piece(Piece {
+                    ptr: wqe[off + 4..off + 4 + len].as_ptr(),
+                    len,
+                });
+            }
+            *frame_len += len;
             return Ok(off + (4 + len).div_ceil(DS_BYTES) * DS_BYTES);
         }
         let lkey = u32::from_be_bytes(wqe[off + 4..off + 8].try_into().expect("4 bytes"));
@@ -290,55 +658,106 @@ impl Device {
             // A zero-length gather has no documented meaning (§3.4): flag it.
             return Err(syndrome::LOCAL_QP_OP);
         }
-        // The frame being built starts after the last one this WQE finished (eMPW).
-        let frame_start = self.frame_ends.last().copied().unwrap_or(0);
-        if self.frame.len() - frame_start + byte_count as usize > self.cfg.max_frame {
+        if *frame_len + byte_count as usize > self.cfg.max_frame {
             return Err(syndrome::LOCAL_LENGTH);
         }
         let src = self
             .mr_range(lkey, addr, u64::from(byte_count))
             .ok_or(syndrome::LOCAL_PROT)?;
-        // SAFETY: mr_range checked that the range lies in a registered, live region, and the
-        // driver handed this buffer to the device with the doorbell.
-        unsafe { device::append(src, byte_count as usize, &mut self.frame) };
+        out.push_piece(Piece {
+            ptr: src,
+            len: byte_count as usize,
+        });
+        *frame_len += byte_count as usize;
         Ok(off + DS_BYTES)
     }
 
+    /// The MR named by `lkey`.
+    #[inline]
+    fn mr(&self, lkey: u32) -> Option<&super::Mr> {
+        self.mrs.get(lkey.wrapping_sub(super::LKEY_BASE) as usize)?.as_ref()
+    }
+
     /// The address of `[addr, addr + len)` if it lies inside the MR named by `lkey`.
+    #[inline]
     fn mr_range(&self, lkey: u32, addr: u64, len: u64) -> Option<*mut u8> {
-        let mr = self.mrs.get(lkey.wrapping_sub(super::LKEY_BASE) as usize)?.as_ref()?;
-        mr.mem.contains(addr, len).then_some(addr as *mut u8)
+        self.mr(lkey)?.contains(addr, len).then_some(addr as *mut u8)
     }
 
-    /// Puts the frames in `self.frame` (ending at `self.frame_ends`) on the port's wire.
-    fn transmit(&mut self, port: usize) {
-        let frame = std::mem::take(&mut self.frame);
-        let ends = std::mem::take(&mut self.frame_ends);
-        let mut start = 0;
-        for &end in &ends {
-            self.transmit_one(port, &frame[start..end]);
-            start = end;
+    /// Whether nothing on the far side of `port`'s wire reads the bytes of the frames sent on
+    /// it: the `Null` wire, or a peer port with no receive queue, no flow steering and no fault
+    /// waiting for a frame. Frames sent then are counted without being looked at.
+    fn nothing_reads(&self, port: usize) -> Option<Option<usize>> {
+        match self.ports[port].wire {
+            Wire::Null => Some(None),
+            Wire::Peer(p) => {
+                let q = &self.ports[p];
+                (q.rqs.is_empty() && q.steering.is_none() && q.faults.is_empty()).then_some(Some(p))
+            }
+            _ => None,
         }
-        self.frame = frame;
-        self.frame_ends = ends;
     }
 
-    fn transmit_one(&mut self, port: usize, frame: &[u8]) {
+    /// Before a WQE's frames are delivered one by one to the single RQ of the peer port: starts
+    /// fetching every frame's first bytes and the receive buffer each will land in, so that the
+    /// cache misses of the whole WQE overlap instead of coming one per frame (a NIC's DMA engine
+    /// has many reads in flight too). Prefetches have no effect but timing: nothing is read or
+    /// written here but the RQ's posted WQEs, and a wrong guess only costs a wasted fetch.
+    fn prefetch_delivery(&mut self, port: usize, out: &WqeFrames) {
+        let Wire::Peer(peer) = self.ports[port].wire else {
+            return;
+        };
+        let q = &self.ports[peer];
+        if q.steering.is_some() || q.rqs.len() != 1 {
+            return;
+        }
+        let ri = q.rqs[0].wrapping_sub(WQN_BASE) as usize;
+        let Some(rq) = self.rqs.get_mut(ri).and_then(Option::as_mut) else {
+            return;
+        };
+        if rq.error || rq.state != super::RqState::Ready {
+            return;
+        }
+        let frames = &out.frames[..out.n_frames];
+        for f in frames {
+            let p = &out.pieces[f.first];
+            prefetch(p.ptr, false);
+        }
+        let mut avail = rq.posted.wrapping_sub(rq.hw_ci) & 0xffff;
+        if (avail as usize) < frames.len() {
+            // SAFETY: the record word belongs to this live RQ.
+            rq.posted = unsafe { device::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+            avail = rq.posted.wrapping_sub(rq.hw_ci) & 0xffff;
+        }
+        let ring = rq.mem.ring();
+        for k in 0..frames.len().min(avail as usize) {
+            let slot = (rq.hw_ci.wrapping_add(k as u32) & (rq.wqe_cnt - 1)) as usize;
+            let mut addr = [0u8; 8];
+            // SAFETY: the slot is inside the RQ ring and below the posted counter: the driver
+            // wrote it before publishing the record and leaves it alone until its CQE.
+            unsafe { device::read(ring.wrapping_add(slot * 16 + 8), &mut addr) };
+            prefetch(u64::from_be_bytes(addr) as *const u8, true);
+        }
+    }
+
+    /// Puts one frame on the port's wire.
+    fn transmit_one(&mut self, port: usize, frame: &Frame<'_>) {
         let c = &mut self.ports[port].counters;
         c.tx_frames += 1;
-        c.tx_bytes += frame.len() as u64;
+        c.tx_bytes += frame.len as u64;
         match &mut self.ports[port].wire {
             Wire::Peer(peer) => {
                 let peer = *peer;
                 self.deliver(peer, frame);
             }
             Wire::Loopback => self.deliver(port, frame),
-            Wire::Capture(q) => q.push_back(frame.to_vec()),
+            Wire::Capture(q) => q.push_back(frame.wire(&mut self.scratch).to_vec()),
             Wire::AfPacket(sock) => {
-                if !sock.send(frame) {
+                if !sock.send(frame.wire(&mut self.scratch)) {
                     self.ports[port].counters.tx_wire_errors += 1;
                 }
             }
+            // Nothing reads the frame: counted, never copied.
             Wire::Null => {}
         }
     }
@@ -347,8 +766,7 @@ impl Device {
         if !matches!(self.ports[port].wire, Wire::AfPacket(_)) {
             return 0;
         }
-        let mut buf = std::mem::take(&mut self.frame);
-        buf.resize(self.cfg.max_frame, 0);
+        let mut buf = std::mem::take(&mut self.rxbuf);
         let mut n = 0;
         while n < 64 {
             let got = match &mut self.ports[port].wire {
@@ -356,18 +774,22 @@ impl Device {
                 _ => None,
             };
             match got {
-                Some(Received::Frame(len)) => self.deliver(port, &buf[..len]),
+                Some(Received::Frame(len)) => {
+                    let mut slot = Piece::default();
+                    let frame = Frame::of_slice(&buf[..len], &mut slot);
+                    self.deliver(port, &frame);
+                }
                 Some(Received::Truncated(_)) => self.ports[port].counters.rx_wire_drops += 1,
                 None => break,
             }
             n += 1;
         }
-        self.frame = buf;
+        self.rxbuf = buf;
         n
     }
 
     /// A frame arrives on `port`: RSS picks an RQ, the frame is scattered into its next WQE.
-    pub(super) fn deliver(&mut self, port: usize, frame: &[u8]) {
+    pub(super) fn deliver(&mut self, port: usize, frame: &Frame<'_>) {
         let no_buffer = self.take_fault(port, |f| matches!(f, Fault::RxNoBuffer { .. }));
         if let Some(Fault::RxNoBuffer { frames }) = no_buffer {
             if frames > 1 {
@@ -381,57 +803,78 @@ impl Device {
             return;
         }
         let rqs = &self.ports[port].rqs;
-        if rqs.is_empty() {
-            self.ports[port].counters.rx_unclaimed += 1;
-            return;
+        match rqs.len() {
+            // No queue reads the frame: counted without looking at its bytes.
+            0 => self.ports[port].counters.rx_unclaimed += 1,
+            // One queue takes every hash: the frame goes straight into its buffer, and is parsed
+            // and hashed there (`rx_into`).
+            1 => {
+                let wq = rqs[0];
+                self.rx_into(port, wq, frame, None, no_buffer.is_some());
+            }
+            _ => {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                let bytes = frame.source(&mut scratch);
+                let parsed = pkt::parse(bytes);
+                let hash = self.rss_hash(bytes, &parsed);
+                // Indirection table of a power-of-two size filled round robin (VPP), indexed by
+                // the low bits of the hash (§10: an assumption about the TIR).
+                let rqs = &self.ports[port].rqs;
+                let table = rqs.len().next_power_of_two();
+                let wq = rqs[(hash as usize & (table - 1)) % rqs.len()];
+                self.rx_into(port, wq, frame, Some((&parsed, hash)), no_buffer.is_some());
+                self.scratch = scratch;
+            }
         }
-        let parsed = pkt::parse(frame);
+    }
+
+    /// The port's default RSS hash (Toeplitz over addresses and TCP/UDP ports).
+    fn rss_hash(&self, frame: &[u8], parsed: &pkt::Parsed) -> u32 {
         let mut input = [0u8; 36];
-        let n = pkt::rss_input(frame, &parsed, &mut input);
-        let hash = self.rss.hash(&input[..n]);
-        // Indirection table of a power-of-two size filled round robin (VPP), indexed by the
-        // low bits of the hash (§10: an assumption about the TIR).
-        let table = rqs.len().next_power_of_two();
-        let wq = rqs[(hash as usize & (table - 1)) % rqs.len()];
-        self.rx_into(port, wq, frame, &parsed, hash, no_buffer.is_some());
+        let n = pkt::rss_input(frame, parsed, &mut input);
+        self.rss.hash(&input[..n])
     }
 
     /// A frame arrives on a port behind flow steering (mlx5_ib `fs.c`: the bypass namespace's
     /// tables in front of the netdev): every copy (DONT_TRAP) match and the stealing match, if
     /// any, deliver to their TIR; a frame nothing steals also goes to Linux.
-    fn steer(&mut self, port: usize, frame: &[u8], no_buffer: bool) {
-        let Some(st) = self.ports[port].steering.as_ref() else {
-            return;
-        };
-        let verdict = st.set.classify(frame);
+    fn steer(&mut self, port: usize, frame: &Frame<'_>, no_buffer: bool) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let bytes = frame.wire(&mut scratch);
         let mut tirs = [0usize; 8];
         let mut n = 0;
-        for i in verdict.copy_rules().chain(verdict.stolen_by) {
-            if n < tirs.len() {
-                tirs[n] = st.flows[i].2;
-                n += 1;
+        if let Some(st) = self.ports[port].steering.as_ref() {
+            let verdict = st.set.classify(bytes);
+            for i in verdict.copy_rules().chain(verdict.stolen_by) {
+                if n < tirs.len() {
+                    tirs[n] = st.flows[i].2;
+                    n += 1;
+                }
+            }
+            if verdict.to_linux() {
+                self.ports[port].counters.rx_unclaimed += 1;
             }
         }
-        if verdict.to_linux() {
-            self.ports[port].counters.rx_unclaimed += 1;
+        if n > 0 {
+            let parsed = pkt::parse(bytes);
+            for &tir in &tirs[..n] {
+                let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
+                    continue;
+                };
+                let mut input = [0u8; 36];
+                let len = rss_input_fields(bytes, &parsed, t.fields, &mut input);
+                let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };
+                let wq = t.table[hash as usize & (t.table.len() - 1)];
+                self.rx_into(port, wq, frame, Some((&parsed, hash)), no_buffer);
+            }
         }
-        if n == 0 {
-            return;
-        }
-        let parsed = pkt::parse(frame);
-        for &tir in &tirs[..n] {
-            let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
-                continue;
-            };
-            let mut input = [0u8; 36];
-            let len = rss_input_fields(frame, &parsed, t.fields, &mut input);
-            let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };
-            let wq = t.table[hash as usize & (t.table.len() - 1)];
-            self.rx_into(port, wq, frame, &parsed, hash, no_buffer);
-        }
+        self.scratch = scratch;
     }
 
-    fn rx_into(&mut self, port: usize, wq: u32, frame: &[u8], parsed: &pkt::Parsed, hash: u32, no_buffer: bool) {
+    /// Scatters `frame` into the next posted WQE of `wq` and completes it. `pre` is the
+    /// frame's parse and RSS hash when the caller needed them to pick `wq`; otherwise they are
+    /// taken from the received copy.
+    fn rx_into(&mut self, port: usize, wq: u32, frame: &Frame<'_>, pre: Option<(&pkt::Parsed, u32)>, no_buffer: bool) {
         let ri = wq.wrapping_sub(WQN_BASE) as usize;
         let Some(rq) = self.rqs.get_mut(ri).and_then(Option::as_mut) else {
             return;
@@ -440,9 +883,11 @@ impl Device {
             self.ports[port].counters.rx_wq_error += 1;
             return;
         }
-        // SAFETY: the record word belongs to this live RQ.
-        let posted = unsafe { device::load_dbrec(rq.mem.dbrec()) } & 0xffff;
-        if no_buffer || rq.hw_ci & 0xffff == posted {
+        if rq.hw_ci & 0xffff == rq.posted {
+            // SAFETY: the record word belongs to this live RQ.
+            rq.posted = unsafe { device::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+        }
+        if no_buffer || rq.hw_ci & 0xffff == rq.posted {
             rq.pending_drops = rq.pending_drops.saturating_add(1);
             self.ports[port].counters.rx_out_of_buffer += 1;
             return;
@@ -463,7 +908,7 @@ impl Device {
             Some(syndrome::LOCAL_QP_OP)
         } else if self.mr_range(lkey, addr, u64::from(byte_count)).is_none() {
             Some(syndrome::LOCAL_PROT)
-        } else if frame.len() > byte_count as usize {
+        } else if frame.len > byte_count as usize {
             Some(syndrome::LOCAL_LENGTH)
         } else {
             None
@@ -477,15 +922,32 @@ impl Device {
             self.write_cqe(cqn, err.as_bytes());
             return;
         }
-        // SAFETY: the range was checked against a live MR above, and the buffer was posted to
-        // the device by the RQ doorbell.
-        unsafe { device::write(addr as *mut u8, frame) };
+        let dst = addr as *mut u8;
+        // `[addr, addr + byte_count)` lies in a live MR and holds the frame (both checked above),
+        // and was handed to the device by the RQ doorbell: the driver neither reads nor writes
+        // it until the CQE below. It is receive memory, so no piece of the frame (send buffers,
+        // the WQE copy, the model's own buffers) lies in it.
+        // SAFETY: as above.
+        let buf = unsafe {
+            frame.copy_to(dst);
+            std::slice::from_raw_parts_mut(dst, frame.len)
+        };
+        fill_checksums(buf, frame.csum);
+        let parsed_here;
+        let (parsed, hash) = match pre {
+            Some(p) => p,
+            None => {
+                parsed_here = pkt::parse(buf);
+                (&parsed_here, self.rss_hash(buf, &parsed_here))
+            }
+        };
+        let flags = hdr_type_etc(buf, parsed);
         let drops = std::mem::take(&mut self.rqs[ri].as_mut().expect("live").pending_drops);
         let c = &mut self.ports[port].counters;
         c.rx_frames += 1;
-        c.rx_bytes += frame.len() as u64;
-        let flags = hdr_type_etc(frame, parsed);
-        let mut cqe = Cqe64::resp_send(counter, frame.len() as u32, hash, flags, self.now_ns(), drops);
+        c.rx_bytes += frame.len as u64;
+        let now = self.now_ns();
+        let mut cqe = Cqe64::resp_send(counter, frame.len as u32, hash, flags, now, drops);
         // CQE v1 names the receiving queue by its user index in `srqn_uidx[23:0]` (rdma-core
         // `cq.c` looks the WQ up by it); the model's user index is the WQ number.
         cqe.srqn_uidx = Be32::new(wq & 0x00ff_ffff);
@@ -502,9 +964,10 @@ impl Device {
         else {
             return false;
         };
-        if self.cfg.strict_cq {
+        if self.cfg.strict_cq && (cq.pi.wrapping_sub(cq.ci_seen) & 0x00ff_ffff) >= cq.cqe_cnt {
             // SAFETY: the record word belongs to this live CQ.
             let ci = unsafe { device::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
+            cq.ci_seen = ci;
             if (cq.pi.wrapping_sub(ci) & 0x00ff_ffff) >= cq.cqe_cnt {
                 let pi = cq.pi;
                 self.counters.cq_overruns += 1;

@@ -25,6 +25,12 @@
 //! - Wires: two ports back to back, a capture/inject wire for tests, or a Linux interface through
 //!   AF_PACKET.
 //! - Every executed WQE and written CQE can be traced to a file (`docs/model-trace.md`).
+//! - Frame bytes are copied only where something reads them: a send WQE's frames are checked and
+//!   described as pieces (inline bytes, gathered MR ranges), then copied straight from the send
+//!   buffers into the receiving RQ's buffer (checksum offload is applied to that copy), or
+//!   assembled once for an AF_PACKET send or a capture. Frames that reach nothing that reads
+//!   bytes (a peer port with no RQ, the `Null` wire) are counted per WQE and never copied: every
+//!   check of the WQE still runs first, and no device-visible state depends on those bytes.
 #![allow(unsafe_code)] // the device side of DMA: ring memory and doorbell words
 
 mod exec;
@@ -167,19 +173,36 @@ enum MrMem {
     Raw { addr: u64, len: u64 },
 }
 
-impl MrMem {
-    fn contains(&self, addr: u64, len: u64) -> bool {
-        match self {
-            MrMem::Region(r) => r.contains(addr, len),
-            MrMem::Raw { addr: base, len: size } => addr >= *base && len <= *size && addr - base <= size - len,
-        }
-    }
-}
-
-struct Mr {
+pub(crate) struct Mr {
+    /// Holds a pool's region alive for as long as the MR exists.
     mem: MrMem,
+    /// The range the MR covers, copied out of `mem` at registration: every gather entry and
+    /// receive buffer is checked against it, so the check is two compares with no indirection.
+    base: u64,
+    len: u64,
     /// Registrations of this region; the MR goes with the last deregistration.
     refs: u32,
+}
+
+impl Mr {
+    fn new(mem: MrMem) -> Mr {
+        let (base, len) = match &mem {
+            MrMem::Region(r) => (r.base() as u64, r.len() as u64),
+            MrMem::Raw { addr, len } => (*addr, *len),
+        };
+        Mr {
+            mem,
+            base,
+            len,
+            refs: 1,
+        }
+    }
+
+    /// Whether `[addr, addr + len)` lies inside the MR (no overflow for any inputs).
+    #[inline(always)]
+    fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.base && len <= self.len && addr - self.base <= self.len - len
+    }
 }
 
 /// Ring memory of one queue object, shared with the driver through `KeepAlive`.
@@ -232,6 +255,11 @@ pub(crate) struct RqObj {
     wq_num: u32,
     cqn: u32,
     hw_ci: u32,
+    /// The posted counter as last read from the doorbell record. The record is read again only
+    /// when `hw_ci` catches up with it, as a NIC caches the producer counter rather than
+    /// fetching the record per frame: the counter only grows, so a stale copy can only make
+    /// the model look again, never use a WQE that is not posted.
+    posted: u32,
     error: bool,
     pending_drops: u8,
     state: RqState,
@@ -280,6 +308,10 @@ pub(crate) struct CqObj {
     log2: u32,
     cqn: u32,
     pi: u32,
+    /// The consumer index as last read from the doorbell record (strict mode): read again only
+    /// when the producer index is a ring ahead of it. The index only grows, so a stale copy can
+    /// only make the model look again before calling an overrun.
+    ci_seen: u32,
 }
 
 pub(crate) struct PortState {
@@ -303,12 +335,16 @@ pub struct Device {
     counters: DeviceCounters,
     trace: Option<Trace>,
     clock: Instant,
-    /// The clock as read at the start of the current step, in ns.
-    now: u64,
-    /// Frames of the WQE being executed, back to back, each ending at an offset in
-    /// `frame_ends` (one for a SEND, one per data segment for an eMPW).
-    frame: Vec<u8>,
-    frame_ends: Vec<usize>,
+    /// The clock in ns, read at most once per step: at the first completion the step writes.
+    now: Option<u64>,
+    /// The frames of the WQE being executed, described rather than copied (taken out while a
+    /// WQE executes). Bytes are copied only where something reads them (exec.rs, `Frame`).
+    out: Option<Box<exec::WqeFrames>>,
+    /// A frame assembled in one piece, for the consumers that need one (an AF_PACKET send, a
+    /// capture, flow classification, checksums on a frame that goes to no receive buffer).
+    scratch: Vec<u8>,
+    /// The receive buffer of an AF_PACKET wire.
+    rxbuf: Vec<u8>,
     wqe: Vec<u8>,
     /// Toeplitz RSS with the default key (DPDK's, used by VPP).
     rss: crate::flow::rss::ToeplitzTable,
@@ -357,8 +393,9 @@ impl Nic {
             })
             .collect();
         let dev = Device {
-            frame: Vec::with_capacity(64 * (cfg.max_frame + 64)),
-            frame_ends: Vec::with_capacity(64),
+            out: Some(Box::default()),
+            scratch: Vec::with_capacity(cfg.max_frame),
+            rxbuf: vec![0; cfg.max_frame],
             rss: crate::flow::rss::ToeplitzTable::new(&crate::flow::rss::DEFAULT_KEY),
             wqe: vec![0; 64 * SEND_WQE_BB],
             cfg,
@@ -372,7 +409,7 @@ impl Nic {
             counters: DeviceCounters::default(),
             trace,
             clock: Instant::now(),
-            now: 0,
+            now: None,
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
@@ -403,14 +440,7 @@ impl Nic {
             }
             return LKEY_BASE + i as u32;
         }
-        LKEY_BASE
-            + slot(
-                &mut d.mrs,
-                Mr {
-                    mem: MrMem::Region(region.clone()),
-                    refs: 1,
-                },
-            ) as u32
+        LKEY_BASE + slot(&mut d.mrs, Mr::new(MrMem::Region(region.clone()))) as u32
     }
 
     /// Registers `[addr, addr + len)` as a memory region of its own (what `ibv_reg_mr` does for
@@ -421,14 +451,7 @@ impl Nic {
     /// the device reads send buffers from it and writes received frames into it.
     pub unsafe fn register_mr_raw(&self, addr: u64, len: u64) -> u32 {
         let mut d = self.dev();
-        LKEY_BASE
-            + slot(
-                &mut d.mrs,
-                Mr {
-                    mem: MrMem::Raw { addr, len },
-                    refs: 1,
-                },
-            ) as u32
+        LKEY_BASE + slot(&mut d.mrs, Mr::new(MrMem::Raw { addr, len })) as u32
     }
 
     /// Drops one registration of `lkey`; the MR (and its hold on the memory) goes with the last.
@@ -464,6 +487,7 @@ impl Nic {
                 log2: cqe_cnt.trailing_zeros(),
                 cqn: 0,
                 pi: 0,
+                ci_seen: 0,
             },
         );
         let cqn = CQN_BASE + idx as u32;
@@ -550,6 +574,7 @@ impl Nic {
                 wq_num: 0,
                 cqn,
                 hw_ci: 0,
+                posted: 0,
                 error: false,
                 pending_drops: 0,
                 state: if port_rss { RqState::Ready } else { RqState::Reset },
@@ -801,7 +826,8 @@ impl Nic {
 
     /// Delivers `frame` to `port` as if it arrived on the port's wire.
     pub fn inject_frame(&self, port: usize, frame: &[u8]) {
-        self.dev().deliver(port, frame);
+        let mut slot = exec::Piece::default();
+        self.dev().deliver(port, &exec::Frame::of_slice(frame, &mut slot));
     }
 
     /// Takes the frames a `Wire::Capture` port has sent so far.
@@ -944,6 +970,7 @@ fn reset_sq_obj(sq: &mut SqObj) {
 
 fn reset_rq_obj(rq: &mut RqObj) {
     rq.hw_ci = 0;
+    rq.posted = 0;
     rq.error = false;
     rq.pending_drops = 0;
     // SAFETY: the record word belongs to this live RQ.
@@ -1015,10 +1042,11 @@ impl Device {
     fn rq_mut(&mut self, wq: u32) -> Option<&mut RqObj> {
         self.rqs.get_mut(wq.wrapping_sub(WQN_BASE) as usize)?.as_mut()
     }
-    /// The device clock: read once per step, so every completion of one poll cycle carries the
-    /// same timestamp (a clock read per CQE would cost more than the rest of the CQE).
-    fn now_ns(&self) -> u64 {
-        self.now
+    /// The device clock: read at most once per step, so every completion of one poll cycle
+    /// carries the same timestamp (a clock read per CQE would cost more than the rest of the
+    /// CQE), and an idle step reads no clock at all.
+    fn now_ns(&mut self) -> u64 {
+        *self.now.get_or_insert_with(|| self.clock.elapsed().as_nanos() as u64)
     }
 }
 
