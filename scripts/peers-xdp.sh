@@ -48,7 +48,7 @@ TPMD_TX="-- --forward-mode=txonly --eth-peer=0,$SA0_MAC --txpkts=60 --total-num-
 TPMD_RX="-- --forward-mode=rxonly --total-num-mbufs=16384 --stats-period 1 --auto-start"
 
 # Generators on CPU0 (testpmd: forwarding lcore 0, idle main lcore 1; pktgen pins its core 0).
-G_RAWPKT="ip netns exec rq-gen $PKTGEN --port xdp:ga0 --src-mac 02:52:51:01:00:01 --dst-mac $SA0_MAC --src-ip 198.18.0.1 --dst-ip 198.18.0.2 --src-port 9 --dst-port 9 --duration 3600 ${PKTGEN_ARGS:-}"
+G_RAWPKT="ip netns exec rq-gen $PKTGEN --port xdp:ga0 --src-mac 02:52:51:01:00:01 --dst-mac $SA0_MAC --src-ip 198.18.0.1 --dst-ip 198.18.0.2 --src-port 9 --dst-port 9 --duration 3600 ${PKTGEN_ARGS:---burst 256}"
 G_TRAFGEN="ip netns exec rq-gen trafgen -o ga0 -i $TB/trafgen-onelink-64.cfg -P 1 --no-sock-mem -Q"
 G_AFX="ip netns exec rq-gen $TPMD -l 0,1 --main-lcore 1 $EAL --file-prefix rqgen --vdev net_af_xdp0,iface=ga0,start_queue=0,queue_count=1 $TPMD_TX"
 G_AFP="ip netns exec rq-gen $TPMD -l 0,1 --main-lcore 1 $EAL --file-prefix rqgen --vdev net_af_packet0,iface=ga0 $TPMD_TX"
@@ -145,4 +145,30 @@ for name in sorted(rows, key=lambda n: (n.split('-')[0] != 'tx', n.split('@')[1]
     else:
         per = '–'
     print(f'| {name.split("@")[0]} | {sink} | {len(vals)} | {vals[0]/1e6:.3f} | **{statistics.median(vals)/1e6:.3f}** | {vals[-1]/1e6:.3f} | {cpu:.0f} | {per} | {note} |')
+
+# The host drifts between repetitions more than the tools differ: compare within a repetition.
+# Each repetition ran every case back to back, so rawpkt's i-th result pairs with a peer's i-th.
+print()
+print('| paired (same repetition) | n | rawpkt / peer, per repetition | median ratio | rawpkt ahead in |')
+print('|---|---|---|---|---|')
+def rates(name):
+    if name.startswith('rx-'):
+        return [app_rate(p) for p in sorted(glob.glob(os.path.join(logs, name + '.fwd.r*.log')))]
+    return [r['pps'] for r in rows[name]]
+for name in sorted(rows):
+    kind, rest = name.split('-', 1)
+    tool, mode = rest.split('@')
+    if tool == 'rawpkt-xdp':
+        continue
+    mine = f'{kind}-rawpkt-xdp@{mode}'
+    if mine not in rows:
+        continue
+    a, b = rates(mine), rates(name)
+    pairs = [(x, y) for x, y in zip(a, b) if y > 0]
+    if not pairs:
+        continue
+    ratios = [x / y for x, y in pairs]
+    ahead = sum(1 for r in ratios if r > 1)
+    print(f'| {kind} {mode}: rawpkt vs {tool} | {len(ratios)} | ' + ' '.join(f'{r:.2f}' for r in ratios)
+          + f' | **{statistics.median(ratios):.2f}** | {ahead}/{len(ratios)} |')
 EOF
