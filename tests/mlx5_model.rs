@@ -280,11 +280,13 @@ fn traffic_both_ways(kind: &str) {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn traffic_both_ways_direct_verbs() {
     traffic_both_ways("mlx5");
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn traffic_both_ways_ibverbs() {
     traffic_both_ways("verbs");
 }
@@ -334,16 +336,19 @@ fn rules_steer_exactly_the_matching_frames(kind: &str) {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn rules_steer_exactly_the_matching_frames_direct_verbs() {
     rules_steer_exactly_the_matching_frames("mlx5");
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn rules_steer_exactly_the_matching_frames_ibverbs() {
     rules_steer_exactly_the_matching_frames("verbs");
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn rss_spreads_flows_evenly_over_four_queues() {
     let (_g, model) = setup();
     {
@@ -451,6 +456,7 @@ fn missing_cap_net_raw_says_how_to_get_it() {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn without_direct_verbs_mlx5_falls_back_to_ibverbs() {
     let (_g, model) = setup();
     model.set("dv", "0");
@@ -470,6 +476,7 @@ fn without_direct_verbs_mlx5_falls_back_to_ibverbs() {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn a_rule_the_nic_refuses_is_named() {
     let (_g, model) = setup();
     model.set("refuse_flow", "ipv6");
@@ -499,4 +506,55 @@ fn system_rdma_core_loads_when_installed() {
         Ok(devices) => eprintln!("system rdma-core: devices {devices:?}"),
         Err(e) => assert!(e.to_string().contains("rdma-core is not installed"), "{e}"),
     }
+}
+
+/// pktgen, as a user runs it, on a ConnectX pair: the model library stands in for rdma-core in
+/// the child process. Every frame sent reaches the receiving port, whose default rules steal
+/// what is addressed to its MAC; latency percentiles come back from the stamps.
+fn pktgen_on(kind: &str) {
+    let (_g, _model) = setup();
+    let lib = model_lib();
+    let mac1 = MAC1.map(|b| format!("{b:02x}")).join(":");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .env("RAWPKT_LIBIBVERBS", lib)
+        .env("RAWPKT_LIBMLX5", lib)
+        .args([
+            "--port",
+            &format!("{kind}:mlx5_0/1"),
+            "--rx-port",
+            &format!("{kind}:mlx5_1/1"),
+        ])
+        .args(["--dst-mac", &mac1, "--count", "20000", "--rate", "100k", "--json"])
+        .output()
+        .expect("run pktgen");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pktgen on {kind}: failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("pktgen printed a summary");
+    let s: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"));
+    assert_eq!(s["type"], "summary", "{s}");
+    assert_eq!(s["tx_packets"], 20_000, "{s}");
+    assert_eq!(s["rx_packets"], s["tx_packets"], "{kind}: {s}");
+    assert_eq!(s["lost"], 0, "{s}");
+    let lat = &s["latency_ns"];
+    assert_eq!(lat["samples"], 20_000, "{s}");
+    assert!(
+        lat["p50"].as_u64().expect("p50") <= lat["p99"].as_u64().expect("p99"),
+        "{s}"
+    );
+    if kind == "verbs" {
+        assert!(!stderr.contains("Direct Verbs unavailable"), "{stderr}");
+    }
+}
+
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn pktgen_runs_on_mlx5_ports_direct_verbs() {
+    pktgen_on("mlx5");
+}
+
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn pktgen_runs_on_mlx5_ports_ibverbs() {
+    pktgen_on("verbs");
 }

@@ -193,6 +193,7 @@ fn context_is_an_extended_verbs_context() {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn errnos_and_use_counts() {
     let _t = turn();
     // SAFETY: the library's own objects, and pointers it must refuse without dereferencing.
@@ -333,6 +334,7 @@ fn errnos_and_use_counts() {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn cap_net_raw_is_checked_on_the_calling_thread() {
     let _t = turn();
     // SAFETY: the library's own objects; the pointers cross threads as plain addresses.
@@ -429,6 +431,7 @@ fn udp_frame(dst: [u8; 6], seq: u16) -> Vec<u8> {
 /// rawpkt's own DV datapath (DvTxQueue/DvRxQueue) on the rings `mlx5dv_init_obj` hands over:
 /// the objects are made with verbs, the WQEs and CQEs go straight through ring memory.
 #[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn dv_datapath_over_init_obj() {
     let _t = turn();
     let size = 256u32;
