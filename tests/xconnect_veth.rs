@@ -29,7 +29,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{fill_frame, frame_len, seq_of};
+use common::{fill_frame, frame_len, is_root, run, seq_of, ETHERTYPE};
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
 
 /// Frames through the xconnect.
@@ -41,25 +41,6 @@ const WINDOW: u64 = 64;
 const TRAFFIC_LIMIT: Duration = Duration::from_secs(20);
 /// For the xconnect to come up, and to exit after SIGINT.
 const PROCESS_LIMIT: Duration = Duration::from_secs(10);
-/// IEEE 802 local experimental EtherType: no kernel protocol answers it.
-const ETHERTYPE: u16 = 0x88b5;
-
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("set-up: cannot run {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "set-up: {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn is_root() -> bool {
-    run(&["id", "-u"]).trim() == "0"
-}
 
 /// The l2-xconnect example's executable, built once per test process in this test's profile.
 fn xconnect_binary() -> &'static Path {

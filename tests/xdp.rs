@@ -12,24 +12,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{is_root, run, ETHERTYPE};
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-/// IEEE 802 local experimental EtherType: no kernel protocol answers it.
-const ETHERTYPE: u16 = 0x88b5;
-
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn run_quiet(args: &[&str]) {
     let _ = Command::new(args[0]).args(&args[1..]).stderr(Stdio::null()).output();
@@ -143,10 +129,6 @@ fn pool(buffers: u32) -> std::rc::Rc<Pool> {
         ..PoolConfig::default()
     })
     .unwrap()
-}
-
-fn is_root() -> bool {
-    run(&["id", "-u"]).trim() == "0"
 }
 
 /// Child-process entry: when `RAWPKT_XDP_CHILD` is set this test opens a port as told and

@@ -128,3 +128,24 @@ pub fn golden(name: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
         .collect()
 }
+
+/// IEEE 802 local experimental EtherType: no kernel protocol answers it.
+pub const ETHERTYPE: u16 = 0x88b5;
+
+/// Runs a set-up command (ip, sysctl, id) and returns its stdout; a failure is the test's.
+pub fn run(args: &[&str]) -> String {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("set-up: cannot run {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "set-up: {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn is_root() -> bool {
+    run(&["id", "-u"]).trim() == "0"
+}
