@@ -29,7 +29,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{fill_frame, frame_len, is_root, run, seq_of, ETHERTYPE};
+use common::{frame_len, is_root, run, seq_of, tagged_frame, ETHERTYPE};
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
 
 /// Frames through the xconnect.
@@ -350,14 +350,6 @@ fn summary_counts(stdout: &[String], name: &str) -> [u64; 3] {
     v
 }
 
-fn test_frame(dst: [u8; 6], src: [u8; 6], seq: u64, out: &mut [u8]) {
-    fill_frame(seq, out);
-    out[0..6].copy_from_slice(&dst);
-    out[6..12].copy_from_slice(&src);
-    out[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
-    out[14..22].copy_from_slice(&seq.to_be_bytes());
-}
-
 #[test]
 #[ignore = "needs root"]
 fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
@@ -419,7 +411,7 @@ fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
         while sent < FRAMES && sent - recv < WINDOW && out.room() > 0 {
             assert_eq!(out.alloc(1, frame_len(sent, 60, 1514)), 1, "generator pool empty");
             let i = out.len() - 1;
-            test_frame(sink_mac, gen_mac, sent, out.data_mut(i));
+            tagged_frame(sink_mac, gen_mac, sent, out.data_mut(i));
             sent += 1;
         }
         if out.is_empty() {
@@ -444,7 +436,7 @@ fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
             );
             let len = frame_len(seq, 60, 1514);
             assert_eq!(f.len(), len, "frame {seq}: length");
-            test_frame(sink_mac, gen_mac, seq, &mut expect[..len]);
+            tagged_frame(sink_mac, gen_mac, seq, &mut expect[..len]);
             assert!(f == &expect[..len], "frame {seq} was modified");
             recv += 1;
         }

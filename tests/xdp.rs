@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{is_root, run, ETHERTYPE};
+use common::{is_root, run};
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -475,11 +475,7 @@ fn matching_frames_reach_the_socket_and_linux_keeps_the_rest() {
 
 fn test_frame(dst: [u8; 6], src: [u8; 6], seq: u64, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];
-    common::fill_frame(seq, &mut f);
-    f[0..6].copy_from_slice(&dst);
-    f[6..12].copy_from_slice(&src);
-    f[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
-    f[14..22].copy_from_slice(&seq.to_be_bytes());
+    common::tagged_frame(dst, src, seq, &mut f);
     f
 }
 

@@ -11,6 +11,15 @@ pub mod model;
 pub mod prm;
 pub mod ring;
 
+/// Whether the burst paths may run their MOVBE builds (big-endian PRM fields loaded and stored
+/// in one instruction); decided once per queue.
+pub(crate) fn cpu_has_movbe() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("movbe");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
 /// What the device requires and offers the send path: on hardware, the kernel's `eth_min_inline`
 /// (rdma-core: 0 or 18) and `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` from `mlx5dv_query_device`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -76,10 +76,7 @@ impl DvRxQueue {
             data_room: pool.data_room(),
             timestamps: cfg.rx_timestamps,
             refill_min: REFILL_BATCH.min(size / 4).max(1),
-            #[cfg(target_arch = "x86_64")]
-            movbe: std::arch::is_x86_feature_detected!("movbe"),
-            #[cfg(not(target_arch = "x86_64"))]
-            movbe: false,
+            movbe: crate::dv::cpu_has_movbe(),
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,

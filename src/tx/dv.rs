@@ -140,10 +140,7 @@ impl DvTxQueue {
                 0
             },
             fast_span: (caps.max_frame as usize).saturating_sub(ETH_L2_INLINE_HEADER_SIZE),
-            #[cfg(target_arch = "x86_64")]
-            movbe: std::arch::is_x86_feature_detected!("movbe"),
-            #[cfg(not(target_arch = "x86_64"))]
-            movbe: false,
+            movbe: crate::dv::cpu_has_movbe(),
             max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
             recover: cfg.recover,

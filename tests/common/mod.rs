@@ -149,3 +149,13 @@ pub fn run(args: &[&str]) -> String {
 pub fn is_root() -> bool {
     run(&["id", "-u"]).trim() == "0"
 }
+
+/// A numbered test frame: `fill_frame`'s bytes under an Ethernet header of `ETHERTYPE` from `src`
+/// to `dst`, the sequence number right after it.
+pub fn tagged_frame(dst: [u8; 6], src: [u8; 6], seq: u64, out: &mut [u8]) {
+    fill_frame(seq, out);
+    out[0..6].copy_from_slice(&dst);
+    out[6..12].copy_from_slice(&src);
+    out[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    out[14..22].copy_from_slice(&seq.to_be_bytes());
+}
