@@ -537,6 +537,91 @@ fn tx_to_rx_through_two_xdp_ports_is_byte_exact() {
     assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
 }
 
+/// Frames the device drops while sending: B's MTU is 500, so veth drops every 1000-byte frame A
+/// sends (as it drops on a full ring), `__xsk_generic_xmit` completes it unsent and answers
+/// EBUSY. The queue counts each as a drop and keeps going: every drop matches veth's tx_dropped,
+/// B gets exactly the other frames in order and byte for byte, nothing is left in flight and the
+/// pool is full again.
+#[test]
+#[ignore = "needs root"]
+fn frames_the_device_drops_are_counted_and_the_rest_go_out() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    p.exec(&p.ns_b, &["ip", "link", "set", &p.b, "mtu", "500"]);
+    const N: u64 = 20_000;
+    let oversized = |seq: u64| seq % 7 == 3;
+    let len_of = |seq: u64| {
+        if oversized(seq) {
+            1000
+        } else {
+            common::frame_len(seq, 60, 500)
+        }
+    };
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
+    let pb = rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", p.b, p.ns_b)).expect("open B");
+    let tx_dropped = || -> u64 {
+        let s = p.exec(
+            &p.ns_a,
+            &["cat", &format!("/sys/class/net/{}/statistics/tx_dropped", p.a)],
+        );
+        s.trim().parse().unwrap()
+    };
+    let dropped0 = tx_dropped();
+    let pl = pool(8192);
+    let q = QueueConfig::default();
+    let mut tx = pa.tx_queue(0, &pl, &q).unwrap();
+    let mut rx = pb.rx_queue(0, &pl, &q).unwrap();
+    let mut out = Burst::new(&pl, 32);
+    let mut got = Burst::new(&pl, 64);
+    let (mut sent, mut next_rx) = (0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let expected_after = |mut seq: u64| {
+        while oversized(seq) {
+            seq += 1;
+        }
+        seq
+    };
+    while expected_after(next_rx) < N {
+        assert!(
+            Instant::now() < deadline,
+            "stuck: sent {sent}, next to receive {next_rx}"
+        );
+        while sent < N && sent - next_rx < 128 && out.room() > 0 {
+            assert!(out.push_copy(&test_frame(mac_b, mac_a, sent, len_of(sent))));
+            sent += 1;
+        }
+        if out.is_empty() {
+            tx.reclaim().unwrap();
+        } else {
+            tx.tx_burst(&mut out).unwrap();
+        }
+        if rx.rx_burst(&mut got).unwrap() > 0 {
+            for i in 0..got.len() {
+                let seq = expected_after(next_rx);
+                let f = got.data(i);
+                assert_eq!(f, &test_frame(mac_b, mac_a, seq, len_of(seq))[..], "frame {seq}");
+                next_rx = seq + 1;
+            }
+            got.clear();
+        }
+    }
+    let until = Instant::now() + TIMEOUT;
+    while tx.in_flight() > 0 && Instant::now() < until {
+        tx.reclaim().unwrap();
+    }
+    let too_big = (0..N).filter(|&s| oversized(s)).count() as u64;
+    let s = *tx.stats();
+    assert_eq!(tx.in_flight(), 0, "every send completed");
+    assert_eq!(s.packets, N, "every frame handed to the kernel");
+    assert_eq!(s.drops, too_big, "one drop per frame the device refused");
+    assert_eq!(tx_dropped() - dropped0, too_big, "veth agrees");
+    assert_eq!(rx.stats().packets, N - too_big);
+    assert_eq!(s.errors.total(), 0);
+    drop((tx, rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
 /// One socket per queue, all in one XSKMAP: two threads, each with its own pool, send on queue q
 /// of A and receive on queue q of B (veth delivers a frame sent on queue q to the peer's RX queue
 /// q), and each receiver gets exactly its own thread's frames.

@@ -3,7 +3,8 @@
 //! the TX ring's `need_wakeup` flag asks (always, in copy mode), and buffers come back to the
 //! pool in bulk from the completion ring. Counters follow the DV path: `packets`/`bytes` for
 //! frames handed to the kernel, `drops` for frames refused (shorter than an Ethernet header or
-//! running past its buffer), `errors.other` for wake-ups the kernel failed with a real error.
+//! running past its buffer) and for those the device dropped on a full queue (EBUSY),
+//! `errors.other` for wake-ups the kernel failed with a real error.
 
 use std::rc::Rc;
 
@@ -15,6 +16,15 @@ use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
 /// Shortest frame a device sends: an Ethernet header.
 const MIN_FRAME: u16 = 14;
 
+/// After the kernel reports the device's queue full (`EBUSY`), completions to wait for before
+/// the next wake-up. With the interface's default `noqueue` qdisc a full device queue (veth's
+/// 256-entry ptr_ring, a NIC's TX ring) makes `__xsk_generic_xmit` drop the frame and answer
+/// EBUSY; kicking again at once only drops the next one, and every such attempt builds and frees
+/// an skb and takes the completion-ring lock the consumer's CPU needs for its own completions.
+/// Completions are the consumer draining that queue, so waiting for a quarter of veth's ring
+/// restarts the sender while the queue is still three quarters full: the consumer never idles.
+const BUSY_BACKOFF: u32 = 64;
+
 pub struct XdpTxQueue {
     half: Option<TxHalf>,
     xsk: Rc<Xsk>,
@@ -23,6 +33,10 @@ pub struct XdpTxQueue {
     buf_size: u32,
     scratch: Box<[u32]>,
     stats: QueueStats,
+    /// Completions seen so far (free-running).
+    completed: u32,
+    /// While the device's queue is full: the `completed` value at which to wake the kernel again.
+    busy_until: Option<u32>,
 }
 
 impl XdpTxQueue {
@@ -41,6 +55,8 @@ impl XdpTxQueue {
             buf_size: pool.buf_size(),
             scratch: vec![0; size as usize].into_boxed_slice(),
             stats: QueueStats::default(),
+            completed: 0,
+            busy_until: None,
             fd: xsk.raw_fd(),
             half: Some(half),
             xsk,
@@ -68,24 +84,46 @@ impl XdpTxQueue {
             }
         }
         h.comp.release(n);
+        self.completed = self.completed.wrapping_add(n);
         h.in_flight -= k as u32;
         self.xsk.pool.free_bulk(&self.scratch[..k]);
         k
     }
 
-    /// `sendto` if the kernel asked for it and there is something to send.
+    /// `sendto` if the kernel asked for it and there is something to send; after an EBUSY, only
+    /// once the consumer has completed [`BUSY_BACKOFF`] more frames or holds none of ours.
     #[inline(always)]
     fn kick(&mut self) {
         let Some(h) = self.half.as_ref() else { return };
-        if h.tx.needs_wakeup() {
-            match xsk::kick_tx(self.fd) {
-                Ok(()) => {}
-                // Busy or out of skbs/completion slots for now: the next burst kicks again.
-                Err(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => {}
-                Err(_) => self.stats.errors.other += 1,
+        if !h.tx.needs_wakeup() {
+            return;
+        }
+        if let Some(until) = self.busy_until {
+            if !busy_wait_over(until, self.completed, h.in_flight - h.tx.unconsumed()) {
+                return;
             }
+            self.busy_until = None;
+        }
+        match xsk::kick_tx(self.fd) {
+            Ok(()) => {}
+            Err(libc::EBUSY) => {
+                self.busy_until = Some(self.completed.wrapping_add(BUSY_BACKOFF));
+                // The kernel completed one frame without sending it (veth counts it in tx_dropped).
+                self.stats.drops += 1;
+            }
+            // Out of skbs/completion slots for now: the next burst kicks again.
+            Err(libc::EAGAIN | libc::ENOBUFS) => {}
+            Err(_) => self.stats.errors.other += 1,
         }
     }
+}
+
+/// Whether a sender holding back after EBUSY may wake the kernel again: the consumer has reached
+/// `until` completions, or holds none of our frames (they were all completed, sent or dropped, so
+/// no completion is coming to wake us).
+#[inline(always)]
+fn busy_wait_over(until: u32, completed: u32, in_kernel: u32) -> bool {
+    in_kernel == 0 || until.wrapping_sub(completed) as i32 <= 0
 }
 
 impl TxQueue for XdpTxQueue {
@@ -167,5 +205,25 @@ impl Drop for XdpTxQueue {
         self.poll_completions();
         // Buffers still in flight stay recorded in the half and return when the socket closes.
         *self.xsk.tx.borrow_mut() = self.half.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busy_wait_over;
+
+    #[test]
+    fn busy_wait_ends_on_enough_completions_or_none_outstanding() {
+        assert!(!busy_wait_over(164, 100, 200), "64 completions to go");
+        assert!(!busy_wait_over(164, 163, 1), "one to go, one outstanding");
+        assert!(busy_wait_over(164, 164, 200), "reached");
+        assert!(busy_wait_over(164, 300, 200), "passed");
+        assert!(
+            busy_wait_over(164, 100, 0),
+            "nothing outstanding: nothing would wake us"
+        );
+        // Free-running counters wrap.
+        assert!(!busy_wait_over(20, u32::MAX - 10, 50));
+        assert!(busy_wait_over(20, 21, 50));
     }
 }

@@ -109,6 +109,12 @@ impl<T> Ring<T> {
         (self.cached_prod, free.min(max))
     }
 
+    /// Producer side: entries published that the kernel has not consumed yet (one shared load).
+    #[inline(always)]
+    pub(crate) fn unconsumed(&self) -> u32 {
+        self.cached_prod.wrapping_sub(self.load_consumer())
+    }
+
     /// Producer side: publishes `n` written entries (one release store).
     #[inline(always)]
     pub(crate) fn submit(&mut self, n: u32) {
