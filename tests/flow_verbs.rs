@@ -8,98 +8,104 @@ use std::mem::{offset_of, size_of};
 
 use rawpkt::flow::rule::FlowRule;
 use rawpkt::flow::verbs::*;
+use rdma_abi::{
+    ibv_flow_attr, ibv_flow_eth_filter, ibv_flow_ipv4_filter, ibv_flow_ipv6_filter, ibv_flow_spec_eth,
+    ibv_flow_spec_ipv4, ibv_flow_spec_ipv6, ibv_flow_spec_tcp_udp, ibv_flow_tcp_udp_filter,
+    IBV_FLOW_ATTR_FLAGS_DONT_TRAP, IBV_FLOW_ATTR_NORMAL, IBV_FLOW_SPEC_ETH, IBV_FLOW_SPEC_IPV4, IBV_FLOW_SPEC_IPV6,
+    IBV_FLOW_SPEC_TCP, IBV_FLOW_SPEC_UDP,
+};
 
 /// (struct, sizeof, [(field, offsetof)]) as printed by the C program.
 #[test]
 fn layouts_match_verbs_h() {
-    assert_eq!(size_of::<IbvFlowAttr>(), 20);
+    assert_eq!(size_of::<ibv_flow_attr>(), 20);
     assert_eq!(
         [
-            offset_of!(IbvFlowAttr, comp_mask),
-            offset_of!(IbvFlowAttr, type_),
-            offset_of!(IbvFlowAttr, size),
-            offset_of!(IbvFlowAttr, priority),
-            offset_of!(IbvFlowAttr, num_of_specs),
-            offset_of!(IbvFlowAttr, port),
-            offset_of!(IbvFlowAttr, flags),
+            offset_of!(ibv_flow_attr, comp_mask),
+            offset_of!(ibv_flow_attr, type_),
+            offset_of!(ibv_flow_attr, size),
+            offset_of!(ibv_flow_attr, priority),
+            offset_of!(ibv_flow_attr, num_of_specs),
+            offset_of!(ibv_flow_attr, port),
+            offset_of!(ibv_flow_attr, flags),
         ],
         [0, 4, 8, 10, 12, 13, 16]
     );
-    assert_eq!(size_of::<IbvFlowEthFilter>(), 16);
+    assert_eq!(size_of::<ibv_flow_eth_filter>(), 16);
     assert_eq!(
         [
-            offset_of!(IbvFlowEthFilter, dst_mac),
-            offset_of!(IbvFlowEthFilter, src_mac),
-            offset_of!(IbvFlowEthFilter, ether_type),
-            offset_of!(IbvFlowEthFilter, vlan_tag),
+            offset_of!(ibv_flow_eth_filter, dst_mac),
+            offset_of!(ibv_flow_eth_filter, src_mac),
+            offset_of!(ibv_flow_eth_filter, ether_type),
+            offset_of!(ibv_flow_eth_filter, vlan_tag),
         ],
         [0, 6, 12, 14]
     );
-    assert_eq!(size_of::<IbvFlowSpecEth>(), 40);
+    assert_eq!(size_of::<ibv_flow_spec_eth>(), 40);
     assert_eq!(
         [
-            offset_of!(IbvFlowSpecEth, type_),
-            offset_of!(IbvFlowSpecEth, size),
-            offset_of!(IbvFlowSpecEth, val),
-            offset_of!(IbvFlowSpecEth, mask),
+            offset_of!(ibv_flow_spec_eth, type_),
+            offset_of!(ibv_flow_spec_eth, size),
+            offset_of!(ibv_flow_spec_eth, val),
+            offset_of!(ibv_flow_spec_eth, mask),
         ],
         [0, 4, 6, 22]
     );
-    assert_eq!(size_of::<IbvFlowIpv4Filter>(), 8);
+    assert_eq!(size_of::<ibv_flow_ipv4_filter>(), 8);
     assert_eq!(
         [
-            offset_of!(IbvFlowIpv4Filter, src_ip),
-            offset_of!(IbvFlowIpv4Filter, dst_ip)
+            offset_of!(ibv_flow_ipv4_filter, src_ip),
+            offset_of!(ibv_flow_ipv4_filter, dst_ip)
         ],
         [0, 4]
     );
-    assert_eq!(size_of::<IbvFlowSpecIpv4>(), 24);
+    assert_eq!(size_of::<ibv_flow_spec_ipv4>(), 24);
     assert_eq!(
         [
-            offset_of!(IbvFlowSpecIpv4, type_),
-            offset_of!(IbvFlowSpecIpv4, size),
-            offset_of!(IbvFlowSpecIpv4, val),
-            offset_of!(IbvFlowSpecIpv4, mask),
+            offset_of!(ibv_flow_spec_ipv4, type_),
+            offset_of!(ibv_flow_spec_ipv4, size),
+            offset_of!(ibv_flow_spec_ipv4, val),
+            offset_of!(ibv_flow_spec_ipv4, mask),
         ],
         [0, 4, 8, 16]
     );
-    assert_eq!(size_of::<IbvFlowIpv6Filter>(), 40);
+    assert_eq!(size_of::<ibv_flow_ipv6_filter>(), 40);
     assert_eq!(
         [
-            offset_of!(IbvFlowIpv6Filter, src_ip),
-            offset_of!(IbvFlowIpv6Filter, dst_ip),
-            offset_of!(IbvFlowIpv6Filter, flow_label),
-            offset_of!(IbvFlowIpv6Filter, next_hdr),
-            offset_of!(IbvFlowIpv6Filter, traffic_class),
-            offset_of!(IbvFlowIpv6Filter, hop_limit),
+            offset_of!(ibv_flow_ipv6_filter, src_ip),
+            offset_of!(ibv_flow_ipv6_filter, dst_ip),
+            offset_of!(ibv_flow_ipv6_filter, flow_label),
+            offset_of!(ibv_flow_ipv6_filter, next_hdr),
+            offset_of!(ibv_flow_ipv6_filter, traffic_class),
+            offset_of!(ibv_flow_ipv6_filter, hop_limit),
         ],
         [0, 16, 32, 36, 37, 38]
     );
-    assert_eq!(size_of::<IbvFlowSpecIpv6>(), 88);
+    assert_eq!(size_of::<ibv_flow_spec_ipv6>(), 88);
     assert_eq!(
         [
-            offset_of!(IbvFlowSpecIpv6, type_),
-            offset_of!(IbvFlowSpecIpv6, size),
-            offset_of!(IbvFlowSpecIpv6, val),
-            offset_of!(IbvFlowSpecIpv6, mask),
+            offset_of!(ibv_flow_spec_ipv6, type_),
+            offset_of!(ibv_flow_spec_ipv6, size),
+            offset_of!(ibv_flow_spec_ipv6, val),
+            offset_of!(ibv_flow_spec_ipv6, mask),
         ],
         [0, 4, 8, 48]
     );
-    assert_eq!(size_of::<IbvFlowTcpUdpFilter>(), 4);
+    assert_eq!(size_of::<ibv_flow_tcp_udp_filter>(), 4);
     assert_eq!(
         [
-            offset_of!(IbvFlowTcpUdpFilter, dst_port),
-            offset_of!(IbvFlowTcpUdpFilter, src_port)
+            offset_of!(ibv_flow_tcp_udp_filter, dst_port),
+            offset_of!(ibv_flow_tcp_udp_filter, src_port)
         ],
         [0, 2]
     );
-    assert_eq!(size_of::<IbvFlowSpecTcpUdp>(), 16);
+    assert_eq!(size_of::<ibv_flow_spec_tcp_udp>(), 16);
     assert_eq!(
         [
-            offset_of!(IbvFlowSpecTcpUdp, type_),
-            offset_of!(IbvFlowSpecTcpUdp, size),
-            offset_of!(IbvFlowSpecTcpUdp, val),
-            offset_of!(IbvFlowSpecTcpUdp, mask),
+            offset_of!(ibv_flow_spec_tcp_udp, type_),
+            offset_of!(ibv_flow_spec_tcp_udp, size),
+            offset_of!(ibv_flow_spec_tcp_udp, val),
+            offset_of!(ibv_flow_spec_tcp_udp, mask),
         ],
         [0, 4, 6, 10]
     );
@@ -247,7 +253,7 @@ fn every_blob_walks_like_libibverbs_walks_it() {
         assert_eq!((b[12], b[13]), (attr.num_of_specs(), PORT));
         let copy = rule.action == rawpkt::flow::rule::Action::Copy;
         assert_eq!(u32_at(16), if copy { IBV_FLOW_ATTR_FLAGS_DONT_TRAP } else { 0 });
-        let mut at = size_of::<IbvFlowAttr>();
+        let mut at = size_of::<ibv_flow_attr>();
         for i in 0..attr.num_of_specs() {
             let (ty, size) = (u32_at(at), usize::from(u16_at(at + 4)));
             let (val, mask, len) = match ty {

@@ -1,11 +1,12 @@
 //! A [`FlowRule`] as the attribute blob `ibv_create_flow` takes: `struct ibv_flow_attr`
 //! immediately followed by its specs.
 //!
-//! The structs below mirror rdma-core's `libibverbs/verbs.h` (checked against Debian's
-//! libibverbs-dev 44.0 header; sizes and offsets asserted at compile time). The encoder writes
-//! each field at its `offset_of!` in the struct, so the bytes are what a C program filling the
-//! real structs would hand over: header fields (`type`, `size`, `priority`, `flags`) in host
-//! order, every match value and mask in network order, padding zero.
+//! The layouts are rdma-core's own: the `rdma_abi` bindings of `libibverbs/verbs.h` (rdma-core
+//! 44.0), so the encoder and the parser cannot drift from the header libibverbs is built from.
+//! The encoder writes each field at its `offset_of!` in those structs, so the bytes are what a C
+//! program filling the real structs would hand over: header fields (`type`, `size`, `priority`,
+//! `flags`) in host order, every match value and mask in network order, padding zero. Fields go
+//! in one at a time rather than as whole structs because a struct's padding bytes are undefined.
 //!
 //! Which specs a rule becomes:
 //! - Always an `ibv_flow_spec_eth` first, as VPP, DPDK and perftest do: it carries the MACs, the
@@ -25,16 +26,23 @@
 
 use std::mem::{offset_of, size_of};
 
+use rdma_abi::{
+    ibv_flow_attr, ibv_flow_eth_filter, ibv_flow_ipv4_ext_filter, ibv_flow_ipv4_filter, ibv_flow_ipv6_filter,
+    ibv_flow_spec__bindgen_ty_1__bindgen_ty_1, ibv_flow_spec_eth, ibv_flow_spec_ipv4, ibv_flow_spec_ipv4_ext,
+    ibv_flow_spec_ipv6, ibv_flow_spec_tcp_udp, ibv_flow_tcp_udp_filter, IBV_FLOW_ATTR_ALL_DEFAULT,
+    IBV_FLOW_ATTR_FLAGS_DONT_TRAP, IBV_FLOW_ATTR_FLAGS_EGRESS, IBV_FLOW_ATTR_MC_DEFAULT, IBV_FLOW_ATTR_NORMAL,
+    IBV_FLOW_ATTR_SNIFFER, IBV_FLOW_SPEC_ACTION_COUNT, IBV_FLOW_SPEC_ACTION_TAG, IBV_FLOW_SPEC_ESP, IBV_FLOW_SPEC_ETH,
+    IBV_FLOW_SPEC_GRE, IBV_FLOW_SPEC_INNER, IBV_FLOW_SPEC_IPV4, IBV_FLOW_SPEC_IPV4_EXT, IBV_FLOW_SPEC_IPV6,
+    IBV_FLOW_SPEC_MPLS, IBV_FLOW_SPEC_TCP, IBV_FLOW_SPEC_UDP, IBV_FLOW_SPEC_VXLAN_TUNNEL,
+};
+
 use super::rule::{Action, FlowRule, IpMatch, RuleError};
 use super::wire::{IPPROTO_TCP, IPPROTO_UDP};
 
-pub const IBV_FLOW_ATTR_NORMAL: u32 = 0x0;
-pub const IBV_FLOW_ATTR_FLAGS_DONT_TRAP: u32 = 1 << 1;
-pub const IBV_FLOW_SPEC_ETH: u32 = 0x20;
-pub const IBV_FLOW_SPEC_IPV4: u32 = 0x30;
-pub const IBV_FLOW_SPEC_IPV6: u32 = 0x31;
-pub const IBV_FLOW_SPEC_TCP: u32 = 0x40;
-pub const IBV_FLOW_SPEC_UDP: u32 = 0x41;
+/// verbs.h `struct ibv_flow_spec`'s `hdr`, the `{ type; size; }` every spec starts with:
+/// libibverbs reads it before it knows which spec it has, and so do [`parse`] and the encoder.
+/// bindgen names the anonymous struct after its place in the union.
+type SpecHdr = ibv_flow_spec__bindgen_ty_1__bindgen_ty_1;
 
 /// The highest user priority current kernels take (`MLX5_BY_PASS_NUM_REGULAR_PRIOS - 1`);
 /// above it `ibv_create_flow` fails with ENOMEM.
@@ -43,132 +51,67 @@ pub const MAX_PRIORITY: u16 = 15;
 /// Each mlx5 port is its own verbs device, so the raw-packet QP is always on port 1.
 pub const PORT: u8 = 1;
 
-/// rdma-core verbs.h `struct ibv_flow_attr`; the specs follow it in memory.
-#[repr(C)]
-pub struct IbvFlowAttr {
-    pub comp_mask: u32,
-    /// `enum ibv_flow_attr_type`: a C enum, 4 bytes.
-    pub type_: u32,
-    pub size: u16,
-    pub priority: u16,
-    pub num_of_specs: u8,
-    pub port: u8,
-    pub flags: u32,
-}
+/// The most specs the kernel takes in one rule (`IB_FLOW_SPEC_SUPPORT_LAYERS`,
+/// include/rdma/ib_verbs.h; checked by `ib_uverbs_ex_create_flow`).
+pub const MAX_SPECS: u8 = 10;
 
-/// rdma-core verbs.h `struct ibv_flow_eth_filter`; `ether_type` and `vlan_tag` are BE16.
-#[repr(C)]
-pub struct IbvFlowEthFilter {
-    pub dst_mac: [u8; 6],
-    pub src_mac: [u8; 6],
-    pub ether_type: u16,
-    /// 802.1Q TCI layout: priority 3 bits, CFI 1, VID 12.
-    pub vlan_tag: u16,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_spec_eth`.
-#[repr(C)]
-pub struct IbvFlowSpecEth {
-    pub type_: u32,
-    pub size: u16,
-    pub val: IbvFlowEthFilter,
-    pub mask: IbvFlowEthFilter,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_ipv4_filter`; addresses BE32.
-#[repr(C)]
-pub struct IbvFlowIpv4Filter {
-    pub src_ip: u32,
-    pub dst_ip: u32,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_spec_ipv4`.
-#[repr(C)]
-pub struct IbvFlowSpecIpv4 {
-    pub type_: u32,
-    pub size: u16,
-    pub val: IbvFlowIpv4Filter,
-    pub mask: IbvFlowIpv4Filter,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_ipv6_filter`; `flow_label` BE32.
-#[repr(C)]
-pub struct IbvFlowIpv6Filter {
-    pub src_ip: [u8; 16],
-    pub dst_ip: [u8; 16],
-    pub flow_label: u32,
-    pub next_hdr: u8,
-    pub traffic_class: u8,
-    pub hop_limit: u8,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_spec_ipv6`.
-#[repr(C)]
-pub struct IbvFlowSpecIpv6 {
-    pub type_: u32,
-    pub size: u16,
-    pub val: IbvFlowIpv6Filter,
-    pub mask: IbvFlowIpv6Filter,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_tcp_udp_filter`; ports BE16, destination first.
-#[repr(C)]
-pub struct IbvFlowTcpUdpFilter {
-    pub dst_port: u16,
-    pub src_port: u16,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_spec_tcp_udp` (type 0x40 TCP, 0x41 UDP).
-#[repr(C)]
-pub struct IbvFlowSpecTcpUdp {
-    pub type_: u32,
-    pub size: u16,
-    pub val: IbvFlowTcpUdpFilter,
-    pub mask: IbvFlowTcpUdpFilter,
-}
-
-// Layouts as the C compiler lays out verbs.h on Linux (x86-64 and aarch64 alike).
+// rdma-core verbs.h as the C compiler lays it out on Linux (x86-64 and aarch64 alike). rdma-abi's
+// own layout asserts are rewritten with the bindings, so they would follow a regeneration that
+// moved a field; these stay, and such a regeneration breaks the build here instead of silently
+// changing the blob. Each spec must also start with `SpecHdr`, as the encoder and the parser
+// read and write every spec's type and size through it.
 const _: () = {
-    assert!(size_of::<IbvFlowAttr>() == 20);
-    assert!(offset_of!(IbvFlowAttr, type_) == 4);
-    assert!(offset_of!(IbvFlowAttr, size) == 8);
-    assert!(offset_of!(IbvFlowAttr, priority) == 10);
-    assert!(offset_of!(IbvFlowAttr, num_of_specs) == 12);
-    assert!(offset_of!(IbvFlowAttr, port) == 13);
-    assert!(offset_of!(IbvFlowAttr, flags) == 16);
-    assert!(size_of::<IbvFlowEthFilter>() == 16);
-    assert!(offset_of!(IbvFlowEthFilter, src_mac) == 6);
-    assert!(offset_of!(IbvFlowEthFilter, ether_type) == 12);
-    assert!(offset_of!(IbvFlowEthFilter, vlan_tag) == 14);
-    assert!(size_of::<IbvFlowSpecEth>() == 40);
-    assert!(offset_of!(IbvFlowSpecEth, size) == 4);
-    assert!(offset_of!(IbvFlowSpecEth, val) == 6);
-    assert!(offset_of!(IbvFlowSpecEth, mask) == 22);
-    assert!(size_of::<IbvFlowIpv4Filter>() == 8);
-    assert!(size_of::<IbvFlowSpecIpv4>() == 24);
-    assert!(offset_of!(IbvFlowSpecIpv4, val) == 8);
-    assert!(offset_of!(IbvFlowSpecIpv4, mask) == 16);
-    assert!(size_of::<IbvFlowIpv6Filter>() == 40);
-    assert!(offset_of!(IbvFlowIpv6Filter, dst_ip) == 16);
-    assert!(offset_of!(IbvFlowIpv6Filter, flow_label) == 32);
-    assert!(offset_of!(IbvFlowIpv6Filter, next_hdr) == 36);
-    assert!(offset_of!(IbvFlowIpv6Filter, traffic_class) == 37);
-    assert!(offset_of!(IbvFlowIpv6Filter, hop_limit) == 38);
-    assert!(size_of::<IbvFlowSpecIpv6>() == 88);
-    assert!(offset_of!(IbvFlowSpecIpv6, val) == 8);
-    assert!(offset_of!(IbvFlowSpecIpv6, mask) == 48);
-    assert!(size_of::<IbvFlowTcpUdpFilter>() == 4);
-    assert!(offset_of!(IbvFlowTcpUdpFilter, src_port) == 2);
-    assert!(size_of::<IbvFlowSpecTcpUdp>() == 16);
-    assert!(offset_of!(IbvFlowSpecTcpUdp, val) == 6);
-    assert!(offset_of!(IbvFlowSpecTcpUdp, mask) == 10);
+    macro_rules! spec {
+        ($s:ty, $size:expr, $val:expr, $mask:expr) => {
+            assert!(size_of::<$s>() == $size);
+            assert!(offset_of!($s, type_) == offset_of!(SpecHdr, type_));
+            assert!(offset_of!($s, size) == offset_of!(SpecHdr, size));
+            assert!(offset_of!($s, val) == $val);
+            assert!(offset_of!($s, mask) == $mask);
+        };
+    }
+    assert!(size_of::<ibv_flow_attr>() == 20);
+    assert!(offset_of!(ibv_flow_attr, type_) == 4);
+    assert!(offset_of!(ibv_flow_attr, size) == 8);
+    assert!(offset_of!(ibv_flow_attr, priority) == 10);
+    assert!(offset_of!(ibv_flow_attr, num_of_specs) == 12);
+    assert!(offset_of!(ibv_flow_attr, port) == 13);
+    assert!(offset_of!(ibv_flow_attr, flags) == 16);
+    assert!(size_of::<SpecHdr>() == 8);
+    assert!(offset_of!(SpecHdr, type_) == 0);
+    assert!(offset_of!(SpecHdr, size) == 4);
+    assert!(size_of::<ibv_flow_eth_filter>() == 16);
+    assert!(offset_of!(ibv_flow_eth_filter, src_mac) == 6);
+    assert!(offset_of!(ibv_flow_eth_filter, ether_type) == 12);
+    assert!(offset_of!(ibv_flow_eth_filter, vlan_tag) == 14);
+    spec!(ibv_flow_spec_eth, 40, 6, 22);
+    assert!(size_of::<ibv_flow_ipv4_filter>() == 8);
+    assert!(offset_of!(ibv_flow_ipv4_filter, dst_ip) == 4);
+    spec!(ibv_flow_spec_ipv4, 24, 8, 16);
+    assert!(size_of::<ibv_flow_ipv4_ext_filter>() == 12);
+    assert!(offset_of!(ibv_flow_ipv4_ext_filter, dst_ip) == 4);
+    assert!(offset_of!(ibv_flow_ipv4_ext_filter, proto) == 8);
+    assert!(offset_of!(ibv_flow_ipv4_ext_filter, tos) == 9);
+    assert!(offset_of!(ibv_flow_ipv4_ext_filter, ttl) == 10);
+    assert!(offset_of!(ibv_flow_ipv4_ext_filter, flags) == 11);
+    spec!(ibv_flow_spec_ipv4_ext, 32, 8, 20);
+    assert!(size_of::<ibv_flow_ipv6_filter>() == 40);
+    assert!(offset_of!(ibv_flow_ipv6_filter, dst_ip) == 16);
+    assert!(offset_of!(ibv_flow_ipv6_filter, flow_label) == 32);
+    assert!(offset_of!(ibv_flow_ipv6_filter, next_hdr) == 36);
+    assert!(offset_of!(ibv_flow_ipv6_filter, traffic_class) == 37);
+    assert!(offset_of!(ibv_flow_ipv6_filter, hop_limit) == 38);
+    spec!(ibv_flow_spec_ipv6, 88, 8, 48);
+    assert!(size_of::<ibv_flow_tcp_udp_filter>() == 4);
+    assert!(offset_of!(ibv_flow_tcp_udp_filter, src_port) == 2);
+    spec!(ibv_flow_spec_tcp_udp, 16, 6, 10);
 };
 
 /// The longest blob a rule compiles to: attr + eth + ipv6 + tcp/udp.
-pub const MAX_LEN: usize = size_of::<IbvFlowAttr>()
-    + size_of::<IbvFlowSpecEth>()
-    + size_of::<IbvFlowSpecIpv6>()
-    + size_of::<IbvFlowSpecTcpUdp>();
+pub const MAX_LEN: usize = size_of::<ibv_flow_attr>()
+    + size_of::<ibv_flow_spec_eth>()
+    + size_of::<ibv_flow_spec_ipv6>()
+    + size_of::<ibv_flow_spec_tcp_udp>();
 
 /// A compiled rule, ready for `ibv_create_flow`. The bytes start 8-aligned, so the pointer may be
 /// passed as `struct ibv_flow_attr *`.
@@ -254,40 +197,39 @@ impl Writer<'_> {
         self.bytes(off, &v.to_ne_bytes());
     }
 
-    /// Writes the `type` and `size` every spec starts with and moves past the spec.
+    /// Writes the [`SpecHdr`] every spec starts with and moves past the spec.
     fn spec<S>(&mut self, type_: u32, body: impl FnOnce(&mut Self)) {
-        // Every spec mirrors `{ enum type; uint16_t size; ... }`, so the header offsets are shared.
-        self.u32(0, type_);
-        self.u16(4, size_of::<S>() as u16);
+        self.u32(offset_of!(SpecHdr, type_), type_);
+        self.u16(offset_of!(SpecHdr, size), size_of::<S>() as u16);
         body(self);
         self.at += size_of::<S>();
     }
 }
 
-fn eth_filter(w: &mut Writer, at: usize, f: &IbvFlowEthFilter) {
-    w.bytes(at + offset_of!(IbvFlowEthFilter, dst_mac), &f.dst_mac);
-    w.bytes(at + offset_of!(IbvFlowEthFilter, src_mac), &f.src_mac);
-    w.u16(at + offset_of!(IbvFlowEthFilter, ether_type), f.ether_type);
-    w.u16(at + offset_of!(IbvFlowEthFilter, vlan_tag), f.vlan_tag);
+fn eth_filter(w: &mut Writer, at: usize, f: &ibv_flow_eth_filter) {
+    w.bytes(at + offset_of!(ibv_flow_eth_filter, dst_mac), &f.dst_mac);
+    w.bytes(at + offset_of!(ibv_flow_eth_filter, src_mac), &f.src_mac);
+    w.u16(at + offset_of!(ibv_flow_eth_filter, ether_type), f.ether_type);
+    w.u16(at + offset_of!(ibv_flow_eth_filter, vlan_tag), f.vlan_tag);
 }
 
-fn ipv4_filter(w: &mut Writer, at: usize, f: &IbvFlowIpv4Filter) {
-    w.u32(at + offset_of!(IbvFlowIpv4Filter, src_ip), f.src_ip);
-    w.u32(at + offset_of!(IbvFlowIpv4Filter, dst_ip), f.dst_ip);
+fn ipv4_filter(w: &mut Writer, at: usize, f: &ibv_flow_ipv4_filter) {
+    w.u32(at + offset_of!(ibv_flow_ipv4_filter, src_ip), f.src_ip);
+    w.u32(at + offset_of!(ibv_flow_ipv4_filter, dst_ip), f.dst_ip);
 }
 
-fn ipv6_filter(w: &mut Writer, at: usize, f: &IbvFlowIpv6Filter) {
-    w.bytes(at + offset_of!(IbvFlowIpv6Filter, src_ip), &f.src_ip);
-    w.bytes(at + offset_of!(IbvFlowIpv6Filter, dst_ip), &f.dst_ip);
-    w.u32(at + offset_of!(IbvFlowIpv6Filter, flow_label), f.flow_label);
-    w.u8(at + offset_of!(IbvFlowIpv6Filter, next_hdr), f.next_hdr);
-    w.u8(at + offset_of!(IbvFlowIpv6Filter, traffic_class), f.traffic_class);
-    w.u8(at + offset_of!(IbvFlowIpv6Filter, hop_limit), f.hop_limit);
+fn ipv6_filter(w: &mut Writer, at: usize, f: &ibv_flow_ipv6_filter) {
+    w.bytes(at + offset_of!(ibv_flow_ipv6_filter, src_ip), &f.src_ip);
+    w.bytes(at + offset_of!(ibv_flow_ipv6_filter, dst_ip), &f.dst_ip);
+    w.u32(at + offset_of!(ibv_flow_ipv6_filter, flow_label), f.flow_label);
+    w.u8(at + offset_of!(ibv_flow_ipv6_filter, next_hdr), f.next_hdr);
+    w.u8(at + offset_of!(ibv_flow_ipv6_filter, traffic_class), f.traffic_class);
+    w.u8(at + offset_of!(ibv_flow_ipv6_filter, hop_limit), f.hop_limit);
 }
 
-fn tcp_udp_filter(w: &mut Writer, at: usize, f: &IbvFlowTcpUdpFilter) {
-    w.u16(at + offset_of!(IbvFlowTcpUdpFilter, dst_port), f.dst_port);
-    w.u16(at + offset_of!(IbvFlowTcpUdpFilter, src_port), f.src_port);
+fn tcp_udp_filter(w: &mut Writer, at: usize, f: &ibv_flow_tcp_udp_filter) {
+    w.u16(at + offset_of!(ibv_flow_tcp_udp_filter, dst_port), f.dst_port);
+    w.u16(at + offset_of!(ibv_flow_tcp_udp_filter, src_port), f.src_port);
 }
 
 /// An optional value and its mask, both in network order (zero when absent).
@@ -333,7 +275,7 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
     };
     let mut w = Writer {
         buf: &mut out.bytes,
-        at: size_of::<IbvFlowAttr>(),
+        at: size_of::<ibv_flow_attr>(),
     };
     let mut specs = 1u8;
 
@@ -341,21 +283,21 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
     let (src, src_mask) = mac(rule.src_mac);
     let (ether_type, ether_type_mask) = be16(rule.ethertype, 0xffff);
     let (vlan_tag, vlan_tag_mask) = be16(rule.vlan, 0x0fff);
-    w.spec::<IbvFlowSpecEth>(IBV_FLOW_SPEC_ETH, |w| {
-        let val = IbvFlowEthFilter {
+    w.spec::<ibv_flow_spec_eth>(IBV_FLOW_SPEC_ETH, |w| {
+        let val = ibv_flow_eth_filter {
             dst_mac: dst,
             src_mac: src,
             ether_type,
             vlan_tag,
         };
-        let mask = IbvFlowEthFilter {
+        let mask = ibv_flow_eth_filter {
             dst_mac: dst_mask,
             src_mac: src_mask,
             ether_type: ether_type_mask,
             vlan_tag: vlan_tag_mask,
         };
-        eth_filter(w, offset_of!(IbvFlowSpecEth, val), &val);
-        eth_filter(w, offset_of!(IbvFlowSpecEth, mask), &mask);
+        eth_filter(w, offset_of!(ibv_flow_spec_eth, val), &val);
+        eth_filter(w, offset_of!(ibv_flow_spec_eth, mask), &mask);
     });
 
     match rule.ip {
@@ -369,11 +311,11 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
                 })
             };
             let ((s, sm), (d, dm)) = (addr(src), addr(dst));
-            w.spec::<IbvFlowSpecIpv4>(IBV_FLOW_SPEC_IPV4, |w| {
-                let val = IbvFlowIpv4Filter { src_ip: s, dst_ip: d };
-                let mask = IbvFlowIpv4Filter { src_ip: sm, dst_ip: dm };
-                ipv4_filter(w, offset_of!(IbvFlowSpecIpv4, val), &val);
-                ipv4_filter(w, offset_of!(IbvFlowSpecIpv4, mask), &mask);
+            w.spec::<ibv_flow_spec_ipv4>(IBV_FLOW_SPEC_IPV4, |w| {
+                let val = ibv_flow_ipv4_filter { src_ip: s, dst_ip: d };
+                let mask = ibv_flow_ipv4_filter { src_ip: sm, dst_ip: dm };
+                ipv4_filter(w, offset_of!(ibv_flow_spec_ipv4, val), &val);
+                ipv4_filter(w, offset_of!(ibv_flow_spec_ipv4, mask), &mask);
             });
         }
         Some(IpMatch::V6 { src, dst }) => {
@@ -385,17 +327,15 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
                 Some(p) if l4.is_none() => (p, 0xff),
                 _ => (0, 0),
             };
-            w.spec::<IbvFlowSpecIpv6>(IBV_FLOW_SPEC_IPV6, |w| {
-                let filter = |src_ip, dst_ip, next_hdr| IbvFlowIpv6Filter {
+            w.spec::<ibv_flow_spec_ipv6>(IBV_FLOW_SPEC_IPV6, |w| {
+                let filter = |src_ip, dst_ip, next_hdr| ibv_flow_ipv6_filter {
                     src_ip,
                     dst_ip,
-                    flow_label: 0,
                     next_hdr,
-                    traffic_class: 0,
-                    hop_limit: 0,
+                    ..Default::default()
                 };
-                ipv6_filter(w, offset_of!(IbvFlowSpecIpv6, val), &filter(s, d, next));
-                ipv6_filter(w, offset_of!(IbvFlowSpecIpv6, mask), &filter(sm, dm, next_mask));
+                ipv6_filter(w, offset_of!(ibv_flow_spec_ipv6, val), &filter(s, d, next));
+                ipv6_filter(w, offset_of!(ibv_flow_spec_ipv6, mask), &filter(sm, dm, next_mask));
             });
         }
     }
@@ -409,77 +349,37 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
         };
         let (sp, spm) = be16(rule.src_port, 0xffff);
         let (dp, dpm) = be16(rule.dst_port, 0xffff);
-        w.spec::<IbvFlowSpecTcpUdp>(type_, |w| {
-            let val = IbvFlowTcpUdpFilter {
+        w.spec::<ibv_flow_spec_tcp_udp>(type_, |w| {
+            let val = ibv_flow_tcp_udp_filter {
                 dst_port: dp,
                 src_port: sp,
             };
-            let mask = IbvFlowTcpUdpFilter {
+            let mask = ibv_flow_tcp_udp_filter {
                 dst_port: dpm,
                 src_port: spm,
             };
-            tcp_udp_filter(w, offset_of!(IbvFlowSpecTcpUdp, val), &val);
-            tcp_udp_filter(w, offset_of!(IbvFlowSpecTcpUdp, mask), &mask);
+            tcp_udp_filter(w, offset_of!(ibv_flow_spec_tcp_udp, val), &val);
+            tcp_udp_filter(w, offset_of!(ibv_flow_spec_tcp_udp, mask), &mask);
         });
     }
 
     let len = w.at;
     w.at = 0;
-    w.u32(offset_of!(IbvFlowAttr, comp_mask), 0);
-    w.u32(offset_of!(IbvFlowAttr, type_), IBV_FLOW_ATTR_NORMAL);
-    w.u16(offset_of!(IbvFlowAttr, size), len as u16);
-    w.u16(offset_of!(IbvFlowAttr, priority), rule.priority);
-    w.u8(offset_of!(IbvFlowAttr, num_of_specs), specs);
-    w.u8(offset_of!(IbvFlowAttr, port), PORT);
+    w.u32(offset_of!(ibv_flow_attr, comp_mask), 0);
+    w.u32(offset_of!(ibv_flow_attr, type_), IBV_FLOW_ATTR_NORMAL);
+    w.u16(offset_of!(ibv_flow_attr, size), len as u16);
+    w.u16(offset_of!(ibv_flow_attr, priority), rule.priority);
+    w.u8(offset_of!(ibv_flow_attr, num_of_specs), specs);
+    w.u8(offset_of!(ibv_flow_attr, port), PORT);
     let flags = match rule.action {
         Action::Steal => 0,
         Action::Copy => IBV_FLOW_ATTR_FLAGS_DONT_TRAP,
     };
-    w.u32(offset_of!(IbvFlowAttr, flags), flags);
+    w.u32(offset_of!(ibv_flow_attr, flags), flags);
     out.len = len;
     out.specs = specs;
     Ok(out)
 }
-
-/// `IBV_FLOW_ATTR_ALL_DEFAULT`, `_MC_DEFAULT`, `_SNIFFER` (verbs.h `enum ibv_flow_attr_type`).
-pub const IBV_FLOW_ATTR_ALL_DEFAULT: u32 = 0x1;
-pub const IBV_FLOW_ATTR_MC_DEFAULT: u32 = 0x2;
-pub const IBV_FLOW_ATTR_SNIFFER: u32 = 0x3;
-/// `IBV_FLOW_ATTR_FLAGS_EGRESS` (verbs.h `enum ibv_flow_flags`).
-pub const IBV_FLOW_ATTR_FLAGS_EGRESS: u32 = 1 << 2;
-pub const IBV_FLOW_SPEC_IPV4_EXT: u32 = 0x32;
-/// Bit or-ed into a spec type for the inner headers of a tunnel.
-pub const IBV_FLOW_SPEC_INNER: u32 = 0x100;
-/// The most specs the kernel takes in one rule (`IB_FLOW_SPEC_SUPPORT_LAYERS`,
-/// include/rdma/ib_verbs.h; checked by `ib_uverbs_ex_create_flow`).
-pub const MAX_SPECS: u8 = 10;
-
-/// rdma-core verbs.h `struct ibv_flow_ipv4_ext_filter`.
-#[repr(C)]
-pub struct IbvFlowIpv4ExtFilter {
-    pub src_ip: u32,
-    pub dst_ip: u32,
-    pub proto: u8,
-    pub tos: u8,
-    pub ttl: u8,
-    pub flags: u8,
-}
-
-/// rdma-core verbs.h `struct ibv_flow_spec_ipv4_ext`.
-#[repr(C)]
-pub struct IbvFlowSpecIpv4Ext {
-    pub type_: u32,
-    pub size: u16,
-    pub val: IbvFlowIpv4ExtFilter,
-    pub mask: IbvFlowIpv4ExtFilter,
-}
-
-const _: () = {
-    assert!(size_of::<IbvFlowIpv4ExtFilter>() == 12);
-    assert!(size_of::<IbvFlowSpecIpv4Ext>() == 32);
-    assert!(offset_of!(IbvFlowSpecIpv4Ext, val) == 8);
-    assert!(offset_of!(IbvFlowSpecIpv4Ext, mask) == 20);
-};
 
 /// A flow attribute blob read back: what `ibv_create_flow` was asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -633,7 +533,7 @@ pub fn spec_type_name(t: u32) -> &'static str {
 /// (beyond the VID) and ports, non-prefix address masks, and the IPv6 flow label, traffic
 /// class and hop limit and the IPv4 TOS/TTL/flags.
 pub fn parse(bytes: &[u8]) -> Result<ParsedFlow, FlowParseError> {
-    let attr_len = size_of::<IbvFlowAttr>();
+    let attr_len = size_of::<ibv_flow_attr>();
     if bytes.len() < attr_len {
         return Err(einval(format!(
             "{} bytes: shorter than struct ibv_flow_attr",
@@ -641,12 +541,12 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedFlow, FlowParseError> {
         )));
     }
     let a = Reader(&bytes[..attr_len]);
-    let comp_mask = a.ne32(offset_of!(IbvFlowAttr, comp_mask));
-    let type_ = a.ne32(offset_of!(IbvFlowAttr, type_));
-    let priority = a.ne16(offset_of!(IbvFlowAttr, priority));
-    let num = a.u8(offset_of!(IbvFlowAttr, num_of_specs));
-    let port = a.u8(offset_of!(IbvFlowAttr, port));
-    let flags = a.ne32(offset_of!(IbvFlowAttr, flags));
+    let comp_mask = a.ne32(offset_of!(ibv_flow_attr, comp_mask));
+    let type_ = a.ne32(offset_of!(ibv_flow_attr, type_));
+    let priority = a.ne16(offset_of!(ibv_flow_attr, priority));
+    let num = a.u8(offset_of!(ibv_flow_attr, num_of_specs));
+    let port = a.u8(offset_of!(ibv_flow_attr, port));
+    let flags = a.ne32(offset_of!(ibv_flow_attr, flags));
     if comp_mask != 0 {
         return Err(einval(format!("comp_mask {comp_mask:#x}")));
     }
@@ -688,21 +588,25 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedFlow, FlowParseError> {
     let mut spec_types = Vec::with_capacity(usize::from(num));
     let mut at = attr_len;
     for i in 0..num {
-        if bytes.len() < at + 8 {
+        if bytes.len() < at + size_of::<SpecHdr>() {
             return Err(einval(format!("spec {i} runs past the blob")));
         }
         let h = Reader(&bytes[at..]);
-        let t = h.ne32(0);
-        let size = usize::from(h.ne16(4));
+        let t = h.ne32(offset_of!(SpecHdr, type_));
+        let size = usize::from(h.ne16(offset_of!(SpecHdr, size)));
         let want = match t & !IBV_FLOW_SPEC_INNER {
-            IBV_FLOW_SPEC_ETH => size_of::<IbvFlowSpecEth>(),
-            IBV_FLOW_SPEC_IPV4 => size_of::<IbvFlowSpecIpv4>(),
-            IBV_FLOW_SPEC_IPV4_EXT => size_of::<IbvFlowSpecIpv4Ext>(),
-            IBV_FLOW_SPEC_IPV6 => size_of::<IbvFlowSpecIpv6>(),
-            IBV_FLOW_SPEC_TCP | IBV_FLOW_SPEC_UDP => size_of::<IbvFlowSpecTcpUdp>(),
+            IBV_FLOW_SPEC_ETH => size_of::<ibv_flow_spec_eth>(),
+            IBV_FLOW_SPEC_IPV4 => size_of::<ibv_flow_spec_ipv4>(),
+            IBV_FLOW_SPEC_IPV4_EXT => size_of::<ibv_flow_spec_ipv4_ext>(),
+            IBV_FLOW_SPEC_IPV6 => size_of::<ibv_flow_spec_ipv6>(),
+            IBV_FLOW_SPEC_TCP | IBV_FLOW_SPEC_UDP => size_of::<ibv_flow_spec_tcp_udp>(),
             // ESP, VXLAN, GRE, MPLS and the action specs are known to libibverbs and need
             // capabilities or objects the model does not have.
-            0x34 | 0x50 | 0x51 | 0x60 | 0x1000..=0x1003 => {
+            IBV_FLOW_SPEC_ESP
+            | IBV_FLOW_SPEC_VXLAN_TUNNEL
+            | IBV_FLOW_SPEC_GRE
+            | IBV_FLOW_SPEC_MPLS
+            | IBV_FLOW_SPEC_ACTION_TAG..=IBV_FLOW_SPEC_ACTION_COUNT => {
                 return Err(model_limit(format!("spec {i}: type {t:#x}")));
             }
             _ => return Err(einval(format!("spec {i}: unknown type {t:#x}"))),
@@ -728,7 +632,7 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedFlow, FlowParseError> {
 }
 
 fn eth_spec(s: &Reader, rule: &mut FlowRule) -> Result<(), FlowParseError> {
-    let (v, m) = (offset_of!(IbvFlowSpecEth, val), offset_of!(IbvFlowSpecEth, mask));
+    let (v, m) = (offset_of!(ibv_flow_spec_eth, val), offset_of!(ibv_flow_spec_eth, mask));
     let f = |base: usize, field: usize| base + field;
     let mac = |off: usize, what: &str| -> Result<Option<super::rule::MacMatch>, FlowParseError> {
         let (val, mask): ([u8; 6], [u8; 6]) = (s.arr(f(v, off)), s.arr(f(m, off)));
@@ -740,11 +644,11 @@ fn eth_spec(s: &Reader, rule: &mut FlowRule) -> Result<(), FlowParseError> {
             .map(Some)
             .map_err(|e| einval(e.to_string()))
     };
-    rule.dst_mac = mac(offset_of!(IbvFlowEthFilter, dst_mac), "eth dst_mac")?;
-    rule.src_mac = mac(offset_of!(IbvFlowEthFilter, src_mac), "eth src_mac")?;
-    let et = offset_of!(IbvFlowEthFilter, ether_type);
+    rule.dst_mac = mac(offset_of!(ibv_flow_eth_filter, dst_mac), "eth dst_mac")?;
+    rule.src_mac = mac(offset_of!(ibv_flow_eth_filter, src_mac), "eth src_mac")?;
+    let et = offset_of!(ibv_flow_eth_filter, ether_type);
     rule.ethertype = exact16("eth ether_type", s.be16(f(v, et)), s.be16(f(m, et)))?;
-    let vt = offset_of!(IbvFlowEthFilter, vlan_tag);
+    let vt = offset_of!(ibv_flow_eth_filter, vlan_tag);
     let (tag, tag_mask) = (s.be16(f(v, vt)), s.be16(f(m, vt)));
     check_masked("eth vlan_tag", &tag.to_be_bytes(), &tag_mask.to_be_bytes())?;
     rule.vlan = match tag_mask {
@@ -782,25 +686,28 @@ fn set_proto(rule: &mut FlowRule, p: u8) -> Result<(), FlowParseError> {
 }
 
 fn ipv4_spec(s: &Reader, t: u32, rule: &mut FlowRule) -> Result<(), FlowParseError> {
-    // ipv4 and ipv4_ext share the address layout; ext adds proto/tos/ttl/flags.
-    let (v, m) = (offset_of!(IbvFlowSpecIpv4, val), offset_of!(IbvFlowSpecIpv4, mask));
-    let (v, m) = if t == IBV_FLOW_SPEC_IPV4_EXT {
+    // Both specs carry the addresses; only ext has proto/tos/ttl/flags.
+    let ext = t == IBV_FLOW_SPEC_IPV4_EXT;
+    let (v, m, so, dof) = if ext {
         (
-            offset_of!(IbvFlowSpecIpv4Ext, val),
-            offset_of!(IbvFlowSpecIpv4Ext, mask),
+            offset_of!(ibv_flow_spec_ipv4_ext, val),
+            offset_of!(ibv_flow_spec_ipv4_ext, mask),
+            offset_of!(ibv_flow_ipv4_ext_filter, src_ip),
+            offset_of!(ibv_flow_ipv4_ext_filter, dst_ip),
         )
     } else {
-        (v, m)
+        (
+            offset_of!(ibv_flow_spec_ipv4, val),
+            offset_of!(ibv_flow_spec_ipv4, mask),
+            offset_of!(ibv_flow_ipv4_filter, src_ip),
+            offset_of!(ibv_flow_ipv4_filter, dst_ip),
+        )
     };
-    let (so, dof) = (
-        offset_of!(IbvFlowIpv4Filter, src_ip),
-        offset_of!(IbvFlowIpv4Filter, dst_ip),
-    );
     let src = v4_prefix("ipv4 src_ip", s.arr(v + so), s.arr(m + so))?;
     let dst = v4_prefix("ipv4 dst_ip", s.arr(v + dof), s.arr(m + dof))?;
     set_ip(rule, IpMatch::V4 { src, dst })?;
-    if t == IBV_FLOW_SPEC_IPV4_EXT {
-        let po = offset_of!(IbvFlowIpv4ExtFilter, proto);
+    if ext {
+        let po = offset_of!(ibv_flow_ipv4_ext_filter, proto);
         let (proto, proto_mask) = (s.u8(v + po), s.u8(m + po));
         check_masked("ipv4 proto", &[proto], &[proto_mask])?;
         match proto_mask {
@@ -808,8 +715,12 @@ fn ipv4_spec(s: &Reader, t: u32, rule: &mut FlowRule) -> Result<(), FlowParseErr
             0xff => set_proto(rule, proto)?,
             _ => return Err(model_limit("ipv4 proto: partial mask")),
         }
-        let rest = offset_of!(IbvFlowIpv4ExtFilter, tos);
-        if (0..3).any(|k| s.u8(m + rest + k) != 0) {
+        let rest = [
+            offset_of!(ibv_flow_ipv4_ext_filter, tos),
+            offset_of!(ibv_flow_ipv4_ext_filter, ttl),
+            offset_of!(ibv_flow_ipv4_ext_filter, flags),
+        ];
+        if rest.iter().any(|&o| s.u8(m + o) != 0) {
             return Err(model_limit("ipv4 tos/ttl/flags"));
         }
     }
@@ -817,15 +728,18 @@ fn ipv4_spec(s: &Reader, t: u32, rule: &mut FlowRule) -> Result<(), FlowParseErr
 }
 
 fn ipv6_spec(s: &Reader, rule: &mut FlowRule) -> Result<(), FlowParseError> {
-    let (v, m) = (offset_of!(IbvFlowSpecIpv6, val), offset_of!(IbvFlowSpecIpv6, mask));
+    let (v, m) = (
+        offset_of!(ibv_flow_spec_ipv6, val),
+        offset_of!(ibv_flow_spec_ipv6, mask),
+    );
     let (so, dof) = (
-        offset_of!(IbvFlowIpv6Filter, src_ip),
-        offset_of!(IbvFlowIpv6Filter, dst_ip),
+        offset_of!(ibv_flow_ipv6_filter, src_ip),
+        offset_of!(ibv_flow_ipv6_filter, dst_ip),
     );
     let src = v6_prefix("ipv6 src_ip", s.arr(v + so), s.arr(m + so))?;
     let dst = v6_prefix("ipv6 dst_ip", s.arr(v + dof), s.arr(m + dof))?;
     set_ip(rule, IpMatch::V6 { src, dst })?;
-    let nh = offset_of!(IbvFlowIpv6Filter, next_hdr);
+    let nh = offset_of!(ibv_flow_ipv6_filter, next_hdr);
     let (next, next_mask) = (s.u8(v + nh), s.u8(m + nh));
     check_masked("ipv6 next_hdr", &[next], &[next_mask])?;
     match next_mask {
@@ -833,9 +747,9 @@ fn ipv6_spec(s: &Reader, rule: &mut FlowRule) -> Result<(), FlowParseError> {
         0xff => set_proto(rule, next)?,
         _ => return Err(model_limit("ipv6 next_hdr: partial mask")),
     }
-    let fl = offset_of!(IbvFlowIpv6Filter, flow_label);
-    let tc = offset_of!(IbvFlowIpv6Filter, traffic_class);
-    let hl = offset_of!(IbvFlowIpv6Filter, hop_limit);
+    let fl = offset_of!(ibv_flow_ipv6_filter, flow_label);
+    let tc = offset_of!(ibv_flow_ipv6_filter, traffic_class);
+    let hl = offset_of!(ibv_flow_ipv6_filter, hop_limit);
     if s.ne32(m + fl) != 0 || s.u8(m + tc) != 0 || s.u8(m + hl) != 0 {
         return Err(model_limit("ipv6 flow_label/traffic_class/hop_limit"));
     }
@@ -852,10 +766,13 @@ fn l4_spec(s: &Reader, t: u32, rule: &mut FlowRule) -> Result<(), FlowParseError
             IPPROTO_UDP
         },
     )?;
-    let (v, m) = (offset_of!(IbvFlowSpecTcpUdp, val), offset_of!(IbvFlowSpecTcpUdp, mask));
+    let (v, m) = (
+        offset_of!(ibv_flow_spec_tcp_udp, val),
+        offset_of!(ibv_flow_spec_tcp_udp, mask),
+    );
     let (dp, sp) = (
-        offset_of!(IbvFlowTcpUdpFilter, dst_port),
-        offset_of!(IbvFlowTcpUdpFilter, src_port),
+        offset_of!(ibv_flow_tcp_udp_filter, dst_port),
+        offset_of!(ibv_flow_tcp_udp_filter, src_port),
     );
     rule.dst_port = exact16("dst_port", s.be16(v + dp), s.be16(m + dp))?;
     rule.src_port = exact16("src_port", s.be16(v + sp), s.be16(m + sp))?;
