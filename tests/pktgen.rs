@@ -46,6 +46,12 @@ fn json_counts_match_what_the_receiver_saw_and_latency_is_ordered() {
     assert_eq!(s["rx_packets"], s["tx_packets"], "{s}");
     assert_eq!(s["rx_bytes"], s["tx_bytes"]);
     assert_eq!(s["lost"], 0);
+    // Drops and errors apart, as each interval line has them.
+    assert_eq!(
+        (s["tx_drops"].as_u64(), s["tx_errors"].as_u64()),
+        (Some(0), Some(0)),
+        "{s}"
+    );
     let lat = &s["latency_ns"];
     assert_eq!(lat["samples"], 200_000);
     let q: Vec<u64> = ["min", "p50", "p99", "p999", "max"]

@@ -106,18 +106,19 @@ impl Reporter {
                 None => String::new(),
             };
             println!(
-                "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{}{lat}}}",
-                s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2] + s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost()
+                "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{}{lat}}}",
+                s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost()
             );
             return;
         }
         println!(
-            "summary: {:.2}s  tx {} packets ({:.3} Mpps, {} bytes, {} errors)",
+            "summary: {:.2}s  tx {} packets ({:.3} Mpps, {} bytes), drops {}, errors {}",
             s.seconds,
             s.tx[0],
             s.tx_mpps(),
             s.tx[1],
-            s.tx[2] + s.tx[3]
+            s.tx[2],
+            s.tx[3]
         );
         if s.has_rx {
             println!(
