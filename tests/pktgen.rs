@@ -152,7 +152,8 @@ fn bad_values_are_one_line_and_exit_2() {
     for (args, want) in [
         (&["--size", "20"][..], "from 60 to 1514"),
         (&["--port", "bogus:x"], "unknown port kind"),
-        (&["--rate", "0"], "above zero"),
+        (&["--rate", "0"], "at least 1 packet per second"),
+        (&["--count", "1", "--rate", "1e-300"], "at least 1 packet per second"),
         (&["--cores", "4096"], "CPUs"),
         (&["--count", "many"], "invalid value"),
         (&["--pcap", "/nonexistent/x.pcap"], "x.pcap"),

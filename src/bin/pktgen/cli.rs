@@ -36,7 +36,7 @@ pub struct Args {
     /// Frame size in bytes without FCS (60..=1514), or "imix" (7:4:1 of 60, 590, 1514).
     #[arg(long, default_value = "60")]
     pub size: String,
-    /// Rate limit in packets per second over all cores (e.g. 1M, 500k, 14.88M).
+    /// Rate limit in packets per second over all cores, at least 1 (e.g. 1M, 500k, 14.88M).
     #[arg(long)]
     pub rate: Option<String>,
     /// Stop after this many packets.
@@ -123,8 +123,10 @@ pub fn rate(s: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("--rate {s:?}: expected packets per second, like 1M or 500k"))?;
     let pps = v * mult;
-    if !(pps.is_finite() && pps > 0.0) {
-        return Err(format!("--rate {s:?}: the rate must be above zero"));
+    // Below one packet a second the credit stays under one packet for ages (forever at 1e-300):
+    // pktgen would run and send nothing.
+    if !(pps.is_finite() && pps >= 1.0) {
+        return Err(format!("--rate {s:?}: must be at least 1 packet per second"));
     }
     Ok(pps)
 }
@@ -224,7 +226,10 @@ mod tests {
         assert_eq!(rate("1M").unwrap(), 1e6);
         assert_eq!(rate("500k").unwrap(), 5e5);
         assert_eq!(rate("14.88M").unwrap(), 14.88e6);
-        assert!(rate("0").unwrap_err().contains("above zero"));
+        assert_eq!(rate("1").unwrap(), 1.0);
+        for low in ["0", "0.5", "1e-300", "-1M", "0.0001k"] {
+            assert!(rate(low).unwrap_err().contains("at least 1 packet per second"), "{low}");
+        }
         assert!(rate("fast").unwrap_err().contains("expected packets per second"));
     }
 
@@ -233,7 +238,10 @@ mod tests {
         for (args, want) in [
             (&["--size", "59"][..], "from 60 to 1514"),
             (&["--size", "big"], "from 60 to 1514"),
-            (&["--rate", "0"], "above zero"),
+            (&["--rate", "0"], "at least 1 packet per second"),
+            (&["--count", "1", "--rate", "1e-300"], "at least 1 packet per second"),
+            (&["--rate", "inf"], "at least 1 packet per second"),
+            (&["--rate", "NaN"], "at least 1 packet per second"),
             (&["--cores", "0"], "CPUs"),
             (&["--cores", "999"], "CPUs"),
             (&["--src-mac", "zz"], "six hex bytes"),
