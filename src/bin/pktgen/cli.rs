@@ -97,17 +97,24 @@ pub struct Config {
     pub json: bool,
 }
 
+/// Six groups of one or two hex digits, as the flow rule syntax (`dst-mac`) reads them, but
+/// without the sign `u8::from_str_radix` would let through (`0:0:0:0:0:+1`). The library has no
+/// public MAC parser to share yet.
 fn mac(what: &str, s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split(':').collect();
     let bad = || format!("--{what} {s:?}: expected six hex bytes like 02:00:00:00:00:01");
-    if parts.len() != 6 {
-        return Err(bad());
-    }
     let mut out = [0u8; 6];
-    for (o, p) in out.iter_mut().zip(parts) {
+    let mut parts = s.split(':');
+    for o in &mut out {
+        let p = parts.next().ok_or_else(bad)?;
+        if !(1..=2).contains(&p.len()) || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
         *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
     }
-    Ok(out)
+    match parts.next() {
+        Some(_) => Err(bad()),
+        None => Ok(out),
+    }
 }
 
 /// "1M", "500k", "14.88M", "1e6", "250000".
@@ -245,6 +252,12 @@ mod tests {
             (&["--cores", "0"], "CPUs"),
             (&["--cores", "999"], "CPUs"),
             (&["--src-mac", "zz"], "six hex bytes"),
+            (&["--dst-mac", "0:0:0:0:0:+1"], "six hex bytes"),
+            (&["--dst-mac", "002:00:00:00:00:01"], "six hex bytes"),
+            (&["--dst-mac", "02:00:00:00:00:"], "six hex bytes"),
+            (&["--dst-mac", "02:00:00:00:00:01:"], "six hex bytes"),
+            (&["--dst-mac", "02::00:00:00:00"], "six hex bytes"),
+            (&["--dst-mac", "02:00:00:00:00: 1"], "six hex bytes"),
             (&["--flows", "0"], "at least 1"),
             (&["--src-ip", "::1"], "both be IPv4 or both IPv6"),
             (&["--rx-port", "model:x/1"], "needs --port"),
@@ -255,6 +268,23 @@ mod tests {
             let e = cfg(args).unwrap_err();
             assert!(e.contains(want), "{args:?}: {e}");
             assert!(!e.trim_end().contains('\n'), "{args:?}: more than one line: {e}");
+        }
+    }
+
+    #[test]
+    fn macs_are_six_groups_of_one_or_two_hex_digits() {
+        assert_eq!(mac("m", "02:00:00:00:00:01").unwrap(), [2, 0, 0, 0, 0, 1]);
+        assert_eq!(mac("m", "2:0:0:0:0:A").unwrap(), [2, 0, 0, 0, 0, 0xa]);
+        assert_eq!(mac("m", "ff:FF:fF:Ff:00:0f").unwrap(), [0xff, 0xff, 0xff, 0xff, 0, 0xf]);
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "+2:00:00:00:00:01",
+            "-0:00:00:00:00:01",
+            "0x2:0:0:0:0:1",
+            "02-00-00-00-00-01",
+        ] {
+            assert!(mac("m", bad).is_err(), "{bad:?}");
         }
     }
 
