@@ -146,31 +146,61 @@ fn a_pcap_is_replayed_frame_for_frame() {
     assert!(s.get("latency_ns").is_none(), "replayed frames carry no stamp");
 }
 
+/// Runs pktgen with `args` and checks that it fails with `code` and one line on stderr (bar the
+/// pool's hugepage warning) that names the problem.
+fn fails_with(code: i32, args: &[&str], want: &str) {
+    let out = pktgen(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.starts_with("rawpkt: warning")).collect();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(lines.len(), 1, "{args:?}: {err}");
+    assert!(
+        lines[0].starts_with("pktgen: ") && lines[0].contains(want),
+        "{args:?}: {want:?} not in {err}"
+    );
+}
+
 #[test]
-fn bad_values_are_one_line_and_exit_2() {
+fn usage_mistakes_are_one_line_and_exit_2() {
     let _one = serial();
     for (args, want) in [
         (&["--size", "20"][..], "from 60 to 1514"),
-        (&["--port", "bogus:x"], "unknown port kind"),
+        (
+            &["--port", "bogus:x"],
+            "--port bogus:x: bad port spec: unknown port kind",
+        ),
+        (
+            &["--port", "model:x/0", "--rx-port", "model:x/7"],
+            "--rx-port model:x/7: bad port spec",
+        ),
+        // rawpkt's Error::Config, found on opening the port: lo has one queue.
+        (&["--port", "xdp:lo/7"], "queue 7 out of range"),
+        (
+            &["--port", "model:x/0", "--capture", "x.pcap"],
+            "--capture needs --rx-port",
+        ),
         (&["--rate", "0"], "at least 1 packet per second"),
         (&["--count", "1", "--rate", "1e-300"], "at least 1 packet per second"),
+        (&["--dst-mac", "0:0:0:0:0:+1"], "six hex bytes"),
         (&["--cores", "4096"], "CPUs"),
         (&["--count", "many"], "invalid value"),
-        (&["--pcap", "/nonexistent/x.pcap"], "x.pcap"),
-        (&["--capture", "/nonexistent/dir/out.pcap", "--count", "10"], "out.pcap"),
+        (&["--bogus"], "--bogus"),
     ] {
-        let out = pktgen(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        let lines: Vec<&str> = err.lines().filter(|l| !l.starts_with("rawpkt: warning")).collect();
-        assert!(!out.status.success(), "{args:?} succeeded");
-        assert_eq!(lines.len(), 1, "{args:?}: {err}");
-        assert!(
-            lines[0].starts_with("pktgen: ") && lines[0].contains(want),
-            "{args:?}: {err}"
-        );
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        fails_with(2, args, want);
     }
-    assert_eq!(pktgen(&["--size", "20"]).status.code(), Some(2));
+}
+
+#[test]
+fn failures_of_the_system_are_one_line_and_exit_1() {
+    let _one = serial();
+    for (args, want) in [
+        (&["--pcap", "/nonexistent/x.pcap"][..], "x.pcap"),
+        (&["--capture", "/nonexistent/dir/out.pcap", "--count", "10"], "out.pcap"),
+        // rawpkt's Error::Device: the spec is well formed, the machine has no such interface.
+        (&["--port", "xdp:rpxcnone0"], "--port xdp:rpxcnone0: device error"),
+    ] {
+        fails_with(1, args, want);
+    }
 }
 
 #[test]

@@ -10,7 +10,7 @@ use clap::Parser;
 /// capture. With no port at all it runs on a built-in model NIC pair (no hardware needed),
 /// sending on one port and receiving on the other.
 #[derive(Parser, Debug)]
-#[command(name = "pktgen", version, about)]
+#[command(name = "pktgen", version, about, after_help = crate::fail::EXIT_STATUS)]
 pub struct Args {
     /// Port to transmit on (e.g. model:pair0/0).
     #[arg(long)]
@@ -145,6 +145,9 @@ impl Config {
             (None, Some(_)) => return Err("--rx-port needs --port to say where to transmit".into()),
             (Some(p), rx) => (p, rx),
         };
+        if a.capture.is_some() && rx_port.is_none() {
+            return Err("--capture needs --rx-port (or no port at all: the model pair)".into());
+        }
         let size = match a.size.as_str() {
             "imix" | "IMIX" => Size::Imix,
             s => match s.parse::<usize>() {
@@ -261,6 +264,10 @@ mod tests {
             (&["--flows", "0"], "at least 1"),
             (&["--src-ip", "::1"], "both be IPv4 or both IPv6"),
             (&["--rx-port", "model:x/1"], "needs --port"),
+            (
+                &["--port", "model:x/0", "--capture", "x.pcap"],
+                "--capture needs --rx-port",
+            ),
             (&["--burst", "1000"], "from 1 to 256"),
             (&["--duration", "1e20"], "at most a year"),
             (&["--flows", "4294967295"], "src-port + flows - 1"),

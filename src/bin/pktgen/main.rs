@@ -2,10 +2,12 @@
 //! pinned transmit loop per core and a receiver, prints a line per second and a summary.
 
 mod cli;
+mod fail;
 mod report;
 mod traffic;
 mod worker;
 
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,11 +15,12 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use cli::Config;
+use fail::Fail;
 use report::{Reporter, Summary};
 use traffic::Traffic;
 use worker::{Counters, TxPlan};
 
-fn main() {
+fn main() -> ExitCode {
     let args = match cli::Args::try_parse() {
         Ok(a) => a,
         Err(e)
@@ -27,39 +30,35 @@ fn main() {
             ) =>
         {
             print!("{e}");
-            return;
+            return ExitCode::SUCCESS;
         }
         Err(e) => {
             // clap's first line says what is wrong; the usage that follows is for --help.
             let msg = e.to_string();
-            eprintln!(
-                "pktgen: {}",
-                msg.lines()
-                    .next()
-                    .unwrap_or("bad arguments")
-                    .trim_start_matches("error: ")
-            );
-            std::process::exit(2);
+            let first = msg.lines().next().unwrap_or("bad arguments");
+            return exit(Fail::Usage(first.trim_start_matches("error: ").to_string()));
         }
     };
     let cfg = match Config::from_args(args) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("pktgen: {e}");
-            std::process::exit(2);
-        }
+        Err(e) => return exit(Fail::Usage(e)),
     };
-    if let Err(e) = run(cfg) {
-        eprintln!("pktgen: {e}");
-        std::process::exit(1);
+    match run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => exit(e),
     }
 }
 
-fn run(cfg: Config) -> Result<(), String> {
+fn exit(e: Fail) -> ExitCode {
+    eprintln!("pktgen: {e}");
+    ExitCode::from(e.code())
+}
+
+fn run(cfg: Config) -> Result<(), Fail> {
     let traffic = Arc::new(match &cfg.pcap {
         Some(path) => {
-            let r = rawpkt::pcap::Reader::open(path).map_err(|e| e.to_string())?;
-            Traffic::replay(r.iter().map(|(_, f)| f.to_vec()).collect())?
+            let r = rawpkt::pcap::Reader::open(path).map_err(|e| Fail::Runtime(e.to_string()))?;
+            Traffic::replay(r.iter().map(|(_, f)| f.to_vec()).collect()).map_err(Fail::Runtime)?
         }
         None => Traffic::generated(&cfg),
     });
@@ -70,15 +69,18 @@ fn run(cfg: Config) -> Result<(), String> {
             std::env::set_var("RAWPKT_MODEL_CPU", last.id.to_string());
         }
     }
-    let tx_port = Arc::new(rawpkt::open(&cfg.tx_port).map_err(|e| e.to_string())?);
+    let tx_port =
+        Arc::new(rawpkt::open(&cfg.tx_port).map_err(|e| Fail::rawpkt(format_args!("--port {}", cfg.tx_port), e))?);
     let rx_port = match &cfg.rx_port {
-        Some(spec) => Some(Arc::new(rawpkt::open(spec).map_err(|e| e.to_string())?)),
+        Some(spec) => Some(Arc::new(
+            rawpkt::open(spec).map_err(|e| Fail::rawpkt(format_args!("--rx-port {spec}"), e))?,
+        )),
         None => None,
     };
-    let capture = match (&cfg.capture, &rx_port) {
-        (Some(_), None) => return Err("--capture needs --rx-port (or no port at all: the model pair)".into()),
-        (Some(path), Some(_)) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| e.to_string())?),
-        (None, _) => None,
+    // `Config` has made sure a capture has a receive port.
+    let capture = match &cfg.capture {
+        Some(path) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| Fail::Runtime(e.to_string()))?),
+        None => None,
     };
 
     let stop = rawpkt::stop_flag();
@@ -147,7 +149,7 @@ fn run(cfg: Config) -> Result<(), String> {
         match t.join() {
             Ok(Ok(h)) => hist = hist.or(h),
             Ok(Err(e)) => errors.push(e),
-            Err(_) => errors.push("a transmit thread panicked".into()),
+            Err(_) => errors.push(Fail::Runtime("a transmit thread panicked".into())),
         }
     }
     let tx_end = epoch.elapsed();
@@ -155,7 +157,7 @@ fn run(cfg: Config) -> Result<(), String> {
     match rx_thread.map(|t| t.join()) {
         Some(Ok(Ok(h))) => hist = Some(h),
         Some(Ok(Err(e))) => errors.push(e),
-        Some(Err(_)) => errors.push("the receive thread panicked".into()),
+        Some(Err(_)) => errors.push(Fail::Runtime("the receive thread panicked".into())),
         None => {}
     }
     reporter.tick(&tx_counters, &rx_counters, true);

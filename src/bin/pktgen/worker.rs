@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
 
+use crate::fail::Fail;
 use crate::traffic::{read_stamp, Traffic};
 
 /// Totals a worker publishes for the reporter.
@@ -69,7 +70,7 @@ pub fn transmit(
     stop: &AtomicBool,
     out: &Counters,
     inline_rx: Option<RxPlan>,
-) -> Result<Option<Histogram<u64>>, String> {
+) -> Result<Option<Histogram<u64>>, Fail> {
     if let Some(cpu) = plan.cpu {
         if !core_affinity::set_for_current(cpu) {
             eprintln!(
@@ -85,18 +86,18 @@ pub fn transmit(
         buffers,
         ..PoolConfig::default()
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| Fail::rawpkt(format_args!("core {}: packet pool", plan.core), e))?;
     if traffic.largest() > pool.data_room() as usize {
-        return Err(format!(
+        return Err(Fail::Runtime(format!(
             "frames of {} bytes do not fit {}-byte buffers",
             traffic.largest(),
             pool.data_room()
-        ));
+        )));
     }
     let mut queues: Vec<Box<dyn TxQueue>> = (0..plan.queues)
         .map(|q| port.tx_queue((plan.core as u16) * plan.queues + q, &pool, &qcfg))
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", port.spec()))?;
+        .map_err(|e| Fail::rawpkt(port.spec(), e))?;
     let mut burst = Burst::new(&pool, plan.burst);
     let mut held = crate::traffic::Held::new(pool.capacity());
     // With one frame size `alloc` gives every packet its length; else each is set.
@@ -132,7 +133,9 @@ pub fn transmit(
             for i in have..have + got {
                 let seq = k * stride + plan.core as u64;
                 if fixed_len.is_none() {
-                    burst.set_len(i, traffic.len_at(&cursor)).map_err(|e| e.to_string())?;
+                    burst
+                        .set_len(i, traffic.len_at(&cursor))
+                        .map_err(|e| Fail::Runtime(format!("set_len: {e}")))?;
                 }
                 let tag = held.of(burst.packet(i).buffer_index());
                 traffic.write(&mut cursor, tag, seq, now_ns, burst.data_mut(i));
@@ -145,11 +148,12 @@ pub fn transmit(
         if !burst.is_empty() {
             queues[rr]
                 .tx_burst(&mut burst)
-                .map_err(|e| format!("{}: {e}", port.spec()))?;
+                .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
             rr = (rr + 1) % queues.len();
         } else {
             for q in queues.iter_mut() {
-                q.reclaim().map_err(|e| format!("{}: {e}", port.spec()))?;
+                q.reclaim()
+                    .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
             }
             if k >= limit {
                 break;
@@ -208,7 +212,7 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    pub fn new(plan: RxPlan) -> Result<Receiver, String> {
+    pub fn new(plan: RxPlan) -> Result<Receiver, Fail> {
         let qcfg = QueueConfig {
             size: 4096,
             ..QueueConfig::default()
@@ -217,15 +221,15 @@ impl Receiver {
             buffers: 16384,
             ..PoolConfig::default()
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Fail::rawpkt("receiver: packet pool", e))?;
         let rx = plan
             .port
             .rx_queue(0, &pool, &qcfg)
-            .map_err(|e| format!("{}: {e}", plan.port.spec()))?;
+            .map_err(|e| Fail::rawpkt(plan.port.spec(), e))?;
         Ok(Receiver {
             rx,
             got: Burst::new(&pool, RX_BURST),
-            hist: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?,
+            hist: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| Fail::Runtime(e.to_string()))?,
             port: plan.port,
             capture: plan.capture,
             capture_error: None,
@@ -241,12 +245,12 @@ impl Receiver {
 
     /// One receive burst; returns the packets it took.
     #[inline]
-    pub fn poll(&mut self) -> Result<usize, String> {
+    pub fn poll(&mut self) -> Result<usize, Fail> {
         self.iter = self.iter.wrapping_add(1);
         let n = self
             .rx
             .rx_burst(&mut self.got)
-            .map_err(|e| format!("{}: {e}", self.port.spec()))?;
+            .map_err(|e| Fail::Runtime(format!("{}: {e}", self.port.spec())))?;
         if n > 0 {
             let now = self.epoch.elapsed().as_nanos() as u64;
             // The stamps first, in a loop that does nothing else: every frame is a cache miss
@@ -286,7 +290,7 @@ impl Receiver {
 
     /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
     /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
-    pub fn finish(mut self) -> Result<Histogram<u64>, String> {
+    pub fn finish(mut self) -> Result<Histogram<u64>, Fail> {
         let mut quiet_since = Instant::now();
         let give_up = quiet_since + Duration::from_secs(2);
         let stop = rawpkt::stop_flag();
@@ -301,10 +305,10 @@ impl Receiver {
         let s = self.rx.stats();
         self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
         if let Some(mut w) = self.capture.take() {
-            w.flush().map_err(|e| e.to_string())?;
+            w.flush().map_err(|e| Fail::Runtime(e.to_string()))?;
         }
         match self.capture_error {
-            Some(e) => Err(format!("capture stopped: {e}")),
+            Some(e) => Err(Fail::Runtime(format!("capture stopped: {e}"))),
             None => Ok(self.hist),
         }
     }
@@ -312,7 +316,7 @@ impl Receiver {
 
 /// A receiver on its own thread: says when its queue exists (frames that arrive before it are
 /// not ours to count), polls until the senders are done, then finishes.
-pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Histogram<u64>, String> {
+pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Histogram<u64>, Fail> {
     let r = Receiver::new(plan);
     ready.store(true, Ordering::Release);
     let mut r = r?;
