@@ -23,7 +23,10 @@
 //!
 //! `tests/l2_xconnect.rs` includes this file as a module and drives [`Core`] itself: the
 //! forwarding code the test checks is this code.
+//!
+//! Exit status, as pktgen's (see [`Fail`]): 2 for a usage mistake, 1 for a failure.
 
+use std::fmt;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,7 +39,8 @@ use rawpkt::{open, Burst, Pool, PoolConfig, Port, QueueConfig, QueueError, Queue
 #[derive(Parser, Debug)]
 #[command(
     name = "l2-xconnect",
-    about = "Cross-connect two ports: what arrives on A leaves on B, and the reverse"
+    about = "Cross-connect two ports: what arrives on A leaves on B, and the reverse",
+    after_help = EXIT_STATUS
 )]
 pub struct Cli {
     /// Port A (see the README's port specs)
@@ -102,6 +106,62 @@ pub fn one_line(e: &clap::Error) -> String {
         .map(str::trim)
         .collect();
     head.join(" ")
+}
+
+pub const EXIT_STATUS: &str = "Exit status: 0 done (also after Ctrl-C); 2 a usage mistake: a bad \
+or missing value, options that do not go together, a port spec rawpkt rejects as malformed or out of \
+range; 1 a failure: a device, interface or namespace that is missing or not permitted, no packet \
+memory, a queue that failed while running.";
+
+/// An error line and whose mistake it is, which decides the exit status, so that a script can
+/// tell "change the command" from "something on this machine said no":
+///
+/// * `Usage` (2): clap rejected a value, options that do not go together (A = B, `--generate`
+///   without two model NICs), or rawpkt rejected a spec as malformed (`Error::Spec`) or a value as
+///   out of range (`Error::Config`, e.g. a queue the port does not have, found when a core asks
+///   for its queue).
+/// * `Runtime` (1): the command is well formed but the system refused or broke: `Error::Device`
+///   (no such device, interface or namespace; not permitted), `Error::Memory`, a queue that
+///   failed while forwarding, a thread that panicked.
+#[derive(Clone, Debug)]
+pub enum Fail {
+    Usage(String),
+    Runtime(String),
+}
+
+impl Fail {
+    /// `what: e`, with rawpkt's kind of error deciding whose mistake it is.
+    pub fn rawpkt(what: impl fmt::Display, e: rawpkt::Error) -> Fail {
+        let msg = format!("{what}: {e}");
+        // No wildcard: a new kind of error has to be placed on one side or the other.
+        match e {
+            rawpkt::Error::Spec(_) | rawpkt::Error::Config(_) => Fail::Usage(msg),
+            rawpkt::Error::Device(_) | rawpkt::Error::Memory(_) | rawpkt::Error::ForeignPool => Fail::Runtime(msg),
+        }
+    }
+
+    /// The same error with `what: ` in front.
+    pub fn within(self, what: impl fmt::Display) -> Fail {
+        match self {
+            Fail::Usage(m) => Fail::Usage(format!("{what}: {m}")),
+            Fail::Runtime(m) => Fail::Runtime(format!("{what}: {m}")),
+        }
+    }
+
+    pub fn code(&self) -> u8 {
+        match self {
+            Fail::Usage(_) => 2,
+            Fail::Runtime(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for Fail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fail::Usage(m) | Fail::Runtime(m) => f.write_str(m),
+        }
+    }
 }
 
 /// Packets one direction of one core has moved. `rx == tx + drops` at every burst boundary.
@@ -251,7 +311,7 @@ pub struct Core {
 impl Core {
     /// Builds the core's pools and queues. Zero-copy: one pool for all four queues. Copy: a pool
     /// for A's queues and one for B's.
-    pub fn new(a: &Port, b: &Port, qid: u16, how: Forwarding) -> Result<Core, String> {
+    pub fn new(a: &Port, b: &Port, qid: u16, how: Forwarding) -> Result<Core, Fail> {
         let (q, burst, copy) = (QueueConfig::default(), how.burst, how.copy);
         // Each pool fills the rings of the queue pairs on it and still has room for the bursts.
         // A TX queue holds up to 4 packets per descriptor with eMPW (nothing in the API says so).
@@ -260,10 +320,12 @@ impl Core {
                 buffers: pairs * 5 * q.size + 4 * burst as u32,
                 ..PoolConfig::default()
             })
-            .map_err(|e| format!("packet pool: {e}"))
+            .map_err(|e| Fail::rawpkt("packet pool", e))
         };
-        let queues = |port: &Port, name: &str, pool: &Rc<Pool>| -> Result<_, String> {
-            let what = |kind: &str, e: rawpkt::Error| format!("port {name} ({}): {kind} queue {qid}: {e}", port.spec());
+        let queues = |port: &Port, name: &str, pool: &Rc<Pool>| -> Result<_, Fail> {
+            let what = |kind: &str, e: rawpkt::Error| {
+                Fail::rawpkt(format!("port {name} ({}): {kind} queue {qid}", port.spec()), e)
+            };
             let rx = port.rx_queue(qid, pool, &q).map_err(|e| what("RX", e))?;
             let tx = port.tx_queue(qid, pool, &q).map_err(|e| what("TX", e))?;
             Ok((rx, tx))
@@ -296,11 +358,11 @@ impl Core {
 
     /// Forwards until `halt` is set, publishing the counters every [`PUBLISH_EVERY`] polls and
     /// at the end. Nothing in here locks or allocates (bar the error path).
-    pub fn run(&mut self, halt: &AtomicBool, out: &Published) -> Result<(), String> {
+    pub fn run(&mut self, halt: &AtomicBool, out: &Published) -> Result<(), Fail> {
         let (mut polls, mut idle) = (0u32, 0u32);
         while !halt.load(Ordering::Relaxed) {
-            let n = self.dirs[0].poll().map_err(|e| format!("A->B: {e}"))?
-                + self.dirs[1].poll().map_err(|e| format!("B->A: {e}"))?;
+            let n = self.dirs[0].poll().map_err(|e| Fail::Runtime(format!("A->B: {e}")))?
+                + self.dirs[1].poll().map_err(|e| Fail::Runtime(format!("B->A: {e}")))?;
             polls = polls.wrapping_add(1);
             if polls % PUBLISH_EVERY == 0 {
                 out.store(self.counts());
@@ -312,7 +374,7 @@ impl Core {
             } else {
                 // Frees sent buffers (and rings a lost doorbell again) while no burst does it.
                 for (d, name) in self.dirs.iter_mut().zip(["B", "A"]) {
-                    d.tx.reclaim().map_err(|e| format!("{name} TX: {e}"))?;
+                    d.tx.reclaim().map_err(|e| Fail::Runtime(format!("{name} TX: {e}")))?;
                 }
                 std::thread::yield_now();
             }
@@ -364,19 +426,19 @@ fn traffic(
     far: [&Port; 2],
     burst: usize,
     halt: &AtomicBool,
-    ready: mpsc::Sender<Result<(), String>>,
+    ready: mpsc::Sender<Result<(), Fail>>,
     out: &[AtomicU64; 4],
-) -> Result<(), String> {
-    let setup = || -> Result<_, String> {
+) -> Result<(), Fail> {
+    let setup = || -> Result<_, Fail> {
         let q = QueueConfig::default();
         let pool = Pool::new(PoolConfig {
             buffers: 2 * 5 * q.size + 4 * burst as u32, // as in `Core::new`
             ..PoolConfig::default()
         })
-        .map_err(|e| format!("generator: packet pool: {e}"))?;
+        .map_err(|e| Fail::rawpkt("generator: packet pool", e))?;
         let mut queues = Vec::new();
         for port in far {
-            let what = |e: rawpkt::Error| format!("generator on {}: {e}", port.spec());
+            let what = |e: rawpkt::Error| Fail::rawpkt(format!("generator on {}", port.spec()), e);
             queues.push((
                 port.tx_queue(0, &pool, &q).map_err(what)?,
                 port.rx_queue(0, &pool, &q).map_err(what)?,
@@ -405,8 +467,12 @@ fn traffic(
             for j in had..frames.len() {
                 frames.data_mut(j)[..14].copy_from_slice(&HEADER);
             }
-            counts[i] += tx.tx_burst(&mut frames).map_err(|e| format!("generator TX: {e}"))? as u64;
-            counts[3 - i] += rx.rx_burst(&mut got).map_err(|e| format!("generator RX: {e}"))? as u64;
+            counts[i] += tx
+                .tx_burst(&mut frames)
+                .map_err(|e| Fail::Runtime(format!("generator TX: {e}")))? as u64;
+            counts[3 - i] += rx
+                .rx_burst(&mut got)
+                .map_err(|e| Fail::Runtime(format!("generator RX: {e}")))? as u64;
             got.clear();
         }
         polls = polls.wrapping_add(1);
@@ -427,8 +493,8 @@ fn worker(
     cli: &Cli,
     halt: &AtomicBool,
     out: &Published,
-    ready: mpsc::Sender<Result<(), String>>,
-) -> Result<Final, String> {
+    ready: mpsc::Sender<Result<(), Fail>>,
+) -> Result<Final, Fail> {
     if let Some(cpu) = cpu {
         if !core_affinity::set_for_current(cpu) {
             eprintln!("warning: core {i}: could not pin to CPU {}; running unpinned", cpu.id);
@@ -437,14 +503,14 @@ fn worker(
     let mut core = match Core::new(ports[0], ports[1], i as u16, cli.forwarding()) {
         Ok(core) => core,
         Err(e) => {
-            let e = format!("core {i}: {e}");
+            let e = e.within(format_args!("core {i}"));
             let _ = ready.send(Err(e.clone()));
             return Err(e);
         }
     };
     let _ = ready.send(Ok(()));
     drop(ready); // the main thread waits for every sender to answer or be gone
-    let ran = core.run(halt, out).map_err(|e| format!("core {i}: {e}"));
+    let ran = core.run(halt, out).map_err(|e| e.within(format_args!("core {i}")));
     let fin = core.finish();
     ran.map(|()| fin)
 }
@@ -468,25 +534,32 @@ fn line(name: &str, c: Counts, secs: f64) -> String {
 
 const DIRS: [&str; 2] = ["A->B", "B->A"];
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> Result<(), Fail> {
     let stop = rawpkt::stop_flag();
     if cli.port_a == cli.port_b {
-        return Err(format!("--port-a and --port-b are the same port ({})", cli.port_a));
+        return Err(Fail::Usage(format!(
+            "--port-a and --port-b are the same port ({})",
+            cli.port_a
+        )));
     }
-    let a = open(&cli.port_a).map_err(|e| format!("--port-a {}: {e}", cli.port_a))?;
-    let b = open(&cli.port_b).map_err(|e| format!("--port-b {}: {e}", cli.port_b))?;
+    let a = open(&cli.port_a).map_err(|e| Fail::rawpkt(format_args!("--port-a {}", cli.port_a), e))?;
+    let b = open(&cli.port_b).map_err(|e| Fail::rawpkt(format_args!("--port-b {}", cli.port_b), e))?;
     let far = if cli.generate {
         let fa = far_end(&cli.port_a);
         let fb = far_end(&cli.port_b);
         let (Some(fa), Some(fb)) = (fa, fb) else {
-            return Err("--generate needs two model:NAME/P ports (it sends from the other port of each)".into());
+            return Err(Fail::Usage(
+                "--generate needs two model:NAME/P ports (it sends from the other port of each)".into(),
+            ));
         };
         if [&fa, &fb].iter().any(|f| **f == cli.port_a || **f == cli.port_b) {
-            return Err("--generate needs A and B on two different model NICs".into());
+            return Err(Fail::Usage(
+                "--generate needs A and B on two different model NICs".into(),
+            ));
         }
         Some([
-            open(&fa).map_err(|e| e.to_string())?,
-            open(&fb).map_err(|e| e.to_string())?,
+            open(&fa).map_err(|e| Fail::rawpkt(format_args!("--generate {fa}"), e))?,
+            open(&fb).map_err(|e| Fail::rawpkt(format_args!("--generate {fb}"), e))?,
         ])
     } else {
         None
@@ -533,16 +606,16 @@ fn run(cli: Cli) -> Result<(), String> {
     std::thread::scope(|s| {
         let spawn_err = |e: std::io::Error| {
             halt.store(true, Ordering::Relaxed);
-            format!("cannot start a thread: {e}")
+            Fail::Runtime(format!("cannot start a thread: {e}"))
         };
         // Every thread says once whether its queues came up; one that died says nothing, and
         // its sender closing ends the wait.
-        let wait = |ready: mpsc::Receiver<Result<(), String>>, n: usize| -> Result<(), String> {
+        let wait = |ready: mpsc::Receiver<Result<(), Fail>>, n: usize| -> Result<(), Fail> {
             let answers: Vec<_> = ready.iter().take(n).collect();
             let died = answers.len() < n;
             answers.into_iter().collect::<Result<Vec<()>, _>>()?;
             if died {
-                return Err("a thread died during set-up".into());
+                return Err(Fail::Runtime("a thread died during set-up".into()));
             }
             Ok(())
         };
@@ -628,13 +701,13 @@ fn run(cli: Cli) -> Result<(), String> {
             match w.join() {
                 Ok(Ok(f)) => finals.push((i, f)),
                 Ok(Err(e)) => result = result.and(Err(e)),
-                Err(_) => result = result.and(Err(format!("core {i} panicked"))),
+                Err(_) => result = result.and(Err(Fail::Runtime(format!("core {i} panicked")))),
             }
         }
         if let Some(g) = gen {
             match g.join() {
                 Ok(r) => result = result.and(r),
-                Err(_) => result = result.and(Err("the generator panicked".to_string())),
+                Err(_) => result = result.and(Err(Fail::Runtime("the generator panicked".into()))),
             }
         }
         result?;
@@ -696,7 +769,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(e.code())
         }
     }
 }
