@@ -4,45 +4,110 @@
 //! ```text
 //! cargo run --release --example rx-sink -- xdp:veth0 [CPU]
 //! ```
+//!
+//! Exit status, as pktgen's: 2 for a usage mistake (no PORT, a CPU this process may not run on, a
+//! spec rawpkt rejects as malformed or out of range: `Error::Spec`, `Error::Config`); 1 for a
+//! failure (`Error::Device`, `Error::Memory`, a queue that failed).
 
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig};
 
-fn main() {
-    if let Err(e) = run() {
-        eprintln!("rx-sink: {e}");
-        std::process::exit(1);
+/// An error line and the exit status it goes with.
+struct Fail(u8, String);
+
+fn usage(msg: String) -> Fail {
+    Fail(2, msg)
+}
+
+/// `what: e`, with rawpkt's kind of error deciding whose mistake it is.
+fn rawpkt_fail(what: &str, e: rawpkt::Error) -> Fail {
+    let code = match e {
+        rawpkt::Error::Spec(_) | rawpkt::Error::Config(_) => 2,
+        rawpkt::Error::Device(_) | rawpkt::Error::Memory(_) | rawpkt::Error::ForeignPool => 1,
+    };
+    Fail(code, format!("{what}: {e}"))
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(code, msg)) => {
+            eprintln!("rx-sink: {msg}");
+            ExitCode::from(code)
+        }
     }
 }
 
-fn run() -> Result<(), String> {
-    let mut args = std::env::args().skip(1);
-    let spec = args.next().ok_or("usage: rx-sink PORT [CPU]")?;
-    if let Some(cpu) = args.next() {
-        let id: usize = cpu.parse().map_err(|_| format!("CPU {cpu:?} is not a number"))?;
-        if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
-            return Err(format!("cannot pin to CPU {id}"));
+/// CPU ids as ranges, `0-3,8`.
+fn ranges(ids: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
         }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// Pins the calling thread to CPU `arg`, after making sure it is one this process may run on:
+/// `core_affinity` hands any id to `CPU_SET`, which panics (and aborts) beyond CPU_SETSIZE.
+fn pin(arg: &str) -> Result<(), Fail> {
+    let id: usize = arg.parse().map_err(|_| usage(format!("CPU {arg:?} is not a number")))?;
+    let cpus =
+        core_affinity::get_core_ids().ok_or_else(|| Fail(1, "cannot read the CPUs this process may run on".into()))?;
+    let mut ids: Vec<usize> = cpus.iter().map(|c| c.id).collect();
+    ids.sort_unstable();
+    if !ids.contains(&id) {
+        return Err(usage(format!(
+            "CPU {id} is not one this process may run on (CPUs {})",
+            ranges(&ids)
+        )));
+    }
+    if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+        return Err(Fail(1, format!("cannot pin to CPU {id}")));
+    }
+    Ok(())
+}
+
+fn run() -> Result<(), Fail> {
+    let mut args = std::env::args().skip(1);
+    let usage_line = || usage("usage: rx-sink PORT [CPU]".into());
+    let spec = args.next().ok_or_else(usage_line)?;
+    let cpu = args.next();
+    if args.next().is_some() {
+        return Err(usage_line());
+    }
+    if let Some(cpu) = cpu {
+        pin(&cpu)?;
     }
     let stop = rawpkt::stop_flag();
-    let port = open(&spec).map_err(|e| e.to_string())?;
+    let port = open(&spec).map_err(|e| rawpkt_fail(&spec, e))?;
     eprintln!("rx-sink: {}", port.description());
     let pool = Pool::new(PoolConfig {
         buffers: 16384,
         ..PoolConfig::default()
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| rawpkt_fail("packet pool", e))?;
     let q = QueueConfig {
         size: 4096,
         ..QueueConfig::default()
     };
-    let mut rx = port.rx_queue(0, &pool, &q).map_err(|e| e.to_string())?;
+    let mut rx = port.rx_queue(0, &pool, &q).map_err(|e| rawpkt_fail(&spec, e))?;
     let mut burst = Burst::new(&pool, 64);
     let (mut last, mut last_n) = (Instant::now(), 0u64);
     let mut idle = 0u32;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        if rx.rx_burst(&mut burst).map_err(|e| e.to_string())? > 0 {
+        if rx.rx_burst(&mut burst).map_err(|e| Fail(1, format!("{spec}: {e}")))? > 0 {
             burst.clear();
             idle = 0;
         } else {
