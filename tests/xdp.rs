@@ -204,8 +204,26 @@ fn bad_input_gives_one_line_errors() {
     let e = err(format!("xdp:{},netns={},rule=udp dst-port", p.b, p.ns_b));
     assert!(e.contains("rule"), "{e}");
 
+    // A queue count the interface does not have (veth b has one).
+    let two = rawpkt::PortOptions {
+        rx_queues: 2,
+        ..rawpkt::PortOptions::default()
+    };
+    let e = rawpkt::open_with(&format!("xdp:{},netns={}", p.b, p.ns_b), &two)
+        .expect_err("rx_queues 2")
+        .to_string();
+    assert!(!e.contains('\n'), "one line: {e}");
+    assert!(e.contains("one queue per interface queue it uses, 1 here"), "{e}");
+    assert!(!p.has_xdp(&p.ns_b, &p.b), "refused before attaching");
+
     // A queue id past the port's queues.
     let port = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).unwrap();
+    // The default steals the interface's own MAC only: no multicast copy rule XDP cannot honour.
+    let d = port.description();
+    assert!(
+        d.contains("rules [dst-mac ") && !d.contains(';') && !d.contains("01:00:00:00:00:00"),
+        "{d}"
+    );
     let pl = pool(4096);
     let e = port
         .rx_queue(1, &pl, &QueueConfig::default())
@@ -257,6 +275,36 @@ fn bad_input_gives_one_line_errors() {
         .output()
         .unwrap();
     assert_eq!(child_result(&out), "ok");
+}
+
+/// A copy rule cannot be honoured by XDP (one verdict per frame, no clone): the port refuses it
+/// in one line, before any system call, so the interface not existing does not even come up.
+#[test]
+fn copy_rules_are_refused_before_any_system_call() {
+    let e = rawpkt::open("xdp:rpx-none0,rule=udp dst-port 53 copy")
+        .expect_err("copy rule")
+        .to_string();
+    assert_eq!(
+        e,
+        "bad port spec: xdp:rpx-none0,rule=udp dst-port 53 copy: rule \"udp dst-port 53 copy\": xdp ports \
+         cannot copy a frame to both the socket and Linux; use steal (the default)"
+    );
+    let opts = rawpkt::PortOptions {
+        rules: vec!["ipv4 udp copy".parse().unwrap()],
+        ..rawpkt::PortOptions::default()
+    };
+    let e = rawpkt::open_with("xdp:rpx-none0", &opts)
+        .expect_err("copy rule")
+        .to_string();
+    assert!(
+        e.contains("\"ipv4 udp copy\": xdp ports cannot copy") && !e.contains('\n'),
+        "{e}"
+    );
+    // The same rule stealing is fine as far as the spec goes: the open fails on the interface.
+    let e = rawpkt::open("xdp:rpx-none0,rule=udp dst-port 53")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("copy"), "{e}");
 }
 
 #[test]

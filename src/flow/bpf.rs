@@ -15,6 +15,8 @@
 //! the kernel's search (see [`RuleSet::classify`]: a copy match only skips the rest of its own
 //! table, and stealing rules live in other tables), the program's verdict is exactly
 //! [`Verdict::steal`](super::matcher::Verdict::steal): steal if any stealing rule matches.
+//! `xdp:` ports refuse copy rules when opened (`crate::xdp`), so no rule a user gives one is
+//! silently left out of its program.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -574,7 +576,7 @@ fn compile_rule(a: &mut Asm, r: &FlowRule, fail: &str) {
 
 /// Compiles `rules` (validated and ordered as a [`RuleSet`] would) into an XDP program whose
 /// verdict is `steal` for a frame some stealing rule matches and `XDP_PASS` otherwise. Copy
-/// rules are left out; see the module documentation.
+/// rules are left out (they never change that verdict); see the module documentation.
 pub fn compile_xdp(rules: &[FlowRule], steal: StealAction) -> Result<Program, CompileError> {
     let mut set = RuleSet::new();
     for r in rules {
