@@ -8,7 +8,8 @@
 //! | `verbs:NETDEV`, `verbs:mlx5_0/1` | the same port with the ibverbs datapath forced |
 //! | `xdp:IFNAME[/QUEUE][,rule=RULE]…[,netns=NS][,mode=native\|generic][,bind=copy\|zerocopy]` | AF_XDP on IFNAME's queues (or queue QUEUE only): frames some `rule=` matches (default: to IFNAME's own MAC) go to the port's RX queues, the rest to Linux; see the README's "Port specs" |
 //!
-//! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set.
+//! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set (a value that is
+//! not a CPU number is reported on stderr once, and the thread is left unpinned).
 
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
@@ -191,13 +192,28 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
         Some(nic) => nic,
         None => {
             let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
-            let cpu = std::env::var("RAWPKT_MODEL_CPU").ok().and_then(|c| c.parse().ok());
-            nic.start(cpu);
+            nic.start(model_cpu());
             models.push((key, Arc::downgrade(&nic)));
             nic
         }
     };
     Ok(ModelPort { nic, port })
+}
+
+/// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
+/// (once per process) and the model thread runs unpinned.
+fn model_cpu() -> Option<usize> {
+    let v = std::env::var_os("RAWPKT_MODEL_CPU")?;
+    match v.to_str().map(|s| s.trim().parse::<usize>()) {
+        Some(Ok(cpu)) => Some(cpu),
+        _ => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                eprintln!("rawpkt: RAWPKT_MODEL_CPU={v:?} is not a CPU number; the model thread is not pinned")
+            });
+            None
+        }
+    }
 }
 
 struct ModelPort {
