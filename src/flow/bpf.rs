@@ -2,7 +2,7 @@
 //! `fd_xdp1.c`): a tiny eBPF assembler with labels, the rule compiler, and loading/test-running
 //! through `bpf(2)`.
 //!
-//! The program parses the frame once, exactly as [`wire::headers`] does (up to two VLAN tags,
+//! The program parses the frame once, exactly as [`wire::headers`](super::wire::headers) does (up to two VLAN tags,
 //! the EtherType after them, IPv4 with options by IHL, IPv6's fixed header without walking
 //! extension headers, ports only in unfragmented packets and first fragments, a frame cut short
 //! matching only the fields whose bytes it has), stores what it found on the stack, and then
