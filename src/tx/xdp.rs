@@ -23,7 +23,7 @@ use crate::xdp::socket::{TxHalf, Xsk};
 use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
 
 /// Shortest frame a device sends: an Ethernet header.
-const MIN_FRAME: u16 = 14;
+const MIN_FRAME: u16 = wire::ETH_HEADER_LEN as u16;
 
 /// After the kernel reports the device's queue full (`EBUSY`), completions to wait for before
 /// the next wake-up. With the interface's default `noqueue` qdisc a full device queue (veth's
