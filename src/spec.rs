@@ -4,9 +4,12 @@
 //! |---|---|
 //! | `model:NAME/P` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread |
 //! | `model:afpacket=IFNAME` | a one-port model NIC wired to the Linux interface IFNAME through AF_PACKET |
+//! | `mlx5:NETDEV`, `mlx5:mlx5_0/1` | a ConnectX port (by netdev, or RDMA device and port) through rdma-core: RAW_PACKET queues, flow rules steering only what they name (the netdev keeps the rest), the Direct Verbs datapath, or ibverbs when the device offers no DV |
+//! | `verbs:NETDEV`, `verbs:mlx5_0/1` | the same port with the ibverbs datapath forced |
 //! | `xdp:IFNAME[/QUEUE][,rule=RULE]…[,netns=NS][,mode=native\|generic][,bind=copy\|zerocopy]` | AF_XDP on IFNAME's queues (or queue QUEUE only): frames some `rule=` matches (default: to IFNAME's own MAC) go to the port's RX queues, the rest to Linux; see the README's "Port specs" |
 //!
-//! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set.
+//! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set (a value that is
+//! not a CPU number is reported on stderr once, and the thread is left unpinned).
 
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
@@ -88,16 +91,29 @@ fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
 }
 
 /// How a port is opened: which traffic it takes from Linux and how many receive queues it
-/// spreads that traffic over. Model ports ignore the rules (nothing else listens on them).
+/// spreads that traffic over. What each backend does with each field is said below; a value a
+/// backend cannot honour makes opening the port fail with one line rather than be ignored.
 #[derive(Clone, Debug)]
 pub struct PortOptions {
-    /// Rules installed besides the defaults ([`FlowRule::own_mac`] stolen,
-    /// [`FlowRule::multicast_copy`] copied so that ARP and ND keep reaching Linux).
+    /// Flow rules: which frames the port takes.
+    /// - `mlx5:`/`verbs:`: installed besides the defaults ([`FlowRule::own_mac`] stolen,
+    ///   [`FlowRule::multicast_copy`] copied so that ARP and ND keep reaching Linux).
+    /// - `xdp:`: replace the default (the interface's own MAC stolen; multicast stays with
+    ///   Linux), as `rule=` options in the spec do; giving rules both ways is an error, and so is
+    ///   a `copy` rule (XDP cannot deliver one frame both to the socket and to Linux).
+    /// - `model:`: refused; a model port gets every frame on its wire.
     pub rules: Vec<FlowRule>,
-    /// Take every frame from Linux (replaces the rules; the port says so loudly when opened).
+    /// Take every frame from Linux. `mlx5:`/`verbs:`: replaces the rules, and the port says so
+    /// on stderr when opened. `xdp:`: the one rule `any` (as `rule=any`), so not with other
+    /// rules. `model:`: what a model port does anyway.
     pub promiscuous: bool,
-    /// Receive queues (RSS on mlx5, one socket per queue on xdp). Queue ids run from 0; all of
-    /// them must be created before steered traffic is spread over them.
+    /// Receive queues, ids from 0.
+    /// - `mlx5:`/`verbs:`: RSS spreads steered traffic over this many queues, once all of them
+    ///   have been created.
+    /// - `xdp:`: the port's queues are the interface's receive queues (`ethtool -L` sets how
+    ///   many), or the single one its spec names, one AF_XDP socket each. 1, the default, leaves
+    ///   that as it is; any other value must equal that number.
+    /// - `model:`: must be 1.
     pub rx_queues: u16,
 }
 
@@ -125,7 +141,15 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         .split_once(':')
         .ok_or_else(|| Error::Spec(format!("{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0")))?;
     let backend: Box<dyn Backend> = match kind {
-        "model" => Box::new(open_model(rest)?),
+        "model" => {
+            if !opts.rules.is_empty() || opts.rx_queues != 1 {
+                return Err(Error::Config(format!(
+                    "{spec}: model ports take no rules and have no RSS (every frame on the wire reaches \
+                     the port's queue); open them with the default rules and rx_queues 1"
+                )));
+            }
+            Box::new(open_model(rest)?)
+        }
         "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest, opts)?,
         "xdp" => crate::xdp::open_port(rest, opts)?,
         _ => {
@@ -168,13 +192,28 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
         Some(nic) => nic,
         None => {
             let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
-            let cpu = std::env::var("RAWPKT_MODEL_CPU").ok().and_then(|c| c.parse().ok());
-            nic.start(cpu);
+            nic.start(model_cpu());
             models.push((key, Arc::downgrade(&nic)));
             nic
         }
     };
     Ok(ModelPort { nic, port })
+}
+
+/// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
+/// (once per process) and the model thread runs unpinned.
+fn model_cpu() -> Option<usize> {
+    let v = std::env::var_os("RAWPKT_MODEL_CPU")?;
+    match v.to_str().map(|s| s.trim().parse::<usize>()) {
+        Some(Ok(cpu)) => Some(cpu),
+        _ => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                eprintln!("rawpkt: RAWPKT_MODEL_CPU={v:?} is not a CPU number; the model thread is not pinned")
+            });
+            None
+        }
+    }
 }
 
 struct ModelPort {
@@ -210,5 +249,31 @@ impl Backend for ModelPort {
 
     fn model(&self) -> Option<(&Arc<Nic>, usize)> {
         Some((&self.nic, self.port))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ports_refuse_options_they_would_ignore() {
+        let rules = PortOptions {
+            rules: vec!["udp dst-port 53".parse().unwrap()],
+            ..PortOptions::default()
+        };
+        let queues = PortOptions {
+            rx_queues: 2,
+            ..PortOptions::default()
+        };
+        for o in [rules, queues] {
+            let e = open_with("model:spec-opts/0", &o).unwrap_err().to_string();
+            assert!(e.contains("model ports take no rules and have no RSS"), "{e}");
+        }
+        let promiscuous = PortOptions {
+            promiscuous: true,
+            ..PortOptions::default()
+        };
+        assert!(open_with("model:spec-opts/0", &promiscuous).is_ok());
     }
 }

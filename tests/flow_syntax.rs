@@ -280,3 +280,98 @@ fn contradictions_and_bad_values_are_refused() {
         assert_eq!((e.token, e.message.as_str()), (token, message), "{input:?}\n{e}");
     }
 }
+
+/// Checks what every error must satisfy, whatever the input: formatting (both forms) does not
+/// panic, the span's ends are character boundaries (or past the end), the first line is the rule
+/// with one column per character, and the caret line points inside it or just past its end.
+fn check_error_renders(input: &str) {
+    let Err(e) = parse(input) else { return };
+    let len = input.len();
+    for at in [e.column, e.column + e.width] {
+        assert!(
+            at > len || input.is_char_boundary(at),
+            "{input:?}: byte {at} splits a character"
+        );
+    }
+    let shown = e.to_string();
+    let one_line = format!("{e:#}");
+    assert!(!one_line.contains('\n'), "{input:?}: {one_line}");
+    let (line, carets) = shown.split_once('\n').expect("two lines");
+    let columns = input.chars().count();
+    assert_eq!(line.chars().count(), columns, "{input:?}: {shown}");
+    assert!(
+        !line.contains(|c: char| c.is_whitespace() && c != ' '),
+        "{input:?}: {shown}"
+    );
+    let pad = carets.chars().take_while(|&c| c == ' ').count();
+    assert!(pad <= columns + 1, "{input:?}: caret past the end\n{shown}");
+    assert!(carets[pad..].starts_with('^'), "{input:?}: {shown}");
+    let column = format!("column {}", pad + 1);
+    assert!(
+        one_line.starts_with(&format!("{column}: ")) || one_line.starts_with(&format!("{column} (`")),
+        "{input:?}: {one_line} / {shown}"
+    );
+}
+
+/// Multi-byte whitespace and characters at every position of rules, good and bad: every error
+/// formats, and its caret sits at the character column it names.
+#[test]
+fn errors_format_with_multi_byte_text_anywhere() {
+    const WIDE: [&str; 7] = ["\u{a0}", "\u{3000}", "\u{2028}", "\u{85}", "é", "€", "🦀"];
+    const RULES: [&str; 10] = [
+        "vlan",
+        "priority",
+        "udp dst-port",
+        "udp dst-port 53 copy",
+        "ipv4 dst 10.0.0.0/33 udp",
+        "dst-mac 02:00:00:00:00:01 copy priority 3",
+        "ipv6 src fd00::/64 tcp src-port 80",
+        "proto 47 dst-port 80",
+        "ethertype 0x88b5 ipv4",
+        "any udp",
+    ];
+    let mut checked = 0;
+    for rule in RULES {
+        let cuts: Vec<usize> = rule.char_indices().map(|(i, _)| i).chain([rule.len()]).collect();
+        for wide in WIDE {
+            for &cut in &cuts {
+                // Inserted, and replacing the character at the cut.
+                let next = rule[cut..].chars().next().map_or(0, char::len_utf8);
+                for input in [
+                    format!("{}{wide}{}", &rule[..cut], &rule[cut..]),
+                    format!("{}{wide}{}", &rule[..cut], &rule[cut + next..]),
+                    format!("{}{wide}{wide}{}", &rule[..cut], &rule[cut..]),
+                ] {
+                    check_error_renders(&input);
+                    checked += 1;
+                }
+            }
+            // Every separator replaced.
+            check_error_renders(&rule.replace(' ', wide));
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+
+    // A value missing after a keyword and trailing multi-byte whitespace: the caret one column
+    // past the keyword and its separator, as with an ASCII space or nothing at all.
+    for (input, caret) in [
+        ("vlan", 5),
+        ("vlan ", 5),
+        ("vlan\u{a0}", 5),
+        ("priority\u{3000}", 9),
+        ("priority\u{3000}\u{3000}", 9),
+        ("udp\u{a0}dst-port\u{a0}", 13),
+    ] {
+        let e = parse(input).unwrap_err();
+        let shown = e.to_string();
+        let carets = shown.split_once('\n').unwrap().1;
+        assert_eq!(carets.find('^'), Some(caret), "{input:?}:\n{shown}");
+        assert!(
+            format!("{e:#}").starts_with(&format!("column {}: ", caret + 1)),
+            "{e:#}"
+        );
+    }
+    // The one-line form counts characters too.
+    let e = parse("ipv4\u{a0}dst é").unwrap_err();
+    assert_eq!(format!("{e:#}"), "column 10 (`é`): `é` is not an IPv4 or IPv6 address");
+}

@@ -1,7 +1,8 @@
 //! AF_XDP ports on veth pairs in network namespaces the tests create (and delete, even when a
 //! test fails, through a Drop guard): steering by flow rule with Linux traffic still working,
-//! TX → veth → RX byte for byte between two `xdp:` ports, no XDP program left after SIGKILL, and
-//! one-line errors for bad input and missing privileges.
+//! TX → veth → RX byte for byte between two `xdp:` ports, checksums asked for filled in on the
+//! way out, no XDP program left after SIGKILL, and one-line errors for bad input (copy rules
+//! among them) and missing privileges.
 //!
 //! Needs root, iproute2, python3, ping and setpriv. CI runs them with `--include-ignored`.
 
@@ -204,8 +205,26 @@ fn bad_input_gives_one_line_errors() {
     let e = err(format!("xdp:{},netns={},rule=udp dst-port", p.b, p.ns_b));
     assert!(e.contains("rule"), "{e}");
 
+    // A queue count the interface does not have (veth b has one).
+    let two = rawpkt::PortOptions {
+        rx_queues: 2,
+        ..rawpkt::PortOptions::default()
+    };
+    let e = rawpkt::open_with(&format!("xdp:{},netns={}", p.b, p.ns_b), &two)
+        .expect_err("rx_queues 2")
+        .to_string();
+    assert!(!e.contains('\n'), "one line: {e}");
+    assert!(e.contains("one queue per interface queue it uses, 1 here"), "{e}");
+    assert!(!p.has_xdp(&p.ns_b, &p.b), "refused before attaching");
+
     // A queue id past the port's queues.
     let port = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).unwrap();
+    // The default steals the interface's own MAC only: no multicast copy rule XDP cannot honour.
+    let d = port.description();
+    assert!(
+        d.contains("rules [dst-mac ") && !d.contains(';') && !d.contains("01:00:00:00:00:00"),
+        "{d}"
+    );
     let pl = pool(4096);
     let e = port
         .rx_queue(1, &pl, &QueueConfig::default())
@@ -257,6 +276,36 @@ fn bad_input_gives_one_line_errors() {
         .output()
         .unwrap();
     assert_eq!(child_result(&out), "ok");
+}
+
+/// A copy rule cannot be honoured by XDP (one verdict per frame, no clone): the port refuses it
+/// in one line, before any system call, so the interface not existing does not even come up.
+#[test]
+fn copy_rules_are_refused_before_any_system_call() {
+    let e = rawpkt::open("xdp:rpx-none0,rule=udp dst-port 53 copy")
+        .expect_err("copy rule")
+        .to_string();
+    assert_eq!(
+        e,
+        "bad port spec: xdp:rpx-none0,rule=udp dst-port 53 copy: rule \"udp dst-port 53 copy\": xdp ports \
+         cannot copy a frame to both the socket and Linux; use steal (the default)"
+    );
+    let opts = rawpkt::PortOptions {
+        rules: vec!["ipv4 udp copy".parse().unwrap()],
+        ..rawpkt::PortOptions::default()
+    };
+    let e = rawpkt::open_with("xdp:rpx-none0", &opts)
+        .expect_err("copy rule")
+        .to_string();
+    assert!(
+        e.contains("\"ipv4 udp copy\": xdp ports cannot copy") && !e.contains('\n'),
+        "{e}"
+    );
+    // The same rule stealing is fine as far as the spec goes: the open fails on the interface.
+    let e = rawpkt::open("xdp:rpx-none0,rule=udp dst-port 53")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("copy"), "{e}");
 }
 
 #[test]
@@ -673,4 +722,116 @@ fn one_socket_per_queue_on_two_threads() {
         let (recv, rxp, txp) = t.join().expect("queue thread");
         assert_eq!((recv, rxp, txp), (N, N, N), "queue {q}");
     }
+}
+
+/// Checksum requests on an xdp port: AF_XDP has no offload here, so the TX queue computes them.
+/// A sends IPv6/UDP (pktgen's IPv6 traffic), IPv6/TCP and IPv4/UDP frames whose checksum fields
+/// are zero, flagged `TX_L4_CSUM` (and `TX_L3_CSUM` for IPv4); B receives each with the checksums
+/// an independent builder (etherparse) computes. A frame sent without the flags keeps its zeros.
+#[test]
+#[ignore = "needs root"]
+fn checksums_asked_for_are_filled_in_on_the_way_out() {
+    use rawpkt::flags::{TX_L3_CSUM, TX_L4_CSUM};
+    use rawpkt::flow::wire;
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
+    let pb = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).expect("open B");
+    let (v6a, v6b) = (
+        "fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+        "fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+    );
+    // (frame with correct checksums, the flags to send it with, the checksum fields to zero).
+    let mut cases: Vec<(Vec<u8>, u32, Vec<usize>)> = Vec::new();
+    for seq in 0..64u32 {
+        let payload: Vec<u8> = (0..(seq * 23 % 1000)).map(|i| (i ^ seq) as u8).collect();
+        let mut f = Vec::new();
+        let b = etherparse::PacketBuilder::ethernet2(mac_a, mac_b);
+        let (flags, fields) = match seq % 4 {
+            0 | 1 => {
+                b.ipv6(v6a, v6b, 64)
+                    .udp(10_000 + seq as u16, 9)
+                    .write(&mut f, &payload)
+                    .unwrap();
+                (TX_L4_CSUM, vec![14 + 40 + 6])
+            }
+            2 => {
+                b.ipv6(v6a, v6b, 64)
+                    .tcp(40_000, 80, seq, 1024)
+                    .write(&mut f, &payload)
+                    .unwrap();
+                (TX_L4_CSUM, vec![14 + 40 + 16])
+            }
+            _ => {
+                b.ipv4([10, 77, 0, 1], [10, 77, 0, 2], 64)
+                    .udp(10_000, 9)
+                    .write(&mut f, &payload)
+                    .unwrap();
+                (TX_L3_CSUM | TX_L4_CSUM, vec![14 + 10, 14 + 20 + 6])
+            }
+        };
+        cases.push((f, flags, fields));
+    }
+    let pl = pool(4096);
+    let q = QueueConfig::default();
+    let mut tx = pa.tx_queue(0, &pl, &q).unwrap();
+    let mut rx = pb.rx_queue(0, &pl, &q).unwrap();
+    let mut got = Burst::new(&pl, 64);
+    let mut received: Vec<Vec<u8>> = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    let expect = cases.len() + 1;
+    let mut out = Burst::new(&pl, 32);
+    let mut next = 0;
+    while received.len() < expect {
+        assert!(Instant::now() < deadline, "received {} of {expect}", received.len());
+        if out.is_empty() && next < cases.len() {
+            for (f, flags, fields) in &cases[next..(next + 16).min(cases.len())] {
+                let mut zeroed = f.clone();
+                for &at in fields {
+                    zeroed[at..at + 2].copy_from_slice(&[0, 0]);
+                }
+                assert!(out.push_copy(&zeroed));
+                out.set_flags(out.len() - 1, *flags);
+                next += 1;
+            }
+            if next == cases.len() {
+                // The control: no flags, so nothing fills its zero UDP checksum.
+                let (f, _, fields) = &cases[0];
+                let mut zeroed = f.clone();
+                zeroed[fields[0]..fields[0] + 2].copy_from_slice(&[0, 0]);
+                assert!(out.push_copy(&zeroed));
+            }
+        }
+        if out.is_empty() {
+            tx.reclaim().unwrap();
+        } else {
+            tx.tx_burst(&mut out).unwrap();
+        }
+        if rx.rx_burst(&mut got).unwrap() > 0 {
+            for i in 0..got.len() {
+                received.push(got.data(i).to_vec());
+            }
+            got.clear();
+        }
+    }
+    for (i, ((want, flags, fields), f)) in cases.iter().zip(&received).enumerate() {
+        assert_eq!(f, want, "frame {i} (flags {flags:#x}): bytes");
+        let parsed = wire::parse(f);
+        assert!(wire::l4_checksum_ok(f, &parsed), "frame {i}: L4 checksum");
+        for &at in fields {
+            assert_ne!(&f[at..at + 2], &[0, 0], "frame {i}: checksum at {at} filled");
+        }
+    }
+    let control = received.last().unwrap();
+    let at = cases[0].2[0];
+    assert_eq!(&control[at..at + 2], &[0, 0], "no flags, no checksum");
+    assert_eq!(&control[..at], &cases[0].0[..at]);
+    let until = Instant::now() + TIMEOUT;
+    while tx.in_flight() > 0 && Instant::now() < until {
+        tx.reclaim().unwrap();
+    }
+    assert_eq!((tx.stats().packets, tx.stats().drops), (expect as u64, 0));
+    drop((tx, rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
 }

@@ -2,7 +2,7 @@
 //! `fd_xdp1.c`): a tiny eBPF assembler with labels, the rule compiler, and loading/test-running
 //! through `bpf(2)`.
 //!
-//! The program parses the frame once, exactly as [`wire::headers`] does (up to two VLAN tags,
+//! The program parses the frame once, exactly as [`wire::headers`](super::wire::headers) does (up to two VLAN tags,
 //! the EtherType after them, IPv4 with options by IHL, IPv6's fixed header without walking
 //! extension headers, ports only in unfragmented packets and first fragments, a frame cut short
 //! matching only the fields whose bytes it has), stores what it found on the stack, and then
@@ -15,6 +15,8 @@
 //! the kernel's search (see [`RuleSet::classify`]: a copy match only skips the rest of its own
 //! table, and stealing rules live in other tables), the program's verdict is exactly
 //! [`Verdict::steal`](super::matcher::Verdict::steal): steal if any stealing rule matches.
+//! `xdp:` ports refuse copy rules when opened (`crate::xdp`), so no rule a user gives one is
+//! silently left out of its program.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -574,7 +576,7 @@ fn compile_rule(a: &mut Asm, r: &FlowRule, fail: &str) {
 
 /// Compiles `rules` (validated and ordered as a [`RuleSet`] would) into an XDP program whose
 /// verdict is `steal` for a frame some stealing rule matches and `XDP_PASS` otherwise. Copy
-/// rules are left out; see the module documentation.
+/// rules are left out (they never change that verdict); see the module documentation.
 pub fn compile_xdp(rules: &[FlowRule], steal: StealAction) -> Result<Program, CompileError> {
     let mut set = RuleSet::new();
     for r in rules {

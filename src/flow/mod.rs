@@ -1,5 +1,12 @@
-//! Traffic selection: which frames a queue receives. For now the RSS hash that spreads a port's
-//! frames over its receive queues; flow rules and their compilers build on this module.
+//! Traffic selection: which frames a port takes from Linux, and which of its receive queues each
+//! one reaches.
+//!
+//! - [`rule`]: a flow rule, described once for every backend; [`syntax`]: its text form.
+//! - Its compilers: [`verbs`] (`ibv_flow_attr` for mlx5/verbs ports), [`bpf`] (the XDP program of
+//!   xdp ports), and [`matcher`], the software matcher that stands in for the NIC's steering in the
+//!   model NIC and the tests.
+//! - [`rss`]: the Toeplitz hash that spreads a port's frames over its receive queues.
+//! - [`wire`]: fixed-offset header parsing shared by the above, and the checksums a send asks for.
 
 pub mod bpf;
 pub mod matcher;

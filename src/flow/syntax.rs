@@ -28,7 +28,9 @@ pub struct ParseError {
     input: String,
     /// Index of the first offending token (the token count when a value is missing at the end).
     pub token: usize,
-    /// Byte offset and byte length of the span to underline.
+    /// Byte offset and byte length of the span to underline. Both ends lie on character
+    /// boundaries of the input, or past its end (a value missing after the last word), where
+    /// each byte stands for one column.
     pub column: usize,
     pub width: usize,
     pub message: String,
@@ -41,28 +43,37 @@ impl ParseError {
 }
 
 /// The rule, then a caret line under the bad span followed by the message. `{:#}` gives one line
-/// instead: ``column 10 (`10.0.0.0/33`): prefix length 33 is more than 32``.
+/// instead: ``column 10 (`10.0.0.0/33`): prefix length 33 is more than 32``. Columns count
+/// characters, so the caret lines up under non-ASCII text too.
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let start = self.column.min(self.input.len());
-        let end = (self.column + self.width).min(self.input.len());
+        let input = self.input.as_str();
+        // The parser keeps both ends on character boundaries; flooring here as well means that a
+        // span edited through the public fields cannot make formatting panic.
+        let start = floor_char_boundary(input, self.column);
+        let end = floor_char_boundary(input, self.column.saturating_add(self.width)).max(start);
+        let past_end = self.column.saturating_sub(input.len());
+        let pad = input[..start].chars().count() + past_end;
+        let what = &input[start..end];
         if f.alternate() {
-            let what = &self.input[start..end];
             return match what.is_empty() {
-                true => write!(f, "column {}: {}", self.column + 1, self.message),
-                false => write!(f, "column {} (`{what}`): {}", self.column + 1, self.message),
+                true => write!(f, "column {}: {}", pad + 1, self.message),
+                false => write!(f, "column {} (`{what}`): {}", pad + 1, self.message),
             };
         }
-        // Columns are counted in characters so the caret lines up under non-ASCII text too.
-        let pad = self.input[..start].chars().count() + (self.column - start);
-        let carets = self.input[start..end].chars().count().max(1);
-        let line: String = self
-            .input
-            .chars()
-            .map(|c| if c.is_whitespace() { ' ' } else { c })
-            .collect();
+        let carets = what.chars().count().max(1);
+        let line: String = input.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
         write!(f, "{line}\n{:pad$}{} {}", "", "^".repeat(carets), self.message)
     }
+}
+
+/// The largest character boundary of `s` at or before byte `i` (`s.len()` for any `i` past it).
+fn floor_char_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 impl std::error::Error for ParseError {}
@@ -157,11 +168,16 @@ impl<'a> Parser<'a> {
         match self.next() {
             Some(t) => Ok(t),
             None => {
-                let end = kw.start + kw.text.len() + 1;
+                // An empty span one column past the keyword and the separator after it: past the
+                // whitespace character that follows the keyword (by that character's own length,
+                // so the offset stays on a character boundary), or one byte past the end of the
+                // input, which stands for one column.
+                let kw_end = kw.start + kw.text.len();
+                let at = kw_end + self.input[kw_end..].chars().next().map_or(1, char::len_utf8);
                 let span = Span {
                     token: self.tokens.len(),
-                    start: end,
-                    end: end + 1,
+                    start: at,
+                    end: at,
                 };
                 Err(self.error(span, format!("{} needs {needs}", kw.text)))
             }

@@ -2,6 +2,9 @@
 //! IPv4, IPv6, TCP and UDP to classify a frame the way an mlx5 NIC reports it in a CQE, to hash
 //! it for RSS, and to compute the checksums a send WQE asks the NIC to fill in.
 
+/// An Ethernet header without tags (two MACs and the EtherType): also the shortest frame a
+/// device sends.
+pub const ETH_HEADER_LEN: usize = 14;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
@@ -61,7 +64,7 @@ pub fn parse(frame: &[u8]) -> Parsed {
     let Some(mut ethertype) = be16(frame, 12) else {
         return p;
     };
-    let mut off = 14;
+    let mut off = ETH_HEADER_LEN;
     while (ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ) && p.vlans < 2 {
         let Some(t) = be16(frame, off + 2) else {
             return p;

@@ -5,16 +5,25 @@
 //! frames handed to the kernel, `drops` for frames refused (shorter than an Ethernet header or
 //! running past its buffer) and for those the device dropped on a full queue (EBUSY),
 //! `errors.other` for wake-ups the kernel failed with a real error.
+//!
+//! **Checksums.** A packet flagged [`flags::TX_L4_CSUM`] (pktgen's IPv6 frames) or
+//! [`flags::TX_L3_CSUM`] gets its TCP/UDP or IPv4 header checksum computed here, in software,
+//! before it is posted. The DV and verbs paths hand these requests to the NIC (the send WQE's
+//! `cs_flags`, `IBV_SEND_IP_CSUM`); AF_XDP has no such offload in copy mode, and in zero-copy mode
+//! only through TX metadata (Linux 6.8+, and a driver that implements it). Sending the frame as it
+//! is would put a UDP checksum of 0 on the wire, which over IPv6 means an invalid datagram
+//! (RFC 8200 §8.1) that receivers drop. Frames without the flags cost one test of the flags.
 
 use std::rc::Rc;
 
-use crate::mem::pool::Burst;
+use crate::flow::wire;
+use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::sys::xsk::{self, XdpDesc};
 use crate::xdp::socket::{TxHalf, Xsk};
 use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
 
 /// Shortest frame a device sends: an Ethernet header.
-const MIN_FRAME: u16 = 14;
+const MIN_FRAME: u16 = wire::ETH_HEADER_LEN as u16;
 
 /// After the kernel reports the device's queue full (`EBUSY`), completions to wait for before
 /// the next wake-up. With the interface's default `noqueue` qdisc a full device queue (veth's
@@ -24,6 +33,9 @@ const MIN_FRAME: u16 = 14;
 /// Completions are the consumer draining that queue, so waiting for a quarter of veth's ring
 /// restarts the sender while the queue is still three quarters full: the consumer never idles.
 const BUSY_BACKOFF: u32 = 64;
+
+/// The transmit requests this queue carries out itself (see the module documentation).
+const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
 
 pub struct XdpTxQueue {
     half: Option<TxHalf>,
@@ -118,6 +130,30 @@ impl XdpTxQueue {
     }
 }
 
+/// Fills in the checksums `p`'s flags ask for, as the NIC does for a send WQE's `cs_flags`:
+/// the IPv4 header checksum for [`flags::TX_L3_CSUM`], the TCP/UDP checksum over its pseudo-header
+/// for [`flags::TX_L4_CSUM`] (IPv4 or IPv6, up to two VLAN tags; a UDP sum of 0 is sent as
+/// 0xffff). Frames without those headers, or cut short of what their IP header says, are left as
+/// they are.
+///
+/// # Safety
+/// `p` must be a descriptor of a burst over `pool` that the caller holds, with no reference to
+/// its bytes live, and must lie inside its buffer (`off + len <= buf_size`).
+#[allow(unsafe_code)]
+#[cold]
+#[inline(never)]
+unsafe fn fill_checksums(pool: &Pool, p: &Packet) {
+    let at = p.buf as usize * pool.buf_size() as usize + usize::from(p.off);
+    // SAFETY: descriptors are made only by this crate, with `buf` below the pool's count, so with
+    // `off + len <= buf_size` the bytes are in the pool's region; the caller owns and lends them.
+    let frame = unsafe { std::slice::from_raw_parts_mut(pool.region().base().add(at), usize::from(p.len)) };
+    wire::fill_checksums(
+        frame,
+        p.flags & flags::TX_L3_CSUM != 0,
+        p.flags & flags::TX_L4_CSUM != 0,
+    );
+}
+
 /// Whether a sender holding back after EBUSY may wake the kernel again: the consumer has reached
 /// `until` completions, or holds none of our frames (they were all completed, sent or dropped, so
 /// no completion is coming to wake us).
@@ -156,6 +192,14 @@ impl TxQueue for XdpTxQueue {
             }
             if written == free {
                 break;
+            }
+            if p.flags & CSUM != 0 {
+                #[allow(unsafe_code)]
+                // SAFETY: `p` is in `pkts`, which we hold, over our pool (`same_pool`), in its buffer
+                // (checked above), and `pkts` lends out no data while we iterate its descriptors.
+                unsafe {
+                    fill_checksums(&self.xsk.pool, p)
+                };
             }
             h.tx.write(
                 at.wrapping_add(written),
@@ -210,7 +254,125 @@ impl Drop for XdpTxQueue {
 
 #[cfg(test)]
 mod tests {
-    use super::busy_wait_over;
+    use super::*;
+    use crate::PoolConfig;
+    use etherparse::PacketBuilder;
+
+    /// IPv4/IPv6 × UDP/TCP frames, some VLAN-tagged, with checksums computed by etherparse.
+    fn reference_frames() -> Vec<(&'static str, Vec<u8>)> {
+        let (a, b) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let (v6a, v6b) = (
+            "fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            "fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+        );
+        let payload: Vec<u8> = (0..=200u8).collect();
+        let mut out = Vec::new();
+        let mut put = |name, build: &dyn Fn(&mut Vec<u8>)| {
+            let mut f = Vec::new();
+            build(&mut f);
+            out.push((name, f));
+        };
+        put("ipv4 udp", &|f| {
+            PacketBuilder::ethernet2(a, b)
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .udp(1234, 53)
+                .write(f, &payload)
+                .unwrap()
+        });
+        put("ipv4 tcp", &|f| {
+            PacketBuilder::ethernet2(a, b)
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .tcp(40000, 80, 7, 1024)
+                .write(f, &payload[..77])
+                .unwrap()
+        });
+        put("ipv6 udp", &|f| {
+            PacketBuilder::ethernet2(a, b)
+                .ipv6(v6a, v6b, 64)
+                .udp(9, 4789)
+                .write(f, &payload[..19])
+                .unwrap()
+        });
+        put("ipv6 tcp", &|f| {
+            PacketBuilder::ethernet2(a, b)
+                .ipv6(v6a, v6b, 64)
+                .tcp(443, 50000, 1, 65535)
+                .write(f, &payload)
+                .unwrap()
+        });
+        put("vlan ipv6 udp", &|f| {
+            PacketBuilder::ethernet2(a, b)
+                .single_vlan(100.try_into().unwrap())
+                .ipv6(v6a, v6b, 64)
+                .udp(5000, 5001)
+                .write(f, &payload[..1])
+                .unwrap()
+        });
+        out
+    }
+
+    /// The checksum fields' offsets in a reference frame: (IPv4 header, L4).
+    fn checksum_fields(f: &[u8]) -> (Option<usize>, usize) {
+        let p = wire::parse(f);
+        let l3 = match p.l3 {
+            wire::L3::Ipv4 { off, .. } => Some(off + 10),
+            _ => None,
+        };
+        let l4 = match p.l4 {
+            wire::L4::Udp { off } => off + 6,
+            wire::L4::Tcp { off, .. } => off + 16,
+            wire::L4::None => panic!("no L4 header"),
+        };
+        (l3, l4)
+    }
+
+    fn fill(pool: &Pool, b: &Burst) {
+        let p = b.packet(0);
+        assert!(u32::from(p.off) + u32::from(p.len) <= pool.buf_size());
+        #[allow(unsafe_code)]
+        // SAFETY: packet 0 of a burst over `pool` that we hold, in its buffer (asserted), and no
+        // slice of its data is live.
+        unsafe {
+            fill_checksums(pool, p)
+        };
+    }
+
+    #[test]
+    fn checksums_are_filled_as_an_independent_builder_computes_them() {
+        let pool = Pool::new(PoolConfig {
+            buffers: 64,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        for (name, good) in reference_frames() {
+            let (l3, l4) = checksum_fields(&good);
+            assert_ne!(u16::from_be_bytes([good[l4], good[l4 + 1]]), 0, "{name}: reference");
+            for (flag, zero_l3) in [
+                (flags::TX_L4_CSUM, false),
+                (flags::TX_L3_CSUM | flags::TX_L4_CSUM, true),
+            ] {
+                let mut f = good.clone();
+                f[l4..l4 + 2].copy_from_slice(&[0, 0]);
+                if let (Some(c), true) = (l3, zero_l3) {
+                    f[c..c + 2].copy_from_slice(&[0, 0]);
+                }
+                let mut b = Burst::new(&pool, 1);
+                assert!(b.push_copy(&f));
+                b.set_flags(0, flag);
+                fill(&pool, &b);
+                assert_eq!(b.data(0), &good[..], "{name}, flags {flag:#x}");
+            }
+            // TX_L3_CSUM alone leaves the L4 checksum as it is.
+            let mut f = good.clone();
+            f[l4..l4 + 2].copy_from_slice(&[0, 0]);
+            let mut b = Burst::new(&pool, 1);
+            assert!(b.push_copy(&f));
+            b.set_flags(0, flags::TX_L3_CSUM);
+            fill(&pool, &b);
+            assert_eq!(b.data(0), &f[..], "{name}: L3 only");
+        }
+        assert_eq!(pool.free_count(), pool.capacity());
+    }
 
     #[test]
     fn busy_wait_ends_on_enough_completions_or_none_outstanding() {

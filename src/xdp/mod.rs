@@ -4,24 +4,33 @@
 //! |---|---|
 //! | `xdp:veth0` | every receive queue of veth0; queue id `q` of the port is the interface's queue `q` |
 //! | `xdp:veth0/3` | only queue 3 of veth0, as the port's queue 0 |
-//! | `xdp:veth0,rule=udp dst-port 4789` | steal only VXLAN (the option repeats: one rule each; the rule syntax is `flow::syntax`'s) |
+//! | `xdp:veth0,rule=udp dst-port 4789` | steal only VXLAN (the option repeats: one rule each; the rule syntax is `flow::syntax`'s; `copy` rules are refused, see below) |
 //! | `xdp:veth0,rule=any` | **promiscuous: steals every frame from Linux** (ARP, SSH…), see [`FlowRule::promiscuous`] |
 //! | `xdp:veth0,netns=blue` | the interface of network namespace `blue` (`/var/run/netns/blue`) |
 //! | `xdp:veth0,mode=native` / `mode=generic` | attach the XDP program only in driver (native) / SKB (generic) mode; default: native, then generic |
 //! | `xdp:veth0,bind=copy` / `bind=zerocopy` | force the socket's mode; default: zero-copy, then copy |
 //!
-//! **Which frames a port takes.** Without `rule=` options a port gets the default rules of
-//! `flow::rule`: frames to the interface's own MAC are stolen ([`FlowRule::own_mac`]), and
-//! multicast is copied ([`FlowRule::multicast_copy`]). XDP has one verdict per frame, so a copy
-//! rule cannot be honoured: multicast and broadcast (ARP requests, neighbour discovery) simply
-//! stay with Linux. With `rule=` options, those rules replace the defaults. The rules are compiled
-//! at open time into an XDP program ([`crate::flow::bpf::compile_xdp`]): a frame some stealing
-//! rule matches goes, through an XSKMAP indexed by the receiving queue, to the AF_XDP socket of
-//! that queue (or to Linux when no RX queue is open on it); everything else is `XDP_PASS`ed to
-//! Linux. The program is attached with `BPF_LINK_CREATE`, so it disappears when the port is
-//! dropped or the process dies, even by SIGKILL.
+//! **Which frames a port takes.** Without rules a port steals the frames to the interface's own
+//! MAC ([`FlowRule::own_mac`]); multicast and broadcast (ARP requests, neighbour discovery) stay
+//! with Linux. Rules, from `rule=` options or else from [`PortOptions::rules`], replace that
+//! default (on mlx5 ports, `PortOptions::rules` are added to it instead); they may not come from
+//! both, and [`PortOptions::promiscuous`] stands for `rule=any`. The rules are compiled at open
+//! time into an XDP program ([`crate::flow::bpf::compile_xdp`]): a frame some rule matches goes,
+//! through an XSKMAP indexed by the receiving queue, to the AF_XDP socket of that queue (or to
+//! Linux when no RX queue is open on it); everything else is `XDP_PASS`ed to Linux. The program
+//! is attached with `BPF_LINK_CREATE`, so it disappears when the port is dropped or the process
+//! dies, even by SIGKILL.
 //!
-//! **Queues.** Each queue id gets one AF_XDP socket per thread, bound to that interface queue,
+//! **No copy rules.** XDP gives one verdict per frame and cannot clone it: a frame goes to the
+//! socket (`XDP_REDIRECT`) or to Linux (`XDP_PASS`), never both, so a `copy` rule (mlx5's
+//! [`FlowRule::multicast_copy`], say) cannot be honoured. Rather than open a port on which such a
+//! rule would match nothing, opening one with a copy rule fails with one line, before any system
+//! call.
+//!
+//! **Queues.** The port's queues are the interface's receive queues (`ethtool -L` sets how many),
+//! or the one named in the spec, so [`PortOptions::rx_queues`] cannot choose their number: left
+//! at its default of 1 it is ignored, and any other value must be the number of queues the port
+//! takes, or opening fails. Each queue id gets one AF_XDP socket per thread, bound to that interface queue,
 //! with all four rings (fill, completion, RX, TX) in our own Rust (`ring.rs`); its RX queue and
 //! TX queue share it, so both must be created on the same thread over the same pool. The UMEM is
 //! the pool's own memory (`socket.rs`): no copy between UMEM frames and pool buffers. Queues of
@@ -41,12 +50,15 @@
 //! [`FlowRule::own_mac`]: crate::flow::rule::FlowRule::own_mac
 //! [`FlowRule::multicast_copy`]: crate::flow::rule::FlowRule::multicast_copy
 //! [`FlowRule::promiscuous`]: crate::flow::rule::FlowRule::promiscuous
+//! [`PortOptions::rules`]: crate::PortOptions::rules
+//! [`PortOptions::promiscuous`]: crate::PortOptions::promiscuous
+//! [`PortOptions::rx_queues`]: crate::PortOptions::rx_queues
 
 pub(crate) mod port;
 pub(crate) mod ring;
 pub(crate) mod socket;
 
-use crate::flow::rule::FlowRule;
+use crate::flow::rule::{Action, FlowRule};
 use crate::spec::{Backend, PortOptions};
 use crate::Error;
 use socket::BindMode;
@@ -68,7 +80,12 @@ pub(crate) struct XdpSpec {
     pub netns: Option<String>,
     pub attach: AttachMode,
     pub bind: BindMode,
+    /// [`PortOptions::rx_queues`]: 1 (any number of queues), or the number the port must take.
+    pub rx_queues: u16,
 }
+
+/// Why a copy rule is refused on an xdp port (see the module documentation).
+const NO_COPY: &str = "xdp ports cannot copy a frame to both the socket and Linux; use steal (the default)";
 
 pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
     let bad = |m: String| Error::Spec(format!("xdp:{rest}: {m}"));
@@ -99,6 +116,7 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
         netns: None,
         attach: AttachMode::Auto,
         bind: BindMode::Auto,
+        rx_queues: 1,
     };
     for opt in parts {
         let (k, v) = opt
@@ -107,6 +125,9 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
         match (k.trim(), v.trim()) {
             ("rule", r) => {
                 let rule: FlowRule = r.parse().map_err(|e| bad(format!("rule {r:?}: {e:#}")))?;
+                if rule.action == Action::Copy {
+                    return Err(bad(format!("rule {r:?}: {NO_COPY}")));
+                }
                 spec.rules.get_or_insert_with(Vec::new).push(rule);
             }
             ("netns", n) if !n.is_empty() && !n.contains('/') => spec.netns = Some(n.to_string()),
@@ -127,18 +148,44 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
     Ok(spec)
 }
 
-/// Opens an xdp port. Rules given in the spec (`rule=`) come first; the options' rules (or
-/// promiscuous mode) apply when the spec names none.
+/// Opens an xdp port. Its rules come from the spec (`rule=`) or from the options (their rules, or
+/// promiscuous mode), not both; either replaces the default (the interface's own MAC).
 pub(crate) fn open_port(rest: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
+    Ok(Box::new(port::open(spec_with_options(rest, opts)?)?))
+}
+
+/// [`parse_spec`], then the options checked and merged in: everything that can be refused
+/// without a system call is refused here.
+pub(crate) fn spec_with_options(rest: &str, opts: &PortOptions) -> Result<XdpSpec, Error> {
     let mut spec = parse_spec(rest)?;
-    if spec.rules.is_none() {
-        if opts.promiscuous {
-            spec.rules = Some(vec![FlowRule::promiscuous()]);
-        } else if !opts.rules.is_empty() {
-            spec.rules = Some(opts.rules.clone());
-        }
+    let bad = |m: String| Error::Config(format!("xdp:{rest}: {m}"));
+    if opts.promiscuous && !opts.rules.is_empty() {
+        return Err(bad(
+            "PortOptions has both rules and promiscuous, which takes every frame; give one of them".into(),
+        ));
     }
-    Ok(Box::new(port::open(spec)?))
+    if let Some(r) = opts.rules.iter().find(|r| r.action == Action::Copy) {
+        return Err(bad(format!("PortOptions rule \"{r}\": {NO_COPY}")));
+    }
+    let from_options = if opts.promiscuous {
+        Some(vec![FlowRule::promiscuous()])
+    } else if !opts.rules.is_empty() {
+        Some(opts.rules.clone())
+    } else {
+        None
+    };
+    match (&spec.rules, from_options) {
+        (Some(_), Some(_)) => {
+            return Err(bad(format!(
+                "rules in both the spec (rule=) and PortOptions ({}); give them in one place",
+                if opts.promiscuous { "promiscuous" } else { "rules" }
+            )))
+        }
+        (None, Some(r)) => spec.rules = Some(r),
+        _ => {}
+    }
+    spec.rx_queues = opts.rx_queues;
+    Ok(spec)
 }
 
 #[cfg(test)]
@@ -168,8 +215,65 @@ mod tests {
             ("veth0,colour=blue", "not understood"),
             ("veth0,mode=fast", "not understood"),
             ("averyveryverylongname0", "not an interface name"),
+            (
+                "veth0,rule=udp dst-port 53 copy",
+                "cannot copy a frame to both the socket and Linux",
+            ),
+            (
+                "veth0,rule=udp dst-port 53,rule=any copy priority 1",
+                "use steal (the default)",
+            ),
         ] {
             let e = parse_spec(spec).unwrap_err().to_string();
+            assert!(e.contains(want), "{spec:?}: {e}");
+            assert!(!e.contains('\n'), "{spec:?}: {e}");
+        }
+    }
+
+    fn opts(rules: &[&str], promiscuous: bool, rx_queues: u16) -> PortOptions {
+        PortOptions {
+            rules: rules.iter().map(|r| r.parse().unwrap()).collect(),
+            promiscuous,
+            rx_queues,
+        }
+    }
+
+    #[test]
+    fn options_merge_into_the_spec() {
+        let s = spec_with_options("veth0", &opts(&["udp dst-port 53"], false, 1)).unwrap();
+        assert_eq!(s.rules.unwrap(), vec!["udp dst-port 53".parse::<FlowRule>().unwrap()]);
+        let s = spec_with_options("veth0", &opts(&[], true, 4)).unwrap();
+        assert_eq!((s.rules.unwrap(), s.rx_queues), (vec![FlowRule::promiscuous()], 4));
+        let s = spec_with_options("veth0,rule=ethertype 0x88b5", &PortOptions::default()).unwrap();
+        assert_eq!(s.rules.unwrap().len(), 1);
+        assert!(spec_with_options("veth0", &PortOptions::default())
+            .unwrap()
+            .rules
+            .is_none());
+    }
+
+    /// Options an xdp port cannot honour are refused before any system call, in one line.
+    #[test]
+    fn options_that_cannot_be_honoured_are_refused() {
+        for (spec, o, want) in [
+            (
+                "veth0",
+                opts(&["udp dst-port 53 copy"], false, 1),
+                "cannot copy a frame",
+            ),
+            ("veth0", opts(&["udp", "vlan 3"], true, 1), "both rules and promiscuous"),
+            (
+                "veth0,rule=udp",
+                opts(&["vlan 3"], false, 1),
+                "both the spec (rule=) and PortOptions (rules)",
+            ),
+            (
+                "veth0,rule=udp",
+                opts(&[], true, 1),
+                "both the spec (rule=) and PortOptions (promiscuous)",
+            ),
+        ] {
+            let e = spec_with_options(spec, &o).unwrap_err().to_string();
             assert!(e.contains(want), "{spec:?}: {e}");
             assert!(!e.contains('\n'), "{spec:?}: {e}");
         }

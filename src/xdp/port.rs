@@ -168,13 +168,22 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
         Some(q) => (q, 1),
         None => (0, hw_queues),
     };
+    if spec.rx_queues != 1 && u32::from(spec.rx_queues) != queues {
+        return Err(Error::Config(format!(
+            "xdp:{ifname}: {} receive queues asked for, but an xdp port has one queue per interface queue it \
+             uses, {queues} here; set the interface's with `ethtool -L {ifname} combined N`, or leave rx_queues at 1",
+            spec.rx_queues
+        )));
+    }
     // AF_XDP first: its absence or a missing capability is the clearest thing to report.
     drop(crate::sys::xsk::socket().map_err(|e| io_error(ifname, "AF_XDP socket", e))?);
     let rules = match &spec.rules {
         Some(r) => r.clone(),
         None => {
             let mac = netdev::mac(ifname).map_err(|e| dev(format!("reading its MAC address: {e}")))?;
-            vec![FlowRule::own_mac(mac), FlowRule::multicast_copy()]
+            // mlx5's default also copies multicast; XDP cannot copy (see the module docs), so
+            // multicast simply stays with Linux.
+            vec![FlowRule::own_mac(mac)]
         }
     };
     let program =

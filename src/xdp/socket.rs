@@ -207,8 +207,11 @@ impl Xsk {
     }
 }
 
-/// `bind`, retried briefly on `EBUSY`: a socket closed just before may still be releasing the
-/// queue (pitfall P13 of the peer measurements).
+/// `bind`, retried briefly on `EBUSY`: a socket closed just before may still be holding the
+/// queue. Closing an AF_XDP socket does not free the interface queue at once: the kernel drops
+/// the socket's buffer pool (its UMEM registration) from a deferred work item, and only then
+/// clears the queue's slot; a `bind` to that queue in between finds it taken and fails with
+/// EBUSY. This happens when a port is reopened, or a queue recreated, right after a close.
 fn bind_retrying(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> std::io::Result<()> {
     let mut tries = 0;
     loop {
