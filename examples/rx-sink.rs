@@ -23,11 +23,7 @@ fn usage(msg: String) -> Fail {
 
 /// `what: e`, with rawpkt's kind of error deciding whose mistake it is.
 fn rawpkt_fail(what: &str, e: rawpkt::Error) -> Fail {
-    let code = match e {
-        rawpkt::Error::Spec(_) | rawpkt::Error::Config(_) => 2,
-        rawpkt::Error::Device(_) | rawpkt::Error::Memory(_) | rawpkt::Error::ForeignPool => 1,
-    };
-    Fail(code, format!("{what}: {e}"))
+    Fail(if e.is_usage() { 2 } else { 1 }, format!("{what}: {e}"))
 }
 
 fn main() -> ExitCode {

@@ -71,6 +71,19 @@ impl std::fmt::Display for Error {
     }
 }
 
+impl Error {
+    /// Whether the caller asked for something malformed or out of range (a command to change),
+    /// rather than the system refusing or failing (a machine to look at). The tools exit 2 for the
+    /// first and 1 for the second.
+    pub fn is_usage(&self) -> bool {
+        // No wildcard: a new kind of error has to be placed on one side or the other.
+        match self {
+            Error::Spec(_) | Error::Config(_) => true,
+            Error::Device(_) | Error::Memory(_) | Error::ForeignPool => false,
+        }
+    }
+}
+
 impl std::error::Error for Error {}
 
 /// Errors of the data path, returned by bursts. Everything else (drops, pool exhaustion,

@@ -83,6 +83,23 @@ impl MacMatch {
     }
 }
 
+/// Reads a MAC address written as six colon-separated groups of one or two hex digits
+/// (`02:00:00:00:00:01`, `2:0:0:0:0:1`): the one reader of the rule syntax, port specs and the
+/// tools. Each group is checked to be hex digits first, because `u8::from_str_radix` alone would
+/// also take a sign (`+1`).
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut out {
+        let p = parts.next()?;
+        if !(1..=2).contains(&p.len()) || !p.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
 /// Formats six bytes as `02:00:00:00:00:01`.
 pub(crate) struct MacText(pub [u8; 6]);
 
@@ -394,6 +411,23 @@ pub(crate) fn proto_text(p: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn macs_are_six_groups_of_one_or_two_hex_digits() {
+        assert_eq!(parse_mac("02:4d:4c:35:00:01"), Some([2, 0x4d, 0x4c, 0x35, 0, 1]));
+        assert_eq!(parse_mac("2:0:0:0:0:FF"), Some([2, 0, 0, 0, 0, 0xff]));
+        for bad in [
+            "02:4d",
+            "0:0:0:0:0:+1",
+            "002:0:0:0:0:1",
+            "0:0:0:0:0:0:0",
+            "0:0:0:0:0:",
+            "0:0:0:0:0:g",
+            "",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn prefix_masks_and_host_bits() {

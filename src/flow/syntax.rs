@@ -185,9 +185,11 @@ impl<'a> Parser<'a> {
     }
 
     fn number(&self, t: Token, max: u32, what: &str) -> Result<u32> {
+        // Digits only: `str::parse` and `from_str_radix` would also take a sign (`+5`).
         let n = match t.text.strip_prefix("0x").or_else(|| t.text.strip_prefix("0X")) {
-            Some(hex) => u32::from_str_radix(hex, 16),
-            None => t.text.parse(),
+            Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => u32::from_str_radix(hex, 16),
+            None if !t.text.is_empty() && t.text.bytes().all(|b| b.is_ascii_digit()) => t.text.parse(),
+            _ => "x".parse(),
         };
         match n {
             Ok(n) if n <= max => Ok(n),
@@ -203,21 +205,7 @@ impl<'a> Parser<'a> {
                 format!("`{s}` is not a MAC address (six hex bytes, like 02:00:00:00:00:01)"),
             )
         };
-        let bytes = |s: &str| -> Result<[u8; 6]> {
-            let mut out = [0u8; 6];
-            let mut parts = s.split(':');
-            for b in &mut out {
-                let p = parts.next().ok_or_else(|| bad(s))?;
-                if p.is_empty() || p.len() > 2 {
-                    return Err(bad(s));
-                }
-                *b = u8::from_str_radix(p, 16).map_err(|_| bad(s))?;
-            }
-            match parts.next() {
-                Some(_) => Err(bad(s)),
-                None => Ok(out),
-            }
-        };
+        let bytes = |s: &str| -> Result<[u8; 6]> { super::rule::parse_mac(s).ok_or_else(|| bad(s)) };
         match t.text.split_once('/') {
             None => Ok(MacMatch::exact(bytes(t.text)?)),
             Some((a, m)) => MacMatch::masked(bytes(a)?, bytes(m)?).map_err(|e| self.error(Span::of(t), e.0)),
@@ -526,6 +514,21 @@ mod tests {
             "ipv4 dst 10.0.0.0/33 udp\n         ^^^^^^^^^^^ prefix length 33 is more than 32"
         );
         assert_eq!((e.token, e.column, e.width), (2, 9, 11));
+    }
+
+    #[test]
+    fn numbers_are_digits_only() {
+        assert!(parse("udp dst-port 0x35").is_ok());
+        for bad in [
+            "udp dst-port +53",
+            "udp dst-port 0x+35",
+            "udp dst-port 0x",
+            "vlan -1",
+            "priority +1",
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.to_string().contains("is not a number"), "{bad}: {e}");
+        }
     }
 
     #[test]

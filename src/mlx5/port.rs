@@ -10,7 +10,7 @@ use rdma_abi::*;
 use super::discover::{self, Found};
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl};
-use crate::flow::rule::{FlowRule, IpMatch};
+use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
 use crate::flow::wire::ETHERTYPE_IPV6;
 use crate::rx::dv::DvRxQueue;
 use crate::rx::verbs::VerbsRxQueue;
@@ -143,15 +143,6 @@ fn port_state_name(s: ibv_port_state) -> &'static str {
         IBV_PORT_ACTIVE_DEFER => "ACTIVE_DEFER",
         _ => "NOP",
     }
-}
-
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
 }
 
 /// Why the DV datapath cannot run on this context, or the caps it runs with.
@@ -555,7 +546,5 @@ mod tests {
     #[test]
     fn speeds() {
         assert_eq!(verbs_speed_gbps(32, 2), 100.0);
-        assert_eq!(parse_mac("02:4d:4c:35:00:01"), Some([2, 0x4d, 0x4c, 0x35, 0, 1]));
-        assert_eq!(parse_mac("02:4d"), None);
     }
 }

@@ -97,24 +97,9 @@ pub struct Config {
     pub json: bool,
 }
 
-/// Six groups of one or two hex digits, as the flow rule syntax (`dst-mac`) reads them, but
-/// without the sign `u8::from_str_radix` would let through (`0:0:0:0:0:+1`). The library has no
-/// public MAC parser to share yet.
 fn mac(what: &str, s: &str) -> Result<[u8; 6], String> {
-    let bad = || format!("--{what} {s:?}: expected six hex bytes like 02:00:00:00:00:01");
-    let mut out = [0u8; 6];
-    let mut parts = s.split(':');
-    for o in &mut out {
-        let p = parts.next().ok_or_else(bad)?;
-        if !(1..=2).contains(&p.len()) || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad());
-        }
-        *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-    }
-    match parts.next() {
-        Some(_) => Err(bad()),
-        None => Ok(out),
-    }
+    rawpkt::flow::rule::parse_mac(s)
+        .ok_or_else(|| format!("--{what} {s:?}: expected six hex bytes like 02:00:00:00:00:01"))
 }
 
 /// "1M", "500k", "14.88M", "1e6", "250000".

@@ -25,10 +25,10 @@ impl Fail {
     /// `what: e`, with rawpkt's kind of error deciding whose mistake it is.
     pub fn rawpkt(what: impl fmt::Display, e: rawpkt::Error) -> Fail {
         let msg = format!("{what}: {e}");
-        // No wildcard: a new kind of error has to be placed on one side or the other.
-        match e {
-            rawpkt::Error::Spec(_) | rawpkt::Error::Config(_) => Fail::Usage(msg),
-            rawpkt::Error::Device(_) | rawpkt::Error::Memory(_) | rawpkt::Error::ForeignPool => Fail::Runtime(msg),
+        if e.is_usage() {
+            Fail::Usage(msg)
+        } else {
+            Fail::Runtime(msg)
         }
     }
 
