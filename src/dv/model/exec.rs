@@ -26,9 +26,11 @@ pub(super) struct Piece {
     len: usize,
 }
 
-// A piece is dereferenced only while the WQE that described it executes, by the thread holding
-// the device lock; the list kept in `Device` between WQEs is never read before it is refilled.
-// SAFETY: see above: the pointer is never used from a thread it was not made on.
+// The `Device` holding the piece list moves between the model's thread and `step()` callers,
+// always under the device lock. A piece is made and dereferenced within the execution of one WQE,
+// by whichever thread holds that lock for the whole WQE; the list left in `Device` afterwards is
+// refilled before it is read again, so a stale pointer is never followed on any thread.
+// SAFETY: every dereference happens during one WQE under the device lock (see above).
 unsafe impl Send for Piece {}
 
 impl Default for Piece {
