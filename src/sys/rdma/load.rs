@@ -1,7 +1,7 @@
 //! Finding rdma-core at run time: `libibverbs.so.1` and `libmlx5.so.1` are dlopen'ed by soname
 //! (or from the files named by `RAWPKT_LIBIBVERBS` / `RAWPKT_LIBMLX5`), so the binary carries no
 //! DT_NEEDED on rdma-core and starts on machines without it. DPDK does the same for the same
-//! reason (`ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c); rust-anchors.md §5.3.
+//! reason (meson option `ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c).
 //!
 //! Only the exported functions are looked up here. verbs.h's header-only functions are
 //! re-implemented over the op tables in [`super::verbs`].
