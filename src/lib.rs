@@ -2,8 +2,8 @@
 //!
 //! A [`Port`] is opened from a spec string ([`open`]); each pinned loop builds its own [`Pool`]
 //! and asks the port for an [`RxQueue`] and a [`TxQueue`] over it; packets move in [`Burst`]es
-//! that own their buffers. Every backend (mlx5 Direct Verbs, the mlx5 device model, and later
-//! ibverbs and AF_XDP) implements the same two traits.
+//! that own their buffers. Every backend (mlx5 Direct Verbs, ibverbs, the mlx5 device model and
+//! AF_XDP) implements the same two traits.
 //!
 //! ```
 //! use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig};

@@ -3,7 +3,8 @@
 //! (device discovery, bring-up, flows) and both datapaths (DV rings and the ibverbs fallback)
 //! run unchanged against the model.
 //!
-//! The contract with rawpkt's binding is `/work/contract/rdma-model-contract.md`;
+//! The interface with rawpkt's binding (`src/sys/rdma/`) is rdma-core's own C ABI, as the
+//! rdma-core 44 headers define it (the bindgen types of `rdma-abi/`);
 //! `docs/model-library.md` describes what is exported, the fake sysfs tree, the knobs and the
 //! kernel rules enforced. In short:
 //! - Two RDMA devices, `mlx5_0` and `mlx5_1`, are the two ports of one model [`Nic`] wired back

@@ -373,7 +373,9 @@ impl SqWriter<'_> {
 }
 
 /// An array of a power-of-two length indexed modulo that length (a ring of driver-side
-/// records): every index is in bounds by construction, so none is checked.
+/// records): every index is in bounds by construction, so none is checked. The DV send queue
+/// keeps its completion records here; with checked indexing `tx_burst` runs 7 instructions more
+/// per burst (30.0 → 30.2 per packet; `scripts/callgrind.sh`, cx5, 20 000 bursts of 32).
 pub(crate) struct MaskedRing<T> {
     buf: Box<[T]>,
     mask: usize,

@@ -2,7 +2,9 @@
 //! datapath needs, else ibverbs) and `verbs:` (ibverbs, forced).
 //!
 //! Bring-up follows VPP's `src/plugins/rdma/device.c` (rdma_dev_init, rdma_txq_init,
-//! rdma_rxq_init, rdma_rxq_finalize) and mlx5-dv.md §2:
+//! rdma_rxq_init, rdma_rxq_finalize) and rdma-core's man pages (`ibv_create_wq(3)`,
+//! `ibv_create_rwq_ind_table(3)`, `ibv_create_qp_ex(3)`, `ibv_create_flow(3)`,
+//! `mlx5dv_init_obj(3)`):
 //! - at open: the device (found through sysfs, [`discover`]), its port, the DV probe, a PD;
 //! - per pool: one MR over the whole pool, registered by the first queue over that pool and
 //!   kept while any queue over it lives;

@@ -519,7 +519,8 @@ impl DvTxQueue {
 
     /// Posts one packet that does not fit the canonical SEND: copied whole into the WQE (up to
     /// `tx_inline` bytes, possibly several WQEBBs wrapping the ring end), or dropped if shorter
-    /// than an Ethernet header. Returns false when the ring has no room for it.
+    /// than an Ethernet header. Returns the bytes posted (0 for a dropped packet), or `Err(())`
+    /// when the ring has no room for it.
     #[cold]
     fn post_slow(&mut self, pkts: &Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
         let p = pkts.packets()[i];

@@ -1,5 +1,6 @@
 //! What the model does each step: doorbells → send WQEs → frames on the wire → receive WQEs →
-//! CQEs. Behaviour follows `../shared/reference/mlx5-dv.md` §10; each check names its trap (§9).
+//! CQEs. Each check says which hardware rule it models and where the rule comes from;
+//! `docs/mlx5-notes.md` collects those rules, and what the model chose where no source says.
 #![allow(unsafe_code)]
 
 use super::{Device, Fault, Wire, CQN_BASE, WQN_BASE};
@@ -26,9 +27,11 @@ pub(super) struct Piece {
     len: usize,
 }
 
-// A piece is dereferenced only while the WQE that described it executes, by the thread holding
-// the device lock; the list kept in `Device` between WQEs is never read before it is refilled.
-// SAFETY: see above: the pointer is never used from a thread it was not made on.
+// The `Device` holding the piece list moves between the model's thread and `step()` callers,
+// always under the device lock. A piece is made and dereferenced within the execution of one WQE,
+// by whichever thread holds that lock for the whole WQE; the list left in `Device` afterwards is
+// refilled before it is read again, so a stale pointer is never followed on any thread.
+// SAFETY: every dereference happens during one WQE under the device lock (see above).
 unsafe impl Send for Piece {}
 
 impl Default for Piece {
@@ -205,7 +208,8 @@ impl<'a> Frame<'a> {
     }
 }
 
-/// The checksums a send WQE's `cs_flags` ask for, filled into `frame` (§3.3).
+/// The checksums a send WQE's `cs_flags` ask for (Ethernet segment byte 4:
+/// `MLX5_ETH_WQE_L3_CSUM` 0x40, `MLX5_ETH_WQE_L4_CSUM` 0x80), filled into `frame`.
 fn fill_checksums(frame: &mut [u8], csum: u8) {
     if csum & (ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM) != 0 {
         pkt::fill_checksums(frame, csum & ETH_WQE_L3_CSUM != 0, csum & ETH_WQE_L4_CSUM != 0);
@@ -260,8 +264,9 @@ impl Device {
         work
     }
 
-    /// Doorbell handling (trap 17): the UAR carries the first 8 bytes of the *last* WQE, the
-    /// record the PI after it. Runs WQEs up to the end of the WQE the UAR names.
+    /// Doorbell handling: as rdma-core (`post_send_db`), DPDK and VPP ring it, the UAR write
+    /// carries the first 8 bytes of the *last* WQE posted and the record the PI after it
+    /// (`docs/mlx5-notes.md`, Doorbells). Runs WQEs up to the end of the WQE the UAR names.
     fn process_sq(&mut self, i: usize) -> usize {
         let sq = self.sqs[i].as_ref().expect("caller checked");
         // Raw addresses rather than a clone of the `Arc`: two atomic operations per poll saved;
@@ -395,8 +400,9 @@ impl Device {
         let signalled = ctrl.completion_mode() >= 2;
         let mut out = self.out.take().expect("put back after every WQE");
         let result = if in_error {
-            // After an error every later WQE is flushed (trap: flush granularity unknown; we
-            // complete signalled ones with WR_FLUSH_ERR, as rdma-core's users expect).
+            // After an error every later WQE is flushed. No source says which flushed WQEs get
+            // a CQE; we complete the signalled ones with WR_FLUSH_ERR, which is what a driver
+            // waiting for its signalled WQEs expects (`docs/mlx5-notes.md`, Completions).
             Err(WqeError {
                 synd: syndrome::WR_FLUSH,
                 bbs,
@@ -411,7 +417,8 @@ impl Device {
         let bbs = match result {
             Ok(bbs) => {
                 sq.hw_ci = pi.wrapping_add(bbs);
-                // eseg byte 4 (§3.3); build_frames checked ds >= 2, so the segment is there.
+                // `cs_flags`, Ethernet segment byte 4; build_frames checked ds >= 2, so the
+                // segment is there.
                 let csum = wqe[16 + 4];
                 let frames = &out.frames[..out.n_frames];
                 if let Some(peer) = self.nothing_reads(port) {
@@ -433,7 +440,8 @@ impl Device {
                         self.transmit_one(port, &frame);
                     }
                 }
-                // The hardware writes a CQE only for a WQE that asks for one (§7).
+                // The hardware writes a CQE only for a WQE that asks for one (CE = 2 in
+                // `fm_ce_se`, `MLX5_WQE_CTRL_CQ_UPDATE`).
                 if signalled {
                     let cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
                     self.write_cqe(cqn, cqe.as_bytes());
@@ -444,7 +452,8 @@ impl Device {
                 let first_error = !sq.error;
                 sq.error = true;
                 sq.hw_ci = pi.wrapping_add(bbs);
-                // The failing WQE gets an error CQE even when unsignalled (§7); flushed ones only
+                // The failing WQE gets an error CQE even when unsignalled (VPP marks unsignalled
+                // WQEs with an `imm` sentinel to recognise exactly those CQEs); flushed ones only
                 // when signalled.
                 if first_error || signalled {
                     self.ports[port].counters.tx_error_cqes += 1;
@@ -459,9 +468,12 @@ impl Device {
         bbs
     }
 
-    /// Validates a send WQE and describes its frames in `out` (trap 3: inline data starts at
-    /// eseg byte 14; trap 4: ds counts the ctrl segment; trap 25: minimum inline). A WQE runs
-    /// whole or fails whole: nothing is sent before every segment of it has been checked.
+    /// Validates a send WQE and describes its frames in `out`. Inline data starts at byte 14 of
+    /// the Ethernet segment (`inline_hdr_start`), not at its end; `ds` counts 16-byte units
+    /// including the control segment; a WQE that inlines less than the device's minimum fails
+    /// with LOCAL_QP_OP (the model's choice: no source says what the hardware does; see
+    /// `docs/mlx5-notes.md`, Send WQEs). A WQE runs whole or fails whole: nothing is sent before
+    /// every segment of it has been checked.
     fn build_frames(
         &self,
         wqe: &[u8],
@@ -515,7 +527,7 @@ impl Device {
             OPCODE_ENHANCED_MPSW => {
                 // DPDK `mlx5_tx_burst_empw_*`: title = control + a 16-byte Ethernet segment with no
                 // inline header; every data segment after it is one packet. Devices that need a
-                // minimum inline cannot do it (§3.7).
+                // minimum inline cannot do it (DPDK turns eMPW off for them).
                 if !self.cfg.enhanced_mpw || self.cfg.min_inline > 0 || ds <= EMPW_TITLE_DS || inline != 0 {
                     return qp_op;
                 }
@@ -655,7 +667,8 @@ impl Device {
         let lkey = u32::from_be_bytes(wqe[off + 4..off + 8].try_into().expect("4 bytes"));
         let addr = u64::from_be_bytes(wqe[off + 8..off + 16].try_into().expect("8 bytes"));
         if byte_count == 0 {
-            // A zero-length gather has no documented meaning (§3.4): flag it.
+            // A zero-length gather has no documented meaning (rdma-core skips such SGEs, DPDK
+            // never makes one): fail the WQE so that a driver that writes one notices.
             return Err(syndrome::LOCAL_QP_OP);
         }
         if *frame_len + byte_count as usize > self.cfg.max_frame {
@@ -818,7 +831,8 @@ impl Device {
                 let parsed = pkt::parse(bytes);
                 let hash = self.rss_hash(bytes, &parsed);
                 // Indirection table of a power-of-two size filled round robin (VPP), indexed by
-                // the low bits of the hash (§10: an assumption about the TIR).
+                // the low bits of the hash (an assumption: no source says how the TIR indexes
+                // it; `docs/mlx5-notes.md`, Receive side scaling).
                 let rqs = &self.ports[port].rqs;
                 let table = rqs.len().next_power_of_two();
                 let wq = rqs[(hash as usize & (table - 1)) % rqs.len()];
@@ -954,8 +968,9 @@ impl Device {
         self.write_cqe(cqn, cqe.as_bytes());
     }
 
-    /// Writes a CQE at the CQ's producer index with that pass's owner bit, `op_own` last
-    /// (trap 11), after an optional overrun check against the published consumer index.
+    /// Writes a CQE at the CQ's producer index with that pass's owner bit, `op_own` last (drivers
+    /// read the owner byte, fence, then the rest, so the device must publish it after the rest),
+    /// after an optional overrun check against the published consumer index.
     pub(super) fn write_cqe(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
         let Some(cq) = self
             .cqs
@@ -1069,9 +1084,11 @@ fn ctrl_of(wqe: &[u8]) -> CtrlSeg {
     }
 }
 
-/// The CQE flags word the NIC's parser reports (§3.9; l4 types from Linux `device.h`).
-/// L2_OK stays clear: no source read says when the hardware sets it, rdma-core's own reference
-/// CQE (vector g1) leaves it 0, and no driver we follow reads it.
+/// The CQE flags word the NIC's parser reports (BE16 at 0x1c, rdma-core `hds_ip_ext` and
+/// `l4_hdr_type_etc`; l4 types from Linux `device.h`; layout in `docs/mlx5-notes.md`).
+/// L2_OK stays clear: no source read says when the hardware sets it, the golden RX CQE
+/// (`g1_cqe_rx_ipv4_udp` in `tests/data/mlx5-vectors.txt`) leaves it 0, and no driver we follow
+/// reads it.
 pub fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
     let mut f = 0;
     match p.l3 {

@@ -1,8 +1,9 @@
 //! A software model of an mlx5 NIC's raw-Ethernet queues, faithful to the formats the hardware
 //! reads and writes, so that the DV datapath can be exercised for real without a ConnectX.
 //!
-//! What it does, and where each behaviour comes from (`../shared/reference/mlx5-dv.md` §10 is the
-//! spec; the sources are cited there and in `prm`):
+//! What it does (the formats' sources are cited in `prm`, each behaviour's at its check in
+//! `exec`; `docs/mlx5-notes.md` collects the rules and what the model chose where no source says
+//! what the hardware does):
 //! - Objects are laid out as `mlx5dv_init_obj` hands them over: an SQ of 64-byte WQEBBs with a
 //!   two-word doorbell record and a UAR page whose doorbell register is at 0x800
 //!   (`MLX5_BF_OFFSET`); a cyclic RQ of 16-byte WQEs with a one-word record; CQs of 64-byte CQEs
@@ -64,7 +65,8 @@ pub struct ModelConfig {
     pub strict_cq: bool,
     /// Polls with WQEs behind the doorbell record but no UAR write before it counts as missing.
     pub missing_doorbell_polls: u32,
-    /// Require a UAR write to name exactly the WQE that ends at the doorbell record (trap 17).
+    /// Require a UAR write to name exactly the WQE that ends at the doorbell record (the UAR
+    /// carries the first 8 bytes of the last WQE posted, the record the PI after it).
     /// Right when stepped; a running device may see a later record than the UAR it latched, so
     /// `start` relaxes it to "ends inside the record's window".
     pub strict_doorbell: bool,

@@ -1,7 +1,7 @@
 //! Finding rdma-core at run time: `libibverbs.so.1` and `libmlx5.so.1` are dlopen'ed by soname
 //! (or from the files named by `RAWPKT_LIBIBVERBS` / `RAWPKT_LIBMLX5`), so the binary carries no
 //! DT_NEEDED on rdma-core and starts on machines without it. DPDK does the same for the same
-//! reason (`ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c); rust-anchors.md §5.3.
+//! reason (meson option `ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c).
 //!
 //! Only the exported functions are looked up here. verbs.h's header-only functions are
 //! re-implemented over the op tables in [`super::verbs`].
@@ -150,7 +150,9 @@ impl Rdma {
     /// Loads rdma-core from `paths`. A missing libmlx5 is not an error: it only rules out DV.
     pub fn load(paths: &LibPaths) -> Result<Rdma, LoadError> {
         let lib = open(&paths.ibverbs)?;
-        let n = LIBIBVERBS;
+        // Errors name the file loaded, which is not the soname when the environment chose it.
+        let name = paths.ibverbs.to_string_lossy();
+        let n = &*name;
         // SAFETY (every `sym` below): the types are those of verbs.h (rdma-core 44), which the
         // rdma-abi types were generated from.
         let ibv = unsafe {
@@ -183,7 +185,8 @@ impl Rdma {
 
     fn load_mlx5(paths: &LibPaths) -> Result<Mlx5dv, LoadError> {
         let lib = open(&paths.mlx5)?;
-        let n = LIBMLX5;
+        let name = paths.mlx5.to_string_lossy();
+        let n = &*name;
         // SAFETY (every `sym` below): the types are those of mlx5dv.h (rdma-core 44).
         unsafe {
             Ok(Mlx5dv {
@@ -225,4 +228,36 @@ pub fn use_libraries(paths: LibPaths) {
 pub fn rdma() -> Result<Arc<Rdma>, LoadError> {
     let chosen = CHOSEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
     load_from(&chosen.unwrap_or_else(LibPaths::from_env))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library that loads but is not rdma-core: the error names the file given, not the soname
+    /// it stands in for.
+    #[test]
+    fn missing_symbol_names_the_file_loaded() {
+        let paths = LibPaths {
+            ibverbs: "libc.so.6".into(),
+            mlx5: "libc.so.6".into(),
+        };
+        let e = Rdma::load(&paths).err().expect("libc is not libibverbs");
+        assert_eq!(
+            e,
+            LoadError::MissingSymbol {
+                lib: "libc.so.6".into(),
+                symbol: "ibv_get_device_list"
+            }
+        );
+        assert!(
+            e.to_string().starts_with("libc.so.6 has no ibv_get_device_list: "),
+            "{e}"
+        );
+        let e = Rdma::load_mlx5(&paths).err().expect("libc is not libmlx5");
+        assert!(
+            e.to_string().starts_with("libc.so.6 has no mlx5dv_is_supported: "),
+            "{e}"
+        );
+    }
 }
