@@ -508,6 +508,66 @@ fn system_rdma_core_loads_when_installed() {
     }
 }
 
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data (all zeroes is the empty set); sched_getaffinity writes at
+    // most size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Runs `cmd` (pktgen) with the model library's NIC thread on a CPU of its own, as pktgen does
+/// for its built-in `model:` ports, and pktgen on one other CPU.
+///
+/// pktgen plans its CPUs (one per transmit core, then one for a receiver thread) for a NIC
+/// that polls in hardware; it cannot tell that an `mlx5:` port is the model library, whose
+/// NIC thread spins on a host CPU too. On a 2-CPU machine that is three spinning threads on two
+/// CPUs, and the receiver, a thread of its own that does not pace the sender, is off its CPU
+/// for 10 to 85 ms at a time under load while the sender (catching up on its rate credit) and
+/// the NIC thread go on filling the 4096-entry receive queue: the model then counts
+/// `rx_out_of_buffer` drops, as a real NIC would for a receiver descheduled that long. With
+/// pktgen on one CPU the receiver runs in the transmit loop (pktgen's layout when it has no CPU
+/// to spare), so nothing is sent while it is descheduled: the receive queue only ever holds
+/// what the send queue had in flight (at most ~3,700 frames on the DV path, ~1,100 through
+/// ibverbs), and every frame lost is a fault of the datapath, not of the scheduler.
+fn with_model_nic_cpu(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let cpus = allowed_cpus();
+    let (Some(&first), Some(&last)) = (cpus.first(), cpus.last()) else {
+        return;
+    };
+    if first == last {
+        return; // one CPU: everything shares it, and the receiver is in the transmit loop anyway
+    }
+    cmd.env("RAWPKT_MODEL_CPU", last.to_string());
+    // SAFETY: cpu_set_t is plain data (all zeroes is the empty set) and `first` is below
+    // CPU_SETSIZE (it came from a cpu_set_t).
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(first, &mut set);
+        set
+    };
+    // SAFETY: between fork and exec the closure only makes the sched_setaffinity system call,
+    // which is async-signal-safe, on a set built before the fork; the NIC thread the model
+    // library starts in the child pins itself to RAWPKT_MODEL_CPU, outside this set.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
 /// pktgen, as a user runs it, on a ConnectX pair: the model library stands in for rdma-core in
 /// the child process. Every frame sent reaches the receiving port, whose default rules steal
 /// what is addressed to its MAC; latency percentiles come back from the stamps.
@@ -515,8 +575,8 @@ fn pktgen_on(kind: &str) {
     let (_g, _model) = setup();
     let lib = model_lib();
     let mac1 = MAC1.map(|b| format!("{b:02x}")).join(":");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
-        .env("RAWPKT_LIBIBVERBS", lib)
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"));
+    cmd.env("RAWPKT_LIBIBVERBS", lib)
         .env("RAWPKT_LIBMLX5", lib)
         .args([
             "--port",
@@ -524,9 +584,9 @@ fn pktgen_on(kind: &str) {
             "--rx-port",
             &format!("{kind}:mlx5_1/1"),
         ])
-        .args(["--dst-mac", &mac1, "--count", "20000", "--rate", "100k", "--json"])
-        .output()
-        .expect("run pktgen");
+        .args(["--dst-mac", &mac1, "--count", "20000", "--rate", "100k", "--json"]);
+    with_model_nic_cpu(&mut cmd);
+    let out = cmd.output().expect("run pktgen");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "pktgen on {kind}: failed: {stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
