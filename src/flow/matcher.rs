@@ -20,8 +20,8 @@
 //! table after all others. Tables are searched in order. In a table the first matching entry
 //! decides: entries are grouped by match shape (which fields, which masks) in auto-created groups
 //! searched in creation order, so within a priority the rule whose *shape* was installed first
-//! wins, then the first-installed rule of that shape (mlx5-dv.md trap 29; a model of the table
-//! without removals). A copy match delivers a copy and moves on to the next table; a steal match
+//! wins, then the first-installed rule of that shape (docs/mlx5-notes.md, "Steering: rules of
+//! one priority"; a model of the table without removals). A copy match delivers a copy and moves on to the next table; a steal match
 //! delivers and ends the search; a frame nothing steals goes to Linux.
 
 use super::rule::{Action, FlowRule, IpMatch};
