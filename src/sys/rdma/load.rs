@@ -153,7 +153,7 @@ impl Rdma {
         // Errors name the file loaded, which is not the soname when the environment chose it.
         let name = paths.ibverbs.to_string_lossy();
         let n = &*name;
-        // SAFETY (every `sym` below): the types are those of verbs.h (rdma-core 44), which the
+        // SAFETY: for every `sym` below, the types are those of verbs.h (rdma-core 44), which the
         // rdma-abi types were generated from.
         let ibv = unsafe {
             Ibverbs {
@@ -187,7 +187,7 @@ impl Rdma {
         let lib = open(&paths.mlx5)?;
         let name = paths.mlx5.to_string_lossy();
         let n = &*name;
-        // SAFETY (every `sym` below): the types are those of mlx5dv.h (rdma-core 44).
+        // SAFETY: for every `sym` below, the types are those of mlx5dv.h (rdma-core 44).
         unsafe {
             Ok(Mlx5dv {
                 is_supported: sym(&lib, n, "mlx5dv_is_supported")?,
