@@ -103,8 +103,8 @@ pub struct PortOptions {
     ///   a `copy` rule (XDP cannot deliver one frame both to the socket and to Linux).
     /// - `model:`: refused; a model port gets every frame on its wire.
     pub rules: Vec<FlowRule>,
-    /// Take every frame from Linux. `mlx5:`/`verbs:`: replaces the rules, and the port says so
-    /// on stderr when opened. `xdp:`: the one rule `any` (as `rule=any`), so not with other
+    /// Take every frame from Linux. `mlx5:`/`verbs:`: replaces the default rules (so not with
+    /// rules of one's own), and the port says so on stderr when opened. `xdp:`: the one rule `any` (as `rule=any`), so not with other
     /// rules. `model:`: what a model port does anyway.
     pub promiscuous: bool,
     /// Receive queues, ids from 0.
@@ -202,7 +202,7 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
 
 /// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
 /// (once per process) and the model thread runs unpinned.
-fn model_cpu() -> Option<usize> {
+pub fn model_cpu() -> Option<usize> {
     let v = std::env::var_os("RAWPKT_MODEL_CPU")?;
     match v.to_str().map(|s| s.trim().parse::<usize>()) {
         Some(Ok(cpu)) => Some(cpu),

@@ -496,6 +496,13 @@ fn a_rule_the_nic_refuses_is_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("rule `ipv4 proto 47`"), "{e}");
+    // Promiscuous replaces the rules, so rules of one's own beside it are a mistake, not ignored.
+    let both = PortOptions {
+        promiscuous: true,
+        ..opts(1, &["udp dst-port 4789"])
+    };
+    let e = open_with("mlx5:mlx5_0/1", &both).unwrap_err().to_string();
+    assert!(e.contains("both rules and promiscuous") && !e.contains('\n'), "{e}");
 }
 
 /// Against the system's rdma-core when installed: every symbol resolves, and the device list

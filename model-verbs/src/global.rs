@@ -146,8 +146,7 @@ fn init() -> Result<Global, String> {
         // steers them to a queue.
         nic.enable_steering(port);
     }
-    let cpu = std::env::var("RAWPKT_MODEL_CPU").ok().and_then(|c| c.parse().ok());
-    nic.start(cpu);
+    nic.start(rawpkt::spec::model_cpu());
     let mut devices = [0usize; 2];
     for (i, d) in DEVS.iter().enumerate() {
         // SAFETY: ibv_device is plain C data (arrays, enums, function pointers); all zeroes is

@@ -60,7 +60,8 @@ pub const CQ_ARM_DB: usize = 1;
 pub const BF_OFFSET: usize = 0x800;
 /// rdma-core `wqe.h`: dst MAC + src MAC + ethertype + one VLAN tag.
 pub const ETH_L2_INLINE_HEADER_SIZE: usize = 18;
-pub const ETH_L2_MIN_HEADER_SIZE: usize = 14;
+/// rdma-core's name for the shortest frame a send WQE may carry: an Ethernet header.
+pub const ETH_L2_MIN_HEADER_SIZE: usize = crate::flow::wire::ETH_HEADER_LEN;
 /// Inline bytes start at this offset of the Ethernet segment (after `inline_hdr_sz`).
 pub const ESEG_INLINE_OFFSET: usize = 14;
 

@@ -295,9 +295,10 @@ pub mod flags {
     pub const VLAN_STRIPPED: u32 = 1 << 8;
     pub const RSS_HASH: u32 = 1 << 9;
     pub const TIMESTAMP: u32 = 1 << 10;
-    /// Transmit request: the NIC fills in the IPv4 header checksum.
+    /// Transmit request: the IPv4 header checksum is filled in on the way out (by the NIC on
+    /// mlx5 ports, in software by xdp ports, which have no offload in copy mode).
     pub const TX_L3_CSUM: u32 = 1 << 16;
-    /// Transmit request: the NIC fills in the TCP/UDP checksum.
+    /// Transmit request: the TCP/UDP checksum is filled in on the way out (as for TX_L3_CSUM).
     pub const TX_L4_CSUM: u32 = 1 << 17;
 }
 

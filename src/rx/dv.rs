@@ -6,15 +6,12 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::REFILL_BATCH;
 use crate::dv::prm::{cqe_flags, syndrome, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
 use crate::dv::DvControl;
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
-
-/// Refill once this many WQEs are free (DPDK's vector path: `min(64, ring / 4)`), so the refill's
-/// fixed cost is spread over more packets while the RQ stays at least three quarters full.
-const REFILL_BATCH: u32 = 64;
 
 pub struct DvRxQueue {
     rq: RqRing,

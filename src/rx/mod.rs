@@ -1,5 +1,10 @@
 //! Receive burst paths, one module per backend.
 
+/// Refill once this many receive slots are free, capped by each backend at a quarter of its ring
+/// (DPDK's vector path: `min(64, ring / 4)`): the refill's fixed cost (a doorbell record or a
+/// producer store) is spread over more packets while the ring stays at least three quarters full.
+pub(crate) const REFILL_BATCH: u32 = 64;
+
 pub mod dv;
 pub mod verbs;
 pub mod xdp;

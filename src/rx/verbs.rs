@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rdma_abi::*;
 
+use super::REFILL_BATCH;
 use crate::dv::prm::syndrome;
 use crate::dv::ring::KeepAlive;
 use crate::mem::pool::{flags, Burst, Packet, Pool};
@@ -18,7 +19,6 @@ use crate::sys::rdma::{Cq, Mr, Wq};
 use crate::tx::verbs::wc_syndrome;
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
-const REFILL_BATCH: u32 = 64;
 /// Completions polled per `ibv_poll_cq` call at most.
 const WC_BATCH: usize = 256;
 

@@ -7,13 +7,12 @@
 
 use std::rc::Rc;
 
+use super::REFILL_BATCH;
 use crate::mem::pool::{Burst, Packet};
 use crate::sys::xsk;
 use crate::xdp::socket::{RxHalf, Xsk};
 use crate::{same_pool, Error, QueueError, QueueStats, RxQueue};
 
-/// Refill once this many fill slots are free (the DV path's batch; DPDK's vector threshold).
-const REFILL_BATCH: u32 = 64;
 /// Kernel drop counters are read (one `getsockopt`) every this many idle polls or bursts.
 const STATS_EVERY_IDLE: u32 = 64;
 const STATS_EVERY_BUSY: u32 = 4096;

@@ -22,7 +22,7 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 /// is the usual case, so a small array is enough).
 const WC_BATCH: usize = 64;
 /// Shortest frame the NIC sends: an Ethernet header.
-const MIN_FRAME: usize = 14;
+const MIN_FRAME: usize = crate::flow::wire::ETH_HEADER_LEN;
 
 pub struct VerbsTxQueue {
     qp: Arc<Qp>,
