@@ -388,6 +388,8 @@ fn no_such_device_lists_what_exists() {
         assert!(
             e.contains("mlx5_0/1 (mdl0, 0000:3b:00.0)")
                 && e.contains("mlx5_1/1 (mdl1, 0000:3b:00.1)")
+                && e.contains("mlx5_2/1 (mdl2, 0000:3c:00.0)")
+                && e.contains("mlx5_3/1 (mdl3, 0000:3c:00.1)")
                 && !e.contains('\n'),
             "{spec}: {e}"
         );

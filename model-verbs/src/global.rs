@@ -1,11 +1,11 @@
-//! Process-wide state: the model NIC, the two devices, the knobs and the object registry.
+//! Process-wide state: the model NIC, the four devices, the knobs and the object registry.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use rawpkt::dv::model::{ModelConfig, Nic};
+use rawpkt::dv::model::{ModelConfig, Nic, Wire};
 use rdma_abi::ibv_device;
 
 /// One RDMA device of the model (contract table).
@@ -18,7 +18,10 @@ pub(crate) struct DevInfo {
     pub ifindex: u32,
 }
 
-pub(crate) const DEVS: [DevInfo; 2] = [
+/// Two back-to-back pairs: mlx5_0 <-> mlx5_1 and mlx5_2 <-> mlx5_3 (ports 0..3 of one model
+/// NIC, polled by one thread). The second pair gives a cross-connect between mlx5_1 and mlx5_2
+/// a free end on each side (mlx5_0 to send in, mlx5_3 to collect).
+pub(crate) const DEVS: [DevInfo; 4] = [
     DevInfo {
         ibdev: "mlx5_0",
         uverbs: "uverbs0",
@@ -35,7 +38,26 @@ pub(crate) const DEVS: [DevInfo; 2] = [
         mac: [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01],
         ifindex: 1001,
     },
+    DevInfo {
+        ibdev: "mlx5_2",
+        uverbs: "uverbs2",
+        netdev: "mdl2",
+        pci: "0000:3c:00.0",
+        mac: [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x02],
+        ifindex: 1002,
+    },
+    DevInfo {
+        ibdev: "mlx5_3",
+        uverbs: "uverbs3",
+        netdev: "mdl3",
+        pci: "0000:3c:00.1",
+        mac: [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x03],
+        ifindex: 1003,
+    },
 ];
+
+/// The port of the other end of each device's cable.
+const PEERS: [usize; 4] = [1, 0, 3, 2];
 
 /// What an address in the registry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,9 +139,9 @@ impl Registry {
 /// The process-wide model.
 pub(crate) struct Global {
     pub nic: Arc<Nic>,
-    /// The two `struct ibv_device`s, leaked: device pointers stay valid for the process, as
+    /// The `struct ibv_device`s, one per [`DEVS`] entry, leaked: device pointers stay valid for the process, as
     /// rdma-core's do once discovered.
-    devices: [usize; 2],
+    devices: [usize; DEVS.len()],
     pub sysfs_root: CString,
     pub dv: AtomicBool,
     pub cap_net_raw: AtomicBool,
@@ -140,14 +162,15 @@ pub(crate) fn global() -> Result<&'static Global, i32> {
 
 fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
-    let nic = Nic::pair(ModelConfig::default())?;
+    let wires = PEERS.iter().map(|&p| Wire::Peer(p)).collect();
+    let nic = Nic::new(wires, ModelConfig::default())?;
     for port in 0..DEVS.len() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.
         nic.enable_steering(port);
     }
     nic.start(rawpkt::spec::model_cpu());
-    let mut devices = [0usize; 2];
+    let mut devices = [0usize; DEVS.len()];
     for (i, d) in DEVS.iter().enumerate() {
         // SAFETY: ibv_device is plain C data (arrays, enums, function pointers); all zeroes is
         // a valid value of it (NULL pointers, zero enums).
@@ -167,6 +190,9 @@ fn init() -> Result<Global, String> {
         );
         devices[i] = Box::into_raw(Box::new(dev)) as usize;
     }
+    // A traffic thread, when asked for, opens its ports through this library: it waits for
+    // GLOBAL, which is set when this returns.
+    crate::traffic::start_from_env();
     Ok(Global {
         nic,
         devices,

@@ -7,8 +7,9 @@
 //! rdma-core 44 headers define it (the bindgen types of `rdma-abi/`);
 //! `docs/model-library.md` describes what is exported, the fake sysfs tree, the knobs and the
 //! kernel rules enforced. In short:
-//! - Two RDMA devices, `mlx5_0` and `mlx5_1`, are the two ports of one model [`Nic`] wired back
-//!   to back, running on its own thread as model ports do ([`rawpkt::dv::model`]).
+//! - Four RDMA devices are the ports of one model [`Nic`], in two back-to-back pairs (`mlx5_0`
+//!   with `mlx5_1`, `mlx5_2` with `mlx5_3`), running on its own thread as model ports do
+//!   ([`rawpkt::dv::model`]).
 //! - Every object handed out is the real rdma-core struct (`ibv_context` inside a full
 //!   `struct verbs_context`, `ibv_pd`, `ibv_mr`, `ibv_cq_ex`, `ibv_qp`, `ibv_wq`,
 //!   `ibv_rwq_ind_table`, `ibv_flow`) as the first field of the model's bookkeeping.
@@ -31,6 +32,7 @@ mod dv;
 mod global;
 mod objects;
 mod sysfs;
+mod traffic;
 mod verbs;
 
 pub use caps::drop_cap_net_raw_on_this_thread;

@@ -61,7 +61,9 @@ fn library_exports_the_contract_symbols() {
         let mut n = 0;
         let list = get(&mut n);
         assert!(!list.is_null());
-        assert_eq!(n, 2);
+        // Two back-to-back pairs: mlx5_0 <-> mlx5_1, mlx5_2 <-> mlx5_3.
+        assert_eq!(n, 4);
+        assert!((*list.add(4)).is_null(), "the list is NULL-terminated");
         free(list);
         assert_eq!(live(), 0);
     }

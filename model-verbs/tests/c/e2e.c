@@ -87,7 +87,7 @@ int main(void)
 {
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK(list && n == 2, "device list of %d", n);
+	CHECK(list && n == 4, "device list of %d", n);
 	CHECK(list[n] == NULL, "list is NULL-terminated");
 
 	/* The fake sysfs tree: <ibdev_path>/device/net/mdl1/address. */
@@ -99,6 +99,14 @@ int main(void)
 	CHECK(fgets(mac, sizeof mac, fp), "read %s", path);
 	fclose(fp);
 	CHECK(!strcmp(mac, "02:4d:4c:35:00:01\n"), "mac %s", mac);
+
+	/* The second pair has the same shape: mlx5_3's netdev mdl3. */
+	snprintf(path, sizeof path, "%s/device/net/mdl3/address", list[3]->ibdev_path);
+	fp = fopen(path, "r");
+	CHECK(fp, "%s", path);
+	CHECK(fgets(mac, sizeof mac, fp), "read %s", path);
+	fclose(fp);
+	CHECK(!strcmp(mac, "02:4d:4c:35:00:03\n"), "mac %s", mac);
 
 	struct ibv_context *c0 = open_by_name(list, n, "mlx5_0");
 	struct ibv_context *c1 = open_by_name(list, n, "mlx5_1");
