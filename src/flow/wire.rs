@@ -392,6 +392,50 @@ mod tests {
         assert_eq!(f, good);
     }
 
+    /// Whatever a caller hands the transmit path with checksum flags set (truncated frames,
+    /// lengths that lie, options, VLAN tags), filling the checksums never reads or writes past
+    /// the frame.
+    #[test]
+    fn filling_checksums_of_any_bytes_stays_inside_the_frame() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let v6 = {
+            let mut f = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                .ipv6([1; 16], [2; 16], 64)
+                .tcp(1, 2, 3, 4)
+                .write(&mut f, b"payload")
+                .unwrap();
+            f
+        };
+        for base in [udp4(b"hello rawpkt"), v6] {
+            for _ in 0..20_000 {
+                let mut f = base.clone();
+                f.truncate((next() as usize) % (base.len() + 1));
+                // Half the writes land on the fields parsing trusts: EtherType, IHL, the IPv4
+                // total length and protocol, the IPv6 payload length and next header, TCP's offset.
+                const FIELDS: [usize; 10] = [12, 13, 14, 16, 17, 18, 19, 20, 23, 66];
+                for _ in 0..(next() % 4) {
+                    let i = if next() % 2 == 0 {
+                        FIELDS[(next() % 10) as usize]
+                    } else {
+                        next() as usize
+                    };
+                    if !f.is_empty() {
+                        let i = i % f.len();
+                        f[i] = next() as u8;
+                    }
+                }
+                fill_checksums(&mut f, true, true);
+            }
+        }
+    }
+
     #[test]
     fn headers_need_only_their_own_bytes() {
         let f = udp4(b"x");
