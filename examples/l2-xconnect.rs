@@ -286,6 +286,11 @@ pub const PUBLISH_EVERY: u32 = 256;
 /// Empty polls (of both directions) after which an idle loop reclaims TX completions and yields
 /// the CPU between polls; on a dedicated core the yield returns at once.
 pub const IDLE_POLLS: u32 = 1024;
+/// Polls after which a TX queue with frames still in flight is reclaimed even under load: a
+/// direction that receives nothing calls no `tx_burst`, and frames its queue holds back (an AF_XDP
+/// queue waiting out a full device queue, or past the kernel's per-`sendto` budget) would
+/// otherwise wait for the next frame in that direction, or for both directions to go idle.
+pub const RECLAIM_EVERY: u32 = 64;
 
 /// What a core did, read after its loop stopped and its queues were torn down.
 #[derive(Clone, Copy, Debug)]
@@ -366,6 +371,13 @@ impl Core {
             polls = polls.wrapping_add(1);
             if polls % PUBLISH_EVERY == 0 {
                 out.store(self.counts());
+            }
+            if polls % RECLAIM_EVERY == 0 {
+                for (d, name) in self.dirs.iter_mut().zip(["B", "A"]) {
+                    if d.tx.in_flight() > 0 {
+                        d.tx.reclaim().map_err(|e| Fail::Runtime(format!("{name} TX: {e}")))?;
+                    }
+                }
             }
             if n > 0 {
                 idle = 0;

@@ -60,12 +60,7 @@ fn parse(s: &str) -> Result<Plan, String> {
             "tx" => p.tx = v.into(),
             "rx" => p.rx = v.into(),
             "dst" => {
-                let b: Vec<u8> = v
-                    .split(':')
-                    .map(|x| u8::from_str_radix(x, 16))
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| format!("dst={v}: not a MAC"))?;
-                p.dst = b.try_into().map_err(|_| format!("dst={v}: not a MAC"))?;
+                p.dst = rawpkt::flow::rule::parse_mac(v).ok_or_else(|| format!("dst={v}: not a MAC"))?;
             }
             "count" => p.count = num(k, v)?,
             "pps" => p.pps = num(k, v)?.max(1),

@@ -1,10 +1,11 @@
 //! The AF_XDP send path: the caller's buffers are posted on the TX ring by their offset in the
 //! pool's region (no copy), one release store of the producer per burst, a `sendto` only when
 //! the TX ring's `need_wakeup` flag asks (always, in copy mode), and buffers come back to the
-//! pool in bulk from the completion ring. Counters follow the DV path: `packets`/`bytes` for
-//! frames handed to the kernel, `drops` for frames refused (shorter than an Ethernet header or
-//! running past its buffer) and for those the device dropped on a full queue (EBUSY),
-//! `errors.other` for wake-ups the kernel failed with a real error.
+//! pool in bulk from the completion ring. Counters: `packets`/`bytes` for frames handed to the
+//! kernel, `drops` for frames refused here (shorter than an Ethernet header or running past
+//! their buffer, never handed over) and for frames the device then dropped on a full queue
+//! (EBUSY: these are in `packets` too, since the kernel completes them without saying which or
+//! how long they were), `errors.other` for wake-ups the kernel failed with a real error.
 //!
 //! **Checksums.** A packet flagged [`flags::TX_L4_CSUM`] (pktgen's IPv6 frames) or
 //! [`flags::TX_L3_CSUM`] gets its TCP/UDP or IPv4 header checksum computed here, in software,
@@ -30,8 +31,9 @@ const MIN_FRAME: u16 = wire::ETH_HEADER_LEN as u16;
 /// 256-entry ptr_ring, a NIC's TX ring) makes `__xsk_generic_xmit` drop the frame and answer
 /// EBUSY; kicking again at once only drops the next one, and every such attempt builds and frees
 /// an skb and takes the completion-ring lock the consumer's CPU needs for its own completions.
-/// Completions are the consumer draining that queue, so waiting for a quarter of veth's ring
-/// restarts the sender while the queue is still three quarters full: the consumer never idles.
+/// Completions are the consumer draining that queue, so waiting for about a quarter of veth's
+/// ring (the dropped frame's own completion counts as one) restarts the sender while the queue is
+/// still three quarters full: the consumer never idles.
 const BUSY_BACKOFF: u32 = 64;
 
 /// The transmit requests this queue carries out itself (see the module documentation).
@@ -111,7 +113,12 @@ impl XdpTxQueue {
             return;
         }
         if let Some(until) = self.busy_until {
-            if !busy_wait_over(until, self.completed, h.in_flight - h.tx.unconsumed()) {
+            // The ring protocol lets the kernel publish its TX consumer index late, so `unconsumed`
+            // may count frames it already took, and completed if it dropped them: saturating, the
+            // estimate errs towards kicking early, never towards waiting for completions that are
+            // not coming.
+            let in_kernel = h.in_flight.saturating_sub(h.tx.unconsumed());
+            if !busy_wait_over(until, self.completed, in_kernel) {
                 return;
             }
             self.busy_until = None;
@@ -140,7 +147,6 @@ impl XdpTxQueue {
 /// `p` must be a descriptor of a burst over `pool` that the caller holds, with no reference to
 /// its bytes live, and must lie inside its buffer (`off + len <= buf_size`).
 #[allow(unsafe_code)]
-#[cold]
 #[inline(never)]
 unsafe fn fill_checksums(pool: &Pool, p: &Packet) {
     let at = p.buf as usize * pool.buf_size() as usize + usize::from(p.off);

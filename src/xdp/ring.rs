@@ -109,7 +109,8 @@ impl<T> Ring<T> {
         (self.cached_prod, free.min(max))
     }
 
-    /// Producer side: entries published that the kernel has not consumed yet (one shared load).
+    /// Producer side: entries published that the kernel has not yet reported consumed (one shared
+    /// load). The kernel updates its consumer index lazily, so this can count high, never low.
     #[inline(always)]
     pub(crate) fn unconsumed(&self) -> u32 {
         self.cached_prod.wrapping_sub(self.load_consumer())
