@@ -1,13 +1,14 @@
 //! mlx5 and verbs ports against the model library that stands in for libibverbs/libmlx5 at the C
-//! ABI (`model-verbs/`, see contract/rdma-model-contract.md): discovery, bring-up, both
+//! ABI (`model-verbs/`, see docs/model-library.md): discovery, bring-up, both
 //! datapaths, flow steering, RSS, teardown and the error messages.
 //!
 //! The model is process-global, so every test holds `LOCK`. Its library comes from
-//! `RAWPKT_MODEL_VERBS_LIB` when set, else it is built from the workspace's `model-verbs` crate;
-//! without either, the model tests say so and pass (the loader tests still run).
+//! `RAWPKT_MODEL_VERBS_LIB` when set, else it is built from the workspace's `model-verbs` crate
+//! (`common::model_verbs_lib`); a build that fails fails the tests.
+
+mod common;
 
 use std::ffi::{c_char, c_int, CString};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -20,25 +21,6 @@ static LOCK: Mutex<()> = Mutex::new(());
 const MAC0: [u8; 6] = [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x00];
 const MAC1: [u8; 6] = [0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01];
 const OTHER_MAC: [u8; 6] = [0x02, 0x99, 0, 0, 0, 0x42];
-
-/// Builds (once) and returns the model library, or None when this workspace has none.
-fn model_lib() -> &'static PathBuf {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        if let Some(p) = std::env::var_os("RAWPKT_MODEL_VERBS_LIB") {
-            return PathBuf::from(p);
-        }
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "-p", "rawpkt-model-verbs", "--release"])
-            .current_dir(&root)
-            .status()
-            .expect("run cargo");
-        assert!(status.success(), "building rawpkt-model-verbs failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-        target.join("release/librawpkt_model_verbs.so")
-    })
-}
 
 /// The model's control symbols.
 struct Model {
@@ -95,7 +77,7 @@ impl Model {
 /// The lock, and the model (libraries pointed at it once).
 fn setup() -> (MutexGuard<'static, ()>, &'static Model) {
     let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let path = model_lib();
+    let path = common::model_verbs_lib();
     static MODEL: OnceLock<Model> = OnceLock::new();
     let model = MODEL.get_or_init(|| {
         rawpkt::mlx5::use_libraries(path, path);
@@ -517,21 +499,6 @@ fn system_rdma_core_loads_when_installed() {
     }
 }
 
-/// The CPUs this process may run on, in order.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data (all zeroes is the empty set); sched_getaffinity writes at
-    // most size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
-}
-
 /// Runs `cmd` (pktgen) with the model library's NIC thread on a CPU of its own, as pktgen does
 /// for its built-in `model:` ports, and pktgen on one other CPU.
 ///
@@ -548,7 +515,7 @@ fn allowed_cpus() -> Vec<usize> {
 /// ibverbs), and every frame lost is a fault of the datapath, not of the scheduler.
 fn with_model_nic_cpu(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
-    let cpus = allowed_cpus();
+    let cpus = common::allowed_cpus();
     let (Some(&first), Some(&last)) = (cpus.first(), cpus.last()) else {
         return;
     };
@@ -582,7 +549,7 @@ fn with_model_nic_cpu(cmd: &mut std::process::Command) {
 /// what is addressed to its MAC; latency percentiles come back from the stamps.
 fn pktgen_on(kind: &str) {
     let (_g, _model) = setup();
-    let lib = model_lib();
+    let lib = common::model_verbs_lib();
     let mac1 = MAC1.map(|b| format!("{b:02x}")).join(":");
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"));
     cmd.env("RAWPKT_LIBIBVERBS", lib)

@@ -20,10 +20,11 @@
 //! has no `CARGO_BIN_EXE_` for examples). Needs root (CAP_NET_RAW); CI runs it with
 //! `--include-ignored`.
 
+mod common;
+
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Frames through the xconnect (0.2 s at `PPS` on an idle machine).
@@ -39,71 +40,11 @@ const MAC1: &str = "02:4d:4c:35:00:01";
 /// One xconnect at a time: each has a spinning worker and a model NIC thread, and CI has 2 CPUs.
 static LOCK: Mutex<()> = Mutex::new(());
 
-/// Builds (once) and returns the model library.
-fn model_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        if let Some(p) = std::env::var_os("RAWPKT_MODEL_VERBS_LIB") {
-            return PathBuf::from(p);
-        }
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "rawpkt-model-verbs", "--release"])
-            .current_dir(&root)
-            .status()
-            .expect("run cargo");
-        assert!(status.success(), "building rawpkt-model-verbs failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-        target.join("release/librawpkt_model_verbs.so")
-    })
-}
-
-/// The l2-xconnect example's executable, built once per test process in this test's profile.
-fn xconnect_binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // target/<profile dir>/deps/mlx5_xconnect-HASH: release tests get a release example.
-        let release = exe.parent().and_then(Path::parent).and_then(Path::file_name) == Some("release".as_ref());
-        let profile = if release { "release" } else { "test" };
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "l2-xconnect",
-                "--profile",
-                profile,
-                "--message-format=json",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cannot run cargo to build the l2-xconnect example");
-        assert!(out.status.success(), "building the l2-xconnect example failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "l2-xconnect")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reported no l2-xconnect executable")
-    })
-}
-
 /// The first CPU this process may run on, when it may run on more than one: the model NIC's
 /// thread goes there (`RAWPKT_MODEL_CPU`), away from the xconnect's worker, which the example
 /// pins to the second CPU.
 fn model_cpu() -> Option<usize> {
-    // SAFETY: cpu_set_t is plain data (all zeroes is the empty set); sched_getaffinity writes at
-    // most size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads inside it.
-    let cpus: Vec<usize> = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return None;
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    };
+    let cpus = common::allowed_cpus();
     (cpus.len() > 1).then(|| cpus[0])
 }
 
@@ -136,11 +77,12 @@ fn field(report: &str, key: &str) -> u64 {
 
 fn xconnect_on(kind: &str) {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let lib = model_lib();
+    let lib = common::model_verbs_lib();
     let traffic = format!(
         "tx={kind}:mlx5_0/1 rx={kind}:mlx5_3/1 dst={MAC1} count={FRAMES} pps={PPS} window={WINDOW} done=sigint"
     );
-    let mut cmd = Command::new(xconnect_binary());
+    let xconnect = common::example("l2-xconnect");
+    let mut cmd = Command::new(&xconnect);
     cmd.env("RAWPKT_LIBIBVERBS", lib)
         .env("RAWPKT_LIBMLX5", lib)
         .env("RAWPKT_MODEL_TRAFFIC", &traffic)
@@ -161,7 +103,7 @@ fn xconnect_on(kind: &str) {
     };
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", xconnect_binary().display()));
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", xconnect.display()));
     // Readers, so that a chatty child never blocks on a full pipe.
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();

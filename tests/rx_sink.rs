@@ -1,40 +1,9 @@
 //! The rx-sink example's command-line errors: one line on stderr, exit status 2 for a usage
 //! mistake and 1 for a failure, never a panic. None of these opens a queue, so no root is needed.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+mod common;
 
-/// The example, built with the profile of this test (examples have no `CARGO_BIN_EXE_`).
-fn rx_sink() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // target/<profile dir>/deps/rx_sink-HASH: release tests get a release example.
-        let release = exe.parent().and_then(Path::parent).and_then(Path::file_name) == Some("release".as_ref());
-        let profile = if release { "release" } else { "test" };
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "rx-sink",
-                "--profile",
-                profile,
-                "--message-format=json",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cannot run cargo to build the rx-sink example");
-        assert!(out.status.success(), "building the rx-sink example failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "rx-sink")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo named no rx-sink executable")
-    })
-}
+use std::process::{Command, Stdio};
 
 #[test]
 fn bad_arguments_are_one_line_with_the_right_exit_status() {
@@ -54,7 +23,7 @@ fn bad_arguments_are_one_line_with_the_right_exit_status() {
         (2, &["xdp:lo/7"], "queue 7 out of range"),
         (1, &["xdp:rpxcnone0"], "device error: xdp:rpxcnone0: no such interface"),
     ] {
-        let out = Command::new(rx_sink())
+        let out = Command::new(common::example("rx-sink"))
             .args(args)
             .stdin(Stdio::null())
             .output()

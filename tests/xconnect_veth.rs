@@ -23,10 +23,9 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{frame_len, is_root, run, seq_of, tagged_frame, ETHERTYPE};
@@ -41,37 +40,6 @@ const WINDOW: u64 = 64;
 const TRAFFIC_LIMIT: Duration = Duration::from_secs(20);
 /// For the xconnect to come up, and to exit after SIGINT.
 const PROCESS_LIMIT: Duration = Duration::from_secs(10);
-
-/// The l2-xconnect example's executable, built once per test process in this test's profile.
-fn xconnect_binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // target/<profile dir>/deps/xconnect_veth-HASH: release tests get a release example.
-        let release = exe.parent().and_then(Path::parent).and_then(Path::file_name) == Some("release".as_ref());
-        let profile = if release { "release" } else { "test" };
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "l2-xconnect",
-                "--profile",
-                profile,
-                "--message-format=json",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cannot run cargo to build the l2-xconnect example");
-        assert!(out.status.success(), "building the l2-xconnect example failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "l2-xconnect")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reported no l2-xconnect executable")
-    })
-}
 
 /// gen ns -- veth -- xc ns (two interfaces) -- veth -- sink ns, named after this process, with
 /// IPv6 off and no IPv4 address anywhere, so that Linux sends nothing on these links. Dropping
@@ -231,13 +199,13 @@ struct Xconnect {
 
 impl Xconnect {
     fn start(args: &[&str]) -> Xconnect {
-        let mut child = Command::new(xconnect_binary())
+        let mut child = Command::new(common::example("l2-xconnect"))
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", xconnect_binary().display()));
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", common::example("l2-xconnect").display()));
         let (tx, lines) = mpsc::channel();
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(Vec::new()));
@@ -357,7 +325,7 @@ fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
         is_root(),
         "needs root (namespaces, veths, XDP): cargo test --test xconnect_veth -- --include-ignored"
     );
-    let bin = xconnect_binary();
+    let bin = common::example("l2-xconnect");
     assert!(bin.exists(), "{} does not exist", bin.display());
     let t = Topology::create();
     let (gen_mac, sink_mac) = (t.mac(&t.gen_ns, &t.gen), t.mac(&t.sink_ns, &t.sink));
@@ -578,7 +546,7 @@ fn bad_port_specs_give_one_line_errors() {
         ),
     ];
     for (code, args, says) in cases {
-        let out = Command::new(xconnect_binary())
+        let out = Command::new(common::example("l2-xconnect"))
             .args(&args)
             .args(["--duration", "1"])
             .stdin(Stdio::null())

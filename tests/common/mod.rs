@@ -159,3 +159,71 @@ pub fn tagged_frame(dst: [u8; 6], src: [u8; 6], seq: u64, out: &mut [u8]) {
     out[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
     out[14..22].copy_from_slice(&seq.to_be_bytes());
 }
+
+/// An example's executable, built once per test process with the test's own profile (cargo has
+/// no `CARGO_BIN_EXE_` for examples): a release test run gets a release example.
+pub fn example(name: &str) -> std::path::PathBuf {
+    use std::path::{Path, PathBuf};
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile dir>/deps/<test>-HASH
+    let release = exe.parent().and_then(Path::parent).and_then(Path::file_name) == Some("release".as_ref());
+    let profile = if release { "release" } else { "test" };
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--example",
+            name,
+            "--profile",
+            profile,
+            "--message-format=json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build the {name} example: {e}"));
+    assert!(out.status.success(), "building the {name} example failed");
+    let path = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reported no {name} executable"));
+    built.push((name.to_string(), path.clone()));
+    path
+}
+
+/// The model library that stands in for libibverbs/libmlx5 in child processes:
+/// `RAWPKT_MODEL_VERBS_LIB` when set, else built (once per test process) from the workspace's
+/// `model-verbs` crate.
+pub fn model_verbs_lib() -> &'static std::path::Path {
+    use std::path::PathBuf;
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        if let Some(p) = std::env::var_os("RAWPKT_MODEL_VERBS_LIB") {
+            return PathBuf::from(p);
+        }
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "rawpkt-model-verbs", "--release"])
+            .current_dir(&root)
+            .status()
+            .expect("run cargo");
+        assert!(status.success(), "building rawpkt-model-verbs failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+        target.join("release/librawpkt_model_verbs.so")
+    })
+}
+
+/// The CPUs this process may run on, in order (its affinity mask).
+pub fn allowed_cpus() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}
