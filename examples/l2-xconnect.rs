@@ -373,11 +373,7 @@ impl Core {
                 out.store(self.counts());
             }
             if polls % RECLAIM_EVERY == 0 {
-                for (d, name) in self.dirs.iter_mut().zip(["B", "A"]) {
-                    if d.tx.in_flight() > 0 {
-                        d.tx.reclaim().map_err(|e| Fail::Runtime(format!("{name} TX: {e}")))?;
-                    }
-                }
+                self.reclaim_tx(false)?;
             }
             if n > 0 {
                 idle = 0;
@@ -385,13 +381,22 @@ impl Core {
                 idle += 1;
             } else {
                 // Frees sent buffers (and rings a lost doorbell again) while no burst does it.
-                for (d, name) in self.dirs.iter_mut().zip(["B", "A"]) {
-                    d.tx.reclaim().map_err(|e| Fail::Runtime(format!("{name} TX: {e}")))?;
-                }
+                self.reclaim_tx(true)?;
                 std::thread::yield_now();
             }
         }
         out.store(self.counts());
+        Ok(())
+    }
+
+    /// Reclaims the TX queues with frames in flight, or all of them (`all`: which also reports a
+    /// queue that failed while it had nothing to send).
+    fn reclaim_tx(&mut self, all: bool) -> Result<(), Fail> {
+        for (d, name) in self.dirs.iter_mut().zip(["B", "A"]) {
+            if all || d.tx.in_flight() > 0 {
+                d.tx.reclaim().map_err(|e| Fail::Runtime(format!("{name} TX: {e}")))?;
+            }
+        }
         Ok(())
     }
 
