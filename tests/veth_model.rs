@@ -5,6 +5,9 @@
 //! Needs root (network namespaces, veth pairs, AF_PACKET sockets), iproute2 and python3. CI runs
 //! it with `--include-ignored` as root.
 
+mod common;
+
+use common::{is_root, run, run_quiet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -303,50 +306,6 @@ fn is_test_frame(frame: &[u8], dir: u8) -> bool {
     frame.get(12..).is_some_and(|rest| rest.starts_with(&test_prefix(dir)))
 }
 
-/// Effective uid 0, from /proc (keeps the test free of unsafe code).
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        == Some("0")
-}
-
-/// Runs a command to completion; panics with its stderr when it fails. Returns its stdout.
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    String::from_utf8(out.stdout).expect("command output is UTF-8")
-}
-
-/// Runs a command whose failure does not matter (cleanup); returns whether it succeeded.
-fn run_quiet(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn parse_mac(s: &str) -> [u8; 6] {
-    let bytes: Vec<u8> = s
-        .trim()
-        .split(':')
-        .map(|b| u8::from_str_radix(b, 16).unwrap_or_else(|_| panic!("bad MAC address {s:?}")))
-        .collect();
-    bytes.try_into().unwrap_or_else(|_| panic!("bad MAC address {s:?}"))
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -405,12 +364,12 @@ impl Topology {
 
     fn mac_a(&self) -> [u8; 6] {
         let path = format!("/sys/class/net/{}/address", self.a);
-        parse_mac(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}")))
+        common::mac_of(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}")))
     }
 
     fn mac_b(&self) -> [u8; 6] {
         // `ip netns exec` mounts the namespace's own sysfs.
-        parse_mac(&self.in_ns(&["cat", &format!("/sys/class/net/{}/address", self.b)]))
+        common::mac_of(&self.in_ns(&["cat", &format!("/sys/class/net/{}/address", self.b)]))
     }
 
     fn b_rx_packets(&self) -> u64 {

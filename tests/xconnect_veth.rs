@@ -146,9 +146,7 @@ impl Topology {
     }
 
     fn mac(&self, ns: &str, ifn: &str) -> [u8; 6] {
-        let s = self.sysfs(ns, ifn, "address");
-        let v: Vec<u8> = s.split(':').map(|h| u8::from_str_radix(h, 16).unwrap()).collect();
-        v.try_into().unwrap_or_else(|v| panic!("MAC of {ifn}: {v:?}"))
+        common::mac_of(&self.sysfs(ns, ifn, "address"))
     }
 
     /// `rx_packets, rx_dropped, tx_packets, tx_dropped` of one interface.

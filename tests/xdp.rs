@@ -13,14 +13,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{is_root, run};
+use common::{is_root, run, run_quiet};
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn run_quiet(args: &[&str]) {
-    let _ = Command::new(args[0]).args(&args[1..]).stderr(Stdio::null()).output();
-}
 
 /// Two namespaces joined by a veth pair: `a` (10.77.0.1/24) in `ns_a`, `b` (10.77.0.2/24) in
 /// `ns_b`. Nothing in the root namespace; dropped (deleted) at the end of the test however it
@@ -98,13 +94,7 @@ impl Pair {
     }
 
     fn mac(&self, ns: &str, ifn: &str) -> [u8; 6] {
-        let s = self.exec(ns, &["cat", &format!("/sys/class/net/{ifn}/address")]);
-        let v: Vec<u8> = s
-            .trim()
-            .split(':')
-            .map(|h| u8::from_str_radix(h, 16).unwrap())
-            .collect();
-        v.try_into().unwrap()
+        common::mac_of(&self.exec(ns, &["cat", &format!("/sys/class/net/{ifn}/address")]))
     }
 
     fn has_xdp(&self, ns: &str, ifn: &str) -> bool {

@@ -146,6 +146,21 @@ pub fn run(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs a command whose failure does not matter (clean-up); returns whether it succeeded.
+pub fn run_quiet(args: &[&str]) -> bool {
+    std::process::Command::new(args[0])
+        .args(&args[1..])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A MAC address as sysfs prints it (`02:00:00:00:00:01\n`).
+pub fn mac_of(text: &str) -> [u8; 6] {
+    rawpkt::flow::rule::parse_mac(text.trim()).unwrap_or_else(|| panic!("bad MAC address {text:?}"))
+}
+
 pub fn is_root() -> bool {
     run(&["id", "-u"]).trim() == "0"
 }
