@@ -229,7 +229,7 @@ impl Pool {
 
     /// Address of byte `off` of buffer `idx` (no access is made).
     #[inline(always)]
-    fn buf_ptr(&self, idx: u32, off: u32) -> *mut u8 {
+    pub(crate) fn buf_ptr(&self, idx: u32, off: u32) -> *mut u8 {
         debug_assert!(idx < self.count && off <= self.buf_size);
         self.region
             .base()

@@ -149,10 +149,9 @@ impl XdpTxQueue {
 #[allow(unsafe_code)]
 #[inline(never)]
 unsafe fn fill_checksums(pool: &Pool, p: &Packet) {
-    let at = p.buf as usize * pool.buf_size() as usize + usize::from(p.off);
     // SAFETY: descriptors are made only by this crate, with `buf` below the pool's count, so with
     // `off + len <= buf_size` the bytes are in the pool's region; the caller owns and lends them.
-    let frame = unsafe { std::slice::from_raw_parts_mut(pool.region().base().add(at), usize::from(p.len)) };
+    let frame = unsafe { std::slice::from_raw_parts_mut(pool.buf_ptr(p.buf, u32::from(p.off)), usize::from(p.len)) };
     wire::fill_checksums(
         frame,
         p.flags & flags::TX_L3_CSUM != 0,
