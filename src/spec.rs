@@ -140,6 +140,12 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
     let (kind, rest) = spec
         .split_once(':')
         .ok_or_else(|| Error::Spec(format!("{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0")))?;
+    // Promiscuous replaces the rules wherever a port has rules, so asking for both is a mistake.
+    if opts.promiscuous && !opts.rules.is_empty() {
+        return Err(Error::Config(format!(
+            "{spec}: PortOptions has both rules and promiscuous, which takes every frame; give one of them"
+        )));
+    }
     let backend: Box<dyn Backend> = match kind {
         "model" => {
             if !opts.rules.is_empty() || opts.rx_queues != 1 {

@@ -172,11 +172,6 @@ impl Mlx5Port {
         let spec = format!("{kind}:{rest}");
         let target = discover::parse_target(kind, rest)?;
         // Rules are checked before touching the device, so a typo costs nothing.
-        if opts.promiscuous && !opts.rules.is_empty() {
-            return Err(Error::Config(format!(
-                "{spec}: PortOptions has both rules and promiscuous, which takes every frame; give one of them"
-            )));
-        }
         for r in &opts.rules {
             crate::flow::verbs::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
         }
