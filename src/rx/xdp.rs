@@ -24,6 +24,8 @@ pub struct XdpRxQueue {
     shift: u32,
     mask: u64,
     size: u32,
+    /// Free fill slots that make a refill worth it: `REFILL_BATCH`, at most a quarter of the ring.
+    refill_min: u32,
     scratch: Box<[u32]>,
     stats: QueueStats,
     /// Kernel drop counters when this queue took the socket, and a countdown to the next read.
@@ -53,6 +55,7 @@ impl XdpRxQueue {
             shift: pool.buf_size().trailing_zeros(),
             mask: u64::from(pool.buf_size() - 1),
             size,
+            refill_min: REFILL_BATCH.min(size / 4).max(1),
             scratch: vec![0; size as usize].into_boxed_slice(),
             stats: QueueStats::default(),
             drops_base: kernel_drops(fd),
@@ -73,7 +76,7 @@ impl XdpRxQueue {
     fn refill(&mut self, min: u32) {
         let Some(h) = self.half.as_mut() else { return };
         let want = self.size - h.posted;
-        if want < min.max(1) {
+        if want < min {
             return;
         }
         let (at, room) = h.fill.reserve(want);
@@ -108,7 +111,7 @@ impl RxQueue for XdpRxQueue {
             if h.fill.needs_wakeup() {
                 xsk::kick_rx(self.fd);
             }
-            self.refill(REFILL_BATCH.min(self.size / 4));
+            self.refill(self.refill_min);
             self.stats_countdown = self.stats_countdown.min(STATS_EVERY_IDLE) - 1;
             if self.stats_countdown == 0 {
                 self.stats_countdown = STATS_EVERY_IDLE;
@@ -146,7 +149,7 @@ impl RxQueue for XdpRxQueue {
         self.stats.bytes += bytes;
         self.stats.errors.bad_cqe += bad;
         self.stats.bursts += 1;
-        self.refill(REFILL_BATCH.min(self.size / 4));
+        self.refill(self.refill_min);
         self.stats_countdown -= 1;
         if self.stats_countdown == 0 {
             self.stats_countdown = STATS_EVERY_BUSY;
