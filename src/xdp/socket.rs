@@ -227,7 +227,8 @@ fn bind_retrying(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> std::io:
 
 impl Drop for Xsk {
     fn drop(&mut self) {
-        let _ = crate::sys::bpf::xskmap_clear(self.port.map.fd(), self.hw_queue);
+        // No XSKMAP entry to clear: only an RX queue sets one, it clears it when dropped, and it
+        // holds this socket, so it is always gone first.
         let mut held = Vec::new();
         let collect = |map: &[u8], out: &mut Vec<u32>| {
             out.extend(map.iter().enumerate().filter(|(_, &h)| h != 0).map(|(i, _)| i as u32));
