@@ -156,7 +156,7 @@ fn setsockopt<T>(fd: &OwnedFd, opt: libc::c_int, val: &T) -> io::Result<()> {
     }
 }
 
-fn getsockopt<T: Default>(fd: &OwnedFd, opt: libc::c_int) -> io::Result<T> {
+fn getsockopt<T: Default>(fd: &impl AsRawFd, opt: libc::c_int) -> io::Result<T> {
     let mut val = T::default();
     let mut len = std::mem::size_of::<T>() as libc::socklen_t;
     // SAFETY: val is a live T of `len` bytes that the kernel may write during the call; T is
@@ -192,23 +192,7 @@ pub fn mmap_offsets(fd: &OwnedFd) -> io::Result<MmapOffsets> {
 }
 
 pub fn statistics(fd: RawFd) -> io::Result<XdpStatistics> {
-    let mut val = XdpStatistics::default();
-    let mut len = std::mem::size_of::<XdpStatistics>() as libc::socklen_t;
-    // SAFETY: as in getsockopt: val is a live plain-data struct of `len` bytes.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            SOL_XDP,
-            XDP_STATISTICS,
-            (&mut val as *mut XdpStatistics).cast(),
-            &mut len,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(val)
-    }
+    getsockopt(&fd, XDP_STATISTICS)
 }
 
 /// Whether the bound socket runs in zero-copy mode (`XDP_OPTIONS`, Linux 5.3+).
