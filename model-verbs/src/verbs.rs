@@ -710,11 +710,13 @@ fn create_rss(g: &Global, a: &mut ibv_qp_init_attr_ex, rss: u32) -> Result<(QpKi
         // IPSEC_SPI and INNER exist but the model does not hash them.
         return Err(libc::EOPNOTSUPP);
     }
-    let l3 = |m: u64| fields & m != 0;
-    if (l3(1 << 0) || l3(1 << 1)) && (l3(1 << 2) || l3(1 << 3)) {
+    let any = |a: ibv_rx_hash_fields, b: ibv_rx_hash_fields| fields & u64::from(a | b) != 0;
+    if any(IBV_RX_HASH_SRC_IPV4, IBV_RX_HASH_DST_IPV4) && any(IBV_RX_HASH_SRC_IPV6, IBV_RX_HASH_DST_IPV6) {
         return Err(EINVAL); // "only one l3 protocol"
     }
-    if (l3(1 << 4) || l3(1 << 5)) && (l3(1 << 6) || l3(1 << 7)) {
+    if any(IBV_RX_HASH_SRC_PORT_TCP, IBV_RX_HASH_DST_PORT_TCP)
+        && any(IBV_RX_HASH_SRC_PORT_UDP, IBV_RX_HASH_DST_PORT_UDP)
+    {
         return Err(EINVAL); // "only one l4 protocol"
     }
     let mut key = [0u8; 40];

@@ -1024,14 +1024,18 @@ impl Device {
 /// selected ports of its L4 protocol, in that order (the Toeplitz input order of `rss_input`).
 /// A frame without the selected fields hashes to 0 (the first entry of the table).
 pub fn rss_input_fields(frame: &[u8], p: &pkt::Parsed, fields: u64, out: &mut [u8; 36]) -> usize {
-    const SRC_IPV4: u64 = 1 << 0;
-    const DST_IPV4: u64 = 1 << 1;
-    const SRC_IPV6: u64 = 1 << 2;
-    const DST_IPV6: u64 = 1 << 3;
-    const SRC_PORT_TCP: u64 = 1 << 4;
-    const DST_PORT_TCP: u64 = 1 << 5;
-    const SRC_PORT_UDP: u64 = 1 << 6;
-    const DST_PORT_UDP: u64 = 1 << 7;
+    use rdma_abi::{
+        IBV_RX_HASH_DST_IPV4, IBV_RX_HASH_DST_IPV6, IBV_RX_HASH_DST_PORT_TCP, IBV_RX_HASH_DST_PORT_UDP,
+        IBV_RX_HASH_SRC_IPV4, IBV_RX_HASH_SRC_IPV6, IBV_RX_HASH_SRC_PORT_TCP, IBV_RX_HASH_SRC_PORT_UDP,
+    };
+    const SRC_IPV4: u64 = IBV_RX_HASH_SRC_IPV4 as u64;
+    const DST_IPV4: u64 = IBV_RX_HASH_DST_IPV4 as u64;
+    const SRC_IPV6: u64 = IBV_RX_HASH_SRC_IPV6 as u64;
+    const DST_IPV6: u64 = IBV_RX_HASH_DST_IPV6 as u64;
+    const SRC_PORT_TCP: u64 = IBV_RX_HASH_SRC_PORT_TCP as u64;
+    const DST_PORT_TCP: u64 = IBV_RX_HASH_DST_PORT_TCP as u64;
+    const SRC_PORT_UDP: u64 = IBV_RX_HASH_SRC_PORT_UDP as u64;
+    const DST_PORT_UDP: u64 = IBV_RX_HASH_DST_PORT_UDP as u64;
     let mut n = 0;
     let mut put = |b: &[u8], n: &mut usize| {
         out[*n..*n + b.len()].copy_from_slice(b);
