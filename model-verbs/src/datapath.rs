@@ -5,7 +5,7 @@
 
 use std::ffi::c_int;
 
-use rawpkt::dv::prm::{self, DataSeg, ErrCqe, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM};
+use rawpkt::dv::prm::{self, CtrlSeg, DataSeg, ErrCqe, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM};
 use rdma_abi::*;
 
 use crate::global::{global, Kind};
@@ -41,7 +41,11 @@ fn build_wqe(wr: &ibv_send_wr, t: &SqTx, qpn: u32, pi: u32, out: &mut Vec<u8>) -
     out.resize(16 + 32, 0);
     // Control segment (mlx5dv.h `mlx5dv_set_ctrl_seg`): opmod|wqe_index|opcode, qpn|ds,
     // fm_ce_se at byte 11. ds is filled in at the end.
-    out[0..4].copy_from_slice(&((pi & 0xffff) << 8 | u32::from(prm::OPCODE_SEND)).to_be_bytes());
+    out[0..4].copy_from_slice(
+        &CtrlSeg::opmod_idx_opcode(0, pi as u16, prm::OPCODE_SEND)
+            .get()
+            .to_be_bytes(),
+    );
     let mut fm_ce_se = 0;
     if wr.send_flags & IBV_SEND_SIGNALED != 0 || t.sig_all {
         fm_ce_se |= prm::WQE_CTRL_CQ_UPDATE;
@@ -100,28 +104,15 @@ fn build_wqe(wr: &ibv_send_wr, t: &SqTx, qpn: u32, pi: u32, out: &mut Vec<u8>) -
             if len == 0 {
                 continue; // rdma-core skips empty SGEs
             }
-            out.extend_from_slice(DataSeg::new(len, lkey, addr).as_bytes_be());
+            out.extend_from_slice(&DataSeg::new(len, lkey, addr).to_bytes());
         }
     }
     let ds = (out.len() / 16) as u32;
     if ds > prm::MAX_WQE_DS {
         return Err(EINVAL);
     }
-    out[4..8].copy_from_slice(&(qpn << 8 | ds).to_be_bytes());
+    out[4..8].copy_from_slice(&CtrlSeg::qpn_ds(qpn, ds as u8).get().to_be_bytes());
     Ok(())
-}
-
-/// Bytes of a data segment as the device reads them.
-trait SegBytes {
-    fn as_bytes_be(&self) -> &[u8];
-}
-
-impl SegBytes for DataSeg {
-    fn as_bytes_be(&self) -> &[u8] {
-        // SAFETY: DataSeg is a repr(C) 16-byte struct of big-endian integer fields (prm), no
-        // padding; viewing it as bytes reads initialised memory.
-        unsafe { std::slice::from_raw_parts((self as *const DataSeg).cast::<u8>(), 16) }
-    }
 }
 
 pub(crate) unsafe extern "C" fn post_send(
