@@ -285,25 +285,20 @@ impl SqRing {
     /// WQE, which starts at WQEBB `last_pi` (VPP fix 3ef653aa886: the last, not the first).
     #[inline(always)]
     pub fn ring_doorbell(&self, next_pi: u32, last_pi: u32) {
+        // The WQE is driver memory the device never writes: reading it first changes nothing.
+        self.ring_doorbell_word(next_pi, u64::from_ne_bytes(self.ctrl(last_pi).doorbell_bytes()));
+    }
+
+    /// [`SqRing::ring_doorbell`] for a caller that still holds the last WQE's first 8 bytes (ctrl
+    /// dwords 0–1 as they are in memory) in a register, without reading the WQE back.
+    #[inline(always)]
+    pub fn ring_doorbell_word(&self, next_pi: u32, ctrl_word: u64) {
         // Release store: the WQEs above are visible before the device can see the new PI.
         self.dbrec.store_be(next_pi & 0xffff);
         // The UAR is write-combining on hardware: keep the doorbell behind the dbrec write.
         wc_fence();
-        let ctrl = self.ctrl(last_pi);
-        let word = u64::from_ne_bytes(ctrl.doorbell_bytes());
         // SAFETY: bf_reg is an 8-byte aligned register (checked in `new`) kept alive by `keep`.
         // One 8-byte store, as the device requires; the bytes go out in memory order.
-        unsafe { (*self.uar).store(word, Ordering::Release) };
-    }
-
-    /// [`SqRing::ring_doorbell`] for a caller that still holds the last WQE's first 8 bytes (ctrl
-    /// dwords 0–1 as they are in memory) in a register: the same two stores and the same fence,
-    /// without reading the WQE back.
-    #[inline(always)]
-    pub fn ring_doorbell_word(&self, next_pi: u32, ctrl_word: u64) {
-        self.dbrec.store_be(next_pi & 0xffff);
-        wc_fence();
-        // SAFETY: as in `ring_doorbell`.
         unsafe { (*self.uar).store(ctrl_word, Ordering::Release) };
     }
 
@@ -347,23 +342,28 @@ impl SqWriter<'_> {
     /// across WQEBBs and wrap the ring end by DS.
     #[inline(always)]
     pub fn ds_segment(&mut self, ds: u32, n: usize) -> &mut [[u64; 2]] {
-        let units = (self.mask as usize + 1) * 4;
-        let at = ds as usize & (units - 1);
-        assert!(at + n <= units);
-        // SAFETY: [at, at + n) DS lie inside the ring (asserted), 16-byte aligned; WQEBBs not yet
-        // doorbelled are the driver's, and the writer borrows the ring mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.base.cast::<[u64; 2]>().add(at), n) }
+        self.ds_units_as(ds, n)
     }
 
     /// [`SqWriter::ds_segment`] as data segments, for the fields to be stored one by one (on
     /// CPUs with MOVBE each big-endian field is then one store).
     #[inline(always)]
     pub fn data_segs(&mut self, ds: u32, n: usize) -> &mut [DataSeg] {
+        self.ds_units_as(ds, n)
+    }
+
+    /// DS units `ds .. ds + n` viewed as `T`, a 16-byte, at most 16-aligned type (one per DS) of
+    /// plain integers, for which any bytes the ring holds are a valid value: `[u64; 2]`, `DataSeg`.
+    #[inline(always)]
+    fn ds_units_as<T>(&mut self, ds: u32, n: usize) -> &mut [T] {
+        const { assert!(size_of::<T>() == 16 && align_of::<T>() <= 16) };
         let units = (self.mask as usize + 1) * 4;
         let at = ds as usize & (units - 1);
         assert!(at + n <= units);
-        // SAFETY: as in `ds_segment`; a DataSeg is one 16-byte, 8-aligned unit (asserted in prm).
-        unsafe { std::slice::from_raw_parts_mut(self.base.cast::<DataSeg>().add(at), n) }
+        // SAFETY: [at, at + n) DS lie inside the ring (asserted), each 16 bytes at a 16-byte
+        // aligned address and T is 16 bytes aligned to at most 16 (checked above); WQEBBs not yet
+        // doorbelled are the driver's, and the writer borrows the ring mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.base.cast::<T>().add(at), n) }
     }
 
     /// DS units in the ring.
