@@ -360,8 +360,8 @@ impl SqWriter<'_> {
         let units = (self.mask as usize + 1) * 4;
         let at = ds as usize & (units - 1);
         assert!(at + n <= units);
-        // SAFETY: [at, at + n) DS lie inside the ring (asserted), each 16 bytes at a 16-byte
-        // aligned address and T is 16 bytes aligned to at most 16 (checked above); WQEBBs not yet
+        // Each DS is 16 bytes at a 16-byte aligned address, and T fits one (checked above).
+        // SAFETY: [at, at + n) DS lie inside the ring (asserted) and hold a T each; WQEBBs not yet
         // doorbelled are the driver's, and the writer borrows the ring mutably.
         unsafe { std::slice::from_raw_parts_mut(self.base.cast::<T>().add(at), n) }
     }
