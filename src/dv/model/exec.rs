@@ -539,46 +539,13 @@ impl Device {
                 }
                 // The general loop: for a WQE with inline packets, or one that fails a check
                 // (redone here from the start, so that the first failing segment names the
-                // syndrome). The MR of the last gather entry is kept: entries name the same one.
-                let mut mr: Option<(u32, &super::Mr)> = None;
+                // syndrome): each gather entry, or inline run, is one packet.
                 while off < wqe.len() {
                     let first = out.n_pieces;
-                    let seg: &[u8; DS_BYTES] = wqe[off..off + DS_BYTES].try_into().expect("ds is whole segments");
-                    let byte_count = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
-                    let mut len = byte_count as usize;
-                    if byte_count & INLINE_SEG == 0 && byte_count != 0 && len <= max {
-                        // A pointer entry of a sane length: what `gather` checks, with the MR
-                        // lookup done once per run of entries naming the same key.
-                        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
-                        let addr = u64::from_be_bytes(seg[8..16].try_into().expect("8 bytes"));
-                        let m = match mr {
-                            Some((k, m)) if k == lkey => m,
-                            _ => {
-                                let m = self.mr(lkey).ok_or(WqeError {
-                                    synd: syndrome::LOCAL_PROT,
-                                    bbs,
-                                })?;
-                                mr = Some((lkey, m));
-                                m
-                            }
-                        };
-                        if !m.contains(addr, u64::from(byte_count)) {
-                            return Err(WqeError {
-                                synd: syndrome::LOCAL_PROT,
-                                bbs,
-                            });
-                        }
-                        out.push_piece(Piece {
-                            ptr: addr as *const u8,
-                            len,
-                        });
-                        off += DS_BYTES;
-                    } else {
-                        len = 0;
-                        off = self
-                            .gather(wqe, off, out, &mut len)
-                            .map_err(|synd| WqeError { synd, bbs })?;
-                    }
+                    let mut len = 0;
+                    off = self
+                        .gather(wqe, off, out, &mut len)
+                        .map_err(|synd| WqeError { synd, bbs })?;
                     out.push_frame(first, len);
                 }
             }
