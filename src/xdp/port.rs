@@ -97,7 +97,17 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
     };
     let shared = netdev::in_netns(&netns, || open_here(&spec))
         .map_err(|e| Error::Device(format!("xdp:{}: cannot enter the network namespace: {e}", spec.ifname)))??;
-    let (ifindex, hw_queues, first_queue, queues, rules, prog, link, attach_mode) = shared;
+    let Opened {
+        ifindex,
+        hw_queues,
+        first_queue,
+        queues,
+        rules,
+        prog,
+        map,
+        link,
+        attach_mode,
+    } = shared;
     Ok(XdpPort {
         shared: Arc::new(PortShared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -109,25 +119,27 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             bind: spec.bind,
             attach_mode,
             rules,
-            map: prog.1,
+            map,
             bound: AtomicU8::new(0),
             netns,
-            _prog: prog.0,
+            _prog: prog,
             _link: link,
         }),
     })
 }
 
-type Opened = (
-    u32,
-    u32,
-    u32,
-    u32,
-    Vec<FlowRule>,
-    (LoadedProgram, XskMap),
-    OwnedFd,
-    &'static str,
-);
+/// What opening the port inside its namespace made; the namespace's descriptor joins it after.
+struct Opened {
+    ifindex: u32,
+    hw_queues: u32,
+    first_queue: u32,
+    queues: u32,
+    rules: Vec<FlowRule>,
+    prog: LoadedProgram,
+    map: XskMap,
+    link: OwnedFd,
+    attach_mode: &'static str,
+}
 
 fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
     let ifname = spec.ifname.as_str();
@@ -190,8 +202,18 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
         compile_xdp(&rules, StealAction::Redirect).map_err(|e| Error::Config(format!("xdp:{ifname}: {e}")))?;
     let map = XskMap::new(hw_queues).map_err(|e| io_error(ifname, "creating the XSKMAP", e))?;
     let prog = LoadedProgram::load(&program, Some(&map)).map_err(|e| io_error(ifname, "loading the XDP program", e))?;
-    let (link, mode) = attach(ifname, ifindex, &prog, spec.attach)?;
-    Ok((ifindex, hw_queues, first_queue, queues, rules, (prog, map), link, mode))
+    let (link, attach_mode) = attach(ifname, ifindex, &prog, spec.attach)?;
+    Ok(Opened {
+        ifindex,
+        hw_queues,
+        first_queue,
+        queues,
+        rules,
+        prog,
+        map,
+        link,
+        attach_mode,
+    })
 }
 
 /// `BPF_LINK_CREATE` in native (driver) mode, then generic (SKB) mode.
