@@ -23,6 +23,25 @@ use std::sync::Arc;
 
 use super::prm::{Cqe64, CtrlSeg, DataSeg, SendWqe, CQE_INVALID, SEND_WQE_BB};
 
+/// `op_own` of the CQE at `slot`, loaded with acquire: the device stores it last and atomically,
+/// so the rest of the CQE is visible after it (rdma-core's `udma_from_device_barrier`).
+///
+/// # Safety
+/// `slot` points at a slot of a live CQ ring.
+#[inline(always)]
+unsafe fn load_op_own(slot: *const Cqe64) -> u8 {
+    // SAFETY: per the contract; op_own is byte 63 of the slot, which the device stores atomically.
+    unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) }
+}
+
+/// Whether `op_own` is that of a CQE the device wrote in the pass of owner parity `parity`: the
+/// owner bit matches, and the opcode is not INVALID (which keeps pass 0 from matching the 0xF0
+/// the slots start with; rdma-core `get_sw_cqe`).
+#[inline(always)]
+fn written_in_pass(op_own: u8, parity: u8) -> bool {
+    op_own & 1 == parity && op_own >> 4 != CQE_INVALID
+}
+
 /// Whatever keeps ring memory alive.
 pub type KeepAlive = Arc<dyn Any + Send + Sync>;
 
@@ -445,10 +464,9 @@ impl CqRing {
     pub fn poll(&self, ci: u32) -> Option<Cqe64> {
         // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
         let slot = unsafe { self.base.add((ci & self.mask) as usize) };
-        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
-        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
-        let expect = ((ci >> self.log2) & 1) as u8;
-        if (op_own & 1) != expect || (op_own >> 4) == CQE_INVALID {
+        // SAFETY: a slot of this ring.
+        let op_own = unsafe { load_op_own(slot) };
+        if !written_in_pass(op_own, ((ci >> self.log2) & 1) as u8) {
             return None;
         }
         // SAFETY: the acquire above shows the device's writes of this CQE; it rewrites the slot
@@ -470,12 +488,9 @@ impl CqRing {
     /// Whether the CQE at `ci` is there to poll (the test of [`CqRing::poll`] without the copy).
     #[inline(always)]
     pub fn ready(&self, ci: u32) -> bool {
-        // SAFETY: `ci & mask` keeps the pointer in the ring; op_own is stored atomically.
-        let op_own = unsafe {
-            let slot = self.base.add((ci & self.mask) as usize);
-            (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire)
-        };
-        (op_own & 1) == ((ci >> self.log2) & 1) as u8 && (op_own >> 4) != CQE_INVALID
+        // SAFETY: `ci & mask` keeps the pointer in the ring.
+        let op_own = unsafe { load_op_own(self.base.add((ci & self.mask) as usize)) };
+        written_in_pass(op_own, ((ci >> self.log2) & 1) as u8)
     }
 
     /// Publishes the consumer index (`MLX5_CQ_SET_CI`: 24 bits, BE32).
@@ -511,15 +526,15 @@ impl<'a> CqReader<'a> {
     pub fn poll_rx(&self, ci: u32) -> RxPoll<'a> {
         // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
         let slot = unsafe { self.base.add((ci & self.mask) as usize) };
-        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
-        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+        // SAFETY: a slot of this ring.
+        let op_own = unsafe { load_op_own(slot) };
         let parity = ((ci >> self.log2) & 1) as u8;
         if op_own & 0xfd == (super::prm::CQE_RESP_SEND << 4) | parity {
             // SAFETY: the acquire above makes the device's writes of this CQE visible; it does not
             // write the slot again before the driver publishes a consumer index past it.
             return RxPoll::Packet(unsafe { &*slot });
         }
-        if op_own & 1 != parity || op_own >> 4 == CQE_INVALID {
+        if !written_in_pass(op_own, parity) {
             return RxPoll::Empty;
         }
         // SAFETY: as above.
@@ -543,7 +558,7 @@ impl ReqRun {
     /// unexpected), rather than at one the device has not written yet.
     #[inline(always)]
     pub fn other(&self) -> bool {
-        self.stop & 1 == self.parity && self.stop >> 4 != CQE_INVALID
+        written_in_pass(self.stop, self.parity)
     }
 }
 
@@ -561,8 +576,8 @@ impl<'a> CqReader<'a> {
         let stop = loop {
             // SAFETY: `at` <= mask keeps the pointer in the ring, which is 64-byte aligned.
             let slot = unsafe { self.base.add(at as usize) };
-            // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
-            let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+            // SAFETY: a slot of this ring.
+            let op_own = unsafe { load_op_own(slot) };
             if op_own & 0xfd != expect {
                 break op_own;
             }
@@ -626,8 +641,8 @@ impl<'a> CqSegment<'a> {
         assert!(k < self.len);
         // SAFETY: k < len keeps the slot inside the segment, hence the ring.
         let slot = unsafe { self.base.add(k) };
-        // SAFETY: op_own is byte 63 of the slot; the device stores it atomically and last.
-        let op_own = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+        // SAFETY: a slot of the segment's ring.
+        let op_own = unsafe { load_op_own(slot) };
         // SAFETY: the acquire makes the device's writes of this CQE visible; it does not write
         // the slot again before the driver publishes a consumer index past it.
         (op_own & 0xfd == self.expect).then(|| unsafe { &*slot })
