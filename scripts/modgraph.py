@@ -15,6 +15,7 @@ it does (each cycle and each upward import of `sys` printed on its own line).
 import argparse
 import os
 import re
+import signal
 import sys
 
 USE_RE = re.compile(r"\buse\s+((?:crate|super|self)\b[^;]*);", re.S)
@@ -223,4 +224,6 @@ def main():
 
 
 if __name__ == "__main__":
+    # A closed stdout (`| head`) ends the listing quietly, as it does for coreutils.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())
