@@ -125,7 +125,8 @@ pub fn one_line(e: &clap::Error) -> String {
 pub const EXIT_STATUS: &str = "Exit status: 0 done (also after Ctrl-C); 2 a usage mistake: a bad \
 or missing value, options that do not go together, a port spec rawpkt rejects as malformed or out of \
 range; 1 a failure: a device, interface or namespace that is missing or not permitted, no packet \
-memory, a queue that failed while running.";
+memory, a queue that failed while running. A closed standard output (l2-xconnect | head -1) stops the \
+run and ends it by SIGPIPE, quietly, as any Unix filter.";
 
 /// An error line and whose mistake it is, which decides the exit status, so that a script can
 /// tell "change the command" from "something on this machine said no":

@@ -5,7 +5,8 @@
 //! readers the byte order and resolution), snaplen 65535 and linktype 1 (Ethernet). The reader
 //! takes either resolution in either byte order. It loads the whole file and checks every record
 //! once when it opens it, so that iterating cannot fail and a truncated capture is reported before
-//! a replay starts rather than halfway through it.
+//! a replay starts rather than halfway through it; so it reads only regular files, up to a size
+//! the caller sets ([`Reader::open_at_most`]), and never waits on a FIFO or a device.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
