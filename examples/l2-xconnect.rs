@@ -64,8 +64,8 @@ pub struct Cli {
     /// Read the first byte of every packet, as a forwarder that looks at headers would (ixy)
     #[arg(long)]
     pub touch: bool,
-    /// Seconds between stats lines; 0 prints only the summary
-    #[arg(long, value_name = "SECS", default_value = "1", value_parser = secs, allow_negative_numbers = true)]
+    /// Seconds between stats lines, at least 0.1; 0 prints only the summary
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = interval, allow_negative_numbers = true)]
     pub stats_interval: Duration,
     /// Model ports only: send 60-byte frames into A and B from the other port of each model NIC
     /// and count what comes out (model NICs exist only inside this process)
@@ -90,6 +90,20 @@ fn secs(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// Shortest stats interval: 1e-9 once printed 600 000 lines a second. iperf3's bound for its
+/// reports (`-i`, `MIN_INTERVAL` in iperf_api.h).
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+fn interval(s: &str) -> Result<Duration, String> {
+    match secs(s) {
+        Ok(d) if d.is_zero() || d >= MIN_INTERVAL => Ok(d),
+        _ => Err(format!(
+            "expected 0 (summary only) or a number of seconds, at least {}",
+            MIN_INTERVAL.as_secs_f64()
+        )),
+    }
+}
+
 fn positive_secs(s: &str) -> Result<Duration, String> {
     match secs(s) {
         Ok(d) if !d.is_zero() => Ok(d),
@@ -111,7 +125,8 @@ pub fn one_line(e: &clap::Error) -> String {
 pub const EXIT_STATUS: &str = "Exit status: 0 done (also after Ctrl-C); 2 a usage mistake: a bad \
 or missing value, options that do not go together, a port spec rawpkt rejects as malformed or out of \
 range; 1 a failure: a device, interface or namespace that is missing or not permitted, no packet \
-memory, a queue that failed while running.";
+memory, a queue that failed while running. A closed standard output (l2-xconnect | head -1) stops the \
+run and ends it by SIGPIPE, quietly, as any Unix filter.";
 
 /// An error line and whose mistake it is, which decides the exit status, so that a script can
 /// tell "change the command" from "something on this machine said no":
@@ -514,7 +529,7 @@ fn worker(
 ) -> Result<Final, Fail> {
     if let Some(cpu) = cpu {
         if !core_affinity::set_for_current(cpu) {
-            eprintln!("warning: core {i}: could not pin to CPU {}; running unpinned", cpu.id);
+            rawpkt::errln!("warning: core {i}: could not pin to CPU {}; running unpinned", cpu.id);
         }
     }
     let mut core = match Core::new(ports[0], ports[1], i as u16, cli.forwarding()) {
@@ -589,11 +604,11 @@ fn run(cli: Cli) -> Result<(), Fail> {
         m if m > n => cpus[1..=n].iter().copied().map(Some).collect(),
         m if m == n => cpus.iter().copied().map(Some).collect(),
         m => {
-            eprintln!("warning: not pinning: {n} cores asked for and {m} CPUs available");
+            rawpkt::errln!("warning: not pinning: {n} cores asked for and {m} CPUs available");
             vec![None; n]
         }
     };
-    println!(
+    rawpkt::outln!(
         "l2-xconnect: A = {}, B = {}, {n} core(s) on CPU(s) {}, burst {}",
         a.spec(),
         b.spec(),
@@ -603,7 +618,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             .join(","),
         cli.burst
     );
-    println!(
+    rawpkt::outln!(
         "mode: {}{}",
         if cli.copy {
             "copy (--copy): per core a pool for A and one for B; frames copied across"
@@ -621,6 +636,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
     let published: Vec<Published> = (0..n).map(|_| Published::default()).collect();
     let generated: [AtomicU64; 4] = Default::default();
     std::thread::scope(|s| {
+        // However this closure ends, a panic included, the threads stop: the scope joins them
+        // before it returns or unwinds, and they run until `halt`.
+        let _halt = rawpkt::SetOnDrop(&halt);
         let spawn_err = |e: std::io::Error| {
             halt.store(true, Ordering::Relaxed);
             Fail::Runtime(format!("cannot start a thread: {e}"))
@@ -642,7 +660,11 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let (ports, cli, halt, out, ready) = ([&a, &b], &cli, &halt, &published[i], ready_tx.clone());
             let h = std::thread::Builder::new()
                 .name(format!("xc-core{i}"))
-                .spawn_scoped(s, move || worker(i, *cpu, ports, cli, halt, out, ready));
+                .spawn_scoped(s, move || {
+                    // A core that dies (a panic) stops the others and the main loop.
+                    let _halt = rawpkt::SetOnDrop(halt);
+                    worker(i, *cpu, ports, cli, halt, out, ready)
+                });
             workers.push(h.map_err(spawn_err)?);
         }
         drop(ready_tx);
@@ -655,14 +677,17 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let (halt, out, burst) = (&halt, &generated, usize::from(cli.burst));
             let h = std::thread::Builder::new()
                 .name("xc-generator".into())
-                .spawn_scoped(s, move || traffic([fa, fb], burst, halt, ready_tx, out));
+                .spawn_scoped(s, move || {
+                    let _halt = rawpkt::SetOnDrop(halt);
+                    traffic([fa, fb], burst, halt, ready_tx, out)
+                });
             gen = Some(h.map_err(spawn_err)?);
             setup = wait(ready, 1);
         }
         match &setup {
             // Scripts and tests wait for this line: before it, a frame reaching A or B may find
             // no RX queue (an xdp: port then passes it to Linux, a model port drops it).
-            Ok(()) => println!("forwarding: every queue is up"),
+            Ok(()) => rawpkt::outln!("forwarding: every queue is up"),
             Err(_) => halt.store(true, Ordering::Relaxed),
         }
 
@@ -674,7 +699,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
         while !halt.load(Ordering::Relaxed) {
             let now = Instant::now();
             if stop.load(Ordering::Relaxed) {
-                println!("interrupted");
+                rawpkt::outln!("interrupted");
                 break;
             }
             if deadline.is_some_and(|d| now >= d)
@@ -693,7 +718,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                             tx: t.tx - l.tx,
                             drops: t.drops - l.drops,
                         };
-                        println!(
+                        rawpkt::outln!(
                             "[{:7.1}s] {}",
                             now.duration_since(start).as_secs_f64(),
                             line(DIRS[d], delta, secs)
@@ -730,13 +755,13 @@ fn run(cli: Cli) -> Result<(), Fail> {
         result?;
 
         let total = sum(&published);
-        println!("summary after {elapsed:.2} s:");
+        rawpkt::outln!("summary after {elapsed:.2} s:");
         for (name, t) in DIRS.iter().zip(total) {
-            println!("  {} on average", line(name, t, elapsed));
+            rawpkt::outln!("  {} on average", line(name, t, elapsed));
         }
         for (i, f) in &finals {
             for (name, (rx, tx)) in DIRS.iter().zip(f.rx.iter().zip(&f.tx)) {
-                println!(
+                rawpkt::outln!(
                     "  core {i} {name}: RX device drops {}, no buffers {}, errors {}; TX drops {}, errors {}, recoveries {}",
                     rx.drops,
                     rx.no_buffers,
@@ -747,26 +772,31 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 );
             }
             if f.undrained > 0 || f.missing > 0 {
-                println!(
+                rawpkt::outln!(
                     "  core {i}: {} packets left on TX rings, {} buffers not back in the pool",
-                    f.undrained, f.missing
+                    f.undrained,
+                    f.missing
                 );
             }
         }
         for (port, name) in [(&a, "A"), (&b, "B")] {
             if let Some((nic, p)) = port.model() {
                 let c = nic.port_counters(p);
-                println!(
+                rawpkt::outln!(
                     "  model port {name}: received {}, dropped {} for lack of RX buffers",
-                    c.rx_frames, c.rx_out_of_buffer
+                    c.rx_frames,
+                    c.rx_out_of_buffer
                 );
             }
         }
         if far.is_some() {
             let g = generated.each_ref().map(|c| c.load(Ordering::Relaxed));
-            println!(
+            rawpkt::outln!(
                 "  generator: sent {} into A and {} into B; received {} out of B and {} out of A",
-                g[0], g[1], g[2], g[3]
+                g[0],
+                g[1],
+                g[2],
+                g[3]
             );
         }
         Ok(())
@@ -778,15 +808,21 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(), // --help
         Err(e) => {
-            eprintln!("{}", one_line(&e));
+            rawpkt::errln!("{}", one_line(&e));
             return ExitCode::from(2);
         }
     };
-    match run(cli) {
+    let fail = |e: Fail| {
+        rawpkt::errln!("error: {e}");
+        ExitCode::from(e.code())
+    };
+    if let Err(e) = run(cli) {
+        return fail(e);
+    }
+    // A closed stdout (`l2-xconnect | head -1`) stopped the run as Ctrl-C does; it ends by
+    // SIGPIPE, quietly, as any Unix filter whose reader has gone.
+    match rawpkt::finish_stdout() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(e.code())
-        }
+        Err(e) => fail(Fail::Runtime(format!("standard output: {e}"))),
     }
 }

@@ -26,12 +26,32 @@ fn rawpkt_fail(what: &str, e: rawpkt::Error) -> Fail {
     Fail(if e.is_usage() { 2 } else { 1 }, format!("{what}: {e}"))
 }
 
+const HELP: &str = "\
+rx-sink: receives and drops what arrives on queue 0 of PORT, printing the receive rate once a
+second (`rx-pps: N total N drops N no-buffers N`) until Ctrl-C or SIGTERM, then the totals.
+
+Usage: rx-sink PORT [CPU]
+
+  PORT  a port spec: model:NAME/P, mlx5:NETDEV, verbs:NETDEV, xdp:IFNAME[/QUEUE][,rule=RULE]...
+        (the README's port specs)
+  CPU   pin the receive loop to this CPU
+
+Exit status: 0 done (also after Ctrl-C); 2 a usage mistake (no PORT, a CPU this process may not
+run on, a port spec rawpkt rejects as malformed or out of range); 1 a failure (a missing device or
+interface, no permission, no packet memory, a queue that failed). A closed standard output ends
+rx-sink by SIGPIPE, quietly, as any Unix filter.";
+
 fn main() -> ExitCode {
-    match run() {
+    if let Err(Fail(code, msg)) = run() {
+        rawpkt::errln!("rx-sink: {msg}");
+        return ExitCode::from(code);
+    }
+    // A closed stdout (`rx-sink PORT | head -1`) stopped the loop as Ctrl-C does.
+    match rawpkt::finish_stdout() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Fail(code, msg)) => {
-            eprintln!("rx-sink: {msg}");
-            ExitCode::from(code)
+        Err(e) => {
+            rawpkt::errln!("rx-sink: standard output: {e}");
+            ExitCode::from(1)
         }
     }
 }
@@ -79,6 +99,15 @@ fn run() -> Result<(), Fail> {
     let mut args = std::env::args().skip(1);
     let usage_line = || usage("usage: rx-sink PORT [CPU]".into());
     let spec = args.next().ok_or_else(usage_line)?;
+    if spec == "--help" || spec == "-h" {
+        rawpkt::outln!("{HELP}");
+        return Ok(());
+    }
+    if spec.starts_with('-') {
+        return Err(usage(format!(
+            "unknown option {spec:?}; usage: rx-sink PORT [CPU] (--help says more)"
+        )));
+    }
     let cpu = args.next();
     if args.next().is_some() {
         return Err(usage_line());
@@ -88,7 +117,7 @@ fn run() -> Result<(), Fail> {
     }
     let stop = rawpkt::stop_flag();
     let port = open(&spec).map_err(|e| rawpkt_fail(&spec, e))?;
-    eprintln!("rx-sink: {}", port.description());
+    rawpkt::errln!("rx-sink: {}", port.description());
     let pool = Pool::new(PoolConfig {
         buffers: 16384,
         ..PoolConfig::default()
@@ -118,14 +147,16 @@ fn run() -> Result<(), Fail> {
         if now - last >= Duration::from_secs(1) {
             let s = rx.stats();
             let pps = (s.packets - last_n) as f64 / (now - last).as_secs_f64();
-            println!(
+            rawpkt::outln!(
                 "rx-pps: {pps:.0} total {} drops {} no-buffers {}",
-                s.packets, s.drops, s.no_buffers
+                s.packets,
+                s.drops,
+                s.no_buffers
             );
             (last, last_n) = (now, s.packets);
         }
     }
     let s = rx.stats();
-    println!("total {} bytes {} drops {}", s.packets, s.bytes, s.drops);
+    rawpkt::outln!("total {} bytes {} drops {}", s.packets, s.bytes, s.drops);
     Ok(())
 }

@@ -44,6 +44,11 @@ pub fn stop_flag() -> &'static std::sync::atomic::AtomicBool {
     sys::signal::stop_flag()
 }
 
+/// Standard output and error for tools that run until stopped, without `println!`'s panic when
+/// the reader has gone (`pktgen | head -1`): [`outln!`] stops the run as Ctrl-C does, and
+/// [`finish_stdout`] ends the process quietly at the end of `main` (see `sys::signal`).
+pub use sys::signal::{eprint_line, finish_stdout, print_line, stdout_ok, SetOnDrop};
+
 /// Errors of the control path: opening ports, creating queues, bad configuration.
 #[derive(Debug)]
 pub enum Error {

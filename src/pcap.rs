@@ -5,10 +5,12 @@
 //! readers the byte order and resolution), snaplen 65535 and linktype 1 (Ethernet). The reader
 //! takes either resolution in either byte order. It loads the whole file and checks every record
 //! once when it opens it, so that iterating cannot fail and a truncated capture is reported before
-//! a replay starts rather than halfway through it.
+//! a replay starts rather than halfway through it; so it reads only regular files, up to a size
+//! the caller sets ([`Reader::open_at_most`]), and never waits on a FIFO or a device.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 const MAGIC_US: u32 = 0xa1b2_c3d4;
@@ -18,8 +20,9 @@ const MAGIC_PCAPNG: u32 = 0x0a0d_0d0a;
 /// Longest frame stored whole; longer ones keep their first `SNAPLEN` bytes and their real length.
 pub const SNAPLEN: u32 = 65535;
 pub const LINKTYPE_ETHERNET: u32 = 1;
-const FILE_HEADER: usize = 24;
-const RECORD_HEADER: usize = 16;
+/// Bytes of the file header, and of each record's header.
+pub const FILE_HEADER: usize = 24;
+pub const RECORD_HEADER: usize = 16;
 const NS_PER_S: u64 = 1_000_000_000;
 /// Name in the messages of a writer that has no file.
 const STREAM: &str = "(stream)";
@@ -35,6 +38,13 @@ pub enum PcapError {
     },
     /// Shorter than the 24-byte file header.
     TooShort { path: PathBuf, len: usize },
+    /// A FIFO, device, directory or socket: nothing a reader can load whole and check first
+    /// (`/dev/zero` never ends, a FIFO blocks until someone writes).
+    NotRegular { path: PathBuf, kind: &'static str },
+    /// Longer than the caller's limit ([`Reader::open_at_most`]); nothing was read.
+    TooLarge { path: PathBuf, len: u64, max: u64 },
+    /// A FIFO nobody reads (yet): opening it to write would block until someone does.
+    NoReader { path: PathBuf },
     /// The first four bytes (read little-endian) are no pcap magic.
     NotPcap { path: PathBuf, magic: u32 },
     /// Not Ethernet: frames of another link layer cannot be replayed on a NIC port.
@@ -56,6 +66,9 @@ impl PcapError {
         match self {
             PcapError::Io { path, .. } | PcapError::TooShort { path, .. } | PcapError::NotPcap { path, .. } => path,
             PcapError::Linktype { path, .. } | PcapError::Truncated { path, .. } => path,
+            PcapError::NotRegular { path, .. } | PcapError::TooLarge { path, .. } | PcapError::NoReader { path } => {
+                path
+            }
         }
     }
 }
@@ -66,6 +79,17 @@ impl std::fmt::Display for PcapError {
         match self {
             PcapError::Io { op, err, .. } => write!(f, "cannot {op}: {err}"),
             PcapError::TooShort { len, .. } => write!(f, "{len} bytes is too short for a pcap file (its header is 24)"),
+            PcapError::NotRegular { kind, .. } => {
+                write!(
+                    f,
+                    "is a {kind}, not a regular file; a pcap file to replay must be a file"
+                )
+            }
+            PcapError::TooLarge { len, max, .. } => write!(f, "{len} bytes is more than the {max} allowed"),
+            PcapError::NoReader { .. } => f.write_str(
+                "is a FIFO that nobody reads; start its reader first (e.g. `tshark -r FIFO`), as writing \
+                 would wait for one",
+            ),
             PcapError::NotPcap {
                 magic: MAGIC_PCAPNG, ..
             } => f.write_str(
@@ -129,16 +153,37 @@ pub struct Writer<W: Write> {
 
 impl Writer<BufWriter<File>> {
     /// Creates (or truncates) the file at `path` and writes the file header.
+    ///
+    /// A FIFO must have its reader already: opening one that has none would wait for it without a
+    /// word, so it is refused ([`PcapError::NoReader`]). Devices such as `/dev/null` are fine.
     pub fn create(path: impl AsRef<Path>) -> Result<Self, PcapError> {
         let path = path.as_ref().to_path_buf();
-        match File::create(&path) {
-            Ok(f) => Writer::start(BufWriter::new(f), path),
-            Err(err) => Err(PcapError::Io {
-                path,
-                op: "create",
-                err,
-            }),
-        }
+        let io = |err| PcapError::Io {
+            path: path.clone(),
+            op: "create",
+            err,
+        };
+        // O_NONBLOCK: opening a FIFO for writing with no reader fails at once with ENXIO instead
+        // of waiting (fifo(7)); on a regular file it changes nothing (open(2)).
+        let f = match File::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(PcapError::NoReader { path }),
+            Err(e) => return Err(io(e)),
+        };
+        // Anything but a regular file is opened again without O_NONBLOCK, so that a slow reader
+        // makes writes wait rather than fail with EAGAIN; its reader is there, so this open does
+        // not wait (unless the reader leaves in between).
+        let f = match f.metadata() {
+            Ok(m) if m.is_file() => f,
+            _ => File::options().write(true).open(&path).map_err(io)?,
+        };
+        Writer::start(BufWriter::new(f), path)
     }
 }
 
@@ -224,12 +269,64 @@ impl std::fmt::Debug for Reader {
 }
 
 impl Reader {
+    /// Reads and checks the regular file at `path` (see [`Reader::open_at_most`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Reader, PcapError> {
+        Reader::open_at_most(path, u64::MAX)
+    }
+
+    /// Reads and checks the file at `path` if it is a regular file of at most `max` bytes. A
+    /// FIFO, device, directory or socket is refused ([`PcapError::NotRegular`]) without reading
+    /// or waiting for it, a longer file ([`PcapError::TooLarge`]) without reading it; a file that
+    /// grows while it is read is read up to `max + 1` bytes and refused.
+    pub fn open_at_most(path: impl AsRef<Path>, max: u64) -> Result<Reader, PcapError> {
         let path = path.as_ref().to_path_buf();
-        match std::fs::read(&path) {
-            Ok(data) => Reader::from_bytes(path, data),
-            Err(err) => Err(PcapError::Io { path, op: "read", err }),
+        let io = |err| PcapError::Io {
+            path: path.clone(),
+            op: "read",
+            err,
+        };
+        // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
+        // (fifo(7)); the file type is checked next, before anything is read.
+        let f = File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(io)?;
+        let meta = f.metadata().map_err(io)?;
+        let t = meta.file_type();
+        if !t.is_file() {
+            let kind = if t.is_fifo() {
+                "FIFO"
+            } else if t.is_char_device() {
+                "character device"
+            } else if t.is_block_device() {
+                "block device"
+            } else if t.is_dir() {
+                "directory"
+            } else if t.is_socket() {
+                "socket"
+            } else {
+                "special file"
+            };
+            return Err(PcapError::NotRegular { path, kind });
         }
+        if meta.len() > max {
+            return Err(PcapError::TooLarge {
+                path,
+                len: meta.len(),
+                max,
+            });
+        }
+        let mut data = Vec::with_capacity(meta.len() as usize);
+        f.take(max.saturating_add(1)).read_to_end(&mut data).map_err(io)?;
+        if data.len() as u64 > max {
+            return Err(PcapError::TooLarge {
+                path,
+                len: data.len() as u64,
+                max,
+            });
+        }
+        Reader::from_bytes(path, data)
     }
 
     /// Parses a file already in memory; `name` is what the error messages call it.
@@ -439,6 +536,88 @@ mod tests {
             e.contains("record 1 at byte 24 is truncated (needs 4294967295 bytes"),
             "{e}"
         );
+    }
+
+    /// Runs `f` on its own thread and fails the test if it has not returned within 10 s: what
+    /// it checks used to block forever.
+    fn within_10s<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{what}: still blocked after 10 s"))
+    }
+
+    fn mkfifo(tag: &str) -> TempFile {
+        let t = TempFile::new(tag);
+        let _ = std::fs::remove_file(&t.0);
+        let ok = Command::new("mkfifo").arg(&t.0).status().is_ok_and(|s| s.success());
+        assert!(ok, "mkfifo {}", t.0.display());
+        t
+    }
+
+    #[test]
+    fn only_regular_files_are_read_and_never_waited_for() {
+        let e = within_10s("/dev/zero", || Reader::open("/dev/zero").unwrap_err().to_string());
+        assert_eq!(
+            e,
+            "/dev/zero: is a character device, not a regular file; a pcap file to replay must be a file"
+        );
+        // A FIFO with no writer: opening it to read would wait for one.
+        let fifo = mkfifo("fifo-in");
+        let p = fifo.0.clone();
+        let e = within_10s("a FIFO with no writer", move || Reader::open(&p).unwrap_err());
+        assert!(matches!(e, PcapError::NotRegular { kind: "FIFO", .. }), "{e}");
+        let dir = std::env::temp_dir();
+        let e = Reader::open(&dir).unwrap_err();
+        assert!(matches!(e, PcapError::NotRegular { kind: "directory", .. }), "{e}");
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_unread() {
+        let tmp = TempFile::new("limit");
+        std::fs::write(&tmp.0, to_bytes(&sample())).unwrap();
+        let len = std::fs::metadata(&tmp.0).unwrap().len();
+        assert_eq!(Reader::open_at_most(&tmp.0, len).unwrap().len(), 3);
+        let e = Reader::open_at_most(&tmp.0, len - 1).unwrap_err();
+        assert!(
+            matches!(e, PcapError::TooLarge { len: l, max, .. } if l == len && max == len - 1),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .ends_with(&format!("{len} bytes is more than the {} allowed", len - 1)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_written_only_with_its_reader_there() {
+        let fifo = mkfifo("fifo-out");
+        let p = fifo.0.clone();
+        let e = within_10s("a FIFO with no reader", move || Writer::create(&p).err());
+        let e = e.expect("a FIFO nobody reads is refused");
+        assert!(matches!(e, PcapError::NoReader { .. }), "{e}");
+        assert!(e.to_string().contains("is a FIFO that nobody reads"), "{e}");
+        // With a reader, the capture goes through the FIFO whole.
+        let p = fifo.0.clone();
+        let reader = std::thread::spawn(move || std::fs::read(p).unwrap());
+        let p = fifo.0.clone();
+        within_10s("a FIFO with a reader", move || {
+            // The reader may not have opened its end yet.
+            let mut w = loop {
+                match Writer::create(&p) {
+                    Ok(w) => break w,
+                    Err(PcapError::NoReader { .. }) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            for (ts, f) in sample() {
+                w.write(ts, &f).unwrap();
+            }
+            w.flush().unwrap();
+        });
+        let got = Reader::from_bytes("fifo", reader.join().unwrap()).unwrap();
+        assert_eq!(got.frames(), sample().into_iter().map(|(_, f)| f).collect::<Vec<_>>());
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub(crate) trait Backend: Send + Sync {
     fn describe(&self) -> Option<String> {
         None
     }
+    /// The port's own MAC address, for ports that have one and take only frames sent to it.
+    fn mac(&self) -> Option<[u8; 6]> {
+        None
+    }
 }
 
 /// An open port. Shareable between threads; each thread creates its own queues over its own
@@ -69,6 +73,12 @@ impl Port {
     /// [`Port::describe`], or the spec for ports with nothing more to say.
     pub fn description(&self) -> String {
         self.backend.describe().unwrap_or_else(|| self.spec.clone())
+    }
+
+    /// The MAC address a NIC port (`mlx5:`, `verbs:`, `xdp:`) has and, without rules of one's
+    /// own, takes frames for; None for model ports, which take every frame on their wire.
+    pub fn mac(&self) -> Option<[u8; 6]> {
+        self.backend.mac()
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).

@@ -384,12 +384,19 @@ fn the_cli_defaults_to_two_model_nics_and_rejects_bad_values_in_one_line() {
     assert_eq!(xconnect::far_end(&cli.port_a).as_deref(), Some("model:xc-a/0"));
     assert_eq!(xconnect::far_end(&cli.port_b).as_deref(), Some("model:xc-b/1"));
     assert_eq!(xconnect::far_end("model:afpacket=eth0"), None);
+    for (arg, want) in [("0", Duration::ZERO), ("0.1", Duration::from_millis(100))] {
+        let cli = xconnect::Cli::try_parse_from(["l2-xconnect", "--stats-interval", arg]).unwrap();
+        assert_eq!(cli.stats_interval, want, "{arg}");
+    }
     for (args, says) in [
         (&["--cores", "0"][..], "--cores"),
         (&["--burst", "0"][..], "--burst"),
         (&["--duration", "-1"][..], "--duration"),
         (&["--duration", "0"][..], "more than 0"),
         (&["--stats-interval", "x"][..], "--stats-interval"),
+        // 1e-9 printed 600 000 lines a second.
+        (&["--stats-interval", "1e-9"][..], "at least 0.1"),
+        (&["--stats-interval", "0.099"][..], "at least 0.1"),
     ] {
         let e = xconnect::Cli::try_parse_from(std::iter::once("l2-xconnect").chain(args.iter().copied())).unwrap_err();
         let line = xconnect::one_line(&e);

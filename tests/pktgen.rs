@@ -1,7 +1,11 @@
 //! The pktgen binary as a user runs it, on the built-in model pair.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// One pktgen at a time: each runs a model NIC thread and busy cores, and several at once on a
 /// small machine would starve each other into real (and correctly counted) drops.
@@ -11,11 +15,16 @@ fn serial() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Runs pktgen to its end; one still running after a minute is killed and fails the test.
 fn pktgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pktgen"))
+    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
         .args(args)
-        .output()
-        .expect("pktgen runs")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pktgen runs");
+    common::output_within(child, Duration::from_secs(60), &format!("pktgen {args:?}"))
 }
 
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
@@ -151,7 +160,10 @@ fn a_pcap_is_replayed_frame_for_frame() {
 fn fails_with(code: i32, args: &[&str], want: &str) {
     let out = pktgen(args);
     let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.starts_with("rawpkt: warning")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.starts_with("rawpkt: warning") && !l.starts_with("pktgen: warning"))
+        .collect();
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     assert_eq!(lines.len(), 1, "{args:?}: {err}");
     assert!(
@@ -238,4 +250,192 @@ fn rate_is_held_to_one_percent_at_one_mpps() {
     ]));
     let mpps = s["tx_mpps"].as_f64().expect("tx_mpps");
     assert!((0.99..=1.01).contains(&mpps), "--rate 1M sent {mpps} Mpps: {s}");
+}
+
+/// A path under the temp dir, unique per process and test, removed when the test ends.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn new(tag: &str) -> TempPath {
+        let p = std::env::temp_dir().join(format!("pktgen-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        TempPath(p)
+    }
+
+    fn fifo(tag: &str) -> TempPath {
+        let t = TempPath::new(tag);
+        common::run(&["mkfifo", t.str()]);
+        t
+    }
+
+    fn str(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `--pcap` reads only regular files, and only as much as it can replay: `/dev/zero` grew
+/// without bound, a FIFO with no writer blocked without a word.
+#[test]
+fn pcap_takes_only_a_regular_file_it_can_replay() {
+    let _one = serial();
+    fails_with(
+        1,
+        &["--pcap", "/dev/zero"],
+        "--pcap /dev/zero: is a character device, not a regular file",
+    );
+    let fifo = TempPath::fifo("in.fifo");
+    fails_with(
+        1,
+        &["--pcap", fifo.str()],
+        &format!("--pcap {}: is a FIFO, not a regular file", fifo.str()),
+    );
+    // One byte over what a replay can use (65535 frames of 1514 bytes), sparse: a valid header,
+    // then zeros that are never read.
+    let big = TempPath::new("big.pcap");
+    let mut w = rawpkt::pcap::Writer::create(&big.0).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let max = 24 + 65535 * (16 + 1514);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&big.0)
+        .unwrap()
+        .set_len(max + 1)
+        .unwrap();
+    fails_with(
+        1,
+        &["--pcap", big.str()],
+        &format!("--pcap {}: {} bytes is more than pktgen replays: at most 65535 frames of up to 1514 bytes, a pcap file of {max} bytes", big.str(), max + 1),
+    );
+}
+
+/// `--capture` to a FIFO nobody reads waited for a reader forever; with its reader there, the
+/// capture goes through it.
+#[test]
+fn capture_to_a_fifo_needs_its_reader() {
+    let _one = serial();
+    let fifo = TempPath::fifo("out.fifo");
+    fails_with(
+        1,
+        &["--count", "10", "--capture", fifo.str()],
+        &format!(
+            "--capture {}: is a FIFO that nobody reads; start its reader first",
+            fifo.str()
+        ),
+    );
+    let path = fifo.0.clone();
+    let reader = std::thread::spawn(move || std::fs::read(path).unwrap());
+    // The reader opens its end in its own time; until then pktgen says it is missing.
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let s = loop {
+        let out = pktgen(&["--count", "1000", "--json", "--capture", fifo.str()]);
+        if out.status.success() || Instant::now() > give_up {
+            break summary(&out);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let got = rawpkt::pcap::Reader::from_bytes("fifo", reader.join().unwrap()).unwrap();
+    assert_eq!(got.len() as u64, s["rx_packets"].as_u64().unwrap(), "{s}");
+    assert_eq!(s["rx_packets"], 1000, "{s}");
+}
+
+/// Sent and none received is a failed run, said in one line: two model NICs that are not wired
+/// to each other.
+#[test]
+fn nothing_received_is_said_and_exits_1() {
+    let _one = serial();
+    fails_with(
+        1,
+        &[
+            "--port",
+            "model:nowire-a/0",
+            "--rx-port",
+            "model:nowire-b/1",
+            "--count",
+            "1000",
+        ],
+        "none of the 1000 frames sent arrived at --rx-port model:nowire-b/1; they were addressed to 02:00:00:00:00:02",
+    );
+}
+
+/// Ctrl-C as soon as pktgen runs ends the run in order, with its summary and status 0 (here with
+/// nothing sent; `tests/mlx5_model.rs` has the ports that take long enough to open that a Ctrl-C
+/// before the handler, installed after them, killed pktgen).
+#[test]
+fn ctrl_c_at_the_start_still_gives_the_summary() {
+    let _one = serial();
+    for run in 0..6 {
+        let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .arg("--json")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::sigint_at_start(child.id());
+        let out = common::output_within(child, Duration::from_secs(60), "pktgen after an early Ctrl-C");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "run {run}: {:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = summary(&out);
+        assert_eq!(s["lost"], 0, "run {run}: {s}");
+    }
+}
+
+/// More spinning threads than CPUs (transmit loops plus the model NIC's) is said before the run,
+/// as too many --cores is refused: the losses it causes are the scheduler's.
+#[test]
+fn oversubscribed_cpus_are_said_up_front() {
+    let _one = serial();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = cpus.to_string();
+    let out = pktgen(&["--cores", &n, "--count", "2000", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!("pktgen: warning: {cpus} transmit loop");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&want) && l.contains(&format!("spin on {cpus} CPUs"))),
+        "{err}"
+    );
+    if cpus >= 2 {
+        let out = pktgen(&["--cores", "1", "--count", "2000", "--json"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("pktgen: warning"), "{err}");
+    }
+}
+
+/// The part of a run after its last full second is the receiver's drain: no line of zeros for
+/// it.
+#[test]
+fn no_empty_interval_line_after_the_run() {
+    let _one = serial();
+    for _ in 0..2 {
+        let out = pktgen(&["--duration", "1", "--json"]);
+        let s = summary(&out);
+        for l in json_lines(&out).iter().filter(|l| l["type"] == "interval") {
+            let moved = ["tx_packets", "rx_packets", "drops", "errors"]
+                .iter()
+                .any(|k| l[k].as_u64() != Some(0));
+            assert!(moved, "an interval line with nothing in it: {l}\nsummary {s}");
+        }
+    }
+}
+
+#[test]
+fn help_says_what_pktgen_does() {
+    let out = pktgen(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.starts_with("pktgen: sends Ethernet/IP/UDP traffic"), "{help}");
+    assert!(!help.contains("Userspace packet I/O engine"), "{help}");
 }

@@ -19,6 +19,7 @@ fn bad_arguments_are_one_line_with_the_right_exit_status() {
         (2, &["model:rxs/0", "1048576"], "CPU 1048576 is not one"),
         (2, &["model:rxs/0", "-1"], "CPU \"-1\" is not a number"),
         (2, &["bogus:x"], "bad port spec: unknown port kind"),
+        (2, &["--bogus"], "unknown option \"--bogus\"; usage: rx-sink PORT [CPU]"),
         (2, &["model:rxs/7"], "bad port spec"),
         (2, &["xdp:lo/7"], "queue 7 out of range"),
         (1, &["xdp:rpxcnone0"], "device error: xdp:rpxcnone0: no such interface"),
@@ -35,6 +36,30 @@ fn bad_arguments_are_one_line_with_the_right_exit_status() {
         assert!(
             lines[0].starts_with("rx-sink: ") && lines[0].contains(want),
             "{args:?}: {want:?} not in {err:?}"
+        );
+    }
+}
+
+/// `--help` is help, not "bad port spec".
+#[test]
+fn help_is_help() {
+    for arg in ["--help", "-h"] {
+        let out = Command::new(common::example("rx-sink"))
+            .arg(arg)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run rx-sink");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{arg}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stderr.is_empty(), "{arg}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            help.starts_with("rx-sink: receives and drops") && help.contains("Usage: rx-sink PORT [CPU]"),
+            "{help}"
         );
     }
 }

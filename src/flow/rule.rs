@@ -101,7 +101,7 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
 }
 
 /// Formats six bytes as `02:00:00:00:00:01`.
-pub(crate) struct MacText(pub [u8; 6]);
+pub struct MacText(pub [u8; 6]);
 
 impl fmt::Display for MacText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -50,6 +50,7 @@ struct Shared {
     mode: Mode,
     max_frame: u32,
     description: String,
+    mac: Option<[u8; 6]>,
     /// The rules installed once every receive queue exists (defaults first).
     rules: Vec<FlowRule>,
     rx_queues: u16,
@@ -262,6 +263,7 @@ impl Mlx5Port {
                 mode,
                 max_frame,
                 description,
+                mac,
                 rules,
                 rx_queues: opts.rx_queues,
                 pd,
@@ -516,6 +518,10 @@ impl Backend for Mlx5Port {
 
     fn describe(&self) -> Option<String> {
         Some(self.shared.description.clone())
+    }
+
+    fn mac(&self) -> Option<[u8; 6]> {
+        self.shared.mac
     }
 }
 

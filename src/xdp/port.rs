@@ -315,4 +315,9 @@ impl Backend for XdpPort {
     fn describe(&self) -> Option<String> {
         Some(XdpPort::describe(self))
     }
+
+    fn mac(&self) -> Option<[u8; 6]> {
+        let s = &self.shared;
+        s.in_netns(|| netdev::mac(&s.ifname).ok()).ok().flatten()
+    }
 }

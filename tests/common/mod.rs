@@ -212,6 +212,47 @@ pub fn example(name: &str) -> std::path::PathBuf {
     path
 }
 
+/// Waits for `child` and collects its output; a child still running after `limit` is killed
+/// and fails the test with `what` (what the caller checks used to hang).
+pub fn output_within(child: std::process::Child, limit: std::time::Duration, what: &str) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap_or_else(|e| panic!("{what}: waiting for it: {e}")),
+        Err(_) => {
+            run_quiet(&["kill", "-KILL", &pid.to_string()]);
+            panic!("{what}: still running after {limit:?}; killed");
+        }
+    }
+}
+
+/// Sends SIGINT to the process `pid` as early as a Ctrl-C could come: once Rust's runtime is up
+/// in it (the runtime catches SIGSEGV, bit 11 of /proc's SigCgt, just before `main`), and as
+/// soon as it catches SIGINT itself, or 5 ms after the runtime came up if it has not by then.
+/// A process that installs its handler first thing in `main` catches it: only a scheduler that
+/// keeps it off its CPU for 5 ms right then can make it miss.
+pub fn sigint_at_start(pid: u32) {
+    let caught = |sig: i32| -> Option<bool> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let hex = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?.trim();
+        Some(u64::from_str_radix(hex, 16).ok()? & (1 << (sig - 1)) != 0)
+    };
+    let start = std::time::Instant::now();
+    let mut runtime_at = None;
+    while start.elapsed() < std::time::Duration::from_secs(10) {
+        if caught(libc::SIGINT) == Some(true) {
+            break;
+        }
+        if caught(libc::SIGSEGV) == Some(true)
+            && runtime_at.get_or_insert_with(std::time::Instant::now).elapsed() > std::time::Duration::from_millis(5)
+        {
+            break;
+        }
+    }
+    run(&["kill", "-INT", &pid.to_string()]);
+}
+
 /// The model library that stands in for libibverbs/libmlx5 in child processes:
 /// `RAWPKT_MODEL_VERBS_LIB` when set, else built (once per test process) from the workspace's
 /// `model-verbs` crate.

@@ -6,11 +6,15 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// rawpkt pktgen: Ethernet/IP/UDP traffic from pinned cores, with per-second rates, latency and
-/// capture. With no port at all it runs on a built-in model NIC pair (no hardware needed),
-/// sending on one port and receiving on the other.
+/// pktgen: sends Ethernet/IP/UDP traffic from pinned cores and receives it, with per-second
+/// rates, latency and capture.
+///
+/// With no port at all it runs on a built-in model NIC pair (no hardware needed), sending on one
+/// port and receiving on the other.
 #[derive(Parser, Debug)]
-#[command(name = "pktgen", version, about, after_help = crate::fail::EXIT_STATUS)]
+// No bare `about`: it would take the crate's description (the library's) instead of the doc
+// comment above, which says what pktgen does.
+#[command(name = "pktgen", version, after_help = crate::fail::EXIT_STATUS)]
 pub struct Args {
     /// Port to transmit on (e.g. model:pair0/0).
     #[arg(long)]
@@ -20,8 +24,10 @@ pub struct Args {
     pub rx_port: Option<String>,
     #[arg(long, default_value = "02:00:00:00:00:01")]
     pub src_mac: String,
-    #[arg(long, default_value = "02:00:00:00:00:02")]
-    pub dst_mac: String,
+    /// Destination MAC [default: the receive port's own address when it has one (mlx5:,
+    /// verbs:, xdp: ports take only frames addressed to them), else 02:00:00:00:00:02].
+    #[arg(long)]
+    pub dst_mac: Option<String>,
     #[arg(long, default_value = "10.0.0.1")]
     pub src_ip: IpAddr,
     #[arg(long, default_value = "10.0.0.2")]
@@ -79,7 +85,8 @@ pub struct Config {
     pub tx_port: String,
     pub rx_port: Option<String>,
     pub src_mac: [u8; 6],
-    pub dst_mac: [u8; 6],
+    /// None: the receive port's MAC, else [`DEFAULT_DST_MAC`].
+    pub dst_mac: Option<[u8; 6]>,
     pub src_ip: IpAddr,
     pub dst_ip: IpAddr,
     pub src_port: u16,
@@ -96,6 +103,9 @@ pub struct Config {
     pub capture: Option<PathBuf>,
     pub json: bool,
 }
+
+/// Where frames go when neither --dst-mac nor the receive port names an address.
+pub const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 fn mac(what: &str, s: &str) -> Result<[u8; 6], String> {
     rawpkt::flow::rule::parse_mac(s)
@@ -186,7 +196,7 @@ impl Config {
             tx_port,
             rx_port,
             src_mac: mac("src-mac", &a.src_mac)?,
-            dst_mac: mac("dst-mac", &a.dst_mac)?,
+            dst_mac: a.dst_mac.as_deref().map(|m| mac("dst-mac", m)).transpose()?,
             src_ip: a.src_ip,
             dst_ip: a.dst_ip,
             src_port: a.src_port,

@@ -21,6 +21,9 @@ use traffic::Traffic;
 use worker::{Counters, TxPlan};
 
 fn main() -> ExitCode {
+    // First of all, so that Ctrl-C at any time stops the run in order and prints the summary:
+    // opening ports takes tens of milliseconds, and a signal before the handler kills pktgen.
+    let stop = rawpkt::stop_flag();
     let args = match cli::Args::try_parse() {
         Ok(a) => a,
         Err(e)
@@ -29,7 +32,8 @@ fn main() -> ExitCode {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
             ) =>
         {
-            print!("{e}");
+            // A reader that has gone (`pktgen --help | head -1`) is no reason to fail.
+            let _ = e.print();
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -43,25 +47,28 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return exit(Fail::Usage(e)),
     };
-    match run(cfg) {
+    if let Err(e) = run(cfg, stop) {
+        return exit(e);
+    }
+    // A closed stdout (`pktgen | head -1`) stopped the run like Ctrl-C; pktgen now ends as any
+    // Unix filter does when its reader has gone, by SIGPIPE, and quietly.
+    match rawpkt::finish_stdout() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => exit(e),
+        Err(e) => exit(Fail::Runtime(format!("standard output: {e}"))),
     }
 }
 
 fn exit(e: Fail) -> ExitCode {
-    eprintln!("pktgen: {e}");
+    rawpkt::errln!("pktgen: {e}");
     ExitCode::from(e.code())
 }
 
-fn run(cfg: Config) -> Result<(), Fail> {
-    let traffic = Arc::new(match &cfg.pcap {
-        Some(path) => {
-            let r = rawpkt::pcap::Reader::open(path).map_err(|e| Fail::Runtime(e.to_string()))?;
-            Traffic::replay(r.iter().map(|(_, f)| f.to_vec()).collect()).map_err(Fail::Runtime)?
-        }
-        None => Traffic::generated(&cfg),
-    });
+fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
+    // A file to replay is read and checked before any port is touched.
+    let replay = match &cfg.pcap {
+        Some(path) => Some(traffic::replay_file(path)?),
+        None => None,
+    };
     let cpus: Vec<_> = core_affinity::get_core_ids().unwrap_or_default();
     // The model NIC polls on a CPU of its own when there is one to spare (the last).
     if cfg.tx_port.starts_with("model:") && std::env::var_os("RAWPKT_MODEL_CPU").is_none() && cpus.len() > cfg.cores {
@@ -79,11 +86,20 @@ fn run(cfg: Config) -> Result<(), Fail> {
     };
     // `Config` has made sure a capture has a receive port.
     let capture = match &cfg.capture {
-        Some(path) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| Fail::Runtime(e.to_string()))?),
+        Some(path) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| Fail::Runtime(format!("--capture {e}")))?),
         None => None,
     };
+    // Frames go to the receive port's own address unless --dst-mac says otherwise: a NIC port
+    // (mlx5:, xdp:) takes only what is addressed to it.
+    let dst_mac = cfg
+        .dst_mac
+        .or_else(|| rx_port.as_ref().and_then(|p| p.mac()))
+        .unwrap_or(cli::DEFAULT_DST_MAC);
+    let traffic = Arc::new(match replay {
+        Some(t) => t,
+        None => Traffic::generated(&cfg, dst_mac),
+    });
 
-    let stop = rawpkt::stop_flag();
     let tx_done = Arc::new(AtomicBool::new(false));
     let rx_ready = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
@@ -95,6 +111,26 @@ fn run(cfg: Config) -> Result<(), Fail> {
     // the receiver has none to itself it runs inside the first transmit core's loop: a spinning
     // thread sharing a CPU with the device model would starve it.
     let model_cpus = usize::from(cfg.tx_port.starts_with("model:"));
+    if !cpus.is_empty() && cfg.cores + model_cpus > cpus.len() {
+        let fits = cpus.len() - model_cpus;
+        rawpkt::errln!(
+            "pktgen: warning: {} transmit loop{}{} and the model NIC's thread spin on {} CPUs: they take turns, and \
+             the counts will show frames lost to scheduling, not to the datapath{}",
+            cfg.cores,
+            if cfg.cores == 1 { "" } else { "s" },
+            if rx_port.is_some() {
+                " (one with the receiver in it)"
+            } else {
+                ""
+            },
+            cpus.len(),
+            if fits > 0 {
+                format!("; --cores {fits} gives each its own CPU")
+            } else {
+                String::new()
+            }
+        );
+    }
     let rx_plan = rx_port.clone().map(|port| worker::RxPlan {
         port,
         capture,
@@ -105,7 +141,13 @@ fn run(cfg: Config) -> Result<(), Fail> {
         Some(plan) if cpus.len() > cfg.cores + model_cpus => {
             let (done, ready) = (tx_done.clone(), rx_ready.clone());
             (
-                Some(std::thread::spawn(move || worker::receive(plan, &done, &ready))),
+                Some(std::thread::spawn(move || {
+                    // A receiver that panics stops the senders (the guard is forgotten on return).
+                    let on_panic = rawpkt::SetOnDrop(stop);
+                    let r = worker::receive(plan, &done, &ready);
+                    std::mem::forget(on_panic);
+                    r
+                })),
                 None,
             )
         }
@@ -134,7 +176,13 @@ fn run(cfg: Config) -> Result<(), Fail> {
             };
             let (port, traffic, counters) = (tx_port.clone(), traffic.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };
-            std::thread::spawn(move || worker::transmit(plan, port, traffic, epoch, stop, &counters, rx))
+            std::thread::spawn(move || {
+                // A core that panics stops the others (the guard is forgotten on return).
+                let on_panic = rawpkt::SetOnDrop(stop);
+                let r = worker::transmit(plan, port, traffic, epoch, stop, &counters, rx);
+                std::mem::forget(on_panic);
+                r
+            })
         })
         .collect();
 
@@ -174,8 +222,22 @@ fn run(cfg: Config) -> Result<(), Fail> {
     };
     let summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
     reporter.summary(&summary);
-    if stop.load(Ordering::Relaxed) && !cfg.json {
-        eprintln!("pktgen: interrupted; queues torn down");
+    // Sent and not one frame back: the frames went elsewhere (the wrong MAC, the wrong cable),
+    // which is a failed run, not a lossy one. ping exits 1 for "no reply at all" the same way.
+    if rx_port.is_some() && summary.tx[0] > 0 && summary.rx[0] == 0 && errors.is_empty() {
+        let to = match &cfg.pcap {
+            Some(_) => "as the pcap file says".to_string(),
+            None => format!("to {}", rawpkt::flow::rule::MacText(dst_mac)),
+        };
+        errors.push(Fail::Runtime(format!(
+            "none of the {} frames sent arrived at --rx-port {}; they were addressed {to}",
+            summary.tx[0],
+            rx_port.as_ref().map_or("", |p| p.spec()),
+        )));
+    }
+    // Not when a closed stdout stopped the run: that ends quietly.
+    if stop.load(Ordering::Relaxed) && rawpkt::stdout_ok() && errors.is_empty() && !cfg.json {
+        rawpkt::errln!("pktgen: interrupted; queues torn down");
     }
     match errors.into_iter().next() {
         Some(e) => Err(e),

@@ -13,6 +13,7 @@ use std::net::IpAddr;
 use rawpkt::flow::wire::{csum_add, csum_fold};
 
 use crate::cli::{Config, Size, IMIX};
+use crate::fail::Fail;
 
 /// Stamp after the UDP header: magic (2 bytes), sequence number (8), send time in ns (8).
 pub const STAMP_LEN: usize = 18;
@@ -39,6 +40,30 @@ pub fn stamp_offset(ipv6: bool) -> usize {
     ETH + if ipv6 { 40 } else { 20 } + UDP
 }
 
+/// Frames a replay holds at most: the schedule numbers them with a `u16`.
+pub const MAX_REPLAY_FRAMES: usize = u16::MAX as usize;
+/// Longest frame replayed (without FCS), as `--size` allows.
+pub const MAX_REPLAY_FRAME: usize = 1514;
+/// Largest pcap file `--pcap` reads: its header and [`MAX_REPLAY_FRAMES`] records of
+/// [`MAX_REPLAY_FRAME`] bytes (about 96 MiB). A longer file cannot be replayed whole, so it is
+/// refused before it is read instead of filling memory (`--pcap /dev/zero` once did).
+pub const MAX_REPLAY_FILE: u64 =
+    (rawpkt::pcap::FILE_HEADER + MAX_REPLAY_FRAMES * (rawpkt::pcap::RECORD_HEADER + MAX_REPLAY_FRAME)) as u64;
+
+/// The frames of a pcap file to replay, read whole and checked.
+pub fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
+    use rawpkt::pcap::{PcapError, Reader};
+    let r = Reader::open_at_most(path, MAX_REPLAY_FILE).map_err(|e| match e {
+        PcapError::TooLarge { len, .. } => Fail::Runtime(format!(
+            "--pcap {}: {len} bytes is more than pktgen replays: at most {MAX_REPLAY_FRAMES} frames of up to \
+             {MAX_REPLAY_FRAME} bytes, a pcap file of {MAX_REPLAY_FILE} bytes",
+            path.display()
+        )),
+        e => Fail::Runtime(format!("--pcap {e}")),
+    })?;
+    Traffic::replay(r.frames()).map_err(Fail::Runtime)
+}
+
 pub struct Traffic {
     /// Generated frames, one per size; or the frames of a pcap file.
     frames: Vec<Vec<u8>>,
@@ -53,10 +78,10 @@ pub struct Traffic {
     pub tx_flags: u32,
 }
 
-/// One Ethernet/IP/UDP frame of `len` bytes; payload zero apart from the stamp space.
-fn build(cfg: &Config, len: usize) -> Vec<u8> {
+/// One Ethernet/IP/UDP frame of `len` bytes to `dst_mac`; payload zero apart from the stamp space.
+fn build(cfg: &Config, dst_mac: [u8; 6], len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&cfg.dst_mac);
+    f[0..6].copy_from_slice(&dst_mac);
     f[6..12].copy_from_slice(&cfg.src_mac);
     let l3 = ETH;
     let l4 = l3 + ip_len(cfg.src_ip);
@@ -96,7 +121,7 @@ fn build(cfg: &Config, len: usize) -> Vec<u8> {
 }
 
 impl Traffic {
-    pub fn generated(cfg: &Config) -> Traffic {
+    pub fn generated(cfg: &Config, dst_mac: [u8; 6]) -> Traffic {
         let sizes: Vec<usize> = match cfg.size {
             Size::Fixed(n) => vec![n],
             Size::Imix => IMIX.iter().map(|&(n, _)| n.max(min_frame(cfg.src_ip))).collect(),
@@ -106,7 +131,7 @@ impl Traffic {
             // Interleaved 7:4:1 rather than in runs, as traffic mixes arrive.
             Size::Imix => vec![0, 1, 0, 0, 1, 0, 2, 0, 1, 0, 0, 1],
         };
-        let frames: Vec<Vec<u8>> = sizes.iter().map(|&n| build(cfg, n)).collect();
+        let frames: Vec<Vec<u8>> = sizes.iter().map(|&n| build(cfg, dst_mac, n)).collect();
         let ipv6 = cfg.src_ip.is_ipv6();
         let stamp_off = stamp_offset(ipv6);
         Traffic {
@@ -126,15 +151,19 @@ impl Traffic {
         if frames.is_empty() {
             return Err("the pcap file holds no frames".into());
         }
-        if frames.len() > usize::from(u16::MAX) {
+        if frames.len() > MAX_REPLAY_FRAMES {
             return Err(format!(
-                "the pcap file holds {} frames; pktgen replays at most 65535",
+                "the pcap file holds {} frames; pktgen replays at most {MAX_REPLAY_FRAMES}",
                 frames.len()
             ));
         }
-        if let Some((i, f)) = frames.iter().enumerate().find(|(_, f)| !(14..=1514).contains(&f.len())) {
+        if let Some((i, f)) = frames
+            .iter()
+            .enumerate()
+            .find(|(_, f)| !(14..=MAX_REPLAY_FRAME).contains(&f.len()))
+        {
             return Err(format!(
-                "pcap frame {} is {} bytes; frames must be 14 to 1514 bytes",
+                "pcap frame {} is {} bytes; frames must be 14 to {MAX_REPLAY_FRAME} bytes",
                 i + 1,
                 f.len()
             ));
@@ -265,7 +294,7 @@ mod tests {
             &["--src-ip", "fd00::1", "--dst-ip", "fd00::2", "--size", "128"],
         ] {
             let c = cfg(args);
-            let t = Traffic::generated(&c);
+            let t = Traffic::generated(&c, [2, 0, 0, 0, 0, 2]);
             let mut cur = Cursor::default();
             // One buffer reused for every packet, as a pool's buffers are: after the first
             // packet only the fields that vary are written.
@@ -292,7 +321,7 @@ mod tests {
 
     #[test]
     fn imix_cycles_seven_four_one() {
-        let t = Traffic::generated(&cfg(&["--size", "imix"]));
+        let t = Traffic::generated(&cfg(&["--size", "imix"]), [2, 0, 0, 0, 0, 2]);
         let mut cur = Cursor::default();
         let mut buf = vec![0u8; 1514];
         let mut held = 0;

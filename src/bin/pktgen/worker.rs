@@ -73,9 +73,10 @@ pub fn transmit(
 ) -> Result<Option<Histogram<u64>>, Fail> {
     if let Some(cpu) = plan.cpu {
         if !core_affinity::set_for_current(cpu) {
-            eprintln!(
+            rawpkt::errln!(
                 "pktgen: core {}: could not pin to CPU {}; running unpinned",
-                plan.core, cpu.id
+                plan.core,
+                cpu.id
             );
         }
     }
@@ -113,7 +114,8 @@ pub fn transmit(
     let flags = traffic.tx_flags;
     loop {
         iter = iter.wrapping_add(1);
-        if iter % 64 == 0 && (stop.load(Ordering::Relaxed) || plan.deadline.is_some_and(|d| Instant::now() >= d)) {
+        // From the first iteration on: a Ctrl-C that came while the ports opened sends nothing.
+        if iter % 64 == 1 && (stop.load(Ordering::Relaxed) || plan.deadline.is_some_and(|d| Instant::now() >= d)) {
             break;
         }
         // How many more this burst may add: the count limit, and the rate (credit since start).
