@@ -31,6 +31,7 @@ pub struct DvRxQueue {
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
     /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
     /// The device could not be stopped: the posted buffers must never go back to the pool.
     device_holds_buffers: bool,

@@ -21,9 +21,12 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 /// `imm` of unsignalled WQEs (VPP's sentinel). Signalled WQEs carry a 16-bit SQ tail, so the
 /// sentinel can never be mistaken for one.
 const NO_TAIL: u32 = u32::MAX;
-/// How long completions may stop, with WQEs outstanding, before the doorbell is rung again.
-/// Long enough for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for
-/// WQEs the device already ran is harmless.
+/// Watchdog: how long completions may stop, with WQEs outstanding, before the doorbell is rung
+/// again (and counted in `QueueStats::doorbell_retries`). Every doorbell is flushed out of the
+/// write-combining buffer when it is written (`mmio_flush_writes`, `dv::ring`), so in normal
+/// operation this never fires; a count above 0 means the device missed a doorbell. Long enough
+/// for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for WQEs the
+/// device already ran is harmless.
 const RERING_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
 /// Largest frame copied whole into a WQE: 60 DS minus control = 59 DS of Ethernet segment.
 pub const MAX_TX_INLINE: usize = (MAX_WQE_DS as usize - 1) * DS_BYTES - ESEG_INLINE_OFFSET;
@@ -67,6 +70,7 @@ pub struct DvTxQueue {
     /// `max_frame - 18`: the one-pass path's length test is `len - 19 < fast_span`.
     fast_span: usize,
     /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
     max_frame: usize,
     recover: bool,
@@ -561,8 +565,8 @@ impl DvTxQueue {
         Ok(len as u64)
     }
 
-    /// A doorbell can be lost (a WC buffer never flushed, a device that missed it): when
-    /// completions stop while WQEs are outstanding, ring again with the same last WQE. The
+    /// The watchdog: a doorbell can still be lost (a device that missed it), so when completions
+    /// stop while WQEs are outstanding, ring again with the same last WQE and count it. The
     /// device treats a repeated doorbell as a no-op if it already executed those WQEs.
     fn kick_if_stalled(&mut self) {
         if self.pi == self.head {
