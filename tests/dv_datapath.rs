@@ -55,6 +55,9 @@ fn run(dev: ModelConfig, q: QueueConfig, total: u64, lo: usize, hi: usize, max_b
     assert_eq!(r.tx.stats().bytes, r.rx.stats().bytes);
     let c = r.nic.counters();
     assert_eq!((c.doorbell_missing, c.doorbell_mismatch, c.cq_overruns), (0, 0, 0));
+    // Every WQE's control segment ends in an `imm` of 0 (SEND, eMPW, inlined, signalled or not).
+    assert!(c.wqes > 0);
+    assert_eq!(c.wqes_nonzero_imm, 0);
     r
 }
 

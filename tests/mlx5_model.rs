@@ -594,3 +594,43 @@ fn pktgen_runs_on_mlx5_ports_direct_verbs() {
 fn pktgen_runs_on_mlx5_ports_ibverbs() {
     pktgen_on("verbs");
 }
+
+/// The send QP is created for what the queue inlines (`max_inline_data` = `tx_inline`), so
+/// rdma-core sizes its WQEs for it and refuses what the largest send WQE cannot hold: 908 bytes
+/// fit (48 bytes of control and Ethernet segment, a 4-byte inline header, 960 in all), 909 do
+/// not, although the datapath itself could build a WQE for up to 930.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn the_send_qp_is_created_for_what_the_queue_inlines() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        let b = open("mlx5:mdl1", &opts(1, &[]));
+        let pool = pool();
+        let big = QueueConfig {
+            tx_inline: 908,
+            ..qcfg()
+        };
+        let mut tx = a.tx_queue(0, &pool, &big).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+        let frames: Vec<Vec<u8>> = (0..100).map(|i| udp(MAC1, [10, 0, 3, i as u8], 3000 + i, 53)).collect();
+        send(tx.as_mut(), &pool, &frames);
+        same_frames(&receive(rx.as_mut(), &pool, 100), &frames, "inlined whole");
+        let too_big = QueueConfig {
+            tx_inline: 909,
+            ..qcfg()
+        };
+        let e = a
+            .tx_queue(1, &pool, &too_big)
+            .err()
+            .expect("909 inline bytes refused")
+            .to_string();
+        assert!(
+            e.contains("tx_inline 909") && e.contains("refuses") && !e.contains('\n'),
+            "{e}"
+        );
+        drop((tx, rx));
+        assert_eq!(pool.free_count(), pool.capacity());
+    }
+    assert_eq!(model.live_objects(), 0);
+}

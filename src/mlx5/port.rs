@@ -344,7 +344,7 @@ impl Shared {
                 let qp = if v6 { &qp6 } else { &qp4 };
                 let mut attr = crate::flow::verbs::compile(&r)
                     .map_err(|e| Error::Config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
-                let flow = Flow::create(qp, &mut attr).map_err(|e| match e.errno {
+                let flow = Flow::create(qp, &mut attr, self.port_num).map_err(|e| match e.errno {
                     libc::EPERM | libc::EACCES => perm_err(&self.spec, e),
                     _ => Error::Device(format!(
                         "{}: the NIC refused rule `{rule}`: {}",
@@ -487,8 +487,23 @@ impl Backend for Mlx5Port {
     fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let sh = &self.shared;
         let mr = sh.mr_for(pool)?;
-        let cq = sh.cq(cfg.size)?;
-        let qp = Qp::create_raw_tx(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+        // The QP is told what the queue inlines whole (rdma-core sizes its WQEs, and refuses
+        // more than the device's largest send WQE); the DV path checks the same bound first.
+        // The ibverbs datapath inlines nothing itself (libmlx5 copies the minimum inline
+        // headers into the Ethernet segment without it).
+        let inline = match sh.mode {
+            Mode::Dv(_) => u32::from(cfg.tx_inline),
+            Mode::Verbs => 0,
+        };
+        // One CQE per WQEBB at worst: the CQ covers the ring rdma-core will build.
+        let cq = sh.cq(Qp::raw_tx_wqebbs(cfg.size, inline).max(cfg.size))?;
+        let qp = Qp::create_raw_tx(&sh.pd, &cq, cfg.size, inline).map_err(|e| match e.errno {
+            libc::EINVAL if inline > 0 => Error::Config(format!(
+                "{}: tx_inline {inline}: the device refuses a send queue that inlines that much ({e})",
+                sh.spec
+            )),
+            _ => perm_err(&sh.spec, e),
+        })?;
         qp.to_rts(sh.port_num).map_err(|e| dev_err(&sh.spec, e))?;
         match sh.mode {
             Mode::Dv(caps) => {

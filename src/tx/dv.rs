@@ -1,9 +1,8 @@
 //! The mlx5 Direct Verbs send path: WQEs written straight into the SQ ring, one doorbell per
 //! burst, one requested completion per burst (or every `tx_completion_every` WQEs), and buffers
-//! recycled in bulk from completions. Modelled on VPP `rdma/output.c` (the 18-byte inline header,
-//! the SQ tail kept in the signalled WQE's `imm`) and DPDK `mlx5_tx.h` (a packet-indexed buffer
-//! ring, completion moderation, completions matched to requests by order, error recovery by queue
-//! reset).
+//! recycled in bulk from completions. Modelled on VPP `rdma/output.c` (the 18-byte inline header)
+//! and DPDK `mlx5_tx.h` (a packet-indexed buffer ring, completion moderation, completions matched
+//! to requests by order, error recovery by queue reset).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -18,9 +17,6 @@ use crate::dv::{DvCaps, DvControl};
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
-/// `imm` of unsignalled WQEs (VPP's sentinel). Signalled WQEs carry a 16-bit SQ tail, so the
-/// sentinel can never be mistaken for one.
-const NO_TAIL: u32 = u32::MAX;
 /// Watchdog: how long completions may stop, with WQEs outstanding, before the doorbell is rung
 /// again (and counted in `QueueStats::doorbell_retries`). Every doorbell is flushed out of the
 /// write-combining buffer when it is written (`mmio_flush_writes`, `dv::ring`), so in normal
@@ -316,9 +312,10 @@ impl DvTxQueue {
         let (pi0, e0) = (self.pi, self.elts_head);
         let mut posted = 0;
         let mut bytes = 0u64;
-        // Memory-order words that do not change per packet: `imm` = NO_TAIL, fm_ce_se 0, and
-        // `inline_hdr_sz` = 18 (BE16 at eseg byte 12).
-        const WORD1: u64 = (NO_TAIL as u64) << 32;
+        // Memory-order words that do not change per packet: `imm` = 0 (rdma-core and DPDK: the
+        // kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS), fm_ce_se 0,
+        // and `inline_hdr_sz` = 18 (BE16 at eseg byte 12).
+        const WORD1: u64 = 0;
         const HDR_SZ: u64 = ((ETH_L2_INLINE_HEADER_SIZE as u16).to_be() as u64) << 32;
         const L2: u32 = ETH_L2_INLINE_HEADER_SIZE as u32;
         'segments: while posted < pkts.len() {
@@ -433,7 +430,7 @@ impl DvTxQueue {
         }
         let ds = EMPW_TITLE_DS + posted as u32;
         let bbs = wqebbs(ds);
-        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs, None);
+        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs, false);
         self.pi = pi.wrapping_add(bbs);
         self.elts_head = e0.wrapping_add(posted as u32);
         self.last_wqe = pi;
@@ -491,9 +488,9 @@ impl DvTxQueue {
         }
         let ds = EMPW_TITLE_DS + n as u32;
         let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
-        // The title asks for the WQE's completion itself (what `signal` would patch in), with the
-        // SQ tail in `imm`; its first word is also the doorbell's.
-        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs & CSUM, Some(tail));
+        // The title asks for the WQE's completion itself (what `signal` would patch in); its first
+        // word is also the doorbell's.
+        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs & CSUM, true);
         self.record_signal(pi, tail, elts_head);
         self.pi = tail;
         self.elts_head = elts_head;
@@ -504,12 +501,10 @@ impl DvTxQueue {
     }
 
     /// Asks for a completion of the WQE at WQEBB `at`, recording the SQ tail and buffer-ring
-    /// head after it. The tail also goes into the WQE's `imm`, as VPP does, for traces.
+    /// head after it (in `comps`, not in the WQE's `imm` as VPP does: that word stays 0).
     #[inline(always)]
     fn signal(&mut self, at: u32, tail: u32, elts_after: u32) {
-        let w = self.sq.wqe(at);
-        w.ctrl.fm_ce_se = WQE_CTRL_CQ_UPDATE;
-        w.ctrl.imm = tail & 0xffff;
+        self.sq.wqe(at).ctrl.fm_ce_se = WQE_CTRL_CQ_UPDATE;
         self.record_signal(at, tail, elts_after);
     }
 
@@ -544,7 +539,7 @@ impl DvTxQueue {
         let mut wqe = [0u8; MAX_WQE_DS as usize * DS_BYTES];
         let cs = ((p.flags >> 10) & 0xc0) as u8;
         let qpn = u32::from_be(self.qpn_ds4_be) >> 8;
-        encode_inline_send(self.pi as u16, qpn, pkts.data(i), cs, false, NO_TAIL, &mut wqe);
+        encode_inline_send(self.pi as u16, qpn, pkts.data(i), cs, false, 0, &mut wqe);
         for k in 0..bbs {
             let off = k as usize * SEND_WQE_BB;
             self.sq
@@ -634,20 +629,17 @@ fn fill_empw_dsegs<const PLAIN: bool>(
 }
 
 /// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi`: the control segment (opcode
-/// 0x29; with `signal = Some(tail)` a completion request and the SQ tail in `imm`, as
-/// [`DvTxQueue::signal`] writes them) and an Ethernet segment with the checksum flags `csum` (the
+/// 0x29; with `signal` a completion request, as [`DvTxQueue::signal`] writes it; `imm` 0) and an
+/// Ethernet segment with the checksum flags `csum` (the
 /// `flags::TX_*_CSUM` bits) at byte 4, no inline header and no metadata. Returns the control
 /// segment's first 8 bytes as the doorbell carries them.
 #[inline(always)]
-fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32, signal: Option<u32>) -> u64 {
+fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32, signal: bool) -> u64 {
     let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
     // `ds` is the low byte of the big-endian qpn_ds word: replaced in place, no byte swaps.
     let qpn_ds = qpn_ds4_be & !0xffu32.to_be() | (ds & 0xff).to_be();
     // Bytes 8..16 of the control segment: signature, stream id, fm_ce_se (byte 11), imm.
-    let word1 = match signal {
-        Some(tail) => u64::from(WQE_CTRL_CQ_UPDATE) << 24 | u64::from(tail & 0xffff) << 32,
-        None => u64::from(NO_TAIL) << 32,
-    };
+    let word1 = if signal { u64::from(WQE_CTRL_CQ_UPDATE) << 24 } else { 0 };
     let cs_word = (u64::from(csum) << 22) & (0xc0 << 32);
     let first = u64::from(word0) | u64::from(qpn_ds) << 32;
     let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);

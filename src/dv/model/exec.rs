@@ -394,6 +394,9 @@ impl Device {
             self.counters.wrapped_wqes += 1;
         }
         self.counters.wqes += 1;
+        if ctrl.imm != 0 {
+            self.counters.wqes_nonzero_imm += 1;
+        }
         if let Some(t) = self.trace.as_mut() {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
         }

@@ -157,6 +157,10 @@ pub struct DeviceCounters {
     pub wqes: u64,
     /// WQEs whose WQEBBs run past the end of the SQ ring into its start.
     pub wrapped_wqes: u64,
+    /// WQEs whose control segment `imm` word is not 0. rdma-core (`_mlx5_post_send`) and DPDK
+    /// write 0 there on Ethernet SENDs, where the kernel gives the word a meaning (a per-WQE TIS
+    /// number for kTLS, mlx5e `ktls_tx`); a driver should never put a cookie in it.
+    pub wqes_nonzero_imm: u64,
     pub cqes: u64,
     pub cq_overruns: u64,
 }

@@ -400,14 +400,17 @@ unsafe impl Sync for Qp {}
 
 impl Qp {
     /// A RAW_PACKET QP with a send queue only (VPP `rdma_txq_init`, DPDK
-    /// `mlx5_txq_ibv_qp_create`): send and receive CQ both `cq`, one SGE, no inline.
-    pub fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32) -> Result<Arc<Qp>, CallError> {
+    /// `mlx5_txq_ibv_qp_create`): send and receive CQ both `cq`, one SGE, and `max_inline` the
+    /// largest frame the queue copies into a WQE, so that rdma-core sizes the WQEs for it and
+    /// refuses (EINVAL) what the device's `max_wqe_sz_sq` cannot take (`mlx5_calc_send_wqe`).
+    pub fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32, max_inline: u32) -> Result<Arc<Qp>, CallError> {
         let mut attr = ibv_qp_init_attr {
             send_cq: cq.ptr,
             recv_cq: cq.ptr,
             cap: ibv_qp_cap {
                 max_send_wr: depth,
                 max_send_sge: 1,
+                max_inline_data: max_inline,
                 ..Default::default()
             },
             qp_type: IBV_QPT_RAW_PACKET,
@@ -419,12 +422,36 @@ impl Qp {
         if ptr.is_null() {
             return Err(last_errno("ibv_create_qp"));
         }
-        Ok(Arc::new(Qp {
+        let qp = Arc::new(Qp {
             pd: pd.clone(),
             ptr,
             _cq: Some(cq.clone()),
             _ind: None,
-        }))
+        });
+        // rdma-core writes back what the QP takes; a provider that gives less than asked would
+        // see WQEs larger than it sized the ring for.
+        if attr.cap.max_inline_data < max_inline {
+            return Err(CallError {
+                call: "ibv_create_qp",
+                errno: libc::EINVAL,
+            });
+        }
+        Ok(qp)
+    }
+
+    /// WQEBBs rdma-core gives a RAW_PACKET send queue of `depth` WQEs with one SGE and
+    /// `max_inline` inline bytes (`mlx5_calc_send_wqe`: control and Ethernet segments, then the
+    /// larger of one gather entry and the inline segment, in 64-byte units; the ring a power of
+    /// two), so that its CQ can be sized before the QP exists.
+    pub fn raw_tx_wqebbs(depth: u32, max_inline: u32) -> u32 {
+        const OVERHEAD: u32 = 16 + 32;
+        let inline = if max_inline > 0 {
+            OVERHEAD + (4 + max_inline).div_ceil(16) * 16
+        } else {
+            0
+        };
+        let wqe = (OVERHEAD + 16).max(inline).div_ceil(64) * 64;
+        (depth.saturating_mul(wqe)).next_power_of_two() / 64
     }
 
     /// An RSS QP over `ind` (VPP `rdma_rxq_finalize`): ibv_create_qp_ex with PD | IND_TABLE |
@@ -670,8 +697,11 @@ unsafe impl Send for Flow {}
 unsafe impl Sync for Flow {}
 
 impl Flow {
-    /// verbs.h `ibv_create_flow` with a compiled attribute blob (`flow::verbs::compile`).
-    pub fn create(qp: &Arc<Qp>, attr: &mut crate::flow::verbs::VerbsFlowAttr) -> Result<Flow, CallError> {
+    /// verbs.h `ibv_create_flow` with a compiled attribute blob (`flow::verbs::compile`), on
+    /// port `port` of the QP's device (the port the QP was brought up on).
+    pub fn create(qp: &Arc<Qp>, attr: &mut crate::flow::verbs::VerbsFlowAttr, port: u8) -> Result<Flow, CallError> {
+        // SAFETY: the blob starts with an 8-aligned ibv_flow_attr (`VerbsFlowAttr`).
+        unsafe { (*attr.as_mut_ptr().cast::<ibv_flow_attr>()).port = port };
         // SAFETY: live QP; the blob is an 8-aligned ibv_flow_attr followed by its specs.
         let ptr = unsafe { verbs::ibv_create_flow(qp.ptr, attr.as_mut_ptr().cast()) };
         if ptr.is_null() {
