@@ -514,3 +514,30 @@ fn an_oversized_frame_is_dropped_alone_and_the_queue_goes_on() {
         r.teardown();
     }
 }
+
+/// The model enforces the port's inline mode: a queue that inlines only the 18-byte L2 header
+/// while the vport asks for TCP/UDP headers (a queue built on a wrong guess) gets LOCAL_QP_OP
+/// on its first WQE, the rest flushed, nothing on the wire; the queue recovers and nothing is
+/// lost. With the mode it was built for, traffic flows again.
+#[test]
+fn a_wqe_inlining_fewer_headers_than_the_vport_asks_is_refused() {
+    use rawpkt::dv::prm::InlineMode;
+    let mut r = rig(q(true), ModelConfig::connectx4(), 512);
+    flows_again(&mut r);
+    r.nic.set_inline_mode(0, InlineMode::TcpUdp);
+    // IPv4/UDP frames: the vport wants 42 header bytes inline, the queue writes 18.
+    let udp = common::golden("frame_ipv4_udp_60");
+    let mut out = Burst::new(&r.pool, 8);
+    for _ in 0..8 {
+        assert!(out.push_copy(&udp));
+    }
+    assert_eq!(r.tx.tx_burst(&mut out).unwrap(), 8);
+    assert_eq!(receive(&mut r).unwrap(), 0, "nothing may reach the wire");
+    r.tx.reclaim().expect("recovered");
+    let s = *r.tx.stats();
+    assert_eq!(s.errors.local_qp_op, 1, "{s:?}");
+    assert_eq!(s.recoveries, 1);
+    r.nic.set_inline_mode(0, InlineMode::L2);
+    flows_again(&mut r);
+    r.teardown();
+}

@@ -161,7 +161,11 @@ fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, Stri
     // ConnectX-4/4 Lx (mlx5_os.c), a device without enhanced MPW is taken to need the 18-byte
     // L2 header inline, and a ConnectX-5 or later (enhanced MPW) none.
     Ok(DvCaps {
-        min_inline: if empw { 0 } else { 18 },
+        inline_mode: if empw {
+            crate::dv::prm::InlineMode::None
+        } else {
+            crate::dv::prm::InlineMode::L2
+        },
         enhanced_mpw: empw,
         max_frame,
     })
