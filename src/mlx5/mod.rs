@@ -19,6 +19,7 @@
 //! flows, RSS QPs, indirection table, WQs, QPs, CQs, MRs, PD, context.
 
 mod discover;
+mod inline;
 mod port;
 
 use crate::spec::{Backend, PortOptions};

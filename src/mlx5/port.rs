@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use rdma_abi::*;
 
 use super::discover::{self, Found};
+use crate::dv::prm::InlineMode;
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl};
 use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
@@ -145,8 +146,14 @@ fn port_state_name(s: ibv_port_state) -> &'static str {
     }
 }
 
-/// Why the DV datapath cannot run on this context, or the caps it runs with.
-fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, String> {
+/// Why the DV datapath cannot run on this context, or the caps it runs with and where its inline
+/// mode came from.
+fn probe_dv(
+    ctx: &Context,
+    found: &Found,
+    max_frame: u32,
+    inline: Option<InlineMode>,
+) -> Result<(DvCaps, &'static str), String> {
     if !found.dv_supported {
         // mlx5dv_is_supported is false, or libmlx5 did not load.
         return Err(ctx.mlx5dv_query().err().unwrap_or_else(|| "not an mlx5 device".into()));
@@ -157,24 +164,49 @@ fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, Stri
         return Err("mlx5dv_query_device reports no CQE version 1".into());
     }
     let empw = attr.flags & u64::from(MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW) != 0;
-    // mlx5dv does not expose the kernel's eth_min_inline; like DPDK's default for
-    // ConnectX-4/4 Lx (mlx5_os.c), a device without enhanced MPW is taken to need the 18-byte
-    // L2 header inline, and a ConnectX-5 or later (enhanced MPW) none.
-    Ok(DvCaps {
-        inline_mode: if empw {
-            crate::dv::prm::InlineMode::None
-        } else {
-            crate::dv::prm::InlineMode::L2
+    let d = super::inline::decide(ctx, found.pci_device_id(), inline)?;
+    Ok((
+        DvCaps {
+            inline_mode: d.mode,
+            enhanced_mpw: empw,
+            max_frame,
         },
-        enhanced_mpw: empw,
-        max_frame,
-    })
+        d.source,
+    ))
+}
+
+/// Splits `NAME[,inline=MODE]` into the name and the options.
+fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<InlineMode>), Error> {
+    let mut parts = rest.split(',');
+    let name = parts.next().unwrap_or("");
+    let mut inline = None;
+    for opt in parts {
+        match opt.split_once('=') {
+            Some(("inline", v)) => inline = Some(InlineMode::from_name(v).ok_or_else(|| {
+                Error::Spec(format!(
+                    "{kind}:{rest}: inline={v}: expected none, l2, ip or tcp-udp (the headers every send WQE inlines)"
+                ))
+            })?),
+            _ => {
+                return Err(Error::Spec(format!(
+                    "{kind}:{rest}: unknown option `{opt}` (the one option is inline=none|l2|ip|tcp-udp)"
+                )))
+            }
+        }
+    }
+    Ok((name, inline))
 }
 
 impl Mlx5Port {
     pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
         let spec = format!("{kind}:{rest}");
-        let target = discover::parse_target(kind, rest)?;
+        let (name, inline) = split_options(kind, rest)?;
+        if kind == "verbs" && inline.is_some() {
+            return Err(Error::Spec(format!(
+                "{spec}: inline= is for the Direct Verbs datapath; on a verbs: port libmlx5 inlines what the device needs"
+            )));
+        }
+        let target = discover::parse_target(kind, name)?;
         // Rules are checked before touching the device, so a typo costs nothing.
         for r in &opts.rules {
             crate::flow::verbs::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
@@ -206,10 +238,14 @@ impl Mlx5Port {
             .map(|s| s as f64 / 1000.0)
             .unwrap_or_else(|| verbs_speed_gbps(pattr.active_speed, pattr.active_width));
 
+        let mut inline_source = "";
         let mode = match kind {
             "verbs" => Mode::Verbs,
-            _ => match probe_dv(&ctx, &dev, max_frame) {
-                Ok(caps) => Mode::Dv(caps),
+            _ => match probe_dv(&ctx, &dev, max_frame, inline) {
+                Ok((caps, source)) => {
+                    inline_source = source;
+                    Mode::Dv(caps)
+                }
                 Err(why) => {
                     eprintln!("rawpkt: {spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
                     Mode::Verbs
@@ -228,9 +264,16 @@ impl Mlx5Port {
             dev.pci.as_deref().unwrap_or("unknown"),
             port_state_name(pattr.state),
             match mode {
-                Mode::Dv(c) if c.enhanced_mpw => "Direct Verbs (enhanced MPW)",
-                Mode::Dv(_) => "Direct Verbs",
-                Mode::Verbs => "ibverbs",
+                Mode::Dv(c) => format!(
+                    "Direct Verbs ({}inline headers: {}, from {inline_source})",
+                    if c.enhanced_mpw && c.inline_mode == InlineMode::None {
+                        "enhanced MPW, "
+                    } else {
+                        ""
+                    },
+                    c.inline_mode.name()
+                ),
+                Mode::Verbs => "ibverbs".to_string(),
             }
         );
 

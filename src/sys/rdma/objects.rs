@@ -124,9 +124,29 @@ impl<'a> DeviceList<'a> {
         }
     }
 
-    /// Opens device `i`.
+    /// Opens device `i`: with DevX where libmlx5 and the kernel offer it (`mlx5dv_open_device`
+    /// with `MLX5DV_CONTEXT_FLAGS_DEVX`, as DPDK's `mlx5_os_open_device` does first), else
+    /// `ibv_open_device`.
     pub fn open(&self, i: usize, rdma: &Arc<Rdma>) -> Result<Arc<Context>, CallError> {
         let dev = self.raw(i);
+        if let Some(open_dv) = rdma.dv.as_ref().and_then(|dv| dv.open_device) {
+            let mut attr = mlx5dv_context_attr {
+                flags: MLX5DV_CONTEXT_FLAGS_DEVX,
+                comp_mask: 0,
+            };
+            // SAFETY: dev is a live device of the list; attr is a valid mlx5dv_context_attr.
+            let ptr = unsafe { open_dv(dev, &mut attr) };
+            // NULL (EOPNOTSUPP without DevX in the kernel, EPERM without the capability it
+            // needs): open it the plain way.
+            if !ptr.is_null() {
+                return Ok(Arc::new(Context {
+                    rdma: rdma.clone(),
+                    ptr,
+                    dev,
+                    devx: true,
+                }));
+            }
+        }
         // SAFETY: dev is a live device of the list.
         let ptr = unsafe { (rdma.ibv.open_device)(dev) };
         if ptr.is_null() {
@@ -136,6 +156,7 @@ impl<'a> DeviceList<'a> {
             rdma: rdma.clone(),
             ptr,
             dev,
+            devx: false,
         }))
     }
 }
@@ -155,6 +176,8 @@ pub struct Context {
     rdma: Arc<Rdma>,
     ptr: *mut ibv_context,
     dev: *mut ibv_device,
+    /// Opened with DevX: [`Context::devx_cmd`] may be used.
+    devx: bool,
 }
 
 // SAFETY: libibverbs' control verbs are thread-safe per context (the kernel serialises them; the
@@ -164,6 +187,42 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
+    /// Runs a DevX command (`mlx5dv_devx_general_cmd`): `cmd` in, the answer into `out`.
+    /// Err(EOPNOTSUPP) on a context opened without DevX; Err(EIO) when the device answers
+    /// with a bad status.
+    pub fn devx_cmd(&self, cmd: &[u8], out: &mut [u8]) -> Result<(), CallError> {
+        let f = self
+            .rdma
+            .dv
+            .as_ref()
+            .and_then(|dv| dv.devx_general_cmd)
+            .filter(|_| self.devx);
+        let Some(f) = f else {
+            return Err(CallError {
+                call: "mlx5dv_devx_general_cmd",
+                errno: libc::EOPNOTSUPP,
+            });
+        };
+        // SAFETY: live DevX context; both buffers are valid for their lengths.
+        let ret = unsafe {
+            f(
+                self.ptr,
+                cmd.as_ptr().cast(),
+                cmd.len(),
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
+        };
+        check("mlx5dv_devx_general_cmd", ret)?;
+        if out.first() != Some(&0) {
+            return Err(CallError {
+                call: "mlx5dv_devx_general_cmd",
+                errno: libc::EIO,
+            });
+        }
+        Ok(())
+    }
+
     /// `___ibv_query_port`.
     pub fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
         let mut attr = ibv_port_attr::default();
