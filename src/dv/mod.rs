@@ -48,6 +48,19 @@ impl DvCaps {
     };
 }
 
+/// `failed` value of a DV queue stopped by the device's fatal error (no mlx5 syndrome is 0xff).
+pub(crate) const FAILED_DEVICE_FATAL: u8 = 0xff;
+
+/// The error a failed DV queue returns for its `failed` value.
+#[cold]
+pub(crate) fn failed_error(failed: u8) -> crate::QueueError {
+    if failed == FAILED_DEVICE_FATAL {
+        crate::QueueError::DeviceFatal
+    } else {
+        crate::QueueError::Failed { syndrome: failed }
+    }
+}
+
 /// Queue state changes the datapath needs from the control path. On hardware these are
 /// `ibv_modify_qp` (RESET → INIT → RTR → RTS) and `ibv_modify_wq` (RESET → RDY); on the model they
 /// are calls into the device.
@@ -56,4 +69,9 @@ pub trait DvControl: Send + Sync {
     fn reset_sq(&self, qpn: u32) -> Result<(), String>;
     /// Resets a receive WQ to WQE 0, discarding whatever was posted.
     fn reset_rq(&self, wq_num: u32) -> Result<(), String>;
+    /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`): it has stopped, and with it
+    /// every queue. Read on the queues' idle paths only.
+    fn device_fatal(&self) -> bool {
+        false
+    }
 }

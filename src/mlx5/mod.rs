@@ -19,6 +19,7 @@
 //! flows, RSS QPs, indirection table, WQs, QPs, CQs, MRs, PD, context.
 
 mod discover;
+mod events;
 mod inline;
 mod port;
 

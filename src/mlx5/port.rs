@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use rdma_abi::*;
 
 use super::discover::{self, Found};
+use super::events;
 use crate::dv::prm::InlineMode;
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl};
@@ -42,6 +43,8 @@ enum Mode {
 
 pub(crate) struct Mlx5Port {
     shared: Arc<Shared>,
+    /// Reads the device's asynchronous events into `shared.health` while the port is open.
+    _events: Option<events::Watcher>,
 }
 
 struct Shared {
@@ -56,6 +59,7 @@ struct Shared {
     rx_queues: u16,
     pd: Arc<Pd>,
     ctx: Arc<Context>,
+    health: Arc<events::Health>,
 }
 
 /// Flows, then the RSS QPs, then the table: field order is drop order, the order the kernel
@@ -182,11 +186,13 @@ fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<Inlin
     let mut inline = None;
     for opt in parts {
         match opt.split_once('=') {
-            Some(("inline", v)) => inline = Some(InlineMode::from_name(v).ok_or_else(|| {
-                Error::Spec(format!(
+            Some(("inline", v)) => {
+                inline = Some(InlineMode::from_name(v).ok_or_else(|| {
+                    Error::Spec(format!(
                     "{kind}:{rest}: inline={v}: expected none, l2, ip or tcp-udp (the headers every send WQE inlines)"
                 ))
-            })?),
+                })?)
+            }
             _ => {
                 return Err(Error::Spec(format!(
                     "{kind}:{rest}: unknown option `{opt}` (the one option is inline=none|l2|ip|tcp-udp)"
@@ -298,7 +304,10 @@ impl Mlx5Port {
             r.extend(opts.rules.iter().cloned());
             r
         };
+        let health = Arc::new(events::Health::default());
+        let watcher = events::Watcher::start(ctx.clone(), port_num, spec.clone(), health.clone());
         Ok(Mlx5Port {
+            _events: watcher,
             shared: Arc::new(Shared {
                 spec,
                 state: Mutex::new(State {
@@ -313,6 +322,7 @@ impl Mlx5Port {
                 rx_queues: opts.rx_queues,
                 pd,
                 ctx,
+                health,
             }),
         })
     }
@@ -435,6 +445,7 @@ fn split_by_family(rule: &FlowRule) -> Vec<(FlowRule, bool)> {
 struct SqControl {
     qp: Arc<Qp>,
     port: u8,
+    health: Arc<events::Health>,
 }
 
 impl DvControl for SqControl {
@@ -446,10 +457,15 @@ impl DvControl for SqControl {
     fn reset_rq(&self, _wq_num: u32) -> Result<(), String> {
         Err("a send queue has no receive WQ".into())
     }
+
+    fn device_fatal(&self) -> bool {
+        self.health.fatal()
+    }
 }
 
 struct RqControl {
     wq: Arc<Wq>,
+    health: Arc<events::Health>,
 }
 
 impl DvControl for RqControl {
@@ -462,6 +478,10 @@ impl DvControl for RqControl {
         // `mlx5_modify_wq`), RESET → RDY takes WQEs from index 0 again (DPDK `mlx5_rx_err_handle`).
         self.wq.set_state(IBV_WQS_RESET).map_err(|e| e.to_string())?;
         self.wq.set_state(IBV_WQS_RDY).map_err(|e| e.to_string())
+    }
+
+    fn device_fatal(&self) -> bool {
+        self.health.fatal()
     }
 }
 
@@ -499,7 +519,10 @@ impl Backend for Mlx5Port {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
                 let rwq = rdma::dv::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
                 let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
-                let ctl = Arc::new(RqControl { wq: wq.clone() });
+                let ctl = Arc::new(RqControl {
+                    wq: wq.clone(),
+                    health: sh.health.clone(),
+                });
                 Box::new(DvRxQueue::new(&rwq, &cqi, wq.wq_num(), mr.lkey(), pool, cfg, ctl)?)
             }
             Mode::Verbs => Box::new(VerbsRxQueue::new(wq.clone(), cq, mr, pool, cfg, token)?),
@@ -557,7 +580,11 @@ impl Backend for Mlx5Port {
                 let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone()));
                 let sq = rdma::dv::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
                 let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
-                let ctl = Arc::new(SqControl { qp, port: sh.port_num });
+                let ctl = Arc::new(SqControl {
+                    qp,
+                    port: sh.port_num,
+                    health: sh.health.clone(),
+                });
                 Ok(Box::new(DvTxQueue::new(&sq, &cqi, mr.lkey(), pool, cfg, caps, ctl)?))
             }
             Mode::Verbs => Ok(Box::new(VerbsTxQueue::new(
@@ -577,7 +604,16 @@ impl Backend for Mlx5Port {
     }
 
     fn describe(&self) -> Option<String> {
-        Some(self.shared.description.clone())
+        let sh = &self.shared;
+        let mut d = sh.description.clone();
+        let n = sh.health.port_events();
+        if n > 0 {
+            d += &format!("; {n} link state changes since open");
+        }
+        if sh.health.fatal() {
+            d += "; DEVICE FATAL ERROR: queues stopped";
+        }
+        Some(d)
     }
 }
 

@@ -13,7 +13,7 @@ use crate::dv::prm::{
     ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
-use crate::dv::{DvCaps, DvControl};
+use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
@@ -619,10 +619,13 @@ impl DvTxQueue {
     /// The watchdog: a doorbell can still be lost (a device that missed it), so when completions
     /// stop while WQEs are outstanding, ring again with the same last WQE and count it. The
     /// device treats a repeated doorbell as a no-op if it already executed those WQEs.
-    fn kick_if_stalled(&mut self) {
+    fn kick_if_stalled(&mut self) -> Result<(), QueueError> {
+        if self.ctl.device_fatal() {
+            return Err(self.stop_on_fatal());
+        }
         if self.pi == self.head {
             self.stalled_since = None;
-            return;
+            return Ok(());
         }
         let now = std::time::Instant::now();
         let since = *self.stalled_since.get_or_insert(now);
@@ -631,6 +634,21 @@ impl DvTxQueue {
             self.sq.ring_doorbell(self.pi, self.last_wqe);
             self.stats.doorbell_retries += 1;
         }
+        Ok(())
+    }
+}
+
+impl DvTxQueue {
+    /// The device stopped on a fatal error: it reads nothing any more, so every buffer in
+    /// flight goes back to the pool (counted as dropped) and the queue fails.
+    #[cold]
+    fn stop_on_fatal(&mut self) -> QueueError {
+        let head = self.elts_head;
+        self.stats.drops += self.free_elts_until(head) as u64;
+        self.head = self.pi;
+        self.failed = Some(FAILED_DEVICE_FATAL);
+        self.stats.device_fatal = 1;
+        QueueError::DeviceFatal
     }
 }
 
@@ -727,10 +745,10 @@ impl TxQueue for DvTxQueue {
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+            return Err(failed_error(s));
         }
         let freed = self.poll_completions()?;
-        self.kick_if_stalled();
+        self.kick_if_stalled()?;
         Ok(freed)
     }
 
@@ -751,7 +769,7 @@ impl DvTxQueue {
     #[inline(always)]
     fn burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+            return Err(failed_error(s));
         }
         same_pool(&self.pool, pkts)?;
         if let Err((ci, freed)) = self.reap() {
@@ -777,7 +795,7 @@ impl DvTxQueue {
     fn post_general(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         let n_req = pkts.len();
         if n_req == 0 {
-            self.kick_if_stalled();
+            self.kick_if_stalled()?;
             return Ok(0);
         }
         let mut free = self.free_wqebbs();
@@ -825,8 +843,8 @@ impl DvTxQueue {
             self.stats.bursts += 1;
         } else {
             // Nothing posted (a full ring, say): if completions have stopped too, the last
-            // doorbell may have been lost.
-            self.kick_if_stalled();
+            // doorbell may have been lost, or the device has died.
+            self.kick_if_stalled()?;
         }
         dropped = self.stats.drops - dropped;
         self.stats.packets += sent as u64 - dropped;

@@ -296,8 +296,8 @@ impl Device {
         // borrowed mutably here.
         let (ring, bf_reg, dbrec) = (sq.mem.ring(), sq.mem.bf_reg(), sq.mem.dbrec());
         let (hw_ci, port, wqe_cnt, error, ready, qpn) = (sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready, sq.qpn);
-        if !ready {
-            // A QP outside RTS/ERR ignores its doorbells (the SQ is in RST in the PRM's terms):
+        if !ready || self.ports[port].dead {
+            // A QP outside RTS/ERR, or on a device stopped by a fatal error, ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
             // SAFETY: the UAR register belongs to this live SQ's memory.
             unsafe { device::take_uar(bf_reg) };
@@ -799,6 +799,9 @@ impl Device {
 
     /// A frame arrives on `port`: RSS picks an RQ, the frame is scattered into its next WQE.
     pub(super) fn deliver(&mut self, port: usize, frame: &Frame<'_>) {
+        if self.ports[port].dead {
+            return;
+        }
         let no_buffer = self.take_fault(port, |f| matches!(f, Fault::RxNoBuffer { .. }));
         if let Some(Fault::RxNoBuffer { frames }) = no_buffer {
             if frames > 1 {

@@ -330,6 +330,9 @@ pub(crate) struct PortState {
     counters: PortCounters,
     /// The vport's `min_wqe_inline_mode`: what its send WQEs must inline.
     inline_mode: InlineMode,
+    /// A fatal device error stopped the port: no send WQE runs and no frame is received again
+    /// (the kernel's mlx5 `mlx5_enter_error_state` stops the function's DMA).
+    dead: bool,
 }
 
 /// The device state behind the NIC's lock.
@@ -401,6 +404,7 @@ impl Nic {
                 faults: VecDeque::new(),
                 counters: PortCounters::default(),
                 inline_mode: cfg.inline_mode,
+                dead: false,
             })
             .collect();
         let dev = Device {
@@ -743,6 +747,15 @@ impl Nic {
     pub fn set_inline_mode(&self, port: usize, mode: InlineMode) {
         if let Some(p) = self.dev().ports.get_mut(port) {
             p.inline_mode = mode;
+        }
+    }
+
+    /// A fatal error of port `port`'s device (what raises `IBV_EVENT_DEVICE_FATAL`) with
+    /// `dead`: from now on it executes nothing and receives nothing, so no buffer is written or
+    /// read again. Without: the device is back, as after the kernel's health recovery.
+    pub fn set_dead(&self, port: usize, dead: bool) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.dead = dead;
         }
     }
 

@@ -223,6 +223,41 @@ impl Context {
         Ok(())
     }
 
+    /// The context's `async_fd`, readable when an asynchronous event waits.
+    pub fn async_fd(&self) -> c_int {
+        // SAFETY: live context; async_fd is a plain field libibverbs set at open.
+        unsafe { (*self.ptr).async_fd }
+    }
+
+    /// Some(()) where libibverbs exports `ibv_get_async_event` and `ibv_ack_async_event`.
+    pub fn get_async_event_fn(&self) -> Option<()> {
+        self.rdma
+            .ibv
+            .get_async_event
+            .and(self.rdma.ibv.ack_async_event)
+            .map(|_| ())
+    }
+
+    /// The next asynchronous event (its type, and the port number for port events), acked; None
+    /// when none waits (the fd is non-blocking) or the call fails.
+    pub fn next_async_event(&self) -> Option<(ibv_event_type, c_int)> {
+        let (get, ack) = (self.rdma.ibv.get_async_event?, self.rdma.ibv.ack_async_event?);
+        // SAFETY: ibv_async_event is C data (a union of pointers and an int, an enum): all zero
+        // is valid.
+        let mut ev: ibv_async_event = unsafe { std::mem::zeroed() };
+        // SAFETY: live context, valid event struct.
+        if unsafe { get(self.ptr, &mut ev) } != 0 {
+            return None;
+        }
+        // SAFETY: port_num is the union member a port or device event fills; for other events
+        // it reads the low bits of a pointer, which only the port events below look at.
+        let port = unsafe { ev.element.port_num };
+        let ty = ev.event_type;
+        // SAFETY: the event just returned, acked once.
+        unsafe { ack(&mut ev) };
+        Some((ty, port))
+    }
+
     /// `___ibv_query_port`.
     pub fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
         let mut attr = ibv_port_attr::default();
