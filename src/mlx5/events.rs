@@ -108,12 +108,11 @@ fn watch(ctx: &Context, fd: libc::c_int, stop: libc::c_int, port_num: u8, spec: 
         }
         while let Some((ty, port)) = ctx.next_async_event() {
             match ty {
-                IBV_EVENT_DEVICE_FATAL => {
-                    if !health.fatal.swap(true, Ordering::AcqRel) {
-                        eprintln!(
-                            "rawpkt: {spec}: the device reported a fatal error (IBV_EVENT_DEVICE_FATAL); its queues are stopped"
-                        );
-                    }
+                // Said once, however often the device repeats it.
+                IBV_EVENT_DEVICE_FATAL if !health.fatal.swap(true, Ordering::AcqRel) => {
+                    eprintln!(
+                        "rawpkt: {spec}: the device reported a fatal error (IBV_EVENT_DEVICE_FATAL); its queues are stopped"
+                    );
                 }
                 IBV_EVENT_PORT_ERR | IBV_EVENT_PORT_ACTIVE if port == i32::from(port_num) => {
                     health.port_events.fetch_add(1, Ordering::Relaxed);
