@@ -4,7 +4,9 @@
 //!    raised to L2 on a ConnectX-4 PF or VF, which cannot send less;
 //! 2. else the device's answer through DevX (`mlx5_devx_cmd_query_hca_attr`): the ethernet
 //!    offload caps' `wqe_inline_mode` is L2, not required, or "as the vport context says", and
-//!    then the NIC vport context's `min_wqe_inline_mode` (none, L2, IP, TCP/UDP) decides;
+//!    then the NIC vport context's `min_wqe_inline_mode` (none, L2, IP, TCP/UDP) decides (DPDK
+//!    first reads the general caps' `eth_net_offloads` and `eth_virt` bits to know whether to
+//!    ask; rawpkt asks directly and takes a refused command as no answer);
 //! 3. else, where DevX is refused (no kernel support, an old libmlx5), DPDK's table by PCI device:
 //!    ConnectX-4 and 4 Lx, PF and VF, L2; every later device none.
 //!
