@@ -100,6 +100,9 @@ pub enum QueueError {
     Failed { syndrome: u8 },
     /// The burst's buffers belong to another pool; nothing was done.
     ForeignPool,
+    /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`) and stopped; the queue's
+    /// buffers are back in the pool.
+    DeviceFatal,
 }
 
 impl std::fmt::Display for QueueError {
@@ -109,6 +112,10 @@ impl std::fmt::Display for QueueError {
                 write!(f, "queue failed (completion syndrome {syndrome:#04x})")
             }
             QueueError::ForeignPool => write!(f, "the burst's buffers belong to another pool"),
+            QueueError::DeviceFatal => write!(
+                f,
+                "the device reported a fatal error and stopped (IBV_EVENT_DEVICE_FATAL)"
+            ),
         }
     }
 }

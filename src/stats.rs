@@ -47,6 +47,8 @@ pub struct QueueStats {
     pub recoveries: u64,
     /// TX doorbells rung again because completions stopped coming (a lost doorbell).
     pub doorbell_retries: u64,
+    /// 1 once the queue stopped on the device's fatal error (`IBV_EVENT_DEVICE_FATAL`).
+    pub device_fatal: u64,
     /// Bursts (calls that moved at least one packet).
     pub bursts: u64,
 }

@@ -241,6 +241,42 @@ fn pool_exhaustion_starves_the_rq_and_traffic_resumes_when_buffers_return() {
     r.teardown();
 }
 
+/// Every doorbell is flushed when written (`mmio_flush_writes`), so the re-ring watchdog stays
+/// silent in normal operation: bursts separated by idle gaps longer than its 10 ms, each seen by
+/// the device right away (stepped, so that a descheduled device thread on a loaded machine
+/// cannot pass for a lost doorbell), complete without one.
+#[test]
+fn normal_operation_never_rings_a_doorbell_twice() {
+    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let mut got = Burst::new(&r.pool, 64);
+    let (mut sent, mut received) = (0u64, 0usize);
+    for round in 0..12u64 {
+        let n = 1 + (round as usize * 5) % 32;
+        let mut out = Burst::new(&r.pool, n);
+        for k in 0..n {
+            assert_eq!(out.alloc(1, 60), 1);
+            fill_frame(sent + k as u64, out.data_mut(k));
+        }
+        assert_eq!(r.tx.tx_burst(&mut out).unwrap(), n);
+        sent += n as u64;
+        r.nic.step();
+        // Idle for longer than the watchdog's period, polling as an idle loop does.
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(15);
+        while std::time::Instant::now() < until {
+            r.tx.reclaim().unwrap();
+            received += r.rx.rx_burst(&mut got).unwrap();
+            got.clear();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    assert_eq!(received as u64, sent);
+    assert_eq!(r.tx.in_flight(), 0);
+    assert_eq!(r.tx.stats().doorbell_retries, 0, "{:?}", r.tx.stats());
+    assert_eq!(r.nic.counters().doorbell_missing, 0);
+    drop(got);
+    r.teardown();
+}
+
 #[test]
 fn a_lost_doorbell_is_rung_again_and_nothing_is_lost() {
     let mut r = rig(q(true), ModelConfig::default(), 512);
@@ -478,4 +514,31 @@ fn an_oversized_frame_is_dropped_alone_and_the_queue_goes_on() {
         settle(&mut r);
         r.teardown();
     }
+}
+
+/// The model enforces the port's inline mode: a queue that inlines only the 18-byte L2 header
+/// while the vport asks for TCP/UDP headers (a queue built on a wrong guess) gets LOCAL_QP_OP
+/// on its first WQE, the rest flushed, nothing on the wire; the queue recovers and nothing is
+/// lost. With the mode it was built for, traffic flows again.
+#[test]
+fn a_wqe_inlining_fewer_headers_than_the_vport_asks_is_refused() {
+    use rawpkt::dv::prm::InlineMode;
+    let mut r = rig(q(true), ModelConfig::connectx4(), 512);
+    flows_again(&mut r);
+    r.nic.set_inline_mode(0, InlineMode::TcpUdp);
+    // IPv4/UDP frames: the vport wants 42 header bytes inline, the queue writes 18.
+    let udp = common::golden("frame_ipv4_udp_60");
+    let mut out = Burst::new(&r.pool, 8);
+    for _ in 0..8 {
+        assert!(out.push_copy(&udp));
+    }
+    assert_eq!(r.tx.tx_burst(&mut out).unwrap(), 8);
+    assert_eq!(receive(&mut r).unwrap(), 0, "nothing may reach the wire");
+    r.tx.reclaim().expect("recovered");
+    let s = *r.tx.stats();
+    assert_eq!(s.errors.local_qp_op, 1, "{s:?}");
+    assert_eq!(s.recoveries, 1);
+    r.nic.set_inline_mode(0, InlineMode::L2);
+    flows_again(&mut r);
+    r.teardown();
 }

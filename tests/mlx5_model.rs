@@ -71,6 +71,12 @@ impl Model {
         self.set("dv", "1");
         self.set("cap_net_raw", "1");
         self.set("refuse_flow", "");
+        for d in ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"] {
+            self.set(&format!("devx.{d}"), "1");
+            self.set(&format!("inline.{d}"), "none");
+            self.set(&format!("pci_device.{d}"), "0x1017");
+            self.set(&format!("device.{d}"), "reset");
+        }
     }
 }
 
@@ -652,4 +658,214 @@ fn pktgen_runs_on_mlx5_ports_direct_verbs() {
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn pktgen_runs_on_mlx5_ports_ibverbs() {
     pktgen_on("verbs");
+}
+
+/// The send QP is created for what the queue inlines (`max_inline_data` = `tx_inline`), so
+/// rdma-core sizes its WQEs for it and refuses what the largest send WQE cannot hold: 908 bytes
+/// fit (48 bytes of control and Ethernet segment, a 4-byte inline header, 960 in all), 909 do
+/// not, although the datapath itself could build a WQE for up to 930.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn the_send_qp_is_created_for_what_the_queue_inlines() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        let b = open("mlx5:mdl1", &opts(1, &[]));
+        let pool = pool();
+        let big = QueueConfig {
+            tx_inline: 908,
+            ..qcfg()
+        };
+        let mut tx = a.tx_queue(0, &pool, &big).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+        let frames: Vec<Vec<u8>> = (0..100).map(|i| udp(MAC1, [10, 0, 3, i as u8], 3000 + i, 53)).collect();
+        send(tx.as_mut(), &pool, &frames);
+        same_frames(&receive(rx.as_mut(), &pool, 100), &frames, "inlined whole");
+        let too_big = QueueConfig {
+            tx_inline: 909,
+            ..qcfg()
+        };
+        let e = a
+            .tx_queue(1, &pool, &too_big)
+            .err()
+            .expect("909 inline bytes refused")
+            .to_string();
+        assert!(
+            e.contains("tx_inline 909") && e.contains("refuses") && !e.contains('\n'),
+            "{e}"
+        );
+        drop((tx, rx));
+        assert_eq!(pool.free_count(), pool.capacity());
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+/// An IPv4/UDP frame to `dst` behind two VLAN tags (802.1ad outer, 802.1Q inner): 22 bytes of
+/// L2 header.
+fn qinq_udp(dst: [u8; 6], sport: u16) -> Vec<u8> {
+    let vid = |v: u16| etherparse::VlanId::try_new(v).unwrap();
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst)
+        .double_vlan(vid(100), vid(200))
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .udp(sport, 53);
+    let payload = [0x5au8; 30];
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, &payload).unwrap();
+    v
+}
+
+/// Opens `spec`, sends plain and QinQ UDP frames from it to mdl1, and returns the port's
+/// description and (frames received at mdl1, frames on the wire, TX error CQEs).
+fn send_through(model: &Model, spec: &str) -> (String, usize, u64, u64) {
+    let a = open(spec, &opts(1, &[]));
+    let b = open("mlx5:mdl1", &opts(1, &[]));
+    let pool = pool();
+    let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+    let plain: Vec<Vec<u8>> = (0..64).map(|i| udp(MAC1, [10, 0, 4, i as u8], 4000 + i, 53)).collect();
+    let tagged: Vec<Vec<u8>> = (0..16).map(|i| qinq_udp(MAC1, 5000 + i)).collect();
+    let wire0 = model.wire_frames("mlx5_0");
+    let mut out = Burst::new(&pool, 64);
+    for f in plain.iter().chain(&tagged) {
+        assert!(out.push_copy(f));
+        if out.len() == 32 {
+            while !out.is_empty() {
+                tx.tx_burst(&mut out).unwrap();
+            }
+        }
+    }
+    while !out.is_empty() {
+        tx.tx_burst(&mut out).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while tx.in_flight() > 0 && Instant::now() < deadline {
+        tx.reclaim().unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let got = receive(rx.as_mut(), &pool, plain.len());
+    let wire = model.wire_frames("mlx5_0") - wire0;
+    let errors = tx.stats().errors.total();
+    let d = a.describe().unwrap();
+    drop((out, tx, rx));
+    assert_eq!(pool.free_count(), pool.capacity(), "{spec}: buffers lost");
+    (d, got.len(), wire, errors)
+}
+
+/// A device that answers DevX says which headers it needs (HCA caps, then the NIC vport
+/// context), the port inlines exactly those, and the model (which enforces the same mode)
+/// sends every frame, QinQ ones with all 22 bytes of L2 header inline in L2 mode.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn the_inline_mode_is_asked_of_the_device_through_devx() {
+    let (_g, model) = setup();
+    for (mode, from) in [
+        ("none", "DevX HCA caps"),
+        ("l2", "DevX HCA caps"),
+        ("ip", "DevX NIC vport context"),
+        ("tcp-udp", "DevX NIC vport context"),
+    ] {
+        model.set("inline.mlx5_0", mode);
+        let (d, received, wire, errors) = send_through(model, "mlx5:mlx5_0/1");
+        assert!(d.contains(&format!("inline headers: {mode}, from {from}")), "{d}");
+        assert_eq!((received, wire, errors), (64, 80, 0), "mode {mode}: {d}");
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+/// Without DevX the port goes by DPDK's PCI-device table: a ConnectX-4 Lx (0x1015) inlines L2
+/// headers, which its vport needs; a ConnectX-5 id (0x1017) on a vport that wants IP headers is
+/// the case the table gets wrong: the model refuses its WQEs (nothing reaches the wire, the
+/// errors are counted, no buffer is lost), and the `inline=` option puts it right.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn without_devx_the_pci_table_decides_and_the_option_overrides_it() {
+    let (_g, model) = setup();
+    model.set("devx.mlx5_0", "0");
+    model.set("inline.mlx5_0", "l2");
+    model.set("pci_device.mlx5_0", "0x1015");
+    let (d, received, wire, errors) = send_through(model, "mlx5:mlx5_0/1");
+    assert!(d.contains("inline headers: l2, from the PCI device table"), "{d}");
+    assert_eq!((received, wire, errors), (64, 80, 0), "{d}");
+
+    model.set("pci_device.mlx5_0", "0x1017");
+    model.set("inline.mlx5_0", "ip");
+    let (d, received, wire, errors) = send_through(model, "mlx5:mlx5_0/1");
+    assert!(d.contains("inline headers: none, from the PCI device table"), "{d}");
+    assert_eq!((received, wire), (0, 0), "{d}");
+    assert!(errors > 0, "{d}");
+
+    let (d, received, wire, errors) = send_through(model, "mlx5:mlx5_0/1,inline=ip");
+    assert!(d.contains("inline headers: ip, from the port's inline= option"), "{d}");
+    assert_eq!((received, wire, errors), (64, 80, 0), "{d}");
+
+    for (spec, want) in [
+        ("mlx5:mlx5_0/1,inline=l3", "inline=l3: expected none, l2, ip or tcp-udp"),
+        ("mlx5:mlx5_0/1,speed=9", "unknown option `speed=9`"),
+        ("verbs:mlx5_0/1,inline=l2", "inline= is for the Direct Verbs datapath"),
+    ] {
+        let Err(e) = open_with(spec, &opts(1, &[])) else {
+            panic!("{spec} opened")
+        };
+        let e = e.to_string();
+        assert!(e.contains(want) && !e.contains('\n'), "{spec}: {e}");
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+/// A device's fatal error (IBV_EVENT_DEVICE_FATAL, injected) fails every queue of the port with
+/// one clear error, counted in the queues' stats, and every buffer comes back; a link change is
+/// counted on the port.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn a_fatal_device_error_fails_the_queues_and_loses_no_buffer() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_2/1", &opts(1, &[]));
+        let b = open("mlx5:mlx5_3/1", &opts(1, &[]));
+        let pool = pool();
+        let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut rx = a.rx_queue(0, &pool, &qcfg()).unwrap();
+        let mut b_rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+        let peer = b.describe().unwrap();
+        let mac = peer.split("MAC ").nth(1).unwrap()[..17].to_string();
+        let dst: Vec<u8> = mac.split(':').map(|h| u8::from_str_radix(h, 16).unwrap()).collect();
+        let frames: Vec<Vec<u8>> = (0..32)
+            .map(|i| udp(dst[..].try_into().unwrap(), [10, 0, 5, i as u8], 6000 + i, 53))
+            .collect();
+        send(tx.as_mut(), &pool, &frames);
+        assert_eq!(receive(b_rx.as_mut(), &pool, 32).len(), 32);
+
+        model.set("async_event.mlx5_2", "port_err");
+        model.set("async_event.mlx5_2", "port_active");
+        model.set("async_event.mlx5_2", "device_fatal");
+        // Frames in flight when it dies: the device reads none of them any more.
+        let mut out = Burst::new(&pool, 32);
+        for f in &frames {
+            assert!(out.push_copy(f));
+        }
+        let (mut tx_err, mut rx_err) = (None, None);
+        let mut got = Burst::new(&pool, 64);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while (tx_err.is_none() || rx_err.is_none()) && Instant::now() < deadline {
+            if tx_err.is_none() {
+                tx_err = tx.tx_burst(&mut out).and_then(|_| tx.reclaim()).err();
+            }
+            if rx_err.is_none() {
+                rx_err = rx.rx_burst(&mut got).err();
+                got.clear();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(tx_err, Some(rawpkt::QueueError::DeviceFatal));
+        assert_eq!(rx_err, Some(rawpkt::QueueError::DeviceFatal));
+        assert_eq!(tx_err.unwrap().to_string().lines().count(), 1);
+        assert_eq!((tx.stats().device_fatal, rx.stats().device_fatal), (1, 1));
+        // It stays failed.
+        assert_eq!(tx.reclaim().err(), Some(rawpkt::QueueError::DeviceFatal));
+        let d = a.describe().unwrap();
+        assert!(d.contains("2 link state changes") && d.contains("DEVICE FATAL"), "{d}");
+        drop((out, got, tx, rx, b_rx));
+        assert_eq!(pool.free_count(), pool.capacity(), "buffers lost");
+    }
+    assert_eq!(model.live_objects(), 0);
 }

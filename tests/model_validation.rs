@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use rawpkt::dv::model::{ModelConfig, Nic, Wire};
 use rawpkt::dv::prm::{
-    syndrome, Be32, CtrlSeg, DataSeg, ErrCqe, SendWqe, CQE_REQ, CQE_REQ_ERR, OPCODE_ENHANCED_MPSW, OPCODE_SEND,
-    OPCODE_SEND_IMM, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    syndrome, Be32, CtrlSeg, DataSeg, ErrCqe, InlineMode, SendWqe, CQE_REQ, CQE_REQ_ERR, OPCODE_ENHANCED_MPSW,
+    OPCODE_SEND, OPCODE_SEND_IMM, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use rawpkt::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
 use rawpkt::{Burst, Pool, PoolConfig};
@@ -203,13 +203,13 @@ fn each_malformed_wqe_gets_the_error_cqe_and_later_wqes_are_flushed() {
 
 #[test]
 fn minimum_inline_is_enforced_as_configured() {
-    // 14 inline bytes: fine on a ConnectX-5 (min 0), a LOCAL_QP_OP on a ConnectX-4 (min 18).
-    for (min_inline, expect) in [
-        (18u16, Some((CQE_REQ_ERR, syndrome::LOCAL_QP_OP, 0))),
-        (0, Some((CQE_REQ, 0, 0))),
+    // 14 inline bytes: fine on a ConnectX-5 (none), a LOCAL_QP_OP on a ConnectX-4 (L2: 18).
+    for (inline_mode, expect) in [
+        (InlineMode::L2, Some((CQE_REQ_ERR, syndrome::LOCAL_QP_OP, 0))),
+        (InlineMode::None, Some((CQE_REQ, 0, 0))),
     ] {
         let mut s = sq(ModelConfig {
-            min_inline,
+            inline_mode,
             ..ModelConfig::default()
         });
         let mut w = s.good(0);
@@ -217,7 +217,7 @@ fn minimum_inline_is_enforced_as_configured() {
         w.data.byte_count = Be32::new(46);
         w.data.addr = rawpkt::dv::prm::Be64::new(w.data.addr.get() - 4);
         s.post(0, w);
-        assert_eq!(s.next_cqe(), expect, "min_inline {min_inline}");
+        assert_eq!(s.next_cqe(), expect, "inline mode {inline_mode:?}");
         let sent = s.sent();
         if expect.unwrap().0 == CQE_REQ {
             assert_eq!(sent, vec![common::golden("frame_ipv4_udp_60")]);

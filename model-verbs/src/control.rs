@@ -34,6 +34,9 @@ pub unsafe extern "C" fn rawpkt_model_set(key: *const c_char, value: *const c_ch
             "0" => Some(false),
             _ => None,
         };
+        if let Some(ok) = crate::devx::set(&k, &v) {
+            return if ok { 0 } else { -1 };
+        }
         match (&*k, flag) {
             ("dv", Some(f)) => g.dv.store(f, Ordering::Relaxed),
             ("cap_net_raw", Some(f)) => g.cap_net_raw.store(f, Ordering::Relaxed),

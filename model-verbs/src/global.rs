@@ -134,6 +134,15 @@ impl Registry {
     pub fn len(&self) -> usize {
         self.objs.len()
     }
+
+    /// Every live object of `kind`.
+    pub fn all(&self, kind: Kind) -> Vec<usize> {
+        self.objs
+            .iter()
+            .filter(|(_, e)| e.kind == kind)
+            .map(|(&p, _)| p)
+            .collect()
+    }
 }
 
 /// The process-wide model.

@@ -28,6 +28,7 @@
 mod caps;
 mod control;
 mod datapath;
+mod devx;
 mod dv;
 mod global;
 mod objects;
@@ -37,6 +38,7 @@ mod verbs;
 
 pub use caps::drop_cap_net_raw_on_this_thread;
 pub use control::*;
+pub use devx::*;
 pub use dv::*;
 pub use verbs::*;
 

@@ -152,6 +152,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         let orphans = reg.users(context as usize) > 0;
         reg.force_remove(context as usize);
         drop(reg);
+        crate::devx::forget(context as usize);
         let c = Context::from_ctx(context);
         // SAFETY: a live context from open_device; its fds are its own.
         unsafe {

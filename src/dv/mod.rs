@@ -20,12 +20,14 @@ pub(crate) fn cpu_has_movbe() -> bool {
     return false;
 }
 
-/// What the device requires and offers the send path: on hardware, the kernel's `eth_min_inline`
-/// (rdma-core: 0 or 18) and `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` from `mlx5dv_query_device`.
+/// What the device requires and offers the send path: on hardware, the inline mode the device
+/// reports (`mlx5::inline`: DevX, else DPDK's PCI-device table) and
+/// `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` from `mlx5dv_query_device`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DvCaps {
-    /// Bytes every send WQE must inline (ConnectX-4: 18, ConnectX-5 and later: 0).
-    pub min_inline: u16,
+    /// Headers every send WQE must inline (ConnectX-4: L2, ConnectX-5 and later: none; a vport
+    /// may ask for IP or TCP/UDP headers).
+    pub inline_mode: prm::InlineMode,
     /// Enhanced multi-packet send (opcode 0x29) is available.
     pub enhanced_mpw: bool,
     /// Largest frame the port sends (MTU plus L2 header); a larger one fails its whole WQE with
@@ -35,15 +37,28 @@ pub struct DvCaps {
 
 impl DvCaps {
     pub const CONNECTX4: DvCaps = DvCaps {
-        min_inline: 18,
+        inline_mode: prm::InlineMode::L2,
         enhanced_mpw: false,
         max_frame: 9216,
     };
     pub const CONNECTX5: DvCaps = DvCaps {
-        min_inline: 0,
+        inline_mode: prm::InlineMode::None,
         enhanced_mpw: true,
         max_frame: 9216,
     };
+}
+
+/// `failed` value of a DV queue stopped by the device's fatal error (no mlx5 syndrome is 0xff).
+pub(crate) const FAILED_DEVICE_FATAL: u8 = 0xff;
+
+/// The error a failed DV queue returns for its `failed` value.
+#[cold]
+pub(crate) fn failed_error(failed: u8) -> crate::QueueError {
+    if failed == FAILED_DEVICE_FATAL {
+        crate::QueueError::DeviceFatal
+    } else {
+        crate::QueueError::Failed { syndrome: failed }
+    }
 }
 
 /// Queue state changes the datapath needs from the control path. On hardware these are
@@ -54,4 +69,9 @@ pub trait DvControl: Send + Sync {
     fn reset_sq(&self, qpn: u32) -> Result<(), String>;
     /// Resets a receive WQ to WQE 0, discarding whatever was posted.
     fn reset_rq(&self, wq_num: u32) -> Result<(), String>;
+    /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`): it has stopped, and with it
+    /// every queue. Read on the queues' idle paths only.
+    fn device_fatal(&self) -> bool {
+        false
+    }
 }

@@ -65,6 +65,208 @@ pub const ETH_L2_MIN_HEADER_SIZE: usize = crate::flow::wire::ETH_HEADER_LEN;
 /// Inline bytes start at this offset of the Ethernet segment (after `inline_hdr_sz`).
 pub const ESEG_INLINE_OFFSET: usize = 14;
 
+/// Which headers every send WQE must carry inline in its Ethernet segment: the NIC vport
+/// context's `min_wqe_inline_mode` (PRM; Linux `mlx5_ifc.h` `MLX5_INLINE_MODE_*`, the values
+/// below). The e-switch of a ConnectX-4/4 Lx steers by what is inline, so a WQE that inlines
+/// less fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum InlineMode {
+    /// Nothing (ConnectX-5 and later).
+    None = 0,
+    /// The L2 header through its last VLAN or MPLS tag (at least 18 bytes).
+    L2 = 1,
+    /// Through the IP header.
+    Ip = 2,
+    /// Through the TCP or UDP header.
+    TcpUdp = 3,
+}
+
+impl InlineMode {
+    /// The mode of a PRM `min_wqe_inline_mode` value; None for the inner-header modes (4 and up,
+    /// for tunnels) and reserved values.
+    pub fn from_prm(v: u8) -> Option<InlineMode> {
+        Some(match v {
+            0 => InlineMode::None,
+            1 => InlineMode::L2,
+            2 => InlineMode::Ip,
+            3 => InlineMode::TcpUdp,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InlineMode::None => "none",
+            InlineMode::L2 => "l2",
+            InlineMode::Ip => "ip",
+            InlineMode::TcpUdp => "tcp-udp",
+        }
+    }
+
+    /// The mode of a `name()`.
+    pub fn from_name(s: &str) -> Option<InlineMode> {
+        [InlineMode::None, InlineMode::L2, InlineMode::Ip, InlineMode::TcpUdp]
+            .into_iter()
+            .find(|m| m.name() == s)
+    }
+
+    /// Bytes of a frame of `len` bytes, of which `head` is the start, that a send WQE must carry
+    /// inline (Linux mlx5e `mlx5e_calc_min_inline`: the L2 header through every VLAN tag, the
+    /// network or the transport offset, and never less than 18 bytes, DPDK's
+    /// `MLX5_INLINE_HSIZE_L2`); at most `len`. Headers cut short by the end of `head` count as
+    /// far as they go. A frame with no IP header needs its L2 header only, whatever the mode.
+    pub fn header_bytes(self, head: &[u8], len: usize) -> usize {
+        if self == InlineMode::None {
+            return 0;
+        }
+        let (l2, ethertype) = l2_header_len(head);
+        let need = match self {
+            InlineMode::None | InlineMode::L2 => l2,
+            InlineMode::Ip | InlineMode::TcpUdp => {
+                let (l3, proto) = ip_header_len(head, l2, ethertype);
+                if self == InlineMode::TcpUdp && l3 > 0 {
+                    l2 + l3 + l4_header_len(head, l2 + l3, proto)
+                } else {
+                    l2 + l3
+                }
+            }
+        };
+        need.max(ETH_L2_INLINE_HEADER_SIZE).min(len)
+    }
+}
+
+/// The two DevX commands that say which inline mode a device needs, as DPDK issues them
+/// (`mlx5_devx_cmd_query_hca_attr`, `mlx5_devx_cmd_query_nic_vport_context`) through
+/// `mlx5dv_devx_general_cmd`, with the field positions of Linux `mlx5_ifc.h`. Commands and
+/// answers are big-endian PRM mailboxes; every answer starts with a status byte (0 = OK).
+pub mod devx {
+    pub const QUERY_HCA_CAP: u16 = 0x100;
+    pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
+    /// `op_mod` of QUERY_HCA_CAP: `MLX5_GET_HCA_CAP_OP_MOD_ETHERNET_OFFLOAD_CAPS` (1) << 1 |
+    /// `MLX5_HCA_CAP_OPMOD_GET_CUR` (1): the current per-protocol networking offload caps.
+    pub const OP_MOD_ETH_OFFLOAD_CAPS_CUR: u16 = 1 << 1 | 1;
+    /// Bytes of a command (`query_hca_cap_in`, `query_nic_vport_context_in`).
+    pub const IN_LEN: usize = 16;
+    /// Bytes of an answer: the 16-byte header, then the capability or context.
+    pub const OUT_LEN: usize = 16 + 0x1000;
+    /// `per_protocol_networking_offload_caps.wqe_inline_mode` (bits 18..20 of the first dword)
+    /// values, `MLX5_CAP_INLINE_MODE_*`.
+    pub const CAP_INLINE_MODE_L2: u8 = 0;
+    pub const CAP_INLINE_MODE_VPORT_CONTEXT: u8 = 1;
+    pub const CAP_INLINE_MODE_NOT_REQUIRED: u8 = 2;
+
+    /// A command: opcode in bytes 0..2, op_mod in bytes 6..8 (own vport: the rest 0).
+    pub fn command(opcode: u16, op_mod: u16) -> [u8; IN_LEN] {
+        let mut c = [0u8; IN_LEN];
+        c[0..2].copy_from_slice(&opcode.to_be_bytes());
+        c[6..8].copy_from_slice(&op_mod.to_be_bytes());
+        c
+    }
+
+    /// The opcode and op_mod of a command.
+    pub fn opcode_of(cmd: &[u8]) -> Option<(u16, u16)> {
+        Some((
+            u16::from_be_bytes(cmd.get(0..2)?.try_into().ok()?),
+            u16::from_be_bytes(cmd.get(6..8)?.try_into().ok()?),
+        ))
+    }
+
+    /// `wqe_inline_mode` of a QUERY_HCA_CAP (ethernet offload caps) answer.
+    pub fn wqe_inline_mode(out: &[u8]) -> u8 {
+        (u32::from_be_bytes(out[16..20].try_into().expect("4 bytes")) >> 12) as u8 & 3
+    }
+
+    /// Sets `wqe_inline_mode` in an answer (the device side).
+    pub fn set_wqe_inline_mode(out: &mut [u8], v: u8) {
+        let w = u32::from_be_bytes(out[16..20].try_into().expect("4 bytes")) & !(3 << 12) | u32::from(v & 3) << 12;
+        out[16..20].copy_from_slice(&w.to_be_bytes());
+    }
+
+    /// `nic_vport_context.min_wqe_inline_mode` (bits 5..8 of its first byte) of a
+    /// QUERY_NIC_VPORT_CONTEXT answer.
+    pub fn min_wqe_inline_mode(out: &[u8]) -> u8 {
+        out[16] & 7
+    }
+
+    /// Sets `min_wqe_inline_mode` in an answer (the device side).
+    pub fn set_min_wqe_inline_mode(out: &mut [u8], v: u8) {
+        out[16] = out[16] & !7 | v & 7;
+    }
+}
+
+fn be16_at(b: &[u8], off: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(off)?, *b.get(off + 1)?]))
+}
+
+/// Length of the L2 header through its last VLAN tag (802.1Q, 802.1ad, the old QinQ 0x9100) or
+/// MPLS label (the one with bottom-of-stack set), and the EtherType after the tags (0 after MPLS:
+/// what follows a label stack is not parsed).
+fn l2_header_len(head: &[u8]) -> (usize, u16) {
+    use crate::flow::wire::{ETHERTYPE_QINQ, ETHERTYPE_VLAN, ETH_HEADER_LEN};
+    let Some(mut ethertype) = be16_at(head, 12) else {
+        return (ETH_HEADER_LEN, 0);
+    };
+    let mut off = ETH_HEADER_LEN;
+    while matches!(ethertype, ETHERTYPE_VLAN | ETHERTYPE_QINQ | 0x9100) {
+        off += 4;
+        match be16_at(head, off - 2) {
+            Some(t) => ethertype = t,
+            None => return (off, 0),
+        }
+    }
+    if matches!(ethertype, 0x8847 | 0x8848) {
+        // Labels until the bottom-of-stack bit (byte 2, bit 0 of each 4-byte label).
+        loop {
+            off += 4;
+            match head.get(off - 2) {
+                Some(b) if b & 1 == 0 => {}
+                _ => return (off, 0),
+            }
+        }
+    }
+    (off, ethertype)
+}
+
+/// Length of the IPv4 header (options included) or of the IPv6 header and its extension
+/// headers at `off`, and the transport protocol; (0, 0) if the frame is not IP.
+fn ip_header_len(head: &[u8], off: usize, ethertype: u16) -> (usize, u8) {
+    use crate::flow::wire::{ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+    match ethertype {
+        ETHERTYPE_IPV4 => {
+            let ihl = head.get(off).map_or(20, |b| usize::from(b & 0xf) * 4).max(20);
+            (ihl, head.get(off + 9).copied().unwrap_or(0))
+        }
+        ETHERTYPE_IPV6 => {
+            let mut len = 40;
+            let mut next = head.get(off + 6).copied().unwrap_or(0);
+            // Hop-by-hop, routing, fragment and destination options come before the transport
+            // header (RFC 8200 4.1).
+            while matches!(next, 0 | 43 | 44 | 60) {
+                let at = off + len;
+                let ext = if next == 44 {
+                    8
+                } else {
+                    head.get(at + 1).map_or(8, |&l| (usize::from(l) + 1) * 8)
+                };
+                next = head.get(at).copied().unwrap_or(59);
+                len += ext;
+            }
+            (len, next)
+        }
+        _ => (0, 0),
+    }
+}
+
+/// Length of the TCP (data offset) or UDP header at `off`; 0 for another protocol.
+fn l4_header_len(head: &[u8], off: usize, proto: u8) -> usize {
+    use crate::flow::wire::{IPPROTO_TCP, IPPROTO_UDP};
+    match proto {
+        IPPROTO_TCP => head.get(off + 12).map_or(20, |b| usize::from(b >> 4) * 4).max(20),
+        IPPROTO_UDP => 8,
+        _ => 0,
+    }
+}
+
 pub const OPCODE_NOP: u8 = 0x00;
 pub const OPCODE_SEND: u8 = 0x0a;
 pub const OPCODE_SEND_IMM: u8 = 0x0b;
@@ -322,7 +524,26 @@ pub fn encode_inline_send(
     imm: u32,
     out: &mut [u8],
 ) -> u32 {
-    let ds = 1 + EthSeg::ds_for_inline(frame.len());
+    encode_send(wqe_index, qpn, frame, None, cs_flags, signal, imm, out)
+}
+
+/// Encodes a SEND whose Ethernet segment inlines `inline` (the frame's first bytes) and, with
+/// `gather`, one data segment for the rest, into `out` (one or more WQEBBs, zero-padded); returns
+/// the WQEBB count. rdma-core `_mlx5_post_send` (RAW_PACKET: `copy_eth_inline_headers`, then the
+/// gather list) lays a SEND out the same way.
+#[allow(clippy::too_many_arguments)]
+pub fn encode_send(
+    wqe_index: u16,
+    qpn: u32,
+    inline: &[u8],
+    gather: Option<DataSeg>,
+    cs_flags: u8,
+    signal: bool,
+    imm: u32,
+    out: &mut [u8],
+) -> u32 {
+    let eseg_ds = EthSeg::ds_for_inline(inline.len());
+    let ds = 1 + eseg_ds + u32::from(gather.is_some());
     let bbs = wqebbs(ds);
     let len = bbs as usize * SEND_WQE_BB;
     out[..len].fill(0);
@@ -331,8 +552,12 @@ pub fn encode_inline_send(
     out[11] = if signal { WQE_CTRL_CQ_UPDATE } else { 0 };
     out[12..16].copy_from_slice(&imm.to_ne_bytes());
     out[16 + 4] = cs_flags;
-    out[16 + 12..16 + 14].copy_from_slice(&(frame.len() as u16).to_be_bytes());
-    out[16 + ESEG_INLINE_OFFSET..16 + ESEG_INLINE_OFFSET + frame.len()].copy_from_slice(frame);
+    out[16 + 12..16 + 14].copy_from_slice(&(inline.len() as u16).to_be_bytes());
+    out[16 + ESEG_INLINE_OFFSET..16 + ESEG_INLINE_OFFSET + inline.len()].copy_from_slice(inline);
+    if let Some(d) = gather {
+        let at = (1 + eseg_ds as usize) * DS_BYTES;
+        out[at..at + DS_BYTES].copy_from_slice(&d.to_bytes());
+    }
     bbs
 }
 
@@ -598,6 +823,76 @@ const _: () = {
     assert!(size_of::<MiniCqe>() == 8);
 };
 
+/// Frames with every header stack the inline modes treat differently, each with the bytes a
+/// WQE must inline in mode none, L2, IP and TCP/UDP (counted by hand from the layouts below).
+#[cfg(test)]
+pub(crate) fn inline_test_frames() -> Vec<(&'static str, Vec<u8>, [usize; 4])> {
+    fn frame(tags: &[[u8; 4]], ethertype: u16, l3: &[u8], l4: &[u8], len: usize) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
+        for t in tags {
+            f.extend_from_slice(t);
+        }
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(l3);
+        f.extend_from_slice(l4);
+        f.resize(len.max(f.len()), 0x5a);
+        f
+    }
+    let ipv4 = |ihl: u8, proto: u8| {
+        let mut h = vec![0u8; usize::from(ihl) * 4];
+        h[0] = 0x40 | ihl;
+        h[9] = proto;
+        h
+    };
+    let udp = [0u8; 8];
+    let tcp = |doff: u8| {
+        let mut h = vec![0u8; usize::from(doff) * 4];
+        h[12] = doff << 4;
+        h
+    };
+    let mut ipv6_hbh = vec![0u8; 48];
+    ipv6_hbh[0] = 0x60;
+    ipv6_hbh[6] = 0; // hop-by-hop options, 8 bytes, then UDP
+    ipv6_hbh[40] = 17;
+    const VLAN: [u8; 4] = [0x81, 0x00, 0x00, 0x05];
+    const SVLAN: [u8; 4] = [0x88, 0xa8, 0x00, 0x07];
+    vec![
+        ("ipv4 udp", frame(&[], 0x0800, &ipv4(5, 17), &udp, 60), [0, 18, 34, 42]),
+        (
+            "ipv4+options tcp+options",
+            frame(&[], 0x0800, &ipv4(6, 6), &tcp(8), 128),
+            [0, 18, 38, 70],
+        ),
+        (
+            "ipv6 hop-by-hop udp",
+            frame(&[], 0x86dd, &ipv6_hbh, &udp, 100),
+            [0, 18, 62, 70],
+        ),
+        (
+            "vlan ipv4 udp",
+            frame(&[VLAN], 0x0800, &ipv4(5, 17), &udp, 64),
+            [0, 18, 38, 46],
+        ),
+        (
+            "qinq ipv4 udp",
+            frame(&[SVLAN, VLAN], 0x0800, &ipv4(5, 17), &udp, 68),
+            [0, 22, 42, 50],
+        ),
+        // Two labels, the second with bottom-of-stack; what follows is not parsed.
+        (
+            "mpls x2",
+            frame(&[], 0x8847, &[0, 0x10, 0x00, 64, 0, 0x20, 0x01, 64], &ipv4(5, 17), 80),
+            [0, 22, 22, 22],
+        ),
+        ("arp", frame(&[], 0x0806, &[0; 28], &[], 60), [0, 18, 18, 18]),
+        (
+            "ipv4 icmp",
+            frame(&[], 0x0800, &ipv4(5, 1), &[0; 8], 60),
+            [0, 18, 34, 34],
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -806,5 +1101,22 @@ mod tests {
             (c.wqe_index(), c.opcode(), c.qpn(), c.ds(), c.completion_mode()),
             (0xfffe, 0x0a, 0xabcdef, 4, 2)
         );
+    }
+
+    #[test]
+    fn inline_modes_ask_for_the_headers_linux_inlines() {
+        let modes = [InlineMode::None, InlineMode::L2, InlineMode::Ip, InlineMode::TcpUdp];
+        for (what, f, want) in inline_test_frames() {
+            for (m, w) in modes.iter().zip(want) {
+                assert_eq!(m.header_bytes(&f, f.len()), w, "{what} in mode {}", m.name());
+            }
+        }
+        // Never more than the frame; a runt needs all of itself.
+        assert_eq!(InlineMode::L2.header_bytes(&[0; 16], 16), 16);
+        for m in modes {
+            assert_eq!(InlineMode::from_prm(m as u8), Some(m));
+            assert_eq!(InlineMode::from_name(m.name()), Some(m));
+        }
+        assert_eq!(InlineMode::from_prm(4), None);
     }
 }

@@ -3,15 +3,19 @@
 //! datapath is here, in small functions; the driver (`tx::dv`, `rx::dv`) and the device model use
 //! only the safe methods.
 //!
-//! Ordering protocol (rdma-core `util/udma_barrier.h`, DPDK `mlx5_doorbell_ring`, VPP
-//! `rdma_device_output_tx_mlx5_doorbell`):
-//! - driver → device: descriptors are plain stores; the doorbell record is a release store
-//!   (`udma_to_device_barrier` then the dbrec write), so whoever acquires the dbrec sees the
-//!   descriptors. The UAR write is one 8-byte store after an `sfence` (`mmio_wc_start`), because
-//!   the UAR page is mapped write-combining and must not overtake the dbrec.
-//! - device → driver: the device writes a CQE's bytes 0..62 and then `op_own` with release; the
-//!   driver loads `op_own` with acquire (`udma_from_device_barrier`) before reading the rest.
-//!   Buffers handed back by a CQE were written before it, so they are visible too.
+//! Ordering protocol: rdma-core's, with its barriers by name ([`barrier`], `util/udma_barrier.h`),
+//! as `providers/mlx5/qp.c` uses them (`_mlx5_post_send`, `mlx5_post_wq_recv`); DPDK
+//! `mlx5_doorbell_ring` (`drivers/common/mlx5/mlx5_common.h`) and VPP
+//! `rdma_device_output_tx_mlx5_doorbell` do the same:
+//! - driver → device: descriptors are plain stores; `udma_to_device_barrier` then the doorbell
+//!   record store, so the device never sees a record ahead of the descriptors it publishes (on
+//!   the RX refill this is the only ordering: no UAR write follows it). The SQ doorbell then goes
+//!   to the UAR: `mmio_wc_start`, one 8-byte store of the last WQE's first 8 bytes
+//!   (`mmio_write64_be`), `mmio_flush_writes` so that the write-combining buffer goes out now
+//!   rather than with the next burst.
+//! - device → driver: the device writes a CQE's bytes 0..62 and then `op_own`; the driver loads
+//!   `op_own`, then `udma_from_device_barrier` before reading the rest. Buffers handed back by a
+//!   CQE were written before it, so they are visible too.
 //!
 //! Pointers stay valid because every view holds `keep`, the owner of the memory (the model's
 //! queue objects, or the verbs objects on hardware).
@@ -23,15 +27,20 @@ use std::sync::Arc;
 
 use super::prm::{Cqe64, CtrlSeg, DataSeg, SendWqe, CQE_INVALID, SEND_WQE_BB};
 
-/// `op_own` of the CQE at `slot`, loaded with acquire: the device stores it last and atomically,
-/// so the rest of the CQE is visible after it (rdma-core's `udma_from_device_barrier`).
+/// `op_own` of the CQE at `slot`, followed by `udma_from_device_barrier`: the device stores it
+/// last and atomically, so the rest of the CQE is visible after it (rdma-core
+/// `mlx5_get_next_cqe`, DPDK `mlx5_rx_poll_len`: the owner test, then the barrier).
 ///
 /// # Safety
 /// `slot` points at a slot of a live CQ ring.
 #[inline(always)]
 unsafe fn load_op_own(slot: *const Cqe64) -> u8 {
     // SAFETY: per the contract; op_own is byte 63 of the slot, which the device stores atomically.
-    unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) }
+    // Acquire is what the Rust memory model needs against the model's release store; on x86-64
+    // and aarch64 it is the barrier below that orders the reads against the device's DMA.
+    let v = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
+    barrier::udma_from_device_barrier();
+    v
 }
 
 /// Whether `op_own` is that of a CQE the device wrote in the pass of owner parity `parity`: the
@@ -203,9 +212,14 @@ impl DbrecWord {
         DbrecWord(p.cast::<AtomicU32>())
     }
 
+    /// `udma_to_device_barrier`, then the record: what the driver wrote before (descriptors, or
+    /// the reads of consumed CQEs) is visible to the device before the new value is.
     #[inline(always)]
     fn store_be(&self, v: u32) {
-        // SAFETY: valid and aligned per `new`; the device only reads the word.
+        barrier::udma_to_device_barrier();
+        // SAFETY: valid and aligned per `new`; the device only reads the word. Release keeps the
+        // Rust memory model's promise to the model device; it is the barrier above that orders
+        // the word against DMA on hardware (on aarch64 `stlr` alone is inner-shareable only).
         unsafe { (*self.0).store(v.to_be(), Ordering::Release) }
     }
 
@@ -216,17 +230,83 @@ impl DbrecWord {
     }
 }
 
-/// x86 `sfence` (rdma-core `mmio_wc_start`/`mmio_flush_writes`): orders stores to
-/// write-combining memory (the UAR page) after earlier stores; elsewhere a release fence.
-#[inline(always)]
-pub fn wc_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence has no memory-safety preconditions; SSE is part of the x86_64 baseline.
-    unsafe {
-        core::arch::x86_64::_mm_sfence()
+/// rdma-core's DMA and MMIO barriers (`util/udma_barrier.h`), each named after its macro and
+/// emitting the instruction rdma-core emits on x86-64 and aarch64. Other architectures get a
+/// sequentially consistent fence, which is at least as strong as the compiler can make it.
+///
+/// | macro | x86-64 | aarch64 |
+/// |---|---|---|
+/// | `udma_to_device_barrier` | compiler barrier | `dmb oshst` |
+/// | `udma_from_device_barrier` | `lfence` in rdma-core; a compiler barrier here, as DPDK's `rte_io_rmb` | `dmb oshld` |
+/// | `mmio_flush_writes` | `sfence` | `dsb st` |
+/// | `mmio_wc_start` | `mmio_flush_writes` | `mmio_flush_writes` |
+///
+/// On x86-64 `udma_from_device_barrier` follows DPDK (`rte_io_rmb`, a compiler barrier, which
+/// `mlx5_rx_burst` and `mlx5_tx_handle_completion` use after the owner test) rather than
+/// rdma-core's `lfence`: x86 keeps loads from write-back memory in order, and CQ memory is
+/// write-back; `lfence` matters only for write-combining or non-temporal loads, which the driver
+/// does not make. It would cost one instruction per CQE (RX 38.7 → 39.7 per packet).
+///
+/// `mmio_wc_spinlock`/`mmio_wc_spinunlock` have no counterpart: a rawpkt send queue has one
+/// owner (`&mut self`), so no lock orders UAR writes between threads; their barriers are
+/// `mmio_wc_start` and `mmio_flush_writes`, which [`SqRing::ring_doorbell_word`] calls.
+pub mod barrier {
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    use std::sync::atomic::{fence, Ordering};
+
+    /// Emits one barrier instruction (or none: a compiler barrier). The asm has no operands and
+    /// is not `nomem`, so the compiler keeps every memory access on its side of it.
+    macro_rules! barrier_insn {
+        ($insn:literal) => {
+            // SAFETY: a barrier instruction (or an empty string) takes no operands and accesses
+            // no memory; the instructions used are in the x86-64 (SSE `sfence`) and ARMv8
+            // baselines.
+            unsafe { core::arch::asm!($insn, options(nostack, preserves_flags)) }
+        };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    fence(Ordering::SeqCst);
+
+    /// `udma_to_device_barrier`: the device sees every store to memory made before it once it
+    /// sees a store made after it (a doorbell record, a doorbell).
+    #[inline(always)]
+    pub fn udma_to_device_barrier() {
+        #[cfg(target_arch = "x86_64")]
+        barrier_insn!("");
+        #[cfg(target_arch = "aarch64")]
+        barrier_insn!("dmb oshst");
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        fence(Ordering::SeqCst);
+    }
+
+    /// `udma_from_device_barrier`: reads after it see what the device wrote before the store the
+    /// driver just observed (a CQE's owner byte).
+    #[inline(always)]
+    pub fn udma_from_device_barrier() {
+        #[cfg(target_arch = "x86_64")]
+        barrier_insn!("");
+        #[cfg(target_arch = "aarch64")]
+        barrier_insn!("dmb oshld");
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        fence(Ordering::SeqCst);
+    }
+
+    /// `mmio_flush_writes`: pushes write-combining buffers out to the device now (after a UAR
+    /// write), and keeps WC stores on either side from merging.
+    #[inline(always)]
+    pub fn mmio_flush_writes() {
+        #[cfg(target_arch = "x86_64")]
+        barrier_insn!("sfence");
+        #[cfg(target_arch = "aarch64")]
+        barrier_insn!("dsb st");
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        fence(Ordering::SeqCst);
+    }
+
+    /// `mmio_wc_start`: before a write to write-combining memory, orders it after every earlier
+    /// store (it implies `udma_to_device_barrier`). rdma-core defines it as `mmio_flush_writes`.
+    #[inline(always)]
+    pub fn mmio_wc_start() {
+        mmio_flush_writes()
+    }
 }
 
 /// The driver's view of a send queue.
@@ -312,13 +392,19 @@ impl SqRing {
     /// dwords 0–1 as they are in memory) in a register, without reading the WQE back.
     #[inline(always)]
     pub fn ring_doorbell_word(&self, next_pi: u32, ctrl_word: u64) {
-        // Release store: the WQEs above are visible before the device can see the new PI.
+        // rdma-core `_mlx5_post_send`: udma_to_device_barrier, the record (in `store_be`), then
+        // mmio_wc_start, the UAR write, mmio_flush_writes. The UAR page is write-combining on
+        // hardware: the first barrier keeps the doorbell behind the record, the second sends it
+        // now instead of leaving it in the CPU's WC buffer until something else flushes it (DPDK
+        // `mlx5_doorbell_ring` with `flash`: `rte_wmb` after the write).
         self.dbrec.store_be(next_pi & 0xffff);
-        // The UAR is write-combining on hardware: keep the doorbell behind the dbrec write.
-        wc_fence();
+        barrier::mmio_wc_start();
         // SAFETY: bf_reg is an 8-byte aligned register (checked in `new`) kept alive by `keep`.
-        // One 8-byte store, as the device requires; the bytes go out in memory order.
-        unsafe { (*self.uar).store(ctrl_word, Ordering::Release) };
+        // One 8-byte store, as the device requires (rdma-core `mmio_write64_be`: a relaxed
+        // 8-byte atomic store; the barriers on either side order it); the bytes go out in
+        // memory order.
+        unsafe { (*self.uar).store(ctrl_word, Ordering::Relaxed) };
+        barrier::mmio_flush_writes();
     }
 
     /// Publishes WQEs up to `next_pi` in the record without the UAR write: what a driver that

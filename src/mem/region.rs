@@ -85,7 +85,18 @@ impl Region {
         }
         let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap returned null"))?;
         let kind = if huge { PageKind::Huge2M } else { PageKind::Small4K };
-        Ok(Region { base, len, kind })
+        let region = Region { base, len, kind };
+        // Fork safety: the device DMAs into this memory (packet buffers, and the model's rings),
+        // so a child must not share it copy-on-write: after a fork() the parent's first write
+        // would move its page while the device keeps the old one (rdma-core `ibv_fork_init` and
+        // `ibv_dontfork_range` mark registered memory MADV_DONTFORK for the same reason; kernels
+        // from 5.13 copy pinned pages at fork instead, and then rdma-core needs nothing). The
+        // child simply does not inherit the mapping.
+        // SAFETY: the range is exactly the mapping made above, owned by `region`.
+        if unsafe { libc::madvise(ptr, len, libc::MADV_DONTFORK) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(region)
     }
 
     pub fn base(&self) -> *mut u8 {
@@ -134,6 +145,27 @@ mod tests {
         assert!(!r.contains(base, r.len() as u64 + 1));
         assert!(!r.contains(base - 1, 1));
         assert!(!r.contains(base + r.len() as u64, 1));
+    }
+
+    /// The `VmFlags` line of the mapping that starts at `base`, from /proc/self/smaps.
+    fn vm_flags(base: *mut u8) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let start = format!("{:x}-", base as usize);
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
+        assert!(lines.next().is_some(), "no mapping at {start}");
+        lines.find(|l| l.starts_with("VmFlags:")).unwrap().to_string()
+    }
+
+    #[test]
+    fn regions_are_not_inherited_by_a_fork() {
+        // `dc`: "do not copy area on fork" (proc(5)), what MADV_DONTFORK sets.
+        for r in [
+            Region::small_pages(3 * 4096).unwrap(),
+            Region::hugepages_or_fallback(10_000).unwrap(),
+        ] {
+            let flags = vm_flags(r.base());
+            assert!(flags.split_whitespace().any(|f| f == "dc"), "{flags}");
+        }
     }
 
     #[test]

@@ -32,6 +32,12 @@ impl Found {
             .map(|s| s.trim().to_string())
     }
 
+    /// The PCI device id (`<ibdev_path>/device/device`, e.g. 0x1017 for a ConnectX-5).
+    pub fn pci_device_id(&self) -> Option<u16> {
+        let s = std::fs::read_to_string(self.ibdev_path.join("device/device")).ok()?;
+        u16::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+    }
+
     /// `mlx5_0/1 (mdl0, 0000:3b:00.0)`.
     fn summary(&self) -> String {
         let mut s = format!("{}/1", self.ibdev);

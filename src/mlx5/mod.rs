@@ -19,6 +19,8 @@
 //! flows, RSS QPs, indirection table, WQs, QPs, CQs, MRs, PD, context.
 
 mod discover;
+mod events;
+mod inline;
 mod port;
 
 use crate::spec::{Backend, PortOptions};

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use rdma_abi::*;
 
 use super::discover::{self, Found};
+use super::events;
+use crate::dv::prm::InlineMode;
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl};
 use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
@@ -41,6 +43,8 @@ enum Mode {
 
 pub(crate) struct Mlx5Port {
     shared: Arc<Shared>,
+    /// Reads the device's asynchronous events into `shared.health` while the port is open.
+    _events: Option<events::Watcher>,
 }
 
 struct Shared {
@@ -56,6 +60,7 @@ struct Shared {
     rx_queues: u16,
     pd: Arc<Pd>,
     ctx: Arc<Context>,
+    health: Arc<events::Health>,
 }
 
 /// Flows, then the RSS QPs, then the table: field order is drop order, the order the kernel
@@ -146,8 +151,14 @@ fn port_state_name(s: ibv_port_state) -> &'static str {
     }
 }
 
-/// Why the DV datapath cannot run on this context, or the caps it runs with.
-fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, String> {
+/// Why the DV datapath cannot run on this context, or the caps it runs with and where its inline
+/// mode came from.
+fn probe_dv(
+    ctx: &Context,
+    found: &Found,
+    max_frame: u32,
+    inline: Option<InlineMode>,
+) -> Result<(DvCaps, &'static str), String> {
     if !found.dv_supported {
         // mlx5dv_is_supported is false, or libmlx5 did not load.
         return Err(ctx.mlx5dv_query().err().unwrap_or_else(|| "not an mlx5 device".into()));
@@ -158,20 +169,51 @@ fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, Stri
         return Err("mlx5dv_query_device reports no CQE version 1".into());
     }
     let empw = attr.flags & u64::from(MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW) != 0;
-    // mlx5dv does not expose the kernel's eth_min_inline; like DPDK's default for
-    // ConnectX-4/4 Lx (mlx5_os.c), a device without enhanced MPW is taken to need the 18-byte
-    // L2 header inline, and a ConnectX-5 or later (enhanced MPW) none.
-    Ok(DvCaps {
-        min_inline: if empw { 0 } else { 18 },
-        enhanced_mpw: empw,
-        max_frame,
-    })
+    let d = super::inline::decide(ctx, found.pci_device_id(), inline)?;
+    Ok((
+        DvCaps {
+            inline_mode: d.mode,
+            enhanced_mpw: empw,
+            max_frame,
+        },
+        d.source,
+    ))
+}
+
+/// Splits `NAME[,inline=MODE]` into the name and the options.
+fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<InlineMode>), Error> {
+    let mut parts = rest.split(',');
+    let name = parts.next().unwrap_or("");
+    let mut inline = None;
+    for opt in parts {
+        match opt.split_once('=') {
+            Some(("inline", v)) => {
+                inline = Some(InlineMode::from_name(v).ok_or_else(|| {
+                    Error::Spec(format!(
+                    "{kind}:{rest}: inline={v}: expected none, l2, ip or tcp-udp (the headers every send WQE inlines)"
+                ))
+                })?)
+            }
+            _ => {
+                return Err(Error::Spec(format!(
+                    "{kind}:{rest}: unknown option `{opt}` (the one option is inline=none|l2|ip|tcp-udp)"
+                )))
+            }
+        }
+    }
+    Ok((name, inline))
 }
 
 impl Mlx5Port {
     pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
         let spec = format!("{kind}:{rest}");
-        let target = discover::parse_target(kind, rest)?;
+        let (name, inline) = split_options(kind, rest)?;
+        if kind == "verbs" && inline.is_some() {
+            return Err(Error::Spec(format!(
+                "{spec}: inline= is for the Direct Verbs datapath; on a verbs: port libmlx5 inlines what the device needs"
+            )));
+        }
+        let target = discover::parse_target(kind, name)?;
         // Rules are checked before touching the device, so a typo costs nothing.
         for r in &opts.rules {
             crate::flow::verbs::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
@@ -203,10 +245,14 @@ impl Mlx5Port {
             .map(|s| s as f64 / 1000.0)
             .unwrap_or_else(|| verbs_speed_gbps(pattr.active_speed, pattr.active_width));
 
+        let mut inline_source = "";
         let mode = match kind {
             "verbs" => Mode::Verbs,
-            _ => match probe_dv(&ctx, &dev, max_frame) {
-                Ok(caps) => Mode::Dv(caps),
+            _ => match probe_dv(&ctx, &dev, max_frame, inline) {
+                Ok((caps, source)) => {
+                    inline_source = source;
+                    Mode::Dv(caps)
+                }
                 Err(why) => {
                     eprintln!("rawpkt: {spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
                     Mode::Verbs
@@ -225,9 +271,16 @@ impl Mlx5Port {
             dev.pci.as_deref().unwrap_or("unknown"),
             port_state_name(pattr.state),
             match mode {
-                Mode::Dv(c) if c.enhanced_mpw => "Direct Verbs (enhanced MPW)",
-                Mode::Dv(_) => "Direct Verbs",
-                Mode::Verbs => "ibverbs",
+                Mode::Dv(c) => format!(
+                    "Direct Verbs ({}inline headers: {}, from {inline_source})",
+                    if c.enhanced_mpw && c.inline_mode == InlineMode::None {
+                        "enhanced MPW, "
+                    } else {
+                        ""
+                    },
+                    c.inline_mode.name()
+                ),
+                Mode::Verbs => "ibverbs".to_string(),
             }
         );
 
@@ -252,7 +305,10 @@ impl Mlx5Port {
             r.extend(opts.rules.iter().cloned());
             r
         };
+        let health = Arc::new(events::Health::default());
+        let watcher = events::Watcher::start(ctx.clone(), port_num, spec.clone(), health.clone());
         Ok(Mlx5Port {
+            _events: watcher,
             shared: Arc::new(Shared {
                 spec,
                 state: Mutex::new(State {
@@ -268,6 +324,7 @@ impl Mlx5Port {
                 rx_queues: opts.rx_queues,
                 pd,
                 ctx,
+                health,
             }),
         })
     }
@@ -346,7 +403,7 @@ impl Shared {
                 let qp = if v6 { &qp6 } else { &qp4 };
                 let mut attr = crate::flow::verbs::compile(&r)
                     .map_err(|e| Error::Config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
-                let flow = Flow::create(qp, &mut attr).map_err(|e| match e.errno {
+                let flow = Flow::create(qp, &mut attr, self.port_num).map_err(|e| match e.errno {
                     libc::EPERM | libc::EACCES => perm_err(&self.spec, e),
                     _ => Error::Device(format!(
                         "{}: the NIC refused rule `{rule}`: {}",
@@ -390,6 +447,7 @@ fn split_by_family(rule: &FlowRule) -> Vec<(FlowRule, bool)> {
 struct SqControl {
     qp: Arc<Qp>,
     port: u8,
+    health: Arc<events::Health>,
 }
 
 impl DvControl for SqControl {
@@ -401,10 +459,15 @@ impl DvControl for SqControl {
     fn reset_rq(&self, _wq_num: u32) -> Result<(), String> {
         Err("a send queue has no receive WQ".into())
     }
+
+    fn device_fatal(&self) -> bool {
+        self.health.fatal()
+    }
 }
 
 struct RqControl {
     wq: Arc<Wq>,
+    health: Arc<events::Health>,
 }
 
 impl DvControl for RqControl {
@@ -417,6 +480,10 @@ impl DvControl for RqControl {
         // `mlx5_modify_wq`), RESET → RDY takes WQEs from index 0 again (DPDK `mlx5_rx_err_handle`).
         self.wq.set_state(IBV_WQS_RESET).map_err(|e| e.to_string())?;
         self.wq.set_state(IBV_WQS_RDY).map_err(|e| e.to_string())
+    }
+
+    fn device_fatal(&self) -> bool {
+        self.health.fatal()
     }
 }
 
@@ -454,7 +521,10 @@ impl Backend for Mlx5Port {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
                 let rwq = rdma::dv::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
                 let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
-                let ctl = Arc::new(RqControl { wq: wq.clone() });
+                let ctl = Arc::new(RqControl {
+                    wq: wq.clone(),
+                    health: sh.health.clone(),
+                });
                 Box::new(DvRxQueue::new(&rwq, &cqi, wq.wq_num(), mr.lkey(), pool, cfg, ctl)?)
             }
             Mode::Verbs => Box::new(VerbsRxQueue::new(wq.clone(), cq, mr, pool, cfg, token)?),
@@ -489,15 +559,34 @@ impl Backend for Mlx5Port {
     fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let sh = &self.shared;
         let mr = sh.mr_for(pool)?;
-        let cq = sh.cq(cfg.size)?;
-        let qp = Qp::create_raw_tx(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+        // The QP is told what the queue inlines whole (rdma-core sizes its WQEs, and refuses
+        // more than the device's largest send WQE); the DV path checks the same bound first.
+        // The ibverbs datapath inlines nothing itself (libmlx5 copies the minimum inline
+        // headers into the Ethernet segment without it).
+        let inline = match sh.mode {
+            Mode::Dv(_) => u32::from(cfg.tx_inline),
+            Mode::Verbs => 0,
+        };
+        // One CQE per WQEBB at worst: the CQ covers the ring rdma-core will build.
+        let cq = sh.cq(Qp::raw_tx_wqebbs(cfg.size, inline).max(cfg.size))?;
+        let qp = Qp::create_raw_tx(&sh.pd, &cq, cfg.size, inline).map_err(|e| match e.errno {
+            libc::EINVAL if inline > 0 => Error::Config(format!(
+                "{}: tx_inline {inline}: the device refuses a send queue that inlines that much ({e})",
+                sh.spec
+            )),
+            _ => perm_err(&sh.spec, e),
+        })?;
         qp.to_rts(sh.port_num).map_err(|e| dev_err(&sh.spec, e))?;
         match sh.mode {
             Mode::Dv(caps) => {
                 let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone()));
                 let sq = rdma::dv::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
                 let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
-                let ctl = Arc::new(SqControl { qp, port: sh.port_num });
+                let ctl = Arc::new(SqControl {
+                    qp,
+                    port: sh.port_num,
+                    health: sh.health.clone(),
+                });
                 Ok(Box::new(DvTxQueue::new(&sq, &cqi, mr.lkey(), pool, cfg, caps, ctl)?))
             }
             Mode::Verbs => Ok(Box::new(VerbsTxQueue::new(
@@ -517,7 +606,16 @@ impl Backend for Mlx5Port {
     }
 
     fn describe(&self) -> Option<String> {
-        Some(self.shared.description.clone())
+        let sh = &self.shared;
+        let mut d = sh.description.clone();
+        let n = sh.health.port_events();
+        if n > 0 {
+            d += &format!("; {n} link state changes since open");
+        }
+        if sh.health.fatal() {
+            d += "; DEVICE FATAL ERROR: queues stopped";
+        }
+        Some(d)
     }
 
     fn mac(&self) -> Option<[u8; 6]> {

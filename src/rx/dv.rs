@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::REFILL_BATCH;
 use crate::dv::prm::{cqe_flags, syndrome, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
-use crate::dv::DvControl;
+use crate::dv::{failed_error, DvControl, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
@@ -31,6 +31,7 @@ pub struct DvRxQueue {
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
     /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
     /// The device could not be stopped: the posted buffers must never go back to the pool.
     device_holds_buffers: bool,
@@ -314,11 +315,21 @@ impl DvRxQueue {
         self.pool.free_bulk(&self.scratch[..n]);
     }
 
+    /// The device stopped on a fatal error: it writes nothing any more, so every posted buffer
+    /// goes back to the pool and the queue fails.
+    #[cold]
+    fn stop_on_fatal(&mut self) -> QueueError {
+        self.release_posted();
+        self.failed = Some(FAILED_DEVICE_FATAL);
+        self.stats.device_fatal = 1;
+        QueueError::DeviceFatal
+    }
+
     /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
     #[inline(always)]
     fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+            return Err(failed_error(s));
         }
         same_pool(&self.pool, out)?;
         let (ci, rq_ci) = (self.cq_ci, self.rq_ci);
@@ -352,6 +363,8 @@ impl DvRxQueue {
                     self.stats.bytes += bytes;
                     self.stats.drops += drops;
                     self.stats.bursts += 1;
+                } else if self.ctl.device_fatal() {
+                    return Err(self.stop_on_fatal());
                 }
                 self.refill(self.refill_min);
                 return Ok(n);
@@ -412,6 +425,8 @@ impl DvRxQueue {
         self.stats.drops += drops;
         if n > 0 {
             self.stats.bursts += 1;
+        } else if self.ctl.device_fatal() {
+            return Err(self.stop_on_fatal());
         }
         if let Some(synd) = error {
             self.recover_or_fail(synd)?;

@@ -1,29 +1,28 @@
 //! The mlx5 Direct Verbs send path: WQEs written straight into the SQ ring, one doorbell per
 //! burst, one requested completion per burst (or every `tx_completion_every` WQEs), and buffers
-//! recycled in bulk from completions. Modelled on VPP `rdma/output.c` (the 18-byte inline header,
-//! the SQ tail kept in the signalled WQE's `imm`) and DPDK `mlx5_tx.h` (a packet-indexed buffer
-//! ring, completion moderation, completions matched to requests by order, error recovery by queue
-//! reset).
+//! recycled in bulk from completions. Modelled on VPP `rdma/output.c` (the 18-byte inline header)
+//! and DPDK `mlx5_tx.h` (a packet-indexed buffer ring, completion moderation, completions matched
+//! to requests by order, error recovery by queue reset).
 
 use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{
-    encode_inline_send, syndrome, wqebbs, Be32, Be64, CtrlSeg, DataSeg, EthSeg, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
+    encode_send, syndrome, wqebbs, Be32, Be64, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
     EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE,
     ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
-use crate::dv::{DvCaps, DvControl};
+use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
-/// `imm` of unsignalled WQEs (VPP's sentinel). Signalled WQEs carry a 16-bit SQ tail, so the
-/// sentinel can never be mistaken for one.
-const NO_TAIL: u32 = u32::MAX;
-/// How long completions may stop, with WQEs outstanding, before the doorbell is rung again.
-/// Long enough for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for
-/// WQEs the device already ran is harmless.
+/// Watchdog: how long completions may stop, with WQEs outstanding, before the doorbell is rung
+/// again (and counted in `QueueStats::doorbell_retries`). Every doorbell is flushed out of the
+/// write-combining buffer when it is written (`mmio_flush_writes`, `dv::ring`), so in normal
+/// operation this never fires; a count above 0 means the device missed a doorbell. Long enough
+/// for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for WQEs the
+/// device already ran is harmless.
 const RERING_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
 /// Largest frame copied whole into a WQE: 60 DS minus control = 59 DS of Ethernet segment.
 pub const MAX_TX_INLINE: usize = (MAX_WQE_DS as usize - 1) * DS_BYTES - ESEG_INLINE_OFFSET;
@@ -57,6 +56,12 @@ pub struct DvTxQueue {
     since_signal: u32,
     signal_every: u32,
     inline_max: usize,
+    /// Headers every WQE carries inline: up to L2, the canonical SEND's 18 bytes (more for a
+    /// frame with stacked tags); beyond, each frame's own headers ([`DvTxQueue::post_slow`]).
+    inline_mode: InlineMode,
+    /// Frames this long or shorter are not sent by the canonical SEND or eMPW paths (inlined
+    /// whole, or, past L2 mode, every frame: see `inline_mode`).
+    threshold: usize,
     /// Send bursts as enhanced multi-packet WQEs (16 bytes of descriptor per packet) rather than
     /// one 64-byte SEND per packet: only where the device needs no minimum inline (DPDK does the
     /// same; eMPW cannot carry an inline header per packet).
@@ -67,6 +72,7 @@ pub struct DvTxQueue {
     /// `max_frame - 18`: the one-pass path's length test is `len - 19 < fast_span`.
     fast_span: usize,
     /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
     max_frame: usize,
     recover: bool,
@@ -89,12 +95,6 @@ impl DvTxQueue {
         caps: DvCaps,
         ctl: Arc<dyn DvControl>,
     ) -> Result<DvTxQueue, Error> {
-        if usize::from(caps.min_inline) > ETH_L2_INLINE_HEADER_SIZE {
-            return Err(Error::Device(format!(
-                "the device needs {} inline bytes per WQE; this datapath inlines {ETH_L2_INLINE_HEADER_SIZE}",
-                caps.min_inline
-            )));
-        }
         #[allow(unsafe_code)]
         // SAFETY: this queue posts only buffers of its own pool that it holds in `elts` until
         // their completion, and publishes a consumer index only past CQEs it has read.
@@ -111,7 +111,7 @@ impl DvTxQueue {
             )));
         }
         let size = sq_ring.size();
-        let empw = caps.enhanced_mpw && caps.min_inline == 0;
+        let empw = caps.enhanced_mpw && caps.inline_mode == InlineMode::None;
         // A SEND takes a WQEBB per packet; an eMPW WQE packs four data segments per WQEBB.
         let elts = if empw { size * 4 } else { size };
         Ok(DvTxQueue {
@@ -133,6 +133,12 @@ impl DvTxQueue {
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
+            inline_mode: caps.inline_mode,
+            threshold: if caps.inline_mode > InlineMode::L2 {
+                caps.max_frame as usize
+            } else {
+                usize::from(cfg.tx_inline).max(ETH_L2_INLINE_HEADER_SIZE)
+            },
             empw,
             fast_max: if empw && usize::from(cfg.tx_inline) <= ETH_L2_INLINE_HEADER_SIZE {
                 EMPW_MAX_PACKETS
@@ -312,9 +318,14 @@ impl DvTxQueue {
         let (pi0, e0) = (self.pi, self.elts_head);
         let mut posted = 0;
         let mut bytes = 0u64;
-        // Memory-order words that do not change per packet: `imm` = NO_TAIL, fm_ce_se 0, and
-        // `inline_hdr_sz` = 18 (BE16 at eseg byte 12).
-        const WORD1: u64 = (NO_TAIL as u64) << 32;
+        // Bytes 10..18 of every frame ORed: bit 23 is the top bit of EtherType's first byte,
+        // set for every tag (0x8100, 0x88a8, 0x9100, MPLS 0x8847/8) and for IPv6; where it is
+        // set, the run is checked exactly afterwards (one OR per packet instead of a test).
+        let mut tags = 0u64;
+        // Memory-order words that do not change per packet: `imm` = 0 (rdma-core and DPDK: the
+        // kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS), fm_ce_se 0,
+        // and `inline_hdr_sz` = 18 (BE16 at eseg byte 12).
+        const WORD1: u64 = 0;
         const HDR_SZ: u64 = ((ETH_L2_INLINE_HEADER_SIZE as u16).to_be() as u64) << 32;
         const L2: u32 = ETH_L2_INLINE_HEADER_SIZE as u32;
         'segments: while posted < pkts.len() {
@@ -334,6 +345,7 @@ impl DvTxQueue {
                     break 'segments;
                 }
                 let (addr, h0, h1, h2) = geo.l2_header(p);
+                tags |= h2;
                 // TX_L3_CSUM/TX_L4_CSUM (flag bits 16, 17) are cs_flags L3/L4 (0x40, 0x80) at
                 // eseg byte 4, i.e. bits 38, 39 of the word.
                 let cs = (u64::from(p.flags) << 22) & (0xc0 << 32);
@@ -353,6 +365,9 @@ impl DvTxQueue {
                 posted += 1;
             }
         }
+        if tags & 1 << 23 != 0 {
+            (posted, bytes) = self.cut_at_stacked_tags(pi0, &pkts[..posted], bytes);
+        }
         let n = posted as u32;
         // Completion moderation: ask for a CQE on every `signal_every`-th WQE of the run.
         let mut k = self.signal_every - 1 - self.since_signal.min(self.signal_every - 1);
@@ -367,6 +382,27 @@ impl DvTxQueue {
         self.pi = pi0.wrapping_add(n);
         self.elts_head = e0.wrapping_add(n);
         (posted, bytes)
+    }
+
+    /// In L2 inline mode, the run written at WQEBB `pi0` ends before the first frame whose L2
+    /// header is longer than the 18 bytes its SEND inlines (QinQ, stacked VLAN or MPLS tags:
+    /// Linux mlx5e inlines through the last one): that frame goes to [`DvTxQueue::post_slow`].
+    /// Its 18 bytes are read back from the WQE just written; nothing is doorbelled yet.
+    #[cold]
+    #[inline(never)]
+    fn cut_at_stacked_tags(&mut self, pi0: u32, run: &[Packet], bytes: u64) -> (usize, u64) {
+        if self.inline_mode != InlineMode::L2 {
+            return (run.len(), bytes);
+        }
+        for (k, p) in run.iter().enumerate() {
+            let eth = self.sq.wqe(pi0.wrapping_add(k as u32)).eth;
+            let head = eth.to_bytes();
+            let head = &head[ESEG_INLINE_OFFSET..ESEG_INLINE_OFFSET + ETH_L2_INLINE_HEADER_SIZE];
+            if InlineMode::L2.header_bytes(head, usize::from(p.len)) > ETH_L2_INLINE_HEADER_SIZE {
+                return (k, run[..k].iter().map(|p| u64::from(p.len)).sum());
+            }
+        }
+        (run.len(), bytes)
     }
 
     /// Posts packets from the front of `pkts` as one enhanced multi-packet WQE (DPDK
@@ -429,7 +465,7 @@ impl DvTxQueue {
         }
         let ds = EMPW_TITLE_DS + posted as u32;
         let bbs = wqebbs(ds);
-        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs, None);
+        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs, false);
         self.pi = pi.wrapping_add(bbs);
         self.elts_head = e0.wrapping_add(posted as u32);
         self.last_wqe = pi;
@@ -487,9 +523,9 @@ impl DvTxQueue {
         }
         let ds = EMPW_TITLE_DS + n as u32;
         let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
-        // The title asks for the WQE's completion itself (what `signal` would patch in), with the
-        // SQ tail in `imm`; its first word is also the doorbell's.
-        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs & CSUM, Some(tail));
+        // The title asks for the WQE's completion itself (what `signal` would patch in); its first
+        // word is also the doorbell's.
+        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs & CSUM, true);
         self.record_signal(pi, tail, elts_head);
         self.pi = tail;
         self.elts_head = elts_head;
@@ -500,12 +536,10 @@ impl DvTxQueue {
     }
 
     /// Asks for a completion of the WQE at WQEBB `at`, recording the SQ tail and buffer-ring
-    /// head after it. The tail also goes into the WQE's `imm`, as VPP does, for traces.
+    /// head after it (in `comps`, not in the WQE's `imm` as VPP does: that word stays 0).
     #[inline(always)]
     fn signal(&mut self, at: u32, tail: u32, elts_after: u32) {
-        let w = self.sq.wqe(at);
-        w.ctrl.fm_ce_se = WQE_CTRL_CQ_UPDATE;
-        w.ctrl.imm = tail & 0xffff;
+        self.sq.wqe(at).ctrl.fm_ce_se = WQE_CTRL_CQ_UPDATE;
         self.record_signal(at, tail, elts_after);
     }
 
@@ -518,9 +552,10 @@ impl DvTxQueue {
     }
 
     /// Posts one packet that does not fit the canonical SEND: copied whole into the WQE (up to
-    /// `tx_inline` bytes, possibly several WQEBBs wrapping the ring end), or dropped if shorter
-    /// than an Ethernet header. Returns the bytes posted (0 for a dropped packet), or `Err(())`
-    /// when the ring has no room for it.
+    /// `tx_inline` bytes, possibly several WQEBBs wrapping the ring end), or its headers inline
+    /// as far as the device's inline mode asks and the rest gathered; dropped if shorter than an
+    /// Ethernet header or longer than the port sends. Returns the bytes posted (0 for a dropped
+    /// packet), or `Err(())` when the ring has no room for it.
     #[cold]
     fn post_slow(&mut self, pkts: &Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
         let p = pkts.packets()[i];
@@ -532,7 +567,20 @@ impl DvTxQueue {
             self.pool.free_one(p.buf);
             return Ok(0);
         }
-        let ds = 1 + EthSeg::ds_for_inline(len);
+        let frame = pkts.data(i);
+        let hdr = if len <= self.inline_max.max(ETH_L2_INLINE_HEADER_SIZE) {
+            len
+        } else {
+            self.inline_mode.header_bytes(frame, len).max(ETH_L2_INLINE_HEADER_SIZE)
+        };
+        let gather = (hdr < len).then(|| {
+            DataSeg::new(
+                (len - hdr) as u32,
+                u32::from_be(self.lkey_be),
+                self.pool.geometry().addr(&p) + hdr as u64,
+            )
+        });
+        let ds = 1 + EthSeg::ds_for_inline(hdr) + u32::from(gather.is_some());
         let bbs = wqebbs(ds);
         if bbs > *free {
             return Err(());
@@ -540,15 +588,22 @@ impl DvTxQueue {
         let mut wqe = [0u8; MAX_WQE_DS as usize * DS_BYTES];
         let cs = ((p.flags >> 10) & 0xc0) as u8;
         let qpn = u32::from_be(self.qpn_ds4_be) >> 8;
-        encode_inline_send(self.pi as u16, qpn, pkts.data(i), cs, false, NO_TAIL, &mut wqe);
+        encode_send(self.pi as u16, qpn, &frame[..hdr], gather, cs, false, 0, &mut wqe);
         for k in 0..bbs {
             let off = k as usize * SEND_WQE_BB;
             self.sq
                 .wqebb_bytes(self.pi.wrapping_add(k))
                 .copy_from_slice(&wqe[off..off + SEND_WQE_BB]);
         }
-        // The frame now lives in the WQE: its buffer can go back at once.
-        self.pool.free_one(p.buf);
+        if gather.is_some() {
+            // The device reads the rest from the buffer: it stays in flight until the completion.
+            let mask = self.elts.len() - 1;
+            self.elts[self.elts_head as usize & mask] = p.buf;
+            self.elts_head = self.elts_head.wrapping_add(1);
+        } else {
+            // The frame now lives in the WQE: its buffer can go back at once.
+            self.pool.free_one(p.buf);
+        }
         let at = self.pi;
         self.pi = self.pi.wrapping_add(bbs);
         self.last_wqe = at;
@@ -561,13 +616,16 @@ impl DvTxQueue {
         Ok(len as u64)
     }
 
-    /// A doorbell can be lost (a WC buffer never flushed, a device that missed it): when
-    /// completions stop while WQEs are outstanding, ring again with the same last WQE. The
+    /// The watchdog: a doorbell can still be lost (a device that missed it), so when completions
+    /// stop while WQEs are outstanding, ring again with the same last WQE and count it. The
     /// device treats a repeated doorbell as a no-op if it already executed those WQEs.
-    fn kick_if_stalled(&mut self) {
+    fn kick_if_stalled(&mut self) -> Result<(), QueueError> {
+        if self.ctl.device_fatal() {
+            return Err(self.stop_on_fatal());
+        }
         if self.pi == self.head {
             self.stalled_since = None;
-            return;
+            return Ok(());
         }
         let now = std::time::Instant::now();
         let since = *self.stalled_since.get_or_insert(now);
@@ -576,6 +634,21 @@ impl DvTxQueue {
             self.sq.ring_doorbell(self.pi, self.last_wqe);
             self.stats.doorbell_retries += 1;
         }
+        Ok(())
+    }
+}
+
+impl DvTxQueue {
+    /// The device stopped on a fatal error: it reads nothing any more, so every buffer in
+    /// flight goes back to the pool (counted as dropped) and the queue fails.
+    #[cold]
+    fn stop_on_fatal(&mut self) -> QueueError {
+        let head = self.elts_head;
+        self.stats.drops += self.free_elts_until(head) as u64;
+        self.head = self.pi;
+        self.failed = Some(FAILED_DEVICE_FATAL);
+        self.stats.device_fatal = 1;
+        QueueError::DeviceFatal
     }
 }
 
@@ -630,20 +703,17 @@ fn fill_empw_dsegs<const PLAIN: bool>(
 }
 
 /// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi`: the control segment (opcode
-/// 0x29; with `signal = Some(tail)` a completion request and the SQ tail in `imm`, as
-/// [`DvTxQueue::signal`] writes them) and an Ethernet segment with the checksum flags `csum` (the
+/// 0x29; with `signal` a completion request, as [`DvTxQueue::signal`] writes it; `imm` 0) and an
+/// Ethernet segment with the checksum flags `csum` (the
 /// `flags::TX_*_CSUM` bits) at byte 4, no inline header and no metadata. Returns the control
 /// segment's first 8 bytes as the doorbell carries them.
 #[inline(always)]
-fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32, signal: Option<u32>) -> u64 {
+fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32, signal: bool) -> u64 {
     let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
     // `ds` is the low byte of the big-endian qpn_ds word: replaced in place, no byte swaps.
     let qpn_ds = qpn_ds4_be & !0xffu32.to_be() | (ds & 0xff).to_be();
     // Bytes 8..16 of the control segment: signature, stream id, fm_ce_se (byte 11), imm.
-    let word1 = match signal {
-        Some(tail) => u64::from(WQE_CTRL_CQ_UPDATE) << 24 | u64::from(tail & 0xffff) << 32,
-        None => u64::from(NO_TAIL) << 32,
-    };
+    let word1 = if signal { u64::from(WQE_CTRL_CQ_UPDATE) << 24 } else { 0 };
     let cs_word = (u64::from(csum) << 22) & (0xc0 << 32);
     let first = u64::from(word0) | u64::from(qpn_ds) << 32;
     let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
@@ -675,10 +745,10 @@ impl TxQueue for DvTxQueue {
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+            return Err(failed_error(s));
         }
         let freed = self.poll_completions()?;
-        self.kick_if_stalled();
+        self.kick_if_stalled()?;
         Ok(freed)
     }
 
@@ -699,7 +769,7 @@ impl DvTxQueue {
     #[inline(always)]
     fn burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+            return Err(failed_error(s));
         }
         same_pool(&self.pool, pkts)?;
         if let Err((ci, freed)) = self.reap() {
@@ -725,11 +795,11 @@ impl DvTxQueue {
     fn post_general(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         let n_req = pkts.len();
         if n_req == 0 {
-            self.kick_if_stalled();
+            self.kick_if_stalled()?;
             return Ok(0);
         }
         let mut free = self.free_wqebbs();
-        let threshold = self.inline_max.max(ETH_L2_INLINE_HEADER_SIZE);
+        let threshold = self.threshold;
         let mut sent = 0;
         let mut bytes = 0;
         let mut dropped = self.stats.drops;
@@ -773,8 +843,8 @@ impl DvTxQueue {
             self.stats.bursts += 1;
         } else {
             // Nothing posted (a full ring, say): if completions have stopped too, the last
-            // doorbell may have been lost.
-            self.kick_if_stalled();
+            // doorbell may have been lost, or the device has died.
+            self.kick_if_stalled()?;
         }
         dropped = self.stats.drops - dropped;
         self.stats.packets += sent as u64 - dropped;
@@ -888,6 +958,60 @@ mod tests {
                 assert_eq!(pool.free_count(), pool.capacity());
                 nic.deregister_mr(lkey);
             }
+        }
+    }
+
+    /// Each frame's WQE inlines exactly what the device's inline mode asks of it (the bytes
+    /// `prm::inline_test_frames` counts by hand), the rest gathered, and the model, which
+    /// enforces the same mode, sends every frame unchanged.
+    #[test]
+    fn wqes_inline_exactly_the_headers_each_mode_asks_for() {
+        use crate::dv::prm::{inline_test_frames, InlineMode};
+        let modes = [InlineMode::None, InlineMode::L2, InlineMode::Ip, InlineMode::TcpUdp];
+        for (col, mode) in modes.into_iter().enumerate() {
+            // SEND WQEs in every mode (no eMPW), so that each frame has its own Ethernet segment.
+            let dev = ModelConfig {
+                inline_mode: mode,
+                enhanced_mpw: false,
+                ..ModelConfig::default()
+            };
+            let q = QueueConfig {
+                size: 64,
+                ..QueueConfig::default()
+            };
+            let nic = Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], dev).unwrap();
+            let pool: Rc<Pool> = Pool::new(PoolConfig {
+                buffers: 256,
+                ..PoolConfig::default()
+            })
+            .unwrap();
+            let lkey = nic.register_mr(pool.region());
+            let tx_cq = nic.create_cq(q.size).unwrap();
+            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+            let mut tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()).unwrap();
+            let rx_cq = nic.create_cq(q.size).unwrap();
+            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
+            let mut rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+            let mut got = Burst::new(&pool, 8);
+            for (what, f, want) in inline_test_frames() {
+                let mut out = Burst::new(&pool, 1);
+                assert!(out.push_copy(&f));
+                assert_eq!(tx.tx_burst(&mut out).unwrap(), 1);
+                let inlined = tx.sq.wqe(tx.last_wqe).eth.inline_hdr_sz.get();
+                // Below the mode's minimum the canonical SEND's 18 bytes (VPP's layout).
+                assert_eq!(usize::from(inlined), want[col].max(18), "{what}, mode {}", mode.name());
+                nic.step();
+                assert_eq!(rx.rx_burst(&mut got).unwrap(), 1, "{what}, mode {}", mode.name());
+                assert_eq!(got.data(0), &f[..], "{what}, mode {}", mode.name());
+                got.clear();
+            }
+            assert_eq!(tx.stats().errors.total(), 0);
+            nic.step();
+            tx.reclaim().unwrap();
+            assert_eq!(tx.in_flight(), 0);
+            drop((got, tx, rx, sq, tx_cq, rx_cq));
+            assert_eq!(pool.free_count(), pool.capacity());
+            nic.deregister_mr(lkey);
         }
     }
 }

@@ -5,8 +5,8 @@
 
 use super::{Device, Fault, Wire, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
-    cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, DS_BYTES, EMPW_TITLE_DS, ESEG_INLINE_OFFSET,
-    ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
+    cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
+    ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
     OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
 use crate::dv::ring::device;
@@ -50,6 +50,10 @@ pub(super) struct FrameDesc {
     end: usize,
     len: usize,
 }
+
+/// Bytes of a frame the inline-mode check parses: more than the longest header stack a WQE can be
+/// asked to inline (tags, 60 bytes of IPv4 or IPv6 with extension headers, 60 bytes of TCP).
+const HEAD_BYTES: usize = 256;
 
 /// A WQE has at most MAX_WQE_DS segments, each at least one DS, and each adds at most one
 /// piece (and one frame): neither list can overflow.
@@ -108,6 +112,24 @@ impl WqeFrames {
         self.n_frames += 1;
         self.bytes += len;
         self.short_or_long = (self.short_or_long.0.min(len), self.short_or_long.1.max(len));
+    }
+
+    /// The first bytes (up to [`HEAD_BYTES`]) of the frame made of all the pieces so far: where
+    /// the device's parser looks for the headers a WQE must inline.
+    fn head(&self) -> [u8; HEAD_BYTES] {
+        let mut head = [0u8; HEAD_BYTES];
+        let mut at = 0;
+        for p in &self.pieces[..self.n_pieces] {
+            let n = p.len.min(HEAD_BYTES - at);
+            // SAFETY: every piece is inline bytes of the WQE copy or a gather range checked to lie
+            // in a registered MR, read during the execution of this WQE (see `Piece`).
+            unsafe { device::read(p.ptr, &mut head[at..at + n]) };
+            at += n;
+            if at == HEAD_BYTES {
+                break;
+            }
+        }
+        head
     }
 
     /// Whether some frame is outside `min..=max` bytes.
@@ -274,8 +296,8 @@ impl Device {
         // borrowed mutably here.
         let (ring, bf_reg, dbrec) = (sq.mem.ring(), sq.mem.bf_reg(), sq.mem.dbrec());
         let (hw_ci, port, wqe_cnt, error, ready, qpn) = (sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready, sq.qpn);
-        if !ready {
-            // A QP outside RTS/ERR ignores its doorbells (the SQ is in RST in the PRM's terms):
+        if !ready || self.ports[port].dead {
+            // A QP outside RTS/ERR, or on a device stopped by a fatal error, ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
             // SAFETY: the UAR register belongs to this live SQ's memory.
             unsafe { device::take_uar(bf_reg) };
@@ -394,6 +416,9 @@ impl Device {
             self.counters.wrapped_wqes += 1;
         }
         self.counters.wqes += 1;
+        if ctrl.imm != 0 {
+            self.counters.wqes_nonzero_imm += 1;
+        }
         if let Some(t) = self.trace.as_mut() {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
         }
@@ -411,7 +436,8 @@ impl Device {
         {
             Err(WqeError { synd: syndrome, bbs })
         } else {
-            self.build_frames(&wqe, &ctrl, pi, qpn, left, &mut out)
+            let mode = self.ports[port].inline_mode;
+            self.build_frames(&wqe, &ctrl, pi, qpn, left, mode, &mut out)
         };
         let sq = self.sqs[i].as_mut().expect("caller checked");
         let bbs = match result {
@@ -470,10 +496,12 @@ impl Device {
 
     /// Validates a send WQE and describes its frames in `out`. Inline data starts at byte 14 of
     /// the Ethernet segment (`inline_hdr_start`), not at its end; `ds` counts 16-byte units
-    /// including the control segment; a WQE that inlines less than the device's minimum fails
-    /// with LOCAL_QP_OP (the model's choice: no source says what the hardware does; see
+    /// including the control segment; a WQE that inlines fewer bytes than the port's inline mode
+    /// asks of its frame (`InlineMode::header_bytes`: L2 through the last tag, IP, TCP/UDP)
+    /// fails with LOCAL_QP_OP (the model's choice: no source says what the hardware does; see
     /// `docs/mlx5-notes.md`, Send WQEs). A WQE runs whole or fails whole: nothing is sent before
     /// every segment of it has been checked.
+    #[allow(clippy::too_many_arguments)]
     fn build_frames(
         &self,
         wqe: &[u8],
@@ -481,6 +509,7 @@ impl Device {
         pi: u32,
         qpn: u32,
         left: u32,
+        mode: InlineMode,
         out: &mut WqeFrames,
     ) -> Result<u32, WqeError> {
         let ds = ctrl.ds();
@@ -519,7 +548,7 @@ impl Device {
                         .gather(wqe, off, out, &mut total)
                         .map_err(|synd| WqeError { synd, bbs })?;
                 }
-                if inline < usize::from(self.cfg.min_inline).min(total) {
+                if mode != InlineMode::None && inline < mode.header_bytes(&out.head(), total) {
                     return qp_op;
                 }
                 out.push_frame(0, total);
@@ -528,7 +557,7 @@ impl Device {
                 // DPDK `mlx5_tx_burst_empw_*`: title = control + a 16-byte Ethernet segment with no
                 // inline header; every data segment after it is one packet. Devices that need a
                 // minimum inline cannot do it (DPDK turns eMPW off for them).
-                if !self.cfg.enhanced_mpw || self.cfg.min_inline > 0 || ds <= EMPW_TITLE_DS || inline != 0 {
+                if !self.cfg.enhanced_mpw || mode != InlineMode::None || ds <= EMPW_TITLE_DS || inline != 0 {
                     return qp_op;
                 }
                 let mut off = EMPW_TITLE_DS as usize * DS_BYTES;
@@ -770,6 +799,9 @@ impl Device {
 
     /// A frame arrives on `port`: RSS picks an RQ, the frame is scattered into its next WQE.
     pub(super) fn deliver(&mut self, port: usize, frame: &Frame<'_>) {
+        if self.ports[port].dead {
+            return;
+        }
         let no_buffer = self.take_fault(port, |f| matches!(f, Fault::RxNoBuffer { .. }));
         if let Some(Fault::RxNoBuffer { frames }) = no_buffer {
             if frames > 1 {

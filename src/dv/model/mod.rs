@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use super::prm::InlineMode;
 use super::prm::{cq_entries_for, BF_OFFSET, CQE_INIT_OP_OWN, SEND_WQE_BB};
 use super::ring::{device, CqInfo, KeepAlive, RwqInfo, SqInfo};
 use super::{DvCaps, DvControl};
@@ -55,8 +56,9 @@ pub use wire::Wire;
 /// Device behaviour knobs.
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
-    /// Minimum bytes inlined in the Ethernet segment (ConnectX-4 needs 18; CX-5 and later 0).
-    pub min_inline: u16,
+    /// Headers every send WQE must inline (ConnectX-4: L2, at least 18 bytes; CX-5 and later:
+    /// none); [`Nic::set_inline_mode`] changes it per port, as a vport context does.
+    pub inline_mode: InlineMode,
     /// Enhanced multi-packet send (opcode 0x29; ConnectX-5 and later, never with min-inline).
     pub enhanced_mpw: bool,
     /// Largest frame the port sends or accepts.
@@ -78,7 +80,7 @@ impl ModelConfig {
     /// A ConnectX-4: every send WQE inlines at least the 18-byte L2 header; no eMPW.
     pub fn connectx4() -> ModelConfig {
         ModelConfig {
-            min_inline: 18,
+            inline_mode: InlineMode::L2,
             enhanced_mpw: false,
             ..ModelConfig::default()
         }
@@ -88,7 +90,7 @@ impl ModelConfig {
     /// hardware).
     pub fn caps(&self) -> DvCaps {
         DvCaps {
-            min_inline: self.min_inline,
+            inline_mode: self.inline_mode,
             enhanced_mpw: self.enhanced_mpw,
             max_frame: self.max_frame as u32,
         }
@@ -99,7 +101,7 @@ impl ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         ModelConfig {
-            min_inline: 0,
+            inline_mode: InlineMode::None,
             enhanced_mpw: true,
             max_frame: 9216,
             strict_cq: true,
@@ -157,6 +159,10 @@ pub struct DeviceCounters {
     pub wqes: u64,
     /// WQEs whose WQEBBs run past the end of the SQ ring into its start.
     pub wrapped_wqes: u64,
+    /// WQEs whose control segment `imm` word is not 0. rdma-core (`_mlx5_post_send`) and DPDK
+    /// write 0 there on Ethernet SENDs, where the kernel gives the word a meaning (a per-WQE TIS
+    /// number for kTLS, mlx5e `ktls_tx`); a driver should never put a cookie in it.
+    pub wqes_nonzero_imm: u64,
     pub cqes: u64,
     pub cq_overruns: u64,
 }
@@ -322,6 +328,11 @@ pub(crate) struct PortState {
     steering: Option<Steering>,
     faults: VecDeque<Fault>,
     counters: PortCounters,
+    /// The vport's `min_wqe_inline_mode`: what its send WQEs must inline.
+    inline_mode: InlineMode,
+    /// A fatal device error stopped the port: no send WQE runs and no frame is received again
+    /// (the kernel's mlx5 `mlx5_enter_error_state` stops the function's DMA).
+    dead: bool,
 }
 
 /// The device state behind the NIC's lock.
@@ -392,6 +403,8 @@ impl Nic {
                 steering: None,
                 faults: VecDeque::new(),
                 counters: PortCounters::default(),
+                inline_mode: cfg.inline_mode,
+                dead: false,
             })
             .collect();
         let dev = Device {
@@ -727,6 +740,29 @@ impl Nic {
     /// The device's send-path capabilities.
     pub fn caps(&self) -> DvCaps {
         self.dev().cfg.caps()
+    }
+
+    /// Sets what port `port`'s send WQEs must inline (a vport context's `min_wqe_inline_mode`),
+    /// checked from the next WQE on.
+    pub fn set_inline_mode(&self, port: usize, mode: InlineMode) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.inline_mode = mode;
+        }
+    }
+
+    /// A fatal error of port `port`'s device (what raises `IBV_EVENT_DEVICE_FATAL`) with
+    /// `dead`: from now on it executes nothing and receives nothing, so no buffer is written or
+    /// read again. Without: the device is back, as after the kernel's health recovery.
+    pub fn set_dead(&self, port: usize, dead: bool) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.dead = dead;
+        }
+    }
+
+    /// What port `port`'s send WQEs must inline.
+    pub fn inline_mode(&self, port: usize) -> InlineMode {
+        let d = self.dev();
+        d.ports.get(port).map_or(d.cfg.inline_mode, |p| p.inline_mode)
     }
 
     /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling

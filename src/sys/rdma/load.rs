@@ -89,6 +89,9 @@ pub struct Ibverbs {
     pub create_qp: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp,
     pub modify_qp: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int,
     pub destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
+    /// `ibv_get_async_event` / `ibv_ack_async_event`: device and port events (`mlx5::events`).
+    pub get_async_event: Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_async_event) -> c_int>,
+    pub ack_async_event: Option<unsafe extern "C" fn(*mut ibv_async_event)>,
     _lib: Library,
 }
 
@@ -99,6 +102,12 @@ pub struct Mlx5dv {
     pub init_obj: unsafe extern "C" fn(*mut mlx5dv_obj, u64) -> c_int,
     pub create_cq:
         unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex, *mut mlx5dv_cq_init_attr) -> *mut ibv_cq_ex,
+    /// `mlx5dv_open_device` and `mlx5dv_devx_general_cmd` (MLX5_1.2 and 1.7): DevX, to ask the
+    /// device what it needs (`mlx5::inline`). Absent from an old libmlx5: then the device is
+    /// opened with `ibv_open_device` and asked nothing.
+    pub open_device: Option<unsafe extern "C" fn(*mut ibv_device, *mut mlx5dv_context_attr) -> *mut ibv_context>,
+    pub devx_general_cmd:
+        Option<unsafe extern "C" fn(*mut ibv_context, *const c_void, usize, *mut c_void, usize) -> c_int>,
     _lib: Library,
 }
 
@@ -173,9 +182,26 @@ impl Rdma {
                 create_qp: sym(&lib, n, "ibv_create_qp")?,
                 modify_qp: sym(&lib, n, "ibv_modify_qp")?,
                 destroy_qp: sym(&lib, n, "ibv_destroy_qp")?,
+                get_async_event: sym(&lib, n, "ibv_get_async_event").ok(),
+                ack_async_event: sym(&lib, n, "ibv_ack_async_event").ok(),
                 _lib: lib,
             }
         };
+        // rdma-core allocates the rings itself: `ibv_fork_init` (before any other verb) makes it
+        // mark them, and every MR, MADV_DONTFORK; on kernels that copy pinned pages at fork
+        // (5.13 and later) it does nothing and needs nothing. Packet memory is marked by
+        // `mem::region` either way.
+        // SAFETY: `ibv_fork_init(void)` of verbs.h, called before any context is opened.
+        if let Ok(fork_init) = unsafe { sym::<unsafe extern "C" fn() -> c_int>(&ibv._lib, n, "ibv_fork_init") } {
+            // SAFETY: as above.
+            let rc = unsafe { fork_init() };
+            if rc != 0 {
+                eprintln!(
+                    "rawpkt: ibv_fork_init failed ({}): a fork() may corrupt rings rdma-core allocates",
+                    std::io::Error::from_raw_os_error(rc)
+                );
+            }
+        }
         let (dv, dv_missing) = match Self::load_mlx5(paths) {
             Ok(dv) => (Some(dv), None),
             Err(e) => (None, Some(e.to_string())),
@@ -194,6 +220,8 @@ impl Rdma {
                 query_device: sym(&lib, n, "mlx5dv_query_device")?,
                 init_obj: sym(&lib, n, "mlx5dv_init_obj")?,
                 create_cq: sym(&lib, n, "mlx5dv_create_cq")?,
+                open_device: sym(&lib, n, "mlx5dv_open_device").ok(),
+                devx_general_cmd: sym(&lib, n, "mlx5dv_devx_general_cmd").ok(),
                 _lib: lib,
             })
         }

@@ -124,9 +124,29 @@ impl<'a> DeviceList<'a> {
         }
     }
 
-    /// Opens device `i`.
+    /// Opens device `i`: with DevX where libmlx5 and the kernel offer it (`mlx5dv_open_device`
+    /// with `MLX5DV_CONTEXT_FLAGS_DEVX`, as DPDK's `mlx5_os_open_device` does first), else
+    /// `ibv_open_device`.
     pub fn open(&self, i: usize, rdma: &Arc<Rdma>) -> Result<Arc<Context>, CallError> {
         let dev = self.raw(i);
+        if let Some(open_dv) = rdma.dv.as_ref().and_then(|dv| dv.open_device) {
+            let mut attr = mlx5dv_context_attr {
+                flags: MLX5DV_CONTEXT_FLAGS_DEVX,
+                comp_mask: 0,
+            };
+            // SAFETY: dev is a live device of the list; attr is a valid mlx5dv_context_attr.
+            let ptr = unsafe { open_dv(dev, &mut attr) };
+            // NULL (EOPNOTSUPP without DevX in the kernel, EPERM without the capability it
+            // needs): open it the plain way.
+            if !ptr.is_null() {
+                return Ok(Arc::new(Context {
+                    rdma: rdma.clone(),
+                    ptr,
+                    dev,
+                    devx: true,
+                }));
+            }
+        }
         // SAFETY: dev is a live device of the list.
         let ptr = unsafe { (rdma.ibv.open_device)(dev) };
         if ptr.is_null() {
@@ -136,6 +156,7 @@ impl<'a> DeviceList<'a> {
             rdma: rdma.clone(),
             ptr,
             dev,
+            devx: false,
         }))
     }
 }
@@ -155,6 +176,8 @@ pub struct Context {
     rdma: Arc<Rdma>,
     ptr: *mut ibv_context,
     dev: *mut ibv_device,
+    /// Opened with DevX: [`Context::devx_cmd`] may be used.
+    devx: bool,
 }
 
 // SAFETY: libibverbs' control verbs are thread-safe per context (the kernel serialises them; the
@@ -164,6 +187,77 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
+    /// Runs a DevX command (`mlx5dv_devx_general_cmd`): `cmd` in, the answer into `out`.
+    /// Err(EOPNOTSUPP) on a context opened without DevX; Err(EIO) when the device answers
+    /// with a bad status.
+    pub fn devx_cmd(&self, cmd: &[u8], out: &mut [u8]) -> Result<(), CallError> {
+        let f = self
+            .rdma
+            .dv
+            .as_ref()
+            .and_then(|dv| dv.devx_general_cmd)
+            .filter(|_| self.devx);
+        let Some(f) = f else {
+            return Err(CallError {
+                call: "mlx5dv_devx_general_cmd",
+                errno: libc::EOPNOTSUPP,
+            });
+        };
+        // SAFETY: live DevX context; both buffers are valid for their lengths.
+        let ret = unsafe {
+            f(
+                self.ptr,
+                cmd.as_ptr().cast(),
+                cmd.len(),
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
+        };
+        check("mlx5dv_devx_general_cmd", ret)?;
+        if out.first() != Some(&0) {
+            return Err(CallError {
+                call: "mlx5dv_devx_general_cmd",
+                errno: libc::EIO,
+            });
+        }
+        Ok(())
+    }
+
+    /// The context's `async_fd`, readable when an asynchronous event waits.
+    pub fn async_fd(&self) -> c_int {
+        // SAFETY: live context; async_fd is a plain field libibverbs set at open.
+        unsafe { (*self.ptr).async_fd }
+    }
+
+    /// Some(()) where libibverbs exports `ibv_get_async_event` and `ibv_ack_async_event`.
+    pub fn get_async_event_fn(&self) -> Option<()> {
+        self.rdma
+            .ibv
+            .get_async_event
+            .and(self.rdma.ibv.ack_async_event)
+            .map(|_| ())
+    }
+
+    /// The next asynchronous event (its type, and the port number for port events), acked; None
+    /// when none waits (the fd is non-blocking) or the call fails.
+    pub fn next_async_event(&self) -> Option<(ibv_event_type, c_int)> {
+        let (get, ack) = (self.rdma.ibv.get_async_event?, self.rdma.ibv.ack_async_event?);
+        // SAFETY: ibv_async_event is C data (a union of pointers and an int, an enum): all zero
+        // is valid.
+        let mut ev: ibv_async_event = unsafe { std::mem::zeroed() };
+        // SAFETY: live context, valid event struct.
+        if unsafe { get(self.ptr, &mut ev) } != 0 {
+            return None;
+        }
+        // SAFETY: port_num is the union member a port or device event fills; for other events
+        // it reads the low bits of a pointer, which only the port events below look at.
+        let port = unsafe { ev.element.port_num };
+        let ty = ev.event_type;
+        // SAFETY: the event just returned, acked once.
+        unsafe { ack(&mut ev) };
+        Some((ty, port))
+    }
+
     /// `___ibv_query_port`.
     pub fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
         let mut attr = ibv_port_attr::default();
@@ -400,14 +494,17 @@ unsafe impl Sync for Qp {}
 
 impl Qp {
     /// A RAW_PACKET QP with a send queue only (VPP `rdma_txq_init`, DPDK
-    /// `mlx5_txq_ibv_qp_create`): send and receive CQ both `cq`, one SGE, no inline.
-    pub fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32) -> Result<Arc<Qp>, CallError> {
+    /// `mlx5_txq_ibv_qp_create`): send and receive CQ both `cq`, one SGE, and `max_inline` the
+    /// largest frame the queue copies into a WQE, so that rdma-core sizes the WQEs for it and
+    /// refuses (EINVAL) what the device's `max_wqe_sz_sq` cannot take (`mlx5_calc_send_wqe`).
+    pub fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32, max_inline: u32) -> Result<Arc<Qp>, CallError> {
         let mut attr = ibv_qp_init_attr {
             send_cq: cq.ptr,
             recv_cq: cq.ptr,
             cap: ibv_qp_cap {
                 max_send_wr: depth,
                 max_send_sge: 1,
+                max_inline_data: max_inline,
                 ..Default::default()
             },
             qp_type: IBV_QPT_RAW_PACKET,
@@ -419,12 +516,36 @@ impl Qp {
         if ptr.is_null() {
             return Err(last_errno("ibv_create_qp"));
         }
-        Ok(Arc::new(Qp {
+        let qp = Arc::new(Qp {
             pd: pd.clone(),
             ptr,
             _cq: Some(cq.clone()),
             _ind: None,
-        }))
+        });
+        // rdma-core writes back what the QP takes; a provider that gives less than asked would
+        // see WQEs larger than it sized the ring for.
+        if attr.cap.max_inline_data < max_inline {
+            return Err(CallError {
+                call: "ibv_create_qp",
+                errno: libc::EINVAL,
+            });
+        }
+        Ok(qp)
+    }
+
+    /// WQEBBs rdma-core gives a RAW_PACKET send queue of `depth` WQEs with one SGE and
+    /// `max_inline` inline bytes (`mlx5_calc_send_wqe`: control and Ethernet segments, then the
+    /// larger of one gather entry and the inline segment, in 64-byte units; the ring a power of
+    /// two), so that its CQ can be sized before the QP exists.
+    pub fn raw_tx_wqebbs(depth: u32, max_inline: u32) -> u32 {
+        const OVERHEAD: u32 = 16 + 32;
+        let inline = if max_inline > 0 {
+            OVERHEAD + (4 + max_inline).div_ceil(16) * 16
+        } else {
+            0
+        };
+        let wqe = (OVERHEAD + 16).max(inline).div_ceil(64) * 64;
+        (depth.saturating_mul(wqe)).next_power_of_two() / 64
     }
 
     /// An RSS QP over `ind` (VPP `rdma_rxq_finalize`): ibv_create_qp_ex with PD | IND_TABLE |
@@ -670,8 +791,11 @@ unsafe impl Send for Flow {}
 unsafe impl Sync for Flow {}
 
 impl Flow {
-    /// verbs.h `ibv_create_flow` with a compiled attribute blob (`flow::verbs::compile`).
-    pub fn create(qp: &Arc<Qp>, attr: &mut crate::flow::verbs::VerbsFlowAttr) -> Result<Flow, CallError> {
+    /// verbs.h `ibv_create_flow` with a compiled attribute blob (`flow::verbs::compile`), on
+    /// port `port` of the QP's device (the port the QP was brought up on).
+    pub fn create(qp: &Arc<Qp>, attr: &mut crate::flow::verbs::VerbsFlowAttr, port: u8) -> Result<Flow, CallError> {
+        // SAFETY: the blob starts with an 8-aligned ibv_flow_attr (`VerbsFlowAttr`).
+        unsafe { (*attr.as_mut_ptr().cast::<ibv_flow_attr>()).port = port };
         // SAFETY: live QP; the blob is an 8-aligned ibv_flow_attr followed by its specs.
         let ptr = unsafe { verbs::ibv_create_flow(qp.ptr, attr.as_mut_ptr().cast()) };
         if ptr.is_null() {

@@ -1,0 +1,257 @@
+//! DevX and asynchronous events, per device, as libmlx5 and libibverbs expose them:
+//! - `mlx5dv_open_device` with `MLX5DV_CONTEXT_FLAGS_DEVX` (providers/mlx5/mlx5.c), refused
+//!   with EOPNOTSUPP on a device whose `devx` knob is off, as on a kernel without DevX;
+//! - `mlx5dv_devx_general_cmd` answering the two commands a driver asks the inline mode with
+//!   (QUERY_HCA_CAP for the ethernet offload caps' `wqe_inline_mode`, QUERY_NIC_VPORT_CONTEXT
+//!   for `min_wqe_inline_mode`; layouts in `rawpkt::dv::prm::devx`) from the device's `inline`
+//!   knob, which is also what the model then enforces on the port's send WQEs;
+//! - `ibv_get_async_event` / `ibv_ack_async_event`, delivering events queued by the
+//!   `async_event` knob through the context's `async_fd` (an eventfd, readable while events wait).
+//!
+//! Knobs (`rawpkt_model_set`), per device `<ibdev>`: `devx.<ibdev>` = 1/0; `inline.<ibdev>` =
+//! none / l2 / ip / tcp-udp (none: the caps say "not required"; l2: the caps say L2; ip and
+//! tcp-udp: the caps say "vport context", which says the mode); `pci_device.<ibdev>` = the PCI
+//! device id sysfs shows (0x1017 by default; 0x1015 is a ConnectX-4 Lx), what a driver without
+//! DevX goes by; `async_event.<ibdev>` = device_fatal (which also stops the device) / port_err /
+//! port_active; `device.<ibdev>` = reset (a stopped device works again).
+
+use std::ffi::{c_int, c_void};
+use std::sync::Mutex;
+
+use rawpkt::dv::prm::{devx, InlineMode};
+use rdma_abi::*;
+
+use crate::global::{global, ibdev_index, Kind, DEVS};
+use crate::{guard, ptr_or_errno, set_errno};
+
+/// Per-device DevX state and the contexts opened with DevX.
+struct State {
+    refused: [bool; DEVS.len()],
+    devx_contexts: Vec<usize>,
+    /// Events waiting per open context: (context, event type, port).
+    events: Vec<(usize, ibv_event_type, c_int)>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    refused: [false; DEVS.len()],
+    devx_contexts: Vec::new(),
+    events: Vec::new(),
+});
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Handles a `devx.*`, `inline.*`, `pci_device.*`, `async_event.*` or `device.*` knob; None if
+/// `key` is none of them, Some(false) for a bad device or value.
+pub(crate) fn set(key: &str, value: &str) -> Option<bool> {
+    let (what, ibdev) = key.split_once('.')?;
+    if !matches!(what, "devx" | "inline" | "pci_device" | "async_event" | "device") {
+        return None;
+    }
+    let (Some(port), Ok(g)) = (ibdev_index(ibdev), global()) else {
+        return Some(false);
+    };
+    Some(match what {
+        "devx" => match value {
+            "1" | "0" => {
+                state().refused[port] = value == "0";
+                true
+            }
+            _ => false,
+        },
+        "inline" => match InlineMode::from_name(value) {
+            Some(m) => {
+                g.nic.set_inline_mode(port, m);
+                true
+            }
+            None => false,
+        },
+        "pci_device" => {
+            let ok = value.starts_with("0x") && u16::from_str_radix(&value[2..], 16).is_ok();
+            let path = std::path::Path::new(&*g.sysfs_root.to_string_lossy())
+                .join("devices/pci0000:3a")
+                .join(DEVS[port].pci)
+                .join("device");
+            ok && std::fs::write(path, format!("{value}\n")).is_ok()
+        }
+        "device" => match value {
+            // The kernel's health recovery: a device stopped by a fatal error works again.
+            "reset" => {
+                g.nic.set_dead(port, false);
+                true
+            }
+            _ => false,
+        },
+        _ => {
+            let event = match value {
+                "device_fatal" => IBV_EVENT_DEVICE_FATAL,
+                "port_err" => IBV_EVENT_PORT_ERR,
+                "port_active" => IBV_EVENT_PORT_ACTIVE,
+                _ => return Some(false),
+            };
+            if event == IBV_EVENT_DEVICE_FATAL {
+                // The device stops: nothing it held is read or written again.
+                g.nic.set_dead(port, true);
+            }
+            raise(port, event);
+            true
+        }
+    })
+}
+
+/// Queues `event` on every open context of device `port` and makes their async fds readable.
+fn raise(port: usize, event: ibv_event_type) {
+    let Ok(g) = global() else { return };
+    let contexts: Vec<usize> = g.reg().all(Kind::Context);
+    let mut st = state();
+    for c in contexts {
+        let ctx = c as *mut ibv_context;
+        // SAFETY: a live context of this library (from the registry).
+        let (dev, fd) = unsafe { ((*ctx).device, (*ctx).async_fd) };
+        if g.port_of(dev) != Some(port) {
+            continue;
+        }
+        st.events.push((c, event, 1));
+        // SAFETY: writing 8 bytes to the context's own eventfd.
+        unsafe { libc::write(fd, (&1u64 as *const u64).cast(), 8) };
+    }
+}
+
+/// Forgets what belonged to a context being closed.
+pub(crate) fn forget(ctx: usize) {
+    let mut st = state();
+    st.devx_contexts.retain(|&c| c != ctx);
+    st.events.retain(|e| e.0 != ctx);
+}
+
+/// rdma-core `mlx5dv_open_device`: DevX when asked and the device offers it, else a plain open.
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_open_device(
+    device: *mut ibv_device,
+    attr: *mut mlx5dv_context_attr,
+) -> *mut ibv_context {
+    guard(std::ptr::null_mut(), || {
+        let Ok(g) = global() else {
+            set_errno(libc::ENODEV);
+            return std::ptr::null_mut();
+        };
+        let Some(port) = g.port_of(device) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        let flags = if attr.is_null() {
+            0
+        } else {
+            // SAFETY: the caller's attribute struct (checked non-NULL).
+            unsafe { (*attr).flags }
+        };
+        if flags & !MLX5DV_CONTEXT_FLAGS_DEVX != 0 {
+            set_errno(libc::EOPNOTSUPP);
+            return std::ptr::null_mut();
+        }
+        let want_devx = flags & MLX5DV_CONTEXT_FLAGS_DEVX != 0;
+        if want_devx && state().refused[port] {
+            set_errno(libc::EOPNOTSUPP);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: a device of this library.
+        let ctx = unsafe { crate::verbs::ibv_open_device(device) };
+        if !ctx.is_null() && want_devx {
+            state().devx_contexts.push(ctx as usize);
+        }
+        ptr_or_errno(if ctx.is_null() { Err(libc::ENOMEM) } else { Ok(ctx) })
+    })
+}
+
+/// rdma-core `mlx5dv_devx_general_cmd`: the two inline-mode queries; anything else is a bad
+/// opcode (status 0x2, `MLX5_CMD_STAT_BAD_OP_ERR`), which the kernel reports as EIO.
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_devx_general_cmd(
+    ctx: *mut ibv_context,
+    inp: *const c_void,
+    inlen: usize,
+    out: *mut c_void,
+    outlen: usize,
+) -> c_int {
+    guard(libc::EINVAL, || {
+        let Ok(g) = global() else { return libc::ENODEV };
+        if ctx.is_null() || !g.reg().check(ctx as usize, Kind::Context) || inp.is_null() || out.is_null() {
+            return libc::EINVAL;
+        }
+        if !state().devx_contexts.contains(&(ctx as usize)) {
+            return libc::EOPNOTSUPP;
+        }
+        if inlen < devx::IN_LEN || outlen < 16 {
+            return libc::EINVAL;
+        }
+        // SAFETY: the caller's buffers of inlen and outlen bytes (checked non-NULL).
+        let (cmd, out) = unsafe {
+            (
+                std::slice::from_raw_parts(inp.cast::<u8>(), inlen),
+                std::slice::from_raw_parts_mut(out.cast::<u8>(), outlen),
+            )
+        };
+        // SAFETY: a live context of this library.
+        let Some(port) = g.port_of(unsafe { (*ctx).device }) else {
+            return libc::EINVAL;
+        };
+        let mode = g.nic.inline_mode(port);
+        out.fill(0);
+        match devx::opcode_of(cmd) {
+            Some((devx::QUERY_HCA_CAP, devx::OP_MOD_ETH_OFFLOAD_CAPS_CUR)) if outlen >= 20 => {
+                let cap = match mode {
+                    InlineMode::None => devx::CAP_INLINE_MODE_NOT_REQUIRED,
+                    InlineMode::L2 => devx::CAP_INLINE_MODE_L2,
+                    InlineMode::Ip | InlineMode::TcpUdp => devx::CAP_INLINE_MODE_VPORT_CONTEXT,
+                };
+                devx::set_wqe_inline_mode(out, cap);
+                0
+            }
+            Some((devx::QUERY_NIC_VPORT_CONTEXT, 0)) if outlen >= 17 => {
+                devx::set_min_wqe_inline_mode(out, mode as u8);
+                0
+            }
+            _ => {
+                out[0] = 0x2;
+                libc::EIO
+            }
+        }
+    })
+}
+
+/// libibverbs `ibv_get_async_event`: the oldest event waiting on `context`. The model's events
+/// are raised by the `async_event` knob; a caller polls `async_fd` first, as VPP and DPDK do
+/// (with nothing waiting the call fails with EAGAIN rather than block, as on a non-blocking fd).
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int {
+    guard(-1, || {
+        let Ok(g) = global() else { return -1 };
+        if context.is_null() || event.is_null() || !g.reg().check(context as usize, Kind::Context) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        let mut st = state();
+        let Some(i) = st.events.iter().position(|e| e.0 == context as usize) else {
+            set_errno(libc::EAGAIN);
+            return -1;
+        };
+        let (_, ty, port) = st.events.remove(i);
+        if !st.events.iter().any(|e| e.0 == context as usize) {
+            // Drain the eventfd: not readable until the next event.
+            let mut v = 0u64;
+            // SAFETY: reading 8 bytes from the context's own eventfd into a local.
+            unsafe { libc::read((*context).async_fd, (&mut v as *mut u64).cast(), 8) };
+        }
+        // SAFETY: the caller's event struct (checked non-NULL).
+        unsafe {
+            (*event).event_type = ty;
+            (*event).element.port_num = port;
+        }
+        0
+    })
+}
+
+/// libibverbs `ibv_ack_async_event`: nothing to release in the model.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}
