@@ -137,21 +137,26 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
     if opts.rx_queues == 0 {
         return Err(Error::Config("a port needs at least one receive queue".into()));
     }
-    let (kind, rest) = spec
-        .split_once(':')
-        .ok_or_else(|| Error::Spec(format!("{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0")))?;
+    let (kind, rest) = spec.split_once(':').ok_or_else(|| {
+        Error::Spec(format!(
+            "`{}` has no kind; expected KIND:NAME, e.g. model:pair0/0",
+            echo(spec)
+        ))
+    })?;
     // Promiscuous replaces the rules wherever a port has rules, so asking for both is a mistake.
     if opts.promiscuous && !opts.rules.is_empty() {
         return Err(Error::Config(format!(
-            "{spec}: PortOptions has both rules and promiscuous, which takes every frame; give one of them"
+            "{}: PortOptions has both rules and promiscuous, which takes every frame; give one of them",
+            echo(spec)
         )));
     }
     let backend: Box<dyn Backend> = match kind {
         "model" => {
             if !opts.rules.is_empty() || opts.rx_queues != 1 {
                 return Err(Error::Config(format!(
-                    "{spec}: model ports take no rules and have no RSS (every frame on the wire reaches \
-                     the port's queue); open them with the default rules and rx_queues 1"
+                    "{}: model ports take no rules and have no RSS (every frame on the wire reaches \
+                     the port's queue); open them with the default rules and rx_queues 1",
+                    echo(spec)
                 )));
             }
             Box::new(open_model(rest)?)
@@ -160,7 +165,9 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         "xdp" => crate::xdp::open_port(rest, opts)?,
         _ => {
             return Err(Error::Spec(format!(
-                "unknown port kind {kind:?} in {spec:?}; known kinds: model, mlx5, verbs, xdp"
+                "unknown port kind `{}` in `{}`; known kinds: model, mlx5, verbs, xdp",
+                echo(kind),
+                echo(spec)
             )))
         }
     };
@@ -168,6 +175,60 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         spec: spec.to_string(),
         backend,
     })
+}
+
+/// Longest piece of user input an error message repeats, in characters; longer input is cut
+/// with a marker saying how much was left out.
+pub const ECHO_MAX: usize = 64;
+
+/// User input as an error message repeats it: control characters (a newline, an escape
+/// sequence) and the invisible characters that reorder or break a line are written as escapes
+/// (`\n`, `\u{1b}`), so that the message stays one line and shows what was typed; input longer
+/// than [`ECHO_MAX`] columns (escapes included) is cut, with `…(N more bytes)` in place of the rest.
+pub fn echo(input: &str) -> Echo<'_> {
+    Echo(input)
+}
+
+/// See [`echo`].
+pub struct Echo<'a>(&'a str);
+
+impl std::fmt::Display for Echo<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.0;
+        let mut columns = 0;
+        for (i, c) in s.char_indices() {
+            if columns >= ECHO_MAX {
+                return write!(f, "…({} more bytes)", s.len() - i);
+            }
+            columns += write_escaped(f, c)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `c` is written as an escape when input is repeated: control characters, and the
+/// format and separator characters that make a terminal break or reorder a line (zero-width
+/// spaces and joiners, bidirectional overrides and isolates, the line and paragraph separators,
+/// the byte-order mark).
+pub(crate) fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// Writes `c` as [`echo`] shows it; returns the columns it took (one per character written).
+pub(crate) fn write_escaped(out: &mut impl std::fmt::Write, c: char) -> Result<usize, std::fmt::Error> {
+    if needs_escape(c) {
+        // `\n`, `\t`, `\r`, or `\u{…}` for the rest: all ASCII.
+        let mut n = 0;
+        for e in c.escape_default() {
+            out.write_char(e)?;
+            n += 1;
+        }
+        Ok(n)
+    } else {
+        out.write_char(c)?;
+        Ok(1)
+    }
 }
 
 static MODELS: Mutex<Vec<(String, Weak<Nic>)>> = Mutex::new(Vec::new());
@@ -180,15 +241,24 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
         let wire = Wire::afpacket(ifname).map_err(Error::Device)?;
         (format!("afpacket={ifname}"), 0, vec![wire])
     } else {
-        let (name, port) = rest
-            .split_once('/')
-            .ok_or_else(|| Error::Spec(format!("model:{rest}: expected model:NAME/PORT, e.g. model:pair0/0")))?;
+        let (name, port) = rest.split_once('/').ok_or_else(|| {
+            Error::Spec(format!(
+                "model:{}: expected model:NAME/PORT, e.g. model:pair0/0",
+                echo(rest)
+            ))
+        })?;
         if name.is_empty() {
-            return Err(Error::Spec(format!("model:{rest}: empty model name")));
+            return Err(Error::Spec(format!("model:{}: empty model name", echo(rest))));
         }
         let port: usize = match port.parse() {
             Ok(p @ (0 | 1)) => p,
-            _ => return Err(Error::Spec(format!("model:{rest}: port {port:?} must be 0 or 1"))),
+            _ => {
+                return Err(Error::Spec(format!(
+                    "model:{}: port `{}` must be 0 or 1",
+                    echo(rest),
+                    echo(port)
+                )))
+            }
         };
         (name.to_string(), port, vec![Wire::Peer(1), Wire::Peer(0)])
     };

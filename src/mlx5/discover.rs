@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::spec::echo;
 use crate::sys::rdma::{DeviceList, Rdma};
 use crate::Error;
 
@@ -99,12 +100,14 @@ pub(crate) fn parse_target(kind: &str, rest: &str) -> Result<Target, Error> {
                 Ok(p) if p >= 1 => p,
                 _ => {
                     return Err(Error::Spec(format!(
-                        "{kind}:{rest}: port {port:?} must be a number from 1 (RDMA ports count from 1)"
+                        "{kind}:{}: port `{}` must be a number from 1 (RDMA ports count from 1)",
+                        echo(rest),
+                        echo(port)
                     )))
                 }
             };
             if name.is_empty() {
-                return Err(Error::Spec(format!("{kind}:{rest}: empty RDMA device name")));
+                return Err(Error::Spec(format!("{kind}:{}: empty RDMA device name", echo(rest))));
             }
             Ok(Target::Ibdev {
                 name: name.to_string(),
@@ -142,11 +145,14 @@ pub(crate) fn find(found: &[Found], target: &Target, spec: &str) -> Result<(Foun
 
 fn no_such_device(found: &[Found], target: &Target, spec: &str) -> String {
     let what = match target {
-        Target::Ibdev { name, .. } => format!("no RDMA device named {name}"),
+        Target::Ibdev { name, .. } => format!("no RDMA device named `{}`", echo(name)),
         Target::Netdev(nd) if Path::new("/sys/class/net").join(nd).exists() => {
-            format!("network interface {nd} has no RDMA device (not a ConnectX port, or mlx5_ib is not loaded)")
+            format!(
+                "network interface {} has no RDMA device (not a ConnectX port, or mlx5_ib is not loaded)",
+                echo(nd)
+            )
         }
-        Target::Netdev(nd) => format!("no RDMA device for a network interface named {nd}"),
+        Target::Netdev(nd) => format!("no RDMA device for a network interface named `{}`", echo(nd)),
     };
     if found.is_empty() {
         format!("{spec}: {what}; libibverbs sees no RDMA devices at all (is the mlx5_ib kernel module loaded?)")

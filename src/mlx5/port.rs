@@ -169,7 +169,7 @@ fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, Stri
 
 impl Mlx5Port {
     pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
-        let spec = format!("{kind}:{rest}");
+        let spec = format!("{kind}:{}", crate::spec::echo(rest));
         let target = discover::parse_target(kind, rest)?;
         // Rules are checked before touching the device, so a typo costs nothing.
         for r in &opts.rules {

@@ -89,8 +89,9 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             let path = format!("/var/run/netns/{ns}");
             std::fs::File::open(&path).map(OwnedFd::from).map_err(|e| {
                 Error::Device(format!(
-                    "xdp:{}: network namespace {ns:?}: {e} (see `ip netns list`)",
-                    spec.ifname
+                    "xdp:{}: network namespace `{}`: {e} (see `ip netns list`)",
+                    spec.ifname,
+                    crate::spec::echo(ns)
                 ))
             })?
         }
