@@ -36,7 +36,7 @@ mod xdp;
 use std::rc::Rc;
 
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
-pub use spec::{open, open_with, Port, PortOptions};
+pub use spec::{open, open_with, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
 
 /// A flag set by Ctrl-C (SIGINT) or SIGTERM, for loops that poll: install once, check per burst.

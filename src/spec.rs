@@ -25,10 +25,43 @@ pub(crate) trait Backend: Send + Sync {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
+    /// Which device port this is, whatever spec named it.
+    fn identity(&self) -> PortIdentity;
     /// One line about the device behind the port and what the backend chose at open time
     /// (hardware ports: link state, speed, MAC, datapath; xdp ports: modes, queues, rules).
     fn describe(&self) -> Option<String> {
         None
+    }
+}
+
+/// Which device port an open port is, resolved from its spec: `model:q/0` and `model:q/00` are
+/// one port, and so are `mlx5:mlx5_1/1` and `mlx5:NETDEV` for the netdev on that port. Compare
+/// ports with [`Port::same_port`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PortIdentity {
+    /// Port `port` of the model NIC opened under `nic` (a name, or `afpacket=IFNAME`).
+    Model { nic: String, port: usize },
+    /// Port `port` (from 1) of RDMA device `ibdev`.
+    Rdma { ibdev: String, port: u8 },
+    /// Interface `ifindex` of the network namespace whose nsfs inode is `netns` (device, inode);
+    /// `queue` is the one queue the port takes, or None for all of them.
+    Xdp {
+        netns: (u64, u64),
+        ifindex: u32,
+        queue: Option<u32>,
+    },
+}
+
+impl std::fmt::Display for PortIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortIdentity::Model { nic, port } => write!(f, "port {port} of model NIC {nic}"),
+            PortIdentity::Rdma { ibdev, port } => write!(f, "{ibdev} port {port}"),
+            PortIdentity::Xdp { ifindex, queue, .. } => match queue {
+                Some(q) => write!(f, "queue {q} of interface index {ifindex}"),
+                None => write!(f, "interface index {ifindex}"),
+            },
+        }
     }
 }
 
@@ -69,6 +102,33 @@ impl Port {
     /// [`Port::describe`], or the spec for ports with nothing more to say.
     pub fn description(&self) -> String {
         self.backend.describe().unwrap_or_else(|| self.spec.clone())
+    }
+
+    /// Which device port this is (see [`PortIdentity`]).
+    pub fn identity(&self) -> PortIdentity {
+        self.backend.identity()
+    }
+
+    /// Whether the two ports are the same device port, or overlap (an `xdp:` port on every queue of
+    /// an interface and one on a single queue of it), however their specs spell them. A tool that
+    /// needs two distinct ports refuses such a pair: a port opened twice sends and receives on one
+    /// wire, so what one end sends never reaches the other.
+    pub fn same_port(&self, other: &Port) -> bool {
+        match (self.identity(), other.identity()) {
+            (
+                PortIdentity::Xdp {
+                    netns: a,
+                    ifindex: i,
+                    queue: q,
+                },
+                PortIdentity::Xdp {
+                    netns: b,
+                    ifindex: j,
+                    queue: r,
+                },
+            ) => a == b && i == j && (q.is_none() || r.is_none() || q == r),
+            (a, b) => a == b,
+        }
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).
@@ -269,11 +329,11 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
         None => {
             let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
             nic.start(model_cpu());
-            models.push((key, Arc::downgrade(&nic)));
+            models.push((key.clone(), Arc::downgrade(&nic)));
             nic
         }
     };
-    Ok(ModelPort { nic, port })
+    Ok(ModelPort { nic, key, port })
 }
 
 /// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
@@ -294,6 +354,8 @@ pub fn model_cpu() -> Option<usize> {
 
 struct ModelPort {
     nic: Arc<Nic>,
+    /// The NIC's name in `MODELS`.
+    key: String,
     port: usize,
 }
 
@@ -325,6 +387,13 @@ impl Backend for ModelPort {
 
     fn model(&self) -> Option<(&Arc<Nic>, usize)> {
         Some((&self.nic, self.port))
+    }
+
+    fn identity(&self) -> PortIdentity {
+        PortIdentity::Model {
+            nic: self.key.clone(),
+            port: self.port,
+        }
     }
 }
 

@@ -229,6 +229,34 @@ fn ports_open_with_both_datapaths_and_describe_the_link() {
     assert_eq!(model.live_objects(), 0);
 }
 
+/// An RDMA device and port, and the netdev on it, are one port; pktgen refuses it twice.
+#[test]
+fn a_port_by_device_and_by_netdev_is_the_same_port() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_1/1", &PortOptions::default());
+        let b = open("mlx5:mdl1", &PortOptions::default());
+        let c = open("verbs:mdl0", &PortOptions::default());
+        assert!(a.same_port(&b), "{} {}", a.identity(), b.identity());
+        assert!(!a.same_port(&c));
+        assert_eq!(b.identity().to_string(), "mlx5_1 port 1");
+    }
+    assert_eq!(model.live_objects(), 0);
+    let lib = common::model_verbs_lib();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .env("RAWPKT_LIBIBVERBS", lib)
+        .env("RAWPKT_LIBMLX5", lib)
+        .args(["--port", "mlx5:mlx5_1/1", "--rx-port", "mlx5:mdl1", "--count", "10"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("same port (mlx5_1 port 1)") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+}
+
 fn traffic_both_ways(kind: &str) {
     let (_g, model) = setup();
     {

@@ -233,3 +233,54 @@ fn queues_take_their_registrations_with_them() {
     drop((a, b));
     assert_eq!(nic.live_objects(), 0);
 }
+
+/// Ports are compared by what they are, not by how their specs are spelled.
+#[test]
+fn ports_are_the_same_by_identity_not_by_text() {
+    let a = open("model:same-id/0").unwrap();
+    let a2 = open("model:same-id/00").unwrap();
+    let b = open("model:same-id/1").unwrap();
+    let other = open("model:same-id2/0").unwrap();
+    assert!(a.same_port(&a2) && a2.same_port(&a));
+    assert_eq!(a.identity(), a2.identity());
+    assert!(!a.same_port(&b) && !a.same_port(&other));
+    assert_eq!(a.identity().to_string(), "port 0 of model NIC same-id");
+}
+
+/// pktgen and l2-xconnect refuse one port twice, in one line, as a usage error (exit 2).
+#[test]
+fn tools_refuse_the_same_port_twice() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args([
+            "--port",
+            "model:same-pg/0",
+            "--rx-port",
+            "model:same-pg/00",
+            "--count",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--port and --rx-port are the same port (port 0 of model NIC same-pg)"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let out = std::process::Command::new(common::example("l2-xconnect"))
+        .args([
+            "--port-a",
+            "model:same-xc/0",
+            "--port-b",
+            "model:same-xc/00",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("same port (port 0 of model NIC same-xc)"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}

@@ -45,6 +45,8 @@ pub(crate) struct Mlx5Port {
 
 struct Shared {
     spec: String,
+    /// The RDMA device's name (with `port_num`: the port's identity).
+    ibdev: String,
     state: Mutex<State>,
     port_num: u8,
     mode: Mode,
@@ -254,6 +256,7 @@ impl Mlx5Port {
         Ok(Mlx5Port {
             shared: Arc::new(Shared {
                 spec,
+                ibdev: dev.ibdev.clone(),
                 state: Mutex::new(State {
                     rx: vec![None; usize::from(opts.rx_queues)],
                     ..State::default()
@@ -516,6 +519,13 @@ impl Backend for Mlx5Port {
 
     fn describe(&self) -> Option<String> {
         Some(self.shared.description.clone())
+    }
+
+    fn identity(&self) -> crate::PortIdentity {
+        crate::PortIdentity::Rdma {
+            ibdev: self.shared.ibdev.clone(),
+            port: self.shared.port_num,
+        }
     }
 }
 

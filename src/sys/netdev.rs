@@ -139,16 +139,18 @@ pub fn enter_netns(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The namespace a descriptor names, as its nsfs device and inode.
+pub fn ns_id(fd: &OwnedFd) -> Option<(u64, u64)> {
+    // SAFETY: fstat into a zeroed, live stat buffer.
+    unsafe {
+        let mut s: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd.as_raw_fd(), &mut s) == 0).then_some((s.st_dev, s.st_ino))
+    }
+}
+
 /// Whether two namespace descriptors name the same namespace (same nsfs inode).
 pub fn same_ns(a: &OwnedFd, b: &OwnedFd) -> bool {
-    let st = |fd: &OwnedFd| {
-        // SAFETY: fstat into a zeroed, live stat buffer.
-        unsafe {
-            let mut s: libc::stat = std::mem::zeroed();
-            (libc::fstat(fd.as_raw_fd(), &mut s) == 0).then_some((s.st_dev, s.st_ino))
-        }
-    };
-    matches!((st(a), st(b)), (Some(x), Some(y)) if x == y)
+    matches!((ns_id(a), ns_id(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// Runs `f` with the calling thread in namespace `ns` (if it is not there already), then

@@ -316,4 +316,14 @@ impl Backend for XdpPort {
     fn describe(&self) -> Option<String> {
         Some(XdpPort::describe(self))
     }
+
+    fn identity(&self) -> crate::PortIdentity {
+        let s = &self.shared;
+        crate::PortIdentity::Xdp {
+            netns: netdev::ns_id(&s.netns).unwrap_or_default(),
+            ifindex: s.ifindex,
+            // A port on every queue of the interface overlaps any port on one of them.
+            queue: (s.queues != s.hw_queues || s.first_queue != 0).then_some(s.first_queue),
+        }
+    }
 }

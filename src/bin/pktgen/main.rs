@@ -77,6 +77,13 @@ fn run(cfg: Config) -> Result<(), Fail> {
         )),
         None => None,
     };
+    // A port's frames leave on its wire: the same port as receiver would count every one lost.
+    if let Some(rx) = rx_port.as_ref().filter(|rx| rx.same_port(&tx_port)) {
+        return Err(Fail::Usage(format!(
+            "--port and --rx-port are the same port ({}); receive on the port at the other end of the wire",
+            rx.identity()
+        )));
+    }
     // `Config` has made sure a capture has a receive port.
     let capture = match &cfg.capture {
         Some(path) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| Fail::Runtime(e.to_string()))?),
