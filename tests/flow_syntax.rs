@@ -426,7 +426,7 @@ fn hostile_input(rng: &mut Rng) -> String {
             2 => s.push(rng.pick(ODD)),
             _ => {
                 let c = rng.pick(&['a', '9', '\n', 'é', '\x1b', ' ']);
-                s.extend(std::iter::repeat(c).take(rng.range(1, 10_000)));
+                s.extend(std::iter::repeat_n(c, rng.range(1, 10_000)));
             }
         }
         if rng.chance(50) {

@@ -15,6 +15,7 @@ use crate::dv::prm::{
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
 use crate::dv::{DvCaps, DvControl};
+use crate::flow::wire::ETH_MIN_FRAME;
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
@@ -25,6 +26,13 @@ const NO_TAIL: u32 = u32::MAX;
 /// Long enough for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for
 /// WQEs the device already ran is harmless.
 const RERING_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+/// Frames up to this length (runts, below the Ethernet minimum) take the slow path, which pads
+/// them with zeros to 60 bytes and inlines them whole, as a MAC pads a short frame: the same
+/// bytes on the wire on every device, and the 18 inline bytes a ConnectX-4 needs even for a
+/// frame of 14 to 17. The fast paths' length tests already had a lower bound (the inline header),
+/// so raising it costs nothing per packet.
+const RUNT_MAX: usize = ETH_MIN_FRAME - 1;
+const _: () = assert!(RUNT_MAX >= ETH_L2_INLINE_HEADER_SIZE);
 /// Largest frame copied whole into a WQE: 60 DS minus control = 59 DS of Ethernet segment.
 pub const MAX_TX_INLINE: usize = (MAX_WQE_DS as usize - 1) * DS_BYTES - ESEG_INLINE_OFFSET;
 const _: () =
@@ -64,7 +72,7 @@ pub struct DvTxQueue {
     /// Largest burst the one-pass eMPW path takes ([`DvTxQueue::post_empw_whole`]); 0 where it
     /// does not apply (SEND queues, whole-frame inlining).
     fast_max: usize,
-    /// `max_frame - 18`: the one-pass path's length test is `len - 19 < fast_span`.
+    /// `max_frame - RUNT_MAX`: the one-pass path's length test is `len - 60 < fast_span`.
     fast_span: usize,
     /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
     movbe: bool,
@@ -134,12 +142,12 @@ impl DvTxQueue {
             signal_every: cfg.tx_completion_every.clamp(1, size),
             inline_max: cfg.tx_inline as usize,
             empw,
-            fast_max: if empw && usize::from(cfg.tx_inline) <= ETH_L2_INLINE_HEADER_SIZE {
+            fast_max: if empw && usize::from(cfg.tx_inline) <= RUNT_MAX {
                 EMPW_MAX_PACKETS
             } else {
                 0
             },
-            fast_span: (caps.max_frame as usize).saturating_sub(ETH_L2_INLINE_HEADER_SIZE),
+            fast_span: (caps.max_frame as usize).saturating_sub(RUNT_MAX),
             movbe: crate::dv::cpu_has_movbe(),
             max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
@@ -522,17 +530,23 @@ impl DvTxQueue {
     /// than an Ethernet header. Returns the bytes posted (0 for a dropped packet), or `Err(())`
     /// when the ring has no room for it.
     #[cold]
-    fn post_slow(&mut self, pkts: &Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
+    fn post_slow(&mut self, pkts: &mut Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
+        // A runt goes out padded to 60 bytes and inlined whole (a ConnectX-4 needs 18 inline
+        // bytes); one whose buffer has no room for that is dropped below.
+        if (ETH_L2_MIN_HEADER_SIZE..ETH_MIN_FRAME).contains(&usize::from(pkts.packets()[i].len)) {
+            crate::tx::pad_runt(pkts, i);
+        }
         let p = pkts.packets()[i];
         let len = p.len as usize;
-        if !(ETH_L2_MIN_HEADER_SIZE..=self.max_frame).contains(&len) {
+        if !(ETH_MIN_FRAME..=self.max_frame).contains(&len) {
             // Shorter than an Ethernet header, or longer than the port sends: the device would
             // fail the WQE (and with it the queue), so the packet is dropped and counted.
             self.stats.drops += 1;
             self.pool.free_one(p.buf);
             return Ok(0);
         }
-        let ds = 1 + EthSeg::ds_for_inline(len);
+        let frame = pkts.data(i);
+        let ds = 1 + EthSeg::ds_for_inline(frame.len());
         let bbs = wqebbs(ds);
         if bbs > *free {
             return Err(());
@@ -540,7 +554,7 @@ impl DvTxQueue {
         let mut wqe = [0u8; MAX_WQE_DS as usize * DS_BYTES];
         let cs = ((p.flags >> 10) & 0xc0) as u8;
         let qpn = u32::from_be(self.qpn_ds4_be) >> 8;
-        encode_inline_send(self.pi as u16, qpn, pkts.data(i), cs, false, NO_TAIL, &mut wqe);
+        encode_inline_send(self.pi as u16, qpn, frame, cs, false, NO_TAIL, &mut wqe);
         for k in 0..bbs {
             let off = k as usize * SEND_WQE_BB;
             self.sq
@@ -610,9 +624,9 @@ fn fill_empw_dsegs<const PLAIN: bool>(
     span: usize,
     cs: u32,
 ) -> Option<(u64, u32)> {
-    // Frames longer than the inline header and not longer than the port's maximum: one unsigned
+    // Frames of at least the Ethernet minimum and not longer than the port's maximum: one unsigned
     // compare against a constant lower bound.
-    const LO: usize = ETH_L2_INLINE_HEADER_SIZE + 1;
+    const LO: usize = RUNT_MAX + 1;
     let (mut differ, mut bytes) = (0u32, 0u64);
     for ((d, slot), p) in dsegs.iter_mut().zip(elts.iter_mut()).zip(pkts) {
         if usize::from(p.len).wrapping_sub(LO) >= span {
@@ -729,7 +743,7 @@ impl DvTxQueue {
             return Ok(0);
         }
         let mut free = self.free_wqebbs();
-        let threshold = self.inline_max.max(ETH_L2_INLINE_HEADER_SIZE);
+        let threshold = self.inline_max.max(RUNT_MAX);
         let mut sent = 0;
         let mut bytes = 0;
         let mut dropped = self.stats.drops;
@@ -868,7 +882,10 @@ mod tests {
                             } else {
                                 60 + (seen * 37 % 1400) as usize
                             };
+                            // Runts arrive padded with zeros to 60 bytes.
+                            expect.fill(0);
                             frame(seen, len, &mut expect);
+                            let len = len.max(60);
                             assert!(got.data(i) == &expect[..len], "frame {seen} ({tx_fast}, {rx_fast})");
                             seen += 1;
                         }

@@ -23,7 +23,8 @@ use crate::sys::xsk::{self, XdpDesc};
 use crate::xdp::socket::{TxHalf, Xsk};
 use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
 
-/// Shortest frame a device sends: an Ethernet header.
+/// Shortest frame that can be sent: an Ethernet header (shorter ones are dropped and counted;
+/// the rest below `wire::ETH_MIN_FRAME` are padded).
 const MIN_FRAME: u16 = wire::ETH_HEADER_LEN as u16;
 
 /// After the kernel reports the device's queue full (`EBUSY`), completions to wait for before
@@ -186,8 +187,13 @@ impl TxQueue for XdpTxQueue {
         let mut written = 0u32;
         let mut bytes = 0u64;
         let mut dropped = 0u64;
-        for p in pkts.packets() {
-            if u32::from(p.off) + u32::from(p.len) > self.buf_size || p.len < MIN_FRAME {
+        for i in 0..n_req {
+            // veth and most drivers put a runt on the wire as it is: pad it as a MAC would.
+            if (MIN_FRAME..wire::ETH_MIN_FRAME as u16).contains(&pkts.packets()[i].len) {
+                crate::tx::pad_runt(pkts, i);
+            }
+            let p = &pkts.packets()[i];
+            if u32::from(p.off) + u32::from(p.len) > self.buf_size || p.len < wire::ETH_MIN_FRAME as u16 {
                 // The kernel would refuse the descriptor (a frame crossing its chunk, counted as
                 // tx_invalid_descs) and never complete it: drop it here, as the DV path drops what its device would fail.
                 self.xsk.pool.free_one(p.buf);

@@ -1,0 +1,61 @@
+//! Runts on the DV send paths, through the model device: frames of 14 to 59 bytes arrive padded
+//! with zeros to 60 bytes on a ConnectX-5 (eMPW) and a ConnectX-4 (SEND, 18 inline bytes
+//! required), and frames shorter than an Ethernet header cost only themselves, counted as drops.
+//! The same frames go through `model:` ports opened by spec (the threaded model), and, in
+//! `mlx5_model.rs` and `xdp.rs`, through the ibverbs, mlx5 and AF_XDP backends.
+
+mod common;
+#[path = "common/runts.rs"]
+mod runts;
+
+use rawpkt::dv::model::ModelConfig;
+use rawpkt::{open, Pool, PoolConfig, QueueConfig, RxQueue};
+
+const DST: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+fn through_the_model(dev: ModelConfig) {
+    for size in [64, 1024] {
+        let q = QueueConfig {
+            size,
+            ..QueueConfig::default()
+        };
+        let mut r = common::rig(q, dev.clone(), 4096);
+        let nic = r.nic.clone();
+        runts::send_runts(&mut r.tx, &mut r.rx, &r.pool, DST, 20_000, || {
+            nic.step();
+        });
+        let wire = r.nic.port_counters(0);
+        assert_eq!(wire.tx_error_cqes, 0);
+        assert_eq!(wire.tx_bytes, r.rx.stats().bytes, "the wire carries runts padded");
+        r.teardown();
+    }
+}
+
+#[test]
+fn runts_are_padded_and_tiny_frames_dropped_alone_on_a_connectx5() {
+    through_the_model(ModelConfig::default());
+}
+
+#[test]
+fn runts_are_padded_and_tiny_frames_dropped_alone_on_a_connectx4() {
+    through_the_model(ModelConfig::connectx4());
+}
+
+#[test]
+fn runts_on_model_ports_opened_by_spec() {
+    let a = open("model:runts/0").unwrap();
+    let b = open("model:runts/1").unwrap();
+    let pool = Pool::new(PoolConfig {
+        buffers: 4096,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let q = QueueConfig::default();
+    let mut tx = a.tx_queue(0, &pool, &q).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &q).unwrap();
+    runts::send_runts(tx.as_mut(), rx.as_mut(), &pool, DST, 20_000, || {});
+    let (nic, port) = a.model().unwrap();
+    assert_eq!(nic.port_counters(port).tx_bytes, rx.stats().bytes);
+    drop((tx, rx));
+    assert_eq!(pool.free_count(), pool.capacity());
+}
