@@ -27,6 +27,10 @@ pub(crate) trait Backend: Send + Sync {
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
     /// Which device port this is, whatever spec named it.
     fn identity(&self) -> PortIdentity;
+    /// [`Port::device_drops`].
+    fn device_drops(&self) -> Option<u64> {
+        None
+    }
     /// One line about the device behind the port and what the backend chose at open time
     /// (hardware ports: link state, speed, MAC, datapath; xdp ports: modes, queues, rules).
     fn describe(&self) -> Option<String> {
@@ -129,6 +133,17 @@ impl Port {
             ) => a == b && i == j && (q.is_none() || r.is_none() || q == r),
             (a, b) => a == b,
         }
+    }
+
+    /// Frames the device dropped on this port since it was opened for want of a posted receive
+    /// buffer, from the device's exact counter: the port's `out_of_buffer` queue counter in
+    /// sysfs (`/sys/class/infiniband/DEV/ports/P/hw_counters/out_of_buffer`) for `mlx5:`/`verbs:`
+    /// ports, the model's for `model:` ports; None where there is no such counter (`xdp:`
+    /// ports, a kernel without `hw_counters`). Unlike [`QueueStats::drops`](crate::QueueStats),
+    /// which adds up the 8-bit drop count of the CQEs and so misses drops once more than 255
+    /// pile up between two completions, this is exact; it covers every queue of the port.
+    pub fn device_drops(&self) -> Option<u64> {
+        self.backend.device_drops()
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).
@@ -333,7 +348,13 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
             nic
         }
     };
-    Ok(ModelPort { nic, key, port })
+    let drops_at_open = nic.port_counters(port).rx_out_of_buffer;
+    Ok(ModelPort {
+        nic,
+        key,
+        port,
+        drops_at_open,
+    })
 }
 
 /// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
@@ -357,6 +378,8 @@ struct ModelPort {
     /// The NIC's name in `MODELS`.
     key: String,
     port: usize,
+    /// The port's `rx_out_of_buffer` when this port was opened.
+    drops_at_open: u64,
 }
 
 impl Backend for ModelPort {
@@ -387,6 +410,10 @@ impl Backend for ModelPort {
 
     fn model(&self) -> Option<(&Arc<Nic>, usize)> {
         Some((&self.nic, self.port))
+    }
+
+    fn device_drops(&self) -> Option<u64> {
+        Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
     }
 
     fn identity(&self) -> PortIdentity {

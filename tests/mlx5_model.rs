@@ -289,6 +289,45 @@ fn runts_ibverbs() {
     runts_through("verbs");
 }
 
+/// Receive buffers exhausted on a port of the model library: far more than 255 frames dropped in
+/// a row, and the port's `device_drops` (read from the sysfs `hw_counters/out_of_buffer` file the
+/// library keeps, as the kernel does) is exactly the frames that did not arrive; pktgen reports
+/// the same counter as its device drops.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn device_drops_are_the_out_of_buffer_counter() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        let b = open("mlx5:mdl1", &opts(1, &[]));
+        let before = b.device_drops();
+        assert_eq!(
+            before,
+            Some(0),
+            "the counter file is there and reads 0 since the port opened"
+        );
+        let pool = pool();
+        let small = QueueConfig { size: 64, ..qcfg() };
+        let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &small).unwrap();
+        let frames: Vec<Vec<u8>> = (0..2000)
+            .map(|i| udp(MAC1, [10, 0, 1, i as u8], 1000 + i, 53))
+            .collect();
+        send(tx.as_mut(), &pool, &frames);
+        let got = receive(rx.as_mut(), &pool, frames.len()).len() as u64;
+        // The file is rewritten once the device is idle.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while b.device_drops() != Some(2000 - got) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(b.device_drops(), Some(2000 - got), "received {got}");
+        assert!(2000 - got > 255 && got > 0, "received {got}");
+        assert_eq!(a.device_drops(), Some(0));
+        drop((tx, rx));
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
 fn traffic_both_ways(kind: &str) {
     let (_g, model) = setup();
     {

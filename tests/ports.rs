@@ -284,3 +284,60 @@ fn tools_refuse_the_same_port_twice() {
     assert!(err.contains("same port (port 0 of model NIC same-xc)"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+/// Frames the device drops for want of receive buffers, far more than 255 in a row: the port's
+/// `device_drops` is the exact count (the model's out-of-buffer counter since the port opened),
+/// while the CQEs' 8-bit drop counts add up to a lower bound.
+#[test]
+fn device_drops_are_exact_past_255() {
+    use rawpkt::{Pool, PoolConfig, RxQueue, TxQueue};
+    let a = open("model:oob/0").unwrap();
+    let b = open("model:oob/1").unwrap();
+    let pool = Pool::new(PoolConfig {
+        buffers: 4096,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let mut tx = a.tx_queue(0, &pool, &q).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &q).unwrap();
+    assert_eq!(b.device_drops(), Some(0));
+    let total = 3000u64;
+    let mut out = Burst::new(&pool, 32);
+    let mut sent = 0;
+    // Nothing received while sending: the 64-entry receive queue fills and the rest is dropped.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while sent < total || tx.in_flight() > 0 {
+        assert!(std::time::Instant::now() < deadline, "stalled at {sent}");
+        while out.room() > 0 && sent < total {
+            out.alloc(1, 60);
+            let i = out.len() - 1;
+            fill_frame(sent, out.data_mut(i));
+            sent += 1;
+        }
+        tx.tx_burst(&mut out).unwrap();
+        tx.reclaim().unwrap();
+    }
+    let mut got = Burst::new(&pool, 64);
+    let mut received = 0u64;
+    while received + b.device_drops().unwrap() < total {
+        assert!(std::time::Instant::now() < deadline, "received {received}");
+        received += rx.rx_burst(&mut got).unwrap() as u64;
+        got.clear();
+    }
+    let dropped = b.device_drops().unwrap();
+    assert!(dropped > 255, "{dropped}");
+    assert_eq!(received + dropped, total);
+    assert_eq!(
+        dropped,
+        b.model().map(|(n, p)| n.port_counters(p).rx_out_of_buffer).unwrap()
+    );
+    assert!(rx.stats().drops <= dropped);
+    // The other port dropped nothing.
+    assert_eq!(a.device_drops(), Some(0));
+    drop((tx, rx, out, got));
+    assert_eq!(pool.free_count(), pool.capacity());
+}

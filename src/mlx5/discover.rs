@@ -79,6 +79,18 @@ pub(crate) fn scan(list: &DeviceList) -> Vec<Found> {
         .collect()
 }
 
+/// The port's `out_of_buffer` queue counter: frames dropped because a receive queue had no
+/// posted buffer (mlx5_ib `hw_counters`, `drivers/infiniband/hw/mlx5/counters.c`
+/// `out_of_buffer`; the same counter as ethtool's `rx_out_of_buffer` for the netdev's queues).
+pub(crate) fn out_of_buffer_path(dev: &Found, port: u8) -> PathBuf {
+    dev.ibdev_path.join(format!("ports/{port}/hw_counters/out_of_buffer"))
+}
+
+/// A sysfs counter file's value.
+pub(crate) fn read_counter(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
 /// What a spec's name part asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {

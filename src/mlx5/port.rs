@@ -47,6 +47,8 @@ struct Shared {
     spec: String,
     /// The RDMA device's name (with `port_num`: the port's identity).
     ibdev: String,
+    /// The port's `out_of_buffer` counter file, and its value when the port opened.
+    out_of_buffer: (std::path::PathBuf, Option<u64>),
     state: Mutex<State>,
     port_num: u8,
     mode: Mode,
@@ -257,6 +259,11 @@ impl Mlx5Port {
             shared: Arc::new(Shared {
                 spec,
                 ibdev: dev.ibdev.clone(),
+                out_of_buffer: {
+                    let path = discover::out_of_buffer_path(&dev, port_num);
+                    let at_open = discover::read_counter(&path);
+                    (path, at_open)
+                },
                 state: Mutex::new(State {
                     rx: vec![None; usize::from(opts.rx_queues)],
                     ..State::default()
@@ -519,6 +526,11 @@ impl Backend for Mlx5Port {
 
     fn describe(&self) -> Option<String> {
         Some(self.shared.description.clone())
+    }
+
+    fn device_drops(&self) -> Option<u64> {
+        let (path, at_open) = &self.shared.out_of_buffer;
+        Some(discover::read_counter(path)?.wrapping_sub((*at_open)?))
     }
 
     fn identity(&self) -> crate::PortIdentity {

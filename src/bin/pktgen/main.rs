@@ -179,7 +179,12 @@ fn run(cfg: Config) -> Result<(), Fail> {
     } else {
         tx_end
     };
-    let summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
+    let mut summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
+    // The port's exact counter where the device has one; the CQEs' 8-bit counts add up to a
+    // lower bound only.
+    if let Some(d) = rx_port.as_ref().and_then(|p| p.device_drops()) {
+        summary.rx[2] = d;
+    }
     reporter.summary(&summary);
     if stop.load(Ordering::Relaxed) && !cfg.json {
         eprintln!("pktgen: interrupted; queues torn down");
