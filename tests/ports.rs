@@ -290,7 +290,7 @@ fn tools_refuse_the_same_port_twice() {
 /// while the CQEs' 8-bit drop counts add up to a lower bound.
 #[test]
 fn device_drops_are_exact_past_255() {
-    use rawpkt::{Pool, PoolConfig, RxQueue, TxQueue};
+    use rawpkt::{Pool, PoolConfig};
     let a = open("model:oob/0").unwrap();
     let b = open("model:oob/1").unwrap();
     let pool = Pool::new(PoolConfig {
