@@ -461,6 +461,32 @@ fn rss_spreads_flows_evenly_over_four_queues() {
     assert_eq!(model.live_objects(), 0);
 }
 
+/// A port past the device's ports is a usage error that says how many ports there are.
+#[test]
+fn a_port_the_device_does_not_have_is_a_usage_error() {
+    let (_g, model) = setup();
+    for spec in ["mlx5:mlx5_0/2", "verbs:mlx5_1/9"] {
+        let e = open_with(spec, &PortOptions::default()).unwrap_err();
+        let m = e.to_string();
+        assert!(e.is_usage(), "{spec}: {m}");
+        assert!(
+            m.contains("has 1 port; there is no port") && !m.contains('\n'),
+            "{spec}: {m}"
+        );
+    }
+    assert_eq!(model.live_objects(), 0);
+    let lib = common::model_verbs_lib();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .env("RAWPKT_LIBIBVERBS", lib)
+        .env("RAWPKT_LIBMLX5", lib)
+        .args(["--port", "mlx5:mlx5_0/2", "--count", "10"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("mlx5_0 has 1 port; there is no port 2"), "{err}");
+}
+
 #[test]
 fn no_such_device_lists_what_exists() {
     let (_g, _model) = setup();

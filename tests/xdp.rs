@@ -875,3 +875,25 @@ fn runts_are_padded_and_tiny_frames_dropped_alone() {
     drop((tx, rx));
     assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
 }
+
+/// `bind=zerocopy` on veth, whose driver has no zero-copy AF_XDP: one line naming the interface
+/// and the driver, as a usage error (the spec asks for what the device cannot do).
+#[test]
+#[ignore = "needs root"]
+fn zero_copy_on_a_driver_without_it_says_so() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let port = rawpkt::open(&format!("xdp:{},netns={},bind=zerocopy", p.a, p.ns_a)).expect("open A");
+    let pl = pool(4096);
+    let e = port.rx_queue(0, &pl, &QueueConfig::default()).map(|_| ()).unwrap_err();
+    let m = e.to_string();
+    assert!(e.is_usage(), "{m}");
+    assert!(
+        m.contains(&format!(
+            "the driver of {} (veth) has no zero-copy AF_XDP; use bind=copy",
+            p.a
+        )),
+        "{m}"
+    );
+    assert!(!m.contains('\n') && !m.contains("Operation not supported"), "{m}");
+}

@@ -171,6 +171,26 @@ fn probe_dv(ctx: &Context, found: &Found, max_frame: u32) -> Result<DvCaps, Stri
     })
 }
 
+/// A port number past the device's ports is the user's mistake, said as such (`ibv_query_port`
+/// would only answer EINVAL): the count is `ibv_query_device`'s `phys_port_cnt`.
+fn check_port_number(ctx: &Context, ibdev: &str, port: u8, spec: &str) -> Result<(), Error> {
+    let Ok(attr) = ctx.query_device_ex() else {
+        return Ok(()); // no count to compare with: ibv_query_port answers for itself
+    };
+    let n = attr.orig_attr.phys_port_cnt;
+    if port > n {
+        let ports = if n == 1 {
+            "1 port".to_string()
+        } else {
+            format!("{n} ports (1 to {n})")
+        };
+        return Err(Error::Spec(format!(
+            "{spec}: {ibdev} has {ports}; there is no port {port}"
+        )));
+    }
+    Ok(())
+}
+
 impl Mlx5Port {
     pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
         let spec = format!("{kind}:{}", crate::spec::echo(rest));
@@ -184,6 +204,7 @@ impl Mlx5Port {
         let (dev, port_num, netdev) = discover::find(&found, &target, &spec)?;
         let ctx = list.open(dev.index, &rdma).map_err(|e| dev_err(&spec, e))?;
         drop(list);
+        check_port_number(&ctx, &dev.ibdev, port_num, &spec)?;
         let pattr = ctx.query_port(port_num).map_err(|e| dev_err(&spec, e))?;
         if pattr.link_layer != IBV_LINK_LAYER_ETHERNET as u8 {
             return Err(dev_err(

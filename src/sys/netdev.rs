@@ -105,6 +105,22 @@ pub fn rx_queues(name: &str) -> io::Result<Option<u32>> {
     }
 }
 
+/// The interface's driver (`ETHTOOL_GDRVINFO`'s `driver`: "veth", "mlx5_core"), or None when
+/// it does not say.
+pub fn driver(name: &str) -> Option<String> {
+    const ETHTOOL_GDRVINFO: u32 = 0x3;
+    // struct ethtool_drvinfo (include/uapi/linux/ethtool.h): cmd, then driver[32], the rest
+    // (version, firmware, bus, erom, reserved, five u32 counts) unread: 196 bytes in all.
+    let mut info = [0u8; 196];
+    info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    let mut r = ifreq(name).ok()?;
+    r.data[..8].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
+    ioctl(SIOCETHTOOL, &mut r).ok()?;
+    let d = &info[4..36];
+    let d = &d[..d.iter().position(|&b| b == 0).unwrap_or(d.len())];
+    (!d.is_empty()).then(|| String::from_utf8_lossy(d).into_owned())
+}
+
 /// Names of the interfaces of the calling thread's namespace.
 pub fn names() -> Vec<String> {
     // SAFETY: if_nameindex returns a heap array terminated by a zero entry, or null; it is
