@@ -95,6 +95,10 @@ pub enum QueueError {
     Failed { syndrome: u8 },
     /// The burst's buffers belong to another pool; nothing was done.
     ForeignPool,
+    /// The queue's device is gone (its interface deleted: `errno` ENXIO) or down (ENETDOWN), so
+    /// the queue can move nothing more; it has failed, as on a completion error it cannot
+    /// recover from. The buffers the kernel held come back when the queue is dropped.
+    DeviceGone { errno: i32 },
 }
 
 impl std::fmt::Display for QueueError {
@@ -104,6 +108,18 @@ impl std::fmt::Display for QueueError {
                 write!(f, "queue failed (completion syndrome {syndrome:#04x})")
             }
             QueueError::ForeignPool => write!(f, "the burst's buffers belong to another pool"),
+            QueueError::DeviceGone { errno } => {
+                let what = if *errno == libc::ENETDOWN {
+                    "its interface is down or being deleted"
+                } else {
+                    "its interface is gone (deleted)"
+                };
+                write!(
+                    f,
+                    "queue failed: {what} ({})",
+                    std::io::Error::from_raw_os_error(*errno)
+                )
+            }
         }
     }
 }

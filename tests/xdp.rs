@@ -897,3 +897,113 @@ fn zero_copy_on_a_driver_without_it_says_so() {
     );
     assert!(!m.contains('\n') && !m.contains("Operation not supported"), "{m}");
 }
+
+/// The interface deleted under running queues: the TX queue and the RX queue each fail with
+/// `QueueError::DeviceGone` within a few seconds, instead of counting an error per `sendto`.
+#[test]
+#[ignore = "needs root"]
+fn queues_fail_when_their_interface_is_deleted() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let mac_b = p.mac(&p.ns_b, &p.b);
+    let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
+    let pb = rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", p.b, p.ns_b)).expect("open B");
+    let pl = pool(8192);
+    let q = QueueConfig::default();
+    let mut tx = pa.tx_queue(0, &pl, &q).unwrap();
+    let mut rx = pb.rx_queue(0, &pl, &q).unwrap();
+    let (mut out, mut got) = (Burst::new(&pl, 32), Burst::new(&pl, 64));
+    let start = Instant::now();
+    let mut deleted = false;
+    let (mut tx_err, mut rx_err) = (None, None);
+    let mut seq = 0;
+    while tx_err.is_none() || rx_err.is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no failure: tx {tx_err:?}, rx {rx_err:?}"
+        );
+        if !deleted && start.elapsed() > Duration::from_millis(300) {
+            p.exec(&p.ns_a, &["ip", "link", "del", &p.a]);
+            deleted = true;
+        }
+        if tx_err.is_none() {
+            while out.room() > 0 {
+                assert!(out.push_copy(&test_frame(mac_b, [2, 0, 0, 0, 0, 0xa], seq, 60)));
+                seq += 1;
+            }
+            match tx.tx_burst(&mut out) {
+                Ok(_) => {}
+                Err(e) => tx_err = Some(e),
+            }
+            out.clear();
+        }
+        if rx_err.is_none() {
+            match rx.rx_burst(&mut got) {
+                Ok(_) => got.clear(),
+                Err(e) => rx_err = Some(e),
+            }
+        }
+    }
+    assert!(deleted);
+    // ENXIO once the socket is unbound; ENETDOWN if a call came while the deletion had only
+    // taken the interface down.
+    for e in [tx_err.unwrap(), rx_err.unwrap()] {
+        assert!(
+            matches!(
+                e,
+                rawpkt::QueueError::DeviceGone {
+                    errno: libc::ENXIO | libc::ENETDOWN
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("queue failed: its interface is"), "{e}");
+    }
+    assert!(tx.stats().errors.total() < 100, "{:?}", tx.stats());
+    drop((tx, rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
+/// pktgen on an xdp port whose interface is deleted mid-run, in --count and in --duration mode:
+/// one line naming the interface, exit 1, well before the count or the duration is reached.
+#[test]
+#[ignore = "needs root"]
+fn pktgen_exits_1_when_its_interface_is_deleted() {
+    assert!(is_root(), "needs root");
+    for mode in [["--count", "1000000000"], ["--duration", "120"]] {
+        let p = Pair::create();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(["--port", &format!("xdp:{},netns={}", p.a, p.ns_a), "--rate", "200k"])
+            .args(mode)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{mode:?}: pktgen ended before the deletion"
+        );
+        p.exec(&p.ns_a, &["ip", "link", "del", &p.a]);
+        let deleted = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if deleted.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("{mode:?}: pktgen still running 10 s after its interface was deleted");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        let failures: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("queue failed: its interface is"))
+            .collect();
+        assert_eq!(status.code(), Some(1), "{mode:?}: {err}");
+        assert_eq!(failures.len(), 1, "{mode:?}: {err}");
+        assert!(failures[0].contains(&p.a), "{mode:?}: {err}");
+    }
+}

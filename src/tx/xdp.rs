@@ -52,6 +52,8 @@ pub struct XdpTxQueue {
     completed: u32,
     /// While the device's queue is full: the `completed` value at which to wake the kernel again.
     busy_until: Option<u32>,
+    /// The errno that said the device is gone or down: the queue has failed.
+    gone: Option<i32>,
 }
 
 impl XdpTxQueue {
@@ -72,6 +74,7 @@ impl XdpTxQueue {
             stats: QueueStats::default(),
             completed: 0,
             busy_until: None,
+            gone: None,
             fd: xsk.raw_fd(),
             half: Some(half),
             xsk,
@@ -133,7 +136,21 @@ impl XdpTxQueue {
             }
             // Out of skbs/completion slots for now: the next burst kicks again.
             Err(libc::EAGAIN | libc::ENOBUFS) => {}
+            // The interface was deleted (the socket is unbound) or is down: nothing will ever
+            // go out, and counting an error per kick would spin forever.
+            Err(e @ (libc::ENXIO | libc::ENETDOWN)) => self.gone = Some(e),
             Err(_) => self.stats.errors.other += 1,
+        }
+    }
+}
+
+impl XdpTxQueue {
+    /// Fails once a kick found the device gone or down.
+    #[inline(always)]
+    fn check_gone(&self) -> Result<(), QueueError> {
+        match self.gone {
+            None => Ok(()),
+            Some(errno) => Err(QueueError::DeviceGone { errno }),
         }
     }
 }
@@ -171,6 +188,7 @@ fn busy_wait_over(until: u32, completed: u32, in_kernel: u32) -> bool {
 impl TxQueue for XdpTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
+        self.check_gone()?;
         same_pool(&self.xsk.pool, pkts)?;
         self.poll_completions();
         let n_req = pkts.len();
@@ -239,10 +257,12 @@ impl TxQueue for XdpTxQueue {
     }
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
+        self.check_gone()?;
         let freed = self.poll_completions();
         if self.in_flight() > 0 {
             self.kick();
         }
+        self.check_gone()?;
         Ok(freed)
     }
 
