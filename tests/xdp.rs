@@ -1007,3 +1007,41 @@ fn pktgen_exits_1_when_its_interface_is_deleted() {
         assert!(failures[0].contains(&p.a), "{mode:?}: {err}");
     }
 }
+
+/// One interface, one port: a second xdp port on it (however spelled) is a usage error naming
+/// the first, in the library and in pktgen (`--port` and `--rx-port` on one interface).
+#[test]
+#[ignore = "needs root"]
+fn an_interface_opened_twice_is_refused_as_the_same_port() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let spec = format!("xdp:{},netns={}", p.a, p.ns_a);
+    {
+        let first = rawpkt::open(&spec).expect("open A");
+        for again in [spec.clone(), format!("xdp:{}/0,netns={},mode=generic", p.a, p.ns_a)] {
+            let e = rawpkt::open(&again).unwrap_err();
+            assert!(e.is_usage(), "{e}");
+            assert!(
+                e.to_string().contains("the interface is already open in this process"),
+                "{e}"
+            );
+        }
+        drop(first);
+    }
+    drop(rawpkt::open(&spec).expect("open again once the first is gone"));
+    let out = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args([
+            "--port",
+            &spec,
+            "--rx-port",
+            &format!("xdp:{}/0,netns={}", p.a, p.ns_a),
+            "--count",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("pktgen:")).count(), 1, "{err}");
+    assert!(err.contains("already open in this process"), "{err}");
+}

@@ -20,6 +20,21 @@ use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The xdp ports open in this process, by namespace and ifindex: an interface takes one XDP
+/// program, so a second port on it could only fail to attach; it is refused as what it is.
+static OPEN: std::sync::Mutex<Vec<(Option<(u64, u64)>, u32, std::sync::Weak<PortShared>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The port already open on interface `ifindex` of the namespace `netns`, if any.
+fn already_open(netns: Option<(u64, u64)>, ifindex: u32) -> Option<String> {
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|(_, _, w)| w.strong_count() > 0);
+    open.iter()
+        .find(|(n, i, _)| *n == netns && *i == ifindex)
+        .and_then(|(_, _, w)| w.upgrade())
+        .map(|p| p.name())
+}
+
 pub(crate) struct PortShared {
     pub id: u64,
     pub ifname: String,
@@ -109,7 +124,7 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
         link,
         attach_mode,
     } = shared;
-    Ok(XdpPort {
+    let port = XdpPort {
         shared: Arc::new(PortShared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ifname: spec.ifname.clone(),
@@ -126,7 +141,12 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             _prog: prog,
             _link: link,
         }),
-    })
+    };
+    let key = (netdev::ns_id(&port.shared.netns), port.shared.ifindex);
+    OPEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key.0, key.1, Arc::downgrade(&port.shared)));
+    Ok(port)
 }
 
 /// What opening the port inside its namespace made; the namespace's descriptor joins it after.
@@ -160,6 +180,13 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
             )));
         }
     };
+    let here = netdev::current_netns().ok().and_then(|fd| netdev::ns_id(&fd));
+    if let Some(other) = already_open(here, ifindex) {
+        return Err(Error::Config(format!(
+            "xdp:{ifname}: the interface is already open in this process (port {other}); an interface \
+             takes one port, whose queues are its queues: open it once"
+        )));
+    }
     if !netdev::is_up(ifname).map_err(|e| dev(e.to_string()))? {
         return Err(dev(format!(
             "interface is down; bring it up with `ip link set {ifname} up`"
