@@ -22,8 +22,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The xdp ports open in this process, by namespace and ifindex: an interface takes one XDP
 /// program, so a second port on it could only fail to attach; it is refused as what it is.
-static OPEN: std::sync::Mutex<Vec<(Option<(u64, u64)>, u32, std::sync::Weak<PortShared>)>> =
-    std::sync::Mutex::new(Vec::new());
+static OPEN: std::sync::Mutex<Vec<OpenPort>> = std::sync::Mutex::new(Vec::new());
+
+/// An entry of [`OPEN`]: the namespace (nsfs device and inode), the ifindex, the port.
+type OpenPort = (Option<(u64, u64)>, u32, std::sync::Weak<PortShared>);
 
 /// The port already open on interface `ifindex` of the namespace `netns`, if any.
 fn already_open(netns: Option<(u64, u64)>, ifindex: u32) -> Option<String> {
