@@ -110,6 +110,30 @@ impl Pair {
     }
 }
 
+/// A TX queue on A (its port taking A's own MAC) and an RX queue on B (its port taking
+/// EtherType 0x88b5), over one pool; the queues go before the pool and the ports.
+struct AToB {
+    tx: Box<dyn rawpkt::TxQueue>,
+    rx: Box<dyn rawpkt::RxQueue>,
+    pl: std::rc::Rc<Pool>,
+    _ports: (rawpkt::Port, rawpkt::Port),
+}
+
+impl Pair {
+    fn a_to_b(&self) -> AToB {
+        let pa = rawpkt::open(&format!("xdp:{},netns={}", self.a, self.ns_a)).expect("open A");
+        let pb = rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", self.b, self.ns_b)).expect("open B");
+        let pl = pool(8192);
+        let q = QueueConfig::default();
+        AToB {
+            tx: pa.tx_queue(0, &pl, &q).unwrap(),
+            rx: pb.rx_queue(0, &pl, &q).unwrap(),
+            pl,
+            _ports: (pa, pb),
+        }
+    }
+}
+
 impl Drop for Pair {
     fn drop(&mut self) {
         self.remove();
@@ -279,7 +303,7 @@ fn copy_rules_are_refused_before_any_system_call() {
         .to_string();
     assert_eq!(
         e,
-        "bad port spec: xdp:rpx-none0,rule=udp dst-port 53 copy: rule \"udp dst-port 53 copy\": xdp ports \
+        "bad port spec: xdp:rpx-none0,rule=udp dst-port 53 copy: rule `udp dst-port 53 copy`: xdp ports \
          cannot copy a frame to both the socket and Linux; use steal (the default)"
     );
     let opts = rawpkt::PortOptions {
@@ -865,12 +889,12 @@ fn runts_are_padded_and_tiny_frames_dropped_alone() {
     assert!(is_root(), "needs root");
     let p = Pair::create();
     let mac_b = p.mac(&p.ns_b, &p.b);
-    let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
-    let pb = rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", p.b, p.ns_b)).expect("open B");
-    let pl = pool(8192);
-    let q = QueueConfig::default();
-    let mut tx = pa.tx_queue(0, &pl, &q).unwrap();
-    let mut rx = pb.rx_queue(0, &pl, &q).unwrap();
+    let AToB {
+        mut tx,
+        mut rx,
+        pl,
+        _ports,
+    } = p.a_to_b();
     runts::send_runts(tx.as_mut(), rx.as_mut(), &pl, mac_b, 20_000, || {});
     drop((tx, rx));
     assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
@@ -906,12 +930,12 @@ fn queues_fail_when_their_interface_is_deleted() {
     assert!(is_root(), "needs root");
     let p = Pair::create();
     let mac_b = p.mac(&p.ns_b, &p.b);
-    let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
-    let pb = rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", p.b, p.ns_b)).expect("open B");
-    let pl = pool(8192);
-    let q = QueueConfig::default();
-    let mut tx = pa.tx_queue(0, &pl, &q).unwrap();
-    let mut rx = pb.rx_queue(0, &pl, &q).unwrap();
+    let AToB {
+        mut tx,
+        mut rx,
+        pl,
+        _ports,
+    } = p.a_to_b();
     let (mut out, mut got) = (Burst::new(&pl, 32), Burst::new(&pl, 64));
     let start = Instant::now();
     let mut deleted = false;
