@@ -59,3 +59,40 @@ fn runts_on_model_ports_opened_by_spec() {
     drop((tx, rx));
     assert_eq!(pool.free_count(), pool.capacity());
 }
+
+/// What the model's wire does with a runt a driver hands it (a SEND WQE written by hand: 18
+/// inline bytes and a gather entry, 30 bytes in all): it leaves the port padded with zeros to 60
+/// bytes, as a MAC pads it, and the port counts 60 bytes.
+#[test]
+fn the_model_wire_pads_a_runt_to_60_bytes() {
+    use rawpkt::dv::model::{Nic, Wire};
+    use rawpkt::dv::prm::{Be32, CtrlSeg, SendWqe};
+    use rawpkt::dv::ring::SqRing;
+    use rawpkt::Burst;
+    let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+    let pool = Pool::new(PoolConfig {
+        buffers: 64,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let lkey = nic.register_mr(pool.region());
+    let cq = nic.create_cq(64).unwrap();
+    let info = nic.create_sq(0, 64, cq.cqn()).unwrap();
+    // SAFETY: the test posts one WQE over a buffer of its own pool, held in `b` until the model
+    // has executed it (`step`), and reads no CQE.
+    let mut sq = unsafe { SqRing::new(&info) }.unwrap();
+    let frame = runts::frame(3, DST);
+    assert_eq!(frame.len(), 35);
+    let mut b = Burst::new(&pool, 1);
+    assert!(b.push_copy(&frame));
+    let data = b.data(0);
+    let hdr = data[..18].try_into().unwrap();
+    let qpn_ds = CtrlSeg::qpn_ds(info.qpn(), 4);
+    *sq.wqe(0) = SendWqe::l2_inline(0, qpn_ds, true, 0, 0, hdr, 35, Be32::new(lkey), data.as_ptr() as u64);
+    sq.ring_doorbell(1, 0);
+    nic.step();
+    assert_eq!(nic.take_captured(0), vec![runts::arrived(3, DST)]);
+    assert_eq!(nic.port_counters(0).tx_bytes, 60);
+    drop((b, sq, info, cq));
+    nic.deregister_mr(lkey);
+}
