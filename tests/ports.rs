@@ -65,12 +65,12 @@ fn a_threaded_model_pair_carries_100k_frames_intact() {
 fn bad_specs_and_configs_are_one_clear_error() {
     let msg = |r: Result<rawpkt::Port, Error>| r.unwrap_err().to_string();
     assert!(msg(open("pair0")).contains("expected KIND:NAME"));
-    assert!(msg(open("bogus:x")).contains("unknown port kind \"bogus\""));
+    assert!(msg(open("bogus:x")).contains("unknown port kind `bogus`"));
     assert!(msg(open("model:pair0")).contains("expected model:NAME/PORT"));
     assert!(msg(open("model:pair0/2")).contains("must be 0 or 1"));
     assert!(msg(open("model:/0")).contains("empty model name"));
     assert!(msg(open("model:afpacket=")).contains("needs an interface name"));
-    assert!(msg(open("model:afpacket=nosuchif0")).contains("no network interface named \"nosuchif0\""));
+    assert!(msg(open("model:afpacket=nosuchif0")).contains("no network interface named `nosuchif0`"));
     let port = open("model:cfg-test/0").unwrap();
     let pool = Pool::new(PoolConfig {
         buffers: 64,
