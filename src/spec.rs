@@ -212,6 +212,15 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
     if opts.rx_queues == 0 {
         return Err(Error::Config("a port needs at least one receive queue".into()));
     }
+    // A spec is one line of text: what the tools repeat of it (`Port::spec`) stays one line.
+    if let Some((at, c)) = spec.char_indices().find(|&(_, c)| needs_escape(c)) {
+        return Err(Error::Spec(format!(
+            "`{}` has a control character ({}) at column {}; a spec is one line of text",
+            echo(spec),
+            echo(&c.to_string()),
+            spec[..at].chars().count() + 1
+        )));
+    }
     let (kind, rest) = spec.split_once(':').ok_or_else(|| {
         Error::Spec(format!(
             "`{}` has no kind; expected KIND:NAME, e.g. model:pair0/0",

@@ -524,6 +524,7 @@ fn errors_that_echo_input_are_one_bounded_line() {
 fn a_newline_in_a_rule_and_a_huge_spec_stay_one_short_line() {
     let e = rawpkt::open("xdp:rpnone0,rule=dst-port\n53").unwrap_err().to_string();
     assert!(!e.contains('\n') && e.contains("dst-port\\n53"), "{e}");
+    assert!(e.contains("has a control character (\\n) at column 26"), "{e}");
     let huge = format!("xdp:rpnone0,rule=udp dst-port {}", "9".repeat(10_000));
     let e = rawpkt::open(&huge).unwrap_err().to_string();
     assert!(
