@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use crate::dv::prm::{
     encode_inline_send, syndrome, wqebbs, Be32, Be64, CtrlSeg, DataSeg, EthSeg, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
-    EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE,
-    ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
+    MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
 use crate::dv::{DvCaps, DvControl};
@@ -526,19 +526,15 @@ impl DvTxQueue {
     }
 
     /// Posts one packet that does not fit the canonical SEND: copied whole into the WQE (up to
-    /// `tx_inline` bytes, possibly several WQEBBs wrapping the ring end), or dropped if shorter
-    /// than an Ethernet header. Returns the bytes posted (0 for a dropped packet), or `Err(())`
+    /// `tx_inline` bytes, possibly several WQEBBs wrapping the ring end; a runt padded to 60 bytes
+    /// first), or dropped if shorter than an Ethernet header. Returns the bytes posted (0 for a dropped packet), or `Err(())`
     /// when the ring has no room for it.
     #[cold]
     fn post_slow(&mut self, pkts: &mut Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
-        // A runt goes out padded to 60 bytes and inlined whole (a ConnectX-4 needs 18 inline
-        // bytes); one whose buffer has no room for that is dropped below.
-        if (ETH_L2_MIN_HEADER_SIZE..ETH_MIN_FRAME).contains(&usize::from(pkts.packets()[i].len)) {
-            crate::tx::pad_runt(pkts, i);
-        }
         let p = pkts.packets()[i];
-        let len = p.len as usize;
-        if !(ETH_MIN_FRAME..=self.max_frame).contains(&len) {
+        // A runt goes out padded to 60 bytes and inlined whole (a ConnectX-4 needs 18 inline
+        // bytes).
+        if !(ETH_MIN_FRAME..=self.max_frame).contains(&usize::from(p.len)) && !crate::tx::pad_runt(pkts, i) {
             // Shorter than an Ethernet header, or longer than the port sends: the device would
             // fail the WQE (and with it the queue), so the packet is dropped and counted.
             self.stats.drops += 1;
@@ -546,7 +542,8 @@ impl DvTxQueue {
             return Ok(0);
         }
         let frame = pkts.data(i);
-        let ds = 1 + EthSeg::ds_for_inline(frame.len());
+        let len = frame.len();
+        let ds = 1 + EthSeg::ds_for_inline(len);
         let bbs = wqebbs(ds);
         if bbs > *free {
             return Err(());

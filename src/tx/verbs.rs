@@ -21,9 +21,6 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 /// Completions polled per `ibv_poll_cq` call (VPP polls 256 at a time; one per signalled burst
 /// is the usual case, so a small array is enough).
 const WC_BATCH: usize = 64;
-/// Shortest frame that can be sent: an Ethernet header (shorter ones are dropped and counted;
-/// the rest below `ETH_MIN_FRAME` are padded).
-const MIN_FRAME: usize = crate::flow::wire::ETH_HEADER_LEN;
 use crate::flow::wire::ETH_MIN_FRAME;
 
 pub struct VerbsTxQueue {
@@ -220,15 +217,15 @@ impl TxQueue for VerbsTxQueue {
         let mut last_signalled = usize::MAX;
         for i in 0..n_req {
             let mut p = pkts.packets()[i];
-            if (MIN_FRAME..ETH_MIN_FRAME).contains(&usize::from(p.len)) && super::pad_runt(pkts, i) {
+            if !(ETH_MIN_FRAME..=self.max_frame).contains(&usize::from(p.len)) {
+                // A runt goes out padded. Anything else the NIC would fail, and with it the WR
+                // chain after it: dropped and counted instead.
+                if !super::pad_runt(pkts, i) {
+                    self.pool.free_one(p.buf);
+                    dropped += 1;
+                    continue;
+                }
                 p = pkts.packets()[i];
-            }
-            let len = p.len as usize;
-            if !(ETH_MIN_FRAME..=self.max_frame).contains(&len) {
-                // The NIC would fail the WQE and with it the queue: drop and count instead.
-                self.pool.free_one(p.buf);
-                dropped += 1;
-                continue;
             }
             let sge = &mut self.sges[n];
             sge.addr = geo.addr(&p);

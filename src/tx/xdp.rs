@@ -23,10 +23,6 @@ use crate::sys::xsk::{self, XdpDesc};
 use crate::xdp::socket::{TxHalf, Xsk};
 use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
 
-/// Shortest frame that can be sent: an Ethernet header (shorter ones are dropped and counted;
-/// the rest below `wire::ETH_MIN_FRAME` are padded).
-const MIN_FRAME: u16 = wire::ETH_HEADER_LEN as u16;
-
 /// After the kernel reports the device's queue full (`EBUSY`), completions to wait for before
 /// the next wake-up. With the interface's default `noqueue` qdisc a full device queue (veth's
 /// 256-entry ptr_ring, a NIC's TX ring) makes `__xsk_generic_xmit` drop the frame and answer
@@ -206,18 +202,21 @@ impl TxQueue for XdpTxQueue {
         let mut bytes = 0u64;
         let mut dropped = 0u64;
         for i in 0..n_req {
-            // veth and most drivers put a runt on the wire as it is: pad it as a MAC would.
-            if (MIN_FRAME..wire::ETH_MIN_FRAME as u16).contains(&pkts.packets()[i].len) {
-                crate::tx::pad_runt(pkts, i);
-            }
-            let p = &pkts.packets()[i];
-            if u32::from(p.off) + u32::from(p.len) > self.buf_size || p.len < wire::ETH_MIN_FRAME as u16 {
-                // The kernel would refuse the descriptor (a frame crossing its chunk, counted as
-                // tx_invalid_descs) and never complete it: drop it here, as the DV path drops what its device would fail.
-                self.xsk.pool.free_one(p.buf);
-                dropped += 1;
-                taken += 1;
-                continue;
+            let mut p = &pkts.packets()[i];
+            if u32::from(p.off) + u32::from(p.len) > self.buf_size || usize::from(p.len) < wire::ETH_MIN_FRAME {
+                // veth and most drivers put a runt on the wire as it is: it is padded here, as
+                // a MAC would pad it. Anything else the kernel would refuse (a frame crossing its
+                // chunk, counted as tx_invalid_descs, and never completed) or no device can send
+                // (shorter than an Ethernet header): dropped here, as the DV path drops what its
+                // device would fail.
+                let buf = p.buf;
+                if !crate::tx::pad_runt(pkts, i) {
+                    self.xsk.pool.free_one(buf);
+                    dropped += 1;
+                    taken += 1;
+                    continue;
+                }
+                p = &pkts.packets()[i];
             }
             if written == free {
                 break;
