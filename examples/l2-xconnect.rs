@@ -576,6 +576,12 @@ fn run(cli: Cli) -> Result<(), Fail> {
     }
     let a = open(&cli.port_a).map_err(|e| Fail::rawpkt(format_args!("--port-a {}", cli.port_a), e))?;
     let b = open(&cli.port_b).map_err(|e| Fail::rawpkt(format_args!("--port-b {}", cli.port_b), e))?;
+    if a.same_port(&b) {
+        return Err(Fail::Usage(format!(
+            "--port-a and --port-b are the same port ({})",
+            a.identity()
+        )));
+    }
     let far = if cli.generate {
         let fa = far_end(&cli.port_a);
         let fb = far_end(&cli.port_b);

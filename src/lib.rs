@@ -36,7 +36,7 @@ mod xdp;
 use std::rc::Rc;
 
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
-pub use spec::{open, open_with, Port, PortOptions};
+pub use spec::{open, open_with, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
 
 /// A flag set by Ctrl-C (SIGINT) or SIGTERM, for loops that poll: install once, check per burst.
@@ -103,6 +103,10 @@ pub enum QueueError {
     /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`) and stopped; the queue's
     /// buffers are back in the pool.
     DeviceFatal,
+    /// The queue's device is gone (its interface deleted: `errno` ENXIO) or down (ENETDOWN), so
+    /// the queue can move nothing more; it has failed, as on a completion error it cannot
+    /// recover from. The buffers the kernel held come back when the queue is dropped.
+    DeviceGone { errno: i32 },
 }
 
 impl std::fmt::Display for QueueError {
@@ -116,6 +120,18 @@ impl std::fmt::Display for QueueError {
                 f,
                 "the device reported a fatal error and stopped (IBV_EVENT_DEVICE_FATAL)"
             ),
+            QueueError::DeviceGone { errno } => {
+                let what = if *errno == libc::ENETDOWN {
+                    "its interface is down or being deleted"
+                } else {
+                    "its interface is gone (deleted)"
+                };
+                write!(
+                    f,
+                    "queue failed: {what} ({})",
+                    std::io::Error::from_raw_os_error(*errno)
+                )
+            }
         }
     }
 }

@@ -25,6 +25,12 @@ pub(crate) trait Backend: Send + Sync {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
+    /// Which device port this is, whatever spec named it.
+    fn identity(&self) -> PortIdentity;
+    /// [`Port::device_drops`].
+    fn device_drops(&self) -> Option<u64> {
+        None
+    }
     /// One line about the device behind the port and what the backend chose at open time
     /// (hardware ports: link state, speed, MAC, datapath; xdp ports: modes, queues, rules).
     fn describe(&self) -> Option<String> {
@@ -33,6 +39,37 @@ pub(crate) trait Backend: Send + Sync {
     /// The port's own MAC address, for ports that have one and take only frames sent to it.
     fn mac(&self) -> Option<[u8; 6]> {
         None
+    }
+}
+
+/// Which device port an open port is, resolved from its spec: `model:q/0` and `model:q/00` are
+/// one port, and so are `mlx5:mlx5_1/1` and `mlx5:NETDEV` for the netdev on that port. Compare
+/// ports with [`Port::same_port`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PortIdentity {
+    /// Port `port` of the model NIC opened under `nic` (a name, or `afpacket=IFNAME`).
+    Model { nic: String, port: usize },
+    /// Port `port` (from 1) of RDMA device `ibdev`.
+    Rdma { ibdev: String, port: u8 },
+    /// Interface `ifindex` of the network namespace whose nsfs inode is `netns` (device, inode);
+    /// `queue` is the one queue the port takes, or None for all of them.
+    Xdp {
+        netns: (u64, u64),
+        ifindex: u32,
+        queue: Option<u32>,
+    },
+}
+
+impl std::fmt::Display for PortIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortIdentity::Model { nic, port } => write!(f, "port {port} of model NIC {nic}"),
+            PortIdentity::Rdma { ibdev, port } => write!(f, "{ibdev} port {port}"),
+            PortIdentity::Xdp { ifindex, queue, .. } => match queue {
+                Some(q) => write!(f, "queue {q} of interface index {ifindex}"),
+                None => write!(f, "interface index {ifindex}"),
+            },
+        }
     }
 }
 
@@ -79,6 +116,44 @@ impl Port {
     /// own, takes frames for; None for model ports, which take every frame on their wire.
     pub fn mac(&self) -> Option<[u8; 6]> {
         self.backend.mac()
+    }
+
+    /// Which device port this is (see [`PortIdentity`]).
+    pub fn identity(&self) -> PortIdentity {
+        self.backend.identity()
+    }
+
+    /// Whether the two ports are the same device port, or overlap (an `xdp:` port on every queue of
+    /// an interface and one on a single queue of it), however their specs spell them. A tool that
+    /// needs two distinct ports refuses such a pair: a port opened twice sends and receives on one
+    /// wire, so what one end sends never reaches the other.
+    pub fn same_port(&self, other: &Port) -> bool {
+        match (self.identity(), other.identity()) {
+            (
+                PortIdentity::Xdp {
+                    netns: a,
+                    ifindex: i,
+                    queue: q,
+                },
+                PortIdentity::Xdp {
+                    netns: b,
+                    ifindex: j,
+                    queue: r,
+                },
+            ) => a == b && i == j && (q.is_none() || r.is_none() || q == r),
+            (a, b) => a == b,
+        }
+    }
+
+    /// Frames the device dropped on this port since it was opened for want of a posted receive
+    /// buffer, from the device's exact counter: the port's `out_of_buffer` queue counter in
+    /// sysfs (`/sys/class/infiniband/DEV/ports/P/hw_counters/out_of_buffer`) for `mlx5:`/`verbs:`
+    /// ports, the model's for `model:` ports; None where there is no such counter (`xdp:`
+    /// ports, a kernel without `hw_counters`). Unlike [`QueueStats::drops`](crate::QueueStats),
+    /// which adds up the 8-bit drop count of the CQEs and so misses drops once more than 255
+    /// pile up between two completions, this is exact; it covers every queue of the port.
+    pub fn device_drops(&self) -> Option<u64> {
+        self.backend.device_drops()
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).
@@ -147,21 +222,35 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
     if opts.rx_queues == 0 {
         return Err(Error::Config("a port needs at least one receive queue".into()));
     }
-    let (kind, rest) = spec
-        .split_once(':')
-        .ok_or_else(|| Error::Spec(format!("{spec:?} has no kind; expected KIND:NAME, e.g. model:pair0/0")))?;
+    // A spec is one line of text: what the tools repeat of it (`Port::spec`) stays one line.
+    if let Some((at, c)) = spec.char_indices().find(|&(_, c)| needs_escape(c)) {
+        return Err(Error::Spec(format!(
+            "`{}` has a control character ({}) at column {}; a spec is one line of text",
+            echo(spec),
+            echo(&c.to_string()),
+            spec[..at].chars().count() + 1
+        )));
+    }
+    let (kind, rest) = spec.split_once(':').ok_or_else(|| {
+        Error::Spec(format!(
+            "`{}` has no kind; expected KIND:NAME, e.g. model:pair0/0",
+            echo(spec)
+        ))
+    })?;
     // Promiscuous replaces the rules wherever a port has rules, so asking for both is a mistake.
     if opts.promiscuous && !opts.rules.is_empty() {
         return Err(Error::Config(format!(
-            "{spec}: PortOptions has both rules and promiscuous, which takes every frame; give one of them"
+            "{}: PortOptions has both rules and promiscuous, which takes every frame; give one of them",
+            echo(spec)
         )));
     }
     let backend: Box<dyn Backend> = match kind {
         "model" => {
             if !opts.rules.is_empty() || opts.rx_queues != 1 {
                 return Err(Error::Config(format!(
-                    "{spec}: model ports take no rules and have no RSS (every frame on the wire reaches \
-                     the port's queue); open them with the default rules and rx_queues 1"
+                    "{}: model ports take no rules and have no RSS (every frame on the wire reaches \
+                     the port's queue); open them with the default rules and rx_queues 1",
+                    echo(spec)
                 )));
             }
             Box::new(open_model(rest)?)
@@ -170,7 +259,9 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         "xdp" => crate::xdp::open_port(rest, opts)?,
         _ => {
             return Err(Error::Spec(format!(
-                "unknown port kind {kind:?} in {spec:?}; known kinds: model, mlx5, verbs, xdp"
+                "unknown port kind `{}` in `{}`; known kinds: model, mlx5, verbs, xdp",
+                echo(kind),
+                echo(spec)
             )))
         }
     };
@@ -178,6 +269,60 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         spec: spec.to_string(),
         backend,
     })
+}
+
+/// Longest piece of user input an error message repeats, in characters; longer input is cut
+/// with a marker saying how much was left out.
+pub const ECHO_MAX: usize = 64;
+
+/// User input as an error message repeats it: control characters (a newline, an escape
+/// sequence) and the invisible characters that reorder or break a line are written as escapes
+/// (`\n`, `\u{1b}`), so that the message stays one line and shows what was typed; input longer
+/// than [`ECHO_MAX`] columns (escapes included) is cut, with `…(N more bytes)` in place of the rest.
+pub fn echo(input: &str) -> Echo<'_> {
+    Echo(input)
+}
+
+/// See [`echo`].
+pub struct Echo<'a>(&'a str);
+
+impl std::fmt::Display for Echo<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.0;
+        let mut columns = 0;
+        for (i, c) in s.char_indices() {
+            if columns >= ECHO_MAX {
+                return write!(f, "…({} more bytes)", s.len() - i);
+            }
+            columns += write_escaped(f, c)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `c` is written as an escape when input is repeated: control characters, and the
+/// format and separator characters that make a terminal break or reorder a line (zero-width
+/// spaces and joiners, bidirectional overrides and isolates, the line and paragraph separators,
+/// the byte-order mark).
+pub(crate) fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// Writes `c` as [`echo`] shows it; returns the columns it took (one per character written).
+pub(crate) fn write_escaped(out: &mut impl std::fmt::Write, c: char) -> Result<usize, std::fmt::Error> {
+    if needs_escape(c) {
+        // `\n`, `\t`, `\r`, or `\u{…}` for the rest: all ASCII.
+        let mut n = 0;
+        for e in c.escape_default() {
+            out.write_char(e)?;
+            n += 1;
+        }
+        Ok(n)
+    } else {
+        out.write_char(c)?;
+        Ok(1)
+    }
 }
 
 static MODELS: Mutex<Vec<(String, Weak<Nic>)>> = Mutex::new(Vec::new());
@@ -190,15 +335,24 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
         let wire = Wire::afpacket(ifname).map_err(Error::Device)?;
         (format!("afpacket={ifname}"), 0, vec![wire])
     } else {
-        let (name, port) = rest
-            .split_once('/')
-            .ok_or_else(|| Error::Spec(format!("model:{rest}: expected model:NAME/PORT, e.g. model:pair0/0")))?;
+        let (name, port) = rest.split_once('/').ok_or_else(|| {
+            Error::Spec(format!(
+                "model:{}: expected model:NAME/PORT, e.g. model:pair0/0",
+                echo(rest)
+            ))
+        })?;
         if name.is_empty() {
-            return Err(Error::Spec(format!("model:{rest}: empty model name")));
+            return Err(Error::Spec(format!("model:{}: empty model name", echo(rest))));
         }
         let port: usize = match port.parse() {
             Ok(p @ (0 | 1)) => p,
-            _ => return Err(Error::Spec(format!("model:{rest}: port {port:?} must be 0 or 1"))),
+            _ => {
+                return Err(Error::Spec(format!(
+                    "model:{}: port `{}` must be 0 or 1",
+                    echo(rest),
+                    echo(port)
+                )))
+            }
         };
         (name.to_string(), port, vec![Wire::Peer(1), Wire::Peer(0)])
     };
@@ -209,11 +363,17 @@ fn open_model(rest: &str) -> Result<ModelPort, Error> {
         None => {
             let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
             nic.start(model_cpu());
-            models.push((key, Arc::downgrade(&nic)));
+            models.push((key.clone(), Arc::downgrade(&nic)));
             nic
         }
     };
-    Ok(ModelPort { nic, port })
+    let drops_at_open = nic.port_counters(port).rx_out_of_buffer;
+    Ok(ModelPort {
+        nic,
+        key,
+        port,
+        drops_at_open,
+    })
 }
 
 /// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
@@ -234,7 +394,11 @@ pub fn model_cpu() -> Option<usize> {
 
 struct ModelPort {
     nic: Arc<Nic>,
+    /// The NIC's name in `MODELS`.
+    key: String,
     port: usize,
+    /// The port's `rx_out_of_buffer` when this port was opened.
+    drops_at_open: u64,
 }
 
 impl Backend for ModelPort {
@@ -265,6 +429,17 @@ impl Backend for ModelPort {
 
     fn model(&self) -> Option<(&Arc<Nic>, usize)> {
         Some((&self.nic, self.port))
+    }
+
+    fn device_drops(&self) -> Option<u64> {
+        Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
+    }
+
+    fn identity(&self) -> PortIdentity {
+        PortIdentity::Model {
+            nic: self.key.clone(),
+            port: self.port,
+        }
     }
 }
 

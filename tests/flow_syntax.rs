@@ -371,7 +371,185 @@ fn errors_format_with_multi_byte_text_anywhere() {
             "{e:#}"
         );
     }
-    // The one-line form counts characters too.
+    // The one-line form counts characters too, and names the token once.
     let e = parse("ipv4\u{a0}dst é").unwrap_err();
-    assert_eq!(format!("{e:#}"), "column 10 (`é`): `é` is not an IPv4 or IPv6 address");
+    assert_eq!(format!("{e:#}"), "column 10: `é` is not an IPv4 or IPv6 address");
+    let e = parse("ipv4\u{a0}dst é/40").unwrap_err();
+    assert_eq!(
+        format!("{e:#}"),
+        "column 10 (`é/40`): `é` is not an IPv4 or IPv6 address"
+    );
+}
+
+/// Pieces that hostile or clumsy input is made of: words of the syntax, values, separators,
+/// control characters, characters that break or reorder a terminal line, and long runs.
+fn hostile_input(rng: &mut Rng) -> String {
+    const WORDS: &[&str] = &[
+        "dst-port",
+        "src-port",
+        "udp",
+        "tcp",
+        "ipv4",
+        "ipv6",
+        "dst",
+        "src",
+        "dst-mac",
+        "vlan",
+        "ethertype",
+        "proto",
+        "any",
+        "copy",
+        "priority",
+        "53",
+        "0x88b5",
+        "10.0.0.0/33",
+        "::1/200",
+        "02:00:00:00:00:01",
+        "rule=",
+        ",",
+        "netns=",
+        "mode=",
+        "bind=",
+        "/",
+        "=",
+        "é",
+        "日本",
+    ];
+    const ODD: &[char] = &[
+        '\n', '\r', '\t', '\x1b', '\0', '\x07', '\x7f', '\u{85}', '\u{2028}', '\u{2029}', '\u{202e}', '\u{200b}',
+        '\u{feff}', ' ', '\u{a0}',
+    ];
+    let mut s = String::new();
+    for _ in 0..rng.range(1, 8) {
+        match rng.below(4) {
+            0 | 1 => s.push_str(rng.pick(WORDS)),
+            2 => s.push(rng.pick(ODD)),
+            _ => {
+                let c = rng.pick(&['a', '9', '\n', 'é', '\x1b', ' ']);
+                s.extend(std::iter::repeat_n(c, rng.range(1, 10_000)));
+            }
+        }
+        if rng.chance(50) {
+            s.push(' ');
+        }
+    }
+    s
+}
+
+/// A line as an error may show it: no control characters, nothing that breaks a line.
+fn assert_one_clean_line(what: &str, input: &str, line: &str, max: usize) {
+    let bad = line
+        .chars()
+        .find(|&c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202e}' | '\u{85}'));
+    assert!(bad.is_none(), "{what} of {:?} has {bad:?}: {line:?}", echo_short(input));
+    assert!(
+        line.chars().count() <= max,
+        "{what} of {:?} is {} characters: {line:?}",
+        echo_short(input),
+        line.len()
+    );
+}
+
+fn echo_short(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+/// Every error that repeats user input is one line (the caret form: the rule line and the caret
+/// line) with control characters escaped and long input cut, over many generated inputs.
+#[test]
+fn errors_that_echo_input_are_one_bounded_line() {
+    // Echoed input is cut at 64 characters (plus a marker); messages add their own words.
+    const MAX: usize = 400;
+    let mut rng = Rng(0x1b_0a_0d);
+    let (mut rule_errors, mut spec_errors) = (0, 0);
+    for _ in 0..3000 {
+        let input = hostile_input(&mut rng);
+        if let Err(e) = parse(&input) {
+            rule_errors += 1;
+            assert_one_clean_line("{:#}", &input, &format!("{e:#}"), MAX);
+            let shown = e.to_string();
+            let lines: Vec<&str> = shown.split('\n').collect();
+            assert_eq!(lines.len(), 2, "caret form of {:?}: {shown:?}", echo_short(&input));
+            assert_one_clean_line("rule line", &input, lines[0], 70);
+            assert_one_clean_line("caret line", &input, lines[1], MAX);
+            // The carets stand under the escaped text of the span when the line is not cut.
+            let caret = lines[1].find('^').unwrap();
+            if !lines[0].contains('…') && e.width > 0 {
+                let span = &input[e.column..e.column + e.width];
+                let under: String = lines[0].chars().skip(caret).collect();
+                let want: String = span
+                    .chars()
+                    .map(|c| {
+                        if c.is_whitespace() {
+                            " ".into()
+                        } else {
+                            rawpkt::spec::echo(&c.to_string()).to_string()
+                        }
+                    })
+                    .collect();
+                assert!(
+                    under.starts_with(&want),
+                    "{:?}: {shown:?} (span {span:?})",
+                    echo_short(&input)
+                );
+            }
+        }
+        // Specs of every kind, the rule inside an xdp spec, and options around it. The xdp
+        // interface name is one no machine has, so a spec that parses fails at the lookup.
+        for spec in [
+            input.clone(),
+            format!("model:{input}"),
+            format!("model:{input}/0"),
+            format!("mlx5:{input}"),
+            format!("verbs:{input}/1"),
+            format!("xdp:{input}"),
+            format!("xdp:rpnone0,rule={input}"),
+            format!("xdp:rpnone0,mode=native,netns={input}"),
+            format!("xdp:rpnone0/{input}"),
+        ] {
+            if let Err(e) = rawpkt::open(&spec) {
+                spec_errors += 1;
+                assert_one_clean_line("spec error", &spec, &e.to_string(), MAX);
+            }
+        }
+    }
+    assert!(
+        rule_errors > 2000 && spec_errors > 20_000,
+        "{rule_errors} {spec_errors}"
+    );
+}
+
+/// The examples of the issue: a newline inside a rule, and a 10 000-character spec.
+#[test]
+fn a_newline_in_a_rule_and_a_huge_spec_stay_one_short_line() {
+    let e = rawpkt::open("xdp:rpnone0,rule=dst-port\n53").unwrap_err().to_string();
+    assert!(!e.contains('\n') && e.contains("dst-port\\n53"), "{e}");
+    assert!(e.contains("has a control character (\\n) at column 26"), "{e}");
+    let huge = format!("xdp:rpnone0,rule=udp dst-port {}", "9".repeat(10_000));
+    let e = rawpkt::open(&huge).unwrap_err().to_string();
+    assert!(
+        e.len() < 400 && e.contains("more bytes)"),
+        "{} bytes: {}",
+        e.len(),
+        &e[..e.len().min(300)]
+    );
+    let e = parse(&format!("udp dst-port {}", "9".repeat(10_000)))
+        .unwrap_err()
+        .to_string();
+    let lines: Vec<&str> = e.lines().collect();
+    assert!(
+        lines.len() == 2 && lines[0].ends_with('…') && lines[1].contains('^'),
+        "{e}"
+    );
+    // Far into a long rule, the window starts just before the bad token.
+    let e = parse(&format!("{}udp dst-port 70000", " ".repeat(2_000)))
+        .unwrap_err()
+        .to_string();
+    let lines: Vec<&str> = e.lines().collect();
+    assert!(
+        lines.len() == 2 && lines[0].starts_with('…') && !lines[0].ends_with('…'),
+        "{e}"
+    );
+    let caret = lines[1].find('^').unwrap();
+    assert!(lines[0].chars().skip(caret).collect::<String>() == "70000", "{e}");
 }

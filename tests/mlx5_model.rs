@@ -7,6 +7,8 @@
 //! (`common::model_verbs_lib`); a build that fails fails the tests.
 
 mod common;
+#[path = "common/runts.rs"]
+mod runts;
 
 use std::ffi::{c_char, c_int, CString};
 use std::rc::Rc;
@@ -235,6 +237,103 @@ fn ports_open_with_both_datapaths_and_describe_the_link() {
     assert_eq!(model.live_objects(), 0);
 }
 
+/// An RDMA device and port, and the netdev on it, are one port; pktgen refuses it twice.
+#[test]
+fn a_port_by_device_and_by_netdev_is_the_same_port() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_1/1", &PortOptions::default());
+        let b = open("mlx5:mdl1", &PortOptions::default());
+        let c = open("verbs:mdl0", &PortOptions::default());
+        assert!(a.same_port(&b), "{} {}", a.identity(), b.identity());
+        assert!(!a.same_port(&c));
+        assert_eq!(b.identity().to_string(), "mlx5_1 port 1");
+    }
+    assert_eq!(model.live_objects(), 0);
+    let lib = common::model_verbs_lib();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .env("RAWPKT_LIBIBVERBS", lib)
+        .env("RAWPKT_LIBMLX5", lib)
+        .args(["--port", "mlx5:mlx5_1/1", "--rx-port", "mlx5:mdl1", "--count", "10"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("same port (mlx5_1 port 1)") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+}
+
+/// 10 % runts and frames shorter than an Ethernet header through the DV datapath and the
+/// ibverbs fallback (whose `ibv_post_send` refuses a frame under 18 bytes): the runts arrive padded
+/// to 60 bytes, each tiny frame is one counted drop, and nothing else is lost.
+fn runts_through(kind: &str) {
+    let (_g, model) = setup();
+    {
+        let a = open(&format!("{kind}:mlx5_0/1"), &opts(1, &[]));
+        let b = open(&format!("{kind}:mdl1"), &opts(1, &[]));
+        let pool = pool();
+        let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+        runts::send_runts(tx.as_mut(), rx.as_mut(), &pool, MAC1, 20_000, || {});
+        drop((tx, rx));
+        assert_eq!(pool.free_count(), pool.capacity());
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn runts_direct_verbs() {
+    runts_through("mlx5");
+}
+
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn runts_ibverbs() {
+    runts_through("verbs");
+}
+
+/// Receive buffers exhausted on a port of the model library: far more than 255 frames dropped in
+/// a row, and the port's `device_drops` (read from the sysfs `hw_counters/out_of_buffer` file the
+/// library keeps, as the kernel does) is exactly the frames that did not arrive; pktgen reports
+/// the same counter as its device drops.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn device_drops_are_the_out_of_buffer_counter() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        let b = open("mlx5:mdl1", &opts(1, &[]));
+        let before = b.device_drops();
+        assert_eq!(
+            before,
+            Some(0),
+            "the counter file is there and reads 0 since the port opened"
+        );
+        let pool = pool();
+        let small = QueueConfig { size: 64, ..qcfg() };
+        let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &small).unwrap();
+        let frames: Vec<Vec<u8>> = (0..2000)
+            .map(|i| udp(MAC1, [10, 0, 1, i as u8], 1000 + i, 53))
+            .collect();
+        send(tx.as_mut(), &pool, &frames);
+        let got = receive(rx.as_mut(), &pool, frames.len()).len() as u64;
+        // The file is rewritten once the device is idle.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while b.device_drops() != Some(2000 - got) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(b.device_drops(), Some(2000 - got), "received {got}");
+        assert!(2000 - got > 255 && got > 0, "received {got}");
+        assert_eq!(a.device_drops(), Some(0));
+        drop((tx, rx));
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
 fn traffic_both_ways(kind: &str) {
     let (_g, model) = setup();
     {
@@ -366,6 +465,32 @@ fn rss_spreads_flows_evenly_over_four_queues() {
         }
     }
     assert_eq!(model.live_objects(), 0);
+}
+
+/// A port past the device's ports is a usage error that says how many ports there are.
+#[test]
+fn a_port_the_device_does_not_have_is_a_usage_error() {
+    let (_g, model) = setup();
+    for spec in ["mlx5:mlx5_0/2", "verbs:mlx5_1/9"] {
+        let e = open_with(spec, &PortOptions::default()).unwrap_err();
+        let m = e.to_string();
+        assert!(e.is_usage(), "{spec}: {m}");
+        assert!(
+            m.contains("has 1 port; there is no port") && !m.contains('\n'),
+            "{spec}: {m}"
+        );
+    }
+    assert_eq!(model.live_objects(), 0);
+    let lib = common::model_verbs_lib();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .env("RAWPKT_LIBIBVERBS", lib)
+        .env("RAWPKT_LIBMLX5", lib)
+        .args(["--port", "mlx5:mlx5_0/2", "--count", "10"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("mlx5_0 has 1 port; there is no port 2"), "{err}");
 }
 
 #[test]

@@ -65,12 +65,12 @@ fn a_threaded_model_pair_carries_100k_frames_intact() {
 fn bad_specs_and_configs_are_one_clear_error() {
     let msg = |r: Result<rawpkt::Port, Error>| r.unwrap_err().to_string();
     assert!(msg(open("pair0")).contains("expected KIND:NAME"));
-    assert!(msg(open("bogus:x")).contains("unknown port kind \"bogus\""));
+    assert!(msg(open("bogus:x")).contains("unknown port kind `bogus`"));
     assert!(msg(open("model:pair0")).contains("expected model:NAME/PORT"));
     assert!(msg(open("model:pair0/2")).contains("must be 0 or 1"));
     assert!(msg(open("model:/0")).contains("empty model name"));
     assert!(msg(open("model:afpacket=")).contains("needs an interface name"));
-    assert!(msg(open("model:afpacket=nosuchif0")).contains("no network interface named \"nosuchif0\""));
+    assert!(msg(open("model:afpacket=nosuchif0")).contains("no network interface named `nosuchif0`"));
     let port = open("model:cfg-test/0").unwrap();
     let pool = Pool::new(PoolConfig {
         buffers: 64,
@@ -232,4 +232,112 @@ fn queues_take_their_registrations_with_them() {
     );
     drop((a, b));
     assert_eq!(nic.live_objects(), 0);
+}
+
+/// Ports are compared by what they are, not by how their specs are spelled.
+#[test]
+fn ports_are_the_same_by_identity_not_by_text() {
+    let a = open("model:same-id/0").unwrap();
+    let a2 = open("model:same-id/00").unwrap();
+    let b = open("model:same-id/1").unwrap();
+    let other = open("model:same-id2/0").unwrap();
+    assert!(a.same_port(&a2) && a2.same_port(&a));
+    assert_eq!(a.identity(), a2.identity());
+    assert!(!a.same_port(&b) && !a.same_port(&other));
+    assert_eq!(a.identity().to_string(), "port 0 of model NIC same-id");
+}
+
+/// pktgen and l2-xconnect refuse one port twice, in one line, as a usage error (exit 2).
+#[test]
+fn tools_refuse_the_same_port_twice() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args([
+            "--port",
+            "model:same-pg/0",
+            "--rx-port",
+            "model:same-pg/00",
+            "--count",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--port and --rx-port are the same port (port 0 of model NIC same-pg)"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let out = std::process::Command::new(common::example("l2-xconnect"))
+        .args([
+            "--port-a",
+            "model:same-xc/0",
+            "--port-b",
+            "model:same-xc/00",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("same port (port 0 of model NIC same-xc)"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// Frames the device drops for want of receive buffers, far more than 255 in a row: the port's
+/// `device_drops` is the exact count (the model's out-of-buffer counter since the port opened),
+/// while the CQEs' 8-bit drop counts add up to a lower bound.
+#[test]
+fn device_drops_are_exact_past_255() {
+    use rawpkt::{Pool, PoolConfig};
+    let a = open("model:oob/0").unwrap();
+    let b = open("model:oob/1").unwrap();
+    let pool = Pool::new(PoolConfig {
+        buffers: 4096,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let mut tx = a.tx_queue(0, &pool, &q).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &q).unwrap();
+    assert_eq!(b.device_drops(), Some(0));
+    let total = 3000u64;
+    let mut out = Burst::new(&pool, 32);
+    let mut sent = 0;
+    // Nothing received while sending: the 64-entry receive queue fills and the rest is dropped.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while sent < total || tx.in_flight() > 0 {
+        assert!(std::time::Instant::now() < deadline, "stalled at {sent}");
+        while out.room() > 0 && sent < total {
+            out.alloc(1, 60);
+            let i = out.len() - 1;
+            fill_frame(sent, out.data_mut(i));
+            sent += 1;
+        }
+        tx.tx_burst(&mut out).unwrap();
+        tx.reclaim().unwrap();
+    }
+    let mut got = Burst::new(&pool, 64);
+    let mut received = 0u64;
+    while received + b.device_drops().unwrap() < total {
+        assert!(std::time::Instant::now() < deadline, "received {received}");
+        received += rx.rx_burst(&mut got).unwrap() as u64;
+        got.clear();
+    }
+    let dropped = b.device_drops().unwrap();
+    assert!(dropped > 255, "{dropped}");
+    assert_eq!(received + dropped, total);
+    assert_eq!(
+        dropped,
+        b.model().map(|(n, p)| n.port_counters(p).rx_out_of_buffer).unwrap()
+    );
+    assert!(rx.stats().drops <= dropped);
+    // The other port dropped nothing.
+    assert_eq!(a.device_drops(), Some(0));
+    drop((tx, rx, out, got));
+    assert_eq!(pool.free_count(), pool.capacity());
 }

@@ -7,6 +7,8 @@
 //! Needs root, iproute2, python3, ping and setpriv. CI runs them with `--include-ignored`.
 
 mod common;
+#[path = "common/runts.rs"]
+mod runts;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -105,6 +107,30 @@ impl Pair {
     fn remove(&self) {
         run_quiet(&["ip", "netns", "del", &self.ns_a]);
         run_quiet(&["ip", "netns", "del", &self.ns_b]);
+    }
+}
+
+/// A TX queue on A (its port taking A's own MAC) and an RX queue on B (its port taking
+/// EtherType 0x88b5), over one pool; the queues go before the pool and the ports.
+struct AToB {
+    tx: Box<dyn rawpkt::TxQueue>,
+    rx: Box<dyn rawpkt::RxQueue>,
+    pl: std::rc::Rc<Pool>,
+    _ports: (rawpkt::Port, rawpkt::Port),
+}
+
+impl Pair {
+    fn a_to_b(&self) -> AToB {
+        let pa = rawpkt::open(&format!("xdp:{},netns={}", self.a, self.ns_a)).expect("open A");
+        let pb = rawpkt::open(&format!("xdp:{},netns={},rule=ethertype 0x88b5", self.b, self.ns_b)).expect("open B");
+        let pl = pool(8192);
+        let q = QueueConfig::default();
+        AToB {
+            tx: pa.tx_queue(0, &pl, &q).unwrap(),
+            rx: pb.rx_queue(0, &pl, &q).unwrap(),
+            pl,
+            _ports: (pa, pb),
+        }
     }
 }
 
@@ -277,7 +303,7 @@ fn copy_rules_are_refused_before_any_system_call() {
         .to_string();
     assert_eq!(
         e,
-        "bad port spec: xdp:rpx-none0,rule=udp dst-port 53 copy: rule \"udp dst-port 53 copy\": xdp ports \
+        "bad port spec: xdp:rpx-none0,rule=udp dst-port 53 copy: rule `udp dst-port 53 copy`: xdp ports \
          cannot copy a frame to both the socket and Linux; use steal (the default)"
     );
     let opts = rawpkt::PortOptions {
@@ -852,4 +878,194 @@ fn checksums_asked_for_are_filled_in_on_the_way_out() {
     assert_eq!((tx.stats().packets, tx.stats().drops), (expect as u64, 0));
     drop((tx, rx, out, got));
     assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
+/// 10 % runts and frames shorter than an Ethernet header over veth, which puts a frame on the
+/// wire as it gets it: the runts arrive padded with zeros to 60 bytes (the queue pads them as a
+/// MAC would), each tiny frame is one counted drop, and every other frame arrives.
+#[test]
+#[ignore = "needs root"]
+fn runts_are_padded_and_tiny_frames_dropped_alone() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let mac_b = p.mac(&p.ns_b, &p.b);
+    let AToB {
+        mut tx,
+        mut rx,
+        pl,
+        _ports,
+    } = p.a_to_b();
+    runts::send_runts(tx.as_mut(), rx.as_mut(), &pl, mac_b, 20_000, || {});
+    drop((tx, rx));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
+/// `bind=zerocopy` on veth, whose driver has no zero-copy AF_XDP: one line naming the interface
+/// and the driver, as a usage error (the spec asks for what the device cannot do).
+#[test]
+#[ignore = "needs root"]
+fn zero_copy_on_a_driver_without_it_says_so() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let port = rawpkt::open(&format!("xdp:{},netns={},bind=zerocopy", p.a, p.ns_a)).expect("open A");
+    let pl = pool(4096);
+    let e = port.rx_queue(0, &pl, &QueueConfig::default()).map(|_| ()).unwrap_err();
+    let m = e.to_string();
+    assert!(e.is_usage(), "{m}");
+    assert!(
+        m.contains(&format!(
+            "the driver of {} (veth) has no zero-copy AF_XDP; use bind=copy",
+            p.a
+        )),
+        "{m}"
+    );
+    assert!(!m.contains('\n') && !m.contains("Operation not supported"), "{m}");
+}
+
+/// The interface deleted under running queues: the TX queue and the RX queue each fail with
+/// `QueueError::DeviceGone` within a few seconds, instead of counting an error per `sendto`.
+#[test]
+#[ignore = "needs root"]
+fn queues_fail_when_their_interface_is_deleted() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let mac_b = p.mac(&p.ns_b, &p.b);
+    let AToB {
+        mut tx,
+        mut rx,
+        pl,
+        _ports,
+    } = p.a_to_b();
+    let (mut out, mut got) = (Burst::new(&pl, 32), Burst::new(&pl, 64));
+    let start = Instant::now();
+    let mut deleted = false;
+    let (mut tx_err, mut rx_err) = (None, None);
+    let mut seq = 0;
+    while tx_err.is_none() || rx_err.is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no failure: tx {tx_err:?}, rx {rx_err:?}"
+        );
+        if !deleted && start.elapsed() > Duration::from_millis(300) {
+            p.exec(&p.ns_a, &["ip", "link", "del", &p.a]);
+            deleted = true;
+        }
+        if tx_err.is_none() {
+            while out.room() > 0 {
+                assert!(out.push_copy(&test_frame(mac_b, [2, 0, 0, 0, 0, 0xa], seq, 60)));
+                seq += 1;
+            }
+            match tx.tx_burst(&mut out) {
+                Ok(_) => {}
+                Err(e) => tx_err = Some(e),
+            }
+            out.clear();
+        }
+        if rx_err.is_none() {
+            match rx.rx_burst(&mut got) {
+                Ok(_) => got.clear(),
+                Err(e) => rx_err = Some(e),
+            }
+        }
+    }
+    assert!(deleted);
+    // ENXIO once the socket is unbound; ENETDOWN if a call came while the deletion had only
+    // taken the interface down.
+    for e in [tx_err.unwrap(), rx_err.unwrap()] {
+        assert!(
+            matches!(
+                e,
+                rawpkt::QueueError::DeviceGone {
+                    errno: libc::ENXIO | libc::ENETDOWN
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("queue failed: its interface is"), "{e}");
+    }
+    assert!(tx.stats().errors.total() < 100, "{:?}", tx.stats());
+    drop((tx, rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
+/// pktgen on an xdp port whose interface is deleted mid-run, in --count and in --duration mode:
+/// one line naming the interface, exit 1, well before the count or the duration is reached.
+#[test]
+#[ignore = "needs root"]
+fn pktgen_exits_1_when_its_interface_is_deleted() {
+    assert!(is_root(), "needs root");
+    for mode in [["--count", "1000000000"], ["--duration", "120"]] {
+        let p = Pair::create();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(["--port", &format!("xdp:{},netns={}", p.a, p.ns_a), "--rate", "200k"])
+            .args(mode)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{mode:?}: pktgen ended before the deletion"
+        );
+        p.exec(&p.ns_a, &["ip", "link", "del", &p.a]);
+        let deleted = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if deleted.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("{mode:?}: pktgen still running 10 s after its interface was deleted");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        let failures: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("queue failed: its interface is"))
+            .collect();
+        assert_eq!(status.code(), Some(1), "{mode:?}: {err}");
+        assert_eq!(failures.len(), 1, "{mode:?}: {err}");
+        assert!(failures[0].contains(&p.a), "{mode:?}: {err}");
+    }
+}
+
+/// One interface, one port: a second xdp port on it (however spelled) is a usage error naming
+/// the first, in the library and in pktgen (`--port` and `--rx-port` on one interface).
+#[test]
+#[ignore = "needs root"]
+fn an_interface_opened_twice_is_refused_as_the_same_port() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let spec = format!("xdp:{},netns={}", p.a, p.ns_a);
+    {
+        let first = rawpkt::open(&spec).expect("open A");
+        for again in [spec.clone(), format!("xdp:{}/0,netns={},mode=generic", p.a, p.ns_a)] {
+            let e = rawpkt::open(&again).unwrap_err();
+            assert!(e.is_usage(), "{e}");
+            assert!(
+                e.to_string().contains("the interface is already open in this process"),
+                "{e}"
+            );
+        }
+        drop(first);
+    }
+    drop(rawpkt::open(&spec).expect("open again once the first is gone"));
+    let out = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args([
+            "--port",
+            &spec,
+            "--rx-port",
+            &format!("xdp:{}/0,netns={}", p.a, p.ns_a),
+            "--count",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("pktgen:")).count(), 1, "{err}");
+    assert!(err.contains("already open in this process"), "{err}");
 }

@@ -178,6 +178,14 @@ fn init() -> Result<Global, String> {
         // steers them to a queue.
         nic.enable_steering(port);
     }
+    for (port, d) in DEVS.iter().enumerate() {
+        nic.publish_out_of_buffer(
+            port,
+            root.join("class/infiniband")
+                .join(d.ibdev)
+                .join(crate::sysfs::OUT_OF_BUFFER),
+        );
+    }
     nic.start(rawpkt::spec::model_cpu());
     let mut devices = [0usize; DEVS.len()];
     for (i, d) in DEVS.iter().enumerate() {

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! <root>/class/infiniband/mlx5_0/device -> <root>/devices/pci0000:3a/0000:3b:00.0
-//! <root>/class/infiniband/mlx5_0/{node_type,fw_ver,hca_type,ports/1/{state,link_layer,rate}}
+//! <root>/class/infiniband/mlx5_0/{node_type,fw_ver,hca_type,ports/1/{state,link_layer,rate,hw_counters/out_of_buffer}}
 //! <root>/class/infiniband_verbs/uverbs0/{ibdev,abi_version,device -> same PCI dir}
 //! <root>/class/net/mdl0 -> <root>/devices/pci0000:3a/0000:3b:00.0/net/mdl0
 //! <root>/devices/pci0000:3a/0000:3b:00.0/{vendor,device,driver -> <root>/bus/pci/drivers/mlx5_core}
@@ -29,6 +29,10 @@ fn link(target: &Path, at: &Path) -> Result<(), String> {
     }
     symlink(target, at).map_err(|e| format!("{} -> {}: {e}", at.display(), target.display()))
 }
+
+/// The port's `out_of_buffer` queue counter under a device's directory: frames dropped for want
+/// of a posted receive buffer (the kernel's mlx5_ib `hw_counters`, `mlx5_ib_q_counters`).
+pub(crate) const OUT_OF_BUFFER: &str = "ports/1/hw_counters/out_of_buffer";
 
 /// Writes the tree in a fresh directory of the temp dir (once per process) and returns it.
 pub(crate) fn create() -> Result<PathBuf, String> {
@@ -62,6 +66,8 @@ pub(crate) fn create() -> Result<PathBuf, String> {
         write(&ib.join("ports/1/phys_state"), "5: LinkUp\n")?;
         write(&ib.join("ports/1/link_layer"), "Ethernet\n")?;
         write(&ib.join("ports/1/rate"), "100 Gb/sec (4X EDR)\n")?;
+        // Kept up to date by the model (`Nic::publish_out_of_buffer`, from `global::init`).
+        write(&ib.join(OUT_OF_BUFFER), "0\n")?;
         fs::create_dir_all(pci.join("infiniband").join(d.ibdev)).map_err(|e| e.to_string())?;
 
         let uv = root.join("class/infiniband_verbs").join(d.uverbs);

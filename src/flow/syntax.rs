@@ -21,6 +21,7 @@ use super::rule::{
     FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch, MacText, RuleError,
 };
 use super::wire::{IPPROTO_TCP, IPPROTO_UDP};
+use crate::spec::{echo, write_escaped, ECHO_MAX};
 
 /// A rule text that does not parse, pointing at the token at fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +45,10 @@ impl ParseError {
 
 /// The rule, then a caret line under the bad span followed by the message. `{:#}` gives one line
 /// instead: ``column 10 (`10.0.0.0/33`): prefix length 33 is more than 32``. Columns count
-/// characters, so the caret lines up under non-ASCII text too.
+/// characters, so the caret lines up under non-ASCII text too. The rule is shown as
+/// [`crate::spec::echo`] shows input, except that whitespace shows as a space: control characters
+/// escaped (the caret counts the columns of the escape), and a rule longer than [`ECHO_MAX`] characters shown as a window of that many
+/// around the bad span, with `…` where text was left out.
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let input = self.input.as_str();
@@ -53,17 +57,49 @@ impl fmt::Display for ParseError {
         let start = floor_char_boundary(input, self.column);
         let end = floor_char_boundary(input, self.column.saturating_add(self.width)).max(start);
         let past_end = self.column.saturating_sub(input.len());
-        let pad = input[..start].chars().count() + past_end;
         let what = &input[start..end];
         if f.alternate() {
-            return match what.is_empty() {
-                true => write!(f, "column {}: {}", pad + 1, self.message),
-                false => write!(f, "column {} (`{what}`): {}", pad + 1, self.message),
+            let column = input[..start].chars().count() + past_end + 1;
+            // The token once: not again where the message names it already.
+            let what = echo(what).to_string();
+            return match what.is_empty() || self.message.contains(&format!("`{what}`")) {
+                true => write!(f, "column {column}: {}", self.message),
+                false => write!(f, "column {column} (`{what}`): {}", self.message),
             };
         }
-        let carets = what.chars().count().max(1);
-        let line: String = input.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
-        write!(f, "{line}\n{:pad$}{} {}", "", "^".repeat(carets), self.message)
+        // The line as shown, one char per column, and where the span lies in it.
+        let mut shown = String::with_capacity(input.len());
+        let (mut pad, mut width) = (past_end, 0);
+        for (i, c) in input.char_indices() {
+            // Whitespace separates tokens, as a space does.
+            let c = if c.is_whitespace() { ' ' } else { c };
+            let cols = write_escaped(&mut shown, c)?;
+            if i < start {
+                pad += cols;
+            } else if i < end {
+                width += cols;
+            }
+        }
+        let line: Vec<char> = shown.chars().collect();
+        let (mut lo, mut hi) = (0, line.len());
+        if line.len() > ECHO_MAX {
+            // A window that starts a little before the span and is cut where it must be.
+            lo = pad.saturating_sub(ECHO_MAX / 4).min(line.len() - ECHO_MAX);
+            hi = lo + ECHO_MAX;
+        }
+        let left = if lo > 0 { "…" } else { "" };
+        let right = if hi < line.len() { "…" } else { "" };
+        let text: String = line[lo..hi].iter().collect();
+        let pad = pad - lo + left.chars().count();
+        // Carets under the span's part inside the window, at least one.
+        let carets = width.min((hi - lo + left.chars().count()).saturating_sub(pad)).max(1);
+        write!(
+            f,
+            "{left}{text}{right}\n{:pad$}{} {}",
+            "",
+            "^".repeat(carets),
+            self.message
+        )
     }
 }
 
@@ -194,7 +230,7 @@ impl<'a> Parser<'a> {
         match n {
             Ok(n) if n <= max => Ok(n),
             Ok(n) => Err(self.error(Span::of(t), format!("{what} {n} is more than {max}"))),
-            Err(_) => Err(self.error(Span::of(t), format!("`{}` is not a number ({what})", t.text))),
+            Err(_) => Err(self.error(Span::of(t), format!("`{}` is not a number ({what})", echo(t.text)))),
         }
     }
 
@@ -202,7 +238,10 @@ impl<'a> Parser<'a> {
         let bad = |s: &str| {
             self.error(
                 Span::of(t),
-                format!("`{s}` is not a MAC address (six hex bytes, like 02:00:00:00:00:01)"),
+                format!(
+                    "`{}` is not a MAC address (six hex bytes, like 02:00:00:00:00:01)",
+                    echo(s)
+                ),
             )
         };
         let bytes = |s: &str| -> Result<[u8; 6]> { super::rule::parse_mac(s).ok_or_else(|| bad(s)) };
@@ -221,7 +260,7 @@ impl<'a> Parser<'a> {
         };
         let addr: IpAddr = addr
             .parse()
-            .map_err(|_| self.error(span, format!("`{addr}` is not an IPv4 or IPv6 address")))?;
+            .map_err(|_| self.error(span, format!("`{}` is not an IPv4 or IPv6 address", echo(addr))))?;
         let len = |max: u8| -> Result<u8> {
             match len {
                 None => Ok(max),
@@ -229,9 +268,9 @@ impl<'a> Parser<'a> {
                     Ok(n) if n <= max => Ok(n),
                     Ok(n) => Err(self.error(span, format!("prefix length {n} is more than {max}"))),
                     Err(_) if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) => {
-                        Err(self.error(span, format!("prefix length {l} is more than {max}")))
+                        Err(self.error(span, format!("prefix length {} is more than {max}", echo(l))))
                     }
-                    Err(_) => Err(self.error(span, format!("prefix length `{l}` is not a number"))),
+                    Err(_) => Err(self.error(span, format!("prefix length `{}` is not a number", echo(l)))),
                 },
             }
         };
@@ -408,7 +447,7 @@ pub fn parse(input: &str) -> Result<FlowRule> {
                 r.priority = p.number(v, u32::from(u16::MAX), "priority")? as u16;
             }
             other => {
-                return Err(p.error(k, format!("unknown word `{other}`; expected one of {KEYWORDS}")));
+                return Err(p.error(k, format!("unknown word `{}`; expected one of {KEYWORDS}", echo(other))));
             }
         }
     }

@@ -5,6 +5,9 @@
 /// An Ethernet header without tags (two MACs and the EtherType): also the shortest frame a
 /// device sends.
 pub const ETH_HEADER_LEN: usize = 14;
+/// The shortest frame on an Ethernet wire, FCS not counted (IEEE 802.3 clause 4.2.3.3, the
+/// kernel's `ETH_ZLEN`): a MAC pads anything shorter with zeros up to it.
+pub const ETH_MIN_FRAME: usize = 60;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 pub const ETHERTYPE_VLAN: u16 = 0x8100;

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::spec::echo;
 use crate::sys::rdma::{DeviceList, Rdma};
 use crate::Error;
 
@@ -84,6 +85,18 @@ pub(crate) fn scan(list: &DeviceList) -> Vec<Found> {
         .collect()
 }
 
+/// The port's `out_of_buffer` queue counter: frames dropped because a receive queue had no
+/// posted buffer (mlx5_ib `hw_counters`, `drivers/infiniband/hw/mlx5/counters.c`
+/// `out_of_buffer`; the same counter as ethtool's `rx_out_of_buffer` for the netdev's queues).
+pub(crate) fn out_of_buffer_path(dev: &Found, port: u8) -> PathBuf {
+    dev.ibdev_path.join(format!("ports/{port}/hw_counters/out_of_buffer"))
+}
+
+/// A sysfs counter file's value.
+pub(crate) fn read_counter(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
 /// What a spec's name part asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -105,12 +118,14 @@ pub(crate) fn parse_target(kind: &str, rest: &str) -> Result<Target, Error> {
                 Ok(p) if p >= 1 => p,
                 _ => {
                     return Err(Error::Spec(format!(
-                        "{kind}:{rest}: port {port:?} must be a number from 1 (RDMA ports count from 1)"
+                        "{kind}:{}: port `{}` must be a number from 1 (RDMA ports count from 1)",
+                        echo(rest),
+                        echo(port)
                     )))
                 }
             };
             if name.is_empty() {
-                return Err(Error::Spec(format!("{kind}:{rest}: empty RDMA device name")));
+                return Err(Error::Spec(format!("{kind}:{}: empty RDMA device name", echo(rest))));
             }
             Ok(Target::Ibdev {
                 name: name.to_string(),
@@ -148,11 +163,14 @@ pub(crate) fn find(found: &[Found], target: &Target, spec: &str) -> Result<(Foun
 
 fn no_such_device(found: &[Found], target: &Target, spec: &str) -> String {
     let what = match target {
-        Target::Ibdev { name, .. } => format!("no RDMA device named {name}"),
+        Target::Ibdev { name, .. } => format!("no RDMA device named `{}`", echo(name)),
         Target::Netdev(nd) if Path::new("/sys/class/net").join(nd).exists() => {
-            format!("network interface {nd} has no RDMA device (not a ConnectX port, or mlx5_ib is not loaded)")
+            format!(
+                "network interface {} has no RDMA device (not a ConnectX port, or mlx5_ib is not loaded)",
+                echo(nd)
+            )
         }
-        Target::Netdev(nd) => format!("no RDMA device for a network interface named {nd}"),
+        Target::Netdev(nd) => format!("no RDMA device for a network interface named `{}`", echo(nd)),
     };
     if found.is_empty() {
         format!("{spec}: {what}; libibverbs sees no RDMA devices at all (is the mlx5_ib kernel module loaded?)")

@@ -49,6 +49,10 @@ pub(crate) struct Mlx5Port {
 
 struct Shared {
     spec: String,
+    /// The RDMA device's name (with `port_num`: the port's identity).
+    ibdev: String,
+    /// The port's `out_of_buffer` counter file, and its value when the port opened.
+    out_of_buffer: (std::path::PathBuf, Option<u64>),
     state: Mutex<State>,
     port_num: u8,
     mode: Mode,
@@ -180,23 +184,35 @@ fn probe_dv(
     ))
 }
 
-/// Splits `NAME[,inline=MODE]` into the name and the options.
+/// Splits `NAME[,inline=MODE]` into the name and the options; an option given twice is refused
+/// rather than the last one silently winning.
 fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<InlineMode>), Error> {
+    let echo = crate::spec::echo;
     let mut parts = rest.split(',');
     let name = parts.next().unwrap_or("");
     let mut inline = None;
     for opt in parts {
         match opt.split_once('=') {
+            Some(("inline", _)) if inline.is_some() => {
+                return Err(Error::Spec(format!(
+                    "{kind}:{}: inline= given twice; give it once",
+                    echo(rest)
+                )))
+            }
             Some(("inline", v)) => {
                 inline = Some(InlineMode::from_name(v).ok_or_else(|| {
                     Error::Spec(format!(
-                    "{kind}:{rest}: inline={v}: expected none, l2, ip or tcp-udp (the headers every send WQE inlines)"
-                ))
+                        "{kind}:{}: inline={}: expected none, l2, ip or tcp-udp (the headers every send WQE inlines)",
+                        echo(rest),
+                        echo(v)
+                    ))
                 })?)
             }
             _ => {
                 return Err(Error::Spec(format!(
-                    "{kind}:{rest}: unknown option `{opt}` (the one option is inline=none|l2|ip|tcp-udp)"
+                    "{kind}:{}: unknown option `{}` (the one option is inline=none|l2|ip|tcp-udp)",
+                    echo(rest),
+                    echo(opt)
                 )))
             }
         }
@@ -204,9 +220,29 @@ fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<Inlin
     Ok((name, inline))
 }
 
+/// A port number past the device's ports is the user's mistake, said as such (`ibv_query_port`
+/// would only answer EINVAL): the count is `ibv_query_device`'s `phys_port_cnt`.
+fn check_port_number(ctx: &Context, ibdev: &str, port: u8, spec: &str) -> Result<(), Error> {
+    let Ok(attr) = ctx.query_device_ex() else {
+        return Ok(()); // no count to compare with: ibv_query_port answers for itself
+    };
+    let n = attr.orig_attr.phys_port_cnt;
+    if port > n {
+        let ports = if n == 1 {
+            "1 port".to_string()
+        } else {
+            format!("{n} ports (1 to {n})")
+        };
+        return Err(Error::Spec(format!(
+            "{spec}: {ibdev} has {ports}; there is no port {port}"
+        )));
+    }
+    Ok(())
+}
+
 impl Mlx5Port {
     pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
-        let spec = format!("{kind}:{rest}");
+        let spec = format!("{kind}:{}", crate::spec::echo(rest));
         let (name, inline) = split_options(kind, rest)?;
         if kind == "verbs" && inline.is_some() {
             return Err(Error::Spec(format!(
@@ -223,6 +259,7 @@ impl Mlx5Port {
         let (dev, port_num, netdev) = discover::find(&found, &target, &spec)?;
         let ctx = list.open(dev.index, &rdma).map_err(|e| dev_err(&spec, e))?;
         drop(list);
+        check_port_number(&ctx, &dev.ibdev, port_num, &spec)?;
         let pattr = ctx.query_port(port_num).map_err(|e| dev_err(&spec, e))?;
         if pattr.link_layer != IBV_LINK_LAYER_ETHERNET as u8 {
             return Err(dev_err(
@@ -311,6 +348,12 @@ impl Mlx5Port {
             _events: watcher,
             shared: Arc::new(Shared {
                 spec,
+                ibdev: dev.ibdev.clone(),
+                out_of_buffer: {
+                    let path = discover::out_of_buffer_path(&dev, port_num);
+                    let at_open = discover::read_counter(&path);
+                    (path, at_open)
+                },
                 state: Mutex::new(State {
                     rx: vec![None; usize::from(opts.rx_queues)],
                     ..State::default()
@@ -620,6 +663,18 @@ impl Backend for Mlx5Port {
 
     fn mac(&self) -> Option<[u8; 6]> {
         self.shared.mac
+    }
+
+    fn device_drops(&self) -> Option<u64> {
+        let (path, at_open) = &self.shared.out_of_buffer;
+        Some(discover::read_counter(path)?.wrapping_sub((*at_open)?))
+    }
+
+    fn identity(&self) -> crate::PortIdentity {
+        crate::PortIdentity::Rdma {
+            ibdev: self.shared.ibdev.clone(),
+            port: self.shared.port_num,
+        }
     }
 }
 

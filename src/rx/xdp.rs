@@ -100,6 +100,15 @@ impl XdpRxQueue {
     }
 }
 
+/// The queue's failure when a call into the socket says its device is gone or down.
+#[cold]
+fn check_alive(r: Result<(), i32>) -> Result<(), QueueError> {
+    match r {
+        Err(errno @ (libc::ENXIO | libc::ENETDOWN)) => Err(QueueError::DeviceGone { errno }),
+        _ => Ok(()),
+    }
+}
+
 impl RxQueue for XdpRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
@@ -108,14 +117,22 @@ impl RxQueue for XdpRxQueue {
         let spare = out.spare();
         let (at, n) = h.rx.peek(spare.len().min(u32::MAX as usize) as u32);
         if n == 0 {
+            let mut kicked = false;
             if h.fill.needs_wakeup() {
-                xsk::kick_rx(self.fd);
+                kicked = true;
+                check_alive(xsk::kick_rx(self.fd))?;
             }
             self.refill(self.refill_min);
             self.stats_countdown = self.stats_countdown.min(STATS_EVERY_IDLE) - 1;
             if self.stats_countdown == 0 {
                 self.stats_countdown = STATS_EVERY_IDLE;
                 self.refresh_drops();
+                // Nothing arriving may mean the interface is gone: a socket whose device was
+                // deleted is unbound, and only a call into it says so (a copy-mode `recvfrom`
+                // with nothing to wake is otherwise a few checks in the kernel).
+                if !kicked {
+                    check_alive(xsk::kick_rx(self.fd))?;
+                }
             }
             return Ok(0);
         }

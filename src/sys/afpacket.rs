@@ -16,7 +16,8 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
 impl AfPacket {
     pub fn open(ifname: &str) -> Result<AfPacket, String> {
-        let ifindex = super::if_index(ifname).ok_or_else(|| format!("no network interface named {ifname:?}"))?;
+        let ifindex = super::if_index(ifname)
+            .ok_or_else(|| format!("no network interface named `{}`", crate::spec::echo(ifname)))?;
         // SAFETY: plain socket(2) call; the result is checked and owned immediately.
         let raw = unsafe {
             libc::socket(

@@ -105,6 +105,22 @@ pub fn rx_queues(name: &str) -> io::Result<Option<u32>> {
     }
 }
 
+/// The interface's driver (`ETHTOOL_GDRVINFO`'s `driver`: "veth", "mlx5_core"), or None when
+/// it does not say.
+pub fn driver(name: &str) -> Option<String> {
+    const ETHTOOL_GDRVINFO: u32 = 0x3;
+    // struct ethtool_drvinfo (include/uapi/linux/ethtool.h): cmd, then driver[32], the rest
+    // (version, firmware, bus, erom, reserved, five u32 counts) unread: 196 bytes in all.
+    let mut info = [0u8; 196];
+    info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    let mut r = ifreq(name).ok()?;
+    r.data[..8].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
+    ioctl(SIOCETHTOOL, &mut r).ok()?;
+    let d = &info[4..36];
+    let d = &d[..d.iter().position(|&b| b == 0).unwrap_or(d.len())];
+    (!d.is_empty()).then(|| String::from_utf8_lossy(d).into_owned())
+}
+
 /// Names of the interfaces of the calling thread's namespace.
 pub fn names() -> Vec<String> {
     // SAFETY: if_nameindex returns a heap array terminated by a zero entry, or null; it is
@@ -139,16 +155,18 @@ pub fn enter_netns(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The namespace a descriptor names, as its nsfs device and inode.
+pub fn ns_id(fd: &OwnedFd) -> Option<(u64, u64)> {
+    // SAFETY: fstat into a zeroed, live stat buffer.
+    unsafe {
+        let mut s: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd.as_raw_fd(), &mut s) == 0).then_some((s.st_dev, s.st_ino))
+    }
+}
+
 /// Whether two namespace descriptors name the same namespace (same nsfs inode).
 pub fn same_ns(a: &OwnedFd, b: &OwnedFd) -> bool {
-    let st = |fd: &OwnedFd| {
-        // SAFETY: fstat into a zeroed, live stat buffer.
-        unsafe {
-            let mut s: libc::stat = std::mem::zeroed();
-            (libc::fstat(fd.as_raw_fd(), &mut s) == 0).then_some((s.st_dev, s.st_ino))
-        }
-    };
-    matches!((st(a), st(b)), (Some(x), Some(y)) if x == y)
+    matches!((ns_id(a), ns_id(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// Runs `f` with the calling thread in namespace `ns` (if it is not there already), then

@@ -277,11 +277,13 @@ pub fn kick_tx(fd: RawFd) -> Result<(), i32> {
 }
 
 /// RX wake-up when the fill ring asks for one: `recvfrom(fd, NULL, 0, MSG_DONTWAIT, NULL,
-/// NULL)` (DPDK `af_xdp_rx_zc`, xdpsock `rx_drop`).
+/// NULL)` (DPDK `af_xdp_rx_zc`, xdpsock `rx_drop`). Returns the errno on failure: ENXIO once the
+/// interface is gone (the socket unbound), ENETDOWN while it is down (net/xdp/xsk.c
+/// `__xsk_recvmsg`).
 #[inline]
-pub fn kick_rx(fd: RawFd) {
+pub fn kick_rx(fd: RawFd) -> Result<(), i32> {
     // SAFETY: a zero-length receive into a null buffer; the kernel writes nothing.
-    unsafe {
+    let r = unsafe {
         libc::recvfrom(
             fd,
             std::ptr::null_mut(),
@@ -289,7 +291,12 @@ pub fn kick_rx(fd: RawFd) {
             libc::MSG_DONTWAIT,
             std::ptr::null_mut(),
             std::ptr::null_mut(),
-        );
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        Ok(())
     }
 }
 

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use crate::dv::prm::{
     encode_send, syndrome, wqebbs, Be32, Be64, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
-    EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE,
-    ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
+    MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
 use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
+use crate::flow::wire::ETH_MIN_FRAME;
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
@@ -24,6 +25,13 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 /// for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for WQEs the
 /// device already ran is harmless.
 const RERING_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+/// Frames up to this length (runts, below the Ethernet minimum) take the slow path, which pads
+/// them with zeros to 60 bytes and inlines them whole, as a MAC pads a short frame: the same
+/// bytes on the wire on every device, and the 18 inline bytes a ConnectX-4 needs even for a
+/// frame of 14 to 17. The fast paths' length tests already had a lower bound (the inline header),
+/// so raising it costs nothing per packet.
+const RUNT_MAX: usize = ETH_MIN_FRAME - 1;
+const _: () = assert!(RUNT_MAX >= ETH_L2_INLINE_HEADER_SIZE);
 /// Largest frame copied whole into a WQE: 60 DS minus control = 59 DS of Ethernet segment.
 pub const MAX_TX_INLINE: usize = (MAX_WQE_DS as usize - 1) * DS_BYTES - ESEG_INLINE_OFFSET;
 const _: () =
@@ -69,7 +77,7 @@ pub struct DvTxQueue {
     /// Largest burst the one-pass eMPW path takes ([`DvTxQueue::post_empw_whole`]); 0 where it
     /// does not apply (SEND queues, whole-frame inlining).
     fast_max: usize,
-    /// `max_frame - 18`: the one-pass path's length test is `len - 19 < fast_span`.
+    /// `max_frame - RUNT_MAX`: the one-pass path's length test is `len - 60 < fast_span`.
     fast_span: usize,
     /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -137,15 +145,16 @@ impl DvTxQueue {
             threshold: if caps.inline_mode > InlineMode::L2 {
                 caps.max_frame as usize
             } else {
-                usize::from(cfg.tx_inline).max(ETH_L2_INLINE_HEADER_SIZE)
+                // Runts (up to 59 bytes) take the slow path, which pads them to 60.
+                usize::from(cfg.tx_inline).max(RUNT_MAX)
             },
             empw,
-            fast_max: if empw && usize::from(cfg.tx_inline) <= ETH_L2_INLINE_HEADER_SIZE {
+            fast_max: if empw && usize::from(cfg.tx_inline) <= RUNT_MAX {
                 EMPW_MAX_PACKETS
             } else {
                 0
             },
-            fast_span: (caps.max_frame as usize).saturating_sub(ETH_L2_INLINE_HEADER_SIZE),
+            fast_span: (caps.max_frame as usize).saturating_sub(RUNT_MAX),
             movbe: crate::dv::cpu_has_movbe(),
             max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
@@ -553,21 +562,25 @@ impl DvTxQueue {
 
     /// Posts one packet that does not fit the canonical SEND: copied whole into the WQE (up to
     /// `tx_inline` bytes, possibly several WQEBBs wrapping the ring end), or its headers inline
-    /// as far as the device's inline mode asks and the rest gathered; dropped if shorter than an
-    /// Ethernet header or longer than the port sends. Returns the bytes posted (0 for a dropped
-    /// packet), or `Err(())` when the ring has no room for it.
+    /// as far as the device's inline mode asks and the rest gathered; a runt is padded to 60
+    /// bytes first; dropped if shorter than an Ethernet header or longer than the port sends.
+    /// Returns the bytes posted (0 for a dropped packet), or `Err(())` when the ring has no room
+    /// for it.
     #[cold]
-    fn post_slow(&mut self, pkts: &Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
+    fn post_slow(&mut self, pkts: &mut Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
         let p = pkts.packets()[i];
-        let len = p.len as usize;
-        if !(ETH_L2_MIN_HEADER_SIZE..=self.max_frame).contains(&len) {
+        // A runt goes out padded with zeros to 60 bytes in its buffer, as a MAC pads it; then it
+        // is posted as any other frame of the slow path.
+        if !(ETH_MIN_FRAME..=self.max_frame).contains(&usize::from(p.len)) && !crate::tx::pad_runt(pkts, i) {
             // Shorter than an Ethernet header, or longer than the port sends: the device would
             // fail the WQE (and with it the queue), so the packet is dropped and counted.
             self.stats.drops += 1;
             self.pool.free_one(p.buf);
             return Ok(0);
         }
+        let p = pkts.packets()[i];
         let frame = pkts.data(i);
+        let len = frame.len();
         let hdr = if len <= self.inline_max.max(ETH_L2_INLINE_HEADER_SIZE) {
             len
         } else {
@@ -683,9 +696,9 @@ fn fill_empw_dsegs<const PLAIN: bool>(
     span: usize,
     cs: u32,
 ) -> Option<(u64, u32)> {
-    // Frames longer than the inline header and not longer than the port's maximum: one unsigned
+    // Frames of at least the Ethernet minimum and not longer than the port's maximum: one unsigned
     // compare against a constant lower bound.
-    const LO: usize = ETH_L2_INLINE_HEADER_SIZE + 1;
+    const LO: usize = RUNT_MAX + 1;
     let (mut differ, mut bytes) = (0u32, 0u64);
     for ((d, slot), p) in dsegs.iter_mut().zip(elts.iter_mut()).zip(pkts) {
         if usize::from(p.len).wrapping_sub(LO) >= span {
@@ -938,7 +951,10 @@ mod tests {
                             } else {
                                 60 + (seen * 37 % 1400) as usize
                             };
+                            // Runts arrive padded with zeros to 60 bytes.
+                            expect.fill(0);
                             frame(seen, len, &mut expect);
+                            let len = len.max(60);
                             assert!(got.data(i) == &expect[..len], "frame {seen} ({tx_fast}, {rx_fast})");
                             seen += 1;
                         }

@@ -21,8 +21,7 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 /// Completions polled per `ibv_poll_cq` call (VPP polls 256 at a time; one per signalled burst
 /// is the usual case, so a small array is enough).
 const WC_BATCH: usize = 64;
-/// Shortest frame the NIC sends: an Ethernet header.
-const MIN_FRAME: usize = crate::flow::wire::ETH_HEADER_LEN;
+use crate::flow::wire::ETH_MIN_FRAME;
 
 pub struct VerbsTxQueue {
     qp: Arc<Qp>,
@@ -216,16 +215,20 @@ impl TxQueue for VerbsTxQueue {
         let mut bytes = 0u64;
         let mut dropped = 0u64;
         let mut last_signalled = usize::MAX;
-        for p in &pkts.packets()[..n_req] {
-            let len = p.len as usize;
-            if !(MIN_FRAME..=self.max_frame).contains(&len) {
-                // The NIC would fail the WQE and with it the queue: drop and count instead.
-                self.pool.free_one(p.buf);
-                dropped += 1;
-                continue;
+        for i in 0..n_req {
+            let mut p = pkts.packets()[i];
+            if !(ETH_MIN_FRAME..=self.max_frame).contains(&usize::from(p.len)) {
+                // A runt goes out padded. Anything else the NIC would fail, and with it the WR
+                // chain after it: dropped and counted instead.
+                if !super::pad_runt(pkts, i) {
+                    self.pool.free_one(p.buf);
+                    dropped += 1;
+                    continue;
+                }
+                p = pkts.packets()[i];
             }
             let sge = &mut self.sges[n];
-            sge.addr = geo.addr(p);
+            sge.addr = geo.addr(&p);
             sge.length = u32::from(p.len);
             self.elts[self.head.wrapping_add(n as u32) as usize & mask] = p.buf;
             let wr = &mut self.wrs[n];

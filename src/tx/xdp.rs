@@ -23,9 +23,6 @@ use crate::sys::xsk::{self, XdpDesc};
 use crate::xdp::socket::{TxHalf, Xsk};
 use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
 
-/// Shortest frame a device sends: an Ethernet header.
-const MIN_FRAME: u16 = wire::ETH_HEADER_LEN as u16;
-
 /// After the kernel reports the device's queue full (`EBUSY`), completions to wait for before
 /// the next wake-up. With the interface's default `noqueue` qdisc a full device queue (veth's
 /// 256-entry ptr_ring, a NIC's TX ring) makes `__xsk_generic_xmit` drop the frame and answer
@@ -51,6 +48,8 @@ pub struct XdpTxQueue {
     completed: u32,
     /// While the device's queue is full: the `completed` value at which to wake the kernel again.
     busy_until: Option<u32>,
+    /// The errno that said the device is gone or down: the queue has failed.
+    gone: Option<i32>,
 }
 
 impl XdpTxQueue {
@@ -71,6 +70,7 @@ impl XdpTxQueue {
             stats: QueueStats::default(),
             completed: 0,
             busy_until: None,
+            gone: None,
             fd: xsk.raw_fd(),
             half: Some(half),
             xsk,
@@ -132,7 +132,21 @@ impl XdpTxQueue {
             }
             // Out of skbs/completion slots for now: the next burst kicks again.
             Err(libc::EAGAIN | libc::ENOBUFS) => {}
+            // The interface was deleted (the socket is unbound) or is down: nothing will ever
+            // go out, and counting an error per kick would spin forever.
+            Err(e @ (libc::ENXIO | libc::ENETDOWN)) => self.gone = Some(e),
             Err(_) => self.stats.errors.other += 1,
+        }
+    }
+}
+
+impl XdpTxQueue {
+    /// Fails once a kick found the device gone or down.
+    #[inline(always)]
+    fn check_gone(&self) -> Result<(), QueueError> {
+        match self.gone {
+            None => Ok(()),
+            Some(errno) => Err(QueueError::DeviceGone { errno }),
         }
     }
 }
@@ -170,6 +184,7 @@ fn busy_wait_over(until: u32, completed: u32, in_kernel: u32) -> bool {
 impl TxQueue for XdpTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
+        self.check_gone()?;
         same_pool(&self.xsk.pool, pkts)?;
         self.poll_completions();
         let n_req = pkts.len();
@@ -186,14 +201,22 @@ impl TxQueue for XdpTxQueue {
         let mut written = 0u32;
         let mut bytes = 0u64;
         let mut dropped = 0u64;
-        for p in pkts.packets() {
-            if u32::from(p.off) + u32::from(p.len) > self.buf_size || p.len < MIN_FRAME {
-                // The kernel would refuse the descriptor (a frame crossing its chunk, counted as
-                // tx_invalid_descs) and never complete it: drop it here, as the DV path drops what its device would fail.
-                self.xsk.pool.free_one(p.buf);
-                dropped += 1;
-                taken += 1;
-                continue;
+        for i in 0..n_req {
+            let mut p = &pkts.packets()[i];
+            if u32::from(p.off) + u32::from(p.len) > self.buf_size || usize::from(p.len) < wire::ETH_MIN_FRAME {
+                // veth and most drivers put a runt on the wire as it is: it is padded here, as
+                // a MAC would pad it. Anything else the kernel would refuse (a frame crossing its
+                // chunk, counted as tx_invalid_descs, and never completed) or no device can send
+                // (shorter than an Ethernet header): dropped here, as the DV path drops what its
+                // device would fail.
+                let buf = p.buf;
+                if !crate::tx::pad_runt(pkts, i) {
+                    self.xsk.pool.free_one(buf);
+                    dropped += 1;
+                    taken += 1;
+                    continue;
+                }
+                p = &pkts.packets()[i];
             }
             if written == free {
                 break;
@@ -233,10 +256,12 @@ impl TxQueue for XdpTxQueue {
     }
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
+        self.check_gone()?;
         let freed = self.poll_completions();
         if self.in_flight() > 0 {
             self.kick();
         }
+        self.check_gone()?;
         Ok(freed)
     }
 

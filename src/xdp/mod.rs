@@ -59,7 +59,7 @@ pub(crate) mod ring;
 pub(crate) mod socket;
 
 use crate::flow::rule::{Action, FlowRule};
-use crate::spec::{Backend, PortOptions};
+use crate::spec::{echo, needs_escape, Backend, PortOptions};
 use crate::Error;
 use socket::BindMode;
 
@@ -88,14 +88,17 @@ pub(crate) struct XdpSpec {
 const NO_COPY: &str = "xdp ports cannot copy a frame to both the socket and Linux; use steal (the default)";
 
 pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
-    let bad = |m: String| Error::Spec(format!("xdp:{rest}: {m}"));
+    let bad = |m: String| Error::Spec(format!("xdp:{}: {m}", echo(rest)));
     let mut parts = rest.split(',');
     let head = parts.next().unwrap_or("");
     let (ifname, queue) = match head.split_once('/') {
         Some((i, q)) => {
-            let q: u32 = q
-                .parse()
-                .map_err(|_| bad(format!("queue {q:?} is not a number; expected xdp:IFNAME/QUEUE")))?;
+            let q: u32 = q.parse().map_err(|_| {
+                bad(format!(
+                    "queue `{}` is not a number; expected xdp:IFNAME/QUEUE",
+                    echo(q)
+                ))
+            })?;
             (i, Some(q))
         }
         None => (head, None),
@@ -103,9 +106,11 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
     if ifname.is_empty() {
         return Err(bad("no interface name; expected xdp:IFNAME[/QUEUE][,rule=...]".into()));
     }
-    if ifname.len() >= libc::IFNAMSIZ || ifname.contains(['\0', ' ', ':']) {
+    // Linux's `dev_valid_name`: no whitespace, no `/` or `:`.
+    if ifname.len() >= libc::IFNAMSIZ || ifname.chars().any(|c| c.is_whitespace() || c == ':' || needs_escape(c)) {
         return Err(bad(format!(
-            "{ifname:?} is not an interface name (at most {} characters, no spaces)",
+            "`{}` is not an interface name (at most {} characters, no spaces)",
+            echo(ifname),
             libc::IFNAMSIZ - 1
         )));
     }
@@ -118,19 +123,37 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
         bind: BindMode::Auto,
         rx_queues: 1,
     };
+    // Options other than `rule=` take one value: a second one is refused rather than winning.
+    let mut given: Vec<(&str, &str)> = Vec::new();
+    let mut rules = 0;
     for opt in parts {
         let (k, v) = opt
             .split_once('=')
-            .ok_or_else(|| bad(format!("option {opt:?}: expected KEY=VALUE")))?;
-        match (k.trim(), v.trim()) {
+            .ok_or_else(|| bad(format!("option `{}`: expected KEY=VALUE", echo(opt))))?;
+        let (k, v) = (k.trim(), v.trim());
+        if k != "rule" {
+            if let Some((_, first)) = given.iter().find(|(g, _)| *g == k) {
+                return Err(bad(format!(
+                    "option {k}= given twice ({k}={}, then {k}={}); give it once",
+                    echo(first),
+                    echo(v)
+                )));
+            }
+            given.push((k, v));
+        }
+        match (k, v) {
             ("rule", r) => {
-                let rule: FlowRule = r.parse().map_err(|e| bad(format!("rule {r:?}: {e:#}")))?;
+                rules += 1;
+                // Named by its place: the spec before the colon shows its text already.
+                let rule: FlowRule = r.parse().map_err(|e| bad(format!("rule {rules}: {e:#}")))?;
                 if rule.action == Action::Copy {
-                    return Err(bad(format!("rule {r:?}: {NO_COPY}")));
+                    return Err(bad(format!("rule `{}`: {NO_COPY}", echo(r))));
                 }
                 spec.rules.get_or_insert_with(Vec::new).push(rule);
             }
-            ("netns", n) if !n.is_empty() && !n.contains('/') => spec.netns = Some(n.to_string()),
+            ("netns", n) if !n.is_empty() && !n.contains('/') && !n.chars().any(needs_escape) => {
+                spec.netns = Some(n.to_string())
+            }
             ("mode", "auto") => spec.attach = AttachMode::Auto,
             ("mode", "native" | "drv") => spec.attach = AttachMode::Native,
             ("mode", "generic" | "skb") => spec.attach = AttachMode::Generic,
@@ -139,8 +162,10 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
             ("bind", "zerocopy" | "zc") => spec.bind = BindMode::ZeroCopy,
             (k, v) => {
                 return Err(bad(format!(
-                    "option {k}={v:?} not understood; options: rule=RULE, netns=NAME, mode=auto|native|generic, \
-                     bind=auto|copy|zerocopy"
+                    "option `{}={}` not understood; options: rule=RULE, netns=NAME, mode=auto|native|generic, \
+                     bind=auto|copy|zerocopy",
+                    echo(k),
+                    echo(v)
                 )))
             }
         }
@@ -209,6 +234,19 @@ mod tests {
             ("veth0,rule=udp dst-port", "rule"),
             ("veth0,colour=blue", "not understood"),
             ("veth0,mode=fast", "not understood"),
+            (
+                "veth0,netns=A,netns=B",
+                "option netns= given twice (netns=A, then netns=B)",
+            ),
+            ("veth0,mode=native,mode=generic", "option mode= given twice"),
+            ("veth0,mode=native,rule=udp,mode=native", "option mode= given twice"),
+            ("veth0,bind=copy,bind=zerocopy", "option bind= given twice"),
+            (
+                "veth0,rule=udp dst-port 53,rule=udp\x07",
+                r"rule 2: column 1: unknown word `udp\u{7}`",
+            ),
+            ("veth\n0", "not an interface name"),
+            ("veth0,netns=a\nb", "not understood"),
             ("averyveryverylongname0", "not an interface name"),
             (
                 "veth0,rule=udp dst-port 53 copy",

@@ -20,6 +20,23 @@ use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The xdp ports open in this process, by namespace and ifindex: an interface takes one XDP
+/// program, so a second port on it could only fail to attach; it is refused as what it is.
+static OPEN: std::sync::Mutex<Vec<OpenPort>> = std::sync::Mutex::new(Vec::new());
+
+/// An entry of [`OPEN`]: the namespace (nsfs device and inode), the ifindex, the port.
+type OpenPort = (Option<(u64, u64)>, u32, std::sync::Weak<PortShared>);
+
+/// The port already open on interface `ifindex` of the namespace `netns`, if any.
+fn already_open(netns: Option<(u64, u64)>, ifindex: u32) -> Option<String> {
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|(_, _, w)| w.strong_count() > 0);
+    open.iter()
+        .find(|(n, i, _)| *n == netns && *i == ifindex)
+        .and_then(|(_, _, w)| w.upgrade())
+        .map(|p| p.name())
+}
+
 pub(crate) struct PortShared {
     pub id: u64,
     pub ifname: String,
@@ -89,8 +106,9 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             let path = format!("/var/run/netns/{ns}");
             std::fs::File::open(&path).map(OwnedFd::from).map_err(|e| {
                 Error::Device(format!(
-                    "xdp:{}: network namespace {ns:?}: {e} (see `ip netns list`)",
-                    spec.ifname
+                    "xdp:{}: network namespace `{}`: {e} (see `ip netns list`)",
+                    spec.ifname,
+                    crate::spec::echo(ns)
                 ))
             })?
         }
@@ -108,7 +126,7 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
         link,
         attach_mode,
     } = shared;
-    Ok(XdpPort {
+    let port = XdpPort {
         shared: Arc::new(PortShared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ifname: spec.ifname.clone(),
@@ -125,7 +143,12 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             _prog: prog,
             _link: link,
         }),
-    })
+    };
+    let key = (netdev::ns_id(&port.shared.netns), port.shared.ifindex);
+    OPEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key.0, key.1, Arc::downgrade(&port.shared)));
+    Ok(port)
 }
 
 /// What opening the port inside its namespace made; the namespace's descriptor joins it after.
@@ -159,6 +182,13 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
             )));
         }
     };
+    let here = netdev::current_netns().ok().and_then(|fd| netdev::ns_id(&fd));
+    if let Some(other) = already_open(here, ifindex) {
+        return Err(Error::Config(format!(
+            "xdp:{ifname}: the interface is already open in this process (port {other}); an interface \
+             takes one port, whose queues are its queues: open it once"
+        )));
+    }
     if !netdev::is_up(ifname).map_err(|e| dev(e.to_string()))? {
         return Err(dev(format!(
             "interface is down; bring it up with `ip link set {ifname} up`"
@@ -319,5 +349,15 @@ impl Backend for XdpPort {
     fn mac(&self) -> Option<[u8; 6]> {
         let s = &self.shared;
         s.in_netns(|| netdev::mac(&s.ifname).ok()).ok().flatten()
+    }
+
+    fn identity(&self) -> crate::PortIdentity {
+        let s = &self.shared;
+        crate::PortIdentity::Xdp {
+            netns: netdev::ns_id(&s.netns).unwrap_or_default(),
+            ifindex: s.ifindex,
+            // A port on every queue of the interface overlaps any port on one of them.
+            queue: (s.queues != s.hw_queues || s.first_queue != 0).then_some(s.first_queue),
+        }
     }
 }

@@ -134,6 +134,9 @@ impl Xsk {
                 Err(e) if k + 1 < modes.len() && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
                     last = Some(e)
                 }
+                Err(e) if mode == BindMode::ZeroCopy && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    return Err(no_zero_copy(port, hw_queue))
+                }
                 Err(e) => return Err(port.io_error(&format!("queue {hw_queue}"), e)),
             }
         }
@@ -244,4 +247,21 @@ impl Drop for Xsk {
         drop(self.fd.take());
         self.pool.free_bulk(&held);
     }
+}
+
+/// `bind=zerocopy` on an interface whose driver has no zero-copy AF_XDP (`XDP_ZEROCOPY` bind:
+/// EOPNOTSUPP, net/xdp/xsk_buff_pool.c `xp_assign_dev`: the driver has no `ndo_xsk_wakeup` or
+/// XDP_SETUP_XSK_POOL): what the user asked for cannot be had on this device.
+fn no_zero_copy(port: &Arc<PortShared>, hw_queue: u32) -> Error {
+    let driver = port
+        .in_netns(|| crate::sys::netdev::driver(&port.ifname))
+        .ok()
+        .flatten()
+        .map_or(String::new(), |d| format!(" ({d})"));
+    Error::Config(format!(
+        "{} queue {hw_queue}: the driver of {}{driver} has no zero-copy AF_XDP; use bind=copy, or leave bind \
+         unset to fall back to copy mode",
+        port.name(),
+        port.ifname
+    ))
 }

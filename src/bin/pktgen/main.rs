@@ -84,6 +84,13 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         )),
         None => None,
     };
+    // A port's frames leave on its wire: the same port as receiver would count every one lost.
+    if let Some(rx) = rx_port.as_ref().filter(|rx| rx.same_port(&tx_port)) {
+        return Err(Fail::Usage(format!(
+            "--port and --rx-port are the same port ({}); receive on the port at the other end of the wire",
+            rx.identity()
+        )));
+    }
     // `Config` has made sure a capture has a receive port.
     let capture = match &cfg.capture {
         Some(path) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| Fail::Runtime(format!("--capture {e}")))?),
@@ -220,7 +227,12 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     } else {
         tx_end
     };
-    let summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
+    let mut summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
+    // The port's exact counter where the device has one; the CQEs' 8-bit counts add up to a
+    // lower bound only.
+    if let Some(d) = rx_port.as_ref().and_then(|p| p.device_drops()) {
+        summary.rx[2] = d;
+    }
     reporter.summary(&summary);
     // Sent and not one frame back: the frames went elsewhere (the wrong MAC, the wrong cable),
     // which is a failed run, not a lossy one. ping exits 1 for "no reply at all" the same way.

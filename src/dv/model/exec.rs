@@ -11,6 +11,7 @@ use crate::dv::prm::{
 };
 use crate::dv::ring::device;
 use crate::flow::wire as pkt;
+use crate::flow::wire::ETH_MIN_FRAME;
 use crate::sys::afpacket::Received;
 
 /// Why a send WQE failed, as the syndrome of the REQ_ERR CQE the hardware writes.
@@ -452,6 +453,10 @@ impl Device {
                     let c = &mut self.ports[port].counters;
                     c.tx_frames += frames.len() as u64;
                     c.tx_bytes += out.bytes as u64;
+                    if out.short_or_long.0 < ETH_MIN_FRAME {
+                        let pad: usize = frames.iter().map(|f| ETH_MIN_FRAME.saturating_sub(f.len)).sum();
+                        c.tx_bytes += pad as u64;
+                    }
                     if let Some(p) = peer {
                         self.ports[p].counters.rx_unclaimed += frames.len() as u64;
                     }
@@ -749,8 +754,17 @@ impl Device {
         }
     }
 
-    /// Puts one frame on the port's wire.
+    /// Puts one frame on the port's wire, padded with zeros to the Ethernet minimum as the MAC
+    /// does.
     fn transmit_one(&mut self, port: usize, frame: &Frame<'_>) {
+        if frame.len < ETH_MIN_FRAME {
+            let mut padded = [0u8; ETH_MIN_FRAME];
+            let mut scratch = std::mem::take(&mut self.scratch);
+            padded[..frame.len].copy_from_slice(frame.wire(&mut scratch));
+            self.scratch = scratch;
+            let mut slot = Piece::default();
+            return self.transmit_one(port, &Frame::of_slice(&padded, &mut slot));
+        }
         let c = &mut self.ports[port].counters;
         c.tx_frames += 1;
         c.tx_bytes += frame.len as u64;

@@ -361,6 +361,40 @@ pub struct Device {
     wqe: Vec<u8>,
     /// Toeplitz RSS with the default key (DPDK's, used by VPP).
     rss: crate::flow::rss::ToeplitzTable,
+    /// Files that show a port's `rx_out_of_buffer` count, as the kernel's
+    /// `hw_counters/out_of_buffer` does ([`Nic::publish_out_of_buffer`]).
+    published: Vec<Published>,
+}
+
+/// A counter file and what was last written to it.
+struct Published {
+    port: usize,
+    path: std::path::PathBuf,
+    written: u64,
+    at: Instant,
+}
+
+impl Device {
+    /// Rewrites the counter files whose count changed: when the device is idle, or at most once a
+    /// millisecond while it is busy (a file write per dropped frame would slow the device down
+    /// exactly when it is short of buffers). So once traffic stops, the file is exact.
+    fn publish(&mut self, idle: bool) {
+        for p in &mut self.published {
+            let now = self.ports[p.port].counters.rx_out_of_buffer;
+            if now == p.written || !(idle || p.at.elapsed() >= std::time::Duration::from_millis(1)) {
+                continue;
+            }
+            // Written aside and renamed over, so that a reader never sees half a number.
+            let tmp = p.path.with_extension("tmp");
+            if std::fs::write(&tmp, format!("{now}\n"))
+                .and_then(|()| std::fs::rename(&tmp, &p.path))
+                .is_ok()
+            {
+                p.written = now;
+            }
+            p.at = Instant::now();
+        }
+    }
 }
 
 /// A model NIC with its ports. Cheap to share; the device state sits behind a mutex that the
@@ -425,6 +459,7 @@ impl Nic {
             trace,
             clock: Instant::now(),
             now: None,
+            published: Vec::new(),
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
@@ -810,7 +845,15 @@ impl Nic {
             }
             let mut idle = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                if lock(&dev).step() > 0 {
+                let work = {
+                    let mut d = lock(&dev);
+                    let work = d.step();
+                    if !d.published.is_empty() {
+                        d.publish(work == 0);
+                    }
+                    work
+                };
+                if work > 0 {
                     idle = 0;
                 } else {
                     idle = idle.saturating_add(1);
@@ -824,6 +867,23 @@ impl Nic {
                 }
             }
         }));
+    }
+
+    /// Makes the device's own loop ([`Nic::start`]) keep the file at `path` showing `port`'s
+    /// [`PortCounters::rx_out_of_buffer`] as a decimal line, the way the kernel shows a port's
+    /// `hw_counters/out_of_buffer` in sysfs: exact whenever the device is idle.
+    pub fn publish_out_of_buffer(&self, port: usize, path: impl Into<std::path::PathBuf>) {
+        let mut d = self.dev();
+        let path = path.into();
+        let written = d.ports.get(port).map_or(0, |p| p.counters.rx_out_of_buffer);
+        if std::fs::write(&path, format!("{written}\n")).is_ok() {
+            d.published.push(Published {
+                port,
+                path,
+                written,
+                at: Instant::now(),
+            });
+        }
     }
 
     pub fn inject(&self, port: usize, fault: Fault) {
