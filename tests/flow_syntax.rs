@@ -241,6 +241,8 @@ fn contradictions_and_bad_values_are_refused() {
         ("any udp", 1, "`any` cannot be combined with other matches"),
         ("tcp dst-port 1 udp", 3, "udp contradicts the earlier tcp"),
         ("tcp proto 6", 1, "proto 6 repeats the earlier tcp"),
+        // Whitespace between `proto` and its number is not quoted into the one-line message.
+        ("udp\tproto\n\t2", 1, "proto 2 contradicts the earlier udp"),
         ("ipv4 ipv4", 1, "ipv4 repeats the earlier ipv4"),
         ("copy steal udp", 1, "steal contradicts the earlier copy"),
         ("dst-port 80", 0, "dst-port needs tcp or udp in the rule"),

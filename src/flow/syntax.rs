@@ -410,11 +410,13 @@ pub fn parse(input: &str) -> Result<FlowRule> {
                 };
                 if let Some(prev) = r.ip_proto {
                     let verb = if prev == n { "repeats" } else { "contradicts" };
-                    let msg = format!(
-                        "{} {verb} the earlier {}",
-                        &p.input[span.start..span.end],
-                        proto_text(prev)
-                    );
+                    // Said from the value, not quoted from the input: between `proto` and its
+                    // number may stand any whitespace, a line break too.
+                    let this = match kw.text {
+                        "proto" => format!("proto {n}"),
+                        word => word.to_string(),
+                    };
+                    let msg = format!("{this} {verb} the earlier {}", proto_text(prev));
                     return Err(p.error(span, msg));
                 }
                 seen.proto = Some(span);
