@@ -78,8 +78,7 @@ fn c_program_against_rdma_core_headers() {
             "{h} is missing: install libibverbs-dev (apt-get install -y libibverbs-dev) to build the C ABI test"
         );
     }
-    let lib = rawpkt_model_verbs::library_path();
-    let dir = lib.parent().unwrap();
+    let dir = rawpkt_model_verbs::soname_dir();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/e2e.c");
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("model-verbs-e2e");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -88,7 +87,7 @@ fn c_program_against_rdma_core_headers() {
         .arg(&exe)
         .arg(&src)
         .arg(format!("-L{}", dir.display()))
-        .arg("-lrawpkt_model_verbs")
+        .arg("-l:libibverbs.so.1")
         .arg(format!("-Wl,-rpath,{}", dir.display()))
         .output()
         .unwrap_or_else(|e| panic!("running {cc}: {e} (install a C compiler: apt-get install -y gcc)"));
@@ -98,10 +97,12 @@ fn c_program_against_rdma_core_headers() {
         src.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    // The program must not pull in the real rdma-core.
+    // The program must load the model, not the real rdma-core: its libibverbs.so.1 (the
+    // library's SONAME) resolves through the rpath to the soname directory.
     let ldd = Command::new("ldd").arg(&exe).output().expect("ldd");
     let deps = String::from_utf8_lossy(&ldd.stdout);
-    assert!(!deps.contains("libibverbs") && !deps.contains("libmlx5"), "{deps}");
+    let want = format!("libibverbs.so.1 => {}", dir.join("libibverbs.so.1").display());
+    assert!(deps.contains(&want), "{deps}");
     let run = Command::new(&exe).output().expect("running the C program");
     assert!(
         run.status.success(),
@@ -110,4 +111,69 @@ fn c_program_against_rdma_core_headers() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(String::from_utf8_lossy(&run.stdout).contains("e2e ok"));
+}
+
+/// `name@@VERSION` / `name@VERSION` of every symbol `lib` defines.
+fn versioned_symbols(lib: &Path) -> std::collections::BTreeSet<String> {
+    let out = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(lib)
+        .output()
+        .expect("readelf (binutils)");
+    assert!(out.status.success(), "readelf {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[6] != "UND" && f[6] != "ABS" && f[7].contains('@')).then(|| f[7].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn symbol_versions_and_soname_are_rdma_core_44s() {
+    let lib = rawpkt_model_verbs::library_path();
+    let ours = versioned_symbols(&lib);
+    let table: std::collections::BTreeSet<String> = rawpkt_model_verbs::abi::EXPORTS
+        .iter()
+        .map(|(n, v, default, _, _)| format!("{n}{}{v}", if *default { "@@" } else { "@" }))
+        .collect();
+    assert_eq!(ours, table, "the .so's versioned symbols are not abi/exports.tsv's");
+    assert!(table.contains("ibv_get_device_list@@IBVERBS_1.1"));
+    assert!(table.contains("ibv_get_device_list@IBVERBS_1.0"));
+    assert!(table.contains("mlx5dv_init_obj@@MLX5_1.2"));
+    assert!(table.len() > 300, "{} symbols", table.len());
+    let d = Command::new("readelf").arg("-d").arg(&lib).output().expect("readelf");
+    assert!(String::from_utf8_lossy(&d.stdout).contains("Library soname: [libibverbs.so.1]"));
+    // Against Debian's rdma-core when it is installed (libibverbs1, ibverbs-providers).
+    let sys = Path::new("/usr/lib/x86_64-linux-gnu");
+    let real = [sys.join("libibverbs.so.1"), sys.join("libmlx5.so.1")];
+    if real.iter().all(|p| p.exists()) {
+        let mut want = versioned_symbols(&real[0]);
+        want.extend(versioned_symbols(&real[1]));
+        assert_eq!(ours, want, "not the installed rdma-core's symbol@version list");
+    }
+}
+
+#[test]
+fn unmodelled_symbols_answer_as_unsupported_verbs() {
+    let lib = rawpkt_model_verbs::library_path();
+    let path = CString::new(lib.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: dlopen of our own library.
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!h.is_null());
+    // SAFETY: lookups in a live handle, called with their rdma-core signatures (NULL arguments
+    // are never read by a stub).
+    unsafe {
+        let srq: unsafe extern "C" fn(*mut libc::c_void, *mut libc::c_void) -> *mut libc::c_void =
+            std::mem::transmute(libc::dlsym(h, c"ibv_create_srq".as_ptr()));
+        *libc::__errno_location() = 0;
+        assert!(srq(std::ptr::null_mut(), std::ptr::null_mut()).is_null());
+        assert_eq!(*libc::__errno_location(), libc::EOPNOTSUPP);
+        let cmd: unsafe extern "C" fn(*mut libc::c_void) -> i32 =
+            std::mem::transmute(libc::dlsym(h, c"ibv_cmd_alloc_pd".as_ptr()));
+        assert_eq!(cmd(std::ptr::null_mut()), libc::EOPNOTSUPP);
+    }
+    let stubs = rawpkt_model_verbs::abi::EXPORTS.iter().filter(|e| !e.4).count();
+    assert!(stubs > 0 && stubs < rawpkt_model_verbs::abi::EXPORTS.len());
 }
