@@ -30,6 +30,7 @@ pub mod abi;
 mod caps;
 mod control;
 mod datapath;
+mod device;
 mod dv;
 mod global;
 mod objects;
@@ -39,6 +40,7 @@ mod verbs;
 
 pub use caps::drop_cap_net_raw_on_this_thread;
 pub use control::*;
+pub use device::*;
 pub use dv::*;
 pub use verbs::*;
 

@@ -38,7 +38,7 @@ pub(crate) fn create() -> Result<PathBuf, String> {
     fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
     let driver = root.join("bus/pci/drivers/mlx5_core");
     fs::create_dir_all(&driver).map_err(|e| format!("{}: {e}", driver.display()))?;
-    for d in &DEVS {
+    for (port, d) in DEVS.iter().enumerate() {
         let pci = root.join("devices/pci0000:3a").join(d.pci);
         write(&pci.join("vendor"), "0x15b3\n")?;
         write(&pci.join("device"), "0x1017\n")?;
@@ -62,6 +62,31 @@ pub(crate) fn create() -> Result<PathBuf, String> {
         write(&ib.join("ports/1/phys_state"), "5: LinkUp\n")?;
         write(&ib.join("ports/1/link_layer"), "Ethernet\n")?;
         write(&ib.join("ports/1/rate"), "100 Gb/sec (4X EDR)\n")?;
+        // What ibv_devinfo (board_id) and GID readers take from sysfs; the GID table's
+        // populated entries with their RoCE types and netdevs (ports/1/gid_attrs).
+        let guid = |g| format!("{}\n", crate::device::guid_str(g));
+        write(&ib.join("board_id"), &format!("{}\n", crate::device::BOARD_ID))?;
+        write(&ib.join("node_guid"), &guid(crate::device::node_guid(port)))?;
+        write(&ib.join("sys_image_guid"), &guid(crate::device::sys_image_guid(port)))?;
+        write(&ib.join("node_desc"), &format!("rawpkt model {}\n", d.ibdev))?;
+        write(&ib.join("hw_rev"), "0x0\n")?;
+        for i in 0..crate::device::GID_TABLE_LEN {
+            let Some((raw, t)) = crate::device::gid(port, i) else {
+                continue;
+            };
+            let g: Vec<String> = raw.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect();
+            write(&ib.join(format!("ports/1/gids/{i}")), &format!("{}\n", g.join(":")))?;
+            let ty = if t == rdma_abi::IBV_GID_TYPE_ROCE_V2 {
+                "RoCE v2"
+            } else {
+                "IB/RoCE v1"
+            };
+            write(&ib.join(format!("ports/1/gid_attrs/types/{i}")), &format!("{ty}\n"))?;
+            write(
+                &ib.join(format!("ports/1/gid_attrs/ndevs/{i}")),
+                &format!("{}\n", d.netdev),
+            )?;
+        }
         fs::create_dir_all(pci.join("infiniband").join(d.ibdev)).map_err(|e| e.to_string())?;
 
         let uv = root.join("class/infiniband_verbs").join(d.uverbs);

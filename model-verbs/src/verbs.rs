@@ -112,7 +112,7 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.sz = size_of::<verbs_context>();
     vctx.context.abi_compat = usize::MAX as *mut c_void; // __VERBS_ABI_IS_EXTENDED, (void *)-1
     vctx.context.device = device;
-    vctx.context.num_comp_vectors = 1;
+    vctx.context.num_comp_vectors = num_comp_vectors();
     // SAFETY: plain fd-creating syscalls; the fds belong to the context and are closed with it.
     unsafe {
         vctx.context.cmd_fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
@@ -173,21 +173,24 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
 // Queries
 
 fn device_attr(port: usize) -> ibv_device_attr {
+    use crate::device::*;
     // SAFETY: C data, all-zero valid.
     let mut a: ibv_device_attr = unsafe { std::mem::zeroed() };
-    crate::global::fill(&mut a.fw_ver, "16.35.2000");
-    let mac = DEVS[port].mac;
-    let guid = u64::from_be_bytes([mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]);
-    a.node_guid = guid.to_be();
-    a.sys_image_guid = guid.to_be();
+    crate::global::fill(&mut a.fw_ver, FW_VER);
+    a.node_guid = node_guid(port).to_be();
+    a.sys_image_guid = sys_image_guid(port).to_be();
     a.max_mr_size = u64::MAX;
-    a.page_size_cap = 0xffff_f000;
+    a.page_size_cap = 0xffff_ffff_ffff_f000;
     a.vendor_id = 0x02c9;
     a.vendor_part_id = 4119; // ConnectX-5 (0x1017)
     a.hw_ver = 0;
     a.max_qp = 1 << 18;
     a.max_qp_wr = MAX_QP_WR as c_int;
-    a.device_cap_flags = IBV_DEVICE_RAW_MULTI | IBV_DEVICE_RAW_IP_CSUM | IBV_DEVICE_MANAGED_FLOW_STEERING;
+    a.device_cap_flags = IBV_DEVICE_RAW_MULTI
+        | IBV_DEVICE_RAW_IP_CSUM
+        | IBV_DEVICE_MANAGED_FLOW_STEERING
+        | IBV_DEVICE_SYS_IMAGE_GUID
+        | IBV_DEVICE_PORT_ACTIVE_EVENT;
     a.max_sge = MAX_SGE as c_int;
     a.max_sge_rd = MAX_SGE as c_int;
     a.max_cq = 1 << 24;
@@ -198,6 +201,15 @@ fn device_attr(port: usize) -> ibv_device_attr {
     a.max_pkeys = 128;
     a.phys_port_cnt = 1;
     a
+}
+
+/// `ibv_context.num_comp_vectors`: mlx5_core creates one completion EQ per online CPU (capped
+/// by the device's MSI-X vectors, 63 on the hosts of openucx/ucx#10430), and mlx5_ib reports
+/// their number.
+pub(crate) fn num_comp_vectors() -> c_int {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.clamp(1, 63) as c_int
 }
 
 #[no_mangle]
@@ -246,6 +258,11 @@ unsafe extern "C" fn query_device_ex(
         a.max_wq_type_rq = 1 << 24;
         a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
         a.phys_port_cnt_ex = 1;
+        a.completion_timestamp_mask = crate::device::TIMESTAMP_MASK;
+        a.hca_core_clock = crate::device::HCA_CORE_CLOCK_KHZ;
+        a.packet_pacing_caps.qp_rate_limit_min = crate::device::RATE_LIMIT_MIN_KBPS;
+        a.packet_pacing_caps.qp_rate_limit_max = crate::device::RATE_LIMIT_MAX_KBPS;
+        a.packet_pacing_caps.supported_qpts = 1 << IBV_QPT_RAW_PACKET;
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that many, from
         // our own fully initialised copy (an older caller gets the prefix it knows).
@@ -263,7 +280,7 @@ fn port_attr() -> ibv_port_attr {
     // a 1500-byte netdev gives IB_MTU_1024 (the contract's "active_mtu 4096" is not what the
     // kernel reports for MTU 1500).
     p.active_mtu = IBV_MTU_1024;
-    p.gid_tbl_len = 256;
+    p.gid_tbl_len = crate::device::GID_TABLE_LEN as c_int;
     p.port_cap_flags = 0x0401_0000; // IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS
     p.max_msg_sz = 1 << 30;
     p.pkey_tbl_len = 1;
@@ -310,6 +327,7 @@ pub unsafe extern "C" fn ibv_query_port(context: *mut ibv_context, port_num: u8,
     }
 }
 
+/// `ibv_query_gid`: the GID at `index` (zeros for an empty entry, as sysfs reads them), or -1.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_gid(
     context: *mut ibv_context,
@@ -319,22 +337,14 @@ pub unsafe extern "C" fn ibv_query_gid(
 ) -> c_int {
     guard(-1, || {
         let Ok(g) = g() else { return -1 };
-        if live(g, context.cast(), Kind::Context).is_err()
-            || gid.is_null()
-            || port_num != 1
-            || !(0..256).contains(&index)
+        let table = 0..crate::device::GID_TABLE_LEN as c_int;
+        if live(g, context.cast(), Kind::Context).is_err() || gid.is_null() || port_num != 1 || !table.contains(&index)
         {
             return -1;
         }
         // SAFETY: a live context.
-        let mac = DEVS[unsafe { (*Context::from_ctx(context)).port }].mac;
-        let mut raw = [0u8; 16];
-        if index == 0 {
-            // RoCE's default GID: fe80::/64 with the MAC's modified EUI-64.
-            raw[0] = 0xfe;
-            raw[1] = 0x80;
-            raw[8..].copy_from_slice(&[mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]);
-        }
+        let port = unsafe { (*Context::from_ctx(context)).port };
+        let raw = crate::device::gid(port, index as u32).map_or([0; 16], |(raw, _)| raw);
         // SAFETY: union ibv_gid is 16 bytes; the caller's is valid for writing.
         unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), gid.cast::<u8>(), 16) };
         0
@@ -487,9 +497,14 @@ pub unsafe extern "C" fn ibv_create_cq(
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut c_void,
-    _comp_vector: c_int,
+    comp_vector: c_int,
 ) -> *mut ibv_cq {
     guard(std::ptr::null_mut(), || {
+        // ib_uverbs create_cq: a vector beyond the device's completion EQs is EINVAL.
+        if !(0..num_comp_vectors()).contains(&comp_vector) {
+            set_errno(EINVAL);
+            return std::ptr::null_mut();
+        }
         if !channel.is_null() {
             // Completion channels need events the model does not raise.
             set_errno(libc::EOPNOTSUPP);
@@ -775,6 +790,12 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                 return Err(EINVAL);
             }
             if mask & IBV_QP_PORT != 0 && a.port_num != 1 {
+                return Err(EINVAL);
+            }
+            // mlx5_core `mlx5_rl_add_rate`: a rate outside the packet pacing caps is EINVAL
+            // (0 is unlimited). The model records no rate: its wire is not shaped.
+            let pacing = crate::device::RATE_LIMIT_MIN_KBPS..=crate::device::RATE_LIMIT_MAX_KBPS;
+            if mask & IBV_QP_RATE_LIMIT != 0 && a.rate_limit != 0 && !pacing.contains(&a.rate_limit) {
                 return Err(EINVAL);
             }
             let qpn = sq.qpn();
