@@ -177,3 +177,62 @@ fn unmodelled_symbols_answer_as_unsupported_verbs() {
     let stubs = rawpkt_model_verbs::abi::EXPORTS.iter().filter(|e| !e.4).count();
     assert!(stubs > 0 && stubs < rawpkt_model_verbs::abi::EXPORTS.len());
 }
+
+/// The exported-symbol table of docs/model-library.md, from the library's own `EXPORTS`: one row
+/// per symbol with its versions (default in bold) and what it does.
+fn exports_table() -> String {
+    let mut rows: Vec<(String, Vec<String>, bool, &str)> = Vec::new();
+    for (name, ver, default, kind, implemented) in rawpkt_model_verbs::abi::EXPORTS {
+        let v = if *default {
+            format!("**{ver}**")
+        } else {
+            ver.to_string()
+        };
+        match rows.iter_mut().find(|r| r.0 == *name) {
+            Some(r) => {
+                r.1.push(v);
+                r.2 |= *implemented && *default;
+            }
+            None => rows.push((name.to_string(), vec![v], *implemented && *default, kind)),
+        }
+    }
+    let mut t = String::from("| symbol | versions | in the model |\n|---|---|---|\n");
+    for (name, vers, implemented, kind) in rows {
+        let what = if implemented {
+            "modelled".to_string()
+        } else {
+            match kind {
+                "ptr" => "not modelled: NULL, errno EOPNOTSUPP".into(),
+                "int" => "not modelled: EOPNOTSUPP".into(),
+                "neg" => "not modelled: -1, errno EOPNOTSUPP".into(),
+                "void" => "not modelled: no effect".into(),
+                k => format!("not modelled: 0 ({k})"),
+            }
+        };
+        t.push_str(&format!("| `{name}` | {} | {what} |\n", vers.join(", ")));
+    }
+    t
+}
+
+/// docs/model-library.md's table is the library's: `RAWPKT_BLESS_DOCS=1` rewrites it
+/// (scripts/model-abi-table.sh).
+#[test]
+fn docs_table_lists_every_export() {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/model-library.md");
+    let text = std::fs::read_to_string(&doc).expect("docs/model-library.md");
+    let (begin, end) = ("<!-- exports:begin -->\n", "<!-- exports:end -->");
+    let (Some(a), Some(b)) = (text.find(begin), text.find(end)) else {
+        panic!("docs/model-library.md has no {begin:?} .. {end:?} markers");
+    };
+    let table = exports_table();
+    let current = &text[a + begin.len()..b];
+    if std::env::var_os("RAWPKT_BLESS_DOCS").is_some() {
+        let new = format!("{}{table}{}", &text[..a + begin.len()], &text[b..]);
+        std::fs::write(&doc, new).expect("writing docs/model-library.md");
+        return;
+    }
+    assert_eq!(
+        current, table,
+        "docs/model-library.md's symbol table is stale: run scripts/model-abi-table.sh"
+    );
+}
