@@ -103,7 +103,12 @@ fn c_program_against_rdma_core_headers() {
     let deps = String::from_utf8_lossy(&ldd.stdout);
     let want = format!("libibverbs.so.1 => {}", dir.join("libibverbs.so.1").display());
     assert!(deps.contains(&want), "{deps}");
-    let run = Command::new(&exe).output().expect("running the C program");
+    // The model's trace of a process whose NIC lives until exit is flushed at exit, whole.
+    let trace = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("model-verbs-e2e-{}.trace", std::process::id()));
+    let run = Command::new(&exe)
+        .env("RAWPKT_MODEL_TRACE", &trace)
+        .output()
+        .expect("running the C program");
     assert!(
         run.status.success(),
         "the C program failed:\n{}{}",
@@ -111,6 +116,18 @@ fn c_program_against_rdma_core_headers() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(String::from_utf8_lossy(&run.stdout).contains("e2e ok"));
+    let text = std::fs::read_to_string(&trace).expect("the trace file");
+    let _ = std::fs::remove_file(&trace);
+    assert!(
+        text.starts_with("# rawpkt mlx5 model trace v1\n") && text.ends_with('\n'),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.starts_with("WQE ")) && text.lines().any(|l| l.starts_with("CQE ")));
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("WQE ") || last.starts_with("CQE ") || last.starts_with("EV "),
+        "the trace ends mid-record: {last}"
+    );
 }
 
 /// `name@@VERSION` / `name@VERSION` of every symbol `lib` defines.
