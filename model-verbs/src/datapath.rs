@@ -198,9 +198,16 @@ pub(crate) unsafe extern "C" fn post_recv(
         if qp.is_null() || !g.reg().check(qp as usize, Kind::Qp) {
             return EINVAL;
         }
-        // The model's QPs have no receive queue (rq.wqe_cnt 0): mlx5_post_recv's overflow check
-        // fails every WR with ENOMEM.
-        ENOMEM
+        // SAFETY: a live QP.
+        match unsafe { &(*qp.cast::<Qp>()).kind } {
+            QpKind::Raw { rq: Some(r), .. } => {
+                // SAFETY: the caller's chain and out pointer, passed on.
+                unsafe { post_rq(&r.wq, wr, bad_wr) }
+            }
+            // No receive queue (rq.wqe_cnt 0): mlx5_post_recv's overflow check fails every WR
+            // with ENOMEM.
+            _ => ENOMEM,
+        }
     })
 }
 
@@ -221,50 +228,64 @@ pub(crate) unsafe extern "C" fn wq_post_recv(
             set_bad(wr);
             return EINVAL;
         }
-        // SAFETY: a live WQ.
-        let w = unsafe { &*wq.cast::<Wq>() };
-        let mut rx = lock(&w.rx);
-        let size = rx.ring.size();
-        let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);
-        // rdma-core `mlx5_post_wq_recv` (providers/mlx5/qp.c).
-        while !cur.is_null() {
-            // SAFETY: a WR of the caller's chain.
-            let r = unsafe { &*cur };
-            if rx.head.wrapping_add(nreq).wrapping_sub(rx.tail) >= size {
-                err = ENOMEM;
-                break;
-            }
-            if r.num_sge < 0 || r.num_sge > 1 || (r.num_sge > 0 && r.sg_list.is_null()) {
-                err = EINVAL;
-                break;
-            }
-            let idx = rx.head.wrapping_add(nreq);
-            let sge = if r.num_sge == 1 {
-                // SAFETY: one SGE, checked non-NULL.
-                Some(unsafe { *r.sg_list })
-            } else {
-                None
-            };
-            *rx.ring.wqe(idx) = match sge {
-                Some(s) if s.length > 0 => DataSeg::new(s.length, s.lkey, s.addr),
-                // No data: a terminator (invalid lkey), as rdma-core writes after the SGEs.
-                _ => DataSeg::TERMINATOR,
-            };
-            let slot = (idx & (size - 1)) as usize;
-            rx.wrid[slot] = r.wr_id;
-            nreq += 1;
-            cur = r.next;
-        }
-        if err != 0 {
-            set_bad(cur);
-        }
-        if nreq > 0 {
-            rx.head = rx.head.wrapping_add(nreq);
-            let head = rx.head;
-            rx.ring.ring_doorbell(head);
-        }
-        err
+        // SAFETY: a live WQ; the caller's chain and out pointer, passed on.
+        unsafe { post_rq(&*wq.cast::<Wq>(), wr, bad_wr) }
     })
+}
+
+/// Posts a chain of receive WRs to an RQ, a WQ's or a raw QP's own: rdma-core
+/// `mlx5_post_wq_recv` / `mlx5_post_recv` (providers/mlx5/qp.c) for single-segment WQEs.
+///
+/// # Safety
+/// `wr` is NULL or a valid chain of WRs; `bad_wr` is NULL or valid for writing.
+unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+    let set_bad = |w: *mut ibv_recv_wr| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's out pointer.
+            unsafe { *bad_wr = w };
+        }
+    };
+    let mut rx = lock(&w.rx);
+    let size = rx.ring.size();
+    let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);
+    // rdma-core `mlx5_post_wq_recv` (providers/mlx5/qp.c).
+    while !cur.is_null() {
+        // SAFETY: a WR of the caller's chain.
+        let r = unsafe { &*cur };
+        if rx.head.wrapping_add(nreq).wrapping_sub(rx.tail) >= size {
+            err = ENOMEM;
+            break;
+        }
+        if r.num_sge < 0 || r.num_sge > 1 || (r.num_sge > 0 && r.sg_list.is_null()) {
+            err = EINVAL;
+            break;
+        }
+        let idx = rx.head.wrapping_add(nreq);
+        let sge = if r.num_sge == 1 {
+            // SAFETY: one SGE, checked non-NULL.
+            Some(unsafe { *r.sg_list })
+        } else {
+            None
+        };
+        *rx.ring.wqe(idx) = match sge {
+            Some(s) if s.length > 0 => DataSeg::new(s.length, s.lkey, s.addr),
+            // No data: a terminator (invalid lkey), as rdma-core writes after the SGEs.
+            _ => DataSeg::TERMINATOR,
+        };
+        let slot = (idx & (size - 1)) as usize;
+        rx.wrid[slot] = r.wr_id;
+        nreq += 1;
+        cur = r.next;
+    }
+    if err != 0 {
+        set_bad(cur);
+    }
+    if nreq > 0 {
+        rx.head = rx.head.wrapping_add(nreq);
+        let head = rx.head;
+        rx.ring.ring_doorbell(head);
+    }
+    err
 }
 
 /// `mlx5_handle_error_cqe` (providers/mlx5/cq.c): syndrome -> `ibv_wc_status`.
@@ -350,7 +371,10 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
                     out.opcode = IBV_WC_RECV;
                     out.qp_num = wqn;
                     if let Some(&w) = p.wqs.get(&wqn) {
-                        // SAFETY: WQs leave this map before they are freed (destroy_wq).
+                        // SAFETY: WQs leave this map before they are freed (destroy_wq,
+                        // destroy_qp for a QP's own RQ).
+                        out.qp_num = unsafe { (*w).wc_qp_num };
+                        // SAFETY: as above.
                         let mut rx = lock(unsafe { &(*w).rx });
                         let slot = (u32::from(ctr) & (rx.ring.size() - 1)) as usize;
                         out.wr_id = rx.wrid[slot];

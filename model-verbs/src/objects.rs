@@ -85,12 +85,23 @@ pub(crate) struct SqTx {
     pub operational: bool,
 }
 
+/// The receive queue of a RAW_PACKET QP created with `max_recv_wr > 0`: as mlx5_ib builds it
+/// (`create_raw_packet_qp`), an RQ and a TIR over it alone, which flows attached to the QP
+/// deliver to. The RQ is a [`Wq`] the application never sees.
+pub(crate) struct OwnRq {
+    pub wq: Box<Wq>,
+    pub tir: usize,
+}
+
+// One per QP, boxed inside the Qp: the size of the RSS variant saves nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum QpKind {
-    /// A RAW_PACKET QP with a send queue.
+    /// A RAW_PACKET QP with a send queue, and its own receive queue when it was asked for.
     Raw {
         sq: SqInfo,
         send_cq: *mut Cq,
         tx: Mutex<SqTx>,
+        rq: Option<OwnRq>,
     },
     /// An RSS QP: a TIR over an indirection table.
     Rss { tir: usize },
@@ -118,6 +129,8 @@ pub(crate) struct Wq {
     pub info: RwqInfo,
     pub cq: *mut Cq,
     pub rx: Mutex<RqRx>,
+    /// `ibv_wc.qp_num` of its completions: the WQ number, or the QP's for a QP's own RQ.
+    pub wc_qp_num: u32,
 }
 
 #[repr(C)]

@@ -603,7 +603,7 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     let (kind, holds) = if rss != 0 {
         create_rss(g, a, rss)?
     } else {
-        create_raw(g, a, port)?
+        create_raw(g, context, a, port)?
     };
     // SAFETY: C data, all-zero valid.
     let mut q: ibv_qp = unsafe { std::mem::zeroed() };
@@ -624,9 +624,16 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     let mut holds = holds;
     holds.extend([context as usize, a.pd as usize]);
     // SAFETY: just allocated.
-    if let QpKind::Raw { send_cq, sq, .. } = unsafe { &(*qp).kind } {
+    if let QpKind::Raw { send_cq, sq, rq, .. } = unsafe { &(*qp).kind } {
         // SAFETY: send_cq is live (checked in create_raw) and outlives the QP (it holds it).
         lock(unsafe { &(**send_cq).poll }).sqs.insert(sq.qpn(), qp);
+        if let Some(r) = rq {
+            // SAFETY: the recv CQ is live and held by the QP; the RQ's box lives in the QP
+            // until destroy_qp takes it out of this map.
+            lock(unsafe { &(*r.wq.cq).poll })
+                .wqs
+                .insert(r.wq.wq.wq_num, (&*r.wq as *const Wq).cast_mut());
+        }
     }
     g.reg().add(qp as usize, Kind::Qp, holds);
     Ok(qp.cast::<ibv_qp>())
@@ -634,16 +641,34 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
 
 /// A RAW_PACKET QP with a send queue, sized as rdma-core's `mlx5_calc_send_wqe` /
 /// `mlx5_calc_sq_size` size it.
-fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(QpKind, Vec<usize>), i32> {
+fn create_raw(
+    g: &Global,
+    context: *mut ibv_context,
+    a: &mut ibv_qp_init_attr_ex,
+    port: usize,
+) -> Result<(QpKind, Vec<usize>), i32> {
     let cap = &mut a.cap;
-    if cap.max_recv_wr != 0 || cap.max_recv_sge != 0 || !a.srq.is_null() {
-        // The model gives raw QPs no receive queue: receive through WQs and an RSS QP.
+    if !a.srq.is_null() {
+        // SRQs are not modelled (ibv_create_srq is EOPNOTSUPP), so no live one can be named.
+        return Err(EINVAL);
+    }
+    // A receive queue of its own when max_recv_wr asks for one; with max_recv_wr 0 the QP has
+    // none whatever max_recv_sge says (libmlx5 `mlx5_calc_rq_size` returns 0 first).
+    let want_rq = cap.max_recv_wr > 0;
+    if want_rq && (cap.max_recv_wr > MAX_QP_WR || cap.max_recv_sge > MAX_SGE) {
+        return Err(EINVAL);
+    }
+    if want_rq && cap.max_recv_sge > 1 {
+        // The model's RQs read one 16-byte data segment per WQE: no scatter.
         return Err(libc::EOPNOTSUPP);
     }
     if a.send_cq.is_null() || live(g, a.send_cq.cast(), Kind::Cq).is_err() {
         return Err(EINVAL);
     }
     if !a.recv_cq.is_null() && live(g, a.recv_cq.cast(), Kind::Cq).is_err() {
+        return Err(EINVAL);
+    }
+    if want_rq && a.recv_cq.is_null() {
         return Err(EINVAL);
     }
     if cap.max_send_wr == 0 || cap.max_send_wr > MAX_QP_WR || cap.max_send_sge > MAX_SGE {
@@ -690,11 +715,27 @@ fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(Q
     if !a.recv_cq.is_null() {
         holds.push(a.recv_cq as usize);
     }
+    let rq = if want_rq {
+        // mlx5_ib `create_raw_packet_qp`: an RQ, and a TIR over it alone for the QP's flows.
+        let wq = new_wq(g, context, a.pd, a.recv_cq, port, a.cap.max_recv_wr, Some(sq.qpn()))?;
+        let tir = g
+            .nic
+            .create_tir(vec![wq.wq.wq_num], &[0; 40], 0)
+            .map_err(|_| libc::ENOMEM)?;
+        a.cap.max_recv_wr = wq.info.wqe_cnt();
+        a.cap.max_recv_sge = 1;
+        Some(OwnRq { wq, tir })
+    } else {
+        a.cap.max_recv_wr = 0;
+        a.cap.max_recv_sge = 0;
+        None
+    };
     Ok((
         QpKind::Raw {
             sq,
             send_cq,
             tx: Mutex::new(tx),
+            rq,
         },
         holds,
     ))
@@ -780,7 +821,7 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
             let q = qp.cast::<Qp>();
             // SAFETY: a live QP and the caller's attr struct.
             let (a, q) = unsafe { (&*attr, &mut *q) };
-            let QpKind::Raw { sq, tx, .. } = &q.kind else {
+            let QpKind::Raw { sq, tx, rq, .. } = &q.kind else {
                 // mlx5_ib_modify_qp: `if (ibqp->rwq_ind_tbl) return -ENOSYS;`
                 return Err(libc::ENOSYS);
             };
@@ -817,6 +858,26 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                 IBV_QPS_ERR => g.nic.set_sq_state(qpn, true, true).map_err(|_| EINVAL)?,
                 _ => {}
             }
+            // The QP's own RQ (mlx5_ib `modify_raw_packet_qp`): ready from RESET->INIT on
+            // (RST2INIT moves the RQ to RDY, the SQ waits for RTS), reset and error with the QP.
+            if let Some(r) = rq {
+                let state = match (cur, next) {
+                    (IBV_QPS_RESET, IBV_QPS_INIT) => Some(RqState::Ready),
+                    (_, IBV_QPS_RESET) => Some(RqState::Reset),
+                    (_, IBV_QPS_ERR) => Some(RqState::Error),
+                    _ => None,
+                };
+                if let Some(state) = state {
+                    if state == RqState::Reset {
+                        // mlx5_modify_qp on RESET: the RQ's indices and record restart too.
+                        let mut rx = lock(&r.wq.rx);
+                        rx.head = 0;
+                        rx.tail = 0;
+                        rx.ring.ring_doorbell(0);
+                    }
+                    g.nic.set_rq_state(r.wq.wq.wq_num, state).map_err(|_| EINVAL)?;
+                }
+            }
             // libibverbs ibv_modify_qp: the new state is recorded in qp->state on success.
             q.qp.state = next;
             Ok(())
@@ -834,9 +895,14 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             // SAFETY: allocated by create_qp, out of the registry now.
             let q = unsafe { Box::from_raw(qp.cast::<Qp>()) };
             match &q.kind {
-                QpKind::Raw { sq, send_cq, .. } => {
+                QpKind::Raw { sq, send_cq, rq, .. } => {
                     // SAFETY: the send CQ outlives its QPs (it was held until the removal above).
                     lock(unsafe { &(**send_cq).poll }).sqs.remove(&sq.qpn());
+                    if let Some(r) = rq {
+                        // SAFETY: likewise the recv CQ.
+                        lock(unsafe { &(*r.wq.cq).poll }).wqs.remove(&r.wq.wq.wq_num);
+                        g.nic.destroy_tir(r.tir);
+                    }
                 }
                 QpKind::Rss { tir, .. } => g.nic.destroy_tir(*tir),
             }
@@ -880,28 +946,54 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     }
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
-    let cq = a.cq.cast::<Cq>();
-    // SAFETY: a live CQ.
+    let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None)?;
+    a.max_wr = w.info.wqe_cnt();
+    a.max_sge = 1;
+    w.wq.wq_context = a.wq_context;
+    let cq = w.cq;
+    let wq_num = w.wq.wq_num;
+    let wq = Box::into_raw(w);
+    // SAFETY: a live CQ; the WQ holds it until destroyed.
+    lock(unsafe { &(*cq).poll }).wqs.insert(wq_num, wq);
+    g.reg().add(
+        wq as usize,
+        Kind::Wq,
+        vec![context as usize, a.pd as usize, a.cq as usize],
+    );
+    Ok(wq.cast::<ibv_wq>())
+}
+
+/// A model RQ of at least `max_wr` single-segment WQEs completing to `cq`, as an `ibv_wq` in
+/// RESET (the caller registers it, or keeps it as a QP's own RQ, numbered `owner_qpn` in its
+/// completions).
+fn new_wq(
+    g: &Global,
+    context: *mut ibv_context,
+    pd: *mut ibv_pd,
+    cq: *mut ibv_cq,
+    port: usize,
+    max_wr: u32,
+    owner_qpn: Option<u32>,
+) -> Result<Box<Wq>, i32> {
+    let cq = cq.cast::<Cq>();
+    // SAFETY: a live CQ (the callers check).
     let cqn = unsafe { (*cq).info.cqn() };
-    let (info, wq_num) = g.nic.create_wq(port, a.max_wr, cqn).map_err(|_| libc::ENOMEM)?;
+    let (info, wq_num) = g.nic.create_wq(port, max_wr, cqn).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's WQ, which only this object posts to.
     let ring = unsafe { RqRing::new(&info) }.map_err(|_| libc::ENOMEM)?;
-    a.max_wr = info.wqe_cnt();
-    a.max_sge = 1;
     // SAFETY: C data, all-zero valid (the static inline ibv_create_wq initialises the mutex,
     // cond and events_completed itself).
     let mut w: ibv_wq = unsafe { std::mem::zeroed() };
     w.context = context;
-    w.wq_context = a.wq_context;
-    w.pd = a.pd;
-    w.cq = a.cq;
+    w.pd = pd;
+    w.cq = cq.cast();
     w.wq_num = wq_num;
     w.handle = wq_num;
     w.state = IBV_WQS_RESET;
     w.wq_type = IBV_WQT_RQ;
     w.post_recv = Some(crate::datapath::wq_post_recv);
     let n = info.wqe_cnt() as usize;
-    let wq = Box::into_raw(Box::new(Wq {
+    Ok(Box::new(Wq {
         wq: w,
         port,
         info,
@@ -912,15 +1004,8 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
             tail: 0,
             wrid: vec![0; n],
         }),
-    }));
-    // SAFETY: a live CQ; the WQ holds it until destroyed.
-    lock(unsafe { &(*cq).poll }).wqs.insert(wq_num, wq);
-    g.reg().add(
-        wq as usize,
-        Kind::Wq,
-        vec![context as usize, a.pd as usize, a.cq as usize],
-    );
-    Ok(wq.cast::<ibv_wq>())
+        wc_qp_num: owner_qpn.unwrap_or(wq_num),
+    }))
 }
 
 unsafe extern "C" fn modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
@@ -1105,9 +1190,12 @@ unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *
             }
             // SAFETY: a live QP.
             let q = unsafe { &*qp.cast::<Qp>() };
-            let QpKind::Rss { tir, .. } = q.kind else {
-                // The destination is the QP's TIR; the model's raw QPs have no receive side.
-                return Err(EINVAL);
+            // The destination is the QP's TIR: an RSS QP's, or a raw QP's own RQ's. A send-only
+            // raw QP has none (mlx5_ib creates no TIR without an RQ).
+            let tir = match &q.kind {
+                QpKind::Rss { tir } => *tir,
+                QpKind::Raw { rq: Some(r), .. } => r.tir,
+                QpKind::Raw { rq: None, .. } => return Err(EINVAL),
             };
             let id = g.nic.add_flow(q.port, parsed.rule, tir).map_err(|_| libc::ENOMEM)?;
             let f = Box::into_raw(Box::new(Flow {

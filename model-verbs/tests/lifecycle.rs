@@ -576,3 +576,106 @@ fn dv_datapath_over_init_obj() {
         let _ = Rc::strong_count(&pool);
     }
 }
+
+/// RAW_PACKET QPs as the hardware has them: `max_recv_wr = 0` with any `max_recv_sge` is a
+/// send-only QP (receives are ENOMEM, flows EINVAL); with `max_recv_wr > 0` the QP has its own
+/// RQ, ready from INIT, fed by `ibv_post_recv` on the QP and completing on its recv CQ with the
+/// QP's number, and flows attached to the QP deliver to it.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn a_raw_qp_with_its_own_rq_receives_what_its_flows_steer() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a buffer that outlives its MR.
+    unsafe {
+        let d = open(1);
+        let post_recv = (*d.ctx).ops.post_recv.unwrap();
+        let poll = (*d.ctx).ops.poll_cq.unwrap();
+        let scq = ibv_create_cq(d.ctx, 64, null_mut(), null_mut(), 0);
+        let rcq = ibv_create_cq(d.ctx, 64, null_mut(), null_mut(), 0);
+        assert!(!scq.is_null() && !rcq.is_null());
+        let mut a: ibv_qp_init_attr = std::mem::zeroed();
+        a.send_cq = scq;
+        a.recv_cq = rcq;
+        a.cap.max_send_wr = 16;
+        a.cap.max_send_sge = 1;
+        a.cap.max_recv_sge = 4;
+        a.qp_type = IBV_QPT_RAW_PACKET;
+        let send_only = ibv_create_qp(d.pd, &mut a);
+        assert!(!send_only.is_null(), "max_recv_wr 0, max_recv_sge 4: errno {}", errno());
+        assert_eq!((a.cap.max_recv_wr, a.cap.max_recv_sge), (0, 0));
+        let mut wr: ibv_recv_wr = std::mem::zeroed();
+        let mut bad = null_mut();
+        assert_eq!(post_recv(send_only, &mut wr, &mut bad), libc::ENOMEM);
+        assert!(flow(send_only, &FlowRule::own_mac(MAC1)).is_null() && errno() == libc::EINVAL);
+        a.cap.max_recv_sge = 2;
+        a.cap.max_recv_wr = 32;
+        assert!(
+            ibv_create_qp(d.pd, &mut a).is_null() && errno() == libc::EOPNOTSUPP,
+            "scatter"
+        );
+
+        a.cap.max_recv_sge = 1;
+        let qp = ibv_create_qp(d.pd, &mut a);
+        assert!(!qp.is_null(), "errno {}", errno());
+        assert!(a.cap.max_recv_wr >= 32 && a.cap.max_recv_sge == 1);
+        let mut buf = vec![0u8; 32 * 2048];
+        let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), buf.len(), 1);
+        assert!(!mr.is_null());
+        let mut sges: Vec<ibv_sge> = (0..32)
+            .map(|i| ibv_sge {
+                addr: buf.as_ptr() as u64 + i * 2048,
+                length: 2048,
+                lkey: (*mr).lkey,
+            })
+            .collect();
+        let mut wrs: Vec<ibv_recv_wr> = (0..32).map(|_| std::mem::zeroed()).collect();
+        for i in 0..32 {
+            wrs[i].wr_id = 100 + i as u64;
+            wrs[i].sg_list = &mut sges[i];
+            wrs[i].num_sge = 1;
+            let next = if i < 31 {
+                &mut wrs[i + 1] as *mut ibv_recv_wr
+            } else {
+                null_mut()
+            };
+            wrs[i].next = next;
+        }
+        assert_eq!(post_recv(qp, wrs.as_mut_ptr(), &mut bad), 0);
+        assert_eq!(modify(qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT), 0);
+        let f = flow(qp, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null(), "errno {}", errno());
+        assert_eq!(ibv_destroy_qp(qp), libc::EBUSY, "a QP with a flow");
+
+        let linux = rawpkt_model_linux_frames(c"mlx5_1".as_ptr(), 1);
+        let mine = udp_frame(MAC1, 7);
+        assert_eq!(rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, mine.as_ptr(), mine.len()), 0);
+        let other = udp_frame([2, 0, 0, 0, 0, 9], 8);
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, other.as_ptr(), other.len()),
+            0
+        );
+        let mut wc: ibv_wc = std::mem::zeroed();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while poll(rcq, 1, &mut wc) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no receive completion");
+        }
+        assert_eq!(wc.status, IBV_WC_SUCCESS);
+        assert_eq!(wc.opcode, IBV_WC_RECV);
+        assert_eq!(
+            (wc.qp_num, wc.wr_id, wc.byte_len as usize),
+            ((*qp).qp_num, 100, mine.len())
+        );
+        assert_eq!(&buf[..mine.len()], &mine[..]);
+        assert_eq!(poll(rcq, 1, &mut wc), 0, "the other MAC's frame is Linux's");
+        assert_eq!(rawpkt_model_linux_frames(c"mlx5_1".as_ptr(), 1), linux + 1);
+
+        assert_eq!(destroy_flow(f), 0);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_qp(send_only), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(scq), 0);
+        assert_eq!(ibv_destroy_cq(rcq), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
