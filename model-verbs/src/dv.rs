@@ -213,3 +213,25 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
         })())
     })
 }
+
+/// `mlx5dv_init_obj@MLX5_1.0` (rdma-core `COMPAT_SYMVER_FUNC(mlx5dv_init_obj, 1_0, ...)` in
+/// providers/mlx5/mlx5.c): the current one, except that this ABI's `mlx5dv_cq.cq_uar` held the
+/// address of a variable holding the UAR's address.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn __mlx5dv_init_obj_MLX5_1_0(obj: *mut mlx5dv_obj, obj_type: u64) -> c_int {
+    // SAFETY: the caller's struct, as for mlx5dv_init_obj.
+    let ret = unsafe { mlx5dv_init_obj(obj, obj_type) };
+    if ret == 0 && obj_type & u64::from(MLX5DV_OBJ_CQ) != 0 {
+        guard((), || {
+            // SAFETY: mlx5dv_init_obj checked the CQ is live and the out struct non-NULL; a live
+            // CQ's context is live.
+            unsafe {
+                let o = &mut *obj;
+                let ctx = Context::from_ctx((*o.cq.in_).context);
+                (*o.cq.out).cq_uar = std::ptr::addr_of_mut!((*ctx).cq_uar_reg).cast();
+            }
+        });
+    }
+    ret
+}

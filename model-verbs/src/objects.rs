@@ -23,6 +23,9 @@ pub(crate) struct Context {
     /// The CQ UAR page (`mlx5dv_cq.cq_uar`): arm doorbells land here; the model never raises
     /// completion events, so nothing reads it.
     pub cq_uar: Region,
+    /// The CQ UAR's address, where `mlx5dv_init_obj@MLX5_1.0` points `cq_uar` (that ABI
+    /// returned a `void **`).
+    pub cq_uar_reg: *mut std::ffi::c_void,
 }
 
 impl Context {

@@ -134,7 +134,13 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.destroy_rwq_ind_table = Some(destroy_rwq_ind_table);
     vctx.ibv_create_flow = Some(create_flow);
     vctx.ibv_destroy_flow = Some(destroy_flow);
-    let c = Box::into_raw(Box::new(Context { vctx, port, cq_uar }));
+    let cq_uar_reg = cq_uar.base().cast();
+    let c = Box::into_raw(Box::new(Context {
+        vctx,
+        port,
+        cq_uar,
+        cq_uar_reg,
+    }));
     // SAFETY: just allocated; the context is the last field of the verbs_context at its start.
     let ctx = unsafe { std::ptr::addr_of_mut!((*c).vctx.context) };
     g.reg().add(ctx as usize, Kind::Context, Vec::new());

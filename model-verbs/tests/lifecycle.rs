@@ -187,6 +187,19 @@ fn context_is_an_extended_verbs_context() {
         assert!(mlx5dv_is_supported((*d.ctx).device));
         assert_eq!(rawpkt_model_set(c"dv".as_ptr(), c"2".as_ptr()), -1);
         assert_eq!(rawpkt_model_set(c"nope".as_ptr(), c"1".as_ptr()), -1);
+        // mlx5dv_init_obj@MLX5_1.0: cq_uar is the address of a variable holding the UAR's.
+        let cq = ibv_create_cq(d.ctx, 8, null_mut(), null_mut(), 0);
+        let (mut now, mut old): (mlx5dv_cq, mlx5dv_cq) = (std::mem::zeroed(), std::mem::zeroed());
+        let mut o: mlx5dv_obj = std::mem::zeroed();
+        o.cq.in_ = cq;
+        o.cq.out = &mut now;
+        assert_eq!(mlx5dv_init_obj(&mut o, u64::from(MLX5DV_OBJ_CQ)), 0);
+        o.cq.out = &mut old;
+        assert_eq!(__mlx5dv_init_obj_MLX5_1_0(&mut o, u64::from(MLX5DV_OBJ_CQ)), 0);
+        assert!(!now.cq_uar.is_null());
+        assert_eq!(*old.cq_uar.cast::<*mut c_void>(), now.cq_uar);
+        assert_eq!((old.cqn, old.cqe_cnt), (now.cqn, now.cqe_cnt));
+        assert_eq!(ibv_destroy_cq(cq), 0);
         close(d);
         assert_eq!(rawpkt_model_live_objects(), 0);
     }
