@@ -158,10 +158,8 @@ pub(crate) unsafe extern "C" fn post_send(
             }
             let bbs = wqe.len().div_ceil(64) as u32;
             let start = t.pi;
-            for k in 0..bbs {
-                let dst = t.ring.wqebb_bytes(start.wrapping_add(k));
-                let chunk = &wqe[(k as usize * 64).min(wqe.len())..((k as usize + 1) * 64).min(wqe.len())];
-                dst[..chunk.len()].copy_from_slice(chunk);
+            for (k, chunk) in wqe.chunks(64).enumerate() {
+                t.ring.write_wqebb(start.wrapping_add(k as u32), chunk);
             }
             let slot = (start & mask) as usize;
             t.wrid[slot] = r.wr_id;
@@ -178,7 +176,7 @@ pub(crate) unsafe extern "C" fn post_send(
         if let Some(last) = last {
             // Record then UAR with the last WQE's first 8 bytes (mlx5 `post_send_db`).
             let pi = t.pi;
-            t.ring.ring_doorbell(pi, last);
+            t.ring.doorbell(pi, last);
         }
         err
     })
@@ -267,11 +265,12 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
         } else {
             None
         };
-        *rx.ring.wqe(idx) = match sge {
+        let seg = match sge {
             Some(s) if s.length > 0 => DataSeg::new(s.length, s.lkey, s.addr),
             // No data: a terminator (invalid lkey), as rdma-core writes after the SGEs.
             _ => DataSeg::TERMINATOR,
         };
+        rx.ring.write_wqe(idx, &seg.to_bytes());
         let slot = (idx & (size - 1)) as usize;
         rx.wrid[slot] = r.wr_id;
         nreq += 1;
@@ -283,7 +282,7 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
     if nreq > 0 {
         rx.head = rx.head.wrapping_add(nreq);
         let head = rx.head;
-        rx.ring.ring_doorbell(head);
+        rx.ring.doorbell(head);
     }
     err
 }
@@ -326,7 +325,8 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
         let mut p = lock(&c.poll);
         let mut n = 0usize;
         while n < num_entries as usize {
-            let Some(cqe) = p.ring.poll(p.ci) else { break };
+            let Some(bytes) = p.ring.poll(p.ci) else { break };
+            let cqe = prm::Cqe64::from_bytes(&bytes);
             p.ci = p.ci.wrapping_add(1);
             // SAFETY: C data, all-zero valid.
             let mut out: ibv_wc = unsafe { std::mem::zeroed() };

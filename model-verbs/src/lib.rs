@@ -34,6 +34,7 @@ mod device;
 mod dv;
 mod global;
 mod objects;
+mod ring;
 mod sysfs;
 mod traffic;
 mod verbs;

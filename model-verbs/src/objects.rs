@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::mem::offset_of;
 use std::sync::{Mutex, MutexGuard};
 
-use rawpkt::dv::ring::{CqInfo, CqRing, RqRing, RwqInfo, SqInfo, SqRing};
+use rawpkt::dv::ring::{CqInfo, RwqInfo, SqInfo};
+
+use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
 use rdma_abi::*;
 
@@ -50,7 +52,7 @@ pub(crate) struct Mr {
 
 /// Consumer side of a CQ for `ibv_poll_cq`, and which queues complete to it.
 pub(crate) struct CqPoll {
-    pub ring: CqRing,
+    pub ring: CompRing,
     pub ci: u32,
     /// Raw QPs by QPN and WQs by number that complete here (for their `wr_id`s).
     pub sqs: HashMap<u32, *mut Qp>,
@@ -69,7 +71,7 @@ pub(crate) struct Cq {
 
 /// Send side of a raw QP, in rdma-core's terms (`struct mlx5_wq` of the SQ).
 pub(crate) struct SqTx {
-    pub ring: SqRing,
+    pub ring: SendRing,
     /// Next WQEBB (free-running, `sq.cur_post`).
     pub pi: u32,
     /// WRs posted and completed (`sq.head`, `sq.tail`).
@@ -119,7 +121,7 @@ pub(crate) struct Qp {
 
 /// Receive side of a WQ (`struct mlx5_rwq`'s `rq`).
 pub(crate) struct RqRx {
-    pub ring: RqRing,
+    pub ring: RecvRing,
     pub head: u32,
     pub tail: u32,
     pub wrid: Vec<u64>,

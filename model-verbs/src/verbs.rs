@@ -7,8 +7,10 @@ use std::ffi::{c_char, c_int, c_void};
 use std::mem::size_of;
 use std::sync::Mutex;
 
+use rawpkt::dv::model::RawQueue;
 use rawpkt::dv::model::RqState;
-use rawpkt::dv::ring::{CqRing, RqRing, SqRing};
+
+use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
 use rdma_abi::*;
 
@@ -473,7 +475,7 @@ pub(crate) fn create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut 
     }
     let info = g.nic.create_cq(cqe as u32).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's CQ, which we own the consumer side of until the CQ is destroyed.
-    let ring = unsafe { CqRing::new(&info) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { CompRing::new(RawQueue::of_cq(&info)) }.map_err(|_| libc::ENOMEM)?;
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     // SAFETY: C data, all-zero valid (zeroed mutex/cond are the static initialisers in glibc).
@@ -699,7 +701,7 @@ fn create_raw(
     // The SQ ignores doorbells until the QP reaches RTS.
     g.nic.set_sq_state(sq.qpn(), false, false).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's SQ, which this QP alone posts to.
-    let ring = unsafe { SqRing::new(&sq) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { SendRing::new(RawQueue::of_sq(&sq)) }.map_err(|_| libc::ENOMEM)?;
     let max_post = wq_size / wqe_size;
     cap.max_send_wr = max_post;
     cap.max_inline_data = wqe_size - RAW_SQ_OVERHEAD - INL_SEG;
@@ -855,7 +857,7 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                     t.head = 0;
                     t.tail = 0;
                     t.operational = false;
-                    t.ring.reset_dbrec();
+                    t.ring.reset_record();
                 }
                 IBV_QPS_RTS => {
                     g.nic.set_sq_state(qpn, true, false).map_err(|_| EINVAL)?;
@@ -879,7 +881,7 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                         let mut rx = lock(&r.wq.rx);
                         rx.head = 0;
                         rx.tail = 0;
-                        rx.ring.ring_doorbell(0);
+                        rx.ring.doorbell(0);
                     }
                     g.nic.set_rq_state(r.wq.wq.wq_num, state).map_err(|_| EINVAL)?;
                 }
@@ -986,7 +988,7 @@ fn new_wq(
     let cqn = unsafe { (*cq).info.cqn() };
     let (info, wq_num) = g.nic.create_wq(port, max_wr, cqn).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's WQ, which only this object posts to.
-    let ring = unsafe { RqRing::new(&info) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { RecvRing::new(RawQueue::of_rwq(&info)) }.map_err(|_| libc::ENOMEM)?;
     // SAFETY: C data, all-zero valid (the static inline ibv_create_wq initialises the mutex,
     // cond and events_completed itself).
     let mut w: ibv_wq = unsafe { std::mem::zeroed() };
@@ -1054,7 +1056,7 @@ unsafe extern "C" fn modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int
                 let mut rx = lock(&w.rx);
                 rx.head = 0;
                 rx.tail = 0;
-                rx.ring.ring_doorbell(0);
+                rx.ring.doorbell(0);
             }
             g.nic.set_rq_state(w.wq.wq_num, state).map_err(|_| EINVAL)?;
             w.wq.state = next;
