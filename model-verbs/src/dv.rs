@@ -102,6 +102,15 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             // SAFETY: C data, all-zero valid.
             out.rq = unsafe { std::mem::zeroed() };
             match &q.kind {
+                QpKind::Raw { sq, tx, .. } if lock(tx).max_post == 0 => {
+                    // A receive-only QP: no send queue to hand over.
+                    let _ = sq;
+                    out.dbrec = std::ptr::null_mut();
+                    // SAFETY: C data, all-zero valid.
+                    out.sq = unsafe { std::mem::zeroed() };
+                    // SAFETY: as above.
+                    out.bf = unsafe { std::mem::zeroed() };
+                }
                 QpKind::Raw { sq, .. } => {
                     let r = RawQueue::of_sq(sq);
                     out.dbrec = r.dbrec;

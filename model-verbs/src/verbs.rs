@@ -679,7 +679,11 @@ fn create_raw(
     if want_rq && a.recv_cq.is_null() {
         return Err(EINVAL);
     }
-    if cap.max_send_wr == 0 || cap.max_send_wr > MAX_QP_WR || cap.max_send_sge > MAX_SGE {
+    // A receive-only QP (max_send_wr 0, with an RQ) has no send queue: the model still gives
+    // it one WQEBB, which numbers the QP, and nothing can be posted to it (max_post 0: every
+    // ibv_post_send is ENOMEM, as libmlx5's `mlx5_wq_overflow` answers an SQ of no WQEs).
+    let recv_only = cap.max_send_wr == 0 && want_rq;
+    if (cap.max_send_wr == 0 && !want_rq) || cap.max_send_wr > MAX_QP_WR || cap.max_send_sge > MAX_SGE {
         return Err(EINVAL);
     }
     let gather = cap.max_send_sge.max(1) * 16;
@@ -692,7 +696,7 @@ fn create_raw(
     if wqe_size > 60 * 16 {
         return Err(EINVAL);
     }
-    let wq_size = (cap.max_send_wr * wqe_size).next_power_of_two();
+    let wq_size = (cap.max_send_wr.max(1) * wqe_size).next_power_of_two();
     let wqebbs = wq_size / 64;
     let send_cq = a.send_cq.cast::<Cq>();
     // SAFETY: a live CQ (checked above).
@@ -702,9 +706,13 @@ fn create_raw(
     g.nic.set_sq_state(sq.qpn(), false, false).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's SQ, which this QP alone posts to.
     let ring = unsafe { SendRing::new(RawQueue::of_sq(&sq)) }.map_err(|_| libc::ENOMEM)?;
-    let max_post = wq_size / wqe_size;
+    let max_post = if recv_only { 0 } else { wq_size / wqe_size };
     cap.max_send_wr = max_post;
-    cap.max_inline_data = wqe_size - RAW_SQ_OVERHEAD - INL_SEG;
+    cap.max_inline_data = if recv_only {
+        0
+    } else {
+        wqe_size - RAW_SQ_OVERHEAD - INL_SEG
+    };
     let n = sq.wqe_cnt() as usize;
     let tx = SqTx {
         ring,

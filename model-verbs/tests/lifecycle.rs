@@ -591,8 +591,8 @@ fn dv_datapath_over_init_obj() {
 }
 
 /// RAW_PACKET QPs as the hardware has them: `max_recv_wr = 0` with any `max_recv_sge` is a
-/// send-only QP (receives are ENOMEM, flows EINVAL); with `max_recv_wr > 0` the QP has its own
-/// RQ, ready from INIT, fed by `ibv_post_recv` on the QP and completing on its recv CQ with the
+/// send-only QP (receives are ENOMEM, flows EINVAL), `max_send_wr = 0` a receive-only one
+/// (sends ENOMEM); with `max_recv_wr > 0` the QP has its own RQ, ready from INIT, fed by `ibv_post_recv` on the QP and completing on its recv CQ with the
 /// QP's number, and flows attached to the QP deliver to it.
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
@@ -628,9 +628,20 @@ fn a_raw_qp_with_its_own_rq_receives_what_its_flows_steer() {
         );
 
         a.cap.max_recv_sge = 1;
+        // Receive-only: no send WRs (nothing can be posted to send).
+        a.cap.max_send_wr = 0;
         let qp = ibv_create_qp(d.pd, &mut a);
         assert!(!qp.is_null(), "errno {}", errno());
         assert!(a.cap.max_recv_wr >= 32 && a.cap.max_recv_sge == 1);
+        assert_eq!((a.cap.max_send_wr, a.cap.max_inline_data), (0, 0));
+        let mut swr: ibv_send_wr = std::mem::zeroed();
+        let mut sbad = null_mut();
+        assert_eq!((*d.ctx).ops.post_send.unwrap()(qp, &mut swr, &mut sbad), libc::ENOMEM);
+        a.cap.max_recv_wr = 0;
+        assert!(
+            ibv_create_qp(d.pd, &mut a).is_null() && errno() == libc::EINVAL,
+            "no queue at all"
+        );
         let mut buf = vec![0u8; 32 * 2048];
         let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), buf.len(), 1);
         assert!(!mr.is_null());
