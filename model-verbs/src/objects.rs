@@ -117,6 +117,9 @@ pub(crate) struct Qp {
     pub qp: ibv_qp,
     pub port: usize,
     pub kind: QpKind,
+    /// The capabilities create returned and `sq_sig_all`, for `ibv_query_qp`.
+    pub cap: ibv_qp_cap,
+    pub sq_sig_all: i32,
 }
 
 /// Receive side of a WQ (`struct mlx5_rwq`'s `rq`).

@@ -628,7 +628,13 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
         QpKind::Rss { tir, .. } => 0x80_0000 | *tir as u32,
     };
     q.handle = q.qp_num;
-    let qp = Box::into_raw(Box::new(Qp { qp: q, port, kind }));
+    let qp = Box::into_raw(Box::new(Qp {
+        qp: q,
+        port,
+        kind,
+        cap: a.cap,
+        sq_sig_all: a.sq_sig_all,
+    }));
     let mut holds = holds;
     holds.extend([context as usize, a.pd as usize]);
     // SAFETY: just allocated.
@@ -896,6 +902,46 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
             }
             // libibverbs ibv_modify_qp: the new state is recorded in qp->state on success.
             q.qp.state = next;
+            Ok(())
+        })())
+    })
+}
+
+/// `ibv_query_qp` (libmlx5 `mlx5_query_qp` over the kernel's query): the QP's state, port and
+/// capabilities as create returned them, and its creation attributes; EOPNOTSUPP for an RSS QP.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    _attr_mask: c_int,
+    init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            live(g, qp.cast(), Kind::Qp)?;
+            if attr.is_null() || init_attr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: a live QP; the caller's structs, valid for writing (checked non-NULL).
+            let (q, attr, init) = unsafe { (&*qp.cast::<Qp>(), &mut *attr, &mut *init_attr) };
+            if matches!(q.kind, QpKind::Rss { .. }) {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: C data, all-zero valid.
+            *attr = unsafe { std::mem::zeroed() };
+            attr.qp_state = q.qp.state;
+            attr.cur_qp_state = q.qp.state;
+            attr.port_num = 1;
+            attr.cap = q.cap;
+            // SAFETY: as above.
+            *init = unsafe { std::mem::zeroed() };
+            init.qp_context = q.qp.qp_context;
+            init.send_cq = q.qp.send_cq;
+            init.recv_cq = q.qp.recv_cq;
+            init.cap = q.cap;
+            init.qp_type = q.qp.qp_type;
+            init.sq_sig_all = q.sq_sig_all;
             Ok(())
         })())
     })

@@ -634,6 +634,16 @@ fn a_raw_qp_with_its_own_rq_receives_what_its_flows_steer() {
         assert!(!qp.is_null(), "errno {}", errno());
         assert!(a.cap.max_recv_wr >= 32 && a.cap.max_recv_sge == 1);
         assert_eq!((a.cap.max_send_wr, a.cap.max_inline_data), (0, 0));
+        let (mut qa, mut qi): (ibv_qp_attr, ibv_qp_init_attr) = (std::mem::zeroed(), std::mem::zeroed());
+        assert_eq!(ibv_query_qp(qp, &mut qa, IBV_QP_STATE as i32, &mut qi), 0);
+        assert_eq!(
+            (qa.qp_state, qa.port_num, qi.qp_type),
+            (IBV_QPS_RESET, 1, IBV_QPT_RAW_PACKET)
+        );
+        assert_eq!(
+            (qi.cap.max_recv_wr, qi.cap.max_send_wr, qi.recv_cq),
+            (a.cap.max_recv_wr, 0, rcq)
+        );
         let mut swr: ibv_send_wr = std::mem::zeroed();
         let mut sbad = null_mut();
         assert_eq!((*d.ctx).ops.post_send.unwrap()(qp, &mut swr, &mut sbad), libc::ENOMEM);
