@@ -1,8 +1,10 @@
 //! Debian's unmodified perftest on the model library: `raw_ethernet_bw --client` alone (send
 //! only) on mlx5_0 wired to nothing (`RAWPKT_MODEL_WIRES=mlx5_0=null`), and server and client
 //! of `raw_ethernet_bw` and `raw_ethernet_lat` in two processes, each with its own model whose
-//! mlx5_0 is one end of a veth pair between two network namespaces the test creates. Asserted on
-//! the tools' own result lines and, alone, on the model's trace of what the device executed.
+//! mlx5_0 is one end of a veth pair between two network namespaces the test creates; and side
+//! by side with rawpkt over that veth: pktgen on `mlx5:` into `raw_ethernet_bw --server`,
+//! `raw_ethernet_bw --client` into the rx-sink example on `mlx5:`. Asserted on the tools' own
+//! result lines and, alone, on the model's trace of what the device executed.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -115,6 +117,17 @@ impl Veth {
         ip(&["link", "add", &v.ifs[0], "type", "veth", "peer", "name", &v.ifs[1]]);
         for k in 0..2 {
             ip(&["link", "set", &v.ifs[k], "netns", &v.ns[k]]);
+            // No IPv6: the kernel's own neighbour and listener frames would be counted too.
+            let sysctl = format!("net.ipv6.conf.{}.disable_ipv6=1", v.ifs[k]);
+            let out = Command::new("ip")
+                .args(["netns", "exec", &v.ns[k], "sysctl", "-qw", &sysctl])
+                .output()
+                .expect("sysctl");
+            assert!(
+                out.status.success(),
+                "{sysctl}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             ip(&["-n", &v.ns[k], "link", "set", &v.ifs[k], "up"]);
         }
         v
@@ -234,4 +247,136 @@ fn raw_ethernet_lat_server_and_client_over_a_veth() {
     assert_eq!(row[..2], ["64", "100"]);
     let (min, max): (f64, f64) = (row[2].parse().unwrap(), row[3].parse().unwrap());
     assert!(0.0 < min && min <= max, "t_min {min} t_max {max}");
+}
+
+/// Builds rawpkt's pktgen and the rx-sink example (release, like the library) and returns their
+/// paths.
+fn rawpkt_tools() -> (std::path::PathBuf, std::path::PathBuf) {
+    let lib = rawpkt_model_verbs::library_path();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "rawpkt",
+            "--bin",
+            "pktgen",
+            "--example",
+            "rx-sink",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("cargo");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = lib.parent().unwrap();
+    (dir.join("pktgen"), dir.join("examples/rx-sink"))
+}
+
+/// rawpkt on `mlx5:` (its DV datapath through the model library) and unmodified perftest, one
+/// in each namespace, over the veth: pktgen's 2000 frames are raw_ethernet_bw's 2000
+/// iterations, and raw_ethernet_bw's 2000 are the rx-sink's total.
+#[test]
+#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest; CI has both"]
+fn rawpkt_and_perftest_side_by_side_over_a_veth() {
+    let bw = need("raw_ethernet_bw");
+    let (pktgen, sink) = rawpkt_tools();
+    let lib = rawpkt_model_verbs::library_path();
+    let sonames = rawpkt_model_verbs::soname_dir();
+    let v = Veth::new("sbs");
+    let in_ns = |k: usize, prog: &Path| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &v.ns[k], "timeout", "-s", "INT", "60", "stdbuf", "-oL"])
+            .arg(prog)
+            .env("RAWPKT_MODEL_WIRES", format!("mlx5_0=afpacket:{}", v.ifs[k]))
+            .env("LD_LIBRARY_PATH", &sonames)
+            .env("RAWPKT_LIBIBVERBS", &lib)
+            .env("RAWPKT_LIBMLX5", &lib);
+        c
+    };
+    let pace = ["--rate_limit=5000", "--rate_units=p", "--rate_limit_type=SW"];
+
+    // pktgen -> raw_ethernet_bw --server.
+    let mut server = in_ns(0, Path::new(&bw))
+        .args([
+            "-d", "mlx5_0", "-i", "1", "--server", "-B", SERVER_MAC, "-E", CLIENT_MAC, "-n", "2000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("raw_ethernet_bw --server");
+    use std::io::{BufRead, BufReader, Read};
+    let mut r = BufReader::new(server.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("MAC attached") {
+        assert!(
+            r.read_line(&mut seen).unwrap_or(0) > 0,
+            "the server did not come up:\n{seen}"
+        );
+    }
+    let gen = in_ns(1, &pktgen)
+        .args([
+            "--port",
+            "mlx5:mlx5_0/1",
+            "--count",
+            "2000",
+            "--rate",
+            "5k",
+            "--dst-mac",
+            SERVER_MAC,
+        ])
+        .output()
+        .expect("pktgen");
+    let text = String::from_utf8_lossy(&gen.stdout);
+    assert!(
+        gen.status.success(),
+        "pktgen: {text}{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    assert!(text.contains("summary:") && text.contains("tx 2000 packets"), "{text}");
+    r.read_to_string(&mut seen).unwrap();
+    let mut out = server.wait_with_output().unwrap();
+    out.stdout = seen.into_bytes();
+    assert_eq!(
+        result_row(&out, "#iterations")[..2],
+        ["1518", "2000"],
+        "the server counts pktgen's frames"
+    );
+
+    // raw_ethernet_bw --client -> rx-sink, which prints its total when interrupted.
+    let sink = in_ns(0, &sink)
+        .arg("mlx5:mlx5_0/1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rx-sink");
+    // The sink describes its port on stderr once its queue is up.
+    let mut sink = sink;
+    let mut e = BufReader::new(sink.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("rx-sink: mlx5_0") {
+        assert!(
+            e.read_line(&mut said).unwrap_or(0) > 0,
+            "rx-sink did not come up:\n{said}"
+        );
+    }
+    let client = in_ns(1, Path::new(&bw))
+        .args([
+            "-d", "mlx5_0", "-i", "1", "--client", "-B", CLIENT_MAC, "-E", SERVER_MAC, "-n", "2000",
+        ])
+        .args(pace)
+        .output()
+        .expect("raw_ethernet_bw --client");
+    assert_eq!(result_row(&client, "#iterations")[..2], ["1518", "2000"]);
+    // SAFETY: kill(2) on the `ip netns exec` child: SIGINT reaches timeout, which passes it on.
+    unsafe { libc::kill(sink.id() as i32, libc::SIGINT) };
+    let sunk = sink.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&sunk.stdout);
+    let total = text
+        .lines()
+        .find_map(|l| l.strip_prefix("total "))
+        .unwrap_or_else(|| panic!("no total from rx-sink:\n{text}{said}"));
+    let f: Vec<&str> = total.split_whitespace().collect();
+    assert_eq!((f[0], f[2]), ("2000", "3028000"), "rx-sink: {total}");
 }
