@@ -436,3 +436,86 @@ pub extern "C" fn ibv_event_type_str(e: c_int) -> *const c_char {
             .unwrap_or(c"unknown"),
     )
 }
+
+/// Every `enum ibv_rate` with its multiple of 2.5 Gb/s (-1 for the rates that are none) and its
+/// Mb/s, as libibverbs/verbs.c tabulates them (`ibv_rate_to_mult`, `ibv_rate_to_mbps` and their
+/// inverses).
+const RATES: [(ibv_rate, c_int, c_int); 23] = [
+    (IBV_RATE_2_5_GBPS, 1, 2500),
+    (IBV_RATE_5_GBPS, 2, 5000),
+    (IBV_RATE_10_GBPS, 4, 10000),
+    (IBV_RATE_20_GBPS, 8, 20000),
+    (IBV_RATE_30_GBPS, 12, 30000),
+    (IBV_RATE_40_GBPS, 16, 40000),
+    (IBV_RATE_60_GBPS, 24, 60000),
+    (IBV_RATE_80_GBPS, 32, 80000),
+    (IBV_RATE_120_GBPS, 48, 120000),
+    (IBV_RATE_14_GBPS, -1, 14062),
+    (IBV_RATE_56_GBPS, -1, 56250),
+    (IBV_RATE_112_GBPS, -1, 112500),
+    (IBV_RATE_168_GBPS, -1, 168750),
+    (IBV_RATE_25_GBPS, -1, 25781),
+    (IBV_RATE_100_GBPS, -1, 103125),
+    (IBV_RATE_200_GBPS, -1, 206250),
+    (IBV_RATE_300_GBPS, -1, 309375),
+    (IBV_RATE_28_GBPS, 11, 28125),
+    (IBV_RATE_50_GBPS, 20, 53125),
+    (IBV_RATE_400_GBPS, 160, 425000),
+    (IBV_RATE_600_GBPS, 240, 637500),
+    (IBV_RATE_800_GBPS, 320, 850000),
+    (IBV_RATE_1200_GBPS, 480, 1275000),
+];
+
+#[no_mangle]
+pub extern "C" fn ibv_rate_to_mult(rate: ibv_rate) -> c_int {
+    RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.1)
+}
+
+#[no_mangle]
+pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> ibv_rate {
+    RATES
+        .iter()
+        .find(|r| r.1 == mult && mult > 0)
+        .map_or(IBV_RATE_MAX, |r| r.0)
+}
+
+#[no_mangle]
+pub extern "C" fn ibv_rate_to_mbps(rate: ibv_rate) -> c_int {
+    RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
+}
+
+#[no_mangle]
+pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> ibv_rate {
+    RATES.iter().find(|r| r.2 == mbps).map_or(IBV_RATE_MAX, |r| r.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_as_libibverbs_tabulates_them() {
+        assert_eq!(ibv_rate_to_mult(IBV_RATE_40_GBPS), 16);
+        assert_eq!(mult_to_ibv_rate(16), IBV_RATE_40_GBPS);
+        assert_eq!(ibv_rate_to_mult(IBV_RATE_100_GBPS), -1, "not a multiple of 2.5 Gb/s");
+        assert_eq!(mult_to_ibv_rate(-1), IBV_RATE_MAX);
+        assert_eq!(ibv_rate_to_mbps(IBV_RATE_100_GBPS), 103125);
+        assert_eq!(mbps_to_ibv_rate(103125), IBV_RATE_100_GBPS);
+        assert_eq!(mbps_to_ibv_rate(100000), IBV_RATE_MAX);
+        assert_eq!(ibv_rate_to_mbps(IBV_RATE_MAX), -1);
+        for r in RATES {
+            assert_eq!(mbps_to_ibv_rate(ibv_rate_to_mbps(r.0)), r.0);
+        }
+    }
+
+    #[test]
+    fn guids_and_gids_from_the_mac() {
+        assert_eq!(guid_str(node_guid(1)), "024d:4c03:0035:0001");
+        assert_eq!(sys_image_guid(1), node_guid(0));
+        assert_eq!(sys_image_guid(3), node_guid(2));
+        let (g, t) = gid(1, 1).unwrap();
+        assert_eq!(t, IBV_GID_TYPE_ROCE_V2);
+        assert_eq!(std::net::Ipv6Addr::from(g).to_string(), "fe80::4d:4cff:fe35:1");
+        assert!(gid(1, 2).is_none());
+    }
+}
