@@ -191,9 +191,6 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
             if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
                 return Err(EINVAL);
             }
-            if !a.channel.is_null() {
-                return Err(libc::EOPNOTSUPP);
-            }
             if !mlx5_cq_attr.is_null() {
                 // SAFETY: as above.
                 let d = unsafe { &*mlx5_cq_attr };
@@ -218,7 +215,7 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
                 }
             }
             let cqe = i32::try_from(a.cqe).map_err(|_| EINVAL)?;
-            crate::verbs::create_cq(context, cqe, a.cq_context).map(|c| c.cast::<ibv_cq_ex>())
+            crate::verbs::create_cq(context, cqe, a.cq_context, a.channel.cast()).map(|c| c.cast::<ibv_cq_ex>())
         })())
     })
 }

@@ -70,6 +70,8 @@ pub(crate) enum Kind {
     Wq,
     IndTable,
     Flow,
+    /// A completion channel.
+    Channel,
 }
 
 struct Entry {

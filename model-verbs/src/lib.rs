@@ -32,6 +32,7 @@ mod control;
 mod datapath;
 mod device;
 mod dv;
+mod events;
 mod global;
 mod objects;
 mod ring;
@@ -43,6 +44,7 @@ pub use caps::drop_cap_net_raw_on_this_thread;
 pub use control::*;
 pub use device::*;
 pub use dv::*;
+pub use events::*;
 pub use verbs::*;
 
 use std::path::PathBuf;

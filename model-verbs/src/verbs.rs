@@ -467,9 +467,15 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
 /// Creates a CQ of at least `cqe` entries (rdma-core `mlx5_create_cq`: 0 or more than the
 /// device's max_cqe is EINVAL; the ring has `roundup_pow2(cqe + 1)` entries and `ibv_cq.cqe`
 /// reports one less).
-pub(crate) fn create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void) -> Result<*mut Cq, i32> {
+pub(crate) fn create_cq(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut c_void,
+) -> Result<*mut Cq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
+    let channel = crate::events::channel_for(context, channel)?;
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return Err(EINVAL);
     }
@@ -481,6 +487,7 @@ pub(crate) fn create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut 
     // SAFETY: C data, all-zero valid (zeroed mutex/cond are the static initialisers in glibc).
     let mut cq: ibv_cq_ex = unsafe { std::mem::zeroed() };
     cq.context = context;
+    cq.channel = channel.cast();
     cq.cq_context = cq_context;
     cq.cqe = info.cqe_cnt() as c_int - 1;
     cq.handle = info.cqn();
@@ -495,7 +502,13 @@ pub(crate) fn create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut 
             wqs: Default::default(),
         }),
     }));
-    g.reg().add(c as usize, Kind::Cq, vec![context as usize]);
+    let mut holds = vec![context as usize];
+    if !channel.is_null() {
+        holds.push(channel as usize);
+        // SAFETY: a live channel (checked by channel_for); libibverbs counts its CQs here.
+        unsafe { (*channel).ch.refcnt += 1 };
+    }
+    g.reg().add(c as usize, Kind::Cq, holds);
     Ok(c)
 }
 
@@ -513,12 +526,7 @@ pub unsafe extern "C" fn ibv_create_cq(
             set_errno(EINVAL);
             return std::ptr::null_mut();
         }
-        if !channel.is_null() {
-            // Completion channels need events the model does not raise.
-            set_errno(libc::EOPNOTSUPP);
-            return std::ptr::null_mut();
-        }
-        ptr_or_errno(create_cq(context, cqe, cq_context).map(|c| c.cast::<ibv_cq>()))
+        ptr_or_errno(create_cq(context, cqe, cq_context, channel).map(|c| c.cast::<ibv_cq>()))
     })
 }
 
@@ -529,9 +537,15 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             let g = g()?;
             // A CQ with QPs or WQs completing to it: EBUSY (the kernel's usecnt).
             g.reg().remove(cq as usize, Kind::Cq)?;
+            crate::events::disarm(cq.cast::<Cq>());
             // SAFETY: allocated by create_cq, out of the registry; dropping its CqInfo and
             // ring destroys the model's CQ.
-            drop(unsafe { Box::from_raw(cq.cast::<Cq>()) });
+            let c = unsafe { Box::from_raw(cq.cast::<Cq>()) };
+            if !c.cq.channel.is_null() {
+                // SAFETY: the channel outlived the CQ (it was held until the removal above).
+                unsafe { (*c.cq.channel).refcnt -= 1 };
+            }
+            drop(c);
             Ok(())
         })())
     })
@@ -543,7 +557,8 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c
         if live(g, cq.cast(), Kind::Cq).is_err() {
             return EINVAL;
         }
-        // Armed; the model raises no completion events (no channel can be attached).
+        // SAFETY: a live CQ.
+        crate::events::arm(unsafe { &*cq.cast::<Cq>() });
         0
     })
 }

@@ -713,3 +713,80 @@ fn a_raw_qp_with_its_own_rq_receives_what_its_flows_steer() {
         assert_eq!(rawpkt_model_live_objects(), 0);
     }
 }
+
+/// Completion channels: a CQ on a channel raises one event per arming once a CQE is there,
+/// `ibv_get_cq_event` names it (with its context), a non-blocking channel with nothing queued is
+/// EAGAIN, and the channel is EBUSY to destroy while a CQ uses it.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs, as on a real NIC)"]
+fn completion_channels_raise_one_event_per_arming() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a buffer that outlives its MR.
+    unsafe {
+        let d = open(0);
+        let ch = ibv_create_comp_channel(d.ctx);
+        assert!(!ch.is_null());
+        let tag = 0x5eed_usize as *mut c_void;
+        let cq = ibv_create_cq(d.ctx, 16, tag, ch.cast(), 0);
+        assert!(!cq.is_null(), "errno {}", errno());
+        assert_eq!((*cq).channel, ch);
+        assert!(ibv_create_cq(d.ctx, 16, null_mut(), null_mut(), 4096).is_null() && errno() == libc::EINVAL);
+        assert_eq!(ibv_destroy_comp_channel(ch), libc::EBUSY);
+        let qp = raw_qp(&d, cq);
+        to_rts(qp);
+        let frame = udp_frame(MAC1, 1);
+        let mr = ibv_reg_mr(d.pd, frame.as_ptr() as *mut c_void, frame.len(), 0);
+        let mut sge = ibv_sge {
+            addr: frame.as_ptr() as u64,
+            length: frame.len() as u32,
+            lkey: (*mr).lkey,
+        };
+        let send = |id: u64, sge: &mut ibv_sge| {
+            let mut wr: ibv_send_wr = std::mem::zeroed();
+            wr.wr_id = id;
+            wr.sg_list = sge;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_SEND;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            let mut bad = null_mut();
+            assert_eq!((*d.ctx).ops.post_send.unwrap()(qp, &mut wr, &mut bad), 0);
+        };
+        // Not armed: a completion raises nothing (the fd stays unreadable).
+        let fl = libc::fcntl((*ch).fd, libc::F_GETFL);
+        assert_eq!(libc::fcntl((*ch).fd, libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
+        send(1, &mut sge);
+        let poll = (*d.ctx).ops.poll_cq.unwrap();
+        let mut wc: ibv_wc = std::mem::zeroed();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while poll(cq, 1, &mut wc) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no completion");
+        }
+        let (mut ev_cq, mut ev_ctx) = (null_mut(), null_mut());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(ibv_get_cq_event(ch, &mut ev_cq, &mut ev_ctx), -1);
+        assert_eq!(errno(), libc::EAGAIN);
+        // Armed, then a completion: one event, naming the CQ and its context.
+        assert_eq!((*d.ctx).ops.req_notify_cq.unwrap()(cq, 0), 0);
+        send(2, &mut sge);
+        assert_eq!(libc::fcntl((*ch).fd, libc::F_SETFL, fl), 0);
+        assert_eq!(ibv_get_cq_event(ch, &mut ev_cq, &mut ev_ctx), 0);
+        assert_eq!((ev_cq, ev_ctx), (cq, tag));
+        ibv_ack_cq_events(cq, 1);
+        assert_eq!((*cq).comp_events_completed, 1);
+        while poll(cq, 1, &mut wc) == 0 {}
+        assert_eq!(wc.wr_id, 2);
+        // One event per arming: nothing more without re-arming.
+        assert_eq!(libc::fcntl((*ch).fd, libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
+        send(3, &mut sge);
+        while poll(cq, 1, &mut wc) == 0 {}
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(ibv_get_cq_event(ch, &mut ev_cq, &mut ev_ctx), -1);
+
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        assert_eq!(ibv_destroy_comp_channel(ch), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
