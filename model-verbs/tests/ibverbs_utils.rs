@@ -138,3 +138,51 @@ fn ibv_devinfo_verbose_reports_a_connectx5_per_device() {
         );
     }
 }
+
+/// Every installed program that links rdma-core (ibverbs-utils, perftest, rdmacm-utils: those
+/// present) resolves all its symbols, at their versions, against the model library and the
+/// libraries it pulls in (librdmacm, libefa, ...): `ldd -r` performs every relocation, as a
+/// BIND_NOW start does, and names what is missing.
+#[test]
+#[ignore = "needs Debian's ibverbs-utils (apt-get install -y ibverbs-utils); CI installs it"]
+fn every_installed_rdma_core_program_resolves_against_the_library() {
+    let dir = rawpkt_model_verbs::soname_dir();
+    let mut checked = Vec::new();
+    for e in std::fs::read_dir("/usr/bin").expect("/usr/bin").flatten() {
+        let p = e.path();
+        let d = Command::new("readelf").arg("-d").arg(&p).output();
+        let Ok(d) = d else { continue };
+        if !String::from_utf8_lossy(&d.stdout).contains("[libibverbs.so.1]") {
+            continue;
+        }
+        let out = Command::new("ldd")
+            .arg("-r")
+            .arg(&p)
+            .env("LD_LIBRARY_PATH", &dir)
+            .output()
+            .expect("ldd");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for bad in ["undefined symbol", "version information", "not found"] {
+            assert!(!text.contains(bad), "{}:\n{text}", p.display());
+        }
+        // The model library under whichever of its two names the loader met first (it maps
+        // one file once), and never the real rdma-core.
+        let ours = format!("=> {}/", dir.display());
+        assert!(text.contains(&ours), "{}:\n{text}", p.display());
+        for real in ["libibverbs.so.1 => /", "libmlx5.so.1 => /"] {
+            for l in text.lines().filter(|l| l.contains(real)) {
+                assert!(l.contains(&ours), "{}: the real rdma-core is loaded: {l}", p.display());
+            }
+        }
+        checked.push(p.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    assert!(
+        checked.iter().any(|n| n == "ibv_devinfo"),
+        "no rdma-core program found: install ibverbs-utils"
+    );
+    eprintln!("resolved: {}", checked.join(" "));
+}
