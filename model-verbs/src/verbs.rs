@@ -922,6 +922,13 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
     })
 }
 
+/// `ibv_query_qp_data_in_order`: 0, "not guaranteed", what libmlx5 answers without the
+/// `qp_data_in_order` capability (an EOPNOTSUPP stub would read as a flag set).
+#[no_mangle]
+pub extern "C" fn ibv_query_qp_data_in_order(_qp: *mut ibv_qp, _op: ibv_wr_opcode, _flags: u32) -> c_int {
+    0
+}
+
 /// `ibv_query_qp` (libmlx5 `mlx5_query_qp` over the kernel's query): the QP's state, port and
 /// capabilities as create returned them, and its creation attributes; EOPNOTSUPP for an RSS QP.
 #[no_mangle]
