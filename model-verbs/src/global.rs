@@ -157,7 +157,11 @@ static GLOBAL: OnceLock<Result<Global, String>> = OnceLock::new();
 /// `RAWPKT_MODEL_CPU` when set, as `model:` ports are) and the sysfs tree is written.
 pub(crate) fn global() -> Result<&'static Global, i32> {
     GLOBAL.get_or_init(init).as_ref().map_err(|e| {
-        eprintln!("rawpkt model library: {e}");
+        // Said once: every verb after the first fails the same way.
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            eprintln!("rawpkt model library: {e}");
+        }
         libc::ENODEV
     })
 }
