@@ -146,9 +146,9 @@ const SERVER_MAC: &str = "02:4d:4c:35:00:00";
 const CLIENT_MAC: &str = "02:4d:4c:35:00:10";
 
 /// Runs `prog` as server in the first namespace and as client in the second, each on mlx5_0 of
-/// its own model wired to its end of the veth; the server first, until it has attached its
-/// MAC. Returns (server, client) outputs.
-fn server_and_client(prog: &str, tag: &str, extra: &[&str], client_extra: &[&str]) -> (Output, Output) {
+/// its own model wired to its end of the veth; the server first, until it prints `ready` (its
+/// attached MAC, or the end of its banner). Returns (server, client) outputs.
+fn server_and_client(prog: &str, tag: &str, ready: &str, extra: &[&str], client_extra: &[&str]) -> (Output, Output) {
     let path = need(prog);
     let v = Veth::new(tag);
     let sonames = rawpkt_model_verbs::soname_dir();
@@ -171,7 +171,7 @@ fn server_and_client(prog: &str, tag: &str, extra: &[&str], client_extra: &[&str
     use std::io::{BufRead, BufReader, Read};
     let mut r = BufReader::new(server.stdout.take().unwrap());
     let mut seen = String::new();
-    while !seen.contains("MAC attached") {
+    while !seen.contains(ready) {
         if r.read_line(&mut seen).unwrap_or(0) == 0 {
             let _ = server.kill();
             panic!("the {prog} server did not come up:\n{seen}");
@@ -224,6 +224,7 @@ fn raw_ethernet_bw_server_and_client_over_a_veth() {
     let (server, client) = server_and_client(
         "raw_ethernet_bw",
         "bw",
+        "MAC attached",
         &["-n", "2000"],
         &["--rate_limit=5000", "--rate_units=p", "--rate_limit_type=SW"],
     );
@@ -241,7 +242,7 @@ fn raw_ethernet_bw_server_and_client_over_a_veth() {
 #[test]
 #[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest; CI has both"]
 fn raw_ethernet_lat_server_and_client_over_a_veth() {
-    let (server, client) = server_and_client("raw_ethernet_lat", "lat", &["-n", "100"], &[]);
+    let (server, client) = server_and_client("raw_ethernet_lat", "lat", "MAC attached", &["-n", "100"], &[]);
     clean(&server);
     let row = result_row(&client, "t_avg");
     assert_eq!(row[..2], ["64", "100"]);
@@ -272,6 +273,21 @@ fn rawpkt_tools() -> (std::path::PathBuf, std::path::PathBuf) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = lib.parent().unwrap();
     (dir.join("pktgen"), dir.join("examples/rx-sink"))
+}
+
+/// raw_ethernet_fs_rate, server and client over the veth: each creates and destroys 50 flows on
+/// its QP and reports the rate. (The model's steering holds 64 rules per port,
+/// `flow::matcher::MAX_RULES`; more are ENOMEM, where a ConnectX holds thousands.)
+#[test]
+#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest; CI has both"]
+fn raw_ethernet_fs_rate_server_and_client_over_a_veth() {
+    let (server, client) = server_and_client("raw_ethernet_fs_rate", "fs", "Data ex. method", &["-n", "50"], &[]);
+    for (who, out) in [("server", &server), ("client", &client)] {
+        let row = result_row(out, "#flows");
+        assert_eq!(row[0], "50", "{who}");
+        let fps: f64 = row[5].parse().unwrap();
+        assert!(fps > 0.0, "{who}: {fps} flows/s");
+    }
 }
 
 /// rawpkt on `mlx5:` (its DV datapath through the model library) and unmodified perftest, one
