@@ -134,18 +134,22 @@ pub const SONAMES: [&str; 2] = ["libibverbs.so.1", "libmlx5.so.1"];
 ///
 /// Panics if the directory cannot be written: a test cannot go on without it.
 pub fn soname_dir() -> PathBuf {
-    let lib = library_path();
-    let dir = lib.with_file_name("model-sonames");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for name in SONAMES {
-        let at = dir.join(name);
-        // A link made beside it and renamed over the name: concurrent test processes each
-        // leave a correct link, never a missing one.
-        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink("../librawpkt_model_verbs.so", &tmp)
-            .and_then(|()| std::fs::rename(&tmp, &at))
-            .unwrap_or_else(|e| panic!("{}: {e}", at.display()));
-    }
-    dir
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = library_path();
+        let dir = lib.with_file_name("model-sonames");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for name in SONAMES {
+            let at = dir.join(name);
+            // A link made beside it and renamed over the name (once per process): concurrent
+            // test processes each leave a correct link, never a missing one.
+            let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink("../librawpkt_model_verbs.so", &tmp)
+                .and_then(|()| std::fs::rename(&tmp, &at))
+                .unwrap_or_else(|e| panic!("{}: {e}", at.display()));
+        }
+        dir
+    })
+    .clone()
 }
