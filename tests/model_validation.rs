@@ -496,3 +496,24 @@ fn an_empw_wqe_mixing_mrs_and_an_inline_packet_sends_every_frame() {
         vec![frames[0].clone(), f3, frames[1].clone(), frames[2].clone()]
     );
 }
+
+/// A send CQE names the opcode of the WQE it completes in `sop_drop_qpn[31:24]`, as rdma-core's
+/// `handle_good_req` (providers/mlx5/cq.c) reads it: SEND 0x0a, enhanced MPW 0x29.
+#[test]
+fn a_send_cqe_carries_the_opcode_of_the_wqe_it_completes() {
+    for (empw, want) in [(false, OPCODE_SEND), (true, OPCODE_ENHANCED_MPSW)] {
+        let mut s = sq(ModelConfig::default());
+        if empw {
+            let (segs, _) = s.three_packets();
+            let w = empw_wqe(s.info.qpn(), &segs, 0);
+            s.post_bytes(&w);
+        } else {
+            let w = s.good(0);
+            s.post(0, w);
+        }
+        let cqe = s.cq.poll(0).expect("a CQE");
+        assert_eq!(cqe.opcode(), CQE_REQ);
+        assert_eq!(cqe.sop_drop_qpn.get() >> 24, u32::from(want), "empw {empw}");
+        assert_eq!(cqe.sop_drop_qpn.get() & 0xff_ffff, s.info.qpn());
+    }
+}

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use crate::global::{global, ibdev_index};
 use crate::guard;
 
-/// Contexts + PDs + MRs + CQs + QPs + WQs + indirection tables + flows alive (0 after a clean
-/// teardown).
+/// Contexts + PDs + MRs + CQs + QPs + WQs + indirection tables + flows + completion channels
+/// alive (0 after a clean teardown).
 #[no_mangle]
 pub extern "C" fn rawpkt_model_live_objects() -> u64 {
     guard(0, || global().map_or(0, |g| g.reg().len() as u64))

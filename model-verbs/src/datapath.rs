@@ -158,10 +158,8 @@ pub(crate) unsafe extern "C" fn post_send(
             }
             let bbs = wqe.len().div_ceil(64) as u32;
             let start = t.pi;
-            for k in 0..bbs {
-                let dst = t.ring.wqebb_bytes(start.wrapping_add(k));
-                let chunk = &wqe[(k as usize * 64).min(wqe.len())..((k as usize + 1) * 64).min(wqe.len())];
-                dst[..chunk.len()].copy_from_slice(chunk);
+            for (k, chunk) in wqe.chunks(64).enumerate() {
+                t.ring.write_wqebb(start.wrapping_add(k as u32), chunk);
             }
             let slot = (start & mask) as usize;
             t.wrid[slot] = r.wr_id;
@@ -178,7 +176,7 @@ pub(crate) unsafe extern "C" fn post_send(
         if let Some(last) = last {
             // Record then UAR with the last WQE's first 8 bytes (mlx5 `post_send_db`).
             let pi = t.pi;
-            t.ring.ring_doorbell(pi, last);
+            t.ring.doorbell(pi, last);
         }
         err
     })
@@ -198,9 +196,16 @@ pub(crate) unsafe extern "C" fn post_recv(
         if qp.is_null() || !g.reg().check(qp as usize, Kind::Qp) {
             return EINVAL;
         }
-        // The model's QPs have no receive queue (rq.wqe_cnt 0): mlx5_post_recv's overflow check
-        // fails every WR with ENOMEM.
-        ENOMEM
+        // SAFETY: a live QP.
+        match unsafe { &(*qp.cast::<Qp>()).kind } {
+            QpKind::Raw { rq: Some(r), .. } => {
+                // SAFETY: the caller's chain and out pointer, passed on.
+                unsafe { post_rq(&r.wq, wr, bad_wr) }
+            }
+            // No receive queue (rq.wqe_cnt 0): mlx5_post_recv's overflow check fails every WR
+            // with ENOMEM.
+            _ => ENOMEM,
+        }
     })
 }
 
@@ -221,50 +226,65 @@ pub(crate) unsafe extern "C" fn wq_post_recv(
             set_bad(wr);
             return EINVAL;
         }
-        // SAFETY: a live WQ.
-        let w = unsafe { &*wq.cast::<Wq>() };
-        let mut rx = lock(&w.rx);
-        let size = rx.ring.size();
-        let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);
-        // rdma-core `mlx5_post_wq_recv` (providers/mlx5/qp.c).
-        while !cur.is_null() {
-            // SAFETY: a WR of the caller's chain.
-            let r = unsafe { &*cur };
-            if rx.head.wrapping_add(nreq).wrapping_sub(rx.tail) >= size {
-                err = ENOMEM;
-                break;
-            }
-            if r.num_sge < 0 || r.num_sge > 1 || (r.num_sge > 0 && r.sg_list.is_null()) {
-                err = EINVAL;
-                break;
-            }
-            let idx = rx.head.wrapping_add(nreq);
-            let sge = if r.num_sge == 1 {
-                // SAFETY: one SGE, checked non-NULL.
-                Some(unsafe { *r.sg_list })
-            } else {
-                None
-            };
-            *rx.ring.wqe(idx) = match sge {
-                Some(s) if s.length > 0 => DataSeg::new(s.length, s.lkey, s.addr),
-                // No data: a terminator (invalid lkey), as rdma-core writes after the SGEs.
-                _ => DataSeg::TERMINATOR,
-            };
-            let slot = (idx & (size - 1)) as usize;
-            rx.wrid[slot] = r.wr_id;
-            nreq += 1;
-            cur = r.next;
-        }
-        if err != 0 {
-            set_bad(cur);
-        }
-        if nreq > 0 {
-            rx.head = rx.head.wrapping_add(nreq);
-            let head = rx.head;
-            rx.ring.ring_doorbell(head);
-        }
-        err
+        // SAFETY: a live WQ; the caller's chain and out pointer, passed on.
+        unsafe { post_rq(&*wq.cast::<Wq>(), wr, bad_wr) }
     })
+}
+
+/// Posts a chain of receive WRs to an RQ, a WQ's or a raw QP's own: rdma-core
+/// `mlx5_post_wq_recv` / `mlx5_post_recv` (providers/mlx5/qp.c) for single-segment WQEs.
+///
+/// # Safety
+/// `wr` is NULL or a valid chain of WRs; `bad_wr` is NULL or valid for writing.
+unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+    let set_bad = |w: *mut ibv_recv_wr| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's out pointer.
+            unsafe { *bad_wr = w };
+        }
+    };
+    let mut rx = lock(&w.rx);
+    let size = rx.ring.size();
+    let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);
+    // rdma-core `mlx5_post_wq_recv` (providers/mlx5/qp.c).
+    while !cur.is_null() {
+        // SAFETY: a WR of the caller's chain.
+        let r = unsafe { &*cur };
+        if rx.head.wrapping_add(nreq).wrapping_sub(rx.tail) >= size {
+            err = ENOMEM;
+            break;
+        }
+        if r.num_sge < 0 || r.num_sge > 1 || (r.num_sge > 0 && r.sg_list.is_null()) {
+            err = EINVAL;
+            break;
+        }
+        let idx = rx.head.wrapping_add(nreq);
+        let sge = if r.num_sge == 1 {
+            // SAFETY: one SGE, checked non-NULL.
+            Some(unsafe { *r.sg_list })
+        } else {
+            None
+        };
+        let seg = match sge {
+            Some(s) if s.length > 0 => DataSeg::new(s.length, s.lkey, s.addr),
+            // No data: a terminator (invalid lkey), as rdma-core writes after the SGEs.
+            _ => DataSeg::TERMINATOR,
+        };
+        rx.ring.write_wqe(idx, &seg.to_bytes());
+        let slot = (idx & (size - 1)) as usize;
+        rx.wrid[slot] = r.wr_id;
+        nreq += 1;
+        cur = r.next;
+    }
+    if err != 0 {
+        set_bad(cur);
+    }
+    if nreq > 0 {
+        rx.head = rx.head.wrapping_add(nreq);
+        let head = rx.head;
+        rx.ring.doorbell(head);
+    }
+    err
 }
 
 /// `mlx5_handle_error_cqe` (providers/mlx5/cq.c): syndrome -> `ibv_wc_status`.
@@ -305,7 +325,8 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
         let mut p = lock(&c.poll);
         let mut n = 0usize;
         while n < num_entries as usize {
-            let Some(cqe) = p.ring.poll(p.ci) else { break };
+            let Some(bytes) = p.ring.poll(p.ci) else { break };
+            let cqe = prm::Cqe64::from_bytes(&bytes);
             p.ci = p.ci.wrapping_add(1);
             // SAFETY: C data, all-zero valid.
             let mut out: ibv_wc = unsafe { std::mem::zeroed() };
@@ -350,7 +371,10 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
                     out.opcode = IBV_WC_RECV;
                     out.qp_num = wqn;
                     if let Some(&w) = p.wqs.get(&wqn) {
-                        // SAFETY: WQs leave this map before they are freed (destroy_wq).
+                        // SAFETY: WQs leave this map before they are freed (destroy_wq,
+                        // destroy_qp for a QP's own RQ).
+                        out.qp_num = unsafe { (*w).wc_qp_num };
+                        // SAFETY: as above.
                         let mut rx = lock(unsafe { &(*w).rx });
                         let slot = (u32::from(ctr) & (rx.ring.size() - 1)) as usize;
                         out.wr_id = rx.wrid[slot];

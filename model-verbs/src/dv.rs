@@ -102,6 +102,15 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             // SAFETY: C data, all-zero valid.
             out.rq = unsafe { std::mem::zeroed() };
             match &q.kind {
+                QpKind::Raw { sq, tx, .. } if lock(tx).max_post == 0 => {
+                    // A receive-only QP: no send queue to hand over.
+                    let _ = sq;
+                    out.dbrec = std::ptr::null_mut();
+                    // SAFETY: C data, all-zero valid.
+                    out.sq = unsafe { std::mem::zeroed() };
+                    // SAFETY: as above.
+                    out.bf = unsafe { std::mem::zeroed() };
+                }
                 QpKind::Raw { sq, .. } => {
                     let r = RawQueue::of_sq(sq);
                     out.dbrec = r.dbrec;
@@ -109,7 +118,12 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
                     out.sq.wqe_cnt = r.cnt;
                     out.sq.stride = r.stride;
                     out.bf.reg = r.bf_reg.cast();
-                    out.bf.size = r.bf_size;
+                    // The size a ConnectX-5 reports (libmlx5's BlueFlame half-register). The
+                    // model reads doorbells at `bf.reg` only, where rawpkt's datapath and VPP
+                    // write their 8-byte doorbells; a writer alternating halves as libmlx5 does
+                    // (`bf->offset ^= buf_size`) or copying WQEs there is not modelled.
+                    let _ = r.bf_size;
+                    out.bf.size = crate::device::BF_SIZE;
                 }
                 QpKind::Rss { .. } => {
                     // An RSS QP has no queues of its own.
@@ -177,9 +191,6 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
             if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
                 return Err(EINVAL);
             }
-            if !a.channel.is_null() {
-                return Err(libc::EOPNOTSUPP);
-            }
             if !mlx5_cq_attr.is_null() {
                 // SAFETY: as above.
                 let d = unsafe { &*mlx5_cq_attr };
@@ -204,7 +215,29 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
                 }
             }
             let cqe = i32::try_from(a.cqe).map_err(|_| EINVAL)?;
-            crate::verbs::create_cq(context, cqe, a.cq_context).map(|c| c.cast::<ibv_cq_ex>())
+            crate::verbs::create_cq(context, cqe, a.cq_context, a.channel.cast()).map(|c| c.cast::<ibv_cq_ex>())
         })())
     })
+}
+
+/// `mlx5dv_init_obj@MLX5_1.0` (rdma-core `COMPAT_SYMVER_FUNC(mlx5dv_init_obj, 1_0, ...)` in
+/// providers/mlx5/mlx5.c): the current one, except that this ABI's `mlx5dv_cq.cq_uar` held the
+/// address of a variable holding the UAR's address.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn __mlx5dv_init_obj_MLX5_1_0(obj: *mut mlx5dv_obj, obj_type: u64) -> c_int {
+    // SAFETY: the caller's struct, as for mlx5dv_init_obj.
+    let ret = unsafe { mlx5dv_init_obj(obj, obj_type) };
+    if ret == 0 && obj_type & u64::from(MLX5DV_OBJ_CQ) != 0 {
+        guard((), || {
+            // SAFETY: mlx5dv_init_obj checked the CQ is live and the out struct non-NULL; a live
+            // CQ's context is live.
+            unsafe {
+                let o = &mut *obj;
+                let ctx = Context::from_ctx((*o.cq.in_).context);
+                (*o.cq.out).cq_uar = std::ptr::addr_of_mut!((*ctx).cq_uar_reg).cast();
+            }
+        });
+    }
+    ret
 }

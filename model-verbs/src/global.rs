@@ -70,6 +70,8 @@ pub(crate) enum Kind {
     Wq,
     IndTable,
     Flow,
+    /// A completion channel.
+    Channel,
 }
 
 struct Entry {
@@ -164,14 +166,62 @@ static GLOBAL: OnceLock<Result<Global, String>> = OnceLock::new();
 /// `RAWPKT_MODEL_CPU` when set, as `model:` ports are) and the sysfs tree is written.
 pub(crate) fn global() -> Result<&'static Global, i32> {
     GLOBAL.get_or_init(init).as_ref().map_err(|e| {
-        eprintln!("rawpkt model library: {e}");
+        // Said once: every verb after the first fails the same way.
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            eprintln!("rawpkt model library: {e}");
+        }
         libc::ENODEV
     })
 }
 
+/// The wire of each device: back to back in pairs ([`PEERS`]), or as `RAWPKT_MODEL_WIRES` says:
+/// `ibdev=WIRE[,ibdev=WIRE...]` with WIRE `afpacket:IFNAME` (a Linux interface, veth included,
+/// through AF_PACKET: frames reach other processes and programs), `null` (sent frames vanish,
+/// counted), `loopback` (they come back in) or `peer` (the default). A device rewired this way
+/// takes its partner's end with it: the partner's wire becomes `null` unless it is named too.
+pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Wire>, String> {
+    let mut chosen: Vec<Option<Wire>> = (0..DEVS.len()).map(|_| None).collect();
+    let usage = "RAWPKT_MODEL_WIRES: expected ibdev=afpacket:IFNAME|null|loopback|peer[,...]";
+    for item in spec.unwrap_or("").split(',').filter(|s| !s.trim().is_empty()) {
+        let (dev, wire) = item
+            .trim()
+            .split_once('=')
+            .ok_or_else(|| format!("{usage}, got {item:?}"))?;
+        let i = ibdev_index(dev).ok_or_else(|| format!("RAWPKT_MODEL_WIRES: no device {dev:?} (mlx5_0..mlx5_3)"))?;
+        let w = match wire {
+            "null" => Wire::Null,
+            "loopback" => Wire::Loopback,
+            "peer" => Wire::Peer(PEERS[i]),
+            w => match w.strip_prefix("afpacket:") {
+                Some(ifname) if !ifname.is_empty() => Wire::afpacket(ifname)?,
+                _ => return Err(format!("{usage}, got {item:?}")),
+            },
+        };
+        chosen[i] = Some(w);
+    }
+    let rewired: Vec<bool> = chosen
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            w.as_ref()
+                .is_some_and(|w| !matches!(w, Wire::Peer(p) if *p == PEERS[i]))
+        })
+        .collect();
+    Ok(chosen
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| match w {
+            Some(w) => w,
+            None if rewired[PEERS[i]] => Wire::Null,
+            None => Wire::Peer(PEERS[i]),
+        })
+        .collect())
+}
+
 fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
-    let wires = PEERS.iter().map(|&p| Wire::Peer(p)).collect();
+    let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
     let nic = Nic::new(wires, ModelConfig::default())?;
     for port in 0..DEVS.len() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
@@ -259,4 +309,35 @@ impl Global {
 
 pub(crate) fn ibdev_index(name: &str) -> Option<usize> {
     DEVS.iter().position(|d| d.ibdev == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wires_from_the_environment() {
+        let w = wires(None).unwrap();
+        assert!(matches!(
+            w[..],
+            [Wire::Peer(1), Wire::Peer(0), Wire::Peer(3), Wire::Peer(2)]
+        ));
+        // mlx5_0 wired to nothing takes mlx5_1's other end away; the second pair is untouched.
+        let w = wires(Some("mlx5_0=null")).unwrap();
+        assert!(matches!(w[..], [Wire::Null, Wire::Null, Wire::Peer(3), Wire::Peer(2)]));
+        let w = wires(Some("mlx5_2=loopback, mlx5_3=null")).unwrap();
+        assert!(matches!(
+            w[..],
+            [Wire::Peer(1), Wire::Peer(0), Wire::Loopback, Wire::Null]
+        ));
+        assert!(matches!(
+            wires(Some("mlx5_1=peer")).unwrap()[..2],
+            [Wire::Peer(1), Wire::Peer(0)]
+        ));
+        for bad in ["mlx5_9=null", "mlx5_0", "mlx5_0=cable", "mlx5_0=afpacket:"] {
+            assert!(wires(Some(bad)).is_err(), "{bad}");
+        }
+        let e = wires(Some("mlx5_0=afpacket:no-such-if0")).err().unwrap();
+        assert!(e.contains("no-such-if0"), "{e}");
+    }
 }

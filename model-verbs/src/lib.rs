@@ -25,21 +25,28 @@
 // objects it did not hand out) and says why its unsafe blocks hold.
 #![allow(clippy::missing_safety_doc)]
 
+#[doc(hidden)]
+pub mod abi;
 mod caps;
 mod control;
 mod datapath;
+mod device;
 mod devx;
 mod dv;
+mod events;
 mod global;
 mod objects;
+mod ring;
 mod sysfs;
 mod traffic;
 mod verbs;
 
 pub use caps::drop_cap_net_raw_on_this_thread;
 pub use control::*;
+pub use device::*;
 pub use devx::*;
 pub use dv::*;
+pub use events::*;
 pub use verbs::*;
 
 use std::path::PathBuf;
@@ -113,6 +120,38 @@ pub fn library_path() -> PathBuf {
         let lib = target.join("release").join("librawpkt_model_verbs.so");
         assert!(lib.exists(), "{} is missing after the build", lib.display());
         lib
+    })
+    .clone()
+}
+
+/// The sonames the library stands in for: a program finds them in [`soname_dir`].
+pub const SONAMES: [&str; 2] = ["libibverbs.so.1", "libmlx5.so.1"];
+
+/// Builds the library ([`library_path`]) and returns a directory holding `libibverbs.so.1` and
+/// `libmlx5.so.1` as links to it (`<target>/release/model-sonames/`): with it first in
+/// `LD_LIBRARY_PATH` (or a program's rpath), any dynamically linked rdma-core program loads the
+/// model instead of rdma-core. Both names resolve to one file, which the dynamic loader maps
+/// once (it matches loaded objects by device and inode) and which defines both libraries'
+/// symbol versions.
+///
+/// Panics if the directory cannot be written: a test cannot go on without it.
+pub fn soname_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = library_path();
+        let dir = lib.with_file_name("model-sonames");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for name in SONAMES {
+            let at = dir.join(name);
+            // A link made beside it and renamed over the name (once per process): concurrent
+            // test processes each leave a correct link, never a missing one.
+            let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink("../librawpkt_model_verbs.so", &tmp)
+                .and_then(|()| std::fs::rename(&tmp, &at))
+                .unwrap_or_else(|e| panic!("{}: {e}", at.display()));
+        }
+        dir
     })
     .clone()
 }

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::mem::offset_of;
 use std::sync::{Mutex, MutexGuard};
 
-use rawpkt::dv::ring::{CqInfo, CqRing, RqRing, RwqInfo, SqInfo, SqRing};
+use rawpkt::dv::ring::{CqInfo, RwqInfo, SqInfo};
+
+use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
 use rdma_abi::*;
 
@@ -23,6 +25,9 @@ pub(crate) struct Context {
     /// The CQ UAR page (`mlx5dv_cq.cq_uar`): arm doorbells land here; the model never raises
     /// completion events, so nothing reads it.
     pub cq_uar: Region,
+    /// The CQ UAR's address, where `mlx5dv_init_obj@MLX5_1.0` points `cq_uar` (that ABI
+    /// returned a `void **`).
+    pub cq_uar_reg: *mut std::ffi::c_void,
 }
 
 impl Context {
@@ -47,7 +52,7 @@ pub(crate) struct Mr {
 
 /// Consumer side of a CQ for `ibv_poll_cq`, and which queues complete to it.
 pub(crate) struct CqPoll {
-    pub ring: CqRing,
+    pub ring: CompRing,
     pub ci: u32,
     /// Raw QPs by QPN and WQs by number that complete here (for their `wr_id`s).
     pub sqs: HashMap<u32, *mut Qp>,
@@ -66,7 +71,7 @@ pub(crate) struct Cq {
 
 /// Send side of a raw QP, in rdma-core's terms (`struct mlx5_wq` of the SQ).
 pub(crate) struct SqTx {
-    pub ring: SqRing,
+    pub ring: SendRing,
     /// Next WQEBB (free-running, `sq.cur_post`).
     pub pi: u32,
     /// WRs posted and completed (`sq.head`, `sq.tail`).
@@ -85,12 +90,23 @@ pub(crate) struct SqTx {
     pub operational: bool,
 }
 
+/// The receive queue of a RAW_PACKET QP created with `max_recv_wr > 0`: as mlx5_ib builds it
+/// (`create_raw_packet_qp`), an RQ and a TIR over it alone, which flows attached to the QP
+/// deliver to. The RQ is a [`Wq`] the application never sees.
+pub(crate) struct OwnRq {
+    pub wq: Box<Wq>,
+    pub tir: usize,
+}
+
+// One per QP, boxed inside the Qp: the size of the RSS variant saves nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum QpKind {
-    /// A RAW_PACKET QP with a send queue.
+    /// A RAW_PACKET QP with a send queue, and its own receive queue when it was asked for.
     Raw {
         sq: SqInfo,
         send_cq: *mut Cq,
         tx: Mutex<SqTx>,
+        rq: Option<OwnRq>,
     },
     /// An RSS QP: a TIR over an indirection table.
     Rss { tir: usize },
@@ -101,11 +117,14 @@ pub(crate) struct Qp {
     pub qp: ibv_qp,
     pub port: usize,
     pub kind: QpKind,
+    /// The capabilities create returned and `sq_sig_all`, for `ibv_query_qp`.
+    pub cap: ibv_qp_cap,
+    pub sq_sig_all: i32,
 }
 
 /// Receive side of a WQ (`struct mlx5_rwq`'s `rq`).
 pub(crate) struct RqRx {
-    pub ring: RqRing,
+    pub ring: RecvRing,
     pub head: u32,
     pub tail: u32,
     pub wrid: Vec<u64>,
@@ -118,6 +137,8 @@ pub(crate) struct Wq {
     pub info: RwqInfo,
     pub cq: *mut Cq,
     pub rx: Mutex<RqRx>,
+    /// `ibv_wc.qp_num` of its completions: the WQ number, or the QP's for a QP's own RQ.
+    pub wc_qp_num: u32,
 }
 
 #[repr(C)]

@@ -34,15 +34,65 @@ fn link(target: &Path, at: &Path) -> Result<(), String> {
 /// of a posted receive buffer (the kernel's mlx5_ib `hw_counters`, `mlx5_ib_q_counters`).
 pub(crate) const OUT_OF_BUFFER: &str = "ports/1/hw_counters/out_of_buffer";
 
-/// Writes the tree in a fresh directory of the temp dir (once per process) and returns it.
+const PREFIX: &str = "rawpkt-model-sysfs-";
+/// The lock file each process holds (flock, exclusive) in its tree for as long as it lives.
+const LOCK: &str = ".owner.lock";
+
+/// Takes an exclusive flock on `dir`'s lock file: held (the fd stays open, close-on-exec) for
+/// the life of the process when `wait` is false and it succeeds. The kernel drops it when the
+/// process dies however it dies, SIGKILL included, in whatever pid namespace.
+fn lock_tree(dir: &Path, create: bool) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(dir.join(LOCK))
+        .ok()?;
+    // SAFETY: flock on an fd this function owns.
+    (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0).then_some(f)
+}
+
+/// Removes the trees of processes that died without removing theirs (a SIGKILL skips atexit):
+/// a tree whose lock nobody holds. A tree with no lock file yet is being written (or its writer
+/// died within its first instants): left alone unless it is a minute old.
+fn remove_stale_trees(tmp: &Path) {
+    let Ok(dir) = fs::read_dir(tmp) else { return };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with(PREFIX) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = e.path();
+        let stale = if path.join(LOCK).exists() {
+            lock_tree(&path, false).is_some()
+        } else {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 60))
+        };
+        if stale {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// Writes the tree in a fresh directory of the temp dir (once per process) and returns it,
+/// after removing the trees dead processes left behind.
 pub(crate) fn create() -> Result<PathBuf, String> {
-    let root = std::env::temp_dir().join(format!("rawpkt-model-sysfs-{}", std::process::id()));
+    let tmp = std::env::temp_dir();
+    remove_stale_trees(&tmp);
+    let root = tmp.join(format!("{PREFIX}{}", std::process::id()));
     // A previous process with our pid (pid reuse) may have left one behind.
     let _ = fs::remove_dir_all(&root);
     fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    // Held until the process ends: the fd is leaked on purpose.
+    let lock = lock_tree(&root, true).ok_or_else(|| format!("{}: cannot lock {LOCK}", root.display()))?;
+    std::mem::forget(lock);
     let driver = root.join("bus/pci/drivers/mlx5_core");
     fs::create_dir_all(&driver).map_err(|e| format!("{}: {e}", driver.display()))?;
-    for d in &DEVS {
+    for (port, d) in DEVS.iter().enumerate() {
         let pci = root.join("devices/pci0000:3a").join(d.pci);
         write(&pci.join("vendor"), "0x15b3\n")?;
         write(&pci.join("device"), "0x1017\n")?;
@@ -68,6 +118,31 @@ pub(crate) fn create() -> Result<PathBuf, String> {
         write(&ib.join("ports/1/rate"), "100 Gb/sec (4X EDR)\n")?;
         // Kept up to date by the model (`Nic::publish_out_of_buffer`, from `global::init`).
         write(&ib.join(OUT_OF_BUFFER), "0\n")?;
+        // What ibv_devinfo (board_id) and GID readers take from sysfs; the GID table's
+        // populated entries with their RoCE types and netdevs (ports/1/gid_attrs).
+        let guid = |g| format!("{}\n", crate::device::guid_str(g));
+        write(&ib.join("board_id"), &format!("{}\n", crate::device::BOARD_ID))?;
+        write(&ib.join("node_guid"), &guid(crate::device::node_guid(port)))?;
+        write(&ib.join("sys_image_guid"), &guid(crate::device::sys_image_guid(port)))?;
+        write(&ib.join("node_desc"), &format!("rawpkt model {}\n", d.ibdev))?;
+        write(&ib.join("hw_rev"), "0x0\n")?;
+        for i in 0..crate::device::GID_TABLE_LEN {
+            let Some((raw, t)) = crate::device::gid(port, i) else {
+                continue;
+            };
+            let g: Vec<String> = raw.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect();
+            write(&ib.join(format!("ports/1/gids/{i}")), &format!("{}\n", g.join(":")))?;
+            let ty = if t == rdma_abi::IBV_GID_TYPE_ROCE_V2 {
+                "RoCE v2"
+            } else {
+                "IB/RoCE v1"
+            };
+            write(&ib.join(format!("ports/1/gid_attrs/types/{i}")), &format!("{ty}\n"))?;
+            write(
+                &ib.join(format!("ports/1/gid_attrs/ndevs/{i}")),
+                &format!("{}\n", d.netdev),
+            )?;
+        }
         fs::create_dir_all(pci.join("infiniband").join(d.ibdev)).map_err(|e| e.to_string())?;
 
         let uv = root.join("class/infiniband_verbs").join(d.uverbs);
@@ -75,14 +150,14 @@ pub(crate) fn create() -> Result<PathBuf, String> {
         write(&uv.join("abi_version"), "1\n")?;
         link(&pci, &uv.join("device"))?;
     }
-    // Removed at exit (a process killed by a signal leaves it; the next one with the same pid
-    // replaces it).
+    // Removed at exit (a process killed by a signal leaves it; the next process to start the
+    // model removes it, its lock being free).
     // SAFETY: registering a plain extern "C" fn with no arguments; it runs at normal exit.
     unsafe { libc::atexit(remove_at_exit) };
     Ok(root)
 }
 
 extern "C" fn remove_at_exit() {
-    let root = std::env::temp_dir().join(format!("rawpkt-model-sysfs-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("{PREFIX}{}", std::process::id()));
     let _ = std::panic::catch_unwind(|| fs::remove_dir_all(root));
 }

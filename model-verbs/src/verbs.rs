@@ -7,8 +7,10 @@ use std::ffi::{c_char, c_int, c_void};
 use std::mem::size_of;
 use std::sync::Mutex;
 
+use rawpkt::dv::model::RawQueue;
 use rawpkt::dv::model::RqState;
-use rawpkt::dv::ring::{CqRing, RqRing, SqRing};
+
+use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
 use rdma_abi::*;
 
@@ -112,7 +114,7 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.sz = size_of::<verbs_context>();
     vctx.context.abi_compat = usize::MAX as *mut c_void; // __VERBS_ABI_IS_EXTENDED, (void *)-1
     vctx.context.device = device;
-    vctx.context.num_comp_vectors = 1;
+    vctx.context.num_comp_vectors = num_comp_vectors();
     // SAFETY: plain fd-creating syscalls; the fds belong to the context and are closed with it.
     unsafe {
         vctx.context.cmd_fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
@@ -134,7 +136,13 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.destroy_rwq_ind_table = Some(destroy_rwq_ind_table);
     vctx.ibv_create_flow = Some(create_flow);
     vctx.ibv_destroy_flow = Some(destroy_flow);
-    let c = Box::into_raw(Box::new(Context { vctx, port, cq_uar }));
+    let cq_uar_reg = cq_uar.base().cast();
+    let c = Box::into_raw(Box::new(Context {
+        vctx,
+        port,
+        cq_uar,
+        cq_uar_reg,
+    }));
     // SAFETY: just allocated; the context is the last field of the verbs_context at its start.
     let ctx = unsafe { std::ptr::addr_of_mut!((*c).vctx.context) };
     g.reg().add(ctx as usize, Kind::Context, Vec::new());
@@ -174,21 +182,24 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
 // Queries
 
 fn device_attr(port: usize) -> ibv_device_attr {
+    use crate::device::*;
     // SAFETY: C data, all-zero valid.
     let mut a: ibv_device_attr = unsafe { std::mem::zeroed() };
-    crate::global::fill(&mut a.fw_ver, "16.35.2000");
-    let mac = DEVS[port].mac;
-    let guid = u64::from_be_bytes([mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]);
-    a.node_guid = guid.to_be();
-    a.sys_image_guid = guid.to_be();
+    crate::global::fill(&mut a.fw_ver, FW_VER);
+    a.node_guid = node_guid(port).to_be();
+    a.sys_image_guid = sys_image_guid(port).to_be();
     a.max_mr_size = u64::MAX;
-    a.page_size_cap = 0xffff_f000;
+    a.page_size_cap = 0xffff_ffff_ffff_f000;
     a.vendor_id = 0x02c9;
     a.vendor_part_id = 4119; // ConnectX-5 (0x1017)
     a.hw_ver = 0;
     a.max_qp = 1 << 18;
     a.max_qp_wr = MAX_QP_WR as c_int;
-    a.device_cap_flags = IBV_DEVICE_RAW_MULTI | IBV_DEVICE_RAW_IP_CSUM | IBV_DEVICE_MANAGED_FLOW_STEERING;
+    a.device_cap_flags = IBV_DEVICE_RAW_MULTI
+        | IBV_DEVICE_RAW_IP_CSUM
+        | IBV_DEVICE_MANAGED_FLOW_STEERING
+        | IBV_DEVICE_SYS_IMAGE_GUID
+        | IBV_DEVICE_PORT_ACTIVE_EVENT;
     a.max_sge = MAX_SGE as c_int;
     a.max_sge_rd = MAX_SGE as c_int;
     a.max_cq = 1 << 24;
@@ -199,6 +210,15 @@ fn device_attr(port: usize) -> ibv_device_attr {
     a.max_pkeys = 128;
     a.phys_port_cnt = 1;
     a
+}
+
+/// `ibv_context.num_comp_vectors`: mlx5_core creates one completion EQ per online CPU (capped
+/// by the device's MSI-X vectors, 63 on the hosts of openucx/ucx#10430), and mlx5_ib reports
+/// their number.
+pub(crate) fn num_comp_vectors() -> c_int {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.clamp(1, 63) as c_int
 }
 
 #[no_mangle]
@@ -247,6 +267,11 @@ unsafe extern "C" fn query_device_ex(
         a.max_wq_type_rq = 1 << 24;
         a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
         a.phys_port_cnt_ex = 1;
+        a.completion_timestamp_mask = crate::device::TIMESTAMP_MASK;
+        a.hca_core_clock = crate::device::HCA_CORE_CLOCK_KHZ;
+        a.packet_pacing_caps.qp_rate_limit_min = crate::device::RATE_LIMIT_MIN_KBPS;
+        a.packet_pacing_caps.qp_rate_limit_max = crate::device::RATE_LIMIT_MAX_KBPS;
+        a.packet_pacing_caps.supported_qpts = 1 << IBV_QPT_RAW_PACKET;
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that many, from
         // our own fully initialised copy (an older caller gets the prefix it knows).
@@ -264,7 +289,7 @@ fn port_attr() -> ibv_port_attr {
     // a 1500-byte netdev gives IB_MTU_1024 (the contract's "active_mtu 4096" is not what the
     // kernel reports for MTU 1500).
     p.active_mtu = IBV_MTU_1024;
-    p.gid_tbl_len = 256;
+    p.gid_tbl_len = crate::device::GID_TABLE_LEN as c_int;
     p.port_cap_flags = 0x0401_0000; // IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS
     p.max_msg_sz = 1 << 30;
     p.pkey_tbl_len = 1;
@@ -311,6 +336,7 @@ pub unsafe extern "C" fn ibv_query_port(context: *mut ibv_context, port_num: u8,
     }
 }
 
+/// `ibv_query_gid`: the GID at `index` (zeros for an empty entry, as sysfs reads them), or -1.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_gid(
     context: *mut ibv_context,
@@ -320,22 +346,14 @@ pub unsafe extern "C" fn ibv_query_gid(
 ) -> c_int {
     guard(-1, || {
         let Ok(g) = g() else { return -1 };
-        if live(g, context.cast(), Kind::Context).is_err()
-            || gid.is_null()
-            || port_num != 1
-            || !(0..256).contains(&index)
+        let table = 0..crate::device::GID_TABLE_LEN as c_int;
+        if live(g, context.cast(), Kind::Context).is_err() || gid.is_null() || port_num != 1 || !table.contains(&index)
         {
             return -1;
         }
         // SAFETY: a live context.
-        let mac = DEVS[unsafe { (*Context::from_ctx(context)).port }].mac;
-        let mut raw = [0u8; 16];
-        if index == 0 {
-            // RoCE's default GID: fe80::/64 with the MAC's modified EUI-64.
-            raw[0] = 0xfe;
-            raw[1] = 0x80;
-            raw[8..].copy_from_slice(&[mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]);
-        }
+        let port = unsafe { (*Context::from_ctx(context)).port };
+        let raw = crate::device::gid(port, index as u32).map_or([0; 16], |(raw, _)| raw);
         // SAFETY: union ibv_gid is 16 bytes; the caller's is valid for writing.
         unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), gid.cast::<u8>(), 16) };
         0
@@ -450,20 +468,27 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
 /// Creates a CQ of at least `cqe` entries (rdma-core `mlx5_create_cq`: 0 or more than the
 /// device's max_cqe is EINVAL; the ring has `roundup_pow2(cqe + 1)` entries and `ibv_cq.cqe`
 /// reports one less).
-pub(crate) fn create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void) -> Result<*mut Cq, i32> {
+pub(crate) fn create_cq(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut c_void,
+) -> Result<*mut Cq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
+    let channel = crate::events::channel_for(context, channel)?;
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return Err(EINVAL);
     }
     let info = g.nic.create_cq(cqe as u32).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's CQ, which we own the consumer side of until the CQ is destroyed.
-    let ring = unsafe { CqRing::new(&info) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { CompRing::new(RawQueue::of_cq(&info)) }.map_err(|_| libc::ENOMEM)?;
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     // SAFETY: C data, all-zero valid (zeroed mutex/cond are the static initialisers in glibc).
     let mut cq: ibv_cq_ex = unsafe { std::mem::zeroed() };
     cq.context = context;
+    cq.channel = channel.cast();
     cq.cq_context = cq_context;
     cq.cqe = info.cqe_cnt() as c_int - 1;
     cq.handle = info.cqn();
@@ -478,7 +503,13 @@ pub(crate) fn create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut 
             wqs: Default::default(),
         }),
     }));
-    g.reg().add(c as usize, Kind::Cq, vec![context as usize]);
+    let mut holds = vec![context as usize];
+    if !channel.is_null() {
+        holds.push(channel as usize);
+        // SAFETY: a live channel (checked by channel_for); libibverbs counts its CQs here.
+        unsafe { (*channel).ch.refcnt += 1 };
+    }
+    g.reg().add(c as usize, Kind::Cq, holds);
     Ok(c)
 }
 
@@ -488,15 +519,15 @@ pub unsafe extern "C" fn ibv_create_cq(
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut c_void,
-    _comp_vector: c_int,
+    comp_vector: c_int,
 ) -> *mut ibv_cq {
     guard(std::ptr::null_mut(), || {
-        if !channel.is_null() {
-            // Completion channels need events the model does not raise.
-            set_errno(libc::EOPNOTSUPP);
+        // ib_uverbs create_cq: a vector beyond the device's completion EQs is EINVAL.
+        if !(0..num_comp_vectors()).contains(&comp_vector) {
+            set_errno(EINVAL);
             return std::ptr::null_mut();
         }
-        ptr_or_errno(create_cq(context, cqe, cq_context).map(|c| c.cast::<ibv_cq>()))
+        ptr_or_errno(create_cq(context, cqe, cq_context, channel).map(|c| c.cast::<ibv_cq>()))
     })
 }
 
@@ -507,9 +538,15 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             let g = g()?;
             // A CQ with QPs or WQs completing to it: EBUSY (the kernel's usecnt).
             g.reg().remove(cq as usize, Kind::Cq)?;
+            crate::events::disarm(cq.cast::<Cq>());
             // SAFETY: allocated by create_cq, out of the registry; dropping its CqInfo and
             // ring destroys the model's CQ.
-            drop(unsafe { Box::from_raw(cq.cast::<Cq>()) });
+            let c = unsafe { Box::from_raw(cq.cast::<Cq>()) };
+            if !c.cq.channel.is_null() {
+                // SAFETY: the channel outlived the CQ (it was held until the removal above).
+                unsafe { (*c.cq.channel).refcnt -= 1 };
+            }
+            drop(c);
             Ok(())
         })())
     })
@@ -521,7 +558,8 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c
         if live(g, cq.cast(), Kind::Cq).is_err() {
             return EINVAL;
         }
-        // Armed; the model raises no completion events (no channel can be attached).
+        // SAFETY: a live CQ.
+        crate::events::arm(unsafe { &*cq.cast::<Cq>() });
         0
     })
 }
@@ -589,7 +627,7 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     let (kind, holds) = if rss != 0 {
         create_rss(g, a, rss)?
     } else {
-        create_raw(g, a, port)?
+        create_raw(g, context, a, port)?
     };
     // SAFETY: C data, all-zero valid.
     let mut q: ibv_qp = unsafe { std::mem::zeroed() };
@@ -606,13 +644,26 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
         QpKind::Rss { tir, .. } => 0x80_0000 | *tir as u32,
     };
     q.handle = q.qp_num;
-    let qp = Box::into_raw(Box::new(Qp { qp: q, port, kind }));
+    let qp = Box::into_raw(Box::new(Qp {
+        qp: q,
+        port,
+        kind,
+        cap: a.cap,
+        sq_sig_all: a.sq_sig_all,
+    }));
     let mut holds = holds;
     holds.extend([context as usize, a.pd as usize]);
     // SAFETY: just allocated.
-    if let QpKind::Raw { send_cq, sq, .. } = unsafe { &(*qp).kind } {
+    if let QpKind::Raw { send_cq, sq, rq, .. } = unsafe { &(*qp).kind } {
         // SAFETY: send_cq is live (checked in create_raw) and outlives the QP (it holds it).
         lock(unsafe { &(**send_cq).poll }).sqs.insert(sq.qpn(), qp);
+        if let Some(r) = rq {
+            // SAFETY: the recv CQ is live and held by the QP; the RQ's box lives in the QP
+            // until destroy_qp takes it out of this map.
+            lock(unsafe { &(*r.wq.cq).poll })
+                .wqs
+                .insert(r.wq.wq.wq_num, (&*r.wq as *const Wq).cast_mut());
+        }
     }
     g.reg().add(qp as usize, Kind::Qp, holds);
     Ok(qp.cast::<ibv_qp>())
@@ -620,10 +671,25 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
 
 /// A RAW_PACKET QP with a send queue, sized as rdma-core's `mlx5_calc_send_wqe` /
 /// `mlx5_calc_sq_size` size it.
-fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(QpKind, Vec<usize>), i32> {
+fn create_raw(
+    g: &Global,
+    context: *mut ibv_context,
+    a: &mut ibv_qp_init_attr_ex,
+    port: usize,
+) -> Result<(QpKind, Vec<usize>), i32> {
     let cap = &mut a.cap;
-    if cap.max_recv_wr != 0 || cap.max_recv_sge != 0 || !a.srq.is_null() {
-        // The model gives raw QPs no receive queue: receive through WQs and an RSS QP.
+    if !a.srq.is_null() {
+        // SRQs are not modelled (ibv_create_srq is EOPNOTSUPP), so no live one can be named.
+        return Err(EINVAL);
+    }
+    // A receive queue of its own when max_recv_wr asks for one; with max_recv_wr 0 the QP has
+    // none whatever max_recv_sge says (libmlx5 `mlx5_calc_rq_size` returns 0 first).
+    let want_rq = cap.max_recv_wr > 0;
+    if want_rq && (cap.max_recv_wr > MAX_QP_WR || cap.max_recv_sge > MAX_SGE) {
+        return Err(EINVAL);
+    }
+    if want_rq && cap.max_recv_sge > 1 {
+        // The model's RQs read one 16-byte data segment per WQE: no scatter.
         return Err(libc::EOPNOTSUPP);
     }
     if a.send_cq.is_null() || live(g, a.send_cq.cast(), Kind::Cq).is_err() {
@@ -632,7 +698,14 @@ fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(Q
     if !a.recv_cq.is_null() && live(g, a.recv_cq.cast(), Kind::Cq).is_err() {
         return Err(EINVAL);
     }
-    if cap.max_send_wr == 0 || cap.max_send_wr > MAX_QP_WR || cap.max_send_sge > MAX_SGE {
+    if want_rq && a.recv_cq.is_null() {
+        return Err(EINVAL);
+    }
+    // A receive-only QP (max_send_wr 0, with an RQ) has no send queue: the model still gives
+    // it one WQEBB, which numbers the QP, and nothing can be posted to it (max_post 0: every
+    // ibv_post_send is ENOMEM, as libmlx5's `mlx5_wq_overflow` answers an SQ of no WQEs).
+    let recv_only = cap.max_send_wr == 0 && want_rq;
+    if (cap.max_send_wr == 0 && !want_rq) || cap.max_send_wr > MAX_QP_WR || cap.max_send_sge > MAX_SGE {
         return Err(EINVAL);
     }
     let gather = cap.max_send_sge.max(1) * 16;
@@ -645,7 +718,7 @@ fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(Q
     if wqe_size > 60 * 16 {
         return Err(EINVAL);
     }
-    let wq_size = (cap.max_send_wr * wqe_size).next_power_of_two();
+    let wq_size = (cap.max_send_wr.max(1) * wqe_size).next_power_of_two();
     let wqebbs = wq_size / 64;
     let send_cq = a.send_cq.cast::<Cq>();
     // SAFETY: a live CQ (checked above).
@@ -654,10 +727,14 @@ fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(Q
     // The SQ ignores doorbells until the QP reaches RTS.
     g.nic.set_sq_state(sq.qpn(), false, false).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's SQ, which this QP alone posts to.
-    let ring = unsafe { SqRing::new(&sq) }.map_err(|_| libc::ENOMEM)?;
-    let max_post = wq_size / wqe_size;
+    let ring = unsafe { SendRing::new(RawQueue::of_sq(&sq)) }.map_err(|_| libc::ENOMEM)?;
+    let max_post = if recv_only { 0 } else { wq_size / wqe_size };
     cap.max_send_wr = max_post;
-    cap.max_inline_data = wqe_size - RAW_SQ_OVERHEAD - INL_SEG;
+    cap.max_inline_data = if recv_only {
+        0
+    } else {
+        wqe_size - RAW_SQ_OVERHEAD - INL_SEG
+    };
     let n = sq.wqe_cnt() as usize;
     let tx = SqTx {
         ring,
@@ -676,11 +753,27 @@ fn create_raw(g: &Global, a: &mut ibv_qp_init_attr_ex, port: usize) -> Result<(Q
     if !a.recv_cq.is_null() {
         holds.push(a.recv_cq as usize);
     }
+    let rq = if want_rq {
+        // mlx5_ib `create_raw_packet_qp`: an RQ, and a TIR over it alone for the QP's flows.
+        let wq = new_wq(g, context, a.pd, a.recv_cq, port, a.cap.max_recv_wr, Some(sq.qpn()))?;
+        let tir = g
+            .nic
+            .create_tir(vec![wq.wq.wq_num], &[0; 40], 0)
+            .map_err(|_| libc::ENOMEM)?;
+        a.cap.max_recv_wr = wq.info.wqe_cnt();
+        a.cap.max_recv_sge = 1;
+        Some(OwnRq { wq, tir })
+    } else {
+        a.cap.max_recv_wr = 0;
+        a.cap.max_recv_sge = 0;
+        None
+    };
     Ok((
         QpKind::Raw {
             sq,
             send_cq,
             tx: Mutex::new(tx),
+            rq,
         },
         holds,
     ))
@@ -766,7 +859,7 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
             let q = qp.cast::<Qp>();
             // SAFETY: a live QP and the caller's attr struct.
             let (a, q) = unsafe { (&*attr, &mut *q) };
-            let QpKind::Raw { sq, tx, .. } = &q.kind else {
+            let QpKind::Raw { sq, tx, rq, .. } = &q.kind else {
                 // mlx5_ib_modify_qp: `if (ibqp->rwq_ind_tbl) return -ENOSYS;`
                 return Err(libc::ENOSYS);
             };
@@ -776,6 +869,12 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                 return Err(EINVAL);
             }
             if mask & IBV_QP_PORT != 0 && a.port_num != 1 {
+                return Err(EINVAL);
+            }
+            // mlx5_core `mlx5_rl_add_rate`: a rate outside the packet pacing caps is EINVAL
+            // (0 is unlimited). The model records no rate: its wire is not shaped.
+            let pacing = crate::device::RATE_LIMIT_MIN_KBPS..=crate::device::RATE_LIMIT_MAX_KBPS;
+            if mask & IBV_QP_RATE_LIMIT != 0 && a.rate_limit != 0 && !pacing.contains(&a.rate_limit) {
                 return Err(EINVAL);
             }
             let qpn = sq.qpn();
@@ -788,7 +887,7 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                     t.head = 0;
                     t.tail = 0;
                     t.operational = false;
-                    t.ring.reset_dbrec();
+                    t.ring.reset_record();
                 }
                 IBV_QPS_RTS => {
                     g.nic.set_sq_state(qpn, true, false).map_err(|_| EINVAL)?;
@@ -797,8 +896,75 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                 IBV_QPS_ERR => g.nic.set_sq_state(qpn, true, true).map_err(|_| EINVAL)?,
                 _ => {}
             }
+            // The QP's own RQ (mlx5_ib `modify_raw_packet_qp`): ready from RESET->INIT on
+            // (RST2INIT moves the RQ to RDY, the SQ waits for RTS), reset and error with the QP.
+            if let Some(r) = rq {
+                let state = match (cur, next) {
+                    (IBV_QPS_RESET, IBV_QPS_INIT) => Some(RqState::Ready),
+                    (_, IBV_QPS_RESET) => Some(RqState::Reset),
+                    (_, IBV_QPS_ERR) => Some(RqState::Error),
+                    _ => None,
+                };
+                if let Some(state) = state {
+                    if state == RqState::Reset {
+                        // mlx5_modify_qp on RESET: the RQ's indices and record restart too.
+                        let mut rx = lock(&r.wq.rx);
+                        rx.head = 0;
+                        rx.tail = 0;
+                        rx.ring.doorbell(0);
+                    }
+                    g.nic.set_rq_state(r.wq.wq.wq_num, state).map_err(|_| EINVAL)?;
+                }
+            }
             // libibverbs ibv_modify_qp: the new state is recorded in qp->state on success.
             q.qp.state = next;
+            Ok(())
+        })())
+    })
+}
+
+/// `ibv_query_qp_data_in_order`: 0, "not guaranteed", what libmlx5 answers without the
+/// `qp_data_in_order` capability (an EOPNOTSUPP stub would read as a flag set).
+#[no_mangle]
+pub extern "C" fn ibv_query_qp_data_in_order(_qp: *mut ibv_qp, _op: ibv_wr_opcode, _flags: u32) -> c_int {
+    0
+}
+
+/// `ibv_query_qp` (libmlx5 `mlx5_query_qp` over the kernel's query): the QP's state, port and
+/// capabilities as create returned them, and its creation attributes; EOPNOTSUPP for an RSS QP.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    _attr_mask: c_int,
+    init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    guard(EINVAL, || {
+        int_errno((|| {
+            let g = g()?;
+            live(g, qp.cast(), Kind::Qp)?;
+            if attr.is_null() || init_attr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: a live QP; the caller's structs, valid for writing (checked non-NULL).
+            let (q, attr, init) = unsafe { (&*qp.cast::<Qp>(), &mut *attr, &mut *init_attr) };
+            if matches!(q.kind, QpKind::Rss { .. }) {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: C data, all-zero valid.
+            *attr = unsafe { std::mem::zeroed() };
+            attr.qp_state = q.qp.state;
+            attr.cur_qp_state = q.qp.state;
+            attr.port_num = 1;
+            attr.cap = q.cap;
+            // SAFETY: as above.
+            *init = unsafe { std::mem::zeroed() };
+            init.qp_context = q.qp.qp_context;
+            init.send_cq = q.qp.send_cq;
+            init.recv_cq = q.qp.recv_cq;
+            init.cap = q.cap;
+            init.qp_type = q.qp.qp_type;
+            init.sq_sig_all = q.sq_sig_all;
             Ok(())
         })())
     })
@@ -814,9 +980,14 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             // SAFETY: allocated by create_qp, out of the registry now.
             let q = unsafe { Box::from_raw(qp.cast::<Qp>()) };
             match &q.kind {
-                QpKind::Raw { sq, send_cq, .. } => {
+                QpKind::Raw { sq, send_cq, rq, .. } => {
                     // SAFETY: the send CQ outlives its QPs (it was held until the removal above).
                     lock(unsafe { &(**send_cq).poll }).sqs.remove(&sq.qpn());
+                    if let Some(r) = rq {
+                        // SAFETY: likewise the recv CQ.
+                        lock(unsafe { &(*r.wq.cq).poll }).wqs.remove(&r.wq.wq.wq_num);
+                        g.nic.destroy_tir(r.tir);
+                    }
                 }
                 QpKind::Rss { tir, .. } => g.nic.destroy_tir(*tir),
             }
@@ -860,28 +1031,54 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     }
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
-    let cq = a.cq.cast::<Cq>();
-    // SAFETY: a live CQ.
-    let cqn = unsafe { (*cq).info.cqn() };
-    let (info, wq_num) = g.nic.create_wq(port, a.max_wr, cqn).map_err(|_| libc::ENOMEM)?;
-    // SAFETY: the model's WQ, which only this object posts to.
-    let ring = unsafe { RqRing::new(&info) }.map_err(|_| libc::ENOMEM)?;
-    a.max_wr = info.wqe_cnt();
+    let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None)?;
+    a.max_wr = w.info.wqe_cnt();
     a.max_sge = 1;
+    w.wq.wq_context = a.wq_context;
+    let cq = w.cq;
+    let wq_num = w.wq.wq_num;
+    let wq = Box::into_raw(w);
+    // SAFETY: a live CQ; the WQ holds it until destroyed.
+    lock(unsafe { &(*cq).poll }).wqs.insert(wq_num, wq);
+    g.reg().add(
+        wq as usize,
+        Kind::Wq,
+        vec![context as usize, a.pd as usize, a.cq as usize],
+    );
+    Ok(wq.cast::<ibv_wq>())
+}
+
+/// A model RQ of at least `max_wr` single-segment WQEs completing to `cq`, as an `ibv_wq` in
+/// RESET (the caller registers it, or keeps it as a QP's own RQ, numbered `owner_qpn` in its
+/// completions).
+fn new_wq(
+    g: &Global,
+    context: *mut ibv_context,
+    pd: *mut ibv_pd,
+    cq: *mut ibv_cq,
+    port: usize,
+    max_wr: u32,
+    owner_qpn: Option<u32>,
+) -> Result<Box<Wq>, i32> {
+    let cq = cq.cast::<Cq>();
+    // SAFETY: a live CQ (the callers check).
+    let cqn = unsafe { (*cq).info.cqn() };
+    let (info, wq_num) = g.nic.create_wq(port, max_wr, cqn).map_err(|_| libc::ENOMEM)?;
+    // SAFETY: the model's WQ, which only this object posts to.
+    let ring = unsafe { RecvRing::new(RawQueue::of_rwq(&info)) }.map_err(|_| libc::ENOMEM)?;
     // SAFETY: C data, all-zero valid (the static inline ibv_create_wq initialises the mutex,
     // cond and events_completed itself).
     let mut w: ibv_wq = unsafe { std::mem::zeroed() };
     w.context = context;
-    w.wq_context = a.wq_context;
-    w.pd = a.pd;
-    w.cq = a.cq;
+    w.pd = pd;
+    w.cq = cq.cast();
     w.wq_num = wq_num;
     w.handle = wq_num;
     w.state = IBV_WQS_RESET;
     w.wq_type = IBV_WQT_RQ;
     w.post_recv = Some(crate::datapath::wq_post_recv);
     let n = info.wqe_cnt() as usize;
-    let wq = Box::into_raw(Box::new(Wq {
+    Ok(Box::new(Wq {
         wq: w,
         port,
         info,
@@ -892,15 +1089,8 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
             tail: 0,
             wrid: vec![0; n],
         }),
-    }));
-    // SAFETY: a live CQ; the WQ holds it until destroyed.
-    lock(unsafe { &(*cq).poll }).wqs.insert(wq_num, wq);
-    g.reg().add(
-        wq as usize,
-        Kind::Wq,
-        vec![context as usize, a.pd as usize, a.cq as usize],
-    );
-    Ok(wq.cast::<ibv_wq>())
+        wc_qp_num: owner_qpn.unwrap_or(wq_num),
+    }))
 }
 
 unsafe extern "C" fn modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
@@ -943,7 +1133,7 @@ unsafe extern "C" fn modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int
                 let mut rx = lock(&w.rx);
                 rx.head = 0;
                 rx.tail = 0;
-                rx.ring.ring_doorbell(0);
+                rx.ring.doorbell(0);
             }
             g.nic.set_rq_state(w.wq.wq_num, state).map_err(|_| EINVAL)?;
             w.wq.state = next;
@@ -1085,9 +1275,12 @@ unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *
             }
             // SAFETY: a live QP.
             let q = unsafe { &*qp.cast::<Qp>() };
-            let QpKind::Rss { tir, .. } = q.kind else {
-                // The destination is the QP's TIR; the model's raw QPs have no receive side.
-                return Err(EINVAL);
+            // The destination is the QP's TIR: an RSS QP's, or a raw QP's own RQ's. A send-only
+            // raw QP has none (mlx5_ib creates no TIR without an RQ).
+            let tir = match &q.kind {
+                QpKind::Rss { tir } => *tir,
+                QpKind::Raw { rq: Some(r), .. } => r.tir,
+                QpKind::Raw { rq: None, .. } => return Err(EINVAL),
             };
             let id = g.nic.add_flow(q.port, parsed.rule, tir).map_err(|_| libc::ENOMEM)?;
             let f = Box::into_raw(Box::new(Flow {

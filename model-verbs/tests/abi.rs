@@ -78,8 +78,7 @@ fn c_program_against_rdma_core_headers() {
             "{h} is missing: install libibverbs-dev (apt-get install -y libibverbs-dev) to build the C ABI test"
         );
     }
-    let lib = rawpkt_model_verbs::library_path();
-    let dir = lib.parent().unwrap();
+    let dir = rawpkt_model_verbs::soname_dir();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/e2e.c");
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("model-verbs-e2e");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -88,7 +87,7 @@ fn c_program_against_rdma_core_headers() {
         .arg(&exe)
         .arg(&src)
         .arg(format!("-L{}", dir.display()))
-        .arg("-lrawpkt_model_verbs")
+        .arg("-l:libibverbs.so.1")
         .arg(format!("-Wl,-rpath,{}", dir.display()))
         .output()
         .unwrap_or_else(|e| panic!("running {cc}: {e} (install a C compiler: apt-get install -y gcc)"));
@@ -98,11 +97,18 @@ fn c_program_against_rdma_core_headers() {
         src.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    // The program must not pull in the real rdma-core.
+    // The program must load the model, not the real rdma-core: its libibverbs.so.1 (the
+    // library's SONAME) resolves through the rpath to the soname directory.
     let ldd = Command::new("ldd").arg(&exe).output().expect("ldd");
     let deps = String::from_utf8_lossy(&ldd.stdout);
-    assert!(!deps.contains("libibverbs") && !deps.contains("libmlx5"), "{deps}");
-    let run = Command::new(&exe).output().expect("running the C program");
+    let want = format!("libibverbs.so.1 => {}", dir.join("libibverbs.so.1").display());
+    assert!(deps.contains(&want), "{deps}");
+    // The model's trace of a process whose NIC lives until exit is flushed at exit, whole.
+    let trace = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("model-verbs-e2e-{}.trace", std::process::id()));
+    let run = Command::new(&exe)
+        .env("RAWPKT_MODEL_TRACE", &trace)
+        .output()
+        .expect("running the C program");
     assert!(
         run.status.success(),
         "the C program failed:\n{}{}",
@@ -110,4 +116,140 @@ fn c_program_against_rdma_core_headers() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(String::from_utf8_lossy(&run.stdout).contains("e2e ok"));
+    let text = std::fs::read_to_string(&trace).expect("the trace file");
+    let _ = std::fs::remove_file(&trace);
+    assert!(
+        text.starts_with("# rawpkt mlx5 model trace v1\n") && text.ends_with('\n'),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.starts_with("WQE ")) && text.lines().any(|l| l.starts_with("CQE ")));
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("WQE ") || last.starts_with("CQE ") || last.starts_with("EV "),
+        "the trace ends mid-record: {last}"
+    );
+}
+
+/// `name@@VERSION` / `name@VERSION` of every symbol `lib` defines.
+fn versioned_symbols(lib: &Path) -> std::collections::BTreeSet<String> {
+    let out = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(lib)
+        .output()
+        .expect("readelf (binutils)");
+    assert!(out.status.success(), "readelf {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[6] != "UND" && f[6] != "ABS" && f[7].contains('@')).then(|| f[7].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn symbol_versions_and_soname_are_rdma_core_44s() {
+    let lib = rawpkt_model_verbs::library_path();
+    let ours = versioned_symbols(&lib);
+    let table: std::collections::BTreeSet<String> = rawpkt_model_verbs::abi::EXPORTS
+        .iter()
+        .map(|(n, v, default, _, _)| format!("{n}{}{v}", if *default { "@@" } else { "@" }))
+        .collect();
+    assert_eq!(ours, table, "the .so's versioned symbols are not abi/exports.tsv's");
+    assert!(table.contains("ibv_get_device_list@@IBVERBS_1.1"));
+    assert!(table.contains("ibv_get_device_list@IBVERBS_1.0"));
+    assert!(table.contains("mlx5dv_init_obj@@MLX5_1.2"));
+    assert!(table.len() > 300, "{} symbols", table.len());
+    let d = Command::new("readelf").arg("-d").arg(&lib).output().expect("readelf");
+    assert!(String::from_utf8_lossy(&d.stdout).contains("Library soname: [libibverbs.so.1]"));
+    // Against Debian's rdma-core when it is installed (libibverbs1, ibverbs-providers).
+    let sys = Path::new("/usr/lib/x86_64-linux-gnu");
+    let real = [sys.join("libibverbs.so.1"), sys.join("libmlx5.so.1")];
+    if real.iter().all(|p| p.exists()) {
+        let mut want = versioned_symbols(&real[0]);
+        want.extend(versioned_symbols(&real[1]));
+        assert_eq!(ours, want, "not the installed rdma-core's symbol@version list");
+    }
+}
+
+#[test]
+fn unmodelled_symbols_answer_as_unsupported_verbs() {
+    let lib = rawpkt_model_verbs::library_path();
+    let path = CString::new(lib.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: dlopen of our own library.
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!h.is_null());
+    // SAFETY: lookups in a live handle, called with their rdma-core signatures (NULL arguments
+    // are never read by a stub).
+    unsafe {
+        let srq: unsafe extern "C" fn(*mut libc::c_void, *mut libc::c_void) -> *mut libc::c_void =
+            std::mem::transmute(libc::dlsym(h, c"ibv_create_srq".as_ptr()));
+        *libc::__errno_location() = 0;
+        assert!(srq(std::ptr::null_mut(), std::ptr::null_mut()).is_null());
+        assert_eq!(*libc::__errno_location(), libc::EOPNOTSUPP);
+        let cmd: unsafe extern "C" fn(*mut libc::c_void) -> i32 =
+            std::mem::transmute(libc::dlsym(h, c"ibv_cmd_alloc_pd".as_ptr()));
+        assert_eq!(cmd(std::ptr::null_mut()), libc::EOPNOTSUPP);
+    }
+    let stubs = rawpkt_model_verbs::abi::EXPORTS.iter().filter(|e| !e.4).count();
+    assert!(stubs > 0 && stubs < rawpkt_model_verbs::abi::EXPORTS.len());
+}
+
+/// The exported-symbol table of docs/model-library.md, from the library's own `EXPORTS`: one row
+/// per symbol with its versions (default in bold) and what it does.
+fn exports_table() -> String {
+    let mut rows: Vec<(String, Vec<String>, bool, &str)> = Vec::new();
+    for (name, ver, default, kind, implemented) in rawpkt_model_verbs::abi::EXPORTS {
+        let v = if *default {
+            format!("**{ver}**")
+        } else {
+            ver.to_string()
+        };
+        match rows.iter_mut().find(|r| r.0 == *name) {
+            Some(r) => {
+                r.1.push(v);
+                r.2 |= *implemented && *default;
+            }
+            None => rows.push((name.to_string(), vec![v], *implemented && *default, kind)),
+        }
+    }
+    let mut t = String::from("| symbol | versions | in the model |\n|---|---|---|\n");
+    for (name, vers, implemented, kind) in rows {
+        let what = if implemented {
+            "modelled".to_string()
+        } else {
+            match kind {
+                "ptr" => "not modelled: NULL, errno EOPNOTSUPP".into(),
+                "int" => "not modelled: EOPNOTSUPP".into(),
+                "neg" => "not modelled: -1, errno EOPNOTSUPP".into(),
+                "void" => "not modelled: no effect".into(),
+                k => format!("not modelled: 0 ({k})"),
+            }
+        };
+        t.push_str(&format!("| `{name}` | {} | {what} |\n", vers.join(", ")));
+    }
+    t
+}
+
+/// docs/model-library.md's table is the library's: `RAWPKT_BLESS_DOCS=1` rewrites it
+/// (scripts/model-abi-table.sh).
+#[test]
+fn docs_table_lists_every_export() {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/model-library.md");
+    let text = std::fs::read_to_string(&doc).expect("docs/model-library.md");
+    let (begin, end) = ("<!-- exports:begin -->\n", "<!-- exports:end -->");
+    let (Some(a), Some(b)) = (text.find(begin), text.find(end)) else {
+        panic!("docs/model-library.md has no {begin:?} .. {end:?} markers");
+    };
+    let table = exports_table();
+    let current = &text[a + begin.len()..b];
+    if std::env::var_os("RAWPKT_BLESS_DOCS").is_some() {
+        let new = format!("{}{table}{}", &text[..a + begin.len()], &text[b..]);
+        std::fs::write(&doc, new).expect("writing docs/model-library.md");
+        return;
+    }
+    assert_eq!(
+        current, table,
+        "docs/model-library.md's symbol table is stale: run scripts/model-abi-table.sh"
+    );
 }

@@ -187,6 +187,19 @@ fn context_is_an_extended_verbs_context() {
         assert!(mlx5dv_is_supported((*d.ctx).device));
         assert_eq!(rawpkt_model_set(c"dv".as_ptr(), c"2".as_ptr()), -1);
         assert_eq!(rawpkt_model_set(c"nope".as_ptr(), c"1".as_ptr()), -1);
+        // mlx5dv_init_obj@MLX5_1.0: cq_uar is the address of a variable holding the UAR's.
+        let cq = ibv_create_cq(d.ctx, 8, null_mut(), null_mut(), 0);
+        let (mut now, mut old): (mlx5dv_cq, mlx5dv_cq) = (std::mem::zeroed(), std::mem::zeroed());
+        let mut o: mlx5dv_obj = std::mem::zeroed();
+        o.cq.in_ = cq;
+        o.cq.out = &mut now;
+        assert_eq!(mlx5dv_init_obj(&mut o, u64::from(MLX5DV_OBJ_CQ)), 0);
+        o.cq.out = &mut old;
+        assert_eq!(__mlx5dv_init_obj_MLX5_1_0(&mut o, u64::from(MLX5DV_OBJ_CQ)), 0);
+        assert!(!now.cq_uar.is_null());
+        assert_eq!(*old.cq_uar.cast::<*mut c_void>(), now.cq_uar);
+        assert_eq!((old.cqn, old.cqe_cnt), (now.cqn, now.cqe_cnt));
+        assert_eq!(ibv_destroy_cq(cq), 0);
         close(d);
         assert_eq!(rawpkt_model_live_objects(), 0);
     }
@@ -574,5 +587,206 @@ fn dv_datapath_over_init_obj() {
         close(d1);
         assert_eq!(rawpkt_model_live_objects(), 0);
         let _ = Rc::strong_count(&pool);
+    }
+}
+
+/// RAW_PACKET QPs as the hardware has them: `max_recv_wr = 0` with any `max_recv_sge` is a
+/// send-only QP (receives are ENOMEM, flows EINVAL), `max_send_wr = 0` a receive-only one
+/// (sends ENOMEM); with `max_recv_wr > 0` the QP has its own RQ, ready from INIT, fed by `ibv_post_recv` on the QP and completing on its recv CQ with the
+/// QP's number, and flows attached to the QP deliver to it.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn a_raw_qp_with_its_own_rq_receives_what_its_flows_steer() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a buffer that outlives its MR.
+    unsafe {
+        let d = open(1);
+        let post_recv = (*d.ctx).ops.post_recv.unwrap();
+        let poll = (*d.ctx).ops.poll_cq.unwrap();
+        let scq = ibv_create_cq(d.ctx, 64, null_mut(), null_mut(), 0);
+        let rcq = ibv_create_cq(d.ctx, 64, null_mut(), null_mut(), 0);
+        assert!(!scq.is_null() && !rcq.is_null());
+        let mut a: ibv_qp_init_attr = std::mem::zeroed();
+        a.send_cq = scq;
+        a.recv_cq = rcq;
+        a.cap.max_send_wr = 16;
+        a.cap.max_send_sge = 1;
+        a.cap.max_recv_sge = 4;
+        a.qp_type = IBV_QPT_RAW_PACKET;
+        let send_only = ibv_create_qp(d.pd, &mut a);
+        assert!(!send_only.is_null(), "max_recv_wr 0, max_recv_sge 4: errno {}", errno());
+        assert_eq!((a.cap.max_recv_wr, a.cap.max_recv_sge), (0, 0));
+        let mut wr: ibv_recv_wr = std::mem::zeroed();
+        let mut bad = null_mut();
+        assert_eq!(post_recv(send_only, &mut wr, &mut bad), libc::ENOMEM);
+        assert!(flow(send_only, &FlowRule::own_mac(MAC1)).is_null() && errno() == libc::EINVAL);
+        a.cap.max_recv_sge = 2;
+        a.cap.max_recv_wr = 32;
+        assert!(
+            ibv_create_qp(d.pd, &mut a).is_null() && errno() == libc::EOPNOTSUPP,
+            "scatter"
+        );
+
+        a.cap.max_recv_sge = 1;
+        // Receive-only: no send WRs (nothing can be posted to send).
+        a.cap.max_send_wr = 0;
+        let qp = ibv_create_qp(d.pd, &mut a);
+        assert!(!qp.is_null(), "errno {}", errno());
+        assert!(a.cap.max_recv_wr >= 32 && a.cap.max_recv_sge == 1);
+        assert_eq!((a.cap.max_send_wr, a.cap.max_inline_data), (0, 0));
+        let (mut qa, mut qi): (ibv_qp_attr, ibv_qp_init_attr) = (std::mem::zeroed(), std::mem::zeroed());
+        assert_eq!(ibv_query_qp(qp, &mut qa, IBV_QP_STATE as i32, &mut qi), 0);
+        assert_eq!(
+            (qa.qp_state, qa.port_num, qi.qp_type),
+            (IBV_QPS_RESET, 1, IBV_QPT_RAW_PACKET)
+        );
+        assert_eq!(
+            (qi.cap.max_recv_wr, qi.cap.max_send_wr, qi.recv_cq),
+            (a.cap.max_recv_wr, 0, rcq)
+        );
+        let mut swr: ibv_send_wr = std::mem::zeroed();
+        let mut sbad = null_mut();
+        assert_eq!((*d.ctx).ops.post_send.unwrap()(qp, &mut swr, &mut sbad), libc::ENOMEM);
+        a.cap.max_recv_wr = 0;
+        assert!(
+            ibv_create_qp(d.pd, &mut a).is_null() && errno() == libc::EINVAL,
+            "no queue at all"
+        );
+        let mut buf = vec![0u8; 32 * 2048];
+        let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), buf.len(), 1);
+        assert!(!mr.is_null());
+        let mut sges: Vec<ibv_sge> = (0..32)
+            .map(|i| ibv_sge {
+                addr: buf.as_ptr() as u64 + i * 2048,
+                length: 2048,
+                lkey: (*mr).lkey,
+            })
+            .collect();
+        let mut wrs: Vec<ibv_recv_wr> = (0..32).map(|_| std::mem::zeroed()).collect();
+        for i in 0..32 {
+            wrs[i].wr_id = 100 + i as u64;
+            wrs[i].sg_list = &mut sges[i];
+            wrs[i].num_sge = 1;
+            let next = if i < 31 {
+                &mut wrs[i + 1] as *mut ibv_recv_wr
+            } else {
+                null_mut()
+            };
+            wrs[i].next = next;
+        }
+        assert_eq!(post_recv(qp, wrs.as_mut_ptr(), &mut bad), 0);
+        assert_eq!(modify(qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT), 0);
+        let f = flow(qp, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null(), "errno {}", errno());
+        assert_eq!(ibv_destroy_qp(qp), libc::EBUSY, "a QP with a flow");
+
+        let linux = rawpkt_model_linux_frames(c"mlx5_1".as_ptr(), 1);
+        let mine = udp_frame(MAC1, 7);
+        assert_eq!(rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, mine.as_ptr(), mine.len()), 0);
+        let other = udp_frame([2, 0, 0, 0, 0, 9], 8);
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, other.as_ptr(), other.len()),
+            0
+        );
+        let mut wc: ibv_wc = std::mem::zeroed();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while poll(rcq, 1, &mut wc) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no receive completion");
+        }
+        assert_eq!(wc.status, IBV_WC_SUCCESS);
+        assert_eq!(wc.opcode, IBV_WC_RECV);
+        assert_eq!(
+            (wc.qp_num, wc.wr_id, wc.byte_len as usize),
+            ((*qp).qp_num, 100, mine.len())
+        );
+        assert_eq!(&buf[..mine.len()], &mine[..]);
+        assert_eq!(poll(rcq, 1, &mut wc), 0, "the other MAC's frame is Linux's");
+        assert_eq!(rawpkt_model_linux_frames(c"mlx5_1".as_ptr(), 1), linux + 1);
+
+        assert_eq!(destroy_flow(f), 0);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_qp(send_only), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(scq), 0);
+        assert_eq!(ibv_destroy_cq(rcq), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// Completion channels: a CQ on a channel raises one event per arming once a CQE is there,
+/// `ibv_get_cq_event` names it (with its context), a non-blocking channel with nothing queued is
+/// EAGAIN, and the channel is EBUSY to destroy while a CQ uses it.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs, as on a real NIC)"]
+fn completion_channels_raise_one_event_per_arming() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a buffer that outlives its MR.
+    unsafe {
+        let d = open(0);
+        let ch = ibv_create_comp_channel(d.ctx);
+        assert!(!ch.is_null());
+        let tag = 0x5eed_usize as *mut c_void;
+        let cq = ibv_create_cq(d.ctx, 16, tag, ch.cast(), 0);
+        assert!(!cq.is_null(), "errno {}", errno());
+        assert_eq!((*cq).channel, ch);
+        assert!(ibv_create_cq(d.ctx, 16, null_mut(), null_mut(), 4096).is_null() && errno() == libc::EINVAL);
+        assert_eq!(ibv_destroy_comp_channel(ch), libc::EBUSY);
+        let qp = raw_qp(&d, cq);
+        to_rts(qp);
+        let frame = udp_frame(MAC1, 1);
+        let mr = ibv_reg_mr(d.pd, frame.as_ptr() as *mut c_void, frame.len(), 0);
+        let mut sge = ibv_sge {
+            addr: frame.as_ptr() as u64,
+            length: frame.len() as u32,
+            lkey: (*mr).lkey,
+        };
+        let send = |id: u64, sge: &mut ibv_sge| {
+            let mut wr: ibv_send_wr = std::mem::zeroed();
+            wr.wr_id = id;
+            wr.sg_list = sge;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_SEND;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            let mut bad = null_mut();
+            assert_eq!((*d.ctx).ops.post_send.unwrap()(qp, &mut wr, &mut bad), 0);
+        };
+        // Not armed: a completion raises nothing (the fd stays unreadable).
+        let fl = libc::fcntl((*ch).fd, libc::F_GETFL);
+        assert_eq!(libc::fcntl((*ch).fd, libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
+        send(1, &mut sge);
+        let poll = (*d.ctx).ops.poll_cq.unwrap();
+        let mut wc: ibv_wc = std::mem::zeroed();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while poll(cq, 1, &mut wc) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no completion");
+        }
+        let (mut ev_cq, mut ev_ctx) = (null_mut(), null_mut());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(ibv_get_cq_event(ch, &mut ev_cq, &mut ev_ctx), -1);
+        assert_eq!(errno(), libc::EAGAIN);
+        // Armed, then a completion: one event, naming the CQ and its context.
+        assert_eq!((*d.ctx).ops.req_notify_cq.unwrap()(cq, 0), 0);
+        send(2, &mut sge);
+        assert_eq!(libc::fcntl((*ch).fd, libc::F_SETFL, fl), 0);
+        assert_eq!(ibv_get_cq_event(ch, &mut ev_cq, &mut ev_ctx), 0);
+        assert_eq!((ev_cq, ev_ctx), (cq, tag));
+        ibv_ack_cq_events(cq, 1);
+        assert_eq!((*cq).comp_events_completed, 1);
+        while poll(cq, 1, &mut wc) == 0 {}
+        assert_eq!(wc.wr_id, 2);
+        // One event per arming: nothing more without re-arming.
+        assert_eq!(libc::fcntl((*ch).fd, libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
+        send(3, &mut sge);
+        while poll(cq, 1, &mut wc) == 0 {}
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(ibv_get_cq_event(ch, &mut ev_cq, &mut ev_ctx), -1);
+
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        assert_eq!(ibv_destroy_comp_channel(ch), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
     }
 }

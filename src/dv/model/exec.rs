@@ -474,7 +474,10 @@ impl Device {
                 // The hardware writes a CQE only for a WQE that asks for one (CE = 2 in
                 // `fm_ce_se`, `MLX5_WQE_CTRL_CQ_UPDATE`).
                 if signalled {
-                    let cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
+                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
+                    // The completed WQE's own opcode in sop_drop_qpn[31:24] (0x29 for an eMPW),
+                    // which rdma-core's `handle_good_req` (providers/mlx5/cq.c) reads.
+                    cqe.sop_drop_qpn = Be32::new(u32::from(ctrl.opcode()) << 24 | qpn);
                     self.write_cqe(cqn, cqe.as_bytes());
                 }
                 bbs

@@ -1,0 +1,175 @@
+//! Makes the cdylib a drop-in `libibverbs.so.1` / `libmlx5.so.1`: SONAME, the version nodes of
+//! rdma-core 44's maps and every symbol they export at its version, from `abi/exports.tsv`
+//! (written from Debian's installed libraries by `scripts/gen-model-abi.py`).
+//!
+//! The mechanism, and why: rustc links a cdylib with its own anonymous version script listing
+//! every `#[no_mangle]` symbol, and GNU ld honours the first script that names a symbol, so a
+//! second `--version-script` cannot version those names. It can still *define the version
+//! nodes*, and a `.symver NAME, NAME@@VERSION` directive (stable `global_asm!`) gives a symbol
+//! its version in the object file, which the anonymous script does not override. So:
+//! - `OUT_DIR/model.map`: the version nodes with rdma-core's inheritance (IBVERBS_1.0 <- 1.1 <-
+//!   1.5 ... <- 1.14, IBVERBS_PRIVATE_34 alone, MLX5_1.0 <- ... <- 1.24), passed with
+//!   `-Wl,--version-script`; plus `-Wl,-soname,libibverbs.so.1`;
+//! - `OUT_DIR/exports.rs` (included by `src/abi.rs`): one `.symver` per exported symbol —
+//!   `NAME@@VER` on the function of that name for a default version, `NAME@VER` on
+//!   `__NAME_VER` for a hidden compat version (rdma-core's `COMPAT_SYMVER_FUNC`; those impl
+//!   names stay visible unversioned too, which is harmless) — and, for every symbol no source
+//!   file defines with `#[no_mangle]`, a stub that answers as rdma-core's `dummy_ops.c` does for
+//!   a verb the provider lacks: NULL with errno EOPNOTSUPP, EOPNOTSUPP, or -1 with errno; plus
+//!   the `EXPORTS` table the tests and the docs table read.
+//!
+//! A source file that later implements a stubbed symbol (`#[no_mangle] ... fn NAME`) replaces
+//! its stub with no other change here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+struct Row {
+    name: String,
+    version: String,
+    default: bool,
+    kind: String,
+}
+
+fn rows(tsv: &str) -> Vec<Row> {
+    tsv.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 4, "abi/exports.tsv: bad line {l:?}");
+            Row {
+                name: f[0].into(),
+                version: f[1].into(),
+                default: f[2] == "default",
+                kind: f[3].into(),
+            }
+        })
+        .collect()
+}
+
+/// Names defined with `#[no_mangle]` / `#[unsafe(no_mangle)]` (fn or static) in `dir`'s .rs files.
+fn defined(dir: &Path, out: &mut BTreeSet<String>) {
+    for e in fs::read_dir(dir).expect("model-verbs/src") {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            defined(&p, out);
+            continue;
+        }
+        if p.extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        let text = fs::read_to_string(&p).expect("source file");
+        for marker in ["#[no_mangle]", "#[unsafe(no_mangle)]"] {
+            for (i, _) in text.match_indices(marker) {
+                let rest = &text[i + marker.len()..];
+                let at = [rest.find("fn "), rest.find("static ")]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .expect("#[no_mangle] without an item");
+                let item = &rest[at..];
+                let item = item.trim_start_matches("fn ").trim_start_matches("static ");
+                let item = item.trim_start_matches("mut ");
+                let name: String = item.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                out.insert(name);
+            }
+        }
+    }
+}
+
+/// The family (`IBVERBS_1`, `IBVERBS_PRIVATE`, `MLX5_1`) and minor number of a version node,
+/// for ordering and inheritance.
+fn node_key(v: &str) -> (String, u32) {
+    let (fam, n) = v.rsplit_once(['.', '_']).expect("version name");
+    (fam.to_string(), n.parse().expect("version number"))
+}
+
+fn impl_name(r: &Row) -> String {
+    if r.default {
+        r.name.clone()
+    } else {
+        format!("__{}_{}", r.name, r.version.replace('.', "_"))
+    }
+}
+
+fn main() {
+    let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let tsv_path = dir.join("abi/exports.tsv");
+    println!("cargo:rerun-if-changed={}", tsv_path.display());
+    println!("cargo:rerun-if-changed={}", dir.join("src").display());
+    let rows = rows(&fs::read_to_string(&tsv_path).expect("abi/exports.tsv"));
+    let mut have = BTreeSet::new();
+    defined(&dir.join("src"), &mut have);
+
+    // The version script: nodes in order, each inheriting from the previous of its family.
+    let mut nodes: BTreeMap<(String, u32), (&str, Vec<&str>)> = BTreeMap::new();
+    for r in &rows {
+        let n = nodes.entry(node_key(&r.version)).or_insert((&r.version, Vec::new()));
+        n.1.push(&r.name);
+    }
+    let mut map = String::from("/* Generated by model-verbs/build.rs from abi/exports.tsv. */\n");
+    let mut prev: Option<(&str, &str)> = None;
+    for ((fam, _), (ver, names)) in &nodes {
+        let _ = writeln!(map, "{ver} {{\n\tglobal:");
+        for n in names {
+            let _ = writeln!(map, "\t\t{n};");
+        }
+        match prev {
+            Some((pfam, pver)) if pfam == fam => {
+                let _ = writeln!(map, "}} {pver};\n");
+            }
+            _ => map.push_str("};\n\n"),
+        }
+        prev = Some((fam, ver));
+    }
+    let map_path = out.join("model.map");
+    fs::write(&map_path, map).unwrap();
+    println!(
+        "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
+        map_path.display()
+    );
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libibverbs.so.1");
+
+    // The .symver directives, the stubs and the table.
+    let mut rs = String::from("// Generated by model-verbs/build.rs from abi/exports.tsv.\n\n");
+    let mut table = String::from("/// Every exported symbol: (name, version, default version, C return kind, implemented).\npub const EXPORTS: &[(&str, &str, bool, &str, bool)] = &[\n");
+    for r in &rows {
+        let imp = impl_name(r);
+        let at = if r.default { "@@" } else { "@" };
+        let _ = writeln!(
+            rs,
+            "std::arch::global_asm!(\".symver {imp}, {}{at}{}\");",
+            r.name, r.version
+        );
+        let implemented = have.contains(&imp);
+        let _ = writeln!(
+            table,
+            "    ({:?}, {:?}, {}, {:?}, {implemented}),",
+            r.name, r.version, r.default, r.kind
+        );
+        if implemented {
+            continue;
+        }
+        let (ret, body) = match r.kind.as_str() {
+            "ptr" => (" -> *mut c_void", "unsupported_ptr()"),
+            "int" => (" -> c_int", "libc::EOPNOTSUPP"),
+            "neg" => (" -> c_int", "unsupported_neg()"),
+            "u64" => (" -> u64", "0"),
+            "uint" => (" -> u32", "0"),
+            "bool" => (" -> bool", "false"),
+            "void" => ("", ""),
+            k => panic!("{}: kind {k} needs a hand-written definition", r.name),
+        };
+        let _ = writeln!(
+            rs,
+            "/// `{}@{}`: not modelled.\n#[no_mangle]\npub extern \"C\" fn {imp}(){ret} {{\n    {body}\n}}",
+            r.name, r.version
+        );
+    }
+    table.push_str("];\n");
+    rs.push_str(&table);
+    fs::write(out.join("exports.rs"), rs).unwrap();
+}

@@ -1,0 +1,181 @@
+//! The library's half of the rings, as libmlx5 drives them, written from rdma-core's provider
+//! (providers/mlx5/qp.c `_mlx5_post_send` / `post_send_db`, `mlx5_post_wq_recv`; cq.c
+//! `get_sw_cqe`, `update_cons_index`) and the layouts of mlx5dv.h, not from rawpkt's driver
+//! rings (`src/dv/ring.rs`): the ibverbs datapath then checks the model against rdma-core's
+//! rules rather than the driver against itself. The formats of the entries (WQE segments, CQE
+//! fields) are the shared `rawpkt::dv::prm` definitions, checked against rdma-core's own byte
+//! vectors.
+//!
+//! The addresses are what `mlx5dv_init_obj` hands over ([`RawQueue`]); the object owning the
+//! queue (its `SqInfo`/`RwqInfo`/`CqInfo`) keeps them mapped for as long as the ring lives.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use rawpkt::dv::model::RawQueue;
+
+/// `MLX5_RCV_DBR`, `MLX5_SND_DBR`: the receive and send counters of a QP's doorbell record;
+/// `MLX5_CQ_SET_CI`: the consumer index of a CQ's (mlx5dv.h).
+const RCV_DBR: usize = 0;
+const SND_DBR: usize = 1;
+const CQ_SET_CI: usize = 0;
+/// `MLX5_SEND_WQE_BB`, a receive WQE of one `mlx5_wqe_data_seg`, a 64-byte CQE.
+const WQEBB: usize = 64;
+const RECV_WQE: usize = 16;
+const CQE: usize = 64;
+/// `MLX5_CQE_INVALID`, `MLX5_CQE_OWNER_MASK`.
+const CQE_INVALID: u8 = 0xf;
+const CQE_OWNER_MASK: u8 = 1;
+
+fn check(q: &RawQueue, stride: usize) -> Result<(), String> {
+    if q.buf.is_null() || q.dbrec.is_null() || !q.dbrec.is_aligned() {
+        return Err("queue without a buffer or doorbell record".into());
+    }
+    if !q.cnt.is_power_of_two() || q.stride as usize != stride {
+        return Err(format!("queue of {} entries of {} bytes", q.cnt, q.stride));
+    }
+    Ok(())
+}
+
+/// Store `v` (big-endian in memory) to a doorbell record word, after everything written before.
+///
+/// # Safety
+/// `word` is a live, aligned doorbell record word.
+unsafe fn record(word: *mut u32, v: u32) {
+    // SAFETY: per the contract; the device reads it concurrently, hence the atomic.
+    unsafe { (*word.cast::<AtomicU32>()).store(v.to_be(), Ordering::Release) };
+}
+
+/// A send queue: WQEBBs, the send counter of the doorbell record, the UAR doorbell register.
+pub(crate) struct SendRing {
+    q: RawQueue,
+}
+
+// SAFETY: the ring is plain addresses into memory the owning object keeps mapped; every access
+// is made under the owner's lock.
+unsafe impl Send for SendRing {}
+
+impl SendRing {
+    /// # Safety
+    /// `q` describes a live SQ that only this ring posts to, mapped while the ring lives.
+    pub unsafe fn new(q: RawQueue) -> Result<SendRing, String> {
+        check(&q, WQEBB)?;
+        if q.bf_reg.is_null() || (q.bf_reg as usize) % 8 != 0 {
+            return Err("SQ without a doorbell register".into());
+        }
+        Ok(SendRing { q })
+    }
+
+    /// WQEBBs in the ring.
+    pub fn size(&self) -> u32 {
+        self.q.cnt
+    }
+
+    /// Writes up to 64 bytes into WQEBB `idx` (free-running): plain stores, as libmlx5 builds
+    /// WQEs in place; the doorbell orders them.
+    pub fn write_wqebb(&mut self, idx: u32, bytes: &[u8]) {
+        let n = bytes.len().min(WQEBB);
+        let at = (idx & (self.q.cnt - 1)) as usize * WQEBB;
+        // SAFETY: the slot lies inside the live ring of cnt WQEBBs; n <= 64.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.q.buf.add(at), n) };
+    }
+
+    /// `post_send_db`: the WQEs, then the send counter (`udma_to_device_barrier`, then
+    /// `qp->db[MLX5_SND_DBR] = htobe32(cur_post & 0xffff)`), then (`mmio_wc_start`) the first 8
+    /// bytes of the last WQE, at WQEBB `last`, to the UAR register as they lie in memory
+    /// (`mmio_write64_be(bf->reg, *(__be64 *)ctrl)`), then `mmio_flush_writes`.
+    pub fn doorbell(&mut self, pi: u32, last: u32) {
+        // SAFETY: the send word of this SQ's live record.
+        unsafe { record(self.q.dbrec.add(SND_DBR), pi & 0xffff) };
+        fence(Ordering::SeqCst);
+        let at = (last & (self.q.cnt - 1)) as usize * WQEBB;
+        // SAFETY: the WQEBB lies in the live ring; the register is the SQ's live, 8-byte-aligned
+        // UAR word, which the device takes atomically.
+        unsafe {
+            let ctrl = std::ptr::read_unaligned(self.q.buf.add(at).cast::<u64>());
+            (*self.q.bf_reg.cast::<AtomicU64>()).store(ctrl, Ordering::Release);
+        }
+        fence(Ordering::SeqCst);
+    }
+
+    /// `mlx5_modify_qp` to RESET: the send counter back to 0.
+    pub fn reset_record(&mut self) {
+        // SAFETY: the send word of this SQ's live record.
+        unsafe { record(self.q.dbrec.add(SND_DBR), 0) };
+    }
+}
+
+/// A receive queue of single-segment WQEs and the receive counter of its doorbell record.
+pub(crate) struct RecvRing {
+    q: RawQueue,
+}
+
+// SAFETY: as for SendRing.
+unsafe impl Send for RecvRing {}
+
+impl RecvRing {
+    /// # Safety
+    /// `q` describes a live RQ that only this ring posts to, mapped while the ring lives.
+    pub unsafe fn new(q: RawQueue) -> Result<RecvRing, String> {
+        check(&q, RECV_WQE)?;
+        Ok(RecvRing { q })
+    }
+
+    pub fn size(&self) -> u32 {
+        self.q.cnt
+    }
+
+    /// Writes WQE `idx` (free-running): one `mlx5_wqe_data_seg`.
+    pub fn write_wqe(&mut self, idx: u32, seg: &[u8; 16]) {
+        let at = (idx & (self.q.cnt - 1)) as usize * RECV_WQE;
+        // SAFETY: the slot lies inside the live ring.
+        unsafe { std::ptr::copy_nonoverlapping(seg.as_ptr(), self.q.buf.add(at), RECV_WQE) };
+    }
+
+    /// `udma_to_device_barrier(); *recv_db = htobe32(head & 0xffff)`.
+    pub fn doorbell(&mut self, head: u32) {
+        // SAFETY: the receive word of this RQ's live record.
+        unsafe { record(self.q.dbrec.add(RCV_DBR), head & 0xffff) };
+    }
+}
+
+/// A CQ of 64-byte CQEs and the consumer index of its doorbell record.
+pub(crate) struct CompRing {
+    q: RawQueue,
+}
+
+// SAFETY: as for SendRing.
+unsafe impl Send for CompRing {}
+
+impl CompRing {
+    /// # Safety
+    /// `q` describes a live CQ whose consumer only this ring is, mapped while the ring lives.
+    pub unsafe fn new(q: RawQueue) -> Result<CompRing, String> {
+        check(&q, CQE)?;
+        Ok(CompRing { q })
+    }
+
+    /// `get_sw_cqe(cq, ci)`: the CQE at consumer index `ci` if software owns it — its opcode
+    /// is not INVALID and its owner bit equals `!!(ci & cqe_cnt)`, the parity of the pass —
+    /// read after `udma_from_device_barrier` (an acquire load of `op_own`).
+    pub fn poll(&self, ci: u32) -> Option<[u8; 64]> {
+        let at = (ci & (self.q.cnt - 1)) as usize * CQE;
+        // SAFETY: the slot lies inside the live ring; op_own is its last byte, which the device
+        // writes last.
+        let op_own = unsafe { (*self.q.buf.add(at + CQE - 1).cast::<AtomicU8>()).load(Ordering::Acquire) };
+        let pass = u8::from(ci & self.q.cnt != 0);
+        if op_own >> 4 == CQE_INVALID || op_own & CQE_OWNER_MASK != pass {
+            return None;
+        }
+        let mut out = [0u8; 64];
+        // SAFETY: the whole slot, owned by software now (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(self.q.buf.add(at), out.as_mut_ptr(), CQE) };
+        Some(out)
+    }
+
+    /// `update_cons_index`: `dbrec[MLX5_CQ_SET_CI] = htobe32(cons_index & 0xffffff)`, after the
+    /// CQEs were read.
+    pub fn publish_ci(&mut self, ci: u32) {
+        // SAFETY: the consumer word of this CQ's live record.
+        unsafe { record(self.q.dbrec.add(CQ_SET_CI), ci & 0x00ff_ffff) };
+    }
+}
