@@ -944,9 +944,16 @@ fn without_devx_the_pci_table_decides_and_the_option_overrides_it() {
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn a_fatal_device_error_fails_the_queues_and_loses_no_buffer() {
     let (_g, model) = setup();
-    {
-        let a = open("mlx5:mlx5_2/1", &opts(1, &[]));
-        let b = open("mlx5:mlx5_3/1", &opts(1, &[]));
+    // Both datapaths: Direct Verbs, and the ibverbs fallback (`verbs:`).
+    for kind in ["mlx5", "verbs"] {
+        // The event is injected once per device; each kind gets a device of its own.
+        let (dev_a, dev_b) = if kind == "mlx5" {
+            ("mlx5_2", "mlx5_3")
+        } else {
+            ("mlx5_0", "mlx5_1")
+        };
+        let a = open(&format!("{kind}:{dev_a}/1"), &opts(1, &[]));
+        let b = open(&format!("{kind}:{dev_b}/1"), &opts(1, &[]));
         let pool = pool();
         let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
         let mut rx = a.rx_queue(0, &pool, &qcfg()).unwrap();
@@ -960,9 +967,9 @@ fn a_fatal_device_error_fails_the_queues_and_loses_no_buffer() {
         send(tx.as_mut(), &pool, &frames);
         assert_eq!(receive(b_rx.as_mut(), &pool, 32).len(), 32);
 
-        model.set("async_event.mlx5_2", "port_err");
-        model.set("async_event.mlx5_2", "port_active");
-        model.set("async_event.mlx5_2", "device_fatal");
+        model.set(&format!("async_event.{dev_a}"), "port_err");
+        model.set(&format!("async_event.{dev_a}"), "port_active");
+        model.set(&format!("async_event.{dev_a}"), "device_fatal");
         // Frames in flight when it dies: the device reads none of them any more.
         let mut out = Burst::new(&pool, 32);
         for f in &frames {
@@ -981,16 +988,19 @@ fn a_fatal_device_error_fails_the_queues_and_loses_no_buffer() {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(tx_err, Some(rawpkt::QueueError::DeviceFatal));
-        assert_eq!(rx_err, Some(rawpkt::QueueError::DeviceFatal));
+        assert_eq!(tx_err, Some(rawpkt::QueueError::DeviceFatal), "{kind}");
+        assert_eq!(rx_err, Some(rawpkt::QueueError::DeviceFatal), "{kind}");
         assert_eq!(tx_err.unwrap().to_string().lines().count(), 1);
-        assert_eq!((tx.stats().device_fatal, rx.stats().device_fatal), (1, 1));
+        assert_eq!((tx.stats().device_fatal, rx.stats().device_fatal), (1, 1), "{kind}");
         // It stays failed.
-        assert_eq!(tx.reclaim().err(), Some(rawpkt::QueueError::DeviceFatal));
+        assert_eq!(tx.reclaim().err(), Some(rawpkt::QueueError::DeviceFatal), "{kind}");
         let d = a.describe().unwrap();
-        assert!(d.contains("2 link state changes") && d.contains("DEVICE FATAL"), "{d}");
+        assert!(
+            d.contains("2 link state changes") && d.contains("DEVICE FATAL"),
+            "{kind}: {d}"
+        );
         drop((out, got, tx, rx, b_rx));
-        assert_eq!(pool.free_count(), pool.capacity(), "buffers lost");
+        assert_eq!(pool.free_count(), pool.capacity(), "{kind}: buffers lost");
     }
     assert_eq!(model.live_objects(), 0);
 }

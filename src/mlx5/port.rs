@@ -570,7 +570,11 @@ impl Backend for Mlx5Port {
                 });
                 Box::new(DvRxQueue::new(&rwq, &cqi, wq.wq_num(), mr.lkey(), pool, cfg, ctl)?)
             }
-            Mode::Verbs => Box::new(VerbsRxQueue::new(wq.clone(), cq, mr, pool, cfg, token)?),
+            Mode::Verbs => {
+                let health = sh.health.clone();
+                let fatal = Arc::new(move || health.fatal());
+                Box::new(VerbsRxQueue::new(wq.clone(), cq, mr, pool, cfg, token, fatal)?)
+            }
         };
         // Register the queue; once the set is complete, steer traffic to it. On failure the
         // slot is cleared before the queue (and its token) goes, outside the lock.
@@ -632,15 +636,20 @@ impl Backend for Mlx5Port {
                 });
                 Ok(Box::new(DvTxQueue::new(&sq, &cqi, mr.lkey(), pool, cfg, caps, ctl)?))
             }
-            Mode::Verbs => Ok(Box::new(VerbsTxQueue::new(
-                qp,
-                cq,
-                mr,
-                pool,
-                cfg,
-                sh.max_frame,
-                sh.port_num,
-            )?)),
+            Mode::Verbs => {
+                let health = sh.health.clone();
+                let fatal = Arc::new(move || health.fatal());
+                Ok(Box::new(VerbsTxQueue::new(
+                    qp,
+                    cq,
+                    mr,
+                    pool,
+                    cfg,
+                    sh.max_frame,
+                    sh.port_num,
+                    fatal,
+                )?))
+            }
         }
     }
 

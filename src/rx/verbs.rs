@@ -16,7 +16,7 @@ use crate::dv::prm::syndrome;
 use crate::dv::ring::KeepAlive;
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::sys::rdma::{Cq, Mr, Wq};
-use crate::tx::verbs::wc_syndrome;
+use crate::tx::verbs::{wc_syndrome, DeviceFatal};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// Completions polled per `ibv_poll_cq` call at most.
@@ -37,7 +37,10 @@ pub struct VerbsRxQueue {
     data_off: u16,
     data_room: u32,
     recover: bool,
-    failed: Option<u8>,
+    /// Why the queue stopped for good, returned by every later call.
+    failed: Option<QueueError>,
+    /// Whether the device reported a fatal error; read on the idle path only.
+    device_fatal: DeviceFatal,
     stats: QueueStats,
     scratch: Box<[u32]>,
     _keep: KeepAlive,
@@ -51,6 +54,7 @@ impl VerbsRxQueue {
         pool: &Rc<Pool>,
         cfg: &QueueConfig,
         keep: KeepAlive,
+        device_fatal: DeviceFatal,
     ) -> Result<VerbsRxQueue, Error> {
         let size = cfg.size as usize;
         let lkey = mr.lkey();
@@ -77,6 +81,7 @@ impl VerbsRxQueue {
             data_room: pool.data_room(),
             recover: cfg.recover,
             failed: None,
+            device_fatal,
             stats: QueueStats::default(),
             scratch: vec![0; size].into_boxed_slice(),
             _keep: keep,
@@ -155,6 +160,16 @@ impl VerbsRxQueue {
         self.pool.free_bulk(&self.scratch[..n]);
     }
 
+    /// The device stopped on a fatal error and writes nothing any more: the posted buffers go
+    /// back to the pool and the queue fails.
+    #[cold]
+    fn stop_on_fatal(&mut self) -> QueueError {
+        self.release_posted();
+        self.failed = Some(QueueError::DeviceFatal);
+        self.stats.device_fatal = 1;
+        QueueError::DeviceFatal
+    }
+
     /// DPDK `mlx5_rx_err_handle` for critical errors: WQ to RESET (the device stops writing),
     /// drop the completions before it, return the buffers, RDY again and refill.
     #[cold]
@@ -162,7 +177,7 @@ impl VerbsRxQueue {
         if self.wq.set_state(IBV_WQS_RESET).is_err() {
             // The device may still write the posted buffers: they stay lost, never reused.
             self.ci = self.pi;
-            self.failed = Some(synd);
+            self.failed = Some(QueueError::Failed { syndrome: synd });
             return Err(QueueError::Failed { syndrome: synd });
         }
         while self.cq.poll(&mut self.wcs) > 0 {}
@@ -170,7 +185,7 @@ impl VerbsRxQueue {
         self.ci = 0;
         self.pi = 0;
         if !self.recover || self.wq.set_state(IBV_WQS_RDY).is_err() {
-            self.failed = Some(synd);
+            self.failed = Some(QueueError::Failed { syndrome: synd });
             return Err(QueueError::Failed { syndrome: synd });
         }
         self.stats.recoveries += 1;
@@ -182,8 +197,8 @@ impl VerbsRxQueue {
 impl RxQueue for VerbsRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+        if let Some(e) = self.failed {
+            return Err(e);
         }
         same_pool(&self.pool, out)?;
         let posted = self.pi.wrapping_sub(self.ci) as usize;
@@ -246,6 +261,8 @@ impl RxQueue for VerbsRxQueue {
         self.stats.bytes += bytes;
         if n > 0 {
             self.stats.bursts += 1;
+        } else if (self.device_fatal)() {
+            return Err(self.stop_on_fatal());
         }
         if let Some(synd) = error {
             self.recover_or_fail(synd)?;

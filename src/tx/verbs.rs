@@ -41,11 +41,19 @@ pub struct VerbsTxQueue {
     since_signal: u32,
     max_frame: usize,
     recover: bool,
-    failed: Option<u8>,
+    /// Why the queue stopped for good, returned by every later call.
+    failed: Option<QueueError>,
+    /// Whether the device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`); read on the idle
+    /// path only, as the DV queues read theirs.
+    device_fatal: DeviceFatal,
     stats: QueueStats,
 }
 
+/// Asks the port whether its device reported a fatal error and stopped.
+pub(crate) type DeviceFatal = Arc<dyn Fn() -> bool + Send + Sync>;
+
 impl VerbsTxQueue {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         qp: Arc<Qp>,
         cq: Arc<Cq>,
@@ -54,6 +62,7 @@ impl VerbsTxQueue {
         cfg: &QueueConfig,
         max_frame: u32,
         port: u8,
+        device_fatal: DeviceFatal,
     ) -> Result<VerbsTxQueue, Error> {
         let size = cfg.size as usize;
         let mut q = VerbsTxQueue {
@@ -74,6 +83,7 @@ impl VerbsTxQueue {
             max_frame: max_frame as usize,
             recover: cfg.recover,
             failed: None,
+            device_fatal,
             stats: QueueStats::default(),
         };
         // The chain never changes shape: WR i uses SGE i and is followed by WR i + 1. Boxed
@@ -147,7 +157,21 @@ impl VerbsTxQueue {
         if let Some(synd) = error {
             self.recover_or_fail(synd)?;
         }
+        if freed == 0 && (self.device_fatal)() {
+            return Err(self.stop_on_fatal());
+        }
         Ok(freed)
+    }
+
+    /// The device stopped on a fatal error and reads nothing any more: every buffer in flight
+    /// goes back to the pool (counted as dropped) and the queue fails.
+    #[cold]
+    fn stop_on_fatal(&mut self) -> QueueError {
+        let head = self.head;
+        self.stats.drops += self.free_until(head) as u64;
+        self.failed = Some(QueueError::DeviceFatal);
+        self.stats.device_fatal = 1;
+        QueueError::DeviceFatal
     }
 
     #[inline(always)]
@@ -166,14 +190,14 @@ impl VerbsTxQueue {
         if reset.is_err() {
             // The device may still read the buffers: they stay lost rather than reused.
             self.tail = self.head;
-            self.failed = Some(synd);
+            self.failed = Some(QueueError::Failed { syndrome: synd });
             return Err(QueueError::Failed { syndrome: synd });
         }
         let head = self.head;
         self.stats.drops += self.free_until(head) as u64;
         self.since_signal = 0;
         if !self.recover || self.qp.to_rts(self.port).is_err() {
-            self.failed = Some(synd);
+            self.failed = Some(QueueError::Failed { syndrome: synd });
             return Err(QueueError::Failed { syndrome: synd });
         }
         self.stats.recoveries += 1;
@@ -196,8 +220,8 @@ pub(crate) fn wc_syndrome(status: ibv_wc_status) -> u8 {
 impl TxQueue for VerbsTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+        if let Some(e) = self.failed {
+            return Err(e);
         }
         same_pool(&self.pool, pkts)?;
         if self.in_flight_elts() > 0 {
@@ -293,8 +317,11 @@ impl TxQueue for VerbsTxQueue {
     }
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(QueueError::Failed { syndrome: s });
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        if self.in_flight_elts() == 0 && (self.device_fatal)() {
+            return Err(self.stop_on_fatal());
         }
         self.poll()
     }
@@ -310,7 +337,8 @@ impl TxQueue for VerbsTxQueue {
 
 impl Drop for VerbsTxQueue {
     fn drop(&mut self) {
-        // Stop the device reading our buffers before they go back to the pool.
+        // Stop the device reading our buffers before they go back to the pool (a device that
+        // died stopped by itself, and the queue gave them back then).
         if self.in_flight_elts() > 0 && self.qp.reset().is_ok() {
             let head = self.head;
             self.free_until(head);
