@@ -12,6 +12,8 @@
 //! docs/fuzz.md has the targets, their invariants and the 10^7 command.
 #![allow(dead_code)] // each target uses part of it
 
+pub mod frames;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
