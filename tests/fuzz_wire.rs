@@ -223,14 +223,14 @@ fn want_match(r: &FlowRule, f: &[u8]) -> bool {
     }
     let in4 = |p: &Option<Ipv4Prefix>, at: usize| {
         p.is_none_or(|p| {
-            let m = if p.len() == 0 { 0 } else { u32::MAX << (32 - p.len()) };
+            let m = u32::MAX.checked_shl(32 - u32::from(p.len())).unwrap_or(0);
             let a = u32::from_be_bytes(f[at..at + 4].try_into().unwrap());
             a & m == u32::from(p.addr()) & m
         })
     };
     let in6 = |p: &Option<Ipv6Prefix>, at: usize| {
         p.is_none_or(|p| {
-            let m = if p.len() == 0 { 0 } else { u128::MAX << (128 - p.len()) };
+            let m = u128::MAX.checked_shl(128 - u32::from(p.len())).unwrap_or(0);
             let a = u128::from_be_bytes(f[at..at + 16].try_into().unwrap());
             a & m == u128::from(p.addr()) & m
         })
