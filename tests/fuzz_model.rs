@@ -376,6 +376,10 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
             1 => {
                 let mut word = batch.last().unwrap().1[..8].to_vec();
                 word[3 + rng.below(5)] ^= 1 << rng.below(8);
+                if word == [0; 8] {
+                    // A zero word is no write to the model (see above): make it another.
+                    word[7] = 0x80;
+                }
                 sq.ring_doorbell_word(next, u64::from_ne_bytes(word.try_into().unwrap()));
                 nic.step();
                 nothing_ran("a UAR write with other bytes than the WQE's");
