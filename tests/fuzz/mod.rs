@@ -149,6 +149,12 @@ pub fn run(target: &str, default_cases: u64, mut case: impl FnMut(&mut Rng, u64)
     };
     let keep_going = std::env::var_os("RAWPKT_FUZZ_KEEP_GOING").is_some_and(|v| v == "1");
     let (mut ran, mut failed) = (0u64, Vec::new());
+    // Going on after failures: the default hook would print every one with its backtrace.
+    let hook = keep_going.then(|| {
+        let h = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        h
+    });
     for i in cases {
         let mut rng = Rng::new(seed ^ i.wrapping_mul(0xd134_2543_de82_ef95));
         if let Err(e) = catch_unwind(AssertUnwindSafe(|| case(&mut rng, i))) {
@@ -165,6 +171,9 @@ pub fn run(target: &str, default_cases: u64, mut case: impl FnMut(&mut Rng, u64)
             failed.push(format!("case {i}: {cut}\n  replay: {replay}"));
         }
         ran += 1;
+    }
+    if let Some(h) = hook {
+        std::panic::set_hook(h);
     }
     if !failed.is_empty() {
         panic!(
