@@ -101,13 +101,13 @@ while IFS=$'\t' read -r file name pkg; do
 done <<<"$extra"
 
 if [ $dry = 1 ]; then
-    echo "cargo test --workspace $* -- --include-ignored ${skip[*]}"
+    echo "cargo test --workspace --no-fail-fast $* -- --include-ignored ${skip[*]}"
     [ ${#notrun[@]} = 0 ] || printf 'not run: %s\n' "${notrun[@]}"
     exit 0
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace "$@" -- --include-ignored "${skip[@]}" 2>&1 | tee "$log"
+cargo test --workspace --no-fail-fast "$@" -- --include-ignored "${skip[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
 read -r passed failed < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' "$log")
@@ -120,6 +120,8 @@ if [ ${#notrun[@]} -gt 0 ]; then
     fi
 fi
 if [ "$status" != 0 ]; then
+    echo "FAILED:"
+    sed -n 's/^test \(.*\) \.\.\. FAILED$/  \1/p' "$log"
     echo "test.sh: FAILED ($passed passed, $failed failed, ${#notrun[@]} not run; cargo test exited $status)"
     exit 1
 elif [ ${#notrun[@]} -gt 0 ]; then
