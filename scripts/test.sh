@@ -37,14 +37,15 @@ declare -A probe=(
 have() { # PACKAGE
     local p
     for p in ${probe[$1]}; do
-        if [[ $p == /* ]]; then [ -r "$p" ] || return 1; else command -v "$p" >/dev/null || return 1; fi
+        # type -P: an executable file (bash has a `kill` builtin, the tests run /bin/kill).
+        if [[ $p == /* ]]; then [ -r "$p" ] || return 1; else type -P "$p" >/dev/null || return 1; fi
     done
 }
 missing=()
 for pkg in "${!probe[@]}"; do have "$pkg" || missing+=("$pkg"); done
 
 if [ ${#missing[@]} -gt 0 ]; then
-    if [ $root = 1 ] && command -v apt-get >/dev/null; then
+    if [ $root = 1 ] && [ $dry = 0 ] && command -v apt-get >/dev/null; then
         echo "test.sh: installing ${missing[*]}" >&2
         # tshark asks whether non-root users may capture; answer before it asks.
         echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null
