@@ -374,12 +374,17 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
                 missing += u64::from(!in_error);
             }
             1 => {
-                let mut word = batch.last().unwrap().1[..8].to_vec();
+                let right = &batch.last().unwrap().1[..8];
+                let mut word = right.to_vec();
                 word[3 + rng.below(5)] ^= 1 << rng.below(8);
                 if word == [0; 8] {
-                    // A zero word is no write to the model (see above): make it another.
-                    word[7] = 0x80;
+                    // A zero word is no write to the model (see above). The right word had one
+                    // bit set, so two other flips give a word that is neither zero nor right.
+                    word = right.to_vec();
+                    word[4] ^= 0x80;
+                    word[5] ^= 0x80;
                 }
+                assert!(word != right && word != [0; 8]);
                 sq.ring_doorbell_word(next, u64::from_ne_bytes(word.try_into().unwrap()));
                 nic.step();
                 nothing_ran("a UAR write with other bytes than the WQE's");
