@@ -652,7 +652,7 @@ mod tests {
 
     /// tshark must read our files as we meant them: lengths and nanosecond timestamps.
     #[test]
-    #[ignore = "needs tshark"]
+    #[ignore = "needs tshark (scripts/test.sh installs it as root)"]
     fn tshark_reads_what_we_write() {
         let installed = Command::new("tshark")
             .arg("-v")
@@ -660,7 +660,7 @@ mod tests {
             .is_ok_and(|o| o.status.success());
         assert!(
             installed,
-            "tshark is not installed: `apt-get install -y tshark` (CI installs it)"
+            "tshark is not installed: `apt-get install -y tshark` (scripts/test.sh installs it as root)"
         );
         let tmp = TempFile::new("tshark");
         let mut w = Writer::create(&tmp.0).unwrap();

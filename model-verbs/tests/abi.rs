@@ -70,7 +70,7 @@ fn library_exports_the_contract_symbols() {
 }
 
 #[test]
-#[ignore = "needs rdma-core's headers (apt-get install libibverbs-dev) and a C compiler; CI installs them"]
+#[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
 fn c_program_against_rdma_core_headers() {
     for h in ["/usr/include/infiniband/verbs.h", "/usr/include/infiniband/mlx5dv.h"] {
         assert!(

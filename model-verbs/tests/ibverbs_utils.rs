@@ -44,7 +44,7 @@ fn guid(mac: [u8; 6]) -> [u8; 8] {
 }
 
 #[test]
-#[ignore = "needs Debian's ibverbs-utils (apt-get install -y ibverbs-utils); CI installs it"]
+#[ignore = "needs Debian's ibverbs-utils (scripts/test.sh installs it as root)"]
 fn ibv_devices_lists_the_four_devices() {
     let out = run("ibv_devices", &[]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -68,7 +68,7 @@ fn ibv_devices_lists_the_four_devices() {
 }
 
 #[test]
-#[ignore = "needs Debian's ibverbs-utils (apt-get install -y ibverbs-utils); CI installs it"]
+#[ignore = "needs Debian's ibverbs-utils (scripts/test.sh installs it as root)"]
 fn ibv_devinfo_verbose_reports_a_connectx5_per_device() {
     let out = run("ibv_devinfo", &["-v"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -144,7 +144,7 @@ fn ibv_devinfo_verbose_reports_a_connectx5_per_device() {
 /// libraries it pulls in (librdmacm, libefa, ...): `ldd -r` performs every relocation, as a
 /// BIND_NOW start does, and names what is missing.
 #[test]
-#[ignore = "needs Debian's ibverbs-utils (apt-get install -y ibverbs-utils); CI installs it"]
+#[ignore = "needs Debian's ibverbs-utils (scripts/test.sh installs it as root)"]
 fn every_installed_rdma_core_program_resolves_against_the_library() {
     let dir = rawpkt_model_verbs::soname_dir();
     let mut checked = Vec::new();

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 #[test]
-#[ignore = "needs root (CAP_NET_RAW for RAW_PACKET QPs) and Debian's perftest; CI has both"]
+#[ignore = "needs root (CAP_NET_RAW for RAW_PACKET QPs) and Debian's perftest (scripts/test.sh installs it as root)"]
 fn raw_ethernet_bw_client_alone_sends_every_iteration() {
     let prog = "/usr/bin/raw_ethernet_bw";
     assert!(
@@ -219,7 +219,7 @@ fn result_row(out: &Output, header: &str) -> Vec<String> {
 /// 2-CPU machine running both models and both tools, unpaced bursts of ~20000 frames/s lose
 /// some, which the server, waiting for all of them, would wait for forever.
 #[test]
-#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest; CI has both"]
+#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest (scripts/test.sh installs it as root)"]
 fn raw_ethernet_bw_server_and_client_over_a_veth() {
     let (server, client) = server_and_client(
         "raw_ethernet_bw",
@@ -240,7 +240,7 @@ fn raw_ethernet_bw_server_and_client_over_a_veth() {
 /// frame goes out and its answer comes back (the client reports the latencies; the server only
 /// answers, and ends when all 100 have come).
 #[test]
-#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest; CI has both"]
+#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest (scripts/test.sh installs it as root)"]
 fn raw_ethernet_lat_server_and_client_over_a_veth() {
     let (server, client) = server_and_client("raw_ethernet_lat", "lat", "MAC attached", &["-n", "100"], &[]);
     clean(&server);
@@ -279,7 +279,7 @@ fn rawpkt_tools() -> (std::path::PathBuf, std::path::PathBuf) {
 /// its QP and reports the rate. (The model's steering holds 64 rules per port,
 /// `flow::matcher::MAX_RULES`; more are ENOMEM, where a ConnectX holds thousands.)
 #[test]
-#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest; CI has both"]
+#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest (scripts/test.sh installs it as root)"]
 fn raw_ethernet_fs_rate_server_and_client_over_a_veth() {
     let (server, client) = server_and_client("raw_ethernet_fs_rate", "fs", "Data ex. method", &["-n", "50"], &[]);
     for (who, out) in [("server", &server), ("client", &client)] {
@@ -294,7 +294,7 @@ fn raw_ethernet_fs_rate_server_and_client_over_a_veth() {
 /// in each namespace, over the veth: pktgen's 2000 frames are raw_ethernet_bw's 2000
 /// iterations, and raw_ethernet_bw's 2000 are the rx-sink's total.
 #[test]
-#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest; CI has both"]
+#[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest (scripts/test.sh installs it as root)"]
 fn rawpkt_and_perftest_side_by_side_over_a_veth() {
     let bw = need("raw_ethernet_bw");
     let (pktgen, sink) = rawpkt_tools();

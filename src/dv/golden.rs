@@ -54,7 +54,7 @@ pub fn layout(st: &str) -> (usize, usize) {
 /// Only the size of `struct mlx5dv_obj` may differ: rdma-core 55 appended a member to it, and the
 /// vectors were made with rdma-core 44's header.
 #[test]
-#[ignore = "needs rdma-core's headers (apt-get install libibverbs-dev) and a C compiler; CI installs them"]
+#[ignore = "needs rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
 fn generator_reproduces_the_vectors() {
     use std::process::Command;
     let header = "/usr/include/infiniband/mlx5dv.h";
