@@ -152,7 +152,7 @@ fn send_wqe(rng: &mut fuzz::Rng, pi: u32, qpn: u32, mem: &Mem, mrs: &Mrs, m: &Mo
     let mut eseg = vec![0u8; 14];
     eseg[4] = *rng.pick(&[0, 0, 0x40, 0x80, 0xc0]);
     let inline = if clean {
-        if opcode == OPCODE_SEND && (m.min_inline > 0 || rng.one_in(2)) {
+        if opcode == OPCODE_SEND && (m.l2_inline || rng.one_in(2)) {
             18
         } else {
             0
@@ -191,12 +191,42 @@ fn send_wqe(rng: &mut fuzz::Rng, pi: u32, qpn: u32, mem: &Mem, mrs: &Mrs, m: &Mo
 }
 
 struct Model {
-    min_inline: usize,
+    /// The port's inline mode is L2 (a ConnectX-4): a SEND carries the frame's L2 header inline,
+    /// through its last VLAN tag or MPLS label, and never less than 18 bytes.
+    l2_inline: bool,
     empw: bool,
     max_frame: usize,
     /// Whether frames shorter than 60 bytes leave the port zero-padded to 60, as a MAC pads
     /// them (issue 11 item 11 makes the model do so; see `runts_are_padded`).
     pad: bool,
+}
+
+impl Model {
+    /// Inline bytes a SEND of `frame` must carry: in L2 mode the Ethernet header, every 802.1Q /
+    /// 802.1ad / 0x9100 tag and every MPLS label up to the bottom of the stack (Linux
+    /// `mlx5e_calc_min_inline` takes the network offset), at least 18 bytes, at most the frame.
+    fn inline_needed(&self, frame: &[u8]) -> usize {
+        if !self.l2_inline {
+            return 0;
+        }
+        let be16 = |at: usize| frame.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        let mut end = 14;
+        let mut ethertype = be16(12);
+        while let Some(0x8100 | 0x88a8 | 0x9100) = ethertype {
+            end += 4;
+            ethertype = be16(end - 2);
+        }
+        if let Some(0x8847 | 0x8848) = ethertype {
+            loop {
+                end += 4;
+                // Bottom of stack: bit 0 of a label's third byte.
+                if frame.get(end - 2).is_none_or(|b| b & 1 == 1) {
+                    break;
+                }
+            }
+        }
+        end.max(18).min(frame.len())
+    }
 }
 
 /// The documented execution of the WQE `w` (as many bytes as its WQEBBs hold) at `pi`: its
@@ -247,13 +277,13 @@ fn execute(w: &[u8], pi: u32, qpn: u32, m: &Model, mrs: &Mrs, mem: &[Vec<u8>; 3]
             while off < wqe.len() {
                 off = seg(off, &mut frame)?;
             }
-            if inline < m.min_inline.min(frame.len()) {
+            if inline < m.inline_needed(&frame) {
                 return qp_op;
             }
             frames.push(frame);
         }
         OPCODE_ENHANCED_MPSW => {
-            if !m.empw || m.min_inline > 0 || ds <= 2 || inline != 0 {
+            if !m.empw || m.l2_inline || ds <= 2 || inline != 0 {
                 return qp_op;
             }
             let mut off = 32;
@@ -295,7 +325,7 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
     let small = 60 + rng.below(200);
     cfg.max_frame = *rng.pick(&[1514, 1514, 9216, 9216, 9216, small]);
     let m = Model {
-        min_inline: usize::from(cfg.min_inline),
+        l2_inline: cfg.inline_mode == rawpkt::dv::prm::InlineMode::L2,
         empw: cfg.enhanced_mpw,
         max_frame: cfg.max_frame,
         pad,
