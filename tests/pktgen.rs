@@ -51,7 +51,19 @@ fn json_counts_match_what_the_receiver_saw_and_latency_is_ordered() {
     let _one = serial();
     let out = pktgen(&["--count", "200000", "--json", "--flows", "16", "--size", "imix"]);
     let s = summary(&out);
-    assert_eq!(s["tx_packets"], 200_000);
+    // The load is stream 0; the latency stream (on by default with a receive port) is beside it,
+    // and the port counts both.
+    assert_eq!(s["streams"][0]["tx_packets"], 200_000);
+    assert_eq!(s["streams"][1]["latency_stream"], true);
+    let sum = |k: &str| {
+        s["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t[k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(s["tx_packets"].as_u64(), Some(sum("tx_packets")), "{s}");
     assert_eq!(s["rx_packets"], s["tx_packets"], "{s}");
     assert_eq!(s["rx_bytes"], s["tx_bytes"]);
     assert_eq!(s["lost"], 0);
@@ -62,7 +74,7 @@ fn json_counts_match_what_the_receiver_saw_and_latency_is_ordered() {
         "{s}"
     );
     let lat = &s["latency_ns"];
-    assert_eq!(lat["samples"], 200_000);
+    assert_eq!(lat["samples"], s["rx_packets"]);
     let q: Vec<u64> = ["min", "p50", "p99", "p999", "max"]
         .iter()
         .map(|k| lat[k].as_u64().expect(k))
@@ -78,7 +90,7 @@ fn json_counts_match_what_the_receiver_saw_and_latency_is_ordered() {
         .filter(|l| l["type"] == "interval")
         .map(|l| l["tx_packets"].as_u64().unwrap())
         .sum();
-    assert!(per_second <= 200_000);
+    assert!(per_second <= s["tx_packets"].as_u64().unwrap());
 }
 
 #[test]
@@ -87,10 +99,12 @@ fn ipv6_frames_go_through_with_the_checksum_offloaded() {
     let s = summary(&pktgen(&[
         "--count", "50000", "--json", "--src-ip", "fd00::1", "--dst-ip", "fd00::2", "--size", "128",
     ]));
+    let load = &s["streams"][0];
     assert_eq!(
-        (s["tx_packets"].as_u64(), s["rx_packets"].as_u64()),
+        (load["tx_packets"].as_u64(), load["rx_packets"].as_u64()),
         (Some(50_000), Some(50_000))
     );
+    assert_eq!(s["rx_packets"], s["tx_packets"], "{s}");
 }
 
 #[test]
@@ -438,4 +452,104 @@ fn help_says_what_pktgen_does() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.starts_with("pktgen: sends Ethernet/IP/UDP traffic"), "{help}");
     assert!(!help.contains("Userspace packet I/O engine"), "{help}");
+}
+
+/// A stream file in the temp dir, removed when the test ends.
+fn stream_file(tag: &str, text: &str) -> TempPath {
+    let p = TempPath::new(&format!("{tag}.toml"));
+    std::fs::write(&p.0, text).unwrap();
+    p
+}
+
+#[test]
+fn two_streams_are_counted_apart_and_add_up_to_the_port() {
+    let _one = serial();
+    let f = stream_file(
+        "two",
+        "[[stream]]\nname = \"small\"\nsize = 60\nrate = \"200k\"\n\n[[stream]]\nname = \"big\"\nsize = 1514\nrate = \"50k\"\nflows = 4\n",
+    );
+    let s = summary(&pktgen(&["--streams", f.str(), "--duration", "1", "--json"]));
+    let streams = s["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 3, "two streams and the latency stream: {s}");
+    let (small, big) = (&streams[0], &streams[1]);
+    assert_eq!(
+        (small["name"].as_str(), big["name"].as_str()),
+        (Some("small"), Some("big"))
+    );
+    for t in streams {
+        let (tx, rx) = (t["tx_packets"].as_u64().unwrap(), t["rx_packets"].as_u64().unwrap());
+        assert!(tx > 0 && tx == rx, "what the receiver counted per stream: {t}");
+        assert_eq!(t["tx_bytes"], t["rx_bytes"], "{t}");
+        assert!(t["latency_ns"]["samples"].as_u64() == Some(rx), "{t}");
+    }
+    assert_eq!(small["tx_bytes"].as_u64(), small["tx_packets"].as_u64().map(|n| n * 60));
+    assert_eq!(big["tx_bytes"].as_u64(), big["tx_packets"].as_u64().map(|n| n * 1514));
+    // 200k against 50k a second: four to one, to within a burst or two of either.
+    let ratio = small["tx_packets"].as_f64().unwrap() / big["tx_packets"].as_f64().unwrap();
+    assert!((3.9..=4.1).contains(&ratio), "{ratio}: {s}");
+    for k in ["tx_packets", "tx_bytes", "rx_packets", "rx_bytes"] {
+        let sum: u64 = streams.iter().map(|t| t[k].as_u64().unwrap()).sum();
+        assert_eq!(
+            s[k].as_u64(),
+            Some(sum),
+            "{k}: the port's count is the streams' sum: {s}"
+        );
+    }
+}
+
+#[test]
+fn a_stream_file_mistake_names_file_line_and_field() {
+    let _one = serial();
+    let f = stream_file("bad", "[[stream]]\nsize = 60\n\n[[stream]]\nrate = \"lots\"\n");
+    fails_with(
+        2,
+        &["--streams", f.str()],
+        &format!("{}:5: field rate: \"lots\"", f.str()),
+    );
+    fails_with(1, &["--streams", "/nonexistent/s.toml"], "/nonexistent/s.toml");
+}
+
+/// Send times of the stamped frames of stream `id` in a capture, in capture order.
+fn stamps_of(path: &std::path::Path, id: u8) -> Vec<u64> {
+    let r = rawpkt::pcap::Reader::open(path).unwrap();
+    r.iter()
+        .filter_map(|(_, f)| {
+            // IPv4: the stamp follows 14 + 20 + 8 bytes of headers: magic, id + sequence, time.
+            let s = f.get(42..60)?;
+            (s[0..2] == *b"RT" && s[2] == id).then(|| u64::from_be_bytes(s[10..18].try_into().unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn poisson_at_one_mpps_has_the_mean_and_the_spread_asked_for() {
+    let _one = serial();
+    let cap = TempPath::new("poisson.pcap");
+    let s = summary(&pktgen(&[
+        "--rate",
+        "1M",
+        "--shape",
+        "poisson",
+        "--duration",
+        "1",
+        "--json",
+        "--capture",
+        cap.str(),
+    ]));
+    let mut t = stamps_of(&cap.0, 0);
+    assert_eq!(t.len() as u64, s["streams"][0]["rx_packets"].as_u64().unwrap());
+    // The receiver takes frames in order per queue; the send times are the departures.
+    t.sort_unstable();
+    let gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+    let mpps = s["streams"][0]["tx_mpps"].as_f64().unwrap();
+    eprintln!("poisson: {mpps} Mpps, mean gap {mean:.1} ns, cv {:.4}", sd / mean);
+    assert!((0.99..=1.01).contains(&mpps), "achieved {mpps} Mpps");
+    assert!((990.0..=1010.0).contains(&mean), "mean gap {mean} ns");
+    assert!(
+        (sd / mean - 1.0).abs() <= 0.05,
+        "coefficient of variation {}",
+        sd / mean
+    );
 }

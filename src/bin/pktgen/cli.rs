@@ -69,6 +69,18 @@ pub struct Args {
     /// One JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How departures spread at --rate: constant, poisson (exponential gaps) or bursts:N
+    /// (N back to back every N / rate).
+    #[arg(long, default_value = "constant")]
+    pub shape: String,
+    /// Several streams from a file ([[stream]] tables; the README has the schema); what a
+    /// stream leaves out comes from the options above.
+    #[arg(long, value_name = "FILE")]
+    pub streams: Option<PathBuf>,
+    /// Rate of the latency stream sent beside the load on a queue of its own, or "off"
+    /// [default: 1000 with a receive port, except with --pcap].
+    #[arg(long, value_name = "RATE|off")]
+    pub latency_rate: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +114,10 @@ pub struct Config {
     pub pcap: Option<PathBuf>,
     pub capture: Option<PathBuf>,
     pub json: bool,
+    pub shape: crate::stream::Shape,
+    pub streams: Option<PathBuf>,
+    /// The latency stream's rate, if there is one.
+    pub latency_rate: Option<f64>,
 }
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
@@ -133,6 +149,24 @@ pub fn rate(s: &str) -> Result<f64, String> {
     Ok(pps)
 }
 
+/// "60" .. "1514", or "imix".
+pub fn size(s: &str) -> Result<Size, String> {
+    match s {
+        "imix" | "IMIX" => Ok(Size::Imix),
+        s => match s.parse::<usize>() {
+            Ok(n) if (60..=1514).contains(&n) => Ok(Size::Fixed(n)),
+            _ => Err(format!(
+                "--size {s:?}: expected a frame size from 60 to 1514 bytes, or imix"
+            )),
+        },
+    }
+}
+
+/// The latency stream's rate: 1000 packets a second by default, as TRex's latency streams and
+/// MoonGen's timestamping examples send about a thousand a second: enough for percentiles each
+/// second, and too few to change the load or to queue behind one another.
+pub const LATENCY_RATE: f64 = 1000.0;
+
 impl Config {
     pub fn from_args(a: Args) -> Result<Config, String> {
         let (tx_port, rx_port) = match (a.port, a.rx_port) {
@@ -143,17 +177,7 @@ impl Config {
         if a.capture.is_some() && rx_port.is_none() {
             return Err("--capture needs --rx-port (or no port at all: the model pair)".into());
         }
-        let size = match a.size.as_str() {
-            "imix" | "IMIX" => Size::Imix,
-            s => match s.parse::<usize>() {
-                Ok(n) if (60..=1514).contains(&n) => Size::Fixed(n),
-                _ => {
-                    return Err(format!(
-                        "--size {s:?}: expected a frame size from 60 to 1514 bytes, or imix"
-                    ))
-                }
-            },
-        };
+        let size = size(&a.size)?;
         if a.src_ip.is_ipv4() != a.dst_ip.is_ipv4() {
             return Err("--src-ip and --dst-ip must both be IPv4 or both IPv6".into());
         }
@@ -192,7 +216,28 @@ impl Config {
         if a.count == Some(0) {
             return Err("--count 0: nothing to send".into());
         }
+        let shape = crate::stream::Shape::parse(&a.shape).map_err(|e| format!("--shape {e}"))?;
+        if shape != crate::stream::Shape::Constant && a.rate.is_none() {
+            return Err(format!("--shape {}: needs --rate", a.shape));
+        }
+        if a.streams.is_some() && a.pcap.is_some() {
+            return Err("--streams and --pcap do not go together: a replay is one stream".into());
+        }
+        let latency_rate = match a.latency_rate.as_deref() {
+            Some("off") => None,
+            Some(r) => {
+                if rx_port.is_none() {
+                    return Err("--latency-rate needs a receive port to measure at".into());
+                }
+                Some(rate(r).map_err(|e| e.replacen("--rate", "--latency-rate", 1))?)
+            }
+            None if rx_port.is_some() && a.pcap.is_none() => Some(LATENCY_RATE),
+            None => None,
+        };
         Ok(Config {
+            shape,
+            streams: a.streams,
+            latency_rate,
             tx_port,
             rx_port,
             src_mac: mac("src-mac", &a.src_mac)?,

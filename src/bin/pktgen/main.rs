@@ -4,6 +4,7 @@
 mod cli;
 mod fail;
 mod report;
+mod stream;
 mod traffic;
 mod worker;
 
@@ -17,8 +18,9 @@ use clap::Parser;
 use cli::Config;
 use fail::Fail;
 use report::{Reporter, Summary};
+use stream::{Stream, StreamSpec};
 use traffic::Traffic;
-use worker::{Counters, TxPlan};
+use worker::{Counters, StreamCounters, TxPlan};
 
 fn main() -> ExitCode {
     // First of all, so that Ctrl-C at any time stops the run in order and prints the summary:
@@ -69,6 +71,21 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         Some(path) => Some(traffic::replay_file(path)?),
         None => None,
     };
+    // So is a stream file.
+    let mut specs = match &cfg.streams {
+        Some(path) => stream::read_file(path, &cfg)?,
+        None => vec![StreamSpec::from_config(&cfg)],
+    };
+    if let Some(r) = cfg.latency_rate {
+        if specs.len() == stream::MAX_STREAMS {
+            return Err(Fail::Usage(format!(
+                "{} streams and the latency stream are more than {} (--latency-rate off leaves it out)",
+                specs.len(),
+                stream::MAX_STREAMS
+            )));
+        }
+        specs.push(StreamSpec::latency(&cfg, r));
+    }
     let cpus: Vec<_> = core_affinity::get_core_ids().unwrap_or_default();
     // The model NIC polls on a CPU of its own when there is one to spare (the last).
     if cfg.tx_port.starts_with("model:") && std::env::var_os("RAWPKT_MODEL_CPU").is_none() && cpus.len() > cfg.cores {
@@ -95,10 +112,22 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         .dst_mac
         .or_else(|| rx_port.as_ref().and_then(|p| p.mac()))
         .unwrap_or(cli::DEFAULT_DST_MAC);
-    let traffic = Arc::new(match replay {
-        Some(t) => t,
-        None => Traffic::generated(&cfg, dst_mac),
-    });
+    let mut replay = replay;
+    let streams: Arc<Vec<Stream>> = Arc::new(
+        specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let traffic = match replay.take().filter(|_| !spec.latency) {
+                    Some(t) => t,
+                    None => Traffic::generated(&spec, i as u8, cfg.src_mac, dst_mac),
+                };
+                Stream { spec, traffic }
+            })
+            .collect(),
+    );
+    let per_stream: Arc<Vec<StreamCounters>> =
+        Arc::new(streams.iter().map(|_| StreamCounters::new(cfg.cores)).collect());
 
     let tx_done = Arc::new(AtomicBool::new(false));
     let rx_ready = Arc::new(AtomicBool::new(false));
@@ -135,6 +164,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         port,
         capture,
         counters: rx_counters.clone(),
+        streams: per_stream.clone(),
         epoch,
     });
     let (rx_thread, mut inline_rx) = match rx_plan {
@@ -163,33 +193,31 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     let tx_threads: Vec<_> = (0..cfg.cores)
         .map(|core| {
-            let share = |total: u64| total / cfg.cores as u64 + u64::from((core as u64) < total % cfg.cores as u64);
             let plan = TxPlan {
                 core,
                 cores: cfg.cores,
                 cpu: cpus.get(core).copied(),
                 queues: cfg.queues_per_core,
                 burst: cfg.burst,
-                count: cfg.count.map(share),
-                rate: cfg.rate.map(|r| r / cfg.cores as f64),
                 deadline,
+                per_stream: per_stream.clone(),
             };
-            let (port, traffic, counters) = (tx_port.clone(), traffic.clone(), tx_counters[core].clone());
+            let (port, streams, counters) = (tx_port.clone(), streams.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };
             std::thread::spawn(move || {
                 // A core that panics stops the others (the guard is forgotten on return).
                 let on_panic = rawpkt::SetOnDrop(stop);
-                let r = worker::transmit(plan, port, traffic, epoch, stop, &counters, rx);
+                let r = worker::transmit(plan, port, streams, epoch, stop, &counters, rx);
                 std::mem::forget(on_panic);
                 r
             })
         })
         .collect();
 
-    let mut reporter = Reporter::new(&cfg, epoch);
+    let mut reporter = Reporter::new(&cfg, epoch, streams.iter().map(|s| s.spec.name.clone()).collect());
     while !tx_threads.iter().all(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
-        reporter.tick(&tx_counters, &rx_counters, false);
+        reporter.tick(&tx_counters, &rx_counters, &per_stream, false);
     }
     let mut errors = Vec::new();
     let mut hist = None;
@@ -208,7 +236,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         Some(Err(_)) => errors.push(Fail::Runtime("the receive thread panicked".into())),
         None => {}
     }
-    reporter.tick(&tx_counters, &rx_counters, true);
+    reporter.tick(&tx_counters, &rx_counters, &per_stream, true);
     // Rates over the time the cores were sending, not the set-up and the drain around it.
     let sending = tx_counters
         .iter()
@@ -220,7 +248,14 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     } else {
         tx_end
     };
-    let summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
+    let summary = Summary::collect(
+        &tx_counters,
+        &rx_counters,
+        window,
+        (&streams, &per_stream),
+        hist.as_deref(),
+        rx_port.is_some(),
+    );
     reporter.summary(&summary);
     // Sent and not one frame back: the frames went elsewhere (the wrong MAC, the wrong cable),
     // which is a failed run, not a lossy one. ping exits 1 for "no reply at all" the same way.

@@ -12,10 +12,13 @@ use std::net::IpAddr;
 
 use rawpkt::flow::wire::{csum_add, csum_fold};
 
-use crate::cli::{Config, Size, IMIX};
+use crate::cli::{Size, IMIX};
 use crate::fail::Fail;
+use crate::stream::StreamSpec;
 
-/// Stamp after the UDP header: magic (2 bytes), sequence number (8), send time in ns (8).
+/// Stamp after the UDP header: magic (2 bytes), stream id (the top byte of the next 8) and
+/// sequence number (their low 56 bits), send time in ns (8). The stream id takes a byte of the
+/// number rather than a byte of its own: a 60-byte IPv4 frame has exactly 18 bytes after UDP.
 pub const STAMP_LEN: usize = 18;
 pub const MAGIC: [u8; 2] = [0x52, 0x54];
 
@@ -74,15 +77,17 @@ pub struct Traffic {
     udp_src_off: usize,
     src_port: u16,
     flows: u32,
+    /// The stream id, in the stamp's top byte of the sequence number.
+    tag: u64,
     /// Ask the NIC for the UDP checksum (IPv6 requires one; IPv4 sends 0, "none").
     pub tx_flags: u32,
 }
 
 /// One Ethernet/IP/UDP frame of `len` bytes to `dst_mac`; payload zero apart from the stamp space.
-fn build(cfg: &Config, dst_mac: [u8; 6], len: usize) -> Vec<u8> {
+fn build(cfg: &StreamSpec, src_mac: [u8; 6], dst_mac: [u8; 6], len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];
     f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&cfg.src_mac);
+    f[6..12].copy_from_slice(&src_mac);
     let l3 = ETH;
     let l4 = l3 + ip_len(cfg.src_ip);
     let udp_len = (len - l4) as u16;
@@ -121,7 +126,8 @@ fn build(cfg: &Config, dst_mac: [u8; 6], len: usize) -> Vec<u8> {
 }
 
 impl Traffic {
-    pub fn generated(cfg: &Config, dst_mac: [u8; 6]) -> Traffic {
+    /// Stream number `id` of a run.
+    pub fn generated(cfg: &StreamSpec, id: u8, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Traffic {
         let sizes: Vec<usize> = match cfg.size {
             Size::Fixed(n) => vec![n],
             Size::Imix => IMIX.iter().map(|&(n, _)| n.max(min_frame(cfg.src_ip))).collect(),
@@ -131,7 +137,7 @@ impl Traffic {
             // Interleaved 7:4:1 rather than in runs, as traffic mixes arrive.
             Size::Imix => vec![0, 1, 0, 0, 1, 0, 2, 0, 1, 0, 0, 1],
         };
-        let frames: Vec<Vec<u8>> = sizes.iter().map(|&n| build(cfg, dst_mac, n)).collect();
+        let frames: Vec<Vec<u8>> = sizes.iter().map(|&n| build(cfg, src_mac, dst_mac, n)).collect();
         let ipv6 = cfg.src_ip.is_ipv6();
         let stamp_off = stamp_offset(ipv6);
         Traffic {
@@ -142,6 +148,7 @@ impl Traffic {
             udp_src_off: ETH + ip_len(cfg.src_ip),
             src_port: cfg.src_port,
             flows: cfg.flows,
+            tag: u64::from(id) << 56,
             tx_flags: if ipv6 { rawpkt::flags::TX_L4_CSUM } else { 0 },
         }
     }
@@ -176,6 +183,7 @@ impl Traffic {
             udp_src_off: 0,
             src_port: 0,
             flows: 1,
+            tag: 0,
             tx_flags: 0,
         })
     }
@@ -216,7 +224,7 @@ impl Traffic {
             }
             // The magic is in the template; the number and the time vary.
             let s = &mut buf[self.stamp_off + 2..self.stamp_off + STAMP_LEN];
-            s[0..8].copy_from_slice(&seq.to_be_bytes());
+            s[0..8].copy_from_slice(&(seq | self.tag).to_be_bytes());
             s[8..16].copy_from_slice(&now_ns.to_be_bytes());
         }
     }
@@ -259,8 +267,9 @@ pub struct Cursor {
     flow: u32,
 }
 
-/// The stamp of a received frame, if it carries one: (sequence number, send time in ns).
-pub fn read_stamp(frame: &[u8]) -> Option<(u64, u64)> {
+/// The stamp of a received frame, if it carries one: (stream id, sequence number, send time in
+/// ns).
+pub fn read_stamp(frame: &[u8]) -> Option<(u8, u64, u64)> {
     let ipv6 = match frame.get(12..14)? {
         [0x08, 0x00] => false,
         [0x86, 0xdd] => true,
@@ -271,8 +280,10 @@ pub fn read_stamp(frame: &[u8]) -> Option<(u64, u64)> {
     if s[0..2] != MAGIC {
         return None;
     }
+    let seq = u64::from_be_bytes(s[2..10].try_into().ok()?);
     Some((
-        u64::from_be_bytes(s[2..10].try_into().ok()?),
+        (seq >> 56) as u8,
+        seq & ((1 << 56) - 1),
         u64::from_be_bytes(s[10..18].try_into().ok()?),
     ))
 }
@@ -282,10 +293,12 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn cfg(args: &[&str]) -> Config {
+    fn cfg(args: &[&str]) -> StreamSpec {
         let a = crate::cli::Args::try_parse_from(std::iter::once("pktgen").chain(args.iter().copied())).unwrap();
-        Config::from_args(a).unwrap()
+        StreamSpec::from_config(&crate::cli::Config::from_args(a).unwrap())
     }
+
+    const MACS: ([u8; 6], [u8; 6]) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
 
     #[test]
     fn generated_frames_are_valid_and_stamped() {
@@ -294,7 +307,7 @@ mod tests {
             &["--src-ip", "fd00::1", "--dst-ip", "fd00::2", "--size", "128"],
         ] {
             let c = cfg(args);
-            let t = Traffic::generated(&c, [2, 0, 0, 0, 0, 2]);
+            let t = Traffic::generated(&c, 5, MACS.0, MACS.1);
             let mut cur = Cursor::default();
             // One buffer reused for every packet, as a pool's buffers are: after the first
             // packet only the fields that vary are written.
@@ -308,7 +321,7 @@ mod tests {
                 };
                 assert_eq!(udp.destination_port(), 5678);
                 assert_eq!(udp.source_port(), 1234 + (seq % u64::from(c.flows)) as u16);
-                assert_eq!(read_stamp(&buf), Some((seq, 1000 + seq)));
+                assert_eq!(read_stamp(&buf), Some((5, seq, 1000 + seq)));
                 let end = stamp_offset(c.src_ip.is_ipv6()) + STAMP_LEN;
                 assert!(buf[end..].iter().all(|&b| b == 0), "payload of the template, not 0xa5");
                 if let Some(etherparse::NetSlice::Ipv4(ip)) = p.net {
@@ -321,7 +334,7 @@ mod tests {
 
     #[test]
     fn imix_cycles_seven_four_one() {
-        let t = Traffic::generated(&cfg(&["--size", "imix"]), [2, 0, 0, 0, 0, 2]);
+        let t = Traffic::generated(&cfg(&["--size", "imix"]), 0, MACS.0, MACS.1);
         let mut cur = Cursor::default();
         let mut buf = vec![0u8; 1514];
         let mut held = 0;
@@ -330,7 +343,7 @@ mod tests {
                 let l = t.len_at(&cur);
                 t.write(&mut cur, &mut held, s, 0, &mut buf[..l]);
                 // Whatever the buffer held before, it now holds this packet's frame.
-                assert_eq!(read_stamp(&buf[..l]), Some((s, 0)));
+                assert_eq!(read_stamp(&buf[..l]), Some((0, s, 0)));
                 assert_eq!(
                     u16::from_be_bytes([buf[16], buf[17]]) as usize,
                     l - 14,
