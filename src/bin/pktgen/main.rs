@@ -126,8 +126,12 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             })
             .collect(),
     );
-    let per_stream: Arc<Vec<StreamCounters>> =
-        Arc::new(streams.iter().map(|_| StreamCounters::new(cfg.cores)).collect());
+    let per_stream: Arc<Vec<StreamCounters>> = Arc::new(
+        streams
+            .iter()
+            .map(|s| StreamCounters::new(cfg.cores, s.spec.shape != stream::Shape::Constant))
+            .collect(),
+    );
 
     let tx_done = Arc::new(AtomicBool::new(false));
     let rx_ready = Arc::new(AtomicBool::new(false));

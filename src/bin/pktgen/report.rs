@@ -189,7 +189,7 @@ impl Reporter {
                 .iter()
                 .map(|t| {
                     format!(
-                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{}{}}}",
+                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{}{}{}}}",
                         t.name,
                         t.latency_stream,
                         t.tx[0],
@@ -198,7 +198,10 @@ impl Reporter {
                         t.rx[0],
                         t.rx[1],
                         t.tx[0].saturating_sub(t.rx[0]),
-                        t.latency.as_ref().map_or(String::new(), |l| format!(",\"latency_ns\":{}", l.json()))
+                        t.latency.as_ref().map_or(String::new(), |l| format!(",\"latency_ns\":{}", l.json())),
+                        t.departures
+                            .as_ref()
+                            .map_or(String::new(), |d| format!(",\"departures_ns\":{}", d.json()))
                     )
                 })
                 .collect();
@@ -256,6 +259,12 @@ impl Reporter {
                     line += &format!(
                         "; latency ns: min {} p50 {} p99 {} p99.9 {} max {}, jitter {}",
                         l.min, l.p50, l.p99, l.p999, l.max, l.jitter
+                    );
+                }
+                if let Some(d) = &t.departures {
+                    line += &format!(
+                        "; gaps between departures ns: mean {:.1} cv {:.3} p50 {} p99 {}",
+                        d.mean, d.cv, d.p50, d.p99
                     );
                 }
                 rawpkt::outln!("{line}");
@@ -318,6 +327,26 @@ pub struct StreamSummary {
     pub tx: [u64; 2],
     pub rx: [u64; 2],
     pub latency: Option<Latency>,
+    pub departures: Option<Departures>,
+}
+
+/// Inter-departure times of a shaped stream, from the send stamps the receiver read.
+pub struct Departures {
+    pub gaps: u64,
+    pub mean: f64,
+    /// Coefficient of variation: standard deviation / mean (1 for exponential gaps).
+    pub cv: f64,
+    pub p50: u64,
+    pub p99: u64,
+}
+
+impl Departures {
+    fn json(&self) -> String {
+        format!(
+            "{{\"gaps\":{},\"mean\":{:.1},\"cv\":{:.4},\"p50\":{},\"p99\":{}}}",
+            self.gaps, self.mean, self.cv, self.p50, self.p99
+        )
+    }
 }
 
 pub struct Summary {
@@ -336,14 +365,14 @@ impl Summary {
         rx: &Counters,
         tx_time: Duration,
         streams: (&[crate::stream::Stream], &[StreamCounters]),
-        hists: Option<&[Histogram<u64>]>,
+        hists: Option<&[crate::worker::RxHists]>,
         has_rx: bool,
     ) -> Summary {
         let all = hists.and_then(|hs| {
-            let mut all = hs.first()?.clone();
+            let mut all = hs.first()?.latency.clone();
             all.reset();
             for h in hs {
-                all.add(h).ok()?;
+                all.add(&h.latency).ok()?;
             }
             Some(all)
         });
@@ -360,7 +389,17 @@ impl Summary {
                 rx: c.rx_total(),
                 latency: hists
                     .and_then(|h| h.get(i))
-                    .and_then(|h| Latency::of(h, c.jitter_ns.load(Ordering::Relaxed))),
+                    .and_then(|h| Latency::of(&h.latency, c.jitter_ns.load(Ordering::Relaxed))),
+                departures: hists
+                    .and_then(|h| h.get(i)?.gaps.as_ref())
+                    .filter(|g| !g.is_empty())
+                    .map(|g| Departures {
+                        gaps: g.len(),
+                        mean: g.mean(),
+                        cv: g.stdev() / g.mean().max(1e-9),
+                        p50: g.value_at_quantile(0.5),
+                        p99: g.value_at_quantile(0.99),
+                    }),
             })
             .collect();
         Summary {

@@ -51,11 +51,15 @@ pub struct StreamCounters {
     pub lat_max_ns: AtomicU64,
     /// RFC 3550 interarrival jitter, ns.
     pub jitter_ns: AtomicU64,
+    /// Whether the receiver records the gaps between the stream's send stamps (its
+    /// inter-departure times): for shaped streams, where they are the point.
+    pub gaps: bool,
 }
 
 impl StreamCounters {
-    pub fn new(cores: usize) -> StreamCounters {
+    pub fn new(cores: usize, gaps: bool) -> StreamCounters {
         StreamCounters {
+            gaps,
             tx: (0..cores).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
             rx_packets: AtomicU64::new(0),
             rx_bytes: AtomicU64::new(0),
@@ -185,7 +189,7 @@ pub fn transmit(
     stop: &AtomicBool,
     out: &Counters,
     inline_rx: Option<RxPlan>,
-) -> Result<Option<Vec<Histogram<u64>>>, Fail> {
+) -> Result<Option<Vec<RxHists>>, Fail> {
     if let Some(cpu) = plan.cpu {
         if !core_affinity::set_for_current(cpu) {
             rawpkt::errln!(
@@ -361,6 +365,12 @@ pub struct RxPlan {
     pub epoch: Instant,
 }
 
+/// What the receiver measured of one stream: latency, and inter-departure times if asked for.
+pub struct RxHists {
+    pub latency: Histogram<u64>,
+    pub gaps: Option<Histogram<u64>>,
+}
+
 /// What the receiver knows of one stream between publications.
 struct RxStream {
     packets: u64,
@@ -372,6 +382,10 @@ struct RxStream {
     /// consecutive frames of the stream; the last transit time.
     jitter: f64,
     transit: Option<i64>,
+    /// Inter-departure times (gaps between consecutive send stamps), when asked for, and the
+    /// last send stamp.
+    gaps: Option<Histogram<u64>>,
+    sent: u64,
 }
 
 /// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
@@ -406,13 +420,17 @@ impl Receiver {
             .port
             .rx_queue(0, &pool, &qcfg)
             .map_err(|e| Fail::rawpkt(plan.port.spec(), e))?;
-        let streams = (0..plan.streams.len())
-            .map(|_| {
+        let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| Fail::Runtime(e.to_string()));
+        let streams = plan
+            .streams
+            .iter()
+            .map(|c| {
                 Ok(RxStream {
                     packets: 0,
                     bytes: 0,
-                    hist: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-                        .map_err(|e| Fail::Runtime(e.to_string()))?,
+                    hist: hist()?,
+                    gaps: if c.gaps { Some(hist()?) } else { None },
+                    sent: NO_STAMP,
                     lat_sum: 0,
                     lat_max: 0,
                     jitter: 0.0,
@@ -475,6 +493,14 @@ impl Receiver {
                 if let Some(prev) = st.transit.replace(transit) {
                     st.jitter += ((transit - prev).unsigned_abs() as f64 - st.jitter) / 16.0;
                 }
+                if let Some(g) = st.gaps.as_mut() {
+                    // Frames of one core arrive in the order they left; a frame of another
+                    // core that left earlier is not a gap.
+                    if st.sent != NO_STAMP && t >= st.sent {
+                        g.saturating_record(t - st.sent);
+                    }
+                    st.sent = t;
+                }
             }
             if let Some(w) = self.capture.as_mut() {
                 for i in 0..self.got.len() {
@@ -512,7 +538,7 @@ impl Receiver {
     /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
     /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
     /// Returns each stream's latency histogram.
-    pub fn finish(mut self) -> Result<Vec<Histogram<u64>>, Fail> {
+    pub fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
         let mut quiet_since = Instant::now();
         let give_up = quiet_since + Duration::from_secs(2);
         let stop = rawpkt::stop_flag();
@@ -530,14 +556,21 @@ impl Receiver {
         }
         match self.capture_error {
             Some(e) => Err(Fail::Runtime(format!("capture stopped: {e}"))),
-            None => Ok(self.streams.into_iter().map(|s| s.hist).collect()),
+            None => Ok(self
+                .streams
+                .into_iter()
+                .map(|s| RxHists {
+                    latency: s.hist,
+                    gaps: s.gaps,
+                })
+                .collect()),
         }
     }
 }
 
 /// A receiver on its own thread: says when its queue exists (frames that arrive before it are
 /// not ours to count), polls until the senders are done, then finishes.
-pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<Histogram<u64>>, Fail> {
+pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<RxHists>, Fail> {
     let r = Receiver::new(plan);
     ready.store(true, Ordering::Release);
     let mut r = r?;
