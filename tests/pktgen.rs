@@ -565,3 +565,79 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
     let d = &s["streams"][0]["departures_ns"];
     assert!((d["mean"].as_f64().unwrap() - mean).abs() < 10.0, "{d}");
 }
+
+/// Gaps between consecutive records of a capture, ns, sorted.
+fn capture_gaps(path: &std::path::Path) -> Vec<u64> {
+    let r = rawpkt::pcap::Reader::open(path).unwrap();
+    let t: Vec<u64> = r.iter().map(|(t, _)| t).collect();
+    let mut g: Vec<u64> = t.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+    g.sort_unstable();
+    g
+}
+
+#[test]
+fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
+    let _one = serial();
+    let src = TempPath::new("timed-src.pcap");
+    // A capture made by pktgen itself: 5000 frames a second, so 200 µs apart.
+    summary(&pktgen(&[
+        "--rate",
+        "5k",
+        "--duration",
+        "1",
+        "--latency-rate",
+        "off",
+        "--json",
+        "--capture",
+        src.str(),
+    ]));
+    let want = capture_gaps(&src.0);
+    for x in [1u64, 10] {
+        let out = TempPath::new(&format!("timed-{x}.pcap"));
+        let s = summary(&pktgen(&[
+            "--pcap",
+            src.str(),
+            "--pcap-speed",
+            &x.to_string(),
+            "--pcap-loops",
+            "1",
+            "--json",
+            "--capture",
+            out.str(),
+        ]));
+        assert_eq!(
+            s["rx_packets"].as_u64(),
+            Some(want.len() as u64 + 1),
+            "one loop: every frame once"
+        );
+        let got = capture_gaps(&out.0);
+        let mean = |g: &[u64]| g.iter().sum::<u64>() as f64 / g.len() as f64;
+        let (mean_want, mean_got) = (mean(&want), mean(&got) * x as f64);
+        let (m_want, m_got) = (want[want.len() / 2] as f64, (got[got.len() / 2] * x) as f64);
+        eprintln!(
+            "timed replay {x}x: median gap {m_got:.0} ns (scaled back) against {m_want:.0} ns, mean {mean_got:.0} against {mean_want:.0}"
+        );
+        // The pacer follows the file's times exactly against a simulated clock (its unit test).
+        // Here capture times are receive times, one per receive burst, and a model NIC thread
+        // or receiver that loses its CPU for a few ms (a shared machine) clumps the frames:
+        // the mean over a second holds, the median is printed (the closing note of issue 16
+        // has the figures of a quiet machine).
+        let tolerance = if x == 1 { 0.05 } else { 0.15 };
+        assert!(
+            (mean_got / mean_want - 1.0).abs() <= tolerance,
+            "{x}x: mean gap {mean_got} against {mean_want}"
+        );
+    }
+    // Back to back is far faster than the file's pace.
+    let s = summary(&pktgen(&[
+        "--pcap",
+        src.str(),
+        "--pcap-speed",
+        "max",
+        "--pcap-loops",
+        "3",
+        "--json",
+    ]));
+    assert_eq!(s["tx_packets"].as_u64(), Some(3 * (want.len() as u64 + 1)));
+    assert!(s["seconds"].as_f64().unwrap() < 0.5, "{s}");
+}

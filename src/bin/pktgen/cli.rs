@@ -63,6 +63,13 @@ pub struct Args {
     /// Replay the frames of this pcap file instead of generating them.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
+    /// Replay at the file's own pace times this factor (10: ten times as fast), or "max": back
+    /// to back, as fast as the ring takes them (then --rate and --shape apply).
+    #[arg(long, default_value = "1", value_name = "FACTOR|max")]
+    pub pcap_speed: String,
+    /// Replay the file this many times, then stop [default: until --count or --duration].
+    #[arg(long, value_name = "N")]
+    pub pcap_loops: Option<u64>,
     /// Write received frames to this pcap file.
     #[arg(long)]
     pub capture: Option<PathBuf>,
@@ -118,6 +125,9 @@ pub struct Config {
     pub streams: Option<PathBuf>,
     /// The latency stream's rate, if there is one.
     pub latency_rate: Option<f64>,
+    /// A replay's pace: the file's times divided by this factor; None: back to back.
+    pub pcap_speed: Option<f64>,
+    pub pcap_loops: Option<u64>,
 }
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
@@ -223,6 +233,33 @@ impl Config {
         if a.streams.is_some() && a.pcap.is_some() {
             return Err("--streams and --pcap do not go together: a replay is one stream".into());
         }
+        let pcap_speed = match a.pcap_speed.as_str() {
+            "max" => None,
+            x => match x.parse::<f64>() {
+                Ok(f) if f.is_finite() && (1e-3..=1e6).contains(&f) => Some(f),
+                _ => {
+                    return Err(format!(
+                        "--pcap-speed {x:?}: expected a factor from 0.001 to 1e6, or max"
+                    ))
+                }
+            },
+        };
+        if a.pcap.is_some() && pcap_speed.is_some() {
+            if a.rate.is_some() || shape != crate::stream::Shape::Constant {
+                return Err("--rate and --shape pace a back-to-back replay: add --pcap-speed max".into());
+            }
+            if a.cores > 1 {
+                return Err("a timed replay (--pcap-speed) runs on one core; --pcap-speed max on several".into());
+            }
+        }
+        if let Some(n) = a.pcap_loops {
+            if a.pcap.is_none() {
+                return Err("--pcap-loops needs --pcap".into());
+            }
+            if n == 0 || a.count.is_some() {
+                return Err(format!("--pcap-loops {n}: must be at least 1, and not with --count"));
+            }
+        }
         let latency_rate = match a.latency_rate.as_deref() {
             Some("off") => None,
             Some(r) => {
@@ -235,6 +272,8 @@ impl Config {
             None => None,
         };
         Ok(Config {
+            pcap_speed,
+            pcap_loops: a.pcap_loops,
             shape,
             streams: a.streams,
             latency_rate,

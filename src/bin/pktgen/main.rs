@@ -113,6 +113,16 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         .or_else(|| rx_port.as_ref().and_then(|p| p.mac()))
         .unwrap_or(cli::DEFAULT_DST_MAC);
     let mut replay = replay;
+    if let Some(t) = &replay {
+        let load = &mut specs[0];
+        load.name = "pcap".into();
+        if let Some(x) = cfg.pcap_speed {
+            load.shape = stream::Shape::Timed(x);
+        }
+        if let Some(n) = cfg.pcap_loops {
+            load.count = Some(n.saturating_mul(t.times.len() as u64));
+        }
+    }
     let streams: Arc<Vec<Stream>> = Arc::new(
         specs
             .into_iter()
@@ -169,6 +179,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         capture,
         counters: rx_counters.clone(),
         streams: per_stream.clone(),
+        stamps: streams.iter().all(|s| s.traffic.stamped()),
         epoch,
     });
     let (rx_thread, mut inline_rx) = match rx_plan {

@@ -386,7 +386,12 @@ impl Summary {
                 name: s.spec.name.clone(),
                 latency_stream: s.spec.latency,
                 tx: c.tx_total(),
-                rx: c.rx_total(),
+                // A replay is the run's one stream, its frames unstamped: what the port got.
+                rx: if s.traffic.stamped() {
+                    c.rx_total()
+                } else {
+                    [rx.snapshot()[0], rx.snapshot()[1]]
+                },
                 latency: hists
                     .and_then(|h| h.get(i))
                     .and_then(|h| Latency::of(&h.latency, c.jitter_ns.load(Ordering::Relaxed))),

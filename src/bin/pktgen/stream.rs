@@ -22,6 +22,8 @@ pub enum Shape {
     Poisson,
     /// Groups of N back to back, one group every N / rate.
     Bursts(u32),
+    /// A replay: the file's own times, divided by this factor.
+    Timed(f64),
 }
 
 impl Shape {
@@ -43,6 +45,7 @@ impl Shape {
             Shape::Constant => "constant".into(),
             Shape::Poisson => "poisson".into(),
             Shape::Bursts(n) => format!("bursts:{n}"),
+            Shape::Timed(x) => format!("timed at {x}x"),
         }
     }
 }
@@ -127,7 +130,7 @@ impl StreamSpec {
                 ),
             ));
         }
-        if self.shape != Shape::Constant && self.rate.is_none() {
+        if matches!(self.shape, Shape::Poisson | Shape::Bursts(_)) && self.rate.is_none() {
             return Err(("shape", format!("{} needs a rate", self.shape.name())));
         }
         if self.count == Some(0) {
@@ -301,13 +304,32 @@ pub struct Pacer {
     due: u64,
     next_ns: f64,
     rng: u64,
+    /// Timed: the replay's times over the factor, the period of one loop (its span and one
+    /// mean gap, so that the loops follow each other as the frames within one do), where the
+    /// next departure is in them, and the start of the current loop.
+    times: Vec<f64>,
+    period: f64,
+    slot: usize,
+    base: f64,
     /// Room a stream without a rate takes of each burst, when several share it.
     share: usize,
 }
 
 impl Pacer {
-    pub fn new(rate: Option<f64>, shape: Shape, limit: Option<u64>, seed: u64, share: usize) -> Pacer {
+    pub fn new(rate: Option<f64>, shape: Shape, limit: Option<u64>, seed: u64, share: usize, times: &[u64]) -> Pacer {
+        let (times, period) = match shape {
+            Shape::Timed(x) if !times.is_empty() => {
+                let t: Vec<f64> = times.iter().map(|&t| t as f64 / x).collect();
+                let span = t[t.len() - 1];
+                (t.clone(), span + span / (t.len().max(2) - 1) as f64)
+            }
+            _ => (Vec::new(), 0.0),
+        };
         let mut p = Pacer {
+            times,
+            period,
+            slot: 0,
+            base: 0.0,
             per_ns: rate.map(|r| r / 1e9),
             shape,
             made: 0,
@@ -318,8 +340,18 @@ impl Pacer {
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             share: share.max(1),
         };
-        p.next_ns = p.gap();
+        p.next_ns = if p.times.is_empty() { p.gap() } else { 0.0 };
         p
+    }
+
+    /// Timed: the departure after the one at `next_ns`.
+    fn next_timed(&mut self) -> f64 {
+        self.slot += 1;
+        if self.slot == self.times.len() {
+            self.slot = 0;
+            self.base += self.period;
+        }
+        self.base + self.times[self.slot]
     }
 
     pub fn done(&self) -> bool {
@@ -343,7 +375,15 @@ impl Pacer {
         let left = self.limit - self.made;
         let room = room.min(self.share) as u64;
         let n = match (self.per_ns, self.shape) {
-            (None, _) => room,
+            (_, Shape::Timed(_)) if !self.times.is_empty() => {
+                let t = elapsed_ns as f64;
+                while self.next_ns <= t && self.due - self.made < room {
+                    self.due += 1;
+                    self.next_ns = self.next_timed();
+                }
+                self.due - self.made
+            }
+            (None, _) | (_, Shape::Timed(_)) => room,
             // Packets made so far may not run ahead of rate × time since the start.
             (Some(r), Shape::Constant) => ((elapsed_ns as f64 * r) as u64).saturating_sub(self.made),
             (Some(r), Shape::Bursts(b)) => {
@@ -444,7 +484,7 @@ mod tests {
 
     /// Departures the pacer allows with a burst every 100 ns for a simulated second.
     fn departures(shape: Shape) -> Vec<u64> {
-        let mut p = Pacer::new(Some(1e6), shape, None, 7, usize::MAX);
+        let mut p = Pacer::new(Some(1e6), shape, None, 7, usize::MAX, &[]);
         let mut t = Vec::new();
         for now in (0..1_000_000_000u64).step_by(100) {
             let n = p.allowed(now, 64);
@@ -462,6 +502,29 @@ mod tests {
         let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
         assert!((t.len() as f64 - 1e6).abs() < 1e4, "{} departures in a second", t.len());
         assert!((sd / mean - 1.0).abs() < 0.05, "cv {}", sd / mean);
+    }
+
+    #[test]
+    fn a_timed_replay_follows_the_file_scaled_and_loops() {
+        let times = [0, 1000, 1500, 4000];
+        for x in [1.0, 10.0] {
+            let mut p = Pacer::new(None, Shape::Timed(x), Some(8), 0, 64, &times);
+            let mut out = Vec::new();
+            for now in (0..20_000u64).step_by(10) {
+                let n = p.allowed(now, 64);
+                p.made += n as u64;
+                out.extend(std::iter::repeat_n(now, n));
+            }
+            // Loop 2 starts one period (span 4000 + mean gap 1333) after loop 1.
+            let want: Vec<f64> = [0.0, 1000.0, 1500.0, 4000.0, 5333.3, 6333.3, 6833.3, 9333.3]
+                .iter()
+                .map(|t| t / x)
+                .collect();
+            assert_eq!(out.len(), 8, "the count stops it");
+            for (got, want) in out.iter().zip(&want) {
+                assert!((*got as f64 - want).abs() <= 10.0, "{x}x: {out:?} against {want:?}");
+            }
+        }
     }
 
     #[test]

@@ -64,7 +64,20 @@ pub fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
         )),
         e => Fail::Runtime(format!("--pcap {e}")),
     })?;
-    Traffic::replay(r.frames()).map_err(Fail::Runtime)
+    let t0 = r.get(0).map_or(0, |(t, _)| t);
+    // A capture's clock may step back (pcap has no rule against it); a frame dated before the
+    // one ahead of it leaves right after it.
+    let mut last = 0;
+    let times = r
+        .iter()
+        .map(|(t, _)| {
+            last = t.saturating_sub(t0).max(last);
+            last
+        })
+        .collect();
+    let mut t = Traffic::replay(r.frames()).map_err(Fail::Runtime)?;
+    t.times = times;
+    Ok(t)
 }
 
 pub struct Traffic {
@@ -79,6 +92,8 @@ pub struct Traffic {
     flows: u32,
     /// The stream id, in the stamp's top byte of the sequence number.
     tag: u64,
+    /// A replay: each frame's time in the file, ns from the first.
+    pub times: Vec<u64>,
     /// Ask the NIC for the UDP checksum (IPv6 requires one; IPv4 sends 0, "none").
     pub tx_flags: u32,
 }
@@ -149,6 +164,7 @@ impl Traffic {
             src_port: cfg.src_port,
             flows: cfg.flows,
             tag: u64::from(id) << 56,
+            times: Vec::new(),
             tx_flags: if ipv6 { rawpkt::flags::TX_L4_CSUM } else { 0 },
         }
     }
@@ -184,6 +200,7 @@ impl Traffic {
             src_port: 0,
             flows: 1,
             tag: 0,
+            times: Vec::new(),
             tx_flags: 0,
         })
     }
@@ -233,6 +250,11 @@ impl Traffic {
     pub fn fixed_len(&self) -> Option<usize> {
         let first = self.frames.first()?.len();
         self.frames.iter().all(|f| f.len() == first).then_some(first)
+    }
+
+    /// Whether the frames carry pktgen's stamps (a replay's frames are sent as they are).
+    pub fn stamped(&self) -> bool {
+        self.stamped
     }
 
     pub fn largest(&self) -> usize {

@@ -234,6 +234,7 @@ pub fn transmit(
             s.spec.count.map(|t| t / share_of + u64::from(core < t % share_of)),
             (i as u64) << 32 | core,
             plan.burst / unpaced.max(1),
+            &s.traffic.times,
         ),
         cursor: crate::traffic::Cursor::default(),
         bytes: 0,
@@ -362,6 +363,8 @@ pub struct RxPlan {
     pub capture: Option<Capture>,
     pub counters: Arc<Counters>,
     pub streams: Arc<Vec<StreamCounters>>,
+    /// Whether to read stamps: not in a replay, whose frames may carry another run's.
+    pub stamps: bool,
     pub epoch: Instant,
 }
 
@@ -403,6 +406,7 @@ pub struct Receiver {
     /// Unix time of `epoch` in ns: captures are dated in wall-clock time, as pcap readers expect.
     unix_base_ns: u64,
     iter: u32,
+    stamps: bool,
 }
 
 impl Receiver {
@@ -453,6 +457,7 @@ impl Receiver {
                 .saturating_sub(plan.epoch.elapsed().as_nanos() as u64),
             epoch: plan.epoch,
             iter: 0,
+            stamps: plan.stamps,
         })
     }
 
@@ -469,7 +474,7 @@ impl Receiver {
             // The stamps first, in a loop that does nothing else: every frame is a cache miss
             // (the NIC just wrote it from the other core), and a short loop body lets the CPU
             // have many of them in flight at once.
-            let count = self.got.len().min(RX_BURST);
+            let count = if self.stamps { self.got.len().min(RX_BURST) } else { 0 };
             let mut sent = [NO_STAMP; RX_BURST];
             let mut ids = [0u8; RX_BURST];
             for (i, (s, id)) in sent[..count].iter_mut().zip(&mut ids[..count]).enumerate() {
