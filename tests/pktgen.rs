@@ -641,3 +641,72 @@ fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
     assert_eq!(s["tx_packets"].as_u64(), Some(3 * (want.len() as u64 + 1)));
     assert!(s["seconds"].as_f64().unwrap() < 0.5, "{s}");
 }
+
+#[test]
+#[ignore = "needs curl and python3's prometheus_client (pip install prometheus_client)"]
+fn the_metrics_endpoint_serves_prometheus_text_while_pktgen_runs() {
+    let _one = serial();
+    // A free loopback port: bound, noted and let go (another process taking it in between
+    // would fail pktgen's bind, in one line).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args(["--duration", "3", "--json", "--metrics", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let scrape = Command::new("curl")
+        .args(["-sf", "--max-time", "5", &format!("http://{addr}/metrics")])
+        .output()
+        .expect("curl is not installed");
+    let out = common::output_within(child, Duration::from_secs(60), "pktgen --metrics");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(scrape.status.success(), "curl: {scrape:?}");
+    // Python's reference parser reads it, and says what it found.
+    let check = "import sys\nfrom prometheus_client.parser import text_string_to_metric_families as f\n\
+                 for m in f(sys.stdin.read()):\n    for s in m.samples: print(m.type, s.name, s.labels.get('stream', s.labels.get('port', '')), s.labels.get('direction', s.labels.get('quantile', '')), s.value)\n";
+    let mut py = Command::new("python3")
+        .args(["-c", check])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    py.stdin.take().unwrap().write_all(&scrape.stdout).unwrap();
+    let parsed = py.wait_with_output().unwrap();
+    assert!(
+        parsed.status.success(),
+        "the parser refused it: {}\n{}",
+        String::from_utf8_lossy(&parsed.stderr),
+        String::from_utf8_lossy(&scrape.stdout)
+    );
+    let text = String::from_utf8_lossy(&parsed.stdout);
+    let value = |prefix: &str| -> f64 {
+        let l = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {text}"));
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // Mid-run: the load is flowing, the latency stream has samples.
+    assert!(
+        value("counter pktgen_port_packets_total model:pktgen/0 tx") > 0.0,
+        "{text}"
+    );
+    assert!(value("counter pktgen_stream_packets_total load tx") > 0.0, "{text}");
+    assert!(
+        value("summary pktgen_stream_latency_seconds_count latency") > 0.0,
+        "{text}"
+    );
+    assert!(
+        value("summary pktgen_stream_latency_seconds latency 0.5") > 0.0,
+        "{text}"
+    );
+}

@@ -88,6 +88,10 @@ pub struct Args {
     /// [default: 1000 with a receive port, except with --pcap].
     #[arg(long, value_name = "RATE|off")]
     pub latency_rate: Option<String>,
+    /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
+    /// address, e.g. 127.0.0.1:9101).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +132,7 @@ pub struct Config {
     /// A replay's pace: the file's times divided by this factor; None: back to back.
     pub pcap_speed: Option<f64>,
     pub pcap_loops: Option<u64>,
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
@@ -272,6 +277,7 @@ impl Config {
             None => None,
         };
         Ok(Config {
+            metrics: a.metrics.as_deref().map(crate::metrics::parse_addr).transpose()?,
             pcap_speed,
             pcap_loops: a.pcap_loops,
             shape,

@@ -3,6 +3,7 @@
 
 mod cli;
 mod fail;
+mod metrics;
 mod report;
 mod stream;
 mod traffic;
@@ -144,11 +145,25 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     );
 
     let tx_done = Arc::new(AtomicBool::new(false));
+    let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
+    let rx_counters = Arc::new(Counters::default());
+    if let Some(addr) = cfg.metrics {
+        metrics::serve(
+            addr,
+            metrics::Sources {
+                tx_port: cfg.tx_port.clone(),
+                rx_port: cfg.rx_port.clone(),
+                tx: tx_counters.clone(),
+                rx: rx_counters.clone(),
+                names: streams.iter().map(|s| s.spec.name.clone()).collect(),
+                streams: per_stream.clone(),
+            },
+        )
+        .map_err(Fail::Runtime)?;
+    }
     let rx_ready = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let deadline = cfg.duration.map(|d| epoch + Duration::from_secs_f64(d));
-    let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
-    let rx_counters = Arc::new(Counters::default());
 
     // CPUs: one per transmit core, one for a model NIC's own loop, one for the receiver. When
     // the receiver has none to itself it runs inside the first transmit core's loop: a spinning

@@ -51,6 +51,11 @@ pub struct StreamCounters {
     pub lat_max_ns: AtomicU64,
     /// RFC 3550 interarrival jitter, ns.
     pub jitter_ns: AtomicU64,
+    /// Latency quantiles over the run so far, refreshed every few thousand receive bursts
+    /// (for the metrics endpoint).
+    pub lat_p50_ns: AtomicU64,
+    pub lat_p99_ns: AtomicU64,
+    pub lat_p999_ns: AtomicU64,
     /// Whether the receiver records the gaps between the stream's send stamps (its
     /// inter-departure times): for shaped streams, where they are the point.
     pub gaps: bool,
@@ -67,6 +72,9 @@ impl StreamCounters {
             lat_samples: AtomicU64::new(0),
             lat_max_ns: AtomicU64::new(0),
             jitter_ns: AtomicU64::new(0),
+            lat_p50_ns: AtomicU64::new(0),
+            lat_p99_ns: AtomicU64::new(0),
+            lat_p999_ns: AtomicU64::new(0),
         }
     }
 
@@ -527,6 +535,8 @@ impl Receiver {
     }
 
     fn publish(&mut self) {
+        // Quantiles walk the histogram (some µs): every 16th publication, and at the end.
+        let quantiles = self.iter % (PUBLISH_EVERY * 16) == 0 || self.iter == u32::MAX;
         let s = self.rx.stats();
         self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
         for (st, c) in self.streams.iter_mut().zip(self.shared.iter()) {
@@ -537,6 +547,11 @@ impl Receiver {
             c.lat_max_ns.fetch_max(st.lat_max, Ordering::Relaxed);
             c.jitter_ns.store(st.jitter as u64, Ordering::Relaxed);
             st.lat_max = 0;
+            if quantiles && !st.hist.is_empty() {
+                c.lat_p50_ns.store(st.hist.value_at_quantile(0.5), Ordering::Relaxed);
+                c.lat_p99_ns.store(st.hist.value_at_quantile(0.99), Ordering::Relaxed);
+                c.lat_p999_ns.store(st.hist.value_at_quantile(0.999), Ordering::Relaxed);
+            }
         }
     }
 
@@ -555,6 +570,7 @@ impl Receiver {
                 break;
             }
         }
+        self.iter = u32::MAX;
         self.publish();
         if let Some(mut w) = self.capture.take() {
             w.flush().map_err(|e| Fail::Runtime(e.to_string()))?;
