@@ -39,9 +39,10 @@ pub struct Args {
     /// Flows, varied per packet through the UDP source port (src-port .. src-port + flows - 1).
     #[arg(long, default_value_t = 1)]
     pub flows: u32,
-    /// Frame size in bytes without FCS (60..=1514), or "imix" (7:4:1 of 60, 590, 1514).
-    #[arg(long, default_value = "60")]
-    pub size: String,
+    /// Frame size in bytes without FCS (60..=1514), or "imix" (7:4:1 of 60, 590, 1514)
+    /// [default: 60, or the smallest frame that holds --vlan/--encap headers and the stamp].
+    #[arg(long)]
+    pub size: Option<String>,
     /// Rate limit in packets per second over all cores, at least 1 (e.g. 1M, 500k, 14.88M).
     #[arg(long)]
     pub rate: Option<String>,
@@ -88,6 +89,20 @@ pub struct Args {
     /// [default: 1000 with a receive port, except with --pcap].
     #[arg(long, value_name = "RATE|off")]
     pub latency_rate: Option<String>,
+    /// VLAN ID, or two (QinQ: outer 802.1ad tag, then 802.1Q), e.g. 100 or 100,200.
+    #[arg(long, value_name = "VID[,VID]")]
+    pub vlan: Option<String>,
+    /// Encapsulation: none, vxlan:VNI (outer UDP to 4789) or gre, over --outer-src-ip/--outer-dst-ip.
+    #[arg(long, default_value = "none", value_name = "none|vxlan:VNI|gre")]
+    pub encap: String,
+    #[arg(long, default_value = "192.168.0.1")]
+    pub outer_src_ip: IpAddr,
+    #[arg(long, default_value = "192.168.0.2")]
+    pub outer_dst_ip: IpAddr,
+    /// A field varying per packet over N values from the template's, in turn or at random:
+    /// src-ip, dst-ip, src-port, dst-port, src-mac or dst-mac (repeatable), e.g. dst-ip:256:random.
+    #[arg(long, value_name = "FIELD:N[:random]")]
+    pub range: Vec<String>,
     /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
     /// address, e.g. 127.0.0.1:9101).
     #[arg(long, value_name = "ADDR")]
@@ -133,6 +148,8 @@ pub struct Config {
     pub pcap_speed: Option<f64>,
     pub pcap_loops: Option<u64>,
     pub metrics: Option<std::net::SocketAddr>,
+    pub headers: crate::template::Headers,
+    pub ranges: Vec<crate::template::Range>,
 }
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
@@ -164,6 +181,19 @@ pub fn rate(s: &str) -> Result<f64, String> {
     Ok(pps)
 }
 
+/// "100" or "100,200": one VLAN ID or two (QinQ), each from 0 to 4095.
+pub fn vlans(s: &str) -> Result<Vec<u16>, String> {
+    let v: Vec<u16> = s
+        .split(',')
+        .map(|x| x.trim().parse::<u16>().ok().filter(|&v| v < 4096))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("{s:?}: expected a VLAN ID from 0 to 4095, or two (QinQ) like 100,200"))?;
+    if v.len() > 2 {
+        return Err(format!("{s:?}: at most two VLAN tags (QinQ)"));
+    }
+    Ok(v)
+}
+
 /// "60" .. "1514", or "imix".
 pub fn size(s: &str) -> Result<Size, String> {
     match s {
@@ -192,16 +222,47 @@ impl Config {
         if a.capture.is_some() && rx_port.is_none() {
             return Err("--capture needs --rx-port (or no port at all: the model pair)".into());
         }
-        let size = size(&a.size)?;
+        let given = a.size.as_deref().map(size).transpose()?;
         if a.src_ip.is_ipv4() != a.dst_ip.is_ipv4() {
             return Err("--src-ip and --dst-ip must both be IPv4 or both IPv6".into());
         }
-        let min = crate::traffic::min_frame(a.src_ip);
+        let headers = crate::template::Headers {
+            vlan: a
+                .vlan
+                .as_deref()
+                .map(vlans)
+                .transpose()
+                .map_err(|e| format!("--vlan {e}"))?
+                .unwrap_or_default(),
+            encap: crate::template::Encap::parse(&a.encap).map_err(|e| format!("--encap {e}"))?,
+            outer: (a.outer_src_ip, a.outer_dst_ip),
+        };
+        if headers.encap != crate::template::Encap::None && a.outer_src_ip.is_ipv4() != a.outer_dst_ip.is_ipv4() {
+            return Err("--outer-src-ip and --outer-dst-ip must both be IPv4 or both IPv6".into());
+        }
+        let ranges: Vec<crate::template::Range> = a
+            .range
+            .iter()
+            .map(|r| crate::template::Range::parse(r).map_err(|e| format!("--range {e}")))
+            .collect::<Result<_, _>>()?;
+        crate::template::check_ranges(&ranges).map_err(|e| format!("--range: {e}"))?;
+        let min = crate::template::header_len(&headers, a.src_ip) + crate::traffic::STAMP_LEN;
+        let size = given.unwrap_or(Size::Fixed(min.max(60)));
         if let Size::Fixed(n) = size {
             if n < min && a.pcap.is_none() {
                 return Err(format!(
-                    "--size {n}: an IPv6 frame with pktgen's stamp needs at least {min} bytes"
+                    "--size {n}: these headers and pktgen's stamp need at least {min} bytes"
                 ));
+            }
+        }
+        for r in &ranges {
+            let base = match r.field {
+                crate::template::Field::SrcPort => a.src_port,
+                crate::template::Field::DstPort => a.dst_port,
+                _ => continue,
+            };
+            if u64::from(base) + u64::from(r.count) - 1 > 65535 {
+                return Err(format!("--range: a port range of {} from {base} passes 65535", r.count));
             }
         }
         if a.flows == 0 || u64::from(a.src_port) + u64::from(a.flows) - 1 > 65535 {
@@ -277,6 +338,8 @@ impl Config {
             None => None,
         };
         Ok(Config {
+            headers,
+            ranges,
             metrics: a.metrics.as_deref().map(crate::metrics::parse_addr).transpose()?,
             pcap_speed,
             pcap_loops: a.pcap_loops,

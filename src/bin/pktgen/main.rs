@@ -6,6 +6,7 @@ mod fail;
 mod metrics;
 mod report;
 mod stream;
+mod template;
 mod traffic;
 mod worker;
 

@@ -66,6 +66,10 @@ pub struct StreamSpec {
     pub dst_ip: IpAddr,
     pub src_port: u16,
     pub dst_port: u16,
+    /// VLAN tags and encapsulation.
+    pub headers: crate::template::Headers,
+    /// Fields that vary per packet.
+    pub ranges: Vec<crate::template::Range>,
     /// The latency stream: sent from the first core on a send queue of its own, so that it
     /// never waits behind the load in pktgen's own ring.
     pub latency: bool,
@@ -85,16 +89,24 @@ impl StreamSpec {
             dst_ip: cfg.dst_ip,
             src_port: cfg.src_port,
             dst_port: cfg.dst_port,
+            headers: cfg.headers.clone(),
+            ranges: cfg.ranges.clone(),
             latency: false,
         }
     }
 
-    /// The low-rate latency stream beside the load: smallest frames, one flow of its own (the
-    /// load's destination port + 1, so a capture tells them apart).
+    /// The low-rate latency stream beside the load: smallest frames with the command line's
+    /// headers (so that it takes the load's path), one flow of its own (the load's destination
+    /// port + 1, so a capture tells them apart).
     pub fn latency(cfg: &Config, rate: f64) -> StreamSpec {
+        let mut s = StreamSpec::from_config(cfg);
+        s.ranges.clear();
+        let min = crate::traffic::min_len(&s);
         StreamSpec {
+            headers: s.headers,
+            ranges: s.ranges,
             name: "latency".into(),
-            size: Size::Fixed(crate::traffic::min_frame(cfg.src_ip).max(60)),
+            size: Size::Fixed(min.max(60)),
             rate: Some(rate),
             shape: Shape::Constant,
             flows: 1,
@@ -112,12 +124,32 @@ impl StreamSpec {
         if self.src_ip.is_ipv4() != self.dst_ip.is_ipv4() {
             return Err(("dst_ip", "src_ip and dst_ip must both be IPv4 or both IPv6".into()));
         }
-        let min = crate::traffic::min_frame(self.src_ip);
+        let h = &self.headers;
+        if h.encap != crate::template::Encap::None && h.outer.0.is_ipv4() != h.outer.1.is_ipv4() {
+            return Err((
+                "outer_dst_ip",
+                "outer_src_ip and outer_dst_ip must both be IPv4 or both IPv6".into(),
+            ));
+        }
+        let min = crate::traffic::min_len(self);
         if let Size::Fixed(n) = self.size {
             if n < min {
                 return Err((
                     "size",
-                    format!("{n}: an IPv6 frame with pktgen's stamp needs at least {min} bytes"),
+                    format!("{n}: these headers and pktgen's stamp need at least {min} bytes"),
+                ));
+            }
+        }
+        for r in &self.ranges {
+            let base = match r.field {
+                crate::template::Field::SrcPort => self.src_port,
+                crate::template::Field::DstPort => self.dst_port,
+                _ => continue,
+            };
+            if u64::from(base) + u64::from(r.count) - 1 > 65535 {
+                return Err((
+                    "ranges",
+                    format!("a port range of {} from {base} passes 65535", r.count),
                 ));
             }
         }
@@ -281,9 +313,15 @@ fn set(s: &mut StreamSpec, key: &str, v: &Value) -> Result<(), String> {
         "dst_ip" => s.dst_ip = v.int("an IPv4 or IPv6 address")?,
         "src_port" => s.src_port = v.int("a UDP port, 0 to 65535")?,
         "dst_port" => s.dst_port = v.int("a UDP port, 0 to 65535")?,
+        "vlan" => s.headers.vlan = crate::cli::vlans(v.text()?)?,
+        "encap" => s.headers.encap = crate::template::Encap::parse(v.text()?)?,
+        "outer_src_ip" => s.headers.outer.0 = v.int("an IPv4 or IPv6 address")?,
+        "outer_dst_ip" => s.headers.outer.1 = v.int("an IPv4 or IPv6 address")?,
+        "ranges" => s.ranges = crate::template::Range::parse_list(v.text()?)?,
         _ => {
             return Err(
-                "unknown; a stream has name, size, rate, shape, flows, count, src_ip, dst_ip, src_port, dst_port"
+                "unknown; a stream has name, size, rate, shape, flows, count, src_ip, dst_ip, src_port, \
+                 dst_port, vlan, encap, outer_src_ip, outer_dst_ip, ranges"
                     .into(),
             )
         }

@@ -8,13 +8,10 @@
 //! by a checksum pktgen computes: the IPv4 header checksum covers neither, the IPv4 UDP checksum
 //! is 0 ("none"), and the IPv6 UDP checksum is offloaded to the NIC.
 
-use std::net::IpAddr;
-
-use rawpkt::flow::wire::{csum_add, csum_fold};
-
 use crate::cli::{Size, IMIX};
 use crate::fail::Fail;
 use crate::stream::StreamSpec;
+use crate::template::{Field, Layout, Range, MAX_RANGES};
 
 /// Stamp after the UDP header: magic (2 bytes), stream id (the top byte of the next 8) and
 /// sequence number (their low 56 bits), send time in ns (8). The stream id takes a byte of the
@@ -25,17 +22,9 @@ pub const MAGIC: [u8; 2] = [0x52, 0x54];
 const ETH: usize = 14;
 const UDP: usize = 8;
 
-fn ip_len(ip: IpAddr) -> usize {
-    if ip.is_ipv4() {
-        20
-    } else {
-        40
-    }
-}
-
-/// Smallest frame that holds the headers and the stamp.
-pub fn min_frame(ip: IpAddr) -> usize {
-    ETH + ip_len(ip) + UDP + STAMP_LEN
+/// Smallest frame of a stream's template that holds its headers and the stamp.
+pub fn min_len(s: &StreamSpec) -> usize {
+    crate::template::header_len(&s.headers, s.src_ip) + STAMP_LEN
 }
 
 /// Where the stamp sits in a frame of the given IP version.
@@ -90,6 +79,10 @@ pub struct Traffic {
     udp_src_off: usize,
     src_port: u16,
     flows: u32,
+    /// Fields that vary per packet, each with its template value (the low 32 bits of an
+    /// address or MAC, or a port), and the template's offsets.
+    ranges: Vec<(Range, u32)>,
+    layout: Layout,
     /// The stream id, in the stamp's top byte of the sequence number.
     tag: u64,
     /// A replay: each frame's time in the file, ns from the first.
@@ -98,74 +91,63 @@ pub struct Traffic {
     pub tx_flags: u32,
 }
 
-/// One Ethernet/IP/UDP frame of `len` bytes to `dst_mac`; payload zero apart from the stamp space.
-fn build(cfg: &StreamSpec, src_mac: [u8; 6], dst_mac: [u8; 6], len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&src_mac);
-    let l3 = ETH;
-    let l4 = l3 + ip_len(cfg.src_ip);
-    let udp_len = (len - l4) as u16;
-    match (cfg.src_ip, cfg.dst_ip) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-            let h = &mut f[l3..l4];
-            h[0] = 0x45;
-            h[2..4].copy_from_slice(&((len - l3) as u16).to_be_bytes());
-            h[6] = 0x40; // DF
-            h[8] = 64;
-            h[9] = 17;
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let c = csum_fold(csum_add(0, h));
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-            let h = &mut f[l3..l4];
-            h[0] = 0x60;
-            h[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            h[6] = 17;
-            h[7] = 64;
-            h[8..24].copy_from_slice(&s.octets());
-            h[24..40].copy_from_slice(&d.octets());
-        }
-        _ => unreachable!("Config checks that both addresses are of one family"),
-    }
-    f[l4..l4 + 2].copy_from_slice(&cfg.src_port.to_be_bytes());
-    f[l4 + 2..l4 + 4].copy_from_slice(&cfg.dst_port.to_be_bytes());
-    f[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
-    let stamp = l4 + UDP;
-    f[stamp..stamp + 2].copy_from_slice(&MAGIC);
-    f
-}
-
 impl Traffic {
     /// Stream number `id` of a run.
     pub fn generated(cfg: &StreamSpec, id: u8, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Traffic {
         let sizes: Vec<usize> = match cfg.size {
             Size::Fixed(n) => vec![n],
-            Size::Imix => IMIX.iter().map(|&(n, _)| n.max(min_frame(cfg.src_ip))).collect(),
+            Size::Imix => IMIX.iter().map(|&(n, _)| n.max(min_len(cfg))).collect(),
         };
         let schedule: Vec<u16> = match cfg.size {
             Size::Fixed(_) => vec![0],
             // Interleaved 7:4:1 rather than in runs, as traffic mixes arrive.
             Size::Imix => vec![0, 1, 0, 0, 1, 0, 2, 0, 1, 0, 0, 1],
         };
-        let frames: Vec<Vec<u8>> = sizes.iter().map(|&n| build(cfg, src_mac, dst_mac, n)).collect();
-        let ipv6 = cfg.src_ip.is_ipv6();
-        let stamp_off = stamp_offset(ipv6);
+        let build = |n| {
+            crate::template::build(
+                &cfg.headers,
+                (src_mac, dst_mac),
+                (cfg.src_ip, cfg.dst_ip),
+                (cfg.src_port, cfg.dst_port),
+                n,
+            )
+        };
+        let layout = build(sizes[0]).1;
+        let frames: Vec<Vec<u8>> = sizes
+            .iter()
+            .map(|&n| {
+                let mut f = build(n).0;
+                // The magic is in the template; the rest of the stamp varies.
+                f[layout.l4 + UDP..][..2].copy_from_slice(&MAGIC);
+                f
+            })
+            .collect();
+        let f = &frames[0];
+        let ranges = cfg
+            .ranges
+            .iter()
+            .map(|&r| {
+                let at = range_offset(&layout, r.field);
+                let base = match r.field {
+                    Field::SrcPort | Field::DstPort => u32::from(u16::from_be_bytes([f[at], f[at + 1]])),
+                    _ => u32::from_be_bytes(f[at..at + 4].try_into().expect("4 bytes")),
+                };
+                (r, base)
+            })
+            .collect();
         Traffic {
             frames,
             schedule,
             stamped: true,
-            stamp_off,
-            udp_src_off: ETH + ip_len(cfg.src_ip),
+            stamp_off: layout.l4 + UDP,
+            udp_src_off: layout.l4,
+            ranges,
+            tx_flags: if layout.offload { rawpkt::flags::TX_L4_CSUM } else { 0 },
+            layout,
             src_port: cfg.src_port,
             flows: cfg.flows,
             tag: u64::from(id) << 56,
             times: Vec::new(),
-            tx_flags: if ipv6 { rawpkt::flags::TX_L4_CSUM } else { 0 },
         }
     }
 
@@ -197,6 +179,8 @@ impl Traffic {
             stamped: false,
             stamp_off: 0,
             udp_src_off: 0,
+            ranges: Vec::new(),
+            layout: Layout::default(),
             src_port: 0,
             flows: 1,
             tag: 0,
@@ -234,6 +218,9 @@ impl Traffic {
         if cursor.flow == self.flows {
             cursor.flow = 0;
         }
+        if !self.ranges.is_empty() {
+            self.vary(cursor, buf);
+        }
         if self.stamped {
             if self.flows > 1 {
                 let port = self.src_port.wrapping_add(flow as u16);
@@ -243,6 +230,47 @@ impl Traffic {
             let s = &mut buf[self.stamp_off + 2..self.stamp_off + STAMP_LEN];
             s[0..8].copy_from_slice(&(seq | self.tag).to_be_bytes());
             s[8..16].copy_from_slice(&now_ns.to_be_bytes());
+            for &(l3, l4, _) in &self.layout.sw_csums {
+                crate::template::udp6_csum(buf, l3, l4);
+            }
+        }
+    }
+
+    /// Sets the next value of every varying field, keeping the IPv4 header checksum right.
+    fn vary(&self, cursor: &mut Cursor, buf: &mut [u8]) {
+        let lay = &self.layout;
+        for (i, &(r, base)) in self.ranges.iter().enumerate() {
+            let idx = if r.random {
+                if cursor.rng == 0 {
+                    cursor.rng = 0x9e37_79b9_7f4a_7c15;
+                }
+                cursor.rng ^= cursor.rng >> 12;
+                cursor.rng ^= cursor.rng << 25;
+                cursor.rng ^= cursor.rng >> 27;
+                let x = cursor.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32;
+                // Multiply and shift rather than `%`: no division per packet (Lemire 2019).
+                ((x * u64::from(r.count)) >> 32) as u32
+            } else {
+                let v = cursor.ctr[i];
+                cursor.ctr[i] = if v + 1 == r.count { 0 } else { v + 1 };
+                v
+            };
+            let at = range_offset(lay, r.field);
+            match r.field {
+                Field::SrcPort | Field::DstPort => {
+                    buf[at..at + 2].copy_from_slice(&(base.wrapping_add(idx) as u16).to_be_bytes());
+                }
+                Field::SrcIp | Field::DstIp if !lay.v6 => {
+                    let new = base.wrapping_add(idx).to_be_bytes();
+                    let mut old = [0u8; 4];
+                    old.copy_from_slice(&buf[at..at + 4]);
+                    buf[at..at + 4].copy_from_slice(&new);
+                    let c = lay.l3 + 10;
+                    crate::template::csum_replace(&mut buf[c..c + 2], &old, &new);
+                }
+                // IPv6 has no header checksum; the UDP one is the NIC's or computed after.
+                _ => buf[at..at + 4].copy_from_slice(&base.wrapping_add(idx).to_be_bytes()),
+            }
         }
     }
 
@@ -282,22 +310,40 @@ impl Held {
     }
 }
 
-/// Where a transmit core is in the size schedule and the flow cycle.
+/// Where a transmit core is in the size schedule, the flow cycle and the varying fields.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cursor {
     slot: usize,
     flow: u32,
+    ctr: [u32; MAX_RANGES],
+    rng: u64,
+}
+
+/// Where a varying field's bytes are: the low 4 bytes of an address or MAC, or a port.
+fn range_offset(lay: &Layout, f: Field) -> usize {
+    match (f, lay.v6) {
+        (Field::SrcIp, false) => lay.l3 + 12,
+        (Field::DstIp, false) => lay.l3 + 16,
+        (Field::SrcIp, true) => lay.l3 + 8 + 12,
+        (Field::DstIp, true) => lay.l3 + 24 + 12,
+        (Field::SrcPort, _) => lay.l4,
+        (Field::DstPort, _) => lay.l4 + 2,
+        (Field::SrcMac, _) => 6 + 2,
+        (Field::DstMac, _) => 2,
+    }
 }
 
 /// The stamp of a received frame, if it carries one: (stream id, sequence number, send time in
 /// ns).
 pub fn read_stamp(frame: &[u8]) -> Option<(u8, u64, u64)> {
-    let ipv6 = match frame.get(12..14)? {
-        [0x08, 0x00] => false,
-        [0x86, 0xdd] => true,
-        _ => return None,
+    // Plain IPv4 first, where the magic is found at once: every run without a template. Else
+    // (the outer header of a tunnel, VLAN tags, IPv6) the headers are walked.
+    let plain = stamp_offset(false);
+    let off = if frame.get(12..14)? == [0x08, 0x00] && frame.get(plain..plain + 2)? == MAGIC {
+        plain
+    } else {
+        crate::template::stamp_offset_of(frame)?
     };
-    let off = stamp_offset(ipv6);
     let s = frame.get(off..off + STAMP_LEN)?;
     if s[0..2] != MAGIC {
         return None;
