@@ -103,6 +103,21 @@ pub struct Args {
     /// src-ip, dst-ip, src-port, dst-port, src-mac or dst-mac (repeatable), e.g. dst-ip:256:random.
     #[arg(long, value_name = "FIELD:N[:random]")]
     pub range: Vec<String>,
+    /// RFC 2544 throughput: for each --search-sizes, the highest rate at which a --trial
+    /// loses at most --loss-threshold, by binary search; a table (or JSON) at the end.
+    #[arg(long)]
+    pub search: bool,
+    #[arg(long, default_value = crate::search::RFC2544_SIZES, value_name = "SIZES")]
+    pub search_sizes: String,
+    /// Seconds per search trial.
+    #[arg(long, default_value_t = 2.0, value_name = "S")]
+    pub trial: f64,
+    /// Search until the bracket is this narrow: a percentage of its top, or a rate.
+    #[arg(long, default_value = "1%", value_name = "PCT%|RATE")]
+    pub resolution: String,
+    /// Loss a passing trial may have, in percent.
+    #[arg(long, default_value_t = 0.0, value_name = "PCT")]
+    pub loss_threshold: f64,
     /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
     /// address, e.g. 127.0.0.1:9101).
     #[arg(long, value_name = "ADDR")]

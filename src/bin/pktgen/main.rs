@@ -5,6 +5,7 @@ mod cli;
 mod fail;
 mod metrics;
 mod report;
+mod search;
 mod stream;
 mod template;
 mod traffic;
@@ -47,6 +48,12 @@ fn main() -> ExitCode {
             return exit(Fail::Usage(first.trim_start_matches("error: ").to_string()));
         }
     };
+    if args.search {
+        return match search_run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => exit(e),
+        };
+    }
     let cfg = match Config::from_args(args) {
         Ok(c) => c,
         Err(e) => return exit(Fail::Usage(e)),
@@ -60,6 +67,43 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => exit(Fail::Runtime(format!("standard output: {e}"))),
     }
+}
+
+/// `--search`: checked here, trials run by `search`, each one pktgen with the options given.
+fn search_run(args: &cli::Args) -> Result<(), Fail> {
+    let s = search::Search::parse(&args.search_sizes, args.trial, &args.resolution, args.loss_threshold)
+        .map_err(Fail::Usage)?;
+    if args.port.is_some() && args.rx_port.is_none() {
+        return Err(Fail::Usage("--search needs --rx-port to count what arrives".into()));
+    }
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let name = |a: &str| a.split('=').next().unwrap_or("").to_string();
+    if let Some(a) = raw.iter().find(|a| search::TRIAL_OPTIONS.contains(&name(a).as_str())) {
+        return Err(Fail::Usage(format!("--search sets {} itself for each trial", name(a))));
+    }
+    // The user's options, without the search's own: each trial is pktgen with them.
+    // (--json says how the search reports; every trial reports in JSON.)
+    let own = [
+        "--search",
+        "--search-sizes",
+        "--trial",
+        "--resolution",
+        "--loss-threshold",
+        "--json",
+    ];
+    let mut base = Vec::new();
+    let mut it = raw.iter();
+    while let Some(a) = it.next() {
+        let n = name(a);
+        if own.contains(&n.as_str()) {
+            if n != "--search" && n != "--json" && !a.contains('=') {
+                it.next();
+            }
+            continue;
+        }
+        base.push(a.clone());
+    }
+    search::run(&s, &base, args.json)
 }
 
 fn exit(e: Fail) -> ExitCode {

@@ -72,6 +72,11 @@ pub struct ModelConfig {
     pub strict_doorbell: bool,
     /// Write a trace of WQEs and CQEs here.
     pub trace: Option<std::path::PathBuf>,
+    /// Frames a second each port takes at most, through a buffer of 50 ms worth (at least 64
+    /// frames; full at the first frame), so that a run of T seconds loses nothing up to
+    /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
+    /// a slower device under test. None: no limit. Default from `RAWPKT_MODEL_RX_PPS`.
+    pub rx_capacity_pps: Option<f64>,
 }
 
 impl ModelConfig {
@@ -106,6 +111,10 @@ impl Default for ModelConfig {
             missing_doorbell_polls: 1,
             strict_doorbell: true,
             trace: std::env::var_os("RAWPKT_MODEL_TRACE").map(Into::into),
+            rx_capacity_pps: std::env::var("RAWPKT_MODEL_RX_PPS")
+                .ok()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|&r| r.is_finite() && r > 0.0),
         }
     }
 }
@@ -322,6 +331,8 @@ pub(crate) struct PortState {
     steering: Option<Steering>,
     faults: VecDeque<Fault>,
     counters: PortCounters,
+    /// `rx_capacity_pps`: tokens left and when they were last counted (device ns).
+    bucket: (f64, u64),
 }
 
 /// The device state behind the NIC's lock.
@@ -392,6 +403,7 @@ impl Nic {
                 steering: None,
                 faults: VecDeque::new(),
                 counters: PortCounters::default(),
+                bucket: (0.0, 0),
             })
             .collect();
         let dev = Device {
