@@ -468,8 +468,34 @@ fn two_streams_are_counted_apart_and_add_up_to_the_port() {
         "two",
         "[[stream]]\nname = \"small\"\nsize = 60\nrate = \"200k\"\n\n[[stream]]\nname = \"big\"\nsize = 1514\nrate = \"50k\"\nflows = 4\n",
     );
-    let s = summary(&pktgen(&["--streams", f.str(), "--duration", "1", "--json"]));
+    let cap = TempPath::new("two.pcap");
+    let s = summary(&pktgen(&[
+        "--streams",
+        f.str(),
+        "--duration",
+        "1",
+        "--json",
+        "--capture",
+        cap.str(),
+    ]));
+    // Every frame is its own stream's whole template, though the streams share a core's
+    // buffers: 60 and 1514 bytes, and the latency stream's 60, IPv4 total length to match.
+    let r = rawpkt::pcap::Reader::open(&cap.0).unwrap();
+    let mut per = [0u64; 3];
+    for (_, f) in r.iter() {
+        let id = usize::from(f[44]);
+        let want = [60, 1514, 60][id];
+        assert_eq!(
+            (f.len(), usize::from(u16::from_be_bytes([f[16], f[17]])) + 14),
+            (want, want),
+            "stream {id}"
+        );
+        per[id] += 1;
+    }
     let streams = s["streams"].as_array().unwrap();
+    for (i, n) in per.iter().enumerate() {
+        assert_eq!(streams[i]["rx_packets"].as_u64(), Some(*n), "stream {i} in the capture");
+    }
     assert_eq!(streams.len(), 3, "two streams and the latency stream: {s}");
     let (small, big) = (&streams[0], &streams[1]);
     assert_eq!(

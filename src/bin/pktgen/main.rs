@@ -169,19 +169,24 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             load.count = Some(n.saturating_mul(t.times.len() as u64));
         }
     }
-    let streams: Arc<Vec<Stream>> = Arc::new(
-        specs
-            .into_iter()
-            .enumerate()
-            .map(|(i, spec)| {
-                let traffic = match replay.take().filter(|_| !spec.latency) {
-                    Some(t) => t,
-                    None => Traffic::generated(&spec, i as u8, cfg.src_mac, dst_mac),
-                };
-                Stream { spec, traffic }
-            })
-            .collect(),
-    );
+    let mut streams: Vec<Stream> = specs
+        .into_iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let traffic = match replay.take().filter(|_| !spec.latency) {
+                Some(t) => t,
+                None => Traffic::generated(&spec, i as u8, cfg.src_mac, dst_mac),
+            };
+            Stream { spec, traffic }
+        })
+        .collect();
+    // Template tags unique over the run (see `traffic::Held`).
+    let mut base = 0u32;
+    for s in &mut streams {
+        s.traffic.tag_base = base;
+        base += s.traffic.templates() as u32;
+    }
+    let streams = Arc::new(streams);
     let per_stream: Arc<Vec<StreamCounters>> = Arc::new(
         streams
             .iter()

@@ -85,6 +85,9 @@ pub struct Traffic {
     layout: Layout,
     /// The stream id, in the stamp's top byte of the sequence number.
     tag: u64,
+    /// The templates of the streams before this one, so that a buffer's tag names a template
+    /// of the whole run: a buffer one stream used and another reuses gets the new template.
+    pub tag_base: u32,
     /// A replay: each frame's time in the file, ns from the first.
     pub times: Vec<u64>,
     /// Ask the NIC for the UDP checksum (IPv6 requires one; IPv4 sends 0, "none").
@@ -147,6 +150,7 @@ impl Traffic {
             src_port: cfg.src_port,
             flows: cfg.flows,
             tag: u64::from(id) << 56,
+            tag_base: 0,
             times: Vec::new(),
         }
     }
@@ -184,6 +188,7 @@ impl Traffic {
             src_port: 0,
             flows: 1,
             tag: 0,
+            tag_base: 0,
             times: Vec::new(),
             tx_flags: 0,
         })
@@ -200,12 +205,13 @@ impl Traffic {
     /// the buffer holds from its last use (see [`Held`]): the whole template is copied only
     /// when that is not this packet's template, else just the fields that vary.
     #[inline]
-    pub fn write(&self, cursor: &mut Cursor, held: &mut u16, seq: u64, now_ns: u64, buf: &mut [u8]) {
+    pub fn write(&self, cursor: &mut Cursor, held: &mut u32, seq: u64, now_ns: u64, buf: &mut [u8]) {
         let t = self.schedule[cursor.slot];
         // Tags are template + 1, so a fresh buffer's 0 matches no template.
-        if *held != t + 1 {
+        let tag = self.tag_base + u32::from(t) + 1;
+        if *held != tag {
             buf.copy_from_slice(&self.frames[usize::from(t)]);
-            *held = t + 1;
+            *held = tag;
         }
         let flow = cursor.flow;
         // Counters that wrap instead of `%`: a 64-bit division per packet costs more than the
@@ -280,6 +286,11 @@ impl Traffic {
         self.frames.iter().all(|f| f.len() == first).then_some(first)
     }
 
+    /// How many templates (frames) this traffic has.
+    pub fn templates(&self) -> usize {
+        self.frames.len()
+    }
+
     /// Whether the frames carry pktgen's stamps (a replay's frames are sent as they are).
     pub fn stamped(&self) -> bool {
         self.stamped
@@ -291,10 +302,10 @@ impl Traffic {
 }
 
 /// What each buffer of a transmit core's pool holds from its last use, by buffer index: the
-/// template + 1, or 0 for "unknown". Only the core that owns the pool writes its buffers (the
+/// template's number over all streams + 1 (`Traffic::tag_base`), or 0 for "unknown". Only the core that owns the pool writes its buffers (the
 /// NIC reads them), so a buffer keeps what was last written into it.
 pub struct Held {
-    tags: Vec<u16>,
+    tags: Vec<u32>,
 }
 
 impl Held {
@@ -305,7 +316,7 @@ impl Held {
     }
 
     #[inline]
-    pub fn of(&mut self, buffer: u32) -> &mut u16 {
+    pub fn of(&mut self, buffer: u32) -> &mut u32 {
         &mut self.tags[buffer as usize]
     }
 }
