@@ -145,7 +145,13 @@ struct Found {
 
 pub fn run(s: &Search, base: &[String], json: bool) -> Result<(), Fail> {
     let mut found = Vec::new();
+    // Ctrl-C reaches the trial running (same process group), which stops and reports; the
+    // search then stops too, with the sizes it finished.
+    let stopped = || rawpkt::stop_flag().load(std::sync::atomic::Ordering::Relaxed);
     for &size in &s.sizes {
+        if stopped() {
+            break;
+        }
         // As fast as pktgen sends: the bracket's top, or the answer if nothing is lost.
         let top = trial(base, size, None, s.trial)?;
         let max = top.tx as f64 / top.seconds.max(1e-9);
@@ -161,7 +167,7 @@ pub fn run(s: &Search, base: &[String], json: bool) -> Result<(), Fail> {
                 Resolution::Fraction(f) => hi - lo > f * hi,
                 Resolution::Pps(p) => hi - lo > p,
             };
-            while wide(lo, hi) {
+            while wide(lo, hi) && !stopped() {
                 let mid = (lo + hi) / 2.0;
                 let t = trial(base, size, Some(mid.max(1.0)), s.trial)?;
                 trials += 1;
@@ -181,6 +187,9 @@ pub fn run(s: &Search, base: &[String], json: bool) -> Result<(), Fail> {
                     );
                 }
             }
+        }
+        if stopped() {
+            break;
         }
         found.push(Found {
             size,
