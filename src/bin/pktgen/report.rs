@@ -52,10 +52,12 @@ fn stream_interval(c: &StreamCounters, last: &mut [u64; 4]) -> StreamInterval {
         c.lat_sum_ns.load(Ordering::Relaxed),
         c.lat_samples.load(Ordering::Relaxed),
     );
-    let (dsum, dn) = (sum - last[2], n - last[3]);
+    // Saturating: a stream's sent count goes down at the end by the packets made and never
+    // sent (left in a burst when the run stopped).
+    let (dsum, dn) = (sum.saturating_sub(last[2]), n.saturating_sub(last[3]));
     let i = StreamInterval {
-        tx: tx - last[0],
-        rx: rx - last[1],
+        tx: tx.saturating_sub(last[0]),
+        rx: rx.saturating_sub(last[1]),
         lost: tx.saturating_sub(rx),
         lat_mean: dsum.checked_div(dn).unwrap_or(0),
         lat_max: c.lat_max_ns.swap(0, Ordering::Relaxed),
