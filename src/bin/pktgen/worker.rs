@@ -209,7 +209,9 @@ pub fn transmit(
     }
     let mut receiver = inline_rx.map(Receiver::new).transpose()?;
     let qcfg = QueueConfig::default();
-    let buffers = (u32::from(plan.queues + 1) * qcfg.size * 2 + 4 * plan.burst as u32).next_power_of_two();
+    // The latency stream's queue, on the first core, holds buffers too.
+    let lat_queue = u16::from(plan.core == 0 && streams.iter().any(|s| s.spec.latency));
+    let buffers = (u32::from(plan.queues + lat_queue) * qcfg.size * 2 + 4 * plan.burst as u32).next_power_of_two();
     let pool = Pool::new(PoolConfig {
         buffers,
         ..PoolConfig::default()
