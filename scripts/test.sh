@@ -5,7 +5,8 @@
 #
 # As root with apt-get, it installs what the tests need (iproute2, python3, iputils-ping,
 # util-linux, procps, tshark, gcc, libibverbs-dev, and Debian's ibverbs-utils and perftest, whose
-# unmodified programs run on the model library) and runs every test, the #[ignore]d ones too.
+# unmodified programs run on the model library; curl, and Python's prometheus_client from PyPI,
+# which check pktgen's metrics endpoint) and runs every test, the #[ignore]d ones too.
 # Where it cannot install (a normal user, no apt), it runs every test whose needs are met and
 # leaves out, with cargo test's --skip, those whose needs are not, listing them under "NOT RUN"
 # with what each needs: they are not counted as passed, and the last line says the run was
@@ -35,12 +36,17 @@ declare -A probe=(
     [iproute2]="ip" [python3]="python3" [iputils-ping]="ping" [util-linux]="setpriv"
     [procps]="kill sysctl" [tshark]="tshark" [gcc]="cc" [libibverbs-dev]="/usr/include/infiniband/mlx5dv.h"
     [ibverbs-utils]="ibv_devices ibv_devinfo" [perftest]="raw_ethernet_bw raw_ethernet_lat raw_ethernet_fs_rate"
+    [curl]="curl" [prometheus_client]="py:prometheus_client"
 )
+# Packages from PyPI (for whichever python3 is first on PATH), not from apt.
+pip_pkgs=" prometheus_client "
 have() { # PACKAGE
     local p
     for p in ${probe[$1]}; do
         # type -P: an executable file (bash has a `kill` builtin, the tests run /bin/kill).
-        if [[ $p == /* ]]; then [ -r "$p" ] || return 1; else type -P "$p" >/dev/null || return 1; fi
+        if [[ $p == py:* ]]; then
+            python3 -c "import ${p#py:}" 2>/dev/null || return 1
+        elif [[ $p == /* ]]; then [ -r "$p" ] || return 1; else type -P "$p" >/dev/null || return 1; fi
     done
 }
 missing=()
@@ -49,10 +55,20 @@ for pkg in "${!probe[@]}"; do have "$pkg" || missing+=("$pkg"); done
 if [ ${#missing[@]} -gt 0 ]; then
     if [ $root = 1 ] && [ $dry = 0 ] && command -v apt-get >/dev/null; then
         echo "test.sh: installing ${missing[*]}" >&2
-        # tshark asks whether non-root users may capture; answer before it asks.
-        echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null
-        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
-            echo "test.sh: apt-get install ${missing[*]} failed; the tests that need them are left out" >&2
+        apt=() pip=()
+        for pkg in "${missing[@]}"; do
+            if [[ $pip_pkgs == *" $pkg "* ]]; then pip+=("$pkg"); else apt+=("$pkg"); fi
+        done
+        # python3 itself comes from apt first: pip needs it.
+        if [ ${#apt[@]} -gt 0 ]; then
+            # tshark asks whether non-root users may capture; answer before it asks.
+            echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null
+            if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt[@]}" >/dev/null; }; then
+                echo "test.sh: apt-get install ${apt[*]} failed; the tests that need them are left out" >&2
+            fi
+        fi
+        if [ ${#pip[@]} -gt 0 ] && ! python3 -m pip install -q --disable-pip-version-check "${pip[@]}" >/dev/null; then
+            echo "test.sh: pip install ${pip[*]} failed; the tests that need them are left out" >&2
         fi
         missing=()
         for pkg in "${!probe[@]}"; do have "$pkg" || missing+=("$pkg"); done
@@ -72,6 +88,8 @@ unmet() { # REASON
     [[ $r == *tshark* ]] && lacks tshark && out+=(tshark)
     [[ $r == *ibverbs-utils* ]] && lacks ibverbs-utils && out+=(ibverbs-utils)
     [[ $r == *perftest* ]] && lacks perftest && out+=(perftest)
+    [[ $r == *curl* ]] && lacks curl && out+=(curl)
+    [[ $r == *prometheus_client* ]] && lacks prometheus_client && out+=(prometheus_client)
     if [[ $r == *libibverbs-dev* ]]; then
         lacks libibverbs-dev && out+=(libibverbs-dev)
         lacks gcc && out+=(gcc)

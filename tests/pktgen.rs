@@ -51,7 +51,19 @@ fn json_counts_match_what_the_receiver_saw_and_latency_is_ordered() {
     let _one = serial();
     let out = pktgen(&["--count", "200000", "--json", "--flows", "16", "--size", "imix"]);
     let s = summary(&out);
-    assert_eq!(s["tx_packets"], 200_000);
+    // The load is stream 0; the latency stream (on by default with a receive port) is beside it,
+    // and the port counts both.
+    assert_eq!(s["streams"][0]["tx_packets"], 200_000);
+    assert_eq!(s["streams"][1]["latency_stream"], true);
+    let sum = |k: &str| {
+        s["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t[k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(s["tx_packets"].as_u64(), Some(sum("tx_packets")), "{s}");
     assert_eq!(s["rx_packets"], s["tx_packets"], "{s}");
     assert_eq!(s["rx_bytes"], s["tx_bytes"]);
     assert_eq!(s["lost"], 0);
@@ -62,7 +74,7 @@ fn json_counts_match_what_the_receiver_saw_and_latency_is_ordered() {
         "{s}"
     );
     let lat = &s["latency_ns"];
-    assert_eq!(lat["samples"], 200_000);
+    assert_eq!(lat["samples"], s["rx_packets"]);
     let q: Vec<u64> = ["min", "p50", "p99", "p999", "max"]
         .iter()
         .map(|k| lat[k].as_u64().expect(k))
@@ -78,7 +90,7 @@ fn json_counts_match_what_the_receiver_saw_and_latency_is_ordered() {
         .filter(|l| l["type"] == "interval")
         .map(|l| l["tx_packets"].as_u64().unwrap())
         .sum();
-    assert!(per_second <= 200_000);
+    assert!(per_second <= s["tx_packets"].as_u64().unwrap());
 }
 
 #[test]
@@ -87,10 +99,12 @@ fn ipv6_frames_go_through_with_the_checksum_offloaded() {
     let s = summary(&pktgen(&[
         "--count", "50000", "--json", "--src-ip", "fd00::1", "--dst-ip", "fd00::2", "--size", "128",
     ]));
+    let load = &s["streams"][0];
     assert_eq!(
-        (s["tx_packets"].as_u64(), s["rx_packets"].as_u64()),
+        (load["tx_packets"].as_u64(), load["rx_packets"].as_u64()),
         (Some(50_000), Some(50_000))
     );
+    assert_eq!(s["rx_packets"], s["tx_packets"], "{s}");
 }
 
 #[test]
@@ -438,4 +452,524 @@ fn help_says_what_pktgen_does() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.starts_with("pktgen: sends Ethernet/IP/UDP traffic"), "{help}");
     assert!(!help.contains("Userspace packet I/O engine"), "{help}");
+}
+
+/// A stream file in the temp dir, removed when the test ends.
+fn stream_file(tag: &str, text: &str) -> TempPath {
+    let p = TempPath::new(&format!("{tag}.toml"));
+    std::fs::write(&p.0, text).unwrap();
+    p
+}
+
+#[test]
+fn two_streams_are_counted_apart_and_add_up_to_the_port() {
+    let _one = serial();
+    let f = stream_file(
+        "two",
+        "[[stream]]\nname = \"small\"\nsize = 60\nrate = \"200k\"\n\n[[stream]]\nname = \"big\"\nsize = 1514\nrate = \"50k\"\nflows = 4\n",
+    );
+    let cap = TempPath::new("two.pcap");
+    let s = summary(&pktgen(&[
+        "--streams",
+        f.str(),
+        "--duration",
+        "1",
+        "--json",
+        "--capture",
+        cap.str(),
+    ]));
+    // Every frame is its own stream's whole template, though the streams share a core's
+    // buffers: 60 and 1514 bytes, and the latency stream's 60, IPv4 total length to match.
+    let r = rawpkt::pcap::Reader::open(&cap.0).unwrap();
+    let mut per = [0u64; 3];
+    for (_, f) in r.iter() {
+        let id = usize::from(f[44]);
+        let want = [60, 1514, 60][id];
+        assert_eq!(
+            (f.len(), usize::from(u16::from_be_bytes([f[16], f[17]])) + 14),
+            (want, want),
+            "stream {id}"
+        );
+        per[id] += 1;
+    }
+    let streams = s["streams"].as_array().unwrap();
+    for (i, n) in per.iter().enumerate() {
+        assert_eq!(streams[i]["rx_packets"].as_u64(), Some(*n), "stream {i} in the capture");
+    }
+    assert_eq!(streams.len(), 3, "two streams and the latency stream: {s}");
+    let (small, big) = (&streams[0], &streams[1]);
+    assert_eq!(
+        (small["name"].as_str(), big["name"].as_str()),
+        (Some("small"), Some("big"))
+    );
+    for t in streams {
+        let (tx, rx) = (t["tx_packets"].as_u64().unwrap(), t["rx_packets"].as_u64().unwrap());
+        assert!(tx > 0 && tx == rx, "what the receiver counted per stream: {t}");
+        assert_eq!(t["tx_bytes"], t["rx_bytes"], "{t}");
+        assert!(t["latency_ns"]["samples"].as_u64() == Some(rx), "{t}");
+    }
+    assert_eq!(small["tx_bytes"].as_u64(), small["tx_packets"].as_u64().map(|n| n * 60));
+    assert_eq!(big["tx_bytes"].as_u64(), big["tx_packets"].as_u64().map(|n| n * 1514));
+    // 200k against 50k a second: four to one, to within a burst or two of either.
+    let ratio = small["tx_packets"].as_f64().unwrap() / big["tx_packets"].as_f64().unwrap();
+    assert!((3.9..=4.1).contains(&ratio), "{ratio}: {s}");
+    for k in ["tx_packets", "tx_bytes", "rx_packets", "rx_bytes"] {
+        let sum: u64 = streams.iter().map(|t| t[k].as_u64().unwrap()).sum();
+        assert_eq!(
+            s[k].as_u64(),
+            Some(sum),
+            "{k}: the port's count is the streams' sum: {s}"
+        );
+    }
+}
+
+#[test]
+fn a_stream_file_mistake_names_file_line_and_field() {
+    let _one = serial();
+    let f = stream_file("bad", "[[stream]]\nsize = 60\n\n[[stream]]\nrate = \"lots\"\n");
+    fails_with(
+        2,
+        &["--streams", f.str()],
+        &format!("{}:5: field rate: \"lots\"", f.str()),
+    );
+    fails_with(1, &["--streams", "/nonexistent/s.toml"], "/nonexistent/s.toml");
+}
+
+/// Send times of the stamped frames of stream `id` in a capture, in capture order.
+fn stamps_of(path: &std::path::Path, id: u8) -> Vec<u64> {
+    let r = rawpkt::pcap::Reader::open(path).unwrap();
+    r.iter()
+        .filter_map(|(_, f)| {
+            // IPv4: the stamp follows 14 + 20 + 8 bytes of headers: magic, id + sequence, time.
+            let s = f.get(42..60)?;
+            (s[0..2] == *b"RT" && s[2] == id).then(|| u64::from_be_bytes(s[10..18].try_into().unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
+    let _one = serial();
+    let cap = TempPath::new("poisson.pcap");
+    let s = summary(&pktgen(&[
+        "--rate",
+        "1M",
+        "--shape",
+        "poisson",
+        "--duration",
+        "1",
+        "--json",
+        "--capture",
+        cap.str(),
+    ]));
+    let mut t = stamps_of(&cap.0, 0);
+    assert_eq!(t.len() as u64, s["streams"][0]["rx_packets"].as_u64().unwrap());
+    // The receiver takes frames in order per queue; the send times are the departures.
+    t.sort_unstable();
+    let mut gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+    let mpps = s["streams"][0]["tx_mpps"].as_f64().unwrap();
+    gaps.sort_unstable_by(f64::total_cmp);
+    let median = gaps[gaps.len() / 2];
+    let beyond = |m: f64| gaps.iter().filter(|&&g| g > m * mean).count() as f64 / gaps.len() as f64;
+    eprintln!(
+        "poisson: {mpps} Mpps, mean gap {mean:.1} ns, cv {:.4}, median/mean {:.3}, P(gap > mean) {:.4}, P(gap > 3 mean) {:.4}, longest {:.0} µs",
+        sd / mean,
+        median / mean,
+        beyond(1.0),
+        beyond(3.0),
+        gaps[gaps.len() - 1] / 1e3
+    );
+    assert!((0.99..=1.01).contains(&mpps), "achieved {mpps} Mpps");
+    assert!((990.0..=1010.0).contains(&mean), "mean gap {mean} ns");
+    // The shape itself (coefficient of variation within 5 % of 1) is asserted against a
+    // simulated clock in the pacer's unit test: here, on a CPU other processes share, one stall
+    // of a few ms adds a gap that the coefficient squares, and the catch-up after it sends
+    // back to back; the line above reports what this run achieved.
+    // pktgen's own report of the same departures agrees on the mean.
+    let d = &s["streams"][0]["departures_ns"];
+    assert!((d["mean"].as_f64().unwrap() - mean).abs() < 10.0, "{d}");
+}
+
+/// Gaps between consecutive records of a capture, ns, sorted.
+fn capture_gaps(path: &std::path::Path) -> Vec<u64> {
+    let r = rawpkt::pcap::Reader::open(path).unwrap();
+    let t: Vec<u64> = r.iter().map(|(t, _)| t).collect();
+    let mut g: Vec<u64> = t.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+    g.sort_unstable();
+    g
+}
+
+#[test]
+fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
+    let _one = serial();
+    let src = TempPath::new("timed-src.pcap");
+    // A capture made by pktgen itself: 5000 frames a second, so 200 µs apart.
+    summary(&pktgen(&[
+        "--rate",
+        "5k",
+        "--duration",
+        "1",
+        "--latency-rate",
+        "off",
+        "--json",
+        "--capture",
+        src.str(),
+    ]));
+    let want = capture_gaps(&src.0);
+    for x in [1u64, 10] {
+        let out = TempPath::new(&format!("timed-{x}.pcap"));
+        let s = summary(&pktgen(&[
+            "--pcap",
+            src.str(),
+            "--pcap-speed",
+            &x.to_string(),
+            "--pcap-loops",
+            "1",
+            "--json",
+            "--capture",
+            out.str(),
+        ]));
+        assert_eq!(
+            s["rx_packets"].as_u64(),
+            Some(want.len() as u64 + 1),
+            "one loop: every frame once"
+        );
+        let got = capture_gaps(&out.0);
+        let mean = |g: &[u64]| g.iter().sum::<u64>() as f64 / g.len() as f64;
+        let (mean_want, mean_got) = (mean(&want), mean(&got) * x as f64);
+        let (m_want, m_got) = (want[want.len() / 2] as f64, (got[got.len() / 2] * x) as f64);
+        eprintln!(
+            "timed replay {x}x: median gap {m_got:.0} ns (scaled back) against {m_want:.0} ns, mean {mean_got:.0} against {mean_want:.0}"
+        );
+        // The pacer follows the file's times exactly against a simulated clock (its unit test).
+        // Here capture times are receive times, one per receive burst, and a model NIC thread
+        // or receiver that loses its CPU for a few ms (a shared machine) clumps the frames:
+        // the mean over a second holds, the median is printed (the closing note of issue 16
+        // has the figures of a quiet machine).
+        let tolerance = if x == 1 { 0.05 } else { 0.15 };
+        assert!(
+            (mean_got / mean_want - 1.0).abs() <= tolerance,
+            "{x}x: mean gap {mean_got} against {mean_want}"
+        );
+    }
+    // Back to back is far faster than the file's pace.
+    let s = summary(&pktgen(&[
+        "--pcap",
+        src.str(),
+        "--pcap-speed",
+        "max",
+        "--pcap-loops",
+        "3",
+        "--json",
+    ]));
+    assert_eq!(s["tx_packets"].as_u64(), Some(3 * (want.len() as u64 + 1)));
+    assert!(s["seconds"].as_f64().unwrap() < 0.5, "{s}");
+}
+
+#[test]
+#[ignore = "needs curl and python3's prometheus_client (pip install prometheus_client)"]
+fn the_metrics_endpoint_serves_prometheus_text_while_pktgen_runs() {
+    let _one = serial();
+    // A free loopback port: bound, noted and let go (another process taking it in between
+    // would fail pktgen's bind, in one line).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args(["--duration", "3", "--json", "--metrics", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let scrape = Command::new("curl")
+        .args(["-sf", "--max-time", "5", &format!("http://{addr}/metrics")])
+        .output()
+        .expect("curl is not installed");
+    let out = common::output_within(child, Duration::from_secs(60), "pktgen --metrics");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(scrape.status.success(), "curl: {scrape:?}");
+    // Python's reference parser reads it, and says what it found.
+    let check = "import sys\nfrom prometheus_client.parser import text_string_to_metric_families as f\n\
+                 for m in f(sys.stdin.read()):\n    for s in m.samples: print(m.type, s.name, s.labels.get('stream', s.labels.get('port', '')), s.labels.get('direction', s.labels.get('quantile', '')), s.value)\n";
+    let mut py = Command::new("python3")
+        .args(["-c", check])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    py.stdin.take().unwrap().write_all(&scrape.stdout).unwrap();
+    let parsed = py.wait_with_output().unwrap();
+    assert!(
+        parsed.status.success(),
+        "the parser refused it: {}\n{}",
+        String::from_utf8_lossy(&parsed.stderr),
+        String::from_utf8_lossy(&scrape.stdout)
+    );
+    let text = String::from_utf8_lossy(&parsed.stdout);
+    let value = |prefix: &str| -> f64 {
+        let l = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {text}"));
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // Mid-run: the load is flowing, the latency stream has samples.
+    assert!(
+        value("counter pktgen_port_packets_total model:pktgen/0 tx") > 0.0,
+        "{text}"
+    );
+    assert!(value("counter pktgen_stream_packets_total load tx") > 0.0, "{text}");
+    assert!(
+        value("summary pktgen_stream_latency_seconds_count latency") > 0.0,
+        "{text}"
+    );
+    assert!(
+        value("summary pktgen_stream_latency_seconds latency 0.5") > 0.0,
+        "{text}"
+    );
+}
+
+/// tshark's view of a capture, one line per frame, fields separated by tabs; checksums checked.
+fn tshark_fields(path: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut args = vec![
+        "-r",
+        path,
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-o",
+        "udp.check_checksum:TRUE",
+        "-T",
+        "fields",
+    ];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    let out = Command::new("tshark")
+        .args(&args)
+        .output()
+        .expect("tshark is not installed: apt-get install -y tshark");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(String::from).collect())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs tshark"]
+fn every_template_decodes_in_tshark_as_asked_with_valid_checksums() {
+    let _one = serial();
+    // (pktgen options, protocols tshark must see, VLAN ids, VNI, inner source address)
+    let v6 = ["--src-ip", "fd00::1", "--dst-ip", "fd00::2"];
+    let outer6 = ["--outer-src-ip", "fd01::1", "--outer-dst-ip", "fd01::2"];
+    let cases: Vec<(Vec<&str>, &str, &str, &str, &str)> = vec![
+        (
+            vec!["--vlan", "100"],
+            "eth:ethertype:vlan:ethertype:ip:udp",
+            "100",
+            "",
+            "10.0.0.1",
+        ),
+        (
+            vec!["--vlan", "100,200"],
+            "eth:ethertype:ieee8021ad:ethertype:vlan:ethertype:ip:udp",
+            "100,200",
+            "",
+            "10.0.0.1",
+        ),
+        (
+            vec!["--encap", "vxlan:4242"],
+            "eth:ethertype:ip:udp:vxlan:eth:ethertype:ip:udp",
+            "",
+            "4242",
+            "10.0.0.1",
+        ),
+        (
+            [&["--encap", "vxlan:7"][..], &outer6, &v6].concat(),
+            "eth:ethertype:ipv6:udp:vxlan:eth:ethertype:ipv6:udp",
+            "",
+            "7",
+            "fd00::1",
+        ),
+        (
+            vec!["--encap", "gre"],
+            "eth:ethertype:ip:gre:ip:udp",
+            "",
+            "",
+            "10.0.0.1",
+        ),
+        (
+            [&["--encap", "gre"][..], &outer6, &v6].concat(),
+            "eth:ethertype:ipv6:gre:ipv6:udp",
+            "",
+            "",
+            "fd00::1",
+        ),
+        (
+            [&["--encap", "gre", "--vlan", "5"][..], &outer6].concat(),
+            "eth:ethertype:vlan:ethertype:ipv6:gre:ip:udp",
+            "5",
+            "",
+            "10.0.0.1",
+        ),
+    ];
+    for (args, protos, vlans, vni, inner_src) in cases {
+        let cap = TempPath::new("template.pcap");
+        let mut a = vec![
+            "--count",
+            "200",
+            "--json",
+            "--latency-rate",
+            "off",
+            "--capture",
+            cap.str(),
+        ];
+        a.extend(&args);
+        let s = summary(&pktgen(&a));
+        // The receiver found the stamp through the headers: every frame counted in its stream.
+        assert_eq!(s["streams"][0]["rx_packets"], 200, "{args:?}: {s}");
+        let rows = tshark_fields(
+            cap.str(),
+            &[
+                "frame.protocols",
+                "ieee8021ad.id",
+                "vlan.id",
+                "vxlan.vni",
+                "ip.src",
+                "ipv6.src",
+                "ip.checksum.status",
+                "udp.checksum.status",
+            ],
+        );
+        assert_eq!(rows.len(), 200, "{args:?}");
+        for r in &rows {
+            assert!(r[0].starts_with(protos), "{args:?}: {r:?}");
+            let tags: Vec<&str> = [r[1].as_str(), r[2].as_str()]
+                .into_iter()
+                .filter(|t| !t.is_empty())
+                .collect();
+            assert_eq!(tags.join(","), vlans, "{args:?}: {r:?}");
+            assert_eq!(r[3], vni, "{args:?}: {r:?}");
+            // The inner source is the last address of its family in the frame.
+            assert!(
+                r[4].ends_with(inner_src) || r[5].ends_with(inner_src),
+                "{args:?}: {r:?}"
+            );
+            // 1 is "good"; 3 "not present", which RFC 768 allows for UDP over IPv4 (and RFC 7348
+            // asks of VXLAN's outer UDP), never over IPv6: as many good ones as UDP over IPv6.
+            for st in r[6].split(',').filter(|x| !x.is_empty()) {
+                assert_eq!(st, "1", "IPv4 header checksum: {args:?}: {r:?}");
+            }
+            let udp: Vec<&str> = r[7].split(',').collect();
+            assert!(
+                udp.iter().all(|&st| st == "1" || st == "3"),
+                "UDP checksum: {args:?}: {r:?}"
+            );
+            let over_v6 = r[0].matches("ipv6:udp").count();
+            assert!(
+                udp.iter().filter(|&&st| st == "1").count() >= over_v6,
+                "UDP checksum: {args:?}: {r:?}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs tshark"]
+fn ranges_vary_addresses_and_ports_with_the_checksums_right() {
+    let _one = serial();
+    let cap = TempPath::new("ranges.pcap");
+    let s = summary(&pktgen(&[
+        "--count",
+        "512",
+        "--json",
+        "--latency-rate",
+        "off",
+        "--capture",
+        cap.str(),
+        "--range",
+        "dst-ip:256:random",
+        "--range",
+        "src-ip:4",
+        "--range",
+        "dst-port:8",
+        "--range",
+        "src-mac:2",
+    ]));
+    assert_eq!(s["streams"][0]["rx_packets"], 512);
+    let rows = tshark_fields(
+        cap.str(),
+        &["ip.src", "ip.dst", "udp.dstport", "eth.src", "ip.checksum.status"],
+    );
+    let distinct = |k: usize| {
+        rows.iter()
+            .map(|r| r[k].clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    // In turn: exactly the range; at random: most of 256 values in 512 draws (expected 221).
+    assert_eq!(
+        distinct(0).into_iter().collect::<Vec<_>>(),
+        ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+    );
+    assert!((180..=256).contains(&distinct(1).len()), "{}", distinct(1).len());
+    assert!(distinct(1).iter().all(|a| a.starts_with("10.0.")), "{:?}", distinct(1));
+    assert_eq!(distinct(2).len(), 8);
+    assert_eq!(distinct(3).len(), 2);
+    assert!(rows.iter().all(|r| r[4] == "1"), "every IPv4 header checksum good");
+}
+
+#[test]
+fn the_throughput_search_finds_a_known_capacity_for_each_size() {
+    let _one = serial();
+    // Model ports that take 200 000 frames a second through a buffer of 50 ms worth: a trial of
+    // one second loses nothing up to 210 000, and at most 0.5 % up to 211 055.
+    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .env("RAWPKT_MODEL_RX_PPS", "200000")
+        .args([
+            "--search",
+            "--search-sizes",
+            "60,512,1514",
+            "--trial",
+            "1",
+            "--resolution",
+            "2%",
+            "--loss-threshold",
+            "0.5",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::output_within(child, Duration::from_secs(240), "pktgen --search");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (r, size) in rows.iter().zip([60, 512, 1514]) {
+        assert_eq!((r["type"].as_str(), r["size"].as_u64()), (Some("search"), Some(size)));
+        let pps = r["rate_pps"].as_f64().unwrap();
+        eprintln!("search {size} B: {pps:.0} pps against 210 000");
+        // Never above the answer; below it by the bracket's 2 %, and more when a trial below the
+        // capacity lost frames because a shared CPU stalled the receiver or the model NIC's
+        // thread for longer than their rings hold (20 ms here): 10 % in all.
+        assert!((189_000.0..=211_100.0).contains(&pps), "{size} B: {pps} pps: {r}");
+        assert!(r["loss"].as_f64().unwrap() <= 0.005, "{r}");
+    }
+}
+
+#[test]
+fn search_mistakes_are_one_line() {
+    let _one = serial();
+    fails_with(2, &["--search", "--rate", "1M"], "--search sets --rate itself");
+    fails_with(2, &["--search", "--search-sizes", "59"], "--search-sizes \"59\"");
+    fails_with(2, &["--search", "--port", "model:s/0"], "--search needs --rx-port");
+    fails_with(2, &["--search", "--resolution", "0%"], "--resolution 0%");
 }

@@ -39,9 +39,10 @@ pub struct Args {
     /// Flows, varied per packet through the UDP source port (src-port .. src-port + flows - 1).
     #[arg(long, default_value_t = 1)]
     pub flows: u32,
-    /// Frame size in bytes without FCS (60..=1514), or "imix" (7:4:1 of 60, 590, 1514).
-    #[arg(long, default_value = "60")]
-    pub size: String,
+    /// Frame size in bytes without FCS (60..=1514), or "imix" (7:4:1 of 60, 590, 1514)
+    /// [default: 60, or the smallest frame that holds --vlan/--encap headers and the stamp].
+    #[arg(long)]
+    pub size: Option<String>,
     /// Rate limit in packets per second over all cores, at least 1 (e.g. 1M, 500k, 14.88M).
     #[arg(long)]
     pub rate: Option<String>,
@@ -63,12 +64,64 @@ pub struct Args {
     /// Replay the frames of this pcap file instead of generating them.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
+    /// Replay at the file's own pace times this factor (10: ten times as fast), or "max": back
+    /// to back, as fast as the ring takes them (then --rate and --shape apply).
+    #[arg(long, default_value = "1", value_name = "FACTOR|max")]
+    pub pcap_speed: String,
+    /// Replay the file this many times, then stop [default: until --count or --duration].
+    #[arg(long, value_name = "N")]
+    pub pcap_loops: Option<u64>,
     /// Write received frames to this pcap file.
     #[arg(long)]
     pub capture: Option<PathBuf>,
     /// One JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How departures spread at --rate: constant, poisson (exponential gaps) or bursts:N
+    /// (N back to back every N / rate).
+    #[arg(long, default_value = "constant")]
+    pub shape: String,
+    /// Several streams from a file ([[stream]] tables; the README has the schema); what a
+    /// stream leaves out comes from the options above.
+    #[arg(long, value_name = "FILE")]
+    pub streams: Option<PathBuf>,
+    /// Rate of the latency stream sent beside the load on a queue of its own, or "off"
+    /// [default: 1000 with a receive port, except with --pcap].
+    #[arg(long, value_name = "RATE|off")]
+    pub latency_rate: Option<String>,
+    /// VLAN ID, or two (QinQ: outer 802.1ad tag, then 802.1Q), e.g. 100 or 100,200.
+    #[arg(long, value_name = "VID[,VID]")]
+    pub vlan: Option<String>,
+    /// Encapsulation: none, vxlan:VNI (outer UDP to 4789) or gre, over --outer-src-ip/--outer-dst-ip.
+    #[arg(long, default_value = "none", value_name = "none|vxlan:VNI|gre")]
+    pub encap: String,
+    #[arg(long, default_value = "192.168.0.1")]
+    pub outer_src_ip: IpAddr,
+    #[arg(long, default_value = "192.168.0.2")]
+    pub outer_dst_ip: IpAddr,
+    /// A field varying per packet over N values from the template's, in turn or at random:
+    /// src-ip, dst-ip, src-port, dst-port, src-mac or dst-mac (repeatable), e.g. dst-ip:256:random.
+    #[arg(long, value_name = "FIELD:N[:random]")]
+    pub range: Vec<String>,
+    /// RFC 2544 throughput: for each --search-sizes, the highest rate at which a --trial
+    /// loses at most --loss-threshold, by binary search; a table (or JSON) at the end.
+    #[arg(long)]
+    pub search: bool,
+    #[arg(long, default_value = crate::search::RFC2544_SIZES, value_name = "SIZES")]
+    pub search_sizes: String,
+    /// Seconds per search trial.
+    #[arg(long, default_value_t = 2.0, value_name = "S")]
+    pub trial: f64,
+    /// Search until the bracket is this narrow: a percentage of its top, or a rate.
+    #[arg(long, default_value = "1%", value_name = "PCT%|RATE")]
+    pub resolution: String,
+    /// Loss a passing trial may have, in percent.
+    #[arg(long, default_value_t = 0.0, value_name = "PCT")]
+    pub loss_threshold: f64,
+    /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
+    /// address, e.g. 127.0.0.1:9101).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +155,16 @@ pub struct Config {
     pub pcap: Option<PathBuf>,
     pub capture: Option<PathBuf>,
     pub json: bool,
+    pub shape: crate::stream::Shape,
+    pub streams: Option<PathBuf>,
+    /// The latency stream's rate, if there is one.
+    pub latency_rate: Option<f64>,
+    /// A replay's pace: the file's times divided by this factor; None: back to back.
+    pub pcap_speed: Option<f64>,
+    pub pcap_loops: Option<u64>,
+    pub metrics: Option<std::net::SocketAddr>,
+    pub headers: crate::template::Headers,
+    pub ranges: Vec<crate::template::Range>,
 }
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
@@ -133,6 +196,37 @@ pub fn rate(s: &str) -> Result<f64, String> {
     Ok(pps)
 }
 
+/// "100" or "100,200": one VLAN ID or two (QinQ), each from 0 to 4095.
+pub fn vlans(s: &str) -> Result<Vec<u16>, String> {
+    let v: Vec<u16> = s
+        .split(',')
+        .map(|x| x.trim().parse::<u16>().ok().filter(|&v| v < 4096))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("{s:?}: expected a VLAN ID from 0 to 4095, or two (QinQ) like 100,200"))?;
+    if v.len() > 2 {
+        return Err(format!("{s:?}: at most two VLAN tags (QinQ)"));
+    }
+    Ok(v)
+}
+
+/// "60" .. "1514", or "imix".
+pub fn size(s: &str) -> Result<Size, String> {
+    match s {
+        "imix" | "IMIX" => Ok(Size::Imix),
+        s => match s.parse::<usize>() {
+            Ok(n) if (60..=1514).contains(&n) => Ok(Size::Fixed(n)),
+            _ => Err(format!(
+                "--size {s:?}: expected a frame size from 60 to 1514 bytes, or imix"
+            )),
+        },
+    }
+}
+
+/// The latency stream's rate: 1000 packets a second by default, as TRex's latency streams and
+/// MoonGen's timestamping examples send about a thousand a second: enough for percentiles each
+/// second, and too few to change the load or to queue behind one another.
+pub const LATENCY_RATE: f64 = 1000.0;
+
 impl Config {
     pub fn from_args(a: Args) -> Result<Config, String> {
         let (tx_port, rx_port) = match (a.port, a.rx_port) {
@@ -143,26 +237,47 @@ impl Config {
         if a.capture.is_some() && rx_port.is_none() {
             return Err("--capture needs --rx-port (or no port at all: the model pair)".into());
         }
-        let size = match a.size.as_str() {
-            "imix" | "IMIX" => Size::Imix,
-            s => match s.parse::<usize>() {
-                Ok(n) if (60..=1514).contains(&n) => Size::Fixed(n),
-                _ => {
-                    return Err(format!(
-                        "--size {s:?}: expected a frame size from 60 to 1514 bytes, or imix"
-                    ))
-                }
-            },
-        };
+        let given = a.size.as_deref().map(size).transpose()?;
         if a.src_ip.is_ipv4() != a.dst_ip.is_ipv4() {
             return Err("--src-ip and --dst-ip must both be IPv4 or both IPv6".into());
         }
-        let min = crate::traffic::min_frame(a.src_ip);
+        let headers = crate::template::Headers {
+            vlan: a
+                .vlan
+                .as_deref()
+                .map(vlans)
+                .transpose()
+                .map_err(|e| format!("--vlan {e}"))?
+                .unwrap_or_default(),
+            encap: crate::template::Encap::parse(&a.encap).map_err(|e| format!("--encap {e}"))?,
+            outer: (a.outer_src_ip, a.outer_dst_ip),
+        };
+        if headers.encap != crate::template::Encap::None && a.outer_src_ip.is_ipv4() != a.outer_dst_ip.is_ipv4() {
+            return Err("--outer-src-ip and --outer-dst-ip must both be IPv4 or both IPv6".into());
+        }
+        let ranges: Vec<crate::template::Range> = a
+            .range
+            .iter()
+            .map(|r| crate::template::Range::parse(r).map_err(|e| format!("--range {e}")))
+            .collect::<Result<_, _>>()?;
+        crate::template::check_ranges(&ranges).map_err(|e| format!("--range: {e}"))?;
+        let min = crate::template::header_len(&headers, a.src_ip) + crate::traffic::STAMP_LEN;
+        let size = given.unwrap_or(Size::Fixed(min.max(60)));
         if let Size::Fixed(n) = size {
             if n < min && a.pcap.is_none() {
                 return Err(format!(
-                    "--size {n}: an IPv6 frame with pktgen's stamp needs at least {min} bytes"
+                    "--size {n}: these headers and pktgen's stamp need at least {min} bytes"
                 ));
+            }
+        }
+        for r in &ranges {
+            let base = match r.field {
+                crate::template::Field::SrcPort => a.src_port,
+                crate::template::Field::DstPort => a.dst_port,
+                _ => continue,
+            };
+            if u64::from(base) + u64::from(r.count) - 1 > 65535 {
+                return Err(format!("--range: a port range of {} from {base} passes 65535", r.count));
             }
         }
         if a.flows == 0 || u64::from(a.src_port) + u64::from(a.flows) - 1 > 65535 {
@@ -192,7 +307,60 @@ impl Config {
         if a.count == Some(0) {
             return Err("--count 0: nothing to send".into());
         }
+        let shape = crate::stream::Shape::parse(&a.shape).map_err(|e| format!("--shape {e}"))?;
+        if shape != crate::stream::Shape::Constant && a.rate.is_none() {
+            return Err(format!("--shape {}: needs --rate", a.shape));
+        }
+        if a.streams.is_some() && a.pcap.is_some() {
+            return Err("--streams and --pcap do not go together: a replay is one stream".into());
+        }
+        let pcap_speed = match a.pcap_speed.as_str() {
+            "max" => None,
+            x => match x.parse::<f64>() {
+                Ok(f) if f.is_finite() && (1e-3..=1e6).contains(&f) => Some(f),
+                _ => {
+                    return Err(format!(
+                        "--pcap-speed {x:?}: expected a factor from 0.001 to 1e6, or max"
+                    ))
+                }
+            },
+        };
+        if a.pcap.is_some() && pcap_speed.is_some() {
+            if a.rate.is_some() || shape != crate::stream::Shape::Constant {
+                return Err("--rate and --shape pace a back-to-back replay: add --pcap-speed max".into());
+            }
+            if a.cores > 1 {
+                return Err("a timed replay (--pcap-speed) runs on one core; --pcap-speed max on several".into());
+            }
+        }
+        if let Some(n) = a.pcap_loops {
+            if a.pcap.is_none() {
+                return Err("--pcap-loops needs --pcap".into());
+            }
+            if n == 0 || a.count.is_some() {
+                return Err(format!("--pcap-loops {n}: must be at least 1, and not with --count"));
+            }
+        }
+        let latency_rate = match a.latency_rate.as_deref() {
+            Some("off") => None,
+            Some(r) => {
+                if rx_port.is_none() {
+                    return Err("--latency-rate needs a receive port to measure at".into());
+                }
+                Some(rate(r).map_err(|e| e.replacen("--rate", "--latency-rate", 1))?)
+            }
+            None if rx_port.is_some() && a.pcap.is_none() => Some(LATENCY_RATE),
+            None => None,
+        };
         Ok(Config {
+            headers,
+            ranges,
+            metrics: a.metrics.as_deref().map(crate::metrics::parse_addr).transpose()?,
+            pcap_speed,
+            pcap_loops: a.pcap_loops,
+            shape,
+            streams: a.streams,
+            latency_rate,
             tx_port,
             rx_port,
             src_mac: mac("src-mac", &a.src_mac)?,

@@ -3,7 +3,11 @@
 
 mod cli;
 mod fail;
+mod metrics;
 mod report;
+mod search;
+mod stream;
+mod template;
 mod traffic;
 mod worker;
 
@@ -17,8 +21,9 @@ use clap::Parser;
 use cli::Config;
 use fail::Fail;
 use report::{Reporter, Summary};
+use stream::{Stream, StreamSpec};
 use traffic::Traffic;
-use worker::{Counters, TxPlan};
+use worker::{Counters, StreamCounters, TxPlan};
 
 fn main() -> ExitCode {
     // First of all, so that Ctrl-C at any time stops the run in order and prints the summary:
@@ -43,6 +48,12 @@ fn main() -> ExitCode {
             return exit(Fail::Usage(first.trim_start_matches("error: ").to_string()));
         }
     };
+    if args.search {
+        return match search_run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => exit(e),
+        };
+    }
     let cfg = match Config::from_args(args) {
         Ok(c) => c,
         Err(e) => return exit(Fail::Usage(e)),
@@ -58,6 +69,43 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--search`: checked here, trials run by `search`, each one pktgen with the options given.
+fn search_run(args: &cli::Args) -> Result<(), Fail> {
+    let s = search::Search::parse(&args.search_sizes, args.trial, &args.resolution, args.loss_threshold)
+        .map_err(Fail::Usage)?;
+    if args.port.is_some() && args.rx_port.is_none() {
+        return Err(Fail::Usage("--search needs --rx-port to count what arrives".into()));
+    }
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let name = |a: &str| a.split('=').next().unwrap_or("").to_string();
+    if let Some(a) = raw.iter().find(|a| search::TRIAL_OPTIONS.contains(&name(a).as_str())) {
+        return Err(Fail::Usage(format!("--search sets {} itself for each trial", name(a))));
+    }
+    // The user's options, without the search's own: each trial is pktgen with them.
+    // (--json says how the search reports; every trial reports in JSON.)
+    let own = [
+        "--search",
+        "--search-sizes",
+        "--trial",
+        "--resolution",
+        "--loss-threshold",
+        "--json",
+    ];
+    let mut base = Vec::new();
+    let mut it = raw.iter();
+    while let Some(a) = it.next() {
+        let n = name(a);
+        if own.contains(&n.as_str()) {
+            if n != "--search" && n != "--json" && !a.contains('=') {
+                it.next();
+            }
+            continue;
+        }
+        base.push(a.clone());
+    }
+    search::run(&s, &base, args.json)
+}
+
 fn exit(e: Fail) -> ExitCode {
     rawpkt::errln!("pktgen: {e}");
     ExitCode::from(e.code())
@@ -69,6 +117,21 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         Some(path) => Some(traffic::replay_file(path)?),
         None => None,
     };
+    // So is a stream file.
+    let mut specs = match &cfg.streams {
+        Some(path) => stream::read_file(path, &cfg)?,
+        None => vec![StreamSpec::from_config(&cfg)],
+    };
+    if let Some(r) = cfg.latency_rate {
+        if specs.len() == stream::MAX_STREAMS {
+            return Err(Fail::Usage(format!(
+                "{} streams and the latency stream are more than {} (--latency-rate off leaves it out)",
+                specs.len(),
+                stream::MAX_STREAMS
+            )));
+        }
+        specs.push(StreamSpec::latency(&cfg, r));
+    }
     let cpus: Vec<_> = core_affinity::get_core_ids().unwrap_or_default();
     // The model NIC polls on a CPU of its own when there is one to spare (the last).
     if cfg.tx_port.starts_with("model:") && std::env::var_os("RAWPKT_MODEL_CPU").is_none() && cpus.len() > cfg.cores {
@@ -102,17 +165,62 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         .dst_mac
         .or_else(|| rx_port.as_ref().and_then(|p| p.mac()))
         .unwrap_or(cli::DEFAULT_DST_MAC);
-    let traffic = Arc::new(match replay {
-        Some(t) => t,
-        None => Traffic::generated(&cfg, dst_mac),
-    });
+    let mut replay = replay;
+    if let Some(t) = &replay {
+        let load = &mut specs[0];
+        load.name = "pcap".into();
+        if let Some(x) = cfg.pcap_speed {
+            load.shape = stream::Shape::Timed(x);
+        }
+        if let Some(n) = cfg.pcap_loops {
+            load.count = Some(n.saturating_mul(t.times.len() as u64));
+        }
+    }
+    let mut streams: Vec<Stream> = specs
+        .into_iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let traffic = match replay.take().filter(|_| !spec.latency) {
+                Some(t) => t,
+                None => Traffic::generated(&spec, i as u8, cfg.src_mac, dst_mac),
+            };
+            Stream { spec, traffic }
+        })
+        .collect();
+    // Template tags unique over the run (see `traffic::Held`).
+    let mut base = 0u32;
+    for s in &mut streams {
+        s.traffic.tag_base = base;
+        base += s.traffic.templates() as u32;
+    }
+    let streams = Arc::new(streams);
+    let per_stream: Arc<Vec<StreamCounters>> = Arc::new(
+        streams
+            .iter()
+            .map(|s| StreamCounters::new(cfg.cores, s.spec.shape != stream::Shape::Constant))
+            .collect(),
+    );
 
     let tx_done = Arc::new(AtomicBool::new(false));
+    let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
+    let rx_counters = Arc::new(Counters::default());
+    if let Some(addr) = cfg.metrics {
+        metrics::serve(
+            addr,
+            metrics::Sources {
+                tx_port: cfg.tx_port.clone(),
+                rx_port: cfg.rx_port.clone(),
+                tx: tx_counters.clone(),
+                rx: rx_counters.clone(),
+                names: streams.iter().map(|s| s.spec.name.clone()).collect(),
+                streams: per_stream.clone(),
+            },
+        )
+        .map_err(Fail::Runtime)?;
+    }
     let rx_ready = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let deadline = cfg.duration.map(|d| epoch + Duration::from_secs_f64(d));
-    let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
-    let rx_counters = Arc::new(Counters::default());
 
     // CPUs: one per transmit core, one for a model NIC's own loop, one for the receiver. When
     // the receiver has none to itself it runs inside the first transmit core's loop: a spinning
@@ -142,6 +250,8 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         port,
         capture,
         counters: rx_counters.clone(),
+        streams: per_stream.clone(),
+        stamps: streams.iter().all(|s| s.traffic.stamped()),
         epoch,
     });
     let (rx_thread, mut inline_rx) = match rx_plan {
@@ -170,33 +280,31 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     let tx_threads: Vec<_> = (0..cfg.cores)
         .map(|core| {
-            let share = |total: u64| total / cfg.cores as u64 + u64::from((core as u64) < total % cfg.cores as u64);
             let plan = TxPlan {
                 core,
                 cores: cfg.cores,
                 cpu: cpus.get(core).copied(),
                 queues: cfg.queues_per_core,
                 burst: cfg.burst,
-                count: cfg.count.map(share),
-                rate: cfg.rate.map(|r| r / cfg.cores as f64),
                 deadline,
+                per_stream: per_stream.clone(),
             };
-            let (port, traffic, counters) = (tx_port.clone(), traffic.clone(), tx_counters[core].clone());
+            let (port, streams, counters) = (tx_port.clone(), streams.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };
             std::thread::spawn(move || {
                 // A core that panics stops the others (the guard is forgotten on return).
                 let on_panic = rawpkt::SetOnDrop(stop);
-                let r = worker::transmit(plan, port, traffic, epoch, stop, &counters, rx);
+                let r = worker::transmit(plan, port, streams, epoch, stop, &counters, rx);
                 std::mem::forget(on_panic);
                 r
             })
         })
         .collect();
 
-    let mut reporter = Reporter::new(&cfg, epoch);
+    let mut reporter = Reporter::new(&cfg, epoch, streams.iter().map(|s| s.spec.name.clone()).collect());
     while !tx_threads.iter().all(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
-        reporter.tick(&tx_counters, &rx_counters, false);
+        reporter.tick(&tx_counters, &rx_counters, &per_stream, false);
     }
     let mut errors = Vec::new();
     let mut hist = None;
@@ -215,7 +323,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         Some(Err(_)) => errors.push(Fail::Runtime("the receive thread panicked".into())),
         None => {}
     }
-    reporter.tick(&tx_counters, &rx_counters, true);
+    reporter.tick(&tx_counters, &rx_counters, &per_stream, true);
     // Rates over the time the cores were sending, not the set-up and the drain around it.
     let sending = tx_counters
         .iter()
@@ -227,7 +335,14 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     } else {
         tx_end
     };
-    let mut summary = Summary::collect(&tx_counters, &rx_counters, window, hist.as_ref(), rx_port.is_some());
+    let mut summary = Summary::collect(
+        &tx_counters,
+        &rx_counters,
+        window,
+        (&streams, &per_stream),
+        hist.as_deref(),
+        rx_port.is_some(),
+    );
     // The port's exact counter where the device has one; the CQEs' 8-bit counts add up to a
     // lower bound only.
     if let Some(d) = rx_port.as_ref().and_then(|p| p.device_drops()) {

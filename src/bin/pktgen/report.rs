@@ -1,12 +1,13 @@
 //! One line per second and port, and the final summary, as text or JSON lines.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
 use crate::cli::Config;
-use crate::worker::Counters;
+use crate::worker::{Counters, StreamCounters};
 
 /// Bytes a frame takes on the wire beyond its own: FCS (4), preamble (8), inter-frame gap (12).
 const L1_OVERHEAD: u64 = 24;
@@ -29,10 +30,45 @@ pub struct Reporter {
     epoch: Instant,
     next: Duration,
     last: ([u64; 4], [u64; 4], Duration),
+    /// Stream names, and each stream's (tx, rx, latency sum, samples) at the last line.
+    names: Vec<String>,
+    last_streams: Vec<[u64; 4]>,
+}
+
+/// Values of one stream for one interval line.
+struct StreamInterval {
+    tx: u64,
+    rx: u64,
+    /// Sent and not (yet) received, since the start: frames in flight count until they land.
+    lost: u64,
+    lat_mean: u64,
+    lat_max: u64,
+    jitter: u64,
+}
+
+fn stream_interval(c: &StreamCounters, last: &mut [u64; 4]) -> StreamInterval {
+    let (tx, rx) = (c.tx_total()[0], c.rx_total()[0]);
+    let (sum, n) = (
+        c.lat_sum_ns.load(Ordering::Relaxed),
+        c.lat_samples.load(Ordering::Relaxed),
+    );
+    // Saturating: a stream's sent count goes down at the end by the packets made and never
+    // sent (left in a burst when the run stopped).
+    let (dsum, dn) = (sum.saturating_sub(last[2]), n.saturating_sub(last[3]));
+    let i = StreamInterval {
+        tx: tx.saturating_sub(last[0]),
+        rx: rx.saturating_sub(last[1]),
+        lost: tx.saturating_sub(rx),
+        lat_mean: dsum.checked_div(dn).unwrap_or(0),
+        lat_max: c.lat_max_ns.swap(0, Ordering::Relaxed),
+        jitter: c.jitter_ns.load(Ordering::Relaxed),
+    };
+    *last = [tx, rx, sum, n];
+    i
 }
 
 impl Reporter {
-    pub fn new(cfg: &Config, epoch: Instant) -> Reporter {
+    pub fn new(cfg: &Config, epoch: Instant, names: Vec<String>) -> Reporter {
         Reporter {
             json: cfg.json,
             tx_name: cfg.tx_port.clone(),
@@ -40,11 +76,13 @@ impl Reporter {
             epoch,
             next: Duration::from_secs(1),
             last: ([0; 4], [0; 4], Duration::ZERO),
+            last_streams: vec![[0; 4]; names.len()],
+            names,
         }
     }
 
     /// Prints a line for each second that has passed (and, when `last`, for the final part).
-    pub fn tick(&mut self, tx: &[Arc<Counters>], rx: &Counters, last: bool) {
+    pub fn tick(&mut self, tx: &[Arc<Counters>], rx: &Counters, streams: &[StreamCounters], last: bool) {
         let now = self.epoch.elapsed();
         if now < self.next && !last {
             return;
@@ -64,9 +102,34 @@ impl Reporter {
         if last && dt.iter().chain(&dr).all(|&n| n == 0) {
             return;
         }
+        // Per stream only when there are several: with one, its line is the port's.
+        let per: Vec<StreamInterval> = if streams.len() > 1 {
+            streams
+                .iter()
+                .zip(self.last_streams.iter_mut())
+                .map(|(c, l)| stream_interval(c, l))
+                .collect()
+        } else {
+            Vec::new()
+        };
         if self.json {
+            let mut st = String::new();
+            if !per.is_empty() {
+                st = per
+                    .iter()
+                    .zip(&self.names)
+                    .map(|(i, name)| {
+                        format!(
+                            "{{\"name\":\"{name}\",\"tx_packets\":{},\"rx_packets\":{},\"lost\":{},\"latency_mean_ns\":{},\"latency_max_ns\":{},\"jitter_ns\":{}}}",
+                            i.tx, i.rx, i.lost, i.lat_mean, i.lat_max, i.jitter
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",");
+                st = format!(",\"streams\":[{st}]");
+            }
             rawpkt::outln!(
-                "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}}}",
+                "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
                 now.as_secs_f64(),
                 dt[0],
                 dt[0] as f64 / secs / 1e6,
@@ -93,6 +156,22 @@ impl Reporter {
                 );
             }
             line += &format!("  | drops {drops} errors {errors}");
+            for (i, name) in per.iter().zip(&self.names) {
+                line += &format!(
+                    "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  lost {}",
+                    i.tx as f64 / secs / 1e6,
+                    i.rx as f64 / secs / 1e6,
+                    i.lost
+                );
+                if i.rx > 0 {
+                    line += &format!(
+                        "  latency mean {:.1} max {:.1} jitter {:.1} µs",
+                        i.lat_mean as f64 / 1e3,
+                        i.lat_max as f64 / 1e3,
+                        i.jitter as f64 / 1e3
+                    );
+                }
+            }
             rawpkt::outln!("{line}");
         }
         self.last = (t, r, now);
@@ -104,12 +183,31 @@ impl Reporter {
     pub fn summary(&self, s: &Summary) {
         if self.json {
             let lat = match &s.latency {
-                Some(l) => format!(
-                    ",\"latency_ns\":{{\"samples\":{},\"min\":{},\"p50\":{},\"p99\":{},\"p999\":{},\"max\":{}}}",
-                    l.samples, l.min, l.p50, l.p99, l.p999, l.max
-                ),
+                Some(l) => format!(",\"latency_ns\":{}", l.json()),
                 None => String::new(),
             };
+            let streams: Vec<String> = s
+                .streams
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{}{}{}}}",
+                        t.name,
+                        t.latency_stream,
+                        t.tx[0],
+                        t.tx[1],
+                        t.tx[0] as f64 / s.seconds.max(1e-9) / 1e6,
+                        t.rx[0],
+                        t.rx[1],
+                        t.tx[0].saturating_sub(t.rx[0]),
+                        t.latency.as_ref().map_or(String::new(), |l| format!(",\"latency_ns\":{}", l.json())),
+                        t.departures
+                            .as_ref()
+                            .map_or(String::new(), |d| format!(",\"departures_ns\":{}", d.json()))
+                    )
+                })
+                .collect();
+            let lat = format!("{lat},\"streams\":[{}]", streams.join(","));
             rawpkt::outln!(
                 "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{}{lat}}}",
                 s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost()
@@ -147,6 +245,68 @@ impl Reporter {
                 l.samples
             );
         }
+        if s.streams.len() > 1 {
+            for t in &s.streams {
+                let mut line = format!(
+                    "  stream {}: tx {} packets ({:.3} Mpps, {} bytes)",
+                    t.name,
+                    t.tx[0],
+                    t.tx[0] as f64 / s.seconds.max(1e-9) / 1e6,
+                    t.tx[1]
+                );
+                if s.has_rx {
+                    line += &format!(", rx {} packets, lost {}", t.rx[0], t.tx[0].saturating_sub(t.rx[0]));
+                }
+                if let Some(l) = &t.latency {
+                    line += &format!(
+                        "; latency ns: min {} p50 {} p99 {} p99.9 {} max {}, jitter {}",
+                        l.min, l.p50, l.p99, l.p999, l.max, l.jitter
+                    );
+                }
+                if let Some(d) = &t.departures {
+                    line += &format!(
+                        "; gaps between departures ns: mean {:.1} cv {:.3} p50 {} p99 {}",
+                        d.mean, d.cv, d.p50, d.p99
+                    );
+                }
+                rawpkt::outln!("{line}");
+            }
+        }
+    }
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>, jitter: u64) -> Option<Latency> {
+        (!h.is_empty()).then(|| Latency {
+            samples: h.len(),
+            min: h.min(),
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            jitter,
+            // Buckets doubling from 1 µs: counts of samples at most each bound.
+            buckets: h
+                .iter_log(1000, 2.0)
+                .map(|v| (v.value_iterated_to(), v.count_since_last_iteration()))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+        })
+    }
+
+    fn json(&self) -> String {
+        let buckets: Vec<String> = self.buckets.iter().map(|(le, n)| format!("[{le},{n}]")).collect();
+        format!(
+            "{{\"samples\":{},\"min\":{},\"p50\":{},\"p99\":{},\"p999\":{},\"max\":{},\"jitter\":{},\"histogram\":[{}]}}",
+            self.samples,
+            self.min,
+            self.p50,
+            self.p99,
+            self.p999,
+            self.max,
+            self.jitter,
+            buckets.join(",")
+        )
     }
 }
 
@@ -157,6 +317,38 @@ pub struct Latency {
     pub p99: u64,
     pub p999: u64,
     pub max: u64,
+    /// RFC 3550 interarrival jitter at the end, ns (0 where it does not apply).
+    pub jitter: u64,
+    /// (upper bound in ns, samples in the bucket), doubling from 1 µs, empty buckets left out.
+    pub buckets: Vec<(u64, u64)>,
+}
+
+pub struct StreamSummary {
+    pub name: String,
+    pub latency_stream: bool,
+    pub tx: [u64; 2],
+    pub rx: [u64; 2],
+    pub latency: Option<Latency>,
+    pub departures: Option<Departures>,
+}
+
+/// Inter-departure times of a shaped stream, from the send stamps the receiver read.
+pub struct Departures {
+    pub gaps: u64,
+    pub mean: f64,
+    /// Coefficient of variation: standard deviation / mean (1 for exponential gaps).
+    pub cv: f64,
+    pub p50: u64,
+    pub p99: u64,
+}
+
+impl Departures {
+    fn json(&self) -> String {
+        format!(
+            "{{\"gaps\":{},\"mean\":{:.1},\"cv\":{:.4},\"p50\":{},\"p99\":{}}}",
+            self.gaps, self.mean, self.cv, self.p50, self.p99
+        )
+    }
 }
 
 pub struct Summary {
@@ -164,7 +356,9 @@ pub struct Summary {
     pub tx: [u64; 4],
     pub rx: [u64; 4],
     pub has_rx: bool,
+    /// Of every stamped frame, all streams together.
     pub latency: Option<Latency>,
+    pub streams: Vec<StreamSummary>,
 }
 
 impl Summary {
@@ -172,23 +366,56 @@ impl Summary {
         tx: &[Arc<Counters>],
         rx: &Counters,
         tx_time: Duration,
-        hist: Option<&Histogram<u64>>,
+        streams: (&[crate::stream::Stream], &[StreamCounters]),
+        hists: Option<&[crate::worker::RxHists]>,
         has_rx: bool,
     ) -> Summary {
-        let latency = hist.filter(|h| !h.is_empty()).map(|h| Latency {
-            samples: h.len(),
-            min: h.min(),
-            p50: h.value_at_quantile(0.5),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
+        let all = hists.and_then(|hs| {
+            let mut all = hs.first()?.latency.clone();
+            all.reset();
+            for h in hs {
+                all.add(&h.latency).ok()?;
+            }
+            Some(all)
         });
+        let latency = all.as_ref().and_then(|h| Latency::of(h, 0));
+        let streams = streams
+            .0
+            .iter()
+            .zip(streams.1)
+            .enumerate()
+            .map(|(i, (s, c))| StreamSummary {
+                name: s.spec.name.clone(),
+                latency_stream: s.spec.latency,
+                tx: c.tx_total(),
+                // A replay is the run's one stream, its frames unstamped: what the port got.
+                rx: if s.traffic.stamped() {
+                    c.rx_total()
+                } else {
+                    [rx.snapshot()[0], rx.snapshot()[1]]
+                },
+                latency: hists
+                    .and_then(|h| h.get(i))
+                    .and_then(|h| Latency::of(&h.latency, c.jitter_ns.load(Ordering::Relaxed))),
+                departures: hists
+                    .and_then(|h| h.get(i)?.gaps.as_ref())
+                    .filter(|g| !g.is_empty())
+                    .map(|g| Departures {
+                        gaps: g.len(),
+                        mean: g.mean(),
+                        cv: g.stdev() / g.mean().max(1e-9),
+                        p50: g.value_at_quantile(0.5),
+                        p99: g.value_at_quantile(0.99),
+                    }),
+            })
+            .collect();
         Summary {
             seconds: tx_time.as_secs_f64(),
             tx: sum(tx),
             rx: rx.snapshot(),
             has_rx,
             latency,
+            streams,
         }
     }
 

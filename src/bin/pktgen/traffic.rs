@@ -8,31 +8,23 @@
 //! by a checksum pktgen computes: the IPv4 header checksum covers neither, the IPv4 UDP checksum
 //! is 0 ("none"), and the IPv6 UDP checksum is offloaded to the NIC.
 
-use std::net::IpAddr;
-
-use rawpkt::flow::wire::{csum_add, csum_fold};
-
-use crate::cli::{Config, Size, IMIX};
+use crate::cli::{Size, IMIX};
 use crate::fail::Fail;
+use crate::stream::StreamSpec;
+use crate::template::{Field, Layout, Range, MAX_RANGES};
 
-/// Stamp after the UDP header: magic (2 bytes), sequence number (8), send time in ns (8).
+/// Stamp after the UDP header: magic (2 bytes), stream id (the top byte of the next 8) and
+/// sequence number (their low 56 bits), send time in ns (8). The stream id takes a byte of the
+/// number rather than a byte of its own: a 60-byte IPv4 frame has exactly 18 bytes after UDP.
 pub const STAMP_LEN: usize = 18;
 pub const MAGIC: [u8; 2] = [0x52, 0x54];
 
 const ETH: usize = 14;
 const UDP: usize = 8;
 
-fn ip_len(ip: IpAddr) -> usize {
-    if ip.is_ipv4() {
-        20
-    } else {
-        40
-    }
-}
-
-/// Smallest frame that holds the headers and the stamp.
-pub fn min_frame(ip: IpAddr) -> usize {
-    ETH + ip_len(ip) + UDP + STAMP_LEN
+/// Smallest frame of a stream's template that holds its headers and the stamp.
+pub fn min_len(s: &StreamSpec) -> usize {
+    crate::template::header_len(&s.headers, s.src_ip) + STAMP_LEN
 }
 
 /// Where the stamp sits in a frame of the given IP version.
@@ -61,7 +53,20 @@ pub fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
         )),
         e => Fail::Runtime(format!("--pcap {e}")),
     })?;
-    Traffic::replay(r.frames()).map_err(Fail::Runtime)
+    let t0 = r.get(0).map_or(0, |(t, _)| t);
+    // A capture's clock may step back (pcap has no rule against it); a frame dated before the
+    // one ahead of it leaves right after it.
+    let mut last = 0;
+    let times = r
+        .iter()
+        .map(|(t, _)| {
+            last = t.saturating_sub(t0).max(last);
+            last
+        })
+        .collect();
+    let mut t = Traffic::replay(r.frames()).map_err(Fail::Runtime)?;
+    t.times = times;
+    Ok(t)
 }
 
 pub struct Traffic {
@@ -74,75 +79,79 @@ pub struct Traffic {
     udp_src_off: usize,
     src_port: u16,
     flows: u32,
+    /// Fields that vary per packet, each with its template value (the low 32 bits of an
+    /// address or MAC, or a port), and the template's offsets.
+    ranges: Vec<(Range, u32)>,
+    layout: Layout,
+    /// The stream id, in the stamp's top byte of the sequence number.
+    tag: u64,
+    /// The templates of the streams before this one, so that a buffer's tag names a template
+    /// of the whole run: a buffer one stream used and another reuses gets the new template.
+    pub tag_base: u32,
+    /// A replay: each frame's time in the file, ns from the first.
+    pub times: Vec<u64>,
     /// Ask the NIC for the UDP checksum (IPv6 requires one; IPv4 sends 0, "none").
     pub tx_flags: u32,
 }
 
-/// One Ethernet/IP/UDP frame of `len` bytes to `dst_mac`; payload zero apart from the stamp space.
-fn build(cfg: &Config, dst_mac: [u8; 6], len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&cfg.src_mac);
-    let l3 = ETH;
-    let l4 = l3 + ip_len(cfg.src_ip);
-    let udp_len = (len - l4) as u16;
-    match (cfg.src_ip, cfg.dst_ip) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-            let h = &mut f[l3..l4];
-            h[0] = 0x45;
-            h[2..4].copy_from_slice(&((len - l3) as u16).to_be_bytes());
-            h[6] = 0x40; // DF
-            h[8] = 64;
-            h[9] = 17;
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let c = csum_fold(csum_add(0, h));
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-            let h = &mut f[l3..l4];
-            h[0] = 0x60;
-            h[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            h[6] = 17;
-            h[7] = 64;
-            h[8..24].copy_from_slice(&s.octets());
-            h[24..40].copy_from_slice(&d.octets());
-        }
-        _ => unreachable!("Config checks that both addresses are of one family"),
-    }
-    f[l4..l4 + 2].copy_from_slice(&cfg.src_port.to_be_bytes());
-    f[l4 + 2..l4 + 4].copy_from_slice(&cfg.dst_port.to_be_bytes());
-    f[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
-    let stamp = l4 + UDP;
-    f[stamp..stamp + 2].copy_from_slice(&MAGIC);
-    f
-}
-
 impl Traffic {
-    pub fn generated(cfg: &Config, dst_mac: [u8; 6]) -> Traffic {
+    /// Stream number `id` of a run.
+    pub fn generated(cfg: &StreamSpec, id: u8, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Traffic {
         let sizes: Vec<usize> = match cfg.size {
             Size::Fixed(n) => vec![n],
-            Size::Imix => IMIX.iter().map(|&(n, _)| n.max(min_frame(cfg.src_ip))).collect(),
+            Size::Imix => IMIX.iter().map(|&(n, _)| n.max(min_len(cfg))).collect(),
         };
         let schedule: Vec<u16> = match cfg.size {
             Size::Fixed(_) => vec![0],
             // Interleaved 7:4:1 rather than in runs, as traffic mixes arrive.
             Size::Imix => vec![0, 1, 0, 0, 1, 0, 2, 0, 1, 0, 0, 1],
         };
-        let frames: Vec<Vec<u8>> = sizes.iter().map(|&n| build(cfg, dst_mac, n)).collect();
-        let ipv6 = cfg.src_ip.is_ipv6();
-        let stamp_off = stamp_offset(ipv6);
+        let build = |n| {
+            crate::template::build(
+                &cfg.headers,
+                (src_mac, dst_mac),
+                (cfg.src_ip, cfg.dst_ip),
+                (cfg.src_port, cfg.dst_port),
+                n,
+            )
+        };
+        let layout = build(sizes[0]).1;
+        let frames: Vec<Vec<u8>> = sizes
+            .iter()
+            .map(|&n| {
+                let mut f = build(n).0;
+                // The magic is in the template; the rest of the stamp varies.
+                f[layout.l4 + UDP..][..2].copy_from_slice(&MAGIC);
+                f
+            })
+            .collect();
+        let f = &frames[0];
+        let ranges = cfg
+            .ranges
+            .iter()
+            .map(|&r| {
+                let at = range_offset(&layout, r.field);
+                let base = match r.field {
+                    Field::SrcPort | Field::DstPort => u32::from(u16::from_be_bytes([f[at], f[at + 1]])),
+                    _ => u32::from_be_bytes(f[at..at + 4].try_into().expect("4 bytes")),
+                };
+                (r, base)
+            })
+            .collect();
         Traffic {
             frames,
             schedule,
             stamped: true,
-            stamp_off,
-            udp_src_off: ETH + ip_len(cfg.src_ip),
+            stamp_off: layout.l4 + UDP,
+            udp_src_off: layout.l4,
+            ranges,
+            tx_flags: if layout.offload { rawpkt::flags::TX_L4_CSUM } else { 0 },
+            layout,
             src_port: cfg.src_port,
             flows: cfg.flows,
-            tx_flags: if ipv6 { rawpkt::flags::TX_L4_CSUM } else { 0 },
+            tag: u64::from(id) << 56,
+            tag_base: 0,
+            times: Vec::new(),
         }
     }
 
@@ -174,8 +183,13 @@ impl Traffic {
             stamped: false,
             stamp_off: 0,
             udp_src_off: 0,
+            ranges: Vec::new(),
+            layout: Layout::default(),
             src_port: 0,
             flows: 1,
+            tag: 0,
+            tag_base: 0,
+            times: Vec::new(),
             tx_flags: 0,
         })
     }
@@ -191,12 +205,13 @@ impl Traffic {
     /// the buffer holds from its last use (see [`Held`]): the whole template is copied only
     /// when that is not this packet's template, else just the fields that vary.
     #[inline]
-    pub fn write(&self, cursor: &mut Cursor, held: &mut u16, seq: u64, now_ns: u64, buf: &mut [u8]) {
+    pub fn write(&self, cursor: &mut Cursor, held: &mut u32, seq: u64, now_ns: u64, buf: &mut [u8]) {
         let t = self.schedule[cursor.slot];
         // Tags are template + 1, so a fresh buffer's 0 matches no template.
-        if *held != t + 1 {
+        let tag = self.tag_base + u32::from(t) + 1;
+        if *held != tag {
             buf.copy_from_slice(&self.frames[usize::from(t)]);
-            *held = t + 1;
+            *held = tag;
         }
         let flow = cursor.flow;
         // Counters that wrap instead of `%`: a 64-bit division per packet costs more than the
@@ -209,6 +224,9 @@ impl Traffic {
         if cursor.flow == self.flows {
             cursor.flow = 0;
         }
+        if !self.ranges.is_empty() {
+            self.vary(cursor, buf);
+        }
         if self.stamped {
             if self.flows > 1 {
                 let port = self.src_port.wrapping_add(flow as u16);
@@ -216,8 +234,49 @@ impl Traffic {
             }
             // The magic is in the template; the number and the time vary.
             let s = &mut buf[self.stamp_off + 2..self.stamp_off + STAMP_LEN];
-            s[0..8].copy_from_slice(&seq.to_be_bytes());
+            s[0..8].copy_from_slice(&(seq | self.tag).to_be_bytes());
             s[8..16].copy_from_slice(&now_ns.to_be_bytes());
+            for &(l3, l4, _) in &self.layout.sw_csums {
+                crate::template::udp6_csum(buf, l3, l4);
+            }
+        }
+    }
+
+    /// Sets the next value of every varying field, keeping the IPv4 header checksum right.
+    fn vary(&self, cursor: &mut Cursor, buf: &mut [u8]) {
+        let lay = &self.layout;
+        for (i, &(r, base)) in self.ranges.iter().enumerate() {
+            let idx = if r.random {
+                if cursor.rng == 0 {
+                    cursor.rng = 0x9e37_79b9_7f4a_7c15;
+                }
+                cursor.rng ^= cursor.rng >> 12;
+                cursor.rng ^= cursor.rng << 25;
+                cursor.rng ^= cursor.rng >> 27;
+                let x = cursor.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32;
+                // Multiply and shift rather than `%`: no division per packet (Lemire 2019).
+                ((x * u64::from(r.count)) >> 32) as u32
+            } else {
+                let v = cursor.ctr[i];
+                cursor.ctr[i] = if v + 1 == r.count { 0 } else { v + 1 };
+                v
+            };
+            let at = range_offset(lay, r.field);
+            match r.field {
+                Field::SrcPort | Field::DstPort => {
+                    buf[at..at + 2].copy_from_slice(&(base.wrapping_add(idx) as u16).to_be_bytes());
+                }
+                Field::SrcIp | Field::DstIp if !lay.v6 => {
+                    let new = base.wrapping_add(idx).to_be_bytes();
+                    let mut old = [0u8; 4];
+                    old.copy_from_slice(&buf[at..at + 4]);
+                    buf[at..at + 4].copy_from_slice(&new);
+                    let c = lay.l3 + 10;
+                    crate::template::csum_replace(&mut buf[c..c + 2], &old, &new);
+                }
+                // IPv6 has no header checksum; the UDP one is the NIC's or computed after.
+                _ => buf[at..at + 4].copy_from_slice(&base.wrapping_add(idx).to_be_bytes()),
+            }
         }
     }
 
@@ -227,16 +286,26 @@ impl Traffic {
         self.frames.iter().all(|f| f.len() == first).then_some(first)
     }
 
+    /// How many templates (frames) this traffic has.
+    pub fn templates(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether the frames carry pktgen's stamps (a replay's frames are sent as they are).
+    pub fn stamped(&self) -> bool {
+        self.stamped
+    }
+
     pub fn largest(&self) -> usize {
         self.frames.iter().map(Vec::len).max().unwrap_or(0)
     }
 }
 
 /// What each buffer of a transmit core's pool holds from its last use, by buffer index: the
-/// template + 1, or 0 for "unknown". Only the core that owns the pool writes its buffers (the
+/// template's number over all streams + 1 (`Traffic::tag_base`), or 0 for "unknown". Only the core that owns the pool writes its buffers (the
 /// NIC reads them), so a buffer keeps what was last written into it.
 pub struct Held {
-    tags: Vec<u16>,
+    tags: Vec<u32>,
 }
 
 impl Held {
@@ -247,32 +316,53 @@ impl Held {
     }
 
     #[inline]
-    pub fn of(&mut self, buffer: u32) -> &mut u16 {
+    pub fn of(&mut self, buffer: u32) -> &mut u32 {
         &mut self.tags[buffer as usize]
     }
 }
 
-/// Where a transmit core is in the size schedule and the flow cycle.
+/// Where a transmit core is in the size schedule, the flow cycle and the varying fields.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cursor {
     slot: usize,
     flow: u32,
+    ctr: [u32; MAX_RANGES],
+    rng: u64,
 }
 
-/// The stamp of a received frame, if it carries one: (sequence number, send time in ns).
-pub fn read_stamp(frame: &[u8]) -> Option<(u64, u64)> {
-    let ipv6 = match frame.get(12..14)? {
-        [0x08, 0x00] => false,
-        [0x86, 0xdd] => true,
-        _ => return None,
+/// Where a varying field's bytes are: the low 4 bytes of an address or MAC, or a port.
+fn range_offset(lay: &Layout, f: Field) -> usize {
+    match (f, lay.v6) {
+        (Field::SrcIp, false) => lay.l3 + 12,
+        (Field::DstIp, false) => lay.l3 + 16,
+        (Field::SrcIp, true) => lay.l3 + 8 + 12,
+        (Field::DstIp, true) => lay.l3 + 24 + 12,
+        (Field::SrcPort, _) => lay.l4,
+        (Field::DstPort, _) => lay.l4 + 2,
+        (Field::SrcMac, _) => 6 + 2,
+        (Field::DstMac, _) => 2,
+    }
+}
+
+/// The stamp of a received frame, if it carries one: (stream id, sequence number, send time in
+/// ns).
+pub fn read_stamp(frame: &[u8]) -> Option<(u8, u64, u64)> {
+    // Plain IPv4 first, where the magic is found at once: every run without a template. Else
+    // (the outer header of a tunnel, VLAN tags, IPv6) the headers are walked.
+    let plain = stamp_offset(false);
+    let off = if frame.get(12..14)? == [0x08, 0x00] && frame.get(plain..plain + 2)? == MAGIC {
+        plain
+    } else {
+        crate::template::stamp_offset_of(frame)?
     };
-    let off = stamp_offset(ipv6);
     let s = frame.get(off..off + STAMP_LEN)?;
     if s[0..2] != MAGIC {
         return None;
     }
+    let seq = u64::from_be_bytes(s[2..10].try_into().ok()?);
     Some((
-        u64::from_be_bytes(s[2..10].try_into().ok()?),
+        (seq >> 56) as u8,
+        seq & ((1 << 56) - 1),
         u64::from_be_bytes(s[10..18].try_into().ok()?),
     ))
 }
@@ -282,10 +372,12 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn cfg(args: &[&str]) -> Config {
+    fn cfg(args: &[&str]) -> StreamSpec {
         let a = crate::cli::Args::try_parse_from(std::iter::once("pktgen").chain(args.iter().copied())).unwrap();
-        Config::from_args(a).unwrap()
+        StreamSpec::from_config(&crate::cli::Config::from_args(a).unwrap())
     }
+
+    const MACS: ([u8; 6], [u8; 6]) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
 
     #[test]
     fn generated_frames_are_valid_and_stamped() {
@@ -294,7 +386,7 @@ mod tests {
             &["--src-ip", "fd00::1", "--dst-ip", "fd00::2", "--size", "128"],
         ] {
             let c = cfg(args);
-            let t = Traffic::generated(&c, [2, 0, 0, 0, 0, 2]);
+            let t = Traffic::generated(&c, 5, MACS.0, MACS.1);
             let mut cur = Cursor::default();
             // One buffer reused for every packet, as a pool's buffers are: after the first
             // packet only the fields that vary are written.
@@ -308,7 +400,7 @@ mod tests {
                 };
                 assert_eq!(udp.destination_port(), 5678);
                 assert_eq!(udp.source_port(), 1234 + (seq % u64::from(c.flows)) as u16);
-                assert_eq!(read_stamp(&buf), Some((seq, 1000 + seq)));
+                assert_eq!(read_stamp(&buf), Some((5, seq, 1000 + seq)));
                 let end = stamp_offset(c.src_ip.is_ipv6()) + STAMP_LEN;
                 assert!(buf[end..].iter().all(|&b| b == 0), "payload of the template, not 0xa5");
                 if let Some(etherparse::NetSlice::Ipv4(ip)) = p.net {
@@ -321,7 +413,7 @@ mod tests {
 
     #[test]
     fn imix_cycles_seven_four_one() {
-        let t = Traffic::generated(&cfg(&["--size", "imix"]), [2, 0, 0, 0, 0, 2]);
+        let t = Traffic::generated(&cfg(&["--size", "imix"]), 0, MACS.0, MACS.1);
         let mut cur = Cursor::default();
         let mut buf = vec![0u8; 1514];
         let mut held = 0;
@@ -330,7 +422,7 @@ mod tests {
                 let l = t.len_at(&cur);
                 t.write(&mut cur, &mut held, s, 0, &mut buf[..l]);
                 // Whatever the buffer held before, it now holds this packet's frame.
-                assert_eq!(read_stamp(&buf[..l]), Some((s, 0)));
+                assert_eq!(read_stamp(&buf[..l]), Some((0, s, 0)));
                 assert_eq!(
                     u16::from_be_bytes([buf[16], buf[17]]) as usize,
                     l - 14,

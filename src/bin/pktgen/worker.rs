@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
 
 use crate::fail::Fail;
+use crate::stream::{Pacer, Stream};
 use crate::traffic::{read_stamp, Traffic};
 
 /// Totals a worker publishes for the reporter.
@@ -36,6 +37,62 @@ impl Counters {
     }
 }
 
+/// Per-stream totals: sent per core (each slot written by its core only), received, and the
+/// receiver's latency figures, published as the port counters are.
+pub struct StreamCounters {
+    /// Packets and bytes, one pair per transmit core.
+    pub tx: Vec<[AtomicU64; 2]>,
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    /// Sum and number of latency samples so far, for a mean over any interval.
+    pub lat_sum_ns: AtomicU64,
+    pub lat_samples: AtomicU64,
+    /// Largest latency since the reporter last took it (it swaps in 0).
+    pub lat_max_ns: AtomicU64,
+    /// RFC 3550 interarrival jitter, ns.
+    pub jitter_ns: AtomicU64,
+    /// Latency quantiles over the run so far, refreshed every few thousand receive bursts
+    /// (for the metrics endpoint).
+    pub lat_p50_ns: AtomicU64,
+    pub lat_p99_ns: AtomicU64,
+    pub lat_p999_ns: AtomicU64,
+    /// Whether the receiver records the gaps between the stream's send stamps (its
+    /// inter-departure times): for shaped streams, where they are the point.
+    pub gaps: bool,
+}
+
+impl StreamCounters {
+    pub fn new(cores: usize, gaps: bool) -> StreamCounters {
+        StreamCounters {
+            gaps,
+            tx: (0..cores).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+            rx_packets: AtomicU64::new(0),
+            rx_bytes: AtomicU64::new(0),
+            lat_sum_ns: AtomicU64::new(0),
+            lat_samples: AtomicU64::new(0),
+            lat_max_ns: AtomicU64::new(0),
+            jitter_ns: AtomicU64::new(0),
+            lat_p50_ns: AtomicU64::new(0),
+            lat_p99_ns: AtomicU64::new(0),
+            lat_p999_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Packets and bytes sent, over all cores.
+    pub fn tx_total(&self) -> [u64; 2] {
+        self.tx.iter().fold([0, 0], |a, c| {
+            [a[0] + c[0].load(Ordering::Relaxed), a[1] + c[1].load(Ordering::Relaxed)]
+        })
+    }
+
+    pub fn rx_total(&self) -> [u64; 2] {
+        [
+            self.rx_packets.load(Ordering::Relaxed),
+            self.rx_bytes.load(Ordering::Relaxed),
+        ]
+    }
+}
+
 /// What one transmit core does.
 pub struct TxPlan {
     pub core: usize,
@@ -43,10 +100,8 @@ pub struct TxPlan {
     pub cpu: Option<core_affinity::CoreId>,
     pub queues: u16,
     pub burst: usize,
-    /// This core's share of the packets and of the rate.
-    pub count: Option<u64>,
-    pub rate: Option<f64>,
     pub deadline: Option<Instant>,
+    pub per_stream: Arc<Vec<StreamCounters>>,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -61,16 +116,88 @@ fn totals<'a>(qs: impl Iterator<Item = &'a rawpkt::QueueStats>) -> (u64, u64, u6
     })
 }
 
-/// A transmit core: its own pool and `queues` send queues, round robin per burst.
+/// One stream as a transmit core sends it.
+struct Lane {
+    stream: usize,
+    pacer: Pacer,
+    cursor: crate::traffic::Cursor,
+    bytes: u64,
+    fixed_len: Option<usize>,
+}
+
+impl Lane {
+    /// Makes up to what the pacer allows into `burst`; returns how many.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn fill(
+        &mut self,
+        t: &Traffic,
+        burst: &mut Burst,
+        held: &mut crate::traffic::Held,
+        elapsed_ns: u64,
+        now_ns: u64,
+        stride: u64,
+        core: u64,
+        room: usize,
+    ) -> Result<usize, Fail> {
+        let want = self.pacer.allowed(elapsed_ns, room);
+        if want == 0 {
+            return Ok(0);
+        }
+        let have = burst.len();
+        let got = burst.alloc(want, self.fixed_len.unwrap_or(t.largest()));
+        let mut k = self.pacer.made;
+        for i in have..have + got {
+            // Sequence numbers interleave across cores, so every packet's number is unique.
+            let seq = k * stride + core;
+            let len = match self.fixed_len {
+                Some(n) => n,
+                None => {
+                    let n = t.len_at(&self.cursor);
+                    burst
+                        .set_len(i, n)
+                        .map_err(|e| Fail::Runtime(format!("set_len: {e}")))?;
+                    n
+                }
+            };
+            let tag = held.of(burst.packet(i).buffer_index());
+            t.write(&mut self.cursor, tag, seq, now_ns, burst.data_mut(i));
+            if t.tx_flags != 0 {
+                burst.set_flags(i, t.tx_flags);
+            }
+            self.bytes += len as u64;
+            k += 1;
+        }
+        self.pacer.made = k;
+        Ok(got)
+    }
+}
+
+/// Takes the packets still in `burst` (made, never sent) off their streams' counts.
+fn unsent(lanes: &mut [Lane], burst: &Burst) {
+    for i in 0..burst.len() {
+        let d = burst.data(i);
+        let id = read_stamp(d).map_or(0, |(s, _, _)| usize::from(s));
+        // A replay is one unstamped stream: lane 0.
+        let k = lanes.iter().position(|l| l.stream == id).unwrap_or(0);
+        if let Some(l) = lanes.get_mut(k) {
+            l.pacer.made -= 1;
+            l.bytes -= d.len() as u64;
+        }
+    }
+}
+
+/// A transmit core: its own pool and `queues` send queues, round robin per burst; the first
+/// core also sends the latency stream, if any, on a queue of its own.
 pub fn transmit(
     plan: TxPlan,
     port: Arc<Port>,
-    traffic: Arc<Traffic>,
+    streams: Arc<Vec<Stream>>,
     epoch: Instant,
     stop: &AtomicBool,
     out: &Counters,
     inline_rx: Option<RxPlan>,
-) -> Result<Option<Histogram<u64>>, Fail> {
+) -> Result<Option<Vec<RxHists>>, Fail> {
     if let Some(cpu) = plan.cpu {
         if !core_affinity::set_for_current(cpu) {
             rawpkt::errln!(
@@ -82,16 +209,18 @@ pub fn transmit(
     }
     let mut receiver = inline_rx.map(Receiver::new).transpose()?;
     let qcfg = QueueConfig::default();
-    let buffers = (u32::from(plan.queues) * qcfg.size * 2 + 4 * plan.burst as u32).next_power_of_two();
+    // The latency stream's queue, on the first core, holds buffers too.
+    let lat_queue = u16::from(plan.core == 0 && streams.iter().any(|s| s.spec.latency));
+    let buffers = (u32::from(plan.queues + lat_queue) * qcfg.size * 2 + 4 * plan.burst as u32).next_power_of_two();
     let pool = Pool::new(PoolConfig {
         buffers,
         ..PoolConfig::default()
     })
     .map_err(|e| Fail::rawpkt(format_args!("core {}: packet pool", plan.core), e))?;
-    if traffic.largest() > pool.data_room() as usize {
+    let largest = streams.iter().map(|s| s.traffic.largest()).max().unwrap_or(0);
+    if largest > pool.data_room() as usize {
         return Err(Fail::Runtime(format!(
-            "frames of {} bytes do not fit {}-byte buffers",
-            traffic.largest(),
+            "frames of {largest} bytes do not fit {}-byte buffers",
             pool.data_room()
         )));
     }
@@ -99,52 +228,83 @@ pub fn transmit(
         .map(|q| port.tx_queue((plan.core as u16) * plan.queues + q, &pool, &qcfg))
         .collect::<Result<_, _>>()
         .map_err(|e| Fail::rawpkt(port.spec(), e))?;
+    let cores = plan.cores as u64;
+    let core = plan.core as u64;
+    // This core's share of each stream's count and rate; streams with no rate split the room of
+    // each burst between them.
+    let unpaced = streams
+        .iter()
+        .filter(|s| !s.spec.latency && s.spec.rate.is_none())
+        .count();
+    let lane = |i: usize, s: &Stream, share_of: u64| Lane {
+        stream: i,
+        pacer: Pacer::new(
+            s.spec.rate.map(|r| r / share_of as f64),
+            s.spec.shape,
+            s.spec.count.map(|t| t / share_of + u64::from(core < t % share_of)),
+            (i as u64) << 32 | core,
+            plan.burst / unpaced.max(1),
+            &s.traffic.times,
+        ),
+        cursor: crate::traffic::Cursor::default(),
+        bytes: 0,
+        fixed_len: s.traffic.fixed_len(),
+    };
+    let mut lanes: Vec<Lane> = streams
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.spec.latency)
+        .map(|(i, s)| lane(i, s, cores))
+        .collect();
+    // The latency stream: first core only, its own queue and burst, so that it never waits
+    // behind the load in a ring of ours.
+    let mut latency = match streams.iter().position(|s| s.spec.latency) {
+        Some(i) if plan.core == 0 => {
+            let q = port
+                .tx_queue(plan.cores as u16 * plan.queues, &pool, &qcfg)
+                .map_err(|e| Fail::rawpkt(format_args!("{}: the latency stream's queue", port.spec()), e))?;
+            Some((vec![lane(i, &streams[i], 1)], q, Burst::new(&pool, 4)))
+        }
+        _ => None,
+    };
     let mut burst = Burst::new(&pool, plan.burst);
     let mut held = crate::traffic::Held::new(pool.capacity());
-    // With one frame size `alloc` gives every packet its length; else each is set.
-    let fixed_len = traffic.fixed_len();
-    // Sequence numbers interleave across cores, so every packet's number is unique.
-    let mut k = 0u64;
-    let stride = plan.cores as u64;
-    let limit = plan.count.unwrap_or(u64::MAX);
     let start = Instant::now();
     let mut rr = 0;
     let mut iter = 0u32;
-    let mut cursor = crate::traffic::Cursor::default();
-    let flags = traffic.tx_flags;
     loop {
         iter = iter.wrapping_add(1);
         // From the first iteration on: a Ctrl-C that came while the ports opened sends nothing.
         if iter % 64 == 1 && (stop.load(Ordering::Relaxed) || plan.deadline.is_some_and(|d| Instant::now() >= d)) {
             break;
         }
-        // How many more this burst may add: the count limit, and the rate (credit since start).
-        let mut want = plan.burst - burst.len();
-        want = want.min((limit - k) as usize);
-        if want > 0 {
-            // One clock read per burst: the rate's credit and the send stamp of every packet.
+        let room = plan.burst - burst.len();
+        // The latency stream is looked at every 8th burst: its departures are then a few
+        // hundred ns late at most, and its stamps say when each left.
+        let lat_turn = latency.is_some() && iter % 8 == 0;
+        if room > 0 || lat_turn {
+            // One clock read per burst: the rates' credit and the send stamp of every packet.
             let now = Instant::now();
-            if let Some(r) = plan.rate {
-                // Packets made so far may not run ahead of rate × time since the start.
-                let credit = ((now - start).as_secs_f64() * r) as u64;
-                want = want.min(credit.saturating_sub(k) as usize);
-            }
+            let elapsed = (now - start).as_nanos() as u64;
             let now_ns = (now - epoch).as_nanos() as u64;
-            let have = burst.len();
-            let got = burst.alloc(want, fixed_len.unwrap_or(traffic.largest()));
-            for i in have..have + got {
-                let seq = k * stride + plan.core as u64;
-                if fixed_len.is_none() {
-                    burst
-                        .set_len(i, traffic.len_at(&cursor))
-                        .map_err(|e| Fail::Runtime(format!("set_len: {e}")))?;
+            if room > 0 {
+                for l in lanes.iter_mut() {
+                    let room = plan.burst - burst.len();
+                    if room == 0 {
+                        break;
+                    }
+                    let t = &streams[l.stream].traffic;
+                    l.fill(t, &mut burst, &mut held, elapsed, now_ns, cores, core, room)?;
                 }
-                let tag = held.of(burst.packet(i).buffer_index());
-                traffic.write(&mut cursor, tag, seq, now_ns, burst.data_mut(i));
-                if flags != 0 {
-                    burst.set_flags(i, flags);
+            }
+            if let Some((lat, q, b)) = latency.as_mut().filter(|_| lat_turn) {
+                let t = &streams[lat[0].stream].traffic;
+                let room = b.room();
+                lat[0].fill(t, b, &mut held, elapsed, now_ns, 1, 0, room)?;
+                if !b.is_empty() {
+                    q.tx_burst(b)
+                        .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
                 }
-                k += 1;
             }
         }
         if !burst.is_empty() {
@@ -157,7 +317,7 @@ pub fn transmit(
                 q.reclaim()
                     .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
             }
-            if k >= limit {
+            if lanes.iter().all(|l| l.pacer.done()) {
                 break;
             }
         }
@@ -165,26 +325,44 @@ pub fn transmit(
             r.poll()?;
         }
         if iter % PUBLISH_EVERY == 0 {
-            let (p, b, d, e) = totals(queues.iter().map(|q| q.stats()));
+            let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
             out.publish(p, b, d, e);
+            publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
         }
     }
     let sending_ns = start.elapsed().as_nanos() as u64;
     // Unsent packets go back to the pool; sent ones complete before the queues close.
+    unsent(&mut lanes, &burst);
     burst.clear();
+    if let Some((lat, _, b)) = latency.as_mut() {
+        unsent(lat, b);
+        b.clear();
+    }
     let give_up = Instant::now() + Duration::from_secs(2);
-    while queues.iter().any(|q| q.in_flight() > 0) && Instant::now() < give_up {
-        for q in queues.iter_mut() {
+    let in_flight = |qs: &[Box<dyn TxQueue>], lat: &Option<(Vec<Lane>, Box<dyn TxQueue>, Burst)>| {
+        qs.iter().chain(lat.as_ref().map(|l| &l.1)).any(|q| q.in_flight() > 0)
+    };
+    while in_flight(&queues, &latency) && Instant::now() < give_up {
+        for q in queues.iter_mut().chain(latency.as_mut().map(|l| &mut l.1)) {
             let _ = q.reclaim();
         }
         if let Some(r) = receiver.as_mut() {
             r.poll()?;
         }
     }
-    let (p, b, d, e) = totals(queues.iter().map(|q| q.stats()));
+    let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
     out.publish(p, b, d, e);
+    publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
     out.active_ns.store(sending_ns, Ordering::Relaxed);
     receiver.map(Receiver::finish).transpose()
+}
+
+fn publish_lanes(lanes: &[Lane], latency: Option<&[Lane]>, per_stream: &[StreamCounters], core: usize) {
+    for l in lanes.iter().chain(latency.into_iter().flatten()) {
+        let c = &per_stream[l.stream].tx[core];
+        c[0].store(l.pacer.made, Ordering::Relaxed);
+        c[1].store(l.bytes, Ordering::Relaxed);
+    }
 }
 
 pub type Capture = rawpkt::pcap::Writer<std::io::BufWriter<std::fs::File>>;
@@ -194,7 +372,33 @@ pub struct RxPlan {
     pub port: Arc<Port>,
     pub capture: Option<Capture>,
     pub counters: Arc<Counters>,
+    pub streams: Arc<Vec<StreamCounters>>,
+    /// Whether to read stamps: not in a replay, whose frames may carry another run's.
+    pub stamps: bool,
     pub epoch: Instant,
+}
+
+/// What the receiver measured of one stream: latency, and inter-departure times if asked for.
+pub struct RxHists {
+    pub latency: Histogram<u64>,
+    pub gaps: Option<Histogram<u64>>,
+}
+
+/// What the receiver knows of one stream between publications.
+struct RxStream {
+    packets: u64,
+    bytes: u64,
+    hist: Histogram<u64>,
+    lat_sum: u64,
+    lat_max: u64,
+    /// RFC 3550 section 6.4.1: J += (|D| - J) / 16, D the change in transit time between
+    /// consecutive frames of the stream; the last transit time.
+    jitter: f64,
+    transit: Option<i64>,
+    /// Inter-departure times (gaps between consecutive send stamps), when asked for, and the
+    /// last send stamp.
+    gaps: Option<Histogram<u64>>,
+    sent: u64,
 }
 
 /// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
@@ -203,7 +407,8 @@ pub struct Receiver {
     port: Arc<Port>,
     rx: Box<dyn rawpkt::RxQueue>,
     got: Burst,
-    hist: Histogram<u64>,
+    streams: Vec<RxStream>,
+    shared: Arc<Vec<StreamCounters>>,
     capture: Option<Capture>,
     capture_error: Option<String>,
     counters: Arc<Counters>,
@@ -211,6 +416,7 @@ pub struct Receiver {
     /// Unix time of `epoch` in ns: captures are dated in wall-clock time, as pcap readers expect.
     unix_base_ns: u64,
     iter: u32,
+    stamps: bool,
 }
 
 impl Receiver {
@@ -228,10 +434,29 @@ impl Receiver {
             .port
             .rx_queue(0, &pool, &qcfg)
             .map_err(|e| Fail::rawpkt(plan.port.spec(), e))?;
+        let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| Fail::Runtime(e.to_string()));
+        let streams = plan
+            .streams
+            .iter()
+            .map(|c| {
+                Ok(RxStream {
+                    packets: 0,
+                    bytes: 0,
+                    hist: hist()?,
+                    gaps: if c.gaps { Some(hist()?) } else { None },
+                    sent: NO_STAMP,
+                    lat_sum: 0,
+                    lat_max: 0,
+                    jitter: 0.0,
+                    transit: None,
+                })
+            })
+            .collect::<Result<_, Fail>>()?;
         Ok(Receiver {
             rx,
             got: Burst::new(&pool, RX_BURST),
-            hist: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| Fail::Runtime(e.to_string()))?,
+            streams,
+            shared: plan.streams,
             port: plan.port,
             capture: plan.capture,
             capture_error: None,
@@ -242,6 +467,7 @@ impl Receiver {
                 .saturating_sub(plan.epoch.elapsed().as_nanos() as u64),
             epoch: plan.epoch,
             iter: 0,
+            stamps: plan.stamps,
         })
     }
 
@@ -258,16 +484,37 @@ impl Receiver {
             // The stamps first, in a loop that does nothing else: every frame is a cache miss
             // (the NIC just wrote it from the other core), and a short loop body lets the CPU
             // have many of them in flight at once.
-            let count = self.got.len().min(RX_BURST);
+            let count = if self.stamps { self.got.len().min(RX_BURST) } else { 0 };
             let mut sent = [NO_STAMP; RX_BURST];
-            for (i, s) in sent[..count].iter_mut().enumerate() {
-                if let Some((_, t)) = read_stamp(self.got.data(i)) {
-                    *s = t;
+            let mut ids = [0u8; RX_BURST];
+            for (i, (s, id)) in sent[..count].iter_mut().zip(&mut ids[..count]).enumerate() {
+                if let Some((stream, _, t)) = read_stamp(self.got.data(i)) {
+                    (*s, *id) = (t, stream);
                 }
             }
-            for &t in &sent[..count] {
-                if t != NO_STAMP {
-                    self.hist.saturating_record(now.saturating_sub(t).max(1));
+            for (i, (&t, &id)) in sent[..count].iter().zip(&ids[..count]).enumerate() {
+                // Frames of no stream of ours (unstamped, or a stream id we did not send) count
+                // at the port only.
+                let Some(st) = self.streams.get_mut(usize::from(id)).filter(|_| t != NO_STAMP) else {
+                    continue;
+                };
+                let lat = now.saturating_sub(t).max(1);
+                st.packets += 1;
+                st.bytes += self.got.data(i).len() as u64;
+                st.hist.saturating_record(lat);
+                st.lat_sum += lat;
+                st.lat_max = st.lat_max.max(lat);
+                let transit = now as i64 - t as i64;
+                if let Some(prev) = st.transit.replace(transit) {
+                    st.jitter += ((transit - prev).unsigned_abs() as f64 - st.jitter) / 16.0;
+                }
+                if let Some(g) = st.gaps.as_mut() {
+                    // Frames of one core arrive in the order they left; a frame of another
+                    // core that left earlier is not a gap.
+                    if st.sent != NO_STAMP && t >= st.sent {
+                        g.saturating_record(t - st.sent);
+                    }
+                    st.sent = t;
                 }
             }
             if let Some(w) = self.capture.as_mut() {
@@ -284,15 +531,36 @@ impl Receiver {
             self.got.clear();
         }
         if n == 0 || self.iter % PUBLISH_EVERY == 0 {
-            let s = self.rx.stats();
-            self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+            self.publish();
         }
         Ok(n)
     }
 
+    fn publish(&mut self) {
+        // Quantiles walk the histogram (some µs): every 16th publication, and at the end.
+        let quantiles = self.iter % (PUBLISH_EVERY * 16) == 0 || self.iter == u32::MAX;
+        let s = self.rx.stats();
+        self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+        for (st, c) in self.streams.iter_mut().zip(self.shared.iter()) {
+            c.rx_packets.store(st.packets, Ordering::Relaxed);
+            c.rx_bytes.store(st.bytes, Ordering::Relaxed);
+            c.lat_sum_ns.store(st.lat_sum, Ordering::Relaxed);
+            c.lat_samples.store(st.hist.len(), Ordering::Relaxed);
+            c.lat_max_ns.fetch_max(st.lat_max, Ordering::Relaxed);
+            c.jitter_ns.store(st.jitter as u64, Ordering::Relaxed);
+            st.lat_max = 0;
+            if quantiles && !st.hist.is_empty() {
+                c.lat_p50_ns.store(st.hist.value_at_quantile(0.5), Ordering::Relaxed);
+                c.lat_p99_ns.store(st.hist.value_at_quantile(0.99), Ordering::Relaxed);
+                c.lat_p999_ns.store(st.hist.value_at_quantile(0.999), Ordering::Relaxed);
+            }
+        }
+    }
+
     /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
     /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
-    pub fn finish(mut self) -> Result<Histogram<u64>, Fail> {
+    /// Returns each stream's latency histogram.
+    pub fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
         let mut quiet_since = Instant::now();
         let give_up = quiet_since + Duration::from_secs(2);
         let stop = rawpkt::stop_flag();
@@ -304,21 +572,28 @@ impl Receiver {
                 break;
             }
         }
-        let s = self.rx.stats();
-        self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+        self.iter = u32::MAX;
+        self.publish();
         if let Some(mut w) = self.capture.take() {
             w.flush().map_err(|e| Fail::Runtime(e.to_string()))?;
         }
         match self.capture_error {
             Some(e) => Err(Fail::Runtime(format!("capture stopped: {e}"))),
-            None => Ok(self.hist),
+            None => Ok(self
+                .streams
+                .into_iter()
+                .map(|s| RxHists {
+                    latency: s.hist,
+                    gaps: s.gaps,
+                })
+                .collect()),
         }
     }
 }
 
 /// A receiver on its own thread: says when its queue exists (frames that arrive before it are
 /// not ours to count), polls until the senders are done, then finishes.
-pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Histogram<u64>, Fail> {
+pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<RxHists>, Fail> {
     let r = Receiver::new(plan);
     ready.store(true, Ordering::Release);
     let mut r = r?;

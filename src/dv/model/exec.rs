@@ -819,6 +819,24 @@ impl Device {
         if self.ports[port].dead {
             return;
         }
+        if let Some(pps) = self.cfg.rx_capacity_pps {
+            // A buffer of 50 ms worth, full at the first frame, as a device under test has one:
+            // the clock is the step's, and a step can carry many frames after the model's
+            // thread lost its CPU. So a run of T seconds loses nothing up to pps × (1 + 0.05 / T).
+            let now = self.now_ns();
+            let depth = (pps / 20.0).max(64.0);
+            let (tokens, last) = match self.ports[port].bucket {
+                (_, 0) => (depth, now),
+                b => b,
+            };
+            let tokens = (tokens + now.saturating_sub(last) as f64 * pps / 1e9).min(depth);
+            if tokens < 1.0 {
+                self.ports[port].bucket = (tokens, now);
+                self.ports[port].counters.rx_wire_drops += 1;
+                return;
+            }
+            self.ports[port].bucket = (tokens - 1.0, now);
+        }
         let no_buffer = self.take_fault(port, |f| matches!(f, Fault::RxNoBuffer { .. }));
         if let Some(Fault::RxNoBuffer { frames }) = no_buffer {
             if frames > 1 {

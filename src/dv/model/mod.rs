@@ -74,6 +74,11 @@ pub struct ModelConfig {
     pub strict_doorbell: bool,
     /// Write a trace of WQEs and CQEs here.
     pub trace: Option<std::path::PathBuf>,
+    /// Frames a second each port takes at most, through a buffer of 50 ms worth (at least 64
+    /// frames; full at the first frame), so that a run of T seconds loses nothing up to
+    /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
+    /// a slower device under test. None: no limit. Default from `RAWPKT_MODEL_RX_PPS`.
+    pub rx_capacity_pps: Option<f64>,
 }
 
 impl ModelConfig {
@@ -108,6 +113,10 @@ impl Default for ModelConfig {
             missing_doorbell_polls: 1,
             strict_doorbell: true,
             trace: std::env::var_os("RAWPKT_MODEL_TRACE").map(Into::into),
+            rx_capacity_pps: std::env::var("RAWPKT_MODEL_RX_PPS")
+                .ok()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|&r| r.is_finite() && r > 0.0),
         }
     }
 }
@@ -333,6 +342,8 @@ pub(crate) struct PortState {
     /// A fatal device error stopped the port: no send WQE runs and no frame is received again
     /// (the kernel's mlx5 `mlx5_enter_error_state` stops the function's DMA).
     dead: bool,
+    /// `rx_capacity_pps`: tokens left and when they were last counted (device ns).
+    bucket: (f64, u64),
 }
 
 /// The device state behind the NIC's lock.
@@ -439,6 +450,7 @@ impl Nic {
                 counters: PortCounters::default(),
                 inline_mode: cfg.inline_mode,
                 dead: false,
+                bucket: (0.0, 0),
             })
             .collect();
         let dev = Device {
