@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use rawpkt::dv::model::RawQueue;
 use rawpkt::dv::model::RqState;
+use rawpkt::dv::model::SpecialFlow;
 
 use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
@@ -1263,6 +1264,16 @@ unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *
             }
             // SAFETY: the caller's attribute blob (non-NULL).
             let bytes = unsafe { flow_bytes(attr) }?;
+            // SAFETY: as above.
+            let special = match unsafe { (*attr).type_ } {
+                IBV_FLOW_ATTR_SNIFFER => Some(SpecialFlow::Sniffer),
+                IBV_FLOW_ATTR_ALL_DEFAULT => Some(SpecialFlow::AllDefault),
+                IBV_FLOW_ATTR_MC_DEFAULT => Some(SpecialFlow::McDefault),
+                _ => None,
+            };
+            if let Some(kind) = special {
+                return create_special_flow(g, qp, bytes, kind);
+            }
             let parsed = rawpkt::flow::verbs::parse(&bytes).map_err(|e| e.errno)?;
             let refused = crate::objects::lock(&g.refuse_flow).clone();
             if !refused.is_empty()
@@ -1275,26 +1286,83 @@ unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *
             }
             // SAFETY: a live QP.
             let q = unsafe { &*qp.cast::<Qp>() };
-            // The destination is the QP's TIR: an RSS QP's, or a raw QP's own RQ's. A send-only
-            // raw QP has none (mlx5_ib creates no TIR without an RQ).
-            let tir = match &q.kind {
-                QpKind::Rss { tir } => *tir,
-                QpKind::Raw { rq: Some(r), .. } => r.tir,
-                QpKind::Raw { rq: None, .. } => return Err(EINVAL),
-            };
+            let tir = flow_tir(q)?;
             let id = g.nic.add_flow(q.port, parsed.rule, tir).map_err(|_| libc::ENOMEM)?;
-            let f = Box::into_raw(Box::new(Flow {
-                f: ibv_flow {
-                    comp_mask: 0,
-                    context: q.qp.context,
-                    handle: id as u32,
-                },
-                id,
-            }));
-            g.reg().add(f as usize, Kind::Flow, vec![qp as usize]);
-            Ok(f.cast::<ibv_flow>())
+            Ok(new_flow(g, qp, id))
         })())
     })
+}
+
+/// The flow object for model flow `id` on `qp`, registered as holding the QP.
+fn new_flow(g: &Global, qp: *mut ibv_qp, id: u64) -> *mut ibv_flow {
+    // SAFETY: a live QP (checked by the caller).
+    let context = unsafe { (*qp).context };
+    let f = Box::into_raw(Box::new(Flow {
+        f: ibv_flow {
+            comp_mask: 0,
+            context,
+            handle: id as u32,
+        },
+        id,
+    }));
+    g.reg().add(f as usize, Kind::Flow, vec![qp as usize]);
+    f.cast::<ibv_flow>()
+}
+
+/// The destination of a flow on `q`: an RSS QP's TIR, or a raw QP's own RQ's. A send-only raw
+/// QP has none (mlx5_ib creates no TIR without an RQ): EINVAL.
+fn flow_tir(q: &Qp) -> Result<usize, i32> {
+    match &q.kind {
+        QpKind::Rss { tir } => Ok(*tir),
+        QpKind::Raw { rq: Some(r), .. } => Ok(r.tir),
+        QpKind::Raw { rq: None, .. } => Err(EINVAL),
+    }
+}
+
+/// `IBV_FLOW_ATTR_SNIFFER`, `_ALL_DEFAULT` and `_MC_DEFAULT` on a raw or RSS QP, with the
+/// kernel's checks on the way. The caller checked CAP_NET_RAW, the only privilege today's
+/// `ib_uverbs_ex_create_flow` (drivers/infiniband/core/uverbs_cmd.c) asks for any flow type
+/// (4.x kernels also wanted CAP_NET_ADMIN for a sniffer). Then:
+/// - uverbs: DONT_TRAP on ALL_DEFAULT/MC_DEFAULT is EINVAL; the specs are converted as for
+///   any flow (unknown types, bad sizes: EINVAL);
+/// - mlx5_ib `mlx5_ib_create_flow` (drivers/infiniband/hw/mlx5/fs.c): a priority above 15 is
+///   ENOMEM, flags beyond DONT_TRAP|EGRESS and EGRESS on the default types EINVAL; the specs
+///   are then ignored: `create_sniffer_rule` and `create_leftovers_rule` build their own
+///   match. A sniffer needs the `allow_sniffer_and_nic_rx_shared_tir` cap (`get_flow_table`),
+///   which a ConnectX-5 has.
+///
+/// An EGRESS sniffer is not modelled: EOPNOTSUPP.
+fn create_special_flow(
+    g: &Global,
+    qp: *mut ibv_qp,
+    mut bytes: Vec<u8>,
+    kind: SpecialFlow,
+) -> Result<*mut ibv_flow, i32> {
+    let flags_at = std::mem::offset_of!(ibv_flow_attr, flags);
+    let type_at = std::mem::offset_of!(ibv_flow_attr, type_);
+    let flags = u32::from_ne_bytes(bytes[flags_at..flags_at + 4].try_into().expect("4 bytes"));
+    let egress = flags & IBV_FLOW_ATTR_FLAGS_EGRESS != 0;
+    if kind != SpecialFlow::Sniffer && (flags & IBV_FLOW_ATTR_FLAGS_DONT_TRAP != 0 || egress) {
+        return Err(EINVAL);
+    }
+    // The rest of the attribute and the specs get the checks of a NORMAL flow; what only the
+    // model could not express of a spec does not matter, since the specs are not used.
+    bytes[type_at..type_at + 4].copy_from_slice(&IBV_FLOW_ATTR_NORMAL.to_ne_bytes());
+    let kept = flags & !(IBV_FLOW_ATTR_FLAGS_DONT_TRAP | IBV_FLOW_ATTR_FLAGS_EGRESS);
+    bytes[flags_at..flags_at + 4].copy_from_slice(&kept.to_ne_bytes());
+    match rawpkt::flow::verbs::parse(&bytes) {
+        Ok(_) => {}
+        Err(e) if e.errno == libc::EOPNOTSUPP => {}
+        Err(e) => return Err(e.errno),
+    }
+    if egress {
+        return Err(libc::EOPNOTSUPP);
+    }
+    // SAFETY: a live QP (checked by the caller).
+    let q = unsafe { &*qp.cast::<Qp>() };
+    let tir = flow_tir(q)?;
+    let id = g.nic.add_special_flow(q.port, kind, tir).map_err(|_| libc::ENOMEM)?;
+    Ok(new_flow(g, qp, id))
 }
 
 unsafe extern "C" fn destroy_flow(flow: *mut ibv_flow) -> c_int {

@@ -3,7 +3,7 @@
 //! `docs/mlx5-notes.md` collects those rules, and what the model chose where no source says.
 #![allow(unsafe_code)]
 
-use super::{Device, Fault, Wire, CQN_BASE, WQN_BASE};
+use super::{Device, Fault, SpecialFlow, Wire, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
     cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
     ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
@@ -703,8 +703,12 @@ impl Device {
 
     /// Whether nothing on the far side of `port`'s wire reads the bytes of the frames sent on
     /// it: the `Null` wire, or a peer port with no receive queue, no flow steering and no fault
-    /// waiting for a frame. Frames sent then are counted without being looked at.
+    /// waiting for a frame, and no sniffer on `port` itself. Frames sent then are counted
+    /// without being looked at.
     fn nothing_reads(&self, port: usize) -> Option<Option<usize>> {
+        if self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
+            return None; // a sniffer reads what the port sends
+        }
         match self.ports[port].wire {
             Wire::Null => Some(None),
             Wire::Peer(p) => {
@@ -771,6 +775,9 @@ impl Device {
         let c = &mut self.ports[port].counters;
         c.tx_frames += 1;
         c.tx_bytes += frame.len as u64;
+        if self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
+            self.sniff_tx(port, frame);
+        }
         match &mut self.ports[port].wire {
             Wire::Peer(peer) => {
                 let peer = *peer;
@@ -865,39 +872,87 @@ impl Device {
         self.rss.hash(&input[..n])
     }
 
-    /// A frame arrives on a port behind flow steering (mlx5_ib `fs.c`: the bypass namespace's
-    /// tables in front of the netdev): every copy (DONT_TRAP) match and the stealing match, if
-    /// any, deliver to their TIR; a frame nothing steals also goes to Linux.
+    /// A frame arrives on a port behind flow steering (mlx5_ib `fs.c`): every sniffer gets a
+    /// copy (`MLX5_FLOW_NAMESPACE_SNIFFER_RX`, a root beside the NIC RX one); in the bypass
+    /// namespace every copy (DONT_TRAP) match and the stealing match, if any, deliver to their
+    /// TIR; a frame nothing steals goes on to the kernel's tables: Linux's when its netdev
+    /// takes it, else on to the leftovers namespace (ALL_DEFAULT, and MC_DEFAULT for
+    /// multicast), else dropped.
     fn steer(&mut self, port: usize, frame: &Frame<'_>, no_buffer: bool) {
         let mut scratch = std::mem::take(&mut self.scratch);
         let bytes = frame.wire(&mut scratch);
-        let mut tirs = [0usize; 8];
+        let mut tirs = [0usize; 16];
         let mut n = 0;
         if let Some(st) = self.ports[port].steering.as_ref() {
-            let verdict = st.set.classify(bytes);
-            for i in verdict.copy_rules().chain(verdict.stolen_by) {
+            let mut push = |tir: usize| {
                 if n < tirs.len() {
-                    tirs[n] = st.flows[i].2;
+                    tirs[n] = tir;
                     n += 1;
                 }
+            };
+            for f in st.special.iter().filter(|f| f.1 == SpecialFlow::Sniffer) {
+                push(f.2);
+            }
+            let verdict = st.set.classify(bytes);
+            for i in verdict.copy_rules().chain(verdict.stolen_by) {
+                push(st.flows[i].2);
             }
             if verdict.to_linux() {
-                self.ports[port].counters.rx_unclaimed += 1;
+                if st.netdev_accepts(bytes.get(..6).unwrap_or(&[])) {
+                    self.ports[port].counters.rx_unclaimed += 1;
+                } else {
+                    let multicast = bytes.first().is_some_and(|b| b & 1 != 0);
+                    let mut taken = false;
+                    for f in &st.special {
+                        if f.1 == SpecialFlow::AllDefault || (f.1 == SpecialFlow::McDefault && multicast) {
+                            push(f.2);
+                            taken = true;
+                        }
+                    }
+                    if !taken {
+                        self.ports[port].counters.rx_steer_missed += 1;
+                    }
+                }
             }
         }
         if n > 0 {
-            let parsed = pkt::parse(bytes);
-            for &tir in &tirs[..n] {
-                let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
-                    continue;
-                };
-                let mut input = [0u8; 36];
-                let len = rss_input_fields(bytes, &parsed, t.fields, &mut input);
-                let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };
-                let wq = t.table[hash as usize & (t.table.len() - 1)];
-                self.rx_into(port, wq, frame, Some((&parsed, hash)), no_buffer);
+            self.deliver_to_tirs(port, &tirs[..n], frame, bytes, no_buffer);
+        }
+        self.scratch = scratch;
+    }
+
+    /// Delivers `frame` (whose bytes as on the wire are `bytes`) once to each TIR of `tirs`:
+    /// Toeplitz over the TIR's fields picks the WQ of its table.
+    fn deliver_to_tirs(&mut self, port: usize, tirs: &[usize], frame: &Frame<'_>, bytes: &[u8], no_buffer: bool) {
+        let parsed = pkt::parse(bytes);
+        for &tir in tirs {
+            let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
+                continue;
+            };
+            let mut input = [0u8; 36];
+            let len = rss_input_fields(bytes, &parsed, t.fields, &mut input);
+            let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };
+            let wq = t.table[hash as usize & (t.table.len() - 1)];
+            self.rx_into(port, wq, frame, Some((&parsed, hash)), no_buffer);
+        }
+    }
+
+    /// A frame leaves `port`: each sniffer of the port gets a copy
+    /// (`MLX5_FLOW_NAMESPACE_SNIFFER_TX`), as it leaves, checksums filled in.
+    fn sniff_tx(&mut self, port: usize, frame: &Frame<'_>) {
+        let mut tirs = [0usize; 16];
+        let mut n = 0;
+        if let Some(st) = self.ports[port].steering.as_ref() {
+            for f in st.special.iter().filter(|f| f.1 == SpecialFlow::Sniffer) {
+                if n < tirs.len() {
+                    tirs[n] = f.2;
+                    n += 1;
+                }
             }
         }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let bytes = frame.wire(&mut scratch);
+        self.deliver_to_tirs(port, &tirs[..n], frame, bytes, false);
         self.scratch = scratch;
     }
 

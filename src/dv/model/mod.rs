@@ -134,8 +134,13 @@ pub struct PortCounters {
     pub rx_bytes: u64,
     /// Frames dropped because the RQ had no posted WQE (`out_of_buffer`).
     pub rx_out_of_buffer: u64,
-    /// Frames no queue took; on a bifurcated port these are Linux's.
+    /// Frames no queue took; on a bifurcated port these are Linux's (those its netdev accepts,
+    /// see [`Nic::set_netdev_filter`]).
     pub rx_unclaimed: u64,
+    /// Frames on a port behind flow steering that no bypass rule stole, the netdev did not
+    /// accept and no leftovers rule took: dropped by the NIC, as mlx5e's
+    /// `rx_steer_missed_packets` counts them.
+    pub rx_steer_missed: u64,
     /// Frames dropped because the receiving WQ was in the error state.
     pub rx_wq_error: u64,
     pub tx_error_cqes: u64,
@@ -290,16 +295,62 @@ struct TirObj {
     rss: crate::flow::rss::ToeplitzTable,
 }
 
+/// The verbs flow types that are no match-and-steer rule of the bypass tables: mlx5_ib
+/// (`get_flow_table`, drivers/infiniband/hw/mlx5/fs.c) puts them in namespaces of their own
+/// and builds their match itself, whatever specs the flow carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecialFlow {
+    /// `IBV_FLOW_ATTR_SNIFFER` (`create_sniffer_rule`): one empty-match rule in
+    /// `MLX5_FLOW_NAMESPACE_SNIFFER_RX` and one in `_SNIFFER_TX`, so a copy of every frame the
+    /// port receives and of every frame it sends, beside (not instead of) normal steering.
+    Sniffer,
+    /// `IBV_FLOW_ATTR_ALL_DEFAULT` (`create_leftovers_rule`): rules in
+    /// `MLX5_FLOW_NAMESPACE_LEFTOVERS`, the root after the kernel's own tables, so frames that
+    /// no bypass rule stole and the netdev's tables did not take.
+    AllDefault,
+    /// `IBV_FLOW_ATTR_MC_DEFAULT`: the multicast rule of those only (dst MAC bit 0 set).
+    McDefault,
+}
+
 /// Flow steering of a port, when the model library turned it on: the NIC's bypass tables in
-/// front of the Linux netdev. Frames nothing steals are Linux's (`rx_unclaimed`).
+/// front of the Linux netdev. Frames nothing steals are Linux's (`rx_unclaimed`) when the
+/// netdev accepts them, else the leftovers rules' or dropped (`rx_steer_missed`).
 #[derive(Default)]
 struct Steering {
     /// (flow id, rule, TIR index) in installation order.
     flows: Vec<(u64, crate::flow::rule::FlowRule, usize)>,
     set: crate::flow::matcher::RuleSet,
+    /// (flow id, kind, TIR index): sniffer and leftovers rules.
+    special: Vec<(u64, SpecialFlow, usize)>,
+    /// The unicast address the netdev's L2 table holds; `None`: the netdev takes every frame
+    /// (promiscuous), so the leftovers namespace sees none.
+    netdev_mac: Option<[u8; 6]>,
 }
 
 impl Steering {
+    /// Whether the netdev (mlx5e's L2 table, in front of the leftovers namespace) takes a frame
+    /// to `dst`: its own address, broadcast, and the multicast groups Linux joins on every
+    /// interface with IPv4 and an IPv6 link-local address: 224.0.0.1 (all-hosts, `ip_mc_up`),
+    /// ff02::1 (all-nodes, `ipv6_add_dev`) and the link-local address's solicited-node group
+    /// (`addrconf_join_solict`), which is `33:33:ff` and the MAC's last three bytes.
+    fn netdev_accepts(&self, dst: &[u8]) -> bool {
+        let Some(mac) = self.netdev_mac else {
+            return true;
+        };
+        let Ok(dst) = <[u8; 6]>::try_from(dst) else {
+            return false;
+        };
+        dst == mac
+            || dst == [0xff; 6]
+            || dst == [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01]
+            || dst == [0x33, 0x33, 0x00, 0x00, 0x00, 0x01]
+            || dst == [0x33, 0x33, 0xff, mac[3], mac[4], mac[5]]
+    }
+
+    fn sniffs(&self) -> bool {
+        self.special.iter().any(|f| f.1 == SpecialFlow::Sniffer)
+    }
+
     fn rebuild(&mut self) {
         let mut set = crate::flow::matcher::RuleSet::new();
         for (_, r, _) in &self.flows {
@@ -705,6 +756,7 @@ impl Nic {
         for p in &mut d.ports {
             if let Some(st) = p.steering.as_mut() {
                 st.flows.retain(|f| f.2 != tir);
+                st.special.retain(|f| f.2 != tir);
                 st.rebuild();
             }
         }
@@ -740,11 +792,47 @@ impl Nic {
         Ok(id)
     }
 
+    /// Installs a sniffer or leftovers flow on a steered port, delivering to `tir`; returns its
+    /// id. Every such flow gets its copy: a second rule of the same (empty or fixed) match in
+    /// the kernel's table joins the first one's entry as one more destination.
+    pub fn add_special_flow(&self, port: usize, kind: SpecialFlow, tir: usize) -> Result<u64, String> {
+        let mut d = self.dev();
+        if d.tirs.get(tir).and_then(Option::as_ref).is_none() {
+            return Err(format!("no TIR {tir}"));
+        }
+        let id = d.next_flow;
+        let st = d
+            .ports
+            .get_mut(port)
+            .and_then(|p| p.steering.as_mut())
+            .ok_or_else(|| format!("port {port} has no flow steering"))?;
+        if st.special.len() == crate::flow::matcher::MAX_RULES {
+            return Err(format!("port {port} holds {} such flows already", st.special.len()));
+        }
+        st.special.push((id, kind, tir));
+        d.next_flow += 1;
+        Ok(id)
+    }
+
+    /// Gives a steered port's netdev the unicast address its L2 table holds: from then on it
+    /// takes only frames to that address, broadcast and the groups Linux joins
+    /// (`Steering::netdev_accepts`), and the rest goes to the leftovers rules or is dropped.
+    /// `None` (the default): the netdev takes every frame no rule stole, as a promiscuous one.
+    pub fn set_netdev_filter(&self, port: usize, mac: Option<[u8; 6]>) {
+        if let Some(st) = self.dev().ports.get_mut(port).and_then(|p| p.steering.as_mut()) {
+            st.netdev_mac = mac;
+        }
+    }
+
     /// Removes a flow; false when no port has it.
     pub fn remove_flow(&self, id: u64) -> bool {
         let mut d = self.dev();
         for p in &mut d.ports {
             if let Some(st) = p.steering.as_mut() {
+                if let Some(i) = st.special.iter().position(|f| f.0 == id) {
+                    st.special.remove(i);
+                    return true;
+                }
                 if let Some(i) = st.flows.iter().position(|f| f.0 == id) {
                     st.flows.remove(i);
                     st.rebuild();
@@ -761,7 +849,7 @@ impl Nic {
             .ports
             .get(port)
             .and_then(|p| p.steering.as_ref())
-            .map_or(0, |s| s.flows.len())
+            .map_or(0, |s| s.flows.len() + s.special.len())
     }
 
     fn handle(&self, obj: Obj, mem: Arc<ObjMem>) -> KeepAlive {
