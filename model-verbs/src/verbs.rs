@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use rawpkt::dv::model::RawQueue;
 use rawpkt::dv::model::RqState;
 use rawpkt::dv::model::SpecialFlow;
+use rawpkt::dv::model::{TIR_SELF_LB_MC, TIR_SELF_LB_UC};
 
 use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
@@ -138,12 +139,17 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.ibv_create_flow = Some(create_flow);
     vctx.ibv_destroy_flow = Some(destroy_flow);
     let cq_uar_reg = cq_uar.base().cast();
+    static NEXT_TD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let td = NEXT_TD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let c = Box::into_raw(Box::new(Context {
         vctx,
         port,
         cq_uar,
         cq_uar_reg,
+        td,
     }));
+    // mlx5_ib_alloc_ucontext -> mlx5_ib_alloc_transport_domain: one more user domain.
+    crate::loopback::enable(g, port, true, false);
     // SAFETY: just allocated; the context is the last field of the verbs_context at its start.
     let ctx = unsafe { std::ptr::addr_of_mut!((*c).vctx.context) };
     g.reg().add(ctx as usize, Kind::Context, Vec::new());
@@ -163,6 +169,8 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         drop(reg);
         crate::devx::forget(context as usize);
         let c = Context::from_ctx(context);
+        // SAFETY: a live context (checked above).
+        crate::loopback::disable(g, unsafe { (*c).port }, true, false);
         // SAFETY: a live context from open_device; its fds are its own.
         unsafe {
             libc::close((*c).vctx.context.cmd_fd);
@@ -604,6 +612,68 @@ unsafe extern "C" fn create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_i
     })
 }
 
+/// `mlx5dv_create_qp` (providers/mlx5/verbs.c `create_qp` with vendor attributes) for what the
+/// model has: RAW_PACKET QPs, with `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC`/`_MC`, which
+/// libmlx5 passes on as `MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC`/`_MC` (EOPNOTSUPP on another QP
+/// type) and mlx5_ib turns into the QP's TIR's `self_lb_block` bits, counting the QP for the
+/// port's local loopback (`create_raw_packet_qp_tir`, `create_rss_raw_qp_tir`: a QP without a
+/// TIR, send-only, counts for nothing). Other vendor attributes (DC, send ops, streams) and
+/// flags (tunnel offloads, scatter to CQE, ...) are not modelled: EOPNOTSUPP, as libmlx5
+/// answers what it does not know.
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_create_qp(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+    mlx5_attr: *mut rdma_abi::mlx5dv_qp_init_attr,
+) -> *mut ibv_qp {
+    guard(std::ptr::null_mut(), || {
+        ptr_or_errno((|| {
+            if attr.is_null() {
+                return Err(EINVAL);
+            }
+            let mut flags = 0;
+            if !mlx5_attr.is_null() {
+                // SAFETY: the caller's vendor attributes (non-NULL).
+                let m = unsafe { &*mlx5_attr };
+                if m.comp_mask & !u64::from(rdma_abi::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) != 0 {
+                    return Err(libc::EOPNOTSUPP);
+                }
+                if m.comp_mask != 0 {
+                    flags = m.create_flags;
+                }
+            }
+            let uc = rdma_abi::MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC;
+            let mc = rdma_abi::MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC;
+            if flags & !(uc | mc) != 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: the caller's attr struct, valid for reading and writing (caps come back).
+            let a = unsafe { &mut *attr };
+            if flags != 0 && a.qp_type != IBV_QPT_RAW_PACKET {
+                return Err(libc::EOPNOTSUPP);
+            }
+            let qp = create_qp(context, a)?;
+            let self_lb =
+                if flags & uc != 0 { TIR_SELF_LB_UC } else { 0 } | if flags & mc != 0 { TIR_SELF_LB_MC } else { 0 };
+            // SAFETY: just created, not yet seen by the caller.
+            let q = unsafe { &mut *qp.cast::<Qp>() };
+            let tir = match &q.kind {
+                QpKind::Rss { tir } => Some(*tir),
+                QpKind::Raw { rq, .. } => rq.as_ref().map(|r| r.tir),
+            };
+            if let (Some(tir), true) = (tir, self_lb != 0) {
+                // SAFETY: the QP's live context.
+                let td = unsafe { (*Context::from_ctx(context)).td };
+                let g = g()?;
+                g.nic.set_tir_domain(tir, td, self_lb);
+                q.self_lb = self_lb;
+                crate::loopback::enable(g, q.port, false, true);
+            }
+            Ok(qp)
+        })())
+    })
+}
+
 fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
@@ -645,12 +715,24 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
         QpKind::Rss { tir, .. } => 0x80_0000 | *tir as u32,
     };
     q.handle = q.qp_num;
+    // SAFETY: a live context.
+    let td = unsafe { (*Context::from_ctx(context)).td };
+    match &kind {
+        QpKind::Raw { sq, rq, .. } => {
+            g.nic.set_sq_domain(sq.qpn(), td);
+            if let Some(r) = rq {
+                g.nic.set_tir_domain(r.tir, td, 0);
+            }
+        }
+        QpKind::Rss { tir } => g.nic.set_tir_domain(*tir, td, 0),
+    }
     let qp = Box::into_raw(Box::new(Qp {
         qp: q,
         port,
         kind,
         cap: a.cap,
         sq_sig_all: a.sq_sig_all,
+        self_lb: 0,
     }));
     let mut holds = holds;
     holds.extend([context as usize, a.pd as usize]);
@@ -980,6 +1062,10 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             g.reg().remove(qp as usize, Kind::Qp)?;
             // SAFETY: allocated by create_qp, out of the registry now.
             let q = unsafe { Box::from_raw(qp.cast::<Qp>()) };
+            if q.self_lb != 0 {
+                // mlx5_ib `destroy_raw_packet_qp_tir` / `destroy_rss_raw_qp_tir`.
+                crate::loopback::disable(g, q.port, false, true);
+            }
             match &q.kind {
                 QpKind::Raw { sq, send_cq, rq, .. } => {
                     // SAFETY: the send CQ outlives its QPs (it was held until the removal above).

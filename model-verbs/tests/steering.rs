@@ -62,9 +62,16 @@ struct Qp {
 }
 
 unsafe fn raw_qp(d: &Dev, send: bool) -> Qp {
+    raw_qp_flags(d, send, None)
+}
+
+/// As [`raw_qp`]; with `dv_flags`, made by `mlx5dv_create_qp` with those create flags.
+unsafe fn raw_qp_flags(d: &Dev, send: bool, dv_flags: Option<u32>) -> Qp {
     let cq = ibv_create_cq(d.ctx, 256, null_mut(), null_mut(), 0);
     assert!(!cq.is_null());
-    let mut a: ibv_qp_init_attr = std::mem::zeroed();
+    let mut a: ibv_qp_init_attr_ex = std::mem::zeroed();
+    a.comp_mask = IBV_QP_INIT_ATTR_PD;
+    a.pd = d.pd;
     a.send_cq = cq;
     a.recv_cq = cq;
     a.cap.max_send_wr = if send { 64 } else { 0 };
@@ -73,7 +80,15 @@ unsafe fn raw_qp(d: &Dev, send: bool) -> Qp {
     a.cap.max_recv_wr = 64;
     a.cap.max_recv_sge = 1;
     a.qp_type = IBV_QPT_RAW_PACKET;
-    let qp = ibv_create_qp(d.pd, &mut a);
+    let qp = match dv_flags {
+        None => (*vctx(d.ctx)).create_qp_ex.unwrap()(d.ctx, &mut a),
+        Some(f) => {
+            let mut m: mlx5dv_qp_init_attr = std::mem::zeroed();
+            m.comp_mask = u64::from(MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS);
+            m.create_flags = f;
+            mlx5dv_create_qp(d.ctx, &mut a, &mut m)
+        }
+    };
     assert!(!qp.is_null(), "errno {}", errno());
     let mut buf = vec![0u8; 64 * BUF];
     let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), buf.len(), 1);
@@ -353,6 +368,116 @@ fn leftovers_flows_get_what_neither_flows_nor_the_netdev_take() {
         drop_qp(all);
         drop_qp(mc);
         close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// Sends `frame` on `q` (inline, signalled) and waits for its completion: by then the device
+/// has put it on the wire, and looped it back if it does.
+unsafe fn send(q: &Qp, frame: &[u8]) {
+    let ctx = (*q.qp).context;
+    let mut sge = ibv_sge {
+        addr: frame.as_ptr() as u64,
+        length: frame.len() as u32,
+        lkey: 0,
+    };
+    let mut wr: ibv_send_wr = std::mem::zeroed();
+    wr.sg_list = &mut sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+    let mut bad = null_mut();
+    assert_eq!((*ctx).ops.post_send.unwrap()(q.qp, &mut wr, &mut bad), 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut wc: ibv_wc = std::mem::zeroed();
+        if (*ctx).ops.poll_cq.unwrap()(q.cq, 1, &mut wc) == 1 && wc.opcode == IBV_WC_SEND {
+            assert_eq!(wc.status, IBV_WC_SUCCESS);
+            return;
+        }
+        assert!(Instant::now() < deadline, "no send completion");
+    }
+}
+
+fn wire_frames() -> u64 {
+    // SAFETY: a NUL-terminated name.
+    unsafe { rawpkt_model_wire_frames(c"mlx5_1".as_ptr(), 1) }
+}
+
+/// Local loopback between QPs of one port, as mlx5_ib switches it: off with one context (one
+/// user transport domain); on with a second context, and then a frame sent to the port's own
+/// MAC or broadcast reaches a receiving QP of the other context, not one of the sender's own
+/// context (self-loopback, same domain); off again when that context closes; on with a QP
+/// whose TIR allows unicast self-loopback (`mlx5dv_create_qp`), which then gets its own
+/// context's unicast frames but not its broadcast ones. A frame to another MAC never loops;
+/// every frame also leaves on the wire.
+#[test]
+#[ignore = "needs root"]
+fn local_loopback_follows_the_kernels_rules() {
+    let _t = turn();
+    // SAFETY: the library's own objects; buffers outlive their MRs.
+    unsafe {
+        let a = open(1);
+        let any_udp: FlowRule = "udp".parse().unwrap();
+        let rx = raw_qp(&a, false);
+        let f_rx = rule_flow(rx.qp, &any_udp);
+        assert!(!f_rx.is_null(), "errno {}", errno());
+        let tx_a = raw_qp(&a, true);
+        let wire0 = wire_frames();
+        send(&tx_a, &udp(MAC1, 1));
+        send(&tx_a, &udp([0xff; 6], 2));
+        assert!(received(&rx, 0).is_empty(), "one context: no loopback");
+
+        let b = open(1);
+        let tx_b = raw_qp(&b, true);
+        let (mine, other, bcast) = (udp(MAC1, 3), udp(OTHER, 4), udp([0xff; 6], 5));
+        for f in [&mine, &other, &bcast] {
+            send(&tx_b, f);
+        }
+        assert_eq!(received(&rx, 2), vec![mine, bcast], "another context's frames loop");
+        send(&tx_a, &udp(MAC1, 6));
+        assert!(
+            received(&rx, 0).is_empty(),
+            "the receiver's own context's frames do not"
+        );
+        drop_qp(tx_b);
+        close(b);
+        send(&tx_a, &udp(MAC1, 7));
+        assert!(received(&rx, 0).is_empty(), "one context again: no loopback");
+
+        let uc = MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC;
+        let self_rx = raw_qp_flags(&a, false, Some(uc));
+        // A copy (DONT_TRAP) rule, so that rx's stealing one still sees the frames too.
+        let f_self = rule_flow(self_rx.qp, &"udp copy".parse().unwrap());
+        assert!(!f_self.is_null(), "errno {}", errno());
+        let (mine, bcast) = (udp(MAC1, 8), udp([0xff; 6], 9));
+        send(&tx_a, &mine);
+        send(&tx_a, &bcast);
+        assert_eq!(
+            received(&self_rx, 1),
+            vec![mine],
+            "unicast self-loopback allowed, multicast not"
+        );
+        assert!(received(&rx, 0).is_empty());
+        assert_eq!(wire_frames() - wire0, 9, "every frame also left on the wire");
+        // libmlx5 takes the flags only for raw packet QPs.
+        let mut ea: ibv_qp_init_attr_ex = std::mem::zeroed();
+        ea.comp_mask = IBV_QP_INIT_ATTR_PD;
+        ea.pd = a.pd;
+        ea.qp_type = IBV_QPT_UD;
+        let mut m: mlx5dv_qp_init_attr = std::mem::zeroed();
+        m.comp_mask = u64::from(MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS);
+        m.create_flags = uc;
+        assert!(mlx5dv_create_qp(a.ctx, &mut ea, &mut m).is_null() && errno() == libc::EOPNOTSUPP);
+
+        destroy_flow(f_self);
+        drop_qp(self_rx);
+        send(&tx_a, &udp(MAC1, 10));
+        assert!(received(&rx, 0).is_empty(), "no self-loopback QP left: off");
+        destroy_flow(f_rx);
+        drop_qp(rx);
+        drop_qp(tx_a);
+        close(a);
         assert_eq!(rawpkt_model_live_objects(), 0);
     }
 }

@@ -424,6 +424,7 @@ impl Device {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
         }
         let signalled = ctrl.completion_mode() >= 2;
+        self.tx_td = self.sqs[i].as_ref().expect("caller checked").td;
         let mut out = self.out.take().expect("put back after every WQE");
         let result = if in_error {
             // After an error every later WQE is flushed. No source says which flushed WQEs get
@@ -706,8 +707,8 @@ impl Device {
     /// waiting for a frame, and no sniffer on `port` itself. Frames sent then are counted
     /// without being looked at.
     fn nothing_reads(&self, port: usize) -> Option<Option<usize>> {
-        if self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
-            return None; // a sniffer reads what the port sends
+        if self.ports[port].local_lb || self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
+            return None; // a sniffer or the port's own steering reads what the port sends
         }
         match self.ports[port].wire {
             Wire::Null => Some(None),
@@ -778,6 +779,9 @@ impl Device {
         if self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
             self.sniff_tx(port, frame);
         }
+        if self.ports[port].local_lb {
+            self.loop_back(port, frame);
+        }
         match &mut self.ports[port].wire {
             Wire::Peer(peer) => {
                 let peer = *peer;
@@ -793,6 +797,32 @@ impl Device {
             // Nothing reads the frame: counted, never copied.
             Wire::Null => {}
         }
+    }
+
+    /// Local loopback of a frame `port` sends (its vport's local loopback is on): a frame to
+    /// the port's own MAC, to a group or broadcast comes back in and is steered, carrying the
+    /// sending TIS's transport domain for the TIRs' self-loopback check (`deliver_to_tirs`).
+    /// It also leaves on the wire: no source read says whether the NIC withholds a looped
+    /// unicast frame from the wire, and a frame to a group goes to both.
+    fn loop_back(&mut self, port: usize, frame: &Frame<'_>) {
+        let mut first = [0u8; 6];
+        let mut at = 0;
+        for p in frame.pieces {
+            let n = p.len.min(6 - at);
+            // SAFETY: the pieces are readable (see `Frame::single`).
+            first[at..at + n].copy_from_slice(unsafe { std::slice::from_raw_parts(p.ptr, n) });
+            at += n;
+            if at == 6 {
+                break;
+            }
+        }
+        let local = first[0] & 1 != 0 || self.ports[port].mac == Some(first);
+        if !local || self.looped_from.is_some() {
+            return;
+        }
+        self.looped_from = Some(self.tx_td);
+        self.deliver(port, frame);
+        self.looped_from = None;
     }
 
     fn poll_wire(&mut self, port: usize) -> usize {
@@ -929,6 +959,19 @@ impl Device {
             let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
                 continue;
             };
+            if let Some(td) = self.looped_from {
+                // Self-loopback: a TIR takes a looped frame of its own transport domain only
+                // if its `self_lb_block` bit for that kind of address is set (mlx5_ib
+                // `create_raw_packet_qp_tir` sets them for the ALLOW_SELF_LB flags).
+                let bit = if bytes.first().is_some_and(|b| b & 1 != 0) {
+                    super::TIR_SELF_LB_MC
+                } else {
+                    super::TIR_SELF_LB_UC
+                };
+                if td != 0 && td == t.td && t.self_lb & bit == 0 {
+                    continue;
+                }
+            }
             let mut input = [0u8; 36];
             let len = rss_input_fields(bytes, &parsed, t.fields, &mut input);
             let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };

@@ -260,6 +260,8 @@ pub(crate) struct SqObj {
     unrung_polls: u32,
     /// The QP is in RTS (or ERR): doorbells are acted on. A QP in RESET/INIT/RTR ignores them.
     ready: bool,
+    /// The transport domain of the SQ's TIS (0: none, never "self" to any TIR).
+    td: u32,
 }
 
 pub(crate) struct RqObj {
@@ -293,7 +295,18 @@ struct TirObj {
     table: Vec<u32>,
     fields: u64,
     rss: crate::flow::rss::ToeplitzTable,
+    /// The TIR's transport domain (0: none) and its `self_lb_block` bits (PRM `tirc`; bit 0
+    /// unicast, bit 1 multicast), which let frames sent by a TIS of the same domain in.
+    td: u32,
+    self_lb: u8,
 }
+
+/// `tirc.self_lb_block` bit for unicast self-loopback (mlx5_ifc.h
+/// `MLX5_TIRC_SELF_LB_BLOCK_BLOCK_UNICAST`; set, it lets the TIR's own domain's unicast in, as
+/// mlx5_ib sets it for `MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC`).
+pub const TIR_SELF_LB_UC: u8 = 1;
+/// The multicast bit (`MLX5_TIRC_SELF_LB_BLOCK_BLOCK_MULTICAST`).
+pub const TIR_SELF_LB_MC: u8 = 2;
 
 /// The verbs flow types that are no match-and-steer rule of the bypass tables: mlx5_ib
 /// (`get_flow_table`, drivers/infiniband/hw/mlx5/fs.c) puts them in namespaces of their own
@@ -384,6 +397,11 @@ pub(crate) struct PortState {
     /// A fatal device error stopped the port: no send WQE runs and no frame is received again
     /// (the kernel's mlx5 `mlx5_enter_error_state` stops the function's DMA).
     dead: bool,
+    /// The vport's local loopback (NIC vport context `disable_uc_local_lb`/`_mc_` clear): frames
+    /// the port sends to its own MAC or to a group come back in ([`Nic::set_local_lb`]).
+    local_lb: bool,
+    /// The port's MAC, for telling which sent frames are local ([`Nic::set_port_mac`]).
+    mac: Option<[u8; 6]>,
 }
 
 /// The device state behind the NIC's lock.
@@ -415,6 +433,10 @@ pub struct Device {
     /// Files that show a port's `rx_out_of_buffer` count, as the kernel's
     /// `hw_counters/out_of_buffer` does ([`Nic::publish_out_of_buffer`]).
     published: Vec<Published>,
+    /// The transport domain of the SQ whose WQE is executing (its frames' TIS).
+    tx_td: u32,
+    /// While a looped-back frame is delivered: the domain of the TIS that sent it.
+    looped_from: Option<u32>,
 }
 
 /// A counter file and what was last written to it.
@@ -490,6 +512,8 @@ impl Nic {
                 counters: PortCounters::default(),
                 inline_mode: cfg.inline_mode,
                 dead: false,
+                local_lb: false,
+                mac: None,
             })
             .collect();
         let dev = Device {
@@ -511,6 +535,8 @@ impl Nic {
             clock: Instant::now(),
             now: None,
             published: Vec::new(),
+            tx_td: 0,
+            looped_from: None,
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
@@ -627,6 +653,7 @@ impl Nic {
                 error: false,
                 unrung_polls: 0,
                 ready: true,
+                td: 0,
             },
         );
         let qpn = QPN_BASE + idx as u32;
@@ -743,8 +770,52 @@ impl Nic {
             table,
             fields,
             rss: crate::flow::rss::ToeplitzTable::new(key),
+            td: 0,
+            self_lb: 0,
         };
         Ok(slot(&mut d.tirs, tir))
+    }
+
+    /// Puts an SQ's TIS in transport domain `td` (an `ibv_context`'s, as mlx5_ib creates a raw
+    /// QP's TIS with its ucontext's `tdn`).
+    pub fn set_sq_domain(&self, qpn: u32, td: u32) {
+        if let Some(sq) = self.dev().sq_mut(qpn) {
+            sq.td = td;
+        }
+    }
+
+    /// Puts a TIR in transport domain `td` with `self_lb` ([`TIR_SELF_LB_UC`],
+    /// [`TIR_SELF_LB_MC`]): looped-back frames sent by a TIS of the same domain reach it only
+    /// for the kinds of address those bits allow.
+    pub fn set_tir_domain(&self, tir: usize, td: u32, self_lb: u8) {
+        if let Some(t) = self.dev().tirs.get_mut(tir).and_then(Option::as_mut) {
+            t.td = td;
+            t.self_lb = self_lb;
+        }
+    }
+
+    /// Turns the port's local loopback on or off (what `mlx5_nic_vport_update_local_lb` writes
+    /// into the NIC vport context; off at start, as mlx5_core's `mlx5_core_set_hca_defaults`
+    /// leaves an Ethernet port). On, a frame the port sends to its own MAC
+    /// ([`Nic::set_port_mac`]), to a group or broadcast also comes back in on the port, and is
+    /// steered like a received one, except that a TIR of the sending TIS's transport domain
+    /// takes it only if its self-loopback bits allow.
+    pub fn set_local_lb(&self, port: usize, on: bool) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.local_lb = on;
+        }
+    }
+
+    /// The port's own MAC (the unicast address local loopback recognises).
+    pub fn set_port_mac(&self, port: usize, mac: [u8; 6]) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.mac = Some(mac);
+        }
+    }
+
+    /// Whether the port's local loopback is on.
+    pub fn local_lb(&self, port: usize) -> bool {
+        self.dev().ports.get(port).is_some_and(|p| p.local_lb)
     }
 
     /// Destroys a TIR; flows still pointing at it stop delivering.
