@@ -260,6 +260,15 @@ fn prefetch(p: *const u8, write: bool) {
     let _ = (p, write);
 }
 
+/// What a UAR doorbell register holds while no write is pending: a new SQ's register, and the
+/// register after the model took a write. A driver's write is the first 8 bytes of a WQE, and a
+/// WQE whose first 8 bytes are 0 (opcode NOP, index 0, QPN 0, ds 0) is a write like any other,
+/// which the hardware takes and fails with LOCAL_QP_OP; so "nothing written" cannot be 0. All
+/// ones is a WQE no driver writes: opcode and opmod 0xff, index 0xffff, QPN 0xffffff and the
+/// two reserved bits above `ds` set (the PRM's `qpn_ds` is `qpn << 8 | ds`, `ds` 6 bits). A
+/// write of exactly that value is the one the model still takes for no write.
+pub(super) const UAR_IDLE: u64 = u64::MAX;
+
 /// Reads a UAR doorbell register without taking it: a poll that finds nothing leaves the cache
 /// line shared instead of pulling it over exclusively, as `take_uar`'s swap would, just for the
 /// driver to pull it back with its next doorbell.
@@ -269,6 +278,17 @@ fn prefetch(p: *const u8, write: bool) {
 unsafe fn peek_uar(p: *const u8) -> u64 {
     // SAFETY: per the contract.
     unsafe { (*p.cast::<std::sync::atomic::AtomicU64>()).load(std::sync::atomic::Ordering::Relaxed) }
+}
+
+/// Takes the last value written to a UAR doorbell register (a NIC latches each write; the model
+/// sees the newest one since its last look), leaving [`UAR_IDLE`]; [`UAR_IDLE`] when nothing
+/// was written.
+///
+/// # Safety
+/// `p` must be a valid, 8-byte aligned word.
+pub(super) unsafe fn take_uar(p: *mut u8) -> u64 {
+    // SAFETY: per the contract.
+    unsafe { (*p.cast::<std::sync::atomic::AtomicU64>()).swap(UAR_IDLE, std::sync::atomic::Ordering::Acquire) }
 }
 
 impl Device {
@@ -301,20 +321,20 @@ impl Device {
             // A QP outside RTS/ERR, or on a device stopped by a fatal error, ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
             // SAFETY: the UAR register belongs to this live SQ's memory.
-            unsafe { device::take_uar(bf_reg) };
+            unsafe { take_uar(bf_reg) };
             return 0;
         }
         // SAFETY: the UAR register and record belong to this live SQ's memory.
-        let uar = if unsafe { peek_uar(bf_reg) } == 0 {
-            0
+        let uar = if unsafe { peek_uar(bf_reg) } == UAR_IDLE {
+            UAR_IDLE
         } else {
             // SAFETY: as above.
-            unsafe { device::take_uar(bf_reg) }
+            unsafe { take_uar(bf_reg) }
         };
         // SAFETY: as above.
         let record = unsafe { device::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
         let pending = record.wrapping_sub(hw_ci) & 0xffff;
-        if uar == 0 {
+        if uar == UAR_IDLE {
             let sq = self.sqs[i].as_mut().expect("caller checked");
             if pending != 0 && !error {
                 sq.unrung_polls += 1;
@@ -424,7 +444,7 @@ impl Device {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
         }
         let signalled = ctrl.completion_mode() >= 2;
-        self.tx_td = self.sqs[i].as_ref().expect("caller checked").td;
+        self.tx_sq = i;
         let mut out = self.out.take().expect("put back after every WQE");
         let result = if in_error {
             // After an error every later WQE is flushed. No source says which flushed WQEs get
@@ -707,7 +727,7 @@ impl Device {
     /// waiting for a frame, and no sniffer on `port` itself. Frames sent then are counted
     /// without being looked at.
     fn nothing_reads(&self, port: usize) -> Option<Option<usize>> {
-        if self.ports[port].local_lb || self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
+        if self.ports[port].taps {
             return None; // a sniffer or the port's own steering reads what the port sends
         }
         match self.ports[port].wire {
@@ -776,11 +796,8 @@ impl Device {
         let c = &mut self.ports[port].counters;
         c.tx_frames += 1;
         c.tx_bytes += frame.len as u64;
-        if self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
-            self.sniff_tx(port, frame);
-        }
-        if self.ports[port].local_lb {
-            self.loop_back(port, frame);
+        if self.ports[port].taps {
+            self.tap_tx(port, frame);
         }
         match &mut self.ports[port].wire {
             Wire::Peer(peer) => {
@@ -796,6 +813,20 @@ impl Device {
             }
             // Nothing reads the frame: counted, never copied.
             Wire::Null => {}
+        }
+    }
+
+    /// What reads a frame `port` sends besides its wire: the port's sniffers and its local
+    /// loopback. Out of line: on most ports neither is there, and the send path then pays one
+    /// test of `PortState::taps` per frame.
+    #[cold]
+    #[inline(never)]
+    fn tap_tx(&mut self, port: usize, frame: &Frame<'_>) {
+        if self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
+            self.sniff_tx(port, frame);
+        }
+        if self.ports[port].local_lb {
+            self.loop_back(port, frame);
         }
     }
 
@@ -820,7 +851,7 @@ impl Device {
         if !local || self.looped_from.is_some() {
             return;
         }
-        self.looped_from = Some(self.tx_td);
+        self.looped_from = Some(self.sqs.get(self.tx_sq).and_then(Option::as_ref).map_or(0, |sq| sq.td));
         self.deliver(port, frame);
         self.looped_from = None;
     }

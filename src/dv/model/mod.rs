@@ -231,11 +231,17 @@ impl ObjMem {
         let uar_off = (dbrec_off + 64).div_ceil(4096) * 4096;
         let len = if with_uar { uar_off + 4096 } else { dbrec_off + 64 };
         let region = Region::small_pages(len).map_err(|e| format!("ring memory: {e}"))?;
-        Ok(ObjMem {
+        let mem = ObjMem {
             region,
             dbrec_off,
             uar_off,
-        })
+        };
+        if with_uar {
+            // SAFETY: the register lies in the region just mapped, 8-byte aligned (page offset
+            // 0x800); no driver has its address yet.
+            unsafe { exec::take_uar(mem.bf_reg()) };
+        }
+        Ok(mem)
     }
     fn ring(&self) -> *mut u8 {
         self.region.base()
@@ -402,6 +408,15 @@ pub(crate) struct PortState {
     local_lb: bool,
     /// The port's MAC, for telling which sent frames are local ([`Nic::set_port_mac`]).
     mac: Option<[u8; 6]>,
+    /// Something besides the wire reads what the port sends: a sniffer flow, or local
+    /// loopback (kept by `PortState::update_taps` whenever either changes).
+    taps: bool,
+}
+
+impl PortState {
+    fn update_taps(&mut self) {
+        self.taps = self.local_lb || self.steering.as_ref().is_some_and(Steering::sniffs);
+    }
 }
 
 /// The device state behind the NIC's lock.
@@ -433,8 +448,8 @@ pub struct Device {
     /// Files that show a port's `rx_out_of_buffer` count, as the kernel's
     /// `hw_counters/out_of_buffer` does ([`Nic::publish_out_of_buffer`]).
     published: Vec<Published>,
-    /// The transport domain of the SQ whose WQE is executing (its frames' TIS).
-    tx_td: u32,
+    /// The SQ whose WQE is executing (its TIS's domain is that of the frames it sends).
+    tx_sq: usize,
     /// While a looped-back frame is delivered: the domain of the TIS that sent it.
     looped_from: Option<u32>,
 }
@@ -514,6 +529,7 @@ impl Nic {
                 dead: false,
                 local_lb: false,
                 mac: None,
+                taps: false,
             })
             .collect();
         let dev = Device {
@@ -535,7 +551,7 @@ impl Nic {
             clock: Instant::now(),
             now: None,
             published: Vec::new(),
-            tx_td: 0,
+            tx_sq: 0,
             looped_from: None,
         };
         Ok(Arc::new(Nic {
@@ -803,6 +819,7 @@ impl Nic {
     pub fn set_local_lb(&self, port: usize, on: bool) {
         if let Some(p) = self.dev().ports.get_mut(port) {
             p.local_lb = on;
+            p.update_taps();
         }
     }
 
@@ -830,6 +847,7 @@ impl Nic {
                 st.special.retain(|f| f.2 != tir);
                 st.rebuild();
             }
+            p.update_taps();
         }
     }
 
@@ -881,6 +899,7 @@ impl Nic {
             return Err(format!("port {port} holds {} such flows already", st.special.len()));
         }
         st.special.push((id, kind, tir));
+        d.ports[port].update_taps();
         d.next_flow += 1;
         Ok(id)
     }
@@ -902,6 +921,7 @@ impl Nic {
             if let Some(st) = p.steering.as_mut() {
                 if let Some(i) = st.special.iter().position(|f| f.0 == id) {
                     st.special.remove(i);
+                    p.update_taps();
                     return true;
                 }
                 if let Some(i) = st.flows.iter().position(|f| f.0 == id) {
@@ -1217,10 +1237,10 @@ fn reset_sq_obj(sq: &mut SqObj) {
     sq.hw_ci = 0;
     sq.error = false;
     sq.unrung_polls = 0;
-    // SAFETY: the dbrec and UAR words belong to this live SQ; zeroing them is what a reset
-    // does (the driver zeroes its record too).
+    // SAFETY: the dbrec and UAR words belong to this live SQ; a reset drops a pending UAR
+    // write and zeroes the record (the driver zeroes its record too).
     unsafe {
-        device::take_uar(sq.mem.bf_reg());
+        exec::take_uar(sq.mem.bf_reg());
         device::store_dbrec(sq.mem.dbrec().wrapping_add(super::prm::SND_DBR), 0);
     }
 }
@@ -1384,6 +1404,29 @@ mod steering_tests {
         nic.deregister_mr(lkey);
         drop((ra, rb, cqr, rwq_a, rwq_b, cq));
         assert_eq!(nic.live_objects(), 0);
+    }
+
+    /// A UAR write of 0 is a doorbell: a WQE whose first 8 bytes are 0 (NOP, index 0, QPN 0,
+    /// ds 0) is taken and fails with LOCAL_QP_OP (QPN and ds are wrong), as hardware takes
+    /// every write; it is not mistaken for "no doorbell" (counted in `doorbell_missing`).
+    #[test]
+    fn a_uar_write_of_zero_is_a_doorbell() {
+        let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+        let cq = nic.create_cq(8).unwrap();
+        let sq = nic.create_sq(0, 8, cq.cqn).unwrap();
+        // SAFETY: the model's own rings; this test is their only driver.
+        let (mut ring, cqr) = unsafe { (crate::dv::ring::SqRing::new(&sq), CqRing::new(&cq)) };
+        let (ring, cqr) = (ring.as_mut().unwrap(), cqr.unwrap());
+        *ring.wqe(0) = crate::dv::prm::SendWqe::default();
+        ring.ring_doorbell(1, 0);
+        nic.step();
+        let c = nic.counters();
+        assert_eq!((c.doorbells, c.doorbell_missing, c.wqes), (1, 0, 1));
+        let cqe = crate::dv::prm::ErrCqe::from_bytes(&nic.cq_slot(cq.cqn, 0).unwrap());
+        assert_eq!(cqe.op_own >> 4, crate::dv::prm::CQE_REQ_ERR);
+        assert_eq!(cqe.syndrome, crate::dv::prm::syndrome::LOCAL_QP_OP);
+        assert_eq!(nic.port_counters(0).tx_error_cqes, 1);
+        drop(cqr);
     }
 
     /// A send queue outside RTS ignores its doorbells.
