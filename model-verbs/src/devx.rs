@@ -13,7 +13,8 @@
 //! tcp-udp: the caps say "vport context", which says the mode); `pci_device.<ibdev>` = the PCI
 //! device id sysfs shows (0x1017 by default; 0x1015 is a ConnectX-4 Lx), what a driver without
 //! DevX goes by; `async_event.<ibdev>` = device_fatal (which also stops the device) / port_err /
-//! port_active; `device.<ibdev>` = reset (a stopped device works again).
+//! port_active; `device.<ibdev>` = reset (a stopped device works again); `netdev.<ibdev>` =
+//! promisc / filter (what the Linux netdev takes of the frames no flow stole).
 
 use std::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -42,11 +43,14 @@ fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Handles a `devx.*`, `inline.*`, `pci_device.*`, `async_event.*` or `device.*` knob; None if
+/// Handles a `devx.*`, `inline.*`, `pci_device.*`, `async_event.*`, `device.*` or `netdev.*` knob; None if
 /// `key` is none of them, Some(false) for a bad device or value.
 pub(crate) fn set(key: &str, value: &str) -> Option<bool> {
     let (what, ibdev) = key.split_once('.')?;
-    if !matches!(what, "devx" | "inline" | "pci_device" | "async_event" | "device") {
+    if !matches!(
+        what,
+        "devx" | "inline" | "pci_device" | "async_event" | "device" | "netdev"
+    ) {
         return None;
     }
     let (Some(port), Ok(g)) = (ibdev_index(ibdev), global()) else {
@@ -75,6 +79,20 @@ pub(crate) fn set(key: &str, value: &str) -> Option<bool> {
                 .join("device");
             ok && std::fs::write(path, format!("{value}\n")).is_ok()
         }
+        // What the netdev's L2 table takes of the frames no flow stole (the rest goes to the
+        // leftovers flows or is dropped): everything (`promisc`, the default) or its own MAC,
+        // broadcast and the groups Linux joins (`filter`).
+        "netdev" => match value {
+            "promisc" => {
+                g.nic.set_netdev_filter(port, None);
+                true
+            }
+            "filter" => {
+                g.nic.set_netdev_filter(port, Some(DEVS[port].mac));
+                true
+            }
+            _ => false,
+        },
         "device" => match value {
             // The kernel's health recovery: a device stopped by a fatal error works again.
             "reset" => {

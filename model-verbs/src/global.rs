@@ -223,10 +223,11 @@ fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
     let nic = Nic::new(wires, ModelConfig::default())?;
-    for port in 0..DEVS.len() {
+    for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.
         nic.enable_steering(port);
+        nic.set_port_mac(port, d.mac);
     }
     for (port, d) in DEVS.iter().enumerate() {
         nic.publish_out_of_buffer(

@@ -35,6 +35,7 @@ mod devx;
 mod dv;
 mod events;
 mod global;
+mod loopback;
 mod objects;
 mod ring;
 mod sysfs;

@@ -28,6 +28,9 @@ pub(crate) struct Context {
     /// The CQ UAR's address, where `mlx5dv_init_obj@MLX5_1.0` points `cq_uar` (that ABI
     /// returned a `void **`).
     pub cq_uar_reg: *mut std::ffi::c_void,
+    /// The context's transport domain (mlx5_ib allocates one per ucontext): its QPs' TISes and
+    /// TIRs are in it, which decides what is self-loopback.
+    pub td: u32,
 }
 
 impl Context {
@@ -120,6 +123,9 @@ pub(crate) struct Qp {
     /// The capabilities create returned and `sq_sig_all`, for `ibv_query_qp`.
     pub cap: ibv_qp_cap,
     pub sq_sig_all: i32,
+    /// The self-loopback bits of the QP's TIR (`rawpkt::dv::model::TIR_SELF_LB_*`), from
+    /// `mlx5dv_create_qp`'s ALLOW_SELF_LOOPBACK flags; 0 also for a QP without a TIR.
+    pub self_lb: u8,
 }
 
 /// Receive side of a WQ (`struct mlx5_rwq`'s `rq`).

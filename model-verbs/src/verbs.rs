@@ -9,6 +9,8 @@ use std::sync::Mutex;
 
 use rawpkt::dv::model::RawQueue;
 use rawpkt::dv::model::RqState;
+use rawpkt::dv::model::SpecialFlow;
+use rawpkt::dv::model::{TIR_SELF_LB_MC, TIR_SELF_LB_UC};
 
 use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
@@ -137,12 +139,17 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.ibv_create_flow = Some(create_flow);
     vctx.ibv_destroy_flow = Some(destroy_flow);
     let cq_uar_reg = cq_uar.base().cast();
+    static NEXT_TD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let td = NEXT_TD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let c = Box::into_raw(Box::new(Context {
         vctx,
         port,
         cq_uar,
         cq_uar_reg,
+        td,
     }));
+    // mlx5_ib_alloc_ucontext -> mlx5_ib_alloc_transport_domain: one more user domain.
+    crate::loopback::enable(g, port, true, false);
     // SAFETY: just allocated; the context is the last field of the verbs_context at its start.
     let ctx = unsafe { std::ptr::addr_of_mut!((*c).vctx.context) };
     g.reg().add(ctx as usize, Kind::Context, Vec::new());
@@ -162,6 +169,8 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         drop(reg);
         crate::devx::forget(context as usize);
         let c = Context::from_ctx(context);
+        // SAFETY: a live context (checked above).
+        crate::loopback::disable(g, unsafe { (*c).port }, true, false);
         // SAFETY: a live context from open_device; its fds are its own.
         unsafe {
             libc::close((*c).vctx.context.cmd_fd);
@@ -603,6 +612,68 @@ unsafe extern "C" fn create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_i
     })
 }
 
+/// `mlx5dv_create_qp` (providers/mlx5/verbs.c `create_qp` with vendor attributes) for what the
+/// model has: RAW_PACKET QPs, with `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC`/`_MC`, which
+/// libmlx5 passes on as `MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC`/`_MC` (EOPNOTSUPP on another QP
+/// type) and mlx5_ib turns into the QP's TIR's `self_lb_block` bits, counting the QP for the
+/// port's local loopback (`create_raw_packet_qp_tir`, `create_rss_raw_qp_tir`: a QP without a
+/// TIR, send-only, counts for nothing). Other vendor attributes (DC, send ops, streams) and
+/// flags (tunnel offloads, scatter to CQE, ...) are not modelled: EOPNOTSUPP, as libmlx5
+/// answers what it does not know.
+#[no_mangle]
+pub unsafe extern "C" fn mlx5dv_create_qp(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+    mlx5_attr: *mut rdma_abi::mlx5dv_qp_init_attr,
+) -> *mut ibv_qp {
+    guard(std::ptr::null_mut(), || {
+        ptr_or_errno((|| {
+            if attr.is_null() {
+                return Err(EINVAL);
+            }
+            let mut flags = 0;
+            if !mlx5_attr.is_null() {
+                // SAFETY: the caller's vendor attributes (non-NULL).
+                let m = unsafe { &*mlx5_attr };
+                if m.comp_mask & !u64::from(rdma_abi::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) != 0 {
+                    return Err(libc::EOPNOTSUPP);
+                }
+                if m.comp_mask != 0 {
+                    flags = m.create_flags;
+                }
+            }
+            let uc = rdma_abi::MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC;
+            let mc = rdma_abi::MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC;
+            if flags & !(uc | mc) != 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: the caller's attr struct, valid for reading and writing (caps come back).
+            let a = unsafe { &mut *attr };
+            if flags != 0 && a.qp_type != IBV_QPT_RAW_PACKET {
+                return Err(libc::EOPNOTSUPP);
+            }
+            let qp = create_qp(context, a)?;
+            let self_lb =
+                if flags & uc != 0 { TIR_SELF_LB_UC } else { 0 } | if flags & mc != 0 { TIR_SELF_LB_MC } else { 0 };
+            // SAFETY: just created, not yet seen by the caller.
+            let q = unsafe { &mut *qp.cast::<Qp>() };
+            let tir = match &q.kind {
+                QpKind::Rss { tir } => Some(*tir),
+                QpKind::Raw { rq, .. } => rq.as_ref().map(|r| r.tir),
+            };
+            if let (Some(tir), true) = (tir, self_lb != 0) {
+                // SAFETY: the QP's live context.
+                let td = unsafe { (*Context::from_ctx(context)).td };
+                let g = g()?;
+                g.nic.set_tir_domain(tir, td, self_lb);
+                q.self_lb = self_lb;
+                crate::loopback::enable(g, q.port, false, true);
+            }
+            Ok(qp)
+        })())
+    })
+}
+
 fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
@@ -644,12 +715,24 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
         QpKind::Rss { tir, .. } => 0x80_0000 | *tir as u32,
     };
     q.handle = q.qp_num;
+    // SAFETY: a live context.
+    let td = unsafe { (*Context::from_ctx(context)).td };
+    match &kind {
+        QpKind::Raw { sq, rq, .. } => {
+            g.nic.set_sq_domain(sq.qpn(), td);
+            if let Some(r) = rq {
+                g.nic.set_tir_domain(r.tir, td, 0);
+            }
+        }
+        QpKind::Rss { tir } => g.nic.set_tir_domain(*tir, td, 0),
+    }
     let qp = Box::into_raw(Box::new(Qp {
         qp: q,
         port,
         kind,
         cap: a.cap,
         sq_sig_all: a.sq_sig_all,
+        self_lb: 0,
     }));
     let mut holds = holds;
     holds.extend([context as usize, a.pd as usize]);
@@ -979,6 +1062,10 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             g.reg().remove(qp as usize, Kind::Qp)?;
             // SAFETY: allocated by create_qp, out of the registry now.
             let q = unsafe { Box::from_raw(qp.cast::<Qp>()) };
+            if q.self_lb != 0 {
+                // mlx5_ib `destroy_raw_packet_qp_tir` / `destroy_rss_raw_qp_tir`.
+                crate::loopback::disable(g, q.port, false, true);
+            }
             match &q.kind {
                 QpKind::Raw { sq, send_cq, rq, .. } => {
                     // SAFETY: the send CQ outlives its QPs (it was held until the removal above).
@@ -1263,6 +1350,16 @@ unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *
             }
             // SAFETY: the caller's attribute blob (non-NULL).
             let bytes = unsafe { flow_bytes(attr) }?;
+            // SAFETY: as above.
+            let special = match unsafe { (*attr).type_ } {
+                IBV_FLOW_ATTR_SNIFFER => Some(SpecialFlow::Sniffer),
+                IBV_FLOW_ATTR_ALL_DEFAULT => Some(SpecialFlow::AllDefault),
+                IBV_FLOW_ATTR_MC_DEFAULT => Some(SpecialFlow::McDefault),
+                _ => None,
+            };
+            if let Some(kind) = special {
+                return create_special_flow(g, qp, bytes, kind);
+            }
             let parsed = rawpkt::flow::verbs::parse(&bytes).map_err(|e| e.errno)?;
             let refused = crate::objects::lock(&g.refuse_flow).clone();
             if !refused.is_empty()
@@ -1275,26 +1372,83 @@ unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *
             }
             // SAFETY: a live QP.
             let q = unsafe { &*qp.cast::<Qp>() };
-            // The destination is the QP's TIR: an RSS QP's, or a raw QP's own RQ's. A send-only
-            // raw QP has none (mlx5_ib creates no TIR without an RQ).
-            let tir = match &q.kind {
-                QpKind::Rss { tir } => *tir,
-                QpKind::Raw { rq: Some(r), .. } => r.tir,
-                QpKind::Raw { rq: None, .. } => return Err(EINVAL),
-            };
+            let tir = flow_tir(q)?;
             let id = g.nic.add_flow(q.port, parsed.rule, tir).map_err(|_| libc::ENOMEM)?;
-            let f = Box::into_raw(Box::new(Flow {
-                f: ibv_flow {
-                    comp_mask: 0,
-                    context: q.qp.context,
-                    handle: id as u32,
-                },
-                id,
-            }));
-            g.reg().add(f as usize, Kind::Flow, vec![qp as usize]);
-            Ok(f.cast::<ibv_flow>())
+            Ok(new_flow(g, qp, id))
         })())
     })
+}
+
+/// The flow object for model flow `id` on `qp`, registered as holding the QP.
+fn new_flow(g: &Global, qp: *mut ibv_qp, id: u64) -> *mut ibv_flow {
+    // SAFETY: a live QP (checked by the caller).
+    let context = unsafe { (*qp).context };
+    let f = Box::into_raw(Box::new(Flow {
+        f: ibv_flow {
+            comp_mask: 0,
+            context,
+            handle: id as u32,
+        },
+        id,
+    }));
+    g.reg().add(f as usize, Kind::Flow, vec![qp as usize]);
+    f.cast::<ibv_flow>()
+}
+
+/// The destination of a flow on `q`: an RSS QP's TIR, or a raw QP's own RQ's. A send-only raw
+/// QP has none (mlx5_ib creates no TIR without an RQ): EINVAL.
+fn flow_tir(q: &Qp) -> Result<usize, i32> {
+    match &q.kind {
+        QpKind::Rss { tir } => Ok(*tir),
+        QpKind::Raw { rq: Some(r), .. } => Ok(r.tir),
+        QpKind::Raw { rq: None, .. } => Err(EINVAL),
+    }
+}
+
+/// `IBV_FLOW_ATTR_SNIFFER`, `_ALL_DEFAULT` and `_MC_DEFAULT` on a raw or RSS QP, with the
+/// kernel's checks on the way. The caller checked CAP_NET_RAW, the only privilege today's
+/// `ib_uverbs_ex_create_flow` (drivers/infiniband/core/uverbs_cmd.c) asks for any flow type
+/// (4.x kernels also wanted CAP_NET_ADMIN for a sniffer). Then:
+/// - uverbs: DONT_TRAP on ALL_DEFAULT/MC_DEFAULT is EINVAL; the specs are converted as for
+///   any flow (unknown types, bad sizes: EINVAL);
+/// - mlx5_ib `mlx5_ib_create_flow` (drivers/infiniband/hw/mlx5/fs.c): a priority above 15 is
+///   ENOMEM, flags beyond DONT_TRAP|EGRESS and EGRESS on the default types EINVAL; the specs
+///   are then ignored: `create_sniffer_rule` and `create_leftovers_rule` build their own
+///   match. A sniffer needs the `allow_sniffer_and_nic_rx_shared_tir` cap (`get_flow_table`),
+///   which a ConnectX-5 has.
+///
+/// An EGRESS sniffer is not modelled: EOPNOTSUPP.
+fn create_special_flow(
+    g: &Global,
+    qp: *mut ibv_qp,
+    mut bytes: Vec<u8>,
+    kind: SpecialFlow,
+) -> Result<*mut ibv_flow, i32> {
+    let flags_at = std::mem::offset_of!(ibv_flow_attr, flags);
+    let type_at = std::mem::offset_of!(ibv_flow_attr, type_);
+    let flags = u32::from_ne_bytes(bytes[flags_at..flags_at + 4].try_into().expect("4 bytes"));
+    let egress = flags & IBV_FLOW_ATTR_FLAGS_EGRESS != 0;
+    if kind != SpecialFlow::Sniffer && (flags & IBV_FLOW_ATTR_FLAGS_DONT_TRAP != 0 || egress) {
+        return Err(EINVAL);
+    }
+    // The rest of the attribute and the specs get the checks of a NORMAL flow; what only the
+    // model could not express of a spec does not matter, since the specs are not used.
+    bytes[type_at..type_at + 4].copy_from_slice(&IBV_FLOW_ATTR_NORMAL.to_ne_bytes());
+    let kept = flags & !(IBV_FLOW_ATTR_FLAGS_DONT_TRAP | IBV_FLOW_ATTR_FLAGS_EGRESS);
+    bytes[flags_at..flags_at + 4].copy_from_slice(&kept.to_ne_bytes());
+    match rawpkt::flow::verbs::parse(&bytes) {
+        Ok(_) => {}
+        Err(e) if e.errno == libc::EOPNOTSUPP => {}
+        Err(e) => return Err(e.errno),
+    }
+    if egress {
+        return Err(libc::EOPNOTSUPP);
+    }
+    // SAFETY: a live QP (checked by the caller).
+    let q = unsafe { &*qp.cast::<Qp>() };
+    let tir = flow_tir(q)?;
+    let id = g.nic.add_special_flow(q.port, kind, tir).map_err(|_| libc::ENOMEM)?;
+    Ok(new_flow(g, qp, id))
 }
 
 unsafe extern "C" fn destroy_flow(flow: *mut ibv_flow) -> c_int {

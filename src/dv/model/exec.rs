@@ -3,7 +3,7 @@
 //! `docs/mlx5-notes.md` collects those rules, and what the model chose where no source says.
 #![allow(unsafe_code)]
 
-use super::{Device, Fault, Wire, CQN_BASE, WQN_BASE};
+use super::{Device, Fault, SpecialFlow, Wire, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
     cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
     ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
@@ -260,6 +260,15 @@ fn prefetch(p: *const u8, write: bool) {
     let _ = (p, write);
 }
 
+/// What a UAR doorbell register holds while no write is pending: a new SQ's register, and the
+/// register after the model took a write. A driver's write is the first 8 bytes of a WQE, and a
+/// WQE whose first 8 bytes are 0 (opcode NOP, index 0, QPN 0, ds 0) is a write like any other,
+/// which the hardware takes and fails with LOCAL_QP_OP; so "nothing written" cannot be 0. All
+/// ones is a WQE no driver writes: opcode and opmod 0xff, index 0xffff, QPN 0xffffff and the
+/// two reserved bits above `ds` set (the PRM's `qpn_ds` is `qpn << 8 | ds`, `ds` 6 bits). A
+/// write of exactly that value is the one the model still takes for no write.
+pub(super) const UAR_IDLE: u64 = u64::MAX;
+
 /// Reads a UAR doorbell register without taking it: a poll that finds nothing leaves the cache
 /// line shared instead of pulling it over exclusively, as `take_uar`'s swap would, just for the
 /// driver to pull it back with its next doorbell.
@@ -269,6 +278,17 @@ fn prefetch(p: *const u8, write: bool) {
 unsafe fn peek_uar(p: *const u8) -> u64 {
     // SAFETY: per the contract.
     unsafe { (*p.cast::<std::sync::atomic::AtomicU64>()).load(std::sync::atomic::Ordering::Relaxed) }
+}
+
+/// Takes the last value written to a UAR doorbell register (a NIC latches each write; the model
+/// sees the newest one since its last look), leaving [`UAR_IDLE`]; [`UAR_IDLE`] when nothing
+/// was written.
+///
+/// # Safety
+/// `p` must be a valid, 8-byte aligned word.
+pub(super) unsafe fn take_uar(p: *mut u8) -> u64 {
+    // SAFETY: per the contract.
+    unsafe { (*p.cast::<std::sync::atomic::AtomicU64>()).swap(UAR_IDLE, std::sync::atomic::Ordering::Acquire) }
 }
 
 impl Device {
@@ -301,20 +321,20 @@ impl Device {
             // A QP outside RTS/ERR, or on a device stopped by a fatal error, ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
             // SAFETY: the UAR register belongs to this live SQ's memory.
-            unsafe { device::take_uar(bf_reg) };
+            unsafe { take_uar(bf_reg) };
             return 0;
         }
         // SAFETY: the UAR register and record belong to this live SQ's memory.
-        let uar = if unsafe { peek_uar(bf_reg) } == 0 {
-            0
+        let uar = if unsafe { peek_uar(bf_reg) } == UAR_IDLE {
+            UAR_IDLE
         } else {
             // SAFETY: as above.
-            unsafe { device::take_uar(bf_reg) }
+            unsafe { take_uar(bf_reg) }
         };
         // SAFETY: as above.
         let record = unsafe { device::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
         let pending = record.wrapping_sub(hw_ci) & 0xffff;
-        if uar == 0 {
+        if uar == UAR_IDLE {
             let sq = self.sqs[i].as_mut().expect("caller checked");
             if pending != 0 && !error {
                 sq.unrung_polls += 1;
@@ -424,6 +444,7 @@ impl Device {
             t.wqe(qpn, pi, &wqe[..bbs as usize * SEND_WQE_BB]);
         }
         let signalled = ctrl.completion_mode() >= 2;
+        self.tx_sq = i;
         let mut out = self.out.take().expect("put back after every WQE");
         let result = if in_error {
             // After an error every later WQE is flushed. No source says which flushed WQEs get
@@ -703,8 +724,12 @@ impl Device {
 
     /// Whether nothing on the far side of `port`'s wire reads the bytes of the frames sent on
     /// it: the `Null` wire, or a peer port with no receive queue, no flow steering and no fault
-    /// waiting for a frame. Frames sent then are counted without being looked at.
+    /// waiting for a frame, and no sniffer on `port` itself. Frames sent then are counted
+    /// without being looked at.
     fn nothing_reads(&self, port: usize) -> Option<Option<usize>> {
+        if self.ports[port].taps {
+            return None; // a sniffer or the port's own steering reads what the port sends
+        }
         match self.ports[port].wire {
             Wire::Null => Some(None),
             Wire::Peer(p) => {
@@ -771,6 +796,9 @@ impl Device {
         let c = &mut self.ports[port].counters;
         c.tx_frames += 1;
         c.tx_bytes += frame.len as u64;
+        if self.ports[port].taps {
+            self.tap_tx(port, frame);
+        }
         match &mut self.ports[port].wire {
             Wire::Peer(peer) => {
                 let peer = *peer;
@@ -786,6 +814,46 @@ impl Device {
             // Nothing reads the frame: counted, never copied.
             Wire::Null => {}
         }
+    }
+
+    /// What reads a frame `port` sends besides its wire: the port's sniffers and its local
+    /// loopback. Out of line: on most ports neither is there, and the send path then pays one
+    /// test of `PortState::taps` per frame.
+    #[cold]
+    #[inline(never)]
+    fn tap_tx(&mut self, port: usize, frame: &Frame<'_>) {
+        if self.ports[port].steering.as_ref().is_some_and(super::Steering::sniffs) {
+            self.sniff_tx(port, frame);
+        }
+        if self.ports[port].local_lb {
+            self.loop_back(port, frame);
+        }
+    }
+
+    /// Local loopback of a frame `port` sends (its vport's local loopback is on): a frame to
+    /// the port's own MAC, to a group or broadcast comes back in and is steered, carrying the
+    /// sending TIS's transport domain for the TIRs' self-loopback check (`deliver_to_tirs`).
+    /// It also leaves on the wire: no source read says whether the NIC withholds a looped
+    /// unicast frame from the wire, and a frame to a group goes to both.
+    fn loop_back(&mut self, port: usize, frame: &Frame<'_>) {
+        let mut first = [0u8; 6];
+        let mut at = 0;
+        for p in frame.pieces {
+            let n = p.len.min(6 - at);
+            // SAFETY: the pieces are readable (see `Frame::single`).
+            first[at..at + n].copy_from_slice(unsafe { std::slice::from_raw_parts(p.ptr, n) });
+            at += n;
+            if at == 6 {
+                break;
+            }
+        }
+        let local = first[0] & 1 != 0 || self.ports[port].mac == Some(first);
+        if !local || self.looped_from.is_some() {
+            return;
+        }
+        self.looped_from = Some(self.sqs.get(self.tx_sq).and_then(Option::as_ref).map_or(0, |sq| sq.td));
+        self.deliver(port, frame);
+        self.looped_from = None;
     }
 
     fn poll_wire(&mut self, port: usize) -> usize {
@@ -883,39 +951,100 @@ impl Device {
         self.rss.hash(&input[..n])
     }
 
-    /// A frame arrives on a port behind flow steering (mlx5_ib `fs.c`: the bypass namespace's
-    /// tables in front of the netdev): every copy (DONT_TRAP) match and the stealing match, if
-    /// any, deliver to their TIR; a frame nothing steals also goes to Linux.
+    /// A frame arrives on a port behind flow steering (mlx5_ib `fs.c`): every sniffer gets a
+    /// copy (`MLX5_FLOW_NAMESPACE_SNIFFER_RX`, a root beside the NIC RX one); in the bypass
+    /// namespace every copy (DONT_TRAP) match and the stealing match, if any, deliver to their
+    /// TIR; a frame nothing steals goes on to the kernel's tables: Linux's when its netdev
+    /// takes it, else on to the leftovers namespace (ALL_DEFAULT, and MC_DEFAULT for
+    /// multicast), else dropped.
     fn steer(&mut self, port: usize, frame: &Frame<'_>, no_buffer: bool) {
         let mut scratch = std::mem::take(&mut self.scratch);
         let bytes = frame.wire(&mut scratch);
-        let mut tirs = [0usize; 8];
+        let mut tirs = [0usize; 16];
         let mut n = 0;
         if let Some(st) = self.ports[port].steering.as_ref() {
-            let verdict = st.set.classify(bytes);
-            for i in verdict.copy_rules().chain(verdict.stolen_by) {
+            let mut push = |tir: usize| {
                 if n < tirs.len() {
-                    tirs[n] = st.flows[i].2;
+                    tirs[n] = tir;
                     n += 1;
                 }
+            };
+            for f in st.special.iter().filter(|f| f.1 == SpecialFlow::Sniffer) {
+                push(f.2);
+            }
+            let verdict = st.set.classify(bytes);
+            for i in verdict.copy_rules().chain(verdict.stolen_by) {
+                push(st.flows[i].2);
             }
             if verdict.to_linux() {
-                self.ports[port].counters.rx_unclaimed += 1;
+                if st.netdev_accepts(bytes.get(..6).unwrap_or(&[])) {
+                    self.ports[port].counters.rx_unclaimed += 1;
+                } else {
+                    let multicast = bytes.first().is_some_and(|b| b & 1 != 0);
+                    let mut taken = false;
+                    for f in &st.special {
+                        if f.1 == SpecialFlow::AllDefault || (f.1 == SpecialFlow::McDefault && multicast) {
+                            push(f.2);
+                            taken = true;
+                        }
+                    }
+                    if !taken {
+                        self.ports[port].counters.rx_steer_missed += 1;
+                    }
+                }
             }
         }
         if n > 0 {
-            let parsed = pkt::parse(bytes);
-            for &tir in &tirs[..n] {
-                let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
-                    continue;
+            self.deliver_to_tirs(port, &tirs[..n], frame, bytes, no_buffer);
+        }
+        self.scratch = scratch;
+    }
+
+    /// Delivers `frame` (whose bytes as on the wire are `bytes`) once to each TIR of `tirs`:
+    /// Toeplitz over the TIR's fields picks the WQ of its table.
+    fn deliver_to_tirs(&mut self, port: usize, tirs: &[usize], frame: &Frame<'_>, bytes: &[u8], no_buffer: bool) {
+        let parsed = pkt::parse(bytes);
+        for &tir in tirs {
+            let Some(t) = self.tirs.get(tir).and_then(Option::as_ref) else {
+                continue;
+            };
+            if let Some(td) = self.looped_from {
+                // Self-loopback: a TIR takes a looped frame of its own transport domain only
+                // if its `self_lb_block` bit for that kind of address is set (mlx5_ib
+                // `create_raw_packet_qp_tir` sets them for the ALLOW_SELF_LB flags).
+                let bit = if bytes.first().is_some_and(|b| b & 1 != 0) {
+                    super::TIR_SELF_LB_MC
+                } else {
+                    super::TIR_SELF_LB_UC
                 };
-                let mut input = [0u8; 36];
-                let len = rss_input_fields(bytes, &parsed, t.fields, &mut input);
-                let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };
-                let wq = t.table[hash as usize & (t.table.len() - 1)];
-                self.rx_into(port, wq, frame, Some((&parsed, hash)), no_buffer);
+                if td != 0 && td == t.td && t.self_lb & bit == 0 {
+                    continue;
+                }
+            }
+            let mut input = [0u8; 36];
+            let len = rss_input_fields(bytes, &parsed, t.fields, &mut input);
+            let hash = if len == 0 { 0 } else { t.rss.hash(&input[..len]) };
+            let wq = t.table[hash as usize & (t.table.len() - 1)];
+            self.rx_into(port, wq, frame, Some((&parsed, hash)), no_buffer);
+        }
+    }
+
+    /// A frame leaves `port`: each sniffer of the port gets a copy
+    /// (`MLX5_FLOW_NAMESPACE_SNIFFER_TX`), as it leaves, checksums filled in.
+    fn sniff_tx(&mut self, port: usize, frame: &Frame<'_>) {
+        let mut tirs = [0usize; 16];
+        let mut n = 0;
+        if let Some(st) = self.ports[port].steering.as_ref() {
+            for f in st.special.iter().filter(|f| f.1 == SpecialFlow::Sniffer) {
+                if n < tirs.len() {
+                    tirs[n] = f.2;
+                    n += 1;
+                }
             }
         }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let bytes = frame.wire(&mut scratch);
+        self.deliver_to_tirs(port, &tirs[..n], frame, bytes, false);
         self.scratch = scratch;
     }
 

@@ -143,8 +143,13 @@ pub struct PortCounters {
     pub rx_bytes: u64,
     /// Frames dropped because the RQ had no posted WQE (`out_of_buffer`).
     pub rx_out_of_buffer: u64,
-    /// Frames no queue took; on a bifurcated port these are Linux's.
+    /// Frames no queue took; on a bifurcated port these are Linux's (those its netdev accepts,
+    /// see [`Nic::set_netdev_filter`]).
     pub rx_unclaimed: u64,
+    /// Frames on a port behind flow steering that no bypass rule stole, the netdev did not
+    /// accept and no leftovers rule took: dropped by the NIC, as mlx5e's
+    /// `rx_steer_missed_packets` counts them.
+    pub rx_steer_missed: u64,
     /// Frames dropped because the receiving WQ was in the error state.
     pub rx_wq_error: u64,
     pub tx_error_cqes: u64,
@@ -235,11 +240,17 @@ impl ObjMem {
         let uar_off = (dbrec_off + 64).div_ceil(4096) * 4096;
         let len = if with_uar { uar_off + 4096 } else { dbrec_off + 64 };
         let region = Region::small_pages(len).map_err(|e| format!("ring memory: {e}"))?;
-        Ok(ObjMem {
+        let mem = ObjMem {
             region,
             dbrec_off,
             uar_off,
-        })
+        };
+        if with_uar {
+            // SAFETY: the register lies in the region just mapped, 8-byte aligned (page offset
+            // 0x800); no driver has its address yet.
+            unsafe { exec::take_uar(mem.bf_reg()) };
+        }
+        Ok(mem)
     }
     fn ring(&self) -> *mut u8 {
         self.region.base()
@@ -264,6 +275,8 @@ pub(crate) struct SqObj {
     unrung_polls: u32,
     /// The QP is in RTS (or ERR): doorbells are acted on. A QP in RESET/INIT/RTR ignores them.
     ready: bool,
+    /// The transport domain of the SQ's TIS (0: none, never "self" to any TIR).
+    td: u32,
 }
 
 pub(crate) struct RqObj {
@@ -297,18 +310,75 @@ struct TirObj {
     table: Vec<u32>,
     fields: u64,
     rss: crate::flow::rss::ToeplitzTable,
+    /// The TIR's transport domain (0: none) and its `self_lb_block` bits (PRM `tirc`; bit 0
+    /// unicast, bit 1 multicast), which let frames sent by a TIS of the same domain in.
+    td: u32,
+    self_lb: u8,
+}
+
+/// `tirc.self_lb_block` bit for unicast self-loopback (mlx5_ifc.h
+/// `MLX5_TIRC_SELF_LB_BLOCK_BLOCK_UNICAST`; set, it lets the TIR's own domain's unicast in, as
+/// mlx5_ib sets it for `MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC`).
+pub const TIR_SELF_LB_UC: u8 = 1;
+/// The multicast bit (`MLX5_TIRC_SELF_LB_BLOCK_BLOCK_MULTICAST`).
+pub const TIR_SELF_LB_MC: u8 = 2;
+
+/// The verbs flow types that are no match-and-steer rule of the bypass tables: mlx5_ib
+/// (`get_flow_table`, drivers/infiniband/hw/mlx5/fs.c) puts them in namespaces of their own
+/// and builds their match itself, whatever specs the flow carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecialFlow {
+    /// `IBV_FLOW_ATTR_SNIFFER` (`create_sniffer_rule`): one empty-match rule in
+    /// `MLX5_FLOW_NAMESPACE_SNIFFER_RX` and one in `_SNIFFER_TX`, so a copy of every frame the
+    /// port receives and of every frame it sends, beside (not instead of) normal steering.
+    Sniffer,
+    /// `IBV_FLOW_ATTR_ALL_DEFAULT` (`create_leftovers_rule`): rules in
+    /// `MLX5_FLOW_NAMESPACE_LEFTOVERS`, the root after the kernel's own tables, so frames that
+    /// no bypass rule stole and the netdev's tables did not take.
+    AllDefault,
+    /// `IBV_FLOW_ATTR_MC_DEFAULT`: the multicast rule of those only (dst MAC bit 0 set).
+    McDefault,
 }
 
 /// Flow steering of a port, when the model library turned it on: the NIC's bypass tables in
-/// front of the Linux netdev. Frames nothing steals are Linux's (`rx_unclaimed`).
+/// front of the Linux netdev. Frames nothing steals are Linux's (`rx_unclaimed`) when the
+/// netdev accepts them, else the leftovers rules' or dropped (`rx_steer_missed`).
 #[derive(Default)]
 struct Steering {
     /// (flow id, rule, TIR index) in installation order.
     flows: Vec<(u64, crate::flow::rule::FlowRule, usize)>,
     set: crate::flow::matcher::RuleSet,
+    /// (flow id, kind, TIR index): sniffer and leftovers rules.
+    special: Vec<(u64, SpecialFlow, usize)>,
+    /// The unicast address the netdev's L2 table holds; `None`: the netdev takes every frame
+    /// (promiscuous), so the leftovers namespace sees none.
+    netdev_mac: Option<[u8; 6]>,
 }
 
 impl Steering {
+    /// Whether the netdev (mlx5e's L2 table, in front of the leftovers namespace) takes a frame
+    /// to `dst`: its own address, broadcast, and the multicast groups Linux joins on every
+    /// interface with IPv4 and an IPv6 link-local address: 224.0.0.1 (all-hosts, `ip_mc_up`),
+    /// ff02::1 (all-nodes, `ipv6_add_dev`) and the link-local address's solicited-node group
+    /// (`addrconf_join_solict`), which is `33:33:ff` and the MAC's last three bytes.
+    fn netdev_accepts(&self, dst: &[u8]) -> bool {
+        let Some(mac) = self.netdev_mac else {
+            return true;
+        };
+        let Ok(dst) = <[u8; 6]>::try_from(dst) else {
+            return false;
+        };
+        dst == mac
+            || dst == [0xff; 6]
+            || dst == [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01]
+            || dst == [0x33, 0x33, 0x00, 0x00, 0x00, 0x01]
+            || dst == [0x33, 0x33, 0xff, mac[3], mac[4], mac[5]]
+    }
+
+    fn sniffs(&self) -> bool {
+        self.special.iter().any(|f| f.1 == SpecialFlow::Sniffer)
+    }
+
     fn rebuild(&mut self) {
         let mut set = crate::flow::matcher::RuleSet::new();
         for (_, r, _) in &self.flows {
@@ -344,6 +414,20 @@ pub(crate) struct PortState {
     dead: bool,
     /// `rx_capacity_pps`: tokens left and when they were last counted (device ns).
     bucket: (f64, u64),
+    /// The vport's local loopback (NIC vport context `disable_uc_local_lb`/`_mc_` clear): frames
+    /// the port sends to its own MAC or to a group come back in ([`Nic::set_local_lb`]).
+    local_lb: bool,
+    /// The port's MAC, for telling which sent frames are local ([`Nic::set_port_mac`]).
+    mac: Option<[u8; 6]>,
+    /// Something besides the wire reads what the port sends: a sniffer flow, or local
+    /// loopback (kept by `PortState::update_taps` whenever either changes).
+    taps: bool,
+}
+
+impl PortState {
+    fn update_taps(&mut self) {
+        self.taps = self.local_lb || self.steering.as_ref().is_some_and(Steering::sniffs);
+    }
 }
 
 /// The device state behind the NIC's lock.
@@ -375,6 +459,10 @@ pub struct Device {
     /// Files that show a port's `rx_out_of_buffer` count, as the kernel's
     /// `hw_counters/out_of_buffer` does ([`Nic::publish_out_of_buffer`]).
     published: Vec<Published>,
+    /// The SQ whose WQE is executing (its TIS's domain is that of the frames it sends).
+    tx_sq: usize,
+    /// While a looped-back frame is delivered: the domain of the TIS that sent it.
+    looped_from: Option<u32>,
 }
 
 /// A counter file and what was last written to it.
@@ -451,6 +539,9 @@ impl Nic {
                 inline_mode: cfg.inline_mode,
                 dead: false,
                 bucket: (0.0, 0),
+                local_lb: false,
+                mac: None,
+                taps: false,
             })
             .collect();
         let dev = Device {
@@ -472,6 +563,8 @@ impl Nic {
             clock: Instant::now(),
             now: None,
             published: Vec::new(),
+            tx_sq: 0,
+            looped_from: None,
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
@@ -588,6 +681,7 @@ impl Nic {
                 error: false,
                 unrung_polls: 0,
                 ready: true,
+                td: 0,
             },
         );
         let qpn = QPN_BASE + idx as u32;
@@ -704,8 +798,53 @@ impl Nic {
             table,
             fields,
             rss: crate::flow::rss::ToeplitzTable::new(key),
+            td: 0,
+            self_lb: 0,
         };
         Ok(slot(&mut d.tirs, tir))
+    }
+
+    /// Puts an SQ's TIS in transport domain `td` (an `ibv_context`'s, as mlx5_ib creates a raw
+    /// QP's TIS with its ucontext's `tdn`).
+    pub fn set_sq_domain(&self, qpn: u32, td: u32) {
+        if let Some(sq) = self.dev().sq_mut(qpn) {
+            sq.td = td;
+        }
+    }
+
+    /// Puts a TIR in transport domain `td` with `self_lb` ([`TIR_SELF_LB_UC`],
+    /// [`TIR_SELF_LB_MC`]): looped-back frames sent by a TIS of the same domain reach it only
+    /// for the kinds of address those bits allow.
+    pub fn set_tir_domain(&self, tir: usize, td: u32, self_lb: u8) {
+        if let Some(t) = self.dev().tirs.get_mut(tir).and_then(Option::as_mut) {
+            t.td = td;
+            t.self_lb = self_lb;
+        }
+    }
+
+    /// Turns the port's local loopback on or off (what `mlx5_nic_vport_update_local_lb` writes
+    /// into the NIC vport context; off at start, as mlx5_core's `mlx5_core_set_hca_defaults`
+    /// leaves an Ethernet port). On, a frame the port sends to its own MAC
+    /// ([`Nic::set_port_mac`]), to a group or broadcast also comes back in on the port, and is
+    /// steered like a received one, except that a TIR of the sending TIS's transport domain
+    /// takes it only if its self-loopback bits allow.
+    pub fn set_local_lb(&self, port: usize, on: bool) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.local_lb = on;
+            p.update_taps();
+        }
+    }
+
+    /// The port's own MAC (the unicast address local loopback recognises).
+    pub fn set_port_mac(&self, port: usize, mac: [u8; 6]) {
+        if let Some(p) = self.dev().ports.get_mut(port) {
+            p.mac = Some(mac);
+        }
+    }
+
+    /// Whether the port's local loopback is on.
+    pub fn local_lb(&self, port: usize) -> bool {
+        self.dev().ports.get(port).is_some_and(|p| p.local_lb)
     }
 
     /// Destroys a TIR; flows still pointing at it stop delivering.
@@ -717,8 +856,10 @@ impl Nic {
         for p in &mut d.ports {
             if let Some(st) = p.steering.as_mut() {
                 st.flows.retain(|f| f.2 != tir);
+                st.special.retain(|f| f.2 != tir);
                 st.rebuild();
             }
+            p.update_taps();
         }
     }
 
@@ -752,11 +893,49 @@ impl Nic {
         Ok(id)
     }
 
+    /// Installs a sniffer or leftovers flow on a steered port, delivering to `tir`; returns its
+    /// id. Every such flow gets its copy: a second rule of the same (empty or fixed) match in
+    /// the kernel's table joins the first one's entry as one more destination.
+    pub fn add_special_flow(&self, port: usize, kind: SpecialFlow, tir: usize) -> Result<u64, String> {
+        let mut d = self.dev();
+        if d.tirs.get(tir).and_then(Option::as_ref).is_none() {
+            return Err(format!("no TIR {tir}"));
+        }
+        let id = d.next_flow;
+        let st = d
+            .ports
+            .get_mut(port)
+            .and_then(|p| p.steering.as_mut())
+            .ok_or_else(|| format!("port {port} has no flow steering"))?;
+        if st.special.len() == crate::flow::matcher::MAX_RULES {
+            return Err(format!("port {port} holds {} such flows already", st.special.len()));
+        }
+        st.special.push((id, kind, tir));
+        d.ports[port].update_taps();
+        d.next_flow += 1;
+        Ok(id)
+    }
+
+    /// Gives a steered port's netdev the unicast address its L2 table holds: from then on it
+    /// takes only frames to that address, broadcast and the groups Linux joins
+    /// (`Steering::netdev_accepts`), and the rest goes to the leftovers rules or is dropped.
+    /// `None` (the default): the netdev takes every frame no rule stole, as a promiscuous one.
+    pub fn set_netdev_filter(&self, port: usize, mac: Option<[u8; 6]>) {
+        if let Some(st) = self.dev().ports.get_mut(port).and_then(|p| p.steering.as_mut()) {
+            st.netdev_mac = mac;
+        }
+    }
+
     /// Removes a flow; false when no port has it.
     pub fn remove_flow(&self, id: u64) -> bool {
         let mut d = self.dev();
         for p in &mut d.ports {
             if let Some(st) = p.steering.as_mut() {
+                if let Some(i) = st.special.iter().position(|f| f.0 == id) {
+                    st.special.remove(i);
+                    p.update_taps();
+                    return true;
+                }
                 if let Some(i) = st.flows.iter().position(|f| f.0 == id) {
                     st.flows.remove(i);
                     st.rebuild();
@@ -773,7 +952,7 @@ impl Nic {
             .ports
             .get(port)
             .and_then(|p| p.steering.as_ref())
-            .map_or(0, |s| s.flows.len())
+            .map_or(0, |s| s.flows.len() + s.special.len())
     }
 
     fn handle(&self, obj: Obj, mem: Arc<ObjMem>) -> KeepAlive {
@@ -1070,10 +1249,10 @@ fn reset_sq_obj(sq: &mut SqObj) {
     sq.hw_ci = 0;
     sq.error = false;
     sq.unrung_polls = 0;
-    // SAFETY: the dbrec and UAR words belong to this live SQ; zeroing them is what a reset
-    // does (the driver zeroes its record too).
+    // SAFETY: the dbrec and UAR words belong to this live SQ; a reset drops a pending UAR
+    // write and zeroes the record (the driver zeroes its record too).
     unsafe {
-        device::take_uar(sq.mem.bf_reg());
+        exec::take_uar(sq.mem.bf_reg());
         device::store_dbrec(sq.mem.dbrec().wrapping_add(super::prm::SND_DBR), 0);
     }
 }
@@ -1237,6 +1416,29 @@ mod steering_tests {
         nic.deregister_mr(lkey);
         drop((ra, rb, cqr, rwq_a, rwq_b, cq));
         assert_eq!(nic.live_objects(), 0);
+    }
+
+    /// A UAR write of 0 is a doorbell: a WQE whose first 8 bytes are 0 (NOP, index 0, QPN 0,
+    /// ds 0) is taken and fails with LOCAL_QP_OP (QPN and ds are wrong), as hardware takes
+    /// every write; it is not mistaken for "no doorbell" (counted in `doorbell_missing`).
+    #[test]
+    fn a_uar_write_of_zero_is_a_doorbell() {
+        let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+        let cq = nic.create_cq(8).unwrap();
+        let sq = nic.create_sq(0, 8, cq.cqn).unwrap();
+        // SAFETY: the model's own rings; this test is their only driver.
+        let (mut ring, cqr) = unsafe { (crate::dv::ring::SqRing::new(&sq), CqRing::new(&cq)) };
+        let (ring, cqr) = (ring.as_mut().unwrap(), cqr.unwrap());
+        *ring.wqe(0) = crate::dv::prm::SendWqe::default();
+        ring.ring_doorbell(1, 0);
+        nic.step();
+        let c = nic.counters();
+        assert_eq!((c.doorbells, c.doorbell_missing, c.wqes), (1, 0, 1));
+        let cqe = crate::dv::prm::ErrCqe::from_bytes(&nic.cq_slot(cq.cqn, 0).unwrap());
+        assert_eq!(cqe.op_own >> 4, crate::dv::prm::CQE_REQ_ERR);
+        assert_eq!(cqe.syndrome, crate::dv::prm::syndrome::LOCAL_QP_OP);
+        assert_eq!(nic.port_counters(0).tx_error_cqes, 1);
+        drop(cqr);
     }
 
     /// A send queue outside RTS ignores its doorbells.
