@@ -574,8 +574,10 @@ fn run(cli: Cli) -> Result<(), Fail> {
             cli.port_a
         )));
     }
-    let a = open(&cli.port_a).map_err(|e| Fail::rawpkt(format_args!("--port-a {}", cli.port_a), e))?;
-    let b = open(&cli.port_b).map_err(|e| Fail::rawpkt(format_args!("--port-b {}", cli.port_b), e))?;
+    let a =
+        open(&cli.port_a).map_err(|e| Fail::rawpkt(format_args!("--port-a {}", rawpkt::spec::echo(&cli.port_a)), e))?;
+    let b =
+        open(&cli.port_b).map_err(|e| Fail::rawpkt(format_args!("--port-b {}", rawpkt::spec::echo(&cli.port_b)), e))?;
     if a.same_port(&b) {
         return Err(Fail::Usage(format!(
             "--port-a and --port-b are the same port ({})",

@@ -116,7 +116,7 @@ fn run() -> Result<(), Fail> {
         pin(&cpu)?;
     }
     let stop = rawpkt::stop_flag();
-    let port = open(&spec).map_err(|e| rawpkt_fail(&spec, e))?;
+    let port = open(&spec).map_err(|e| rawpkt_fail(&rawpkt::spec::echo(&spec).to_string(), e))?;
     rawpkt::errln!("rx-sink: {}", port.description());
     let pool = Pool::new(PoolConfig {
         buffers: 16384,

@@ -285,6 +285,28 @@ fn tools_refuse_the_same_port_twice() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
+/// A spec with a line break in it: each tool's error names the option and the spec escaped, on
+/// one line, as a usage error (the library escapes its part; the tools' own prefix must too).
+#[test]
+fn tools_repeat_a_bad_spec_on_one_line() {
+    let bad = "xdp:lo,rule=dst-port\n53";
+    let runs: [(std::path::PathBuf, Vec<&str>); 3] = [
+        (env!("CARGO_BIN_EXE_pktgen").into(), vec!["--port", bad, "--count", "1"]),
+        (
+            env!("CARGO_BIN_EXE_pktgen").into(),
+            vec!["--port", "model:esc/0", "--rx-port", bad, "--count", "1"],
+        ),
+        (common::example("l2-xconnect"), vec!["--port-a", bad, "--duration", "1"]),
+    ];
+    for (tool, args) in runs.iter().chain([(common::example("rx-sink"), vec![bad])].iter()) {
+        let out = std::process::Command::new(tool).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool:?} {args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{tool:?} {args:?}: {err}");
+        assert!(err.contains("dst-port\\n53"), "{tool:?} {args:?}: {err}");
+    }
+}
+
 /// Frames the device drops for want of receive buffers, far more than 255 in a row: the port's
 /// `device_drops` is the exact count (the model's out-of-buffer counter since the port opened),
 /// while the CQEs' 8-bit drop counts add up to a lower bound.

@@ -139,12 +139,14 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             std::env::set_var("RAWPKT_MODEL_CPU", last.id.to_string());
         }
     }
-    let tx_port =
-        Arc::new(rawpkt::open(&cfg.tx_port).map_err(|e| Fail::rawpkt(format_args!("--port {}", cfg.tx_port), e))?);
+    let tx_port = Arc::new(
+        rawpkt::open(&cfg.tx_port)
+            .map_err(|e| Fail::rawpkt(format_args!("--port {}", rawpkt::spec::echo(&cfg.tx_port)), e))?,
+    );
     let rx_port = match &cfg.rx_port {
-        Some(spec) => Some(Arc::new(
-            rawpkt::open(spec).map_err(|e| Fail::rawpkt(format_args!("--rx-port {spec}"), e))?,
-        )),
+        Some(spec) => Some(Arc::new(rawpkt::open(spec).map_err(|e| {
+            Fail::rawpkt(format_args!("--rx-port {}", rawpkt::spec::echo(spec)), e)
+        })?)),
         None => None,
     };
     // A port's frames leave on its wire: the same port as receiver would count every one lost.
@@ -359,7 +361,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         errors.push(Fail::Runtime(format!(
             "none of the {} frames sent arrived at --rx-port {}; they were addressed {to}",
             summary.tx[0],
-            rx_port.as_ref().map_or("", |p| p.spec()),
+            rawpkt::spec::echo(rx_port.as_ref().map_or("", |p| p.spec())),
         )));
     }
     // Not when a closed stdout stopped the run: that ends quietly.
