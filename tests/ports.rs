@@ -290,15 +290,16 @@ fn tools_refuse_the_same_port_twice() {
 #[test]
 fn tools_repeat_a_bad_spec_on_one_line() {
     let bad = "xdp:lo,rule=dst-port\n53";
-    let runs: [(std::path::PathBuf, Vec<&str>); 3] = [
+    let runs: [(std::path::PathBuf, Vec<&str>); 4] = [
         (env!("CARGO_BIN_EXE_pktgen").into(), vec!["--port", bad, "--count", "1"]),
         (
             env!("CARGO_BIN_EXE_pktgen").into(),
             vec!["--port", "model:esc/0", "--rx-port", bad, "--count", "1"],
         ),
         (common::example("l2-xconnect"), vec!["--port-a", bad, "--duration", "1"]),
+        (common::example("rx-sink"), vec![bad]),
     ];
-    for (tool, args) in runs.iter().chain([(common::example("rx-sink"), vec![bad])].iter()) {
+    for (tool, args) in &runs {
         let out = std::process::Command::new(tool).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{tool:?} {args:?}: {err}");
