@@ -788,7 +788,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             }
         }
         for (port, name) in [(&a, "A"), (&b, "B")] {
-            if let Some((nic, p)) = port.model() {
+            if let Some((nic, p)) = rawpkt::model::nic_of(port) {
                 let c = nic.port_counters(p);
                 rawpkt::outln!(
                     "  model port {name}: received {}, dropped {} for lack of RX buffers",

@@ -25,6 +25,9 @@ pub mod dv;
 pub mod flow;
 pub mod mem;
 pub mod mlx5;
+#[cfg(feature = "model")]
+pub mod model;
+mod open;
 pub mod pcap;
 pub mod rx;
 pub mod spec;
@@ -36,7 +39,8 @@ mod xdp;
 use std::rc::Rc;
 
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
-pub use spec::{open, open_with, Port, PortIdentity, PortOptions};
+pub use open::{open, open_with};
+pub use spec::{Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
 
 /// A flag set by Ctrl-C (SIGINT) or SIGTERM, for loops that poll: install once, check per burst.

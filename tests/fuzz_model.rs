@@ -1,5 +1,5 @@
 //! Fuzz target: the device model's execution of arbitrary send WQEs, doorbells and receive WQEs
-//! (`dv::model`), against the rules `docs/mlx5-notes.md` documents (Send WQEs, Doorbells,
+//! (`rawpkt::model`), against the rules `docs/mlx5-notes.md` documents (Send WQEs, Doorbells,
 //! Completions), read here from the bytes by a separate implementation.
 //!
 //! One case is a fresh model NIC (a ConnectX-5, or a ConnectX-4 with 18 bytes of minimum inline
@@ -26,13 +26,13 @@ mod fuzz;
 
 use std::sync::Arc;
 
-use rawpkt::dv::model::{Fault, ModelConfig, Nic, Wire};
 use rawpkt::dv::prm::{
     syndrome, DataSeg, CQE_REQ, CQE_REQ_ERR, CQE_RESP_ERR, CQE_RESP_SEND, INVALID_LKEY, OPCODE_ENHANCED_MPSW,
     OPCODE_SEND,
 };
 use rawpkt::dv::ring::{CqRing, RqRing, SqRing};
 use rawpkt::mem::region::Region;
+use rawpkt::model::{Fault, ModelConfig, Nic, Wire};
 
 const REGION: usize = 16384;
 const SQ_BBS: u32 = 64;

@@ -6,12 +6,12 @@ mod common;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rawpkt::dv::model::{ModelConfig, Nic, Wire};
 use rawpkt::dv::prm::{
     syndrome, Be32, CtrlSeg, DataSeg, ErrCqe, InlineMode, SendWqe, CQE_REQ, CQE_REQ_ERR, OPCODE_ENHANCED_MPSW,
     OPCODE_SEND, OPCODE_SEND_IMM, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use rawpkt::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
+use rawpkt::model::{ModelConfig, Nic, Wire};
 use rawpkt::{Burst, Pool, PoolConfig};
 
 struct Sq {

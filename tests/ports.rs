@@ -53,7 +53,7 @@ fn a_threaded_model_pair_carries_100k_frames_intact() {
         assert!(std::time::Instant::now() < deadline);
         tx.reclaim().unwrap();
     }
-    let (nic, port) = a.model().unwrap();
+    let (nic, port) = rawpkt::model::nic_of(&a).unwrap();
     assert_eq!(nic.port_counters(port).tx_frames, total);
     assert_eq!(nic.counters().doorbell_mismatch, 0);
     assert_eq!(rx.stats().packets, total);
@@ -108,7 +108,7 @@ fn bad_specs_and_configs_are_one_clear_error() {
 /// A sender that never waits, into a model NIC on its own thread: completions lag behind
 /// posting, the receive queue overflows and the device drops. What arrives must still be in
 /// order and intact, and what was sent must equal what arrived plus what the device dropped.
-fn overload(dev: rawpkt::dv::model::ModelConfig) {
+fn overload(dev: rawpkt::model::ModelConfig) {
     use rawpkt::{RxQueue, TxQueue};
     let q = QueueConfig::default();
     let mut r = common::rig(q, dev, 8192);
@@ -166,12 +166,12 @@ fn overload(dev: rawpkt::dv::model::ModelConfig) {
 
 #[test]
 fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx4() {
-    overload(rawpkt::dv::model::ModelConfig::connectx4());
+    overload(rawpkt::model::ModelConfig::connectx4());
 }
 
 #[test]
 fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx5() {
-    overload(rawpkt::dv::model::ModelConfig::default());
+    overload(rawpkt::model::ModelConfig::default());
 }
 
 #[test]
@@ -213,7 +213,7 @@ fn queues_keep_their_device_running_after_the_ports_are_dropped() {
 fn queues_take_their_registrations_with_them() {
     let a = open("model:mr-test/0").unwrap();
     let b = open("model:mr-test/1").unwrap();
-    let nic = a.model().unwrap().0.clone();
+    let nic = rawpkt::model::nic_of(&a).unwrap().0.clone();
     for _ in 0..3 {
         let pool = Pool::new(PoolConfig {
             buffers: 1024,
@@ -356,7 +356,9 @@ fn device_drops_are_exact_past_255() {
     assert_eq!(received + dropped, total);
     assert_eq!(
         dropped,
-        b.model().map(|(n, p)| n.port_counters(p).rx_out_of_buffer).unwrap()
+        rawpkt::model::nic_of(&b)
+            .map(|(n, p)| n.port_counters(p).rx_out_of_buffer)
+            .unwrap()
     );
     assert!(rx.stats().drops <= dropped);
     // The other port dropped nothing.

@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::Rng;
-use rawpkt::dv::model::{Fault, ModelConfig, Nic, Wire};
 use rawpkt::dv::prm::syndrome;
 use rawpkt::dv::ring::{CqInfo, SqInfo};
+use rawpkt::model::{Fault, ModelConfig, Nic, Wire};
 use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};

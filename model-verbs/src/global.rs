@@ -5,7 +5,7 @@ use std::ffi::{c_char, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use rawpkt::dv::model::{ModelConfig, Nic, Wire};
+use rawpkt::model::{ModelConfig, Nic, Wire};
 use rdma_abi::ibv_device;
 
 /// One RDMA device of the model (contract table).
@@ -237,7 +237,7 @@ fn init() -> Result<Global, String> {
                 .join(crate::sysfs::OUT_OF_BUFFER),
         );
     }
-    nic.start(rawpkt::spec::model_cpu());
+    nic.start(rawpkt::model::model_cpu());
     let mut devices = [0usize; DEVS.len()];
     for (i, d) in DEVS.iter().enumerate() {
         // SAFETY: ibv_device is plain C data (arrays, enums, function pointers); all zeroes is

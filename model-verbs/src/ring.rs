@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use rawpkt::dv::model::RawQueue;
+use rawpkt::model::RawQueue;
 
 /// `MLX5_RCV_DBR`, `MLX5_SND_DBR`: the receive and send counters of a QP's doorbell record;
 /// `MLX5_CQ_SET_CI`: the consumer index of a CQ's (mlx5dv.h).

@@ -882,8 +882,8 @@ impl Drop for DvTxQueue {
 mod tests {
     use std::rc::Rc;
 
-    use crate::dv::model::{ModelConfig, Nic, Wire};
     use crate::mem::pool::{Burst, Pool, PoolConfig};
+    use crate::model::{ModelConfig, Nic, Wire};
     use crate::rx::dv::DvRxQueue;
     use crate::tx::dv::DvTxQueue;
     use crate::{QueueConfig, RxQueue, TxQueue};

@@ -4,8 +4,8 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rawpkt::dv::model::{ModelConfig, Nic, Wire};
 use rawpkt::dv::ring::{CqInfo, SqInfo};
+use rawpkt::model::{ModelConfig, Nic, Wire};
 use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Pool, PoolConfig, QueueConfig};
