@@ -34,7 +34,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rawpkt::{open, Burst, Pool, PoolConfig, Port, QueueConfig, QueueError, QueueStats, RxQueue, TxQueue};
+use rawpkt::tool::env::open; // the model's RAWPKT_MODEL_* settings
+use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, QueueError, QueueStats, RxQueue, TxQueue};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -33,6 +33,7 @@ pub mod rx;
 pub mod spec;
 pub mod stats;
 mod sys;
+pub mod tool;
 pub mod tx;
 mod xdp;
 
@@ -40,7 +41,7 @@ use std::rc::Rc;
 
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
 pub use open::{open, open_with};
-pub use spec::{Port, PortIdentity, PortOptions};
+pub use spec::{ModelOptions, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
 
 /// A flag set by Ctrl-C (SIGINT) or SIGTERM, for loops that poll: install once, check per burst.

@@ -8,8 +8,8 @@
 //! | `verbs:NETDEV`, `verbs:mlx5_0/1` | the same port with the ibverbs datapath forced |
 //! | `xdp:IFNAME[/QUEUE][,rule=RULE]…[,netns=NS][,mode=native\|generic][,bind=copy\|zerocopy]` | AF_XDP on IFNAME's queues (or queue QUEUE only): frames some `rule=` matches (default: to IFNAME's own MAC) go to the port's RX queues, the rest to Linux; see the README's "Port specs" |
 //!
-//! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set (a value that is
-//! not a CPU number is reported on stderr once, and the thread is left unpinned).
+//! How the model NIC runs (its thread's CPU, a trace, a receive rate) is [`ModelOptions`] in
+//! [`PortOptions`].
 
 use std::any::Any;
 use std::rc::Rc;
@@ -208,6 +208,23 @@ pub struct PortOptions {
     ///   that as it is; any other value must equal that number.
     /// - `model:`: must be 1.
     pub rx_queues: u16,
+    /// How a `model:` port's NIC runs; ignored by the other kinds.
+    pub model: ModelOptions,
+}
+
+/// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
+/// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
+/// it is. The library reads no environment; the tools fill this from `RAWPKT_MODEL_CPU`,
+/// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS` (`rawpkt::tool::env::model_options`).
+#[derive(Clone, Debug, Default)]
+pub struct ModelOptions {
+    /// The CPU the NIC's polling thread is pinned to; None: unpinned.
+    pub cpu: Option<usize>,
+    /// Write a trace of the WQEs the NIC executes and the CQEs it writes to this file
+    /// (`docs/model-trace.md`).
+    pub trace: Option<std::path::PathBuf>,
+    /// Frames a second each port takes at most (the model's `rx_capacity_pps`); None: no limit.
+    pub rx_capacity_pps: Option<f64>,
 }
 
 impl Default for PortOptions {
@@ -216,6 +233,7 @@ impl Default for PortOptions {
             rules: Vec::new(),
             promiscuous: false,
             rx_queues: 1,
+            model: ModelOptions::default(),
         }
     }
 }

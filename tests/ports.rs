@@ -366,3 +366,54 @@ fn device_drops_are_exact_past_255() {
     drop((tx, rx, out, got));
     assert_eq!(pool.free_count(), pool.capacity());
 }
+
+/// A model port's queue ids are checked as a device's are: an id past the last (1023) or one whose
+/// queue still lives is one line of `Error::Config`, on RX and TX alike; a dropped queue's id is
+/// free again, and the same id in the other direction or on the other port is another queue.
+#[test]
+fn model_queue_ids_unknown_or_in_use_are_config_errors() {
+    let a = open("model:qids/0").unwrap();
+    let b = open("model:qids/1").unwrap();
+    let again = open("model:qids/0").unwrap();
+    let pool = Pool::new(PoolConfig::default()).unwrap();
+    let q = QueueConfig::default();
+    let last = rawpkt::model::MODEL_QUEUES - 1;
+    for tx in [false, true] {
+        let make = |p: &rawpkt::Port, id: u16| {
+            if tx {
+                p.tx_queue(id, &pool, &q).map(|_| ())
+            } else {
+                p.rx_queue(id, &pool, &q).map(|_| ())
+            }
+        };
+        let dir = if tx { "TX" } else { "RX" };
+        for id in [last + 1, u16::MAX] {
+            let e = make(&a, id).unwrap_err();
+            assert!(matches!(e, Error::Config(_)), "{e:?}");
+            let e = e.to_string();
+            assert!(e.contains(&format!("{dir} queue {id} does not exist")), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let held = if tx {
+            (Some(a.tx_queue(last, &pool, &q).unwrap()), None)
+        } else {
+            (None, Some(a.rx_queue(last, &pool, &q).unwrap()))
+        };
+        // Twice on the port, also through another handle of the same port: in use.
+        for p in [&a, &again] {
+            let e = make(p, last).unwrap_err();
+            assert!(matches!(e, Error::Config(_)), "{e:?}");
+            assert!(
+                e.to_string().contains(&format!("{dir} queue {last} is already in use")),
+                "{e}"
+            );
+        }
+        // The other port has its own ids.
+        make(&b, last).unwrap();
+        drop(held);
+        make(&a, last).unwrap();
+    }
+    // The same id in both directions is two queues.
+    let _rx = a.rx_queue(0, &pool, &q).unwrap();
+    let _tx = a.tx_queue(0, &pool, &q).unwrap();
+}

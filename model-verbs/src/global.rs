@@ -222,7 +222,9 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Wire>, String> {
 fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
-    let nic = Nic::new(wires, ModelConfig::default())?;
+    // The library reads no environment; this stand-in for libibverbs does, as the tools do.
+    let opts = rawpkt::tool::env::model_options();
+    let nic = Nic::new(wires, ModelConfig::with_options(&opts))?;
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.
@@ -237,7 +239,7 @@ fn init() -> Result<Global, String> {
                 .join(crate::sysfs::OUT_OF_BUFFER),
         );
     }
-    nic.start(rawpkt::model::model_cpu());
+    nic.start(opts.cpu);
     let mut devices = [0usize; DEVS.len()];
     for (i, d) in DEVS.iter().enumerate() {
         // SAFETY: ibv_device is plain C data (arrays, enums, function pointers); all zeroes is

@@ -38,7 +38,7 @@ mod exec;
 pub use exec::hdr_type_etc;
 mod port;
 pub(crate) use port::open_model;
-pub use port::{model_cpu, nic_of};
+pub use port::{nic_of, MODEL_QUEUES};
 mod ring;
 mod trace;
 pub mod wire;
@@ -80,7 +80,7 @@ pub struct ModelConfig {
     /// Frames a second each port takes at most, through a buffer of 50 ms worth (at least 64
     /// frames; full at the first frame), so that a run of T seconds loses nothing up to
     /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
-    /// a slower device under test. None: no limit. Default from `RAWPKT_MODEL_RX_PPS`.
+    /// a slower device under test. None: no limit.
     pub rx_capacity_pps: Option<f64>,
 }
 
@@ -105,11 +105,8 @@ impl Default for ModelConfig {
             strict_cq: true,
             missing_doorbell_polls: 1,
             strict_doorbell: true,
-            trace: std::env::var_os("RAWPKT_MODEL_TRACE").map(Into::into),
-            rx_capacity_pps: std::env::var("RAWPKT_MODEL_RX_PPS")
-                .ok()
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|&r| r.is_finite() && r > 0.0),
+            trace: None,
+            rx_capacity_pps: None,
         }
     }
 }

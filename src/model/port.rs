@@ -12,11 +12,20 @@ use super::{ModelConfig, Nic, QueueMem, Wire};
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl};
 use crate::rx::dv::DvRxQueue;
-use crate::spec::{echo, Backend, Port, PortIdentity, PortOptions};
+use crate::spec::{echo, Backend, ModelOptions, Port, PortIdentity, PortOptions};
 use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 
 impl ModelConfig {
+    /// The default device ([`ModelConfig::default`]) run as `opts` say (trace, receive rate).
+    pub fn with_options(opts: &ModelOptions) -> ModelConfig {
+        ModelConfig {
+            trace: opts.trace.clone(),
+            rx_capacity_pps: opts.rx_capacity_pps,
+            ..ModelConfig::default()
+        }
+    }
+
     /// What the datapath learns from this device (`mlx5dv_query_device` and `eth_min_inline` on
     /// hardware).
     pub fn caps(&self) -> DvCaps {
@@ -64,6 +73,7 @@ impl Nic {
         Arc::new(ModelControl {
             nic: self.clone(),
             lkey: None,
+            _id: None,
         })
     }
 
@@ -73,6 +83,7 @@ impl Nic {
         Arc::new(ModelControl {
             nic: self.clone(),
             lkey: Some(lkey),
+            _id: None,
         })
     }
 }
@@ -95,6 +106,8 @@ fn rwq_info(q: QueueMem) -> (RwqInfo, u32) {
 struct ModelControl {
     nic: Arc<Nic>,
     lkey: Option<u32>,
+    /// The `model:` port's queue id, given back with the queue.
+    _id: Option<IdHeld>,
 }
 
 impl Drop for ModelControl {
@@ -122,8 +135,33 @@ pub fn nic_of(port: &Port) -> Option<(Arc<Nic>, usize)> {
     Some((m.nic.clone(), m.port))
 }
 
-/// Model NICs opened by name, so that both ends of `model:NAME/0` and `model:NAME/1` share one.
-static MODELS: Mutex<Vec<(String, Weak<Nic>)>> = Mutex::new(Vec::new());
+/// Model NICs opened by name, so that both ends of `model:NAME/0` and `model:NAME/1` share one,
+/// with the queue ids taken on them.
+static MODELS: Mutex<Vec<Opened>> = Mutex::new(Vec::new());
+
+/// A model NIC's name, the NIC while any port or queue holds it, and its queue ids.
+type Opened = (String, Weak<Nic>, Arc<QueueIds>);
+
+/// Queue ids a `model:` port offers in each direction: 0 to `MODEL_QUEUES - 1`. The device has no
+/// limit of its own this low (every RQ joins the port's RSS table, every SQ sends on its wire);
+/// 1024 covers pktgen's most (8 queues per core, and a latency queue) on a 127-core machine.
+pub const MODEL_QUEUES: u16 = 1024;
+
+/// The queue ids in use on one model NIC's ports: (port, TX?, id).
+#[derive(Default)]
+struct QueueIds(Mutex<std::collections::HashSet<(usize, bool, u16)>>);
+
+/// Holds a queue id for as long as its queue lives (inside the queue's `DvControl`).
+struct IdHeld {
+    ids: Arc<QueueIds>,
+    id: (usize, bool, u16),
+}
+
+impl Drop for IdHeld {
+    fn drop(&mut self) {
+        self.ids.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
+    }
+}
 
 /// Opens the `model:` port `rest` names (what follows `model:`).
 pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
@@ -163,43 +201,43 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         (name.to_string(), port, vec![Wire::Peer(1), Wire::Peer(0)])
     };
     let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
-    models.retain(|(_, w)| w.strong_count() > 0);
-    let nic = match models.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
-        Some(nic) => nic,
+    models.retain(|(_, w, _)| w.strong_count() > 0);
+    let found = models
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .and_then(|(_, w, ids)| Some((w.upgrade()?, ids.clone())));
+    let (nic, ids) = match found {
+        Some(found) => found,
         None => {
-            let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
-            nic.start(model_cpu());
-            models.push((key.clone(), Arc::downgrade(&nic)));
-            nic
+            let m = &opts.model;
+            if let Some(r) = m.rx_capacity_pps.filter(|r| !(r.is_finite() && *r > 0.0)) {
+                return Err(Error::Config(format!(
+                    "{}: ModelOptions::rx_capacity_pps {r} must be a positive number of frames a second",
+                    echo(spec)
+                )));
+            }
+            let cfg = ModelConfig::with_options(m);
+            let nic = Nic::new(wires, cfg).map_err(Error::Device)?;
+            nic.start(m.cpu);
+            let ids = Arc::new(QueueIds::default());
+            models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));
+            (nic, ids)
         }
     };
     let drops_at_open = nic.port_counters(port).rx_out_of_buffer;
     Ok(Box::new(ModelPort {
         nic,
+        ids,
         key,
         port,
         drops_at_open,
     }))
 }
 
-/// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
-/// (once per process) and the model thread runs unpinned.
-pub fn model_cpu() -> Option<usize> {
-    let v = std::env::var_os("RAWPKT_MODEL_CPU")?;
-    match v.to_str().map(|s| s.trim().parse::<usize>()) {
-        Some(Ok(cpu)) => Some(cpu),
-        _ => {
-            static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| {
-                eprintln!("rawpkt: RAWPKT_MODEL_CPU={v:?} is not a CPU number; the model thread is not pinned")
-            });
-            None
-        }
-    }
-}
-
 struct ModelPort {
     nic: Arc<Nic>,
+    /// The queue ids taken on the NIC's ports.
+    ids: Arc<QueueIds>,
     /// The NIC's name in `MODELS`.
     key: String,
     port: usize,
@@ -207,19 +245,50 @@ struct ModelPort {
     drops_at_open: u64,
 }
 
-impl Backend for ModelPort {
-    fn rx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+impl ModelPort {
+    /// Takes queue id `qid` of direction `tx` on this port, with a control handle for the queue
+    /// holding it and one registration of the pool: both are given back when the queue goes.
+    fn take(&self, tx: bool, qid: u16, pool: &Rc<Pool>) -> Result<(u32, Arc<dyn DvControl>), Error> {
+        let dir = if tx { "TX" } else { "RX" };
+        if qid >= MODEL_QUEUES {
+            return Err(Error::Config(format!(
+                "{}: {dir} queue {qid} does not exist; a model port has {dir} queues 0 to {}",
+                self.identity(),
+                MODEL_QUEUES - 1
+            )));
+        }
+        let id = (self.port, tx, qid);
+        if !self.ids.0.lock().unwrap_or_else(|e| e.into_inner()).insert(id) {
+            return Err(Error::Config(format!(
+                "{}: {dir} queue {qid} is already in use; drop that queue before creating it again",
+                self.identity()
+            )));
+        }
+        let held = IdHeld {
+            ids: self.ids.clone(),
+            id,
+        };
         // Each queue holds a registration of its pool for as long as it lives.
         let lkey = self.nic.register_mr(pool.region());
-        let ctl = self.nic.control_holding_mr(lkey);
+        let ctl = Arc::new(ModelControl {
+            nic: self.nic.clone(),
+            lkey: Some(lkey),
+            _id: Some(held),
+        });
+        Ok((lkey, ctl))
+    }
+}
+
+impl Backend for ModelPort {
+    fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        let (lkey, ctl) = self.take(false, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
         Ok(Box::new(DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)?))
     }
 
-    fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
-        let lkey = self.nic.register_mr(pool.region());
-        let ctl = self.nic.control_holding_mr(lkey);
+    fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
+        let (lkey, ctl) = self.take(true, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
         Ok(Box::new(DvTxQueue::new(
