@@ -7,7 +7,7 @@
 //! vectors.
 //!
 //! The addresses are what `mlx5dv_init_obj` hands over ([`RawQueue`]); the object owning the
-//! queue (its `SqInfo`/`RwqInfo`/`CqInfo`) keeps them mapped for as long as the ring lives.
+//! queue (its `rawpkt::model::QueueMem`) keeps them mapped for as long as the ring lives.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 

@@ -547,7 +547,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             // A CQ with QPs or WQs completing to it: EBUSY (the kernel's usecnt).
             g.reg().remove(cq as usize, Kind::Cq)?;
             crate::events::disarm(cq.cast::<Cq>());
-            // SAFETY: allocated by create_cq, out of the registry; dropping its CqInfo and
+            // SAFETY: allocated by create_cq, out of the registry; dropping its QueueMem and
             // ring destroys the model's CQ.
             let c = unsafe { Box::from_raw(cq.cast::<Cq>()) };
             if !c.cq.channel.is_null() {
