@@ -67,9 +67,9 @@ fn runts_on_model_ports_opened_by_spec() {
 fn the_model_wire_pads_a_runt_to_60_bytes() {
     use rawpkt::dv::prm::{Be32, CtrlSeg, SendWqe};
     use rawpkt::dv::ring::SqRing;
-    use rawpkt::model::{Nic, Wire};
+    use rawpkt::model::{Link, Nic};
     use rawpkt::Burst;
-    let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+    let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
     let pool = Pool::new(PoolConfig {
         buffers: 64,
         ..PoolConfig::default()

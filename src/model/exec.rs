@@ -4,7 +4,7 @@
 #![allow(unsafe_code)]
 
 use super::ring as dma;
-use super::{Device, Fault, SpecialFlow, Wire, CQN_BASE, WQN_BASE};
+use super::{Device, Fault, Link, SpecialFlow, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
     cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
     ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
@@ -730,9 +730,9 @@ impl Device {
         if self.ports[port].taps {
             return None; // a sniffer or the port's own steering reads what the port sends
         }
-        match self.ports[port].wire {
-            Wire::Null => Some(None),
-            Wire::Peer(p) => {
+        match self.ports[port].link {
+            Link::Null => Some(None),
+            Link::Peer(p) => {
                 let q = &self.ports[p];
                 (q.rqs.is_empty() && q.steering.is_none() && q.faults.is_empty()).then_some(Some(p))
             }
@@ -746,7 +746,7 @@ impl Device {
     /// has many reads in flight too). Prefetches have no effect but timing: nothing is read or
     /// written here but the RQ's posted WQEs, and a wrong guess only costs a wasted fetch.
     fn prefetch_delivery(&mut self, port: usize, out: &WqeFrames) {
-        let Wire::Peer(peer) = self.ports[port].wire else {
+        let Link::Peer(peer) = self.ports[port].link else {
             return;
         };
         let q = &self.ports[peer];
@@ -799,20 +799,20 @@ impl Device {
         if self.ports[port].taps {
             self.tap_tx(port, frame);
         }
-        match &mut self.ports[port].wire {
-            Wire::Peer(peer) => {
+        match &mut self.ports[port].link {
+            Link::Peer(peer) => {
                 let peer = *peer;
                 self.deliver(peer, frame);
             }
-            Wire::Loopback => self.deliver(port, frame),
-            Wire::Capture(q) => q.push_back(frame.wire(&mut self.scratch).to_vec()),
-            Wire::AfPacket(sock) => {
+            Link::Loopback => self.deliver(port, frame),
+            Link::Capture(q) => q.push_back(frame.wire(&mut self.scratch).to_vec()),
+            Link::AfPacket(sock) => {
                 if !sock.send(frame.wire(&mut self.scratch)) {
                     self.ports[port].counters.tx_wire_errors += 1;
                 }
             }
             // Nothing reads the frame: counted, never copied.
-            Wire::Null => {}
+            Link::Null => {}
         }
     }
 
@@ -857,14 +857,14 @@ impl Device {
     }
 
     fn poll_wire(&mut self, port: usize) -> usize {
-        if !matches!(self.ports[port].wire, Wire::AfPacket(_)) {
+        if !matches!(self.ports[port].link, Link::AfPacket(_)) {
             return 0;
         }
         let mut buf = std::mem::take(&mut self.rxbuf);
         let mut n = 0;
         while n < 64 {
-            let got = match &mut self.ports[port].wire {
-                Wire::AfPacket(sock) => sock.recv(&mut buf),
+            let got = match &mut self.ports[port].link {
+                Link::AfPacket(sock) => sock.recv(&mut buf),
                 _ => None,
             };
             match got {

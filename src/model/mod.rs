@@ -39,9 +39,9 @@ pub use exec::hdr_type_etc;
 mod port;
 pub(crate) use port::open_model;
 pub use port::{nic_of, MODEL_QUEUES};
+pub mod link;
 mod ring;
 mod trace;
-pub mod wire;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,9 +52,9 @@ use std::time::Instant;
 use crate::dv::prm::InlineMode;
 use crate::dv::prm::{cq_entries_for, BF_OFFSET, CQE_INIT_OP_OWN, SEND_WQE_BB};
 use crate::mem::region::Region;
+pub use link::Link;
 use ring as dma;
 pub use trace::Trace;
-pub use wire::Wire;
 
 /// Device behaviour knobs.
 #[derive(Clone, Debug)]
@@ -392,7 +392,7 @@ pub(crate) struct CqObj {
 }
 
 pub(crate) struct PortState {
-    wire: Wire,
+    link: Link,
     rqs: Vec<u32>,
     steering: Option<Steering>,
     faults: VecDeque<Fault>,
@@ -512,16 +512,16 @@ fn slot<T>(v: &mut Vec<Option<T>>, obj: T) -> usize {
 }
 
 impl Nic {
-    /// A NIC whose ports have the given wires.
-    pub fn new(wires: Vec<Wire>, cfg: ModelConfig) -> Result<Arc<Nic>, String> {
+    /// A NIC whose ports have the given links.
+    pub fn new(links: Vec<Link>, cfg: ModelConfig) -> Result<Arc<Nic>, String> {
         let trace = match &cfg.trace {
             Some(p) => Some(Trace::create(p).map_err(|e| format!("trace file {}: {e}", p.display()))?),
             None => None,
         };
-        let ports = wires
+        let ports = links
             .into_iter()
-            .map(|wire| PortState {
-                wire,
+            .map(|link| PortState {
+                link,
                 rqs: Vec::new(),
                 steering: None,
                 faults: VecDeque::new(),
@@ -565,7 +565,7 @@ impl Nic {
 
     /// Two ports connected back to back.
     pub fn pair(cfg: ModelConfig) -> Result<Arc<Nic>, String> {
-        Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], cfg)
+        Nic::new(vec![Link::Peer(1), Link::Peer(0)], cfg)
     }
 
     fn dev(&self) -> MutexGuard<'_, Device> {
@@ -1086,7 +1086,7 @@ impl Nic {
         let Some(p) = d.ports.get_mut(port) else {
             return PortCounters::default();
         };
-        if let Wire::AfPacket(sock) = &mut p.wire {
+        if let Link::AfPacket(sock) = &mut p.link {
             p.counters.rx_wire_drops += sock.kernel_drops();
         }
         p.counters
@@ -1117,10 +1117,10 @@ impl Nic {
         self.dev().deliver(port, &exec::Frame::of_slice(frame, &mut slot));
     }
 
-    /// Takes the frames a `Wire::Capture` port has sent so far.
+    /// Takes the frames a `Link::Capture` port has sent so far.
     pub fn take_captured(&self, port: usize) -> Vec<Vec<u8>> {
-        match self.dev().ports.get_mut(port).map(|p| &mut p.wire) {
-            Some(Wire::Capture(q)) => q.drain(..).collect(),
+        match self.dev().ports.get_mut(port).map(|p| &mut p.link) {
+            Some(Link::Capture(q)) => q.drain(..).collect(),
             _ => Vec::new(),
         }
     }
@@ -1364,7 +1364,7 @@ mod steering_tests {
     /// every write; it is not mistaken for "no doorbell" (counted in `doorbell_missing`).
     #[test]
     fn a_uar_write_of_zero_is_a_doorbell() {
-        let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+        let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
         let cq = nic.create_cq(8).unwrap();
         let sq = nic.create_sq(0, 8, cq.cqn).unwrap();
         // SAFETY: the model's own rings; this test is their only driver.
@@ -1385,7 +1385,7 @@ mod steering_tests {
     /// A send queue outside RTS ignores its doorbells.
     #[test]
     fn an_sq_that_is_not_ready_ignores_doorbells() {
-        let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+        let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
         let cq = nic.create_cq(8).unwrap();
         let sq = nic.create_sq(0, 8, cq.cqn).unwrap();
         nic.set_sq_state(sq.qpn, false, false).unwrap();

@@ -8,7 +8,7 @@ use std::any::Any;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{ModelConfig, Nic, QueueMem, Wire};
+use super::{Link, ModelConfig, Nic, QueueMem};
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl};
 use crate::rx::dv::DvRxQueue;
@@ -176,8 +176,8 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         if ifname.is_empty() {
             return Err(Error::Spec("model:afpacket= needs an interface name".into()));
         }
-        let wire = Wire::afpacket(ifname).map_err(Error::Device)?;
-        (format!("afpacket={ifname}"), 0, vec![wire])
+        let link = Link::afpacket(ifname).map_err(Error::Device)?;
+        (format!("afpacket={ifname}"), 0, vec![link])
     } else {
         let (name, port) = rest.split_once('/').ok_or_else(|| {
             Error::Spec(format!(
@@ -198,7 +198,7 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
                 )))
             }
         };
-        (name.to_string(), port, vec![Wire::Peer(1), Wire::Peer(0)])
+        (name.to_string(), port, vec![Link::Peer(1), Link::Peer(0)])
     };
     let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
     models.retain(|(_, w, _)| w.strong_count() > 0);
