@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rawpkt::dv::model::{ModelConfig, Nic};
+use rawpkt::model::{ModelConfig, Nic};
 use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};

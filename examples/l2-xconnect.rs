@@ -34,7 +34,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rawpkt::{open, Burst, Pool, PoolConfig, Port, QueueConfig, QueueError, QueueStats, RxQueue, TxQueue};
+use rawpkt::tool::env::open; // the model's RAWPKT_MODEL_* settings
+use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, QueueError, QueueStats, RxQueue, TxQueue};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -788,7 +789,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             }
         }
         for (port, name) in [(&a, "A"), (&b, "B")] {
-            if let Some((nic, p)) = port.model() {
+            if let Some((nic, p)) = rawpkt::model::nic_of(port) {
                 let c = nic.port_counters(p);
                 rawpkt::outln!(
                     "  model port {name}: received {}, dropped {} for lack of RX buffers",

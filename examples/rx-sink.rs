@@ -12,7 +12,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig};
+use rawpkt::tool::env::open; // the model's RAWPKT_MODEL_* settings
+use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
 
 /// An error line and the exit status it goes with.
 struct Fail(u8, String);

@@ -8,8 +8,14 @@ names a path of B (`use crate::b::...`, `super::...` that leaves A, or an inline
 The crate root (`lib.rs`) re-exports the public API and is left out of the graph.
 
 Usage: scripts/modgraph.py [--src src] [--depth 1|2] [--edges] [--dot]
-Exit status: 0 when the room graph has no cycle and `sys` imports nothing from the crate, 1 when
-it does (each cycle and each upward import of `sys` printed on its own line).
+Exit status: 0 when the room graph has no cycle, `sys` imports nothing from the crate and the
+model's device files import nothing of the driver but its formats; 1 otherwise (each cycle, each
+upward import of `sys` and each driver import of the device printed on its own line).
+
+The model (`model/`) is a device: it may take the PRM formats (`dv::prm`), the flow matcher and
+header views it steers with (`flow`), memory mappings (`mem::region`) and the `sys` wrappers, but
+not the driver's rings, queues or control paths (`dv::ring`, `rx`, `tx`, `mlx5`, ...). Only its
+backend glue, `model::port`, hands its queues to the driver (DEVICE_GLUE).
 """
 
 import argparse
@@ -121,6 +127,19 @@ def room(mod, depth, dir_rooms):
     return mod[0]
 
 
+# The model's files that may reach the driver: the `model:` backend's control path.
+DEVICE_GLUE = {("model", "port")}
+# What the model's device files may import from outside `model/`.
+DEVICE_MAY_USE = [("dv", "prm"), ("flow",), ("mem", "region"), ("sys",)]
+
+
+def device_imports_driver(a, b):
+    """Whether edge a -> b is a model device file importing from the driver."""
+    if a[:1] != ("model",) or a in DEVICE_GLUE or b[:1] == ("model",):
+        return False
+    return not any(b[: len(p)] == p for p in DEVICE_MAY_USE)
+
+
 def sccs(graph):
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
 
@@ -176,7 +195,7 @@ def main():
         with open(path, encoding="utf-8") as f:
             text = strip_comments(f.read())
         # Inline test modules may reach anywhere; they are not part of the graph.
-        text = re.split(r"#\[cfg\(test\)\]\s*mod\s+tests", text)[0]
+        text = re.split(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", text)[0]
         paths = [p for tree in USE_RE.findall(text) for p in expand_use(tree)]
         paths += INLINE_RE.findall(text)
         for p in paths:
@@ -218,6 +237,10 @@ def main():
         if a[:1] == ("sys",) and b[:1] != ("sys",):
             bad += 1
             print(f"sys imports upwards: {'::'.join(a)} -> {'::'.join(b) or 'crate'}")
+    for a, b in sorted(file_edges):
+        if device_imports_driver(a, b):
+            bad += 1
+            print(f"model device imports the driver: {'::'.join(a)} -> {'::'.join(b) or 'crate'}")
     n_edges = sum(len(v) for v in rooms.values())
     print(f"{len(rooms)} rooms, {n_edges} edges between them, {bad} problem(s)")
     return 1 if bad else 0

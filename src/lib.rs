@@ -25,18 +25,23 @@ pub mod dv;
 pub mod flow;
 pub mod mem;
 pub mod mlx5;
+#[cfg(feature = "model")]
+pub mod model;
+mod open;
 pub mod pcap;
 pub mod rx;
 pub mod spec;
 pub mod stats;
 mod sys;
+pub mod tool;
 pub mod tx;
 mod xdp;
 
 use std::rc::Rc;
 
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
-pub use spec::{open, open_with, Port, PortIdentity, PortOptions};
+pub use open::{open, open_with};
+pub use spec::{ModelOptions, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
 
 /// A flag set by Ctrl-C (SIGINT) or SIGTERM, for loops that poll: install once, check per burst.

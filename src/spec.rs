@@ -8,23 +8,22 @@
 //! | `verbs:NETDEV`, `verbs:mlx5_0/1` | the same port with the ibverbs datapath forced |
 //! | `xdp:IFNAME[/QUEUE][,rule=RULE]…[,netns=NS][,mode=native\|generic][,bind=copy\|zerocopy]` | AF_XDP on IFNAME's queues (or queue QUEUE only): frames some `rule=` matches (default: to IFNAME's own MAC) go to the port's RX queues, the rest to Linux; see the README's "Port specs" |
 //!
-//! The model thread is pinned to the CPU in `RAWPKT_MODEL_CPU` when that is set (a value that is
-//! not a CPU number is reported on stderr once, and the thread is left unpinned).
+//! How the model NIC runs (its thread's CPU, a trace, a receive rate) is [`ModelOptions`] in
+//! [`PortOptions`].
 
+use std::any::Any;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex, Weak};
 
-use crate::dv::model::{ModelConfig, Nic, Wire};
 use crate::flow::rule::FlowRule;
-use crate::rx::dv::DvRxQueue;
-use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 
 /// What a backend must provide to be opened as a port.
 pub(crate) trait Backend: Send + Sync {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error>;
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
-    fn model(&self) -> Option<(&Arc<Nic>, usize)>;
+    /// The backend itself, for code that knows which backend it opened (`model::nic_of`).
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    fn as_any(&self) -> &dyn Any;
     /// Which device port this is, whatever spec named it.
     fn identity(&self) -> PortIdentity;
     /// [`Port::device_drops`].
@@ -156,13 +155,22 @@ impl Port {
         self.backend.device_drops()
     }
 
-    /// For model ports: the model NIC and this port's number on it (counters, fault injection).
-    pub fn model(&self) -> Option<(&Arc<Nic>, usize)> {
-        self.backend.model()
+    /// The backend behind the port.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    /// A port over `backend`, opened from `spec`.
+    pub(crate) fn new(spec: &str, backend: Box<dyn Backend>) -> Port {
+        Port {
+            spec: spec.to_string(),
+            backend,
+        }
     }
 }
 
-fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
+pub(crate) fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
     if !(64..=32768).contains(&cfg.size) || !cfg.size.is_power_of_two() {
         return Err(Error::Config(format!(
             "queue size {} must be a power of two from 64 to 32768",
@@ -200,6 +208,23 @@ pub struct PortOptions {
     ///   that as it is; any other value must equal that number.
     /// - `model:`: must be 1.
     pub rx_queues: u16,
+    /// How a `model:` port's NIC runs; ignored by the other kinds.
+    pub model: ModelOptions,
+}
+
+/// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
+/// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
+/// it is. The library reads no environment; the tools fill this from `RAWPKT_MODEL_CPU`,
+/// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS` (`rawpkt::tool::env::model_options`).
+#[derive(Clone, Debug, Default)]
+pub struct ModelOptions {
+    /// The CPU the NIC's polling thread is pinned to; None: unpinned.
+    pub cpu: Option<usize>,
+    /// Write a trace of the WQEs the NIC executes and the CQEs it writes to this file
+    /// (`docs/model-trace.md`).
+    pub trace: Option<std::path::PathBuf>,
+    /// Frames a second each port takes at most (the model's `rx_capacity_pps`); None: no limit.
+    pub rx_capacity_pps: Option<f64>,
 }
 
 impl Default for PortOptions {
@@ -208,67 +233,9 @@ impl Default for PortOptions {
             rules: Vec::new(),
             promiscuous: false,
             rx_queues: 1,
+            model: ModelOptions::default(),
         }
     }
-}
-
-/// Opens a port from its spec (see the module docs for the forms) with the default options.
-pub fn open(spec: &str) -> Result<Port, Error> {
-    open_with(spec, &PortOptions::default())
-}
-
-/// Opens a port from its spec with the given rules and queue count.
-pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
-    if opts.rx_queues == 0 {
-        return Err(Error::Config("a port needs at least one receive queue".into()));
-    }
-    // A spec is one line of text: what the tools repeat of it (`Port::spec`) stays one line.
-    if let Some((at, c)) = spec.char_indices().find(|&(_, c)| needs_escape(c)) {
-        return Err(Error::Spec(format!(
-            "`{}` has a control character ({}) at column {}; a spec is one line of text",
-            echo(spec),
-            echo(&c.to_string()),
-            spec[..at].chars().count() + 1
-        )));
-    }
-    let (kind, rest) = spec.split_once(':').ok_or_else(|| {
-        Error::Spec(format!(
-            "`{}` has no kind; expected KIND:NAME, e.g. model:pair0/0",
-            echo(spec)
-        ))
-    })?;
-    // Promiscuous replaces the rules wherever a port has rules, so asking for both is a mistake.
-    if opts.promiscuous && !opts.rules.is_empty() {
-        return Err(Error::Config(format!(
-            "{}: PortOptions has both rules and promiscuous, which takes every frame; give one of them",
-            echo(spec)
-        )));
-    }
-    let backend: Box<dyn Backend> = match kind {
-        "model" => {
-            if !opts.rules.is_empty() || opts.rx_queues != 1 {
-                return Err(Error::Config(format!(
-                    "{}: model ports take no rules and have no RSS (every frame on the wire reaches \
-                     the port's queue); open them with the default rules and rx_queues 1",
-                    echo(spec)
-                )));
-            }
-            Box::new(open_model(rest)?)
-        }
-        "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest, opts)?,
-        "xdp" => crate::xdp::open_port(rest, opts)?,
-        _ => {
-            return Err(Error::Spec(format!(
-                "unknown port kind `{}` in `{}`; known kinds: model, mlx5, verbs, xdp",
-                echo(kind),
-                echo(spec)
-            )))
-        }
-    };
-    Ok(Port {
-        spec: spec.to_string(),
-        backend,
-    })
 }
 
 /// Longest piece of user input an error message repeats, in characters; longer input is cut
@@ -322,149 +289,5 @@ pub(crate) fn write_escaped(out: &mut impl std::fmt::Write, c: char) -> Result<u
     } else {
         out.write_char(c)?;
         Ok(1)
-    }
-}
-
-static MODELS: Mutex<Vec<(String, Weak<Nic>)>> = Mutex::new(Vec::new());
-
-fn open_model(rest: &str) -> Result<ModelPort, Error> {
-    let (key, port, wires) = if let Some(ifname) = rest.strip_prefix("afpacket=") {
-        if ifname.is_empty() {
-            return Err(Error::Spec("model:afpacket= needs an interface name".into()));
-        }
-        let wire = Wire::afpacket(ifname).map_err(Error::Device)?;
-        (format!("afpacket={ifname}"), 0, vec![wire])
-    } else {
-        let (name, port) = rest.split_once('/').ok_or_else(|| {
-            Error::Spec(format!(
-                "model:{}: expected model:NAME/PORT, e.g. model:pair0/0",
-                echo(rest)
-            ))
-        })?;
-        if name.is_empty() {
-            return Err(Error::Spec(format!("model:{}: empty model name", echo(rest))));
-        }
-        let port: usize = match port.parse() {
-            Ok(p @ (0 | 1)) => p,
-            _ => {
-                return Err(Error::Spec(format!(
-                    "model:{}: port `{}` must be 0 or 1",
-                    echo(rest),
-                    echo(port)
-                )))
-            }
-        };
-        (name.to_string(), port, vec![Wire::Peer(1), Wire::Peer(0)])
-    };
-    let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
-    models.retain(|(_, w)| w.strong_count() > 0);
-    let nic = match models.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
-        Some(nic) => nic,
-        None => {
-            let nic = Nic::new(wires, ModelConfig::default()).map_err(Error::Device)?;
-            nic.start(model_cpu());
-            models.push((key.clone(), Arc::downgrade(&nic)));
-            nic
-        }
-    };
-    let drops_at_open = nic.port_counters(port).rx_out_of_buffer;
-    Ok(ModelPort {
-        nic,
-        key,
-        port,
-        drops_at_open,
-    })
-}
-
-/// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is reported on stderr
-/// (once per process) and the model thread runs unpinned.
-pub fn model_cpu() -> Option<usize> {
-    let v = std::env::var_os("RAWPKT_MODEL_CPU")?;
-    match v.to_str().map(|s| s.trim().parse::<usize>()) {
-        Some(Ok(cpu)) => Some(cpu),
-        _ => {
-            static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| {
-                eprintln!("rawpkt: RAWPKT_MODEL_CPU={v:?} is not a CPU number; the model thread is not pinned")
-            });
-            None
-        }
-    }
-}
-
-struct ModelPort {
-    nic: Arc<Nic>,
-    /// The NIC's name in `MODELS`.
-    key: String,
-    port: usize,
-    /// The port's `rx_out_of_buffer` when this port was opened.
-    drops_at_open: u64,
-}
-
-impl Backend for ModelPort {
-    fn rx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
-        // Each queue holds a registration of its pool for as long as it lives.
-        let lkey = self.nic.register_mr(pool.region());
-        let ctl = self.nic.control_holding_mr(lkey);
-        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
-        let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)?))
-    }
-
-    fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
-        let lkey = self.nic.register_mr(pool.region());
-        let ctl = self.nic.control_holding_mr(lkey);
-        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
-        let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvTxQueue::new(
-            &sq,
-            &cq,
-            lkey,
-            pool,
-            cfg,
-            self.nic.caps(),
-            ctl,
-        )?))
-    }
-
-    fn model(&self) -> Option<(&Arc<Nic>, usize)> {
-        Some((&self.nic, self.port))
-    }
-
-    fn device_drops(&self) -> Option<u64> {
-        Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
-    }
-
-    fn identity(&self) -> PortIdentity {
-        PortIdentity::Model {
-            nic: self.key.clone(),
-            port: self.port,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn model_ports_refuse_options_they_would_ignore() {
-        let rules = PortOptions {
-            rules: vec!["udp dst-port 53".parse().unwrap()],
-            ..PortOptions::default()
-        };
-        let queues = PortOptions {
-            rx_queues: 2,
-            ..PortOptions::default()
-        };
-        for o in [rules, queues] {
-            let e = open_with("model:spec-opts/0", &o).unwrap_err().to_string();
-            assert!(e.contains("model ports take no rules and have no RSS"), "{e}");
-        }
-        let promiscuous = PortOptions {
-            promiscuous: true,
-            ..PortOptions::default()
-        };
-        assert!(open_with("model:spec-opts/0", &promiscuous).is_ok());
     }
 }

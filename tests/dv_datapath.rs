@@ -4,7 +4,7 @@
 mod common;
 
 use common::{fill_frame, frame_len, rig, seq_of, Rng};
-use rawpkt::dv::model::ModelConfig;
+use rawpkt::model::ModelConfig;
 use rawpkt::{Burst, QueueConfig, RxQueue, TxQueue};
 
 /// Sends `total` frames of random sizes in `lo..=hi` in random bursts of 1..=max_burst and checks each

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{fill_frame, rig, Rig};
-use rawpkt::dv::model::{Fault, ModelConfig};
 use rawpkt::dv::prm::syndrome;
+use rawpkt::model::{Fault, ModelConfig};
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, QueueError, RxQueue, TxQueue};
 
 fn q(recover: bool) -> QueueConfig {

@@ -1,5 +1,5 @@
 //! Fuzz target: the device model's execution of arbitrary send WQEs, doorbells and receive WQEs
-//! (`dv::model`), against the rules `docs/mlx5-notes.md` documents (Send WQEs, Doorbells,
+//! (`rawpkt::model`), against the rules `docs/mlx5-notes.md` documents (Send WQEs, Doorbells,
 //! Completions), read here from the bytes by a separate implementation.
 //!
 //! One case is a fresh model NIC (a ConnectX-5, or a ConnectX-4 with 18 bytes of minimum inline
@@ -26,13 +26,13 @@ mod fuzz;
 
 use std::sync::Arc;
 
-use rawpkt::dv::model::{Fault, ModelConfig, Nic, Wire};
 use rawpkt::dv::prm::{
     syndrome, DataSeg, CQE_REQ, CQE_REQ_ERR, CQE_RESP_ERR, CQE_RESP_SEND, INVALID_LKEY, OPCODE_ENHANCED_MPSW,
     OPCODE_SEND,
 };
 use rawpkt::dv::ring::{CqRing, RqRing, SqRing};
 use rawpkt::mem::region::Region;
+use rawpkt::model::{Fault, Link, ModelConfig, Nic};
 
 const REGION: usize = 16384;
 const SQ_BBS: u32 = 64;
@@ -330,7 +330,7 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
         max_frame: cfg.max_frame,
         pad,
     };
-    let nic = Nic::new(vec![Wire::capture(), Wire::capture()], cfg).unwrap();
+    let nic = Nic::new(vec![Link::capture(), Link::capture()], cfg).unwrap();
     for i in 0..3 {
         mem.fill(i, &rng.bytes(64).try_into().unwrap());
     }
@@ -633,7 +633,7 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
 /// Whether the model pads a 20-byte frame to 60 on the wire (the bytes then zeros), or sends it
 /// as it is; anything else fails.
 fn runts_are_padded(mem: &Mem) -> bool {
-    let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+    let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
     mem.fill(0, &[0x5a; 64]);
     let lkey = nic.register_mr(&mem.regions[0]);
     let cq = nic.create_cq(4).unwrap();

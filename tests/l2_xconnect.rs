@@ -233,7 +233,7 @@ fn end_to_end(name: &str, copy: bool) {
         "xconnect pools not full after teardown"
     );
     for (p, what) in [(&a, "A"), (&sink_port, "sink")] {
-        let (nic, port) = p.model().unwrap();
+        let (nic, port) = rawpkt::model::nic_of(p).unwrap();
         let c = nic.port_counters(port);
         assert_eq!(
             (c.rx_frames, c.rx_out_of_buffer, c.rx_unclaimed),

@@ -129,6 +129,7 @@ fn opts(rx_queues: u16, rules: &[&str]) -> PortOptions {
         rules: rules.iter().map(|r| r.parse::<FlowRule>().unwrap()).collect(),
         promiscuous: false,
         rx_queues,
+        ..PortOptions::default()
     }
 }
 

@@ -6,12 +6,12 @@ mod common;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rawpkt::dv::model::{ModelConfig, Nic, Wire};
 use rawpkt::dv::prm::{
     syndrome, Be32, CtrlSeg, DataSeg, ErrCqe, InlineMode, SendWqe, CQE_REQ, CQE_REQ_ERR, OPCODE_ENHANCED_MPSW,
     OPCODE_SEND, OPCODE_SEND_IMM, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use rawpkt::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
+use rawpkt::model::{Link, ModelConfig, Nic};
 use rawpkt::{Burst, Pool, PoolConfig};
 
 struct Sq {
@@ -27,11 +27,11 @@ struct Sq {
 }
 
 fn sq(model: ModelConfig) -> Sq {
-    sq_on(vec![Wire::capture()], model)
+    sq_on(vec![Link::capture()], model)
 }
 
 /// As `sq`, on port 0 of a NIC with these wires.
-fn sq_on(wires: Vec<Wire>, model: ModelConfig) -> Sq {
+fn sq_on(wires: Vec<Link>, model: ModelConfig) -> Sq {
     let nic = Nic::new(wires, model).unwrap();
     let pool = Pool::new(PoolConfig {
         buffers: 64,
@@ -438,7 +438,7 @@ fn empw_is_refused_where_the_device_cannot_do_it_or_the_wqe_is_wrong() {
 /// still fails the whole WQE, and then nothing is counted as sent.
 #[test]
 fn frames_no_one_receives_are_checked_then_counted() {
-    let pair = || vec![Wire::Peer(1), Wire::Peer(0)];
+    let pair = || vec![Link::Peer(1), Link::Peer(0)];
     let mut s = sq_on(pair(), ModelConfig::default());
     let (segs, _) = s.three_packets();
     let w = empw_wqe(s.info.qpn(), &segs, 0);

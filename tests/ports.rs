@@ -53,7 +53,7 @@ fn a_threaded_model_pair_carries_100k_frames_intact() {
         assert!(std::time::Instant::now() < deadline);
         tx.reclaim().unwrap();
     }
-    let (nic, port) = a.model().unwrap();
+    let (nic, port) = rawpkt::model::nic_of(&a).unwrap();
     assert_eq!(nic.port_counters(port).tx_frames, total);
     assert_eq!(nic.counters().doorbell_mismatch, 0);
     assert_eq!(rx.stats().packets, total);
@@ -108,7 +108,7 @@ fn bad_specs_and_configs_are_one_clear_error() {
 /// A sender that never waits, into a model NIC on its own thread: completions lag behind
 /// posting, the receive queue overflows and the device drops. What arrives must still be in
 /// order and intact, and what was sent must equal what arrived plus what the device dropped.
-fn overload(dev: rawpkt::dv::model::ModelConfig) {
+fn overload(dev: rawpkt::model::ModelConfig) {
     use rawpkt::{RxQueue, TxQueue};
     let q = QueueConfig::default();
     let mut r = common::rig(q, dev, 8192);
@@ -166,12 +166,12 @@ fn overload(dev: rawpkt::dv::model::ModelConfig) {
 
 #[test]
 fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx4() {
-    overload(rawpkt::dv::model::ModelConfig::connectx4());
+    overload(rawpkt::model::ModelConfig::connectx4());
 }
 
 #[test]
 fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx5() {
-    overload(rawpkt::dv::model::ModelConfig::default());
+    overload(rawpkt::model::ModelConfig::default());
 }
 
 #[test]
@@ -213,7 +213,7 @@ fn queues_keep_their_device_running_after_the_ports_are_dropped() {
 fn queues_take_their_registrations_with_them() {
     let a = open("model:mr-test/0").unwrap();
     let b = open("model:mr-test/1").unwrap();
-    let nic = a.model().unwrap().0.clone();
+    let nic = rawpkt::model::nic_of(&a).unwrap().0.clone();
     for _ in 0..3 {
         let pool = Pool::new(PoolConfig {
             buffers: 1024,
@@ -356,11 +356,64 @@ fn device_drops_are_exact_past_255() {
     assert_eq!(received + dropped, total);
     assert_eq!(
         dropped,
-        b.model().map(|(n, p)| n.port_counters(p).rx_out_of_buffer).unwrap()
+        rawpkt::model::nic_of(&b)
+            .map(|(n, p)| n.port_counters(p).rx_out_of_buffer)
+            .unwrap()
     );
     assert!(rx.stats().drops <= dropped);
     // The other port dropped nothing.
     assert_eq!(a.device_drops(), Some(0));
     drop((tx, rx, out, got));
     assert_eq!(pool.free_count(), pool.capacity());
+}
+
+/// A model port's queue ids are checked as a device's are: an id past the last (1023) or one whose
+/// queue still lives is one line of `Error::Config`, on RX and TX alike; a dropped queue's id is
+/// free again, and the same id in the other direction or on the other port is another queue.
+#[test]
+fn model_queue_ids_unknown_or_in_use_are_config_errors() {
+    let a = open("model:qids/0").unwrap();
+    let b = open("model:qids/1").unwrap();
+    let again = open("model:qids/0").unwrap();
+    let pool = Pool::new(PoolConfig::default()).unwrap();
+    let q = QueueConfig::default();
+    let last = rawpkt::model::MODEL_QUEUES - 1;
+    for tx in [false, true] {
+        let make = |p: &rawpkt::Port, id: u16| {
+            if tx {
+                p.tx_queue(id, &pool, &q).map(|_| ())
+            } else {
+                p.rx_queue(id, &pool, &q).map(|_| ())
+            }
+        };
+        let dir = if tx { "TX" } else { "RX" };
+        for id in [last + 1, u16::MAX] {
+            let e = make(&a, id).unwrap_err();
+            assert!(matches!(e, Error::Config(_)), "{e:?}");
+            let e = e.to_string();
+            assert!(e.contains(&format!("{dir} queue {id} does not exist")), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let held = if tx {
+            (Some(a.tx_queue(last, &pool, &q).unwrap()), None)
+        } else {
+            (None, Some(a.rx_queue(last, &pool, &q).unwrap()))
+        };
+        // Twice on the port, also through another handle of the same port: in use.
+        for p in [&a, &again] {
+            let e = make(p, last).unwrap_err();
+            assert!(matches!(e, Error::Config(_)), "{e:?}");
+            assert!(
+                e.to_string().contains(&format!("{dir} queue {last} is already in use")),
+                "{e}"
+            );
+        }
+        // The other port has its own ids.
+        make(&b, last).unwrap();
+        drop(held);
+        make(&a, last).unwrap();
+    }
+    // The same id in both directions is two queues.
+    let _rx = a.rx_queue(0, &pool, &q).unwrap();
+    let _tx = a.tx_queue(0, &pool, &q).unwrap();
 }

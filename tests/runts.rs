@@ -8,7 +8,7 @@ mod common;
 #[path = "common/runts.rs"]
 mod runts;
 
-use rawpkt::dv::model::ModelConfig;
+use rawpkt::model::ModelConfig;
 use rawpkt::{open, Pool, PoolConfig, QueueConfig, RxQueue};
 
 const DST: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -54,7 +54,7 @@ fn runts_on_model_ports_opened_by_spec() {
     let mut tx = a.tx_queue(0, &pool, &q).unwrap();
     let mut rx = b.rx_queue(0, &pool, &q).unwrap();
     runts::send_runts(tx.as_mut(), rx.as_mut(), &pool, DST, 20_000, || {});
-    let (nic, port) = a.model().unwrap();
+    let (nic, port) = rawpkt::model::nic_of(&a).unwrap();
     assert_eq!(nic.port_counters(port).tx_bytes, rx.stats().bytes);
     drop((tx, rx));
     assert_eq!(pool.free_count(), pool.capacity());
@@ -65,11 +65,11 @@ fn runts_on_model_ports_opened_by_spec() {
 /// bytes, as a MAC pads it, and the port counts 60 bytes.
 #[test]
 fn the_model_wire_pads_a_runt_to_60_bytes() {
-    use rawpkt::dv::model::{Nic, Wire};
     use rawpkt::dv::prm::{Be32, CtrlSeg, SendWqe};
     use rawpkt::dv::ring::SqRing;
+    use rawpkt::model::{Link, Nic};
     use rawpkt::Burst;
-    let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+    let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
     let pool = Pool::new(PoolConfig {
         buffers: 64,
         ..PoolConfig::default()

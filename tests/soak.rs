@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::Rng;
-use rawpkt::dv::model::{Fault, ModelConfig, Nic, Wire};
 use rawpkt::dv::prm::syndrome;
 use rawpkt::dv::ring::{CqInfo, SqInfo};
+use rawpkt::model::{Fault, Link, ModelConfig, Nic};
 use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
@@ -182,8 +182,8 @@ fn soak_xconnect_with_faults() {
     let start = Instant::now();
 
     let nics = [
-        Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], ModelConfig::default()).unwrap(),
-        Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], ModelConfig::default()).unwrap(),
+        Nic::new(vec![Link::Peer(1), Link::Peer(0)], ModelConfig::default()).unwrap(),
+        Nic::new(vec![Link::Peer(1), Link::Peer(0)], ModelConfig::default()).unwrap(),
     ];
     // One pool, as one l2-xconnect core has: buffers go from RX to TX without a copy.
     let pool = Pool::new(PoolConfig {

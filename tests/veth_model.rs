@@ -92,7 +92,7 @@ fn model_port_exchanges_frames_with_kernel_through_veth() {
     let mac_b = topo.mac_b();
 
     let port = rawpkt::open(&format!("model:afpacket={}", topo.a)).expect("open the model port on A");
-    let (nic, idx) = port.model().expect("a model port");
+    let (nic, idx) = rawpkt::model::nic_of(&port).expect("a model port");
     let pool = Pool::new(PoolConfig {
         buffers: 4096,
         ..PoolConfig::default()

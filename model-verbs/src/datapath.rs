@@ -138,7 +138,7 @@ pub(crate) unsafe extern "C" fn post_send(
             set_bad(wr);
             return EINVAL;
         };
-        let qpn = sq.qpn();
+        let qpn = sq.raw.num;
         let mut t = lock(tx);
         let mask = t.ring.size() - 1;
         let mut wqe = Vec::with_capacity(256);

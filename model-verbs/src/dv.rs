@@ -4,7 +4,6 @@
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
-use rawpkt::dv::model::RawQueue;
 use rdma_abi::*;
 
 use crate::global::{global, Kind};
@@ -112,7 +111,7 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
                     out.bf = unsafe { std::mem::zeroed() };
                 }
                 QpKind::Raw { sq, .. } => {
-                    let r = RawQueue::of_sq(sq);
+                    let r = sq.raw;
                     out.dbrec = r.dbrec;
                     out.sq.buf = r.buf.cast();
                     out.sq.wqe_cnt = r.cnt;
@@ -142,7 +141,7 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             }
             // SAFETY: a live CQ and the caller's out struct.
             let (c, out) = unsafe { (&*cq.cast::<Cq>(), &mut *out) };
-            let r = RawQueue::of_cq(&c.info);
+            let r = c.info.raw;
             out.comp_mask = 0;
             out.buf = r.buf.cast();
             out.dbrec = r.dbrec;
@@ -159,7 +158,7 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             }
             // SAFETY: a live WQ and the caller's out struct.
             let (w, out) = unsafe { (&*wq.cast::<Wq>(), &mut *out) };
-            let r = RawQueue::of_rwq(&w.info);
+            let r = w.info.raw;
             out.comp_mask = 0;
             out.buf = r.buf.cast();
             out.dbrec = r.dbrec;

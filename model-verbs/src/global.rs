@@ -5,7 +5,7 @@ use std::ffi::{c_char, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use rawpkt::dv::model::{ModelConfig, Nic, Wire};
+use rawpkt::model::{Link, ModelConfig, Nic};
 use rdma_abi::ibv_device;
 
 /// One RDMA device of the model (contract table).
@@ -180,8 +180,8 @@ pub(crate) fn global() -> Result<&'static Global, i32> {
 /// through AF_PACKET: frames reach other processes and programs), `null` (sent frames vanish,
 /// counted), `loopback` (they come back in) or `peer` (the default). A device rewired this way
 /// takes its partner's end with it: the partner's wire becomes `null` unless it is named too.
-pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Wire>, String> {
-    let mut chosen: Vec<Option<Wire>> = (0..DEVS.len()).map(|_| None).collect();
+pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
+    let mut chosen: Vec<Option<Link>> = (0..DEVS.len()).map(|_| None).collect();
     let usage = "RAWPKT_MODEL_WIRES: expected ibdev=afpacket:IFNAME|null|loopback|peer[,...]";
     for item in spec.unwrap_or("").split(',').filter(|s| !s.trim().is_empty()) {
         let (dev, wire) = item
@@ -190,11 +190,11 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Wire>, String> {
             .ok_or_else(|| format!("{usage}, got {item:?}"))?;
         let i = ibdev_index(dev).ok_or_else(|| format!("RAWPKT_MODEL_WIRES: no device {dev:?} (mlx5_0..mlx5_3)"))?;
         let w = match wire {
-            "null" => Wire::Null,
-            "loopback" => Wire::Loopback,
-            "peer" => Wire::Peer(PEERS[i]),
+            "null" => Link::Null,
+            "loopback" => Link::Loopback,
+            "peer" => Link::Peer(PEERS[i]),
             w => match w.strip_prefix("afpacket:") {
-                Some(ifname) if !ifname.is_empty() => Wire::afpacket(ifname)?,
+                Some(ifname) if !ifname.is_empty() => Link::afpacket(ifname)?,
                 _ => return Err(format!("{usage}, got {item:?}")),
             },
         };
@@ -205,7 +205,7 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Wire>, String> {
         .enumerate()
         .map(|(i, w)| {
             w.as_ref()
-                .is_some_and(|w| !matches!(w, Wire::Peer(p) if *p == PEERS[i]))
+                .is_some_and(|w| !matches!(w, Link::Peer(p) if *p == PEERS[i]))
         })
         .collect();
     Ok(chosen
@@ -213,8 +213,8 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Wire>, String> {
         .enumerate()
         .map(|(i, w)| match w {
             Some(w) => w,
-            None if rewired[PEERS[i]] => Wire::Null,
-            None => Wire::Peer(PEERS[i]),
+            None if rewired[PEERS[i]] => Link::Null,
+            None => Link::Peer(PEERS[i]),
         })
         .collect())
 }
@@ -222,7 +222,9 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Wire>, String> {
 fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
-    let nic = Nic::new(wires, ModelConfig::default())?;
+    // The library reads no environment; this stand-in for libibverbs does, as the tools do.
+    let opts = rawpkt::tool::env::model_options();
+    let nic = Nic::new(wires, ModelConfig::with_options(&opts))?;
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.
@@ -237,7 +239,7 @@ fn init() -> Result<Global, String> {
                 .join(crate::sysfs::OUT_OF_BUFFER),
         );
     }
-    nic.start(rawpkt::spec::model_cpu());
+    nic.start(opts.cpu);
     let mut devices = [0usize; DEVS.len()];
     for (i, d) in DEVS.iter().enumerate() {
         // SAFETY: ibv_device is plain C data (arrays, enums, function pointers); all zeroes is
@@ -321,19 +323,19 @@ mod tests {
         let w = wires(None).unwrap();
         assert!(matches!(
             w[..],
-            [Wire::Peer(1), Wire::Peer(0), Wire::Peer(3), Wire::Peer(2)]
+            [Link::Peer(1), Link::Peer(0), Link::Peer(3), Link::Peer(2)]
         ));
         // mlx5_0 wired to nothing takes mlx5_1's other end away; the second pair is untouched.
         let w = wires(Some("mlx5_0=null")).unwrap();
-        assert!(matches!(w[..], [Wire::Null, Wire::Null, Wire::Peer(3), Wire::Peer(2)]));
+        assert!(matches!(w[..], [Link::Null, Link::Null, Link::Peer(3), Link::Peer(2)]));
         let w = wires(Some("mlx5_2=loopback, mlx5_3=null")).unwrap();
         assert!(matches!(
             w[..],
-            [Wire::Peer(1), Wire::Peer(0), Wire::Loopback, Wire::Null]
+            [Link::Peer(1), Link::Peer(0), Link::Loopback, Link::Null]
         ));
         assert!(matches!(
             wires(Some("mlx5_1=peer")).unwrap()[..2],
-            [Wire::Peer(1), Wire::Peer(0)]
+            [Link::Peer(1), Link::Peer(0)]
         ));
         for bad in ["mlx5_9=null", "mlx5_0", "mlx5_0=cable", "mlx5_0=afpacket:"] {
             assert!(wires(Some(bad)).is_err(), "{bad}");

@@ -9,14 +9,14 @@
 //! kernel rules enforced. In short:
 //! - Four RDMA devices are the ports of one model [`Nic`], in two back-to-back pairs (`mlx5_0`
 //!   with `mlx5_1`, `mlx5_2` with `mlx5_3`), running on its own thread as model ports do
-//!   ([`rawpkt::dv::model`]).
+//!   ([`rawpkt::model`]).
 //! - Every object handed out is the real rdma-core struct (`ibv_context` inside a full
 //!   `struct verbs_context`, `ibv_pd`, `ibv_mr`, `ibv_cq_ex`, `ibv_qp`, `ibv_wq`,
 //!   `ibv_rwq_ind_table`, `ibv_flow`) as the first field of the model's bookkeeping.
 //! - `ibv_post_send`/`ibv_post_wq_recv`/`ibv_poll_cq` write real WQEs into the model's rings and
 //!   read real CQEs, as libmlx5 does, so the fallback datapath runs on the same device model.
 //!
-//! [`Nic`]: rawpkt::dv::model::Nic
+//! [`Nic`]: rawpkt::model::Nic
 #![allow(unsafe_code)]
 // Every unsafe operation sits in its own block with its own SAFETY comment, even in unsafe fns.
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::mem::offset_of;
 use std::sync::{Mutex, MutexGuard};
 
-use rawpkt::dv::ring::{CqInfo, RwqInfo, SqInfo};
+use rawpkt::model::QueueMem;
 
 use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
@@ -68,7 +68,7 @@ pub(crate) struct CqPoll {
 pub(crate) struct Cq {
     pub cq: ibv_cq_ex,
     pub port: usize,
-    pub info: CqInfo,
+    pub info: QueueMem,
     pub poll: Mutex<CqPoll>,
 }
 
@@ -106,7 +106,7 @@ pub(crate) struct OwnRq {
 pub(crate) enum QpKind {
     /// A RAW_PACKET QP with a send queue, and its own receive queue when it was asked for.
     Raw {
-        sq: SqInfo,
+        sq: QueueMem,
         send_cq: *mut Cq,
         tx: Mutex<SqTx>,
         rq: Option<OwnRq>,
@@ -123,7 +123,7 @@ pub(crate) struct Qp {
     /// The capabilities create returned and `sq_sig_all`, for `ibv_query_qp`.
     pub cap: ibv_qp_cap,
     pub sq_sig_all: i32,
-    /// The self-loopback bits of the QP's TIR (`rawpkt::dv::model::TIR_SELF_LB_*`), from
+    /// The self-loopback bits of the QP's TIR (`rawpkt::model::TIR_SELF_LB_*`), from
     /// `mlx5dv_create_qp`'s ALLOW_SELF_LOOPBACK flags; 0 also for a QP without a TIR.
     pub self_lb: u8,
 }
@@ -140,7 +140,7 @@ pub(crate) struct RqRx {
 pub(crate) struct Wq {
     pub wq: ibv_wq,
     pub port: usize,
-    pub info: RwqInfo,
+    pub info: QueueMem,
     pub cq: *mut Cq,
     pub rx: Mutex<RqRx>,
     /// `ibv_wc.qp_num` of its completions: the WQ number, or the QP's for a QP's own RQ.

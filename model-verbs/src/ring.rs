@@ -7,11 +7,11 @@
 //! vectors.
 //!
 //! The addresses are what `mlx5dv_init_obj` hands over ([`RawQueue`]); the object owning the
-//! queue (its `SqInfo`/`RwqInfo`/`CqInfo`) keeps them mapped for as long as the ring lives.
+//! queue (its `rawpkt::model::QueueMem`) keeps them mapped for as long as the ring lives.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use rawpkt::dv::model::RawQueue;
+use rawpkt::model::RawQueue;
 
 /// `MLX5_RCV_DBR`, `MLX5_SND_DBR`: the receive and send counters of a QP's doorbell record;
 /// `MLX5_CQ_SET_CI`: the consumer index of a CQ's (mlx5dv.h).

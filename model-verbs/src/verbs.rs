@@ -7,10 +7,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::mem::size_of;
 use std::sync::Mutex;
 
-use rawpkt::dv::model::RawQueue;
-use rawpkt::dv::model::RqState;
-use rawpkt::dv::model::SpecialFlow;
-use rawpkt::dv::model::{TIR_SELF_LB_MC, TIR_SELF_LB_UC};
+use rawpkt::model::RqState;
+use rawpkt::model::SpecialFlow;
+use rawpkt::model::{TIR_SELF_LB_MC, TIR_SELF_LB_UC};
 
 use crate::ring::{CompRing, RecvRing, SendRing};
 use rawpkt::mem::region::Region;
@@ -489,9 +488,9 @@ pub(crate) fn create_cq(
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return Err(EINVAL);
     }
-    let info = g.nic.create_cq(cqe as u32).map_err(|_| libc::ENOMEM)?;
+    let info = g.nic.alloc_cq(cqe as u32).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's CQ, which we own the consumer side of until the CQ is destroyed.
-    let ring = unsafe { CompRing::new(RawQueue::of_cq(&info)) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { CompRing::new(info.raw) }.map_err(|_| libc::ENOMEM)?;
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     // SAFETY: C data, all-zero valid (zeroed mutex/cond are the static initialisers in glibc).
@@ -499,8 +498,8 @@ pub(crate) fn create_cq(
     cq.context = context;
     cq.channel = channel.cast();
     cq.cq_context = cq_context;
-    cq.cqe = info.cqe_cnt() as c_int - 1;
-    cq.handle = info.cqn();
+    cq.cqe = info.raw.cnt as c_int - 1;
+    cq.handle = info.raw.num;
     let c = Box::into_raw(Box::new(Cq {
         cq,
         port,
@@ -548,7 +547,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             // A CQ with QPs or WQs completing to it: EBUSY (the kernel's usecnt).
             g.reg().remove(cq as usize, Kind::Cq)?;
             crate::events::disarm(cq.cast::<Cq>());
-            // SAFETY: allocated by create_cq, out of the registry; dropping its CqInfo and
+            // SAFETY: allocated by create_cq, out of the registry; dropping its QueueMem and
             // ring destroys the model's CQ.
             let c = unsafe { Box::from_raw(cq.cast::<Cq>()) };
             if !c.cq.channel.is_null() {
@@ -710,7 +709,7 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     q.state = IBV_QPS_RESET;
     q.qp_type = IBV_QPT_RAW_PACKET;
     q.qp_num = match &kind {
-        QpKind::Raw { sq, .. } => sq.qpn(),
+        QpKind::Raw { sq, .. } => sq.raw.num,
         // RSS QPs have no queue of their own: number them after the TIR.
         QpKind::Rss { tir, .. } => 0x80_0000 | *tir as u32,
     };
@@ -719,7 +718,7 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     let td = unsafe { (*Context::from_ctx(context)).td };
     match &kind {
         QpKind::Raw { sq, rq, .. } => {
-            g.nic.set_sq_domain(sq.qpn(), td);
+            g.nic.set_sq_domain(sq.raw.num, td);
             if let Some(r) = rq {
                 g.nic.set_tir_domain(r.tir, td, 0);
             }
@@ -739,7 +738,7 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     // SAFETY: just allocated.
     if let QpKind::Raw { send_cq, sq, rq, .. } = unsafe { &(*qp).kind } {
         // SAFETY: send_cq is live (checked in create_raw) and outlives the QP (it holds it).
-        lock(unsafe { &(**send_cq).poll }).sqs.insert(sq.qpn(), qp);
+        lock(unsafe { &(**send_cq).poll }).sqs.insert(sq.raw.num, qp);
         if let Some(r) = rq {
             // SAFETY: the recv CQ is live and held by the QP; the RQ's box lives in the QP
             // until destroy_qp takes it out of this map.
@@ -805,12 +804,12 @@ fn create_raw(
     let wqebbs = wq_size / 64;
     let send_cq = a.send_cq.cast::<Cq>();
     // SAFETY: a live CQ (checked above).
-    let cqn = unsafe { (*send_cq).info.cqn() };
-    let sq = g.nic.create_sq(port, wqebbs, cqn).map_err(|_| libc::ENOMEM)?;
+    let cqn = unsafe { (*send_cq).info.raw.num };
+    let sq = g.nic.alloc_sq(port, wqebbs, cqn).map_err(|_| libc::ENOMEM)?;
     // The SQ ignores doorbells until the QP reaches RTS.
-    g.nic.set_sq_state(sq.qpn(), false, false).map_err(|_| libc::ENOMEM)?;
+    g.nic.set_sq_state(sq.raw.num, false, false).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's SQ, which this QP alone posts to.
-    let ring = unsafe { SendRing::new(RawQueue::of_sq(&sq)) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { SendRing::new(sq.raw) }.map_err(|_| libc::ENOMEM)?;
     let max_post = if recv_only { 0 } else { wq_size / wqe_size };
     cap.max_send_wr = max_post;
     cap.max_inline_data = if recv_only {
@@ -818,7 +817,7 @@ fn create_raw(
     } else {
         wqe_size - RAW_SQ_OVERHEAD - INL_SEG
     };
-    let n = sq.wqe_cnt() as usize;
+    let n = sq.raw.cnt as usize;
     let tx = SqTx {
         ring,
         pi: 0,
@@ -838,12 +837,12 @@ fn create_raw(
     }
     let rq = if want_rq {
         // mlx5_ib `create_raw_packet_qp`: an RQ, and a TIR over it alone for the QP's flows.
-        let wq = new_wq(g, context, a.pd, a.recv_cq, port, a.cap.max_recv_wr, Some(sq.qpn()))?;
+        let wq = new_wq(g, context, a.pd, a.recv_cq, port, a.cap.max_recv_wr, Some(sq.raw.num))?;
         let tir = g
             .nic
             .create_tir(vec![wq.wq.wq_num], &[0; 40], 0)
             .map_err(|_| libc::ENOMEM)?;
-        a.cap.max_recv_wr = wq.info.wqe_cnt();
+        a.cap.max_recv_wr = wq.info.raw.cnt;
         a.cap.max_recv_sge = 1;
         Some(OwnRq { wq, tir })
     } else {
@@ -960,7 +959,7 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
             if mask & IBV_QP_RATE_LIMIT != 0 && a.rate_limit != 0 && !pacing.contains(&a.rate_limit) {
                 return Err(EINVAL);
             }
-            let qpn = sq.qpn();
+            let qpn = sq.raw.num;
             let mut t = lock(tx);
             match next {
                 IBV_QPS_RESET => {
@@ -1069,7 +1068,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             match &q.kind {
                 QpKind::Raw { sq, send_cq, rq, .. } => {
                     // SAFETY: the send CQ outlives its QPs (it was held until the removal above).
-                    lock(unsafe { &(**send_cq).poll }).sqs.remove(&sq.qpn());
+                    lock(unsafe { &(**send_cq).poll }).sqs.remove(&sq.raw.num);
                     if let Some(r) = rq {
                         // SAFETY: likewise the recv CQ.
                         lock(unsafe { &(*r.wq.cq).poll }).wqs.remove(&r.wq.wq.wq_num);
@@ -1119,7 +1118,7 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None)?;
-    a.max_wr = w.info.wqe_cnt();
+    a.max_wr = w.info.raw.cnt;
     a.max_sge = 1;
     w.wq.wq_context = a.wq_context;
     let cq = w.cq;
@@ -1149,10 +1148,11 @@ fn new_wq(
 ) -> Result<Box<Wq>, i32> {
     let cq = cq.cast::<Cq>();
     // SAFETY: a live CQ (the callers check).
-    let cqn = unsafe { (*cq).info.cqn() };
-    let (info, wq_num) = g.nic.create_wq(port, max_wr, cqn).map_err(|_| libc::ENOMEM)?;
+    let cqn = unsafe { (*cq).info.raw.num };
+    let info = g.nic.alloc_wq(port, max_wr, cqn).map_err(|_| libc::ENOMEM)?;
+    let wq_num = info.raw.num;
     // SAFETY: the model's WQ, which only this object posts to.
-    let ring = unsafe { RecvRing::new(RawQueue::of_rwq(&info)) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { RecvRing::new(info.raw) }.map_err(|_| libc::ENOMEM)?;
     // SAFETY: C data, all-zero valid (the static inline ibv_create_wq initialises the mutex,
     // cond and events_completed itself).
     let mut w: ibv_wq = unsafe { std::mem::zeroed() };
@@ -1164,7 +1164,7 @@ fn new_wq(
     w.state = IBV_WQS_RESET;
     w.wq_type = IBV_WQT_RQ;
     w.post_recv = Some(crate::datapath::wq_post_recv);
-    let n = info.wqe_cnt() as usize;
+    let n = info.raw.cnt as usize;
     Ok(Box::new(Wq {
         wq: w,
         port,

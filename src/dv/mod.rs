@@ -1,13 +1,13 @@
-//! mlx5 Direct Verbs: the PRM formats ([`prm`]), the shared ring memory ([`ring`]) and a software
-//! model of the device ([`model`]) that executes the same formats the way the hardware does.
+//! mlx5 Direct Verbs: the PRM formats ([`prm`]) and the shared ring memory ([`ring`]). The
+//! software model of the device that executes the same formats lives in its own room,
+//! `crate::model` (feature `model`).
 //!
 //! The datapath itself lives in `tx::dv` and `rx::dv`; it needs from the control path only what
 //! `mlx5dv_init_obj` returns ([`ring::SqInfo`], [`ring::CqInfo`], [`ring::RwqInfo`]) and a way to
 //! reset a queue after a completion error ([`DvControl`]).
 
 #[cfg(test)]
-mod golden;
-pub mod model;
+pub(crate) mod golden;
 pub mod prm;
 pub mod ring;
 

@@ -653,8 +653,8 @@ impl Backend for Mlx5Port {
         }
     }
 
-    fn model(&self) -> Option<(&Arc<crate::dv::model::Nic>, usize)> {
-        None
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn describe(&self) -> Option<String> {

@@ -1,6 +1,8 @@
 //! The syscall corner: thin, checked wrappers over libc that the rest of the crate uses safely.
 #![allow(unsafe_code)]
 
+// Only the model's wires use AF_PACKET sockets.
+#[cfg(feature = "model")]
 pub mod afpacket;
 pub mod bpf;
 pub mod netdev;
@@ -10,6 +12,7 @@ pub mod xsk;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
 /// in the allowed set).
+#[cfg_attr(not(feature = "model"), allow(dead_code))] // the model's thread
 pub fn pin_current_thread(core: usize) -> bool {
     if core >= libc::CPU_SETSIZE as usize {
         return false;

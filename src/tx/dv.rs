@@ -882,8 +882,8 @@ impl Drop for DvTxQueue {
 mod tests {
     use std::rc::Rc;
 
-    use crate::dv::model::{ModelConfig, Nic, Wire};
     use crate::mem::pool::{Burst, Pool, PoolConfig};
+    use crate::model::{Link, ModelConfig, Nic};
     use crate::rx::dv::DvRxQueue;
     use crate::tx::dv::DvTxQueue;
     use crate::{QueueConfig, RxQueue, TxQueue};
@@ -908,7 +908,7 @@ mod tests {
                     size: 64,
                     ..QueueConfig::default()
                 };
-                let nic = Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], dev.clone()).unwrap();
+                let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev.clone()).unwrap();
                 let pool: Rc<Pool> = Pool::new(PoolConfig {
                     buffers: 1024,
                     ..PoolConfig::default()
@@ -995,7 +995,7 @@ mod tests {
                 size: 64,
                 ..QueueConfig::default()
             };
-            let nic = Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], dev).unwrap();
+            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
             let pool: Rc<Pool> = Pool::new(PoolConfig {
                 buffers: 256,
                 ..PoolConfig::default()

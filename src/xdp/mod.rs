@@ -268,6 +268,7 @@ mod tests {
             rules: rules.iter().map(|r| r.parse().unwrap()).collect(),
             promiscuous,
             rx_queues,
+            ..PortOptions::default()
         }
     }
 

@@ -338,8 +338,8 @@ impl Backend for XdpPort {
         Ok(Box::new(XdpTxQueue::new(xsk)?))
     }
 
-    fn model(&self) -> Option<(&Arc<crate::dv::model::Nic>, usize)> {
-        None
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn describe(&self) -> Option<String> {

@@ -4,8 +4,8 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rawpkt::dv::model::{ModelConfig, Nic, Wire};
 use rawpkt::dv::ring::{CqInfo, SqInfo};
+use rawpkt::model::{Link, ModelConfig, Nic};
 use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Pool, PoolConfig, QueueConfig};
@@ -22,7 +22,7 @@ pub struct Rig {
 }
 
 pub fn rig(q: QueueConfig, model: ModelConfig, buffers: u32) -> Rig {
-    let nic = Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], model).unwrap();
+    let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], model).unwrap();
     let pool = Pool::new(PoolConfig {
         buffers,
         ..PoolConfig::default()

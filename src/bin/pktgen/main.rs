@@ -140,11 +140,11 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         }
     }
     let tx_port = Arc::new(
-        rawpkt::open(&cfg.tx_port)
+        rawpkt::tool::env::open(&cfg.tx_port)
             .map_err(|e| Fail::rawpkt(format_args!("--port {}", rawpkt::spec::echo(&cfg.tx_port)), e))?,
     );
     let rx_port = match &cfg.rx_port {
-        Some(spec) => Some(Arc::new(rawpkt::open(spec).map_err(|e| {
+        Some(spec) => Some(Arc::new(rawpkt::tool::env::open(spec).map_err(|e| {
             Fail::rawpkt(format_args!("--rx-port {}", rawpkt::spec::echo(spec)), e)
         })?)),
         None => None,

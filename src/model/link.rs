@@ -1,10 +1,11 @@
-//! What a model port's cable is plugged into.
+//! What a model port's cable is plugged into: its link (`flow::wire` is another thing, the
+//! header views of a frame).
 
 use std::collections::VecDeque;
 
 pub use crate::sys::afpacket::AfPacket;
 
-pub enum Wire {
+pub enum Link {
     /// Back to back with another port of the same NIC.
     Peer(usize),
     /// Frames sent come back in on the same port.
@@ -17,12 +18,12 @@ pub enum Wire {
     Null,
 }
 
-impl Wire {
-    pub fn capture() -> Wire {
-        Wire::Capture(VecDeque::new())
+impl Link {
+    pub fn capture() -> Link {
+        Link::Capture(VecDeque::new())
     }
 
-    pub fn afpacket(ifname: &str) -> Result<Wire, String> {
-        AfPacket::open(ifname).map(Wire::AfPacket)
+    pub fn afpacket(ifname: &str) -> Result<Link, String> {
+        AfPacket::open(ifname).map(Link::AfPacket)
     }
 }

@@ -36,8 +36,12 @@
 
 mod exec;
 pub use exec::hdr_type_etc;
+mod port;
+pub(crate) use port::open_model;
+pub use port::{nic_of, MODEL_QUEUES};
+pub mod link;
+mod ring;
 mod trace;
-pub mod wire;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,13 +49,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::prm::InlineMode;
-use super::prm::{cq_entries_for, BF_OFFSET, CQE_INIT_OP_OWN, SEND_WQE_BB};
-use super::ring::{device, CqInfo, KeepAlive, RwqInfo, SqInfo};
-use super::{DvCaps, DvControl};
+use crate::dv::prm::InlineMode;
+use crate::dv::prm::{cq_entries_for, BF_OFFSET, CQE_INIT_OP_OWN, SEND_WQE_BB};
 use crate::mem::region::Region;
+pub use link::Link;
+use ring as dma;
 pub use trace::Trace;
-pub use wire::Wire;
 
 /// Device behaviour knobs.
 #[derive(Clone, Debug)]
@@ -77,7 +80,7 @@ pub struct ModelConfig {
     /// Frames a second each port takes at most, through a buffer of 50 ms worth (at least 64
     /// frames; full at the first frame), so that a run of T seconds loses nothing up to
     /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
-    /// a slower device under test. None: no limit. Default from `RAWPKT_MODEL_RX_PPS`.
+    /// a slower device under test. None: no limit.
     pub rx_capacity_pps: Option<f64>,
 }
 
@@ -88,16 +91,6 @@ impl ModelConfig {
             inline_mode: InlineMode::L2,
             enhanced_mpw: false,
             ..ModelConfig::default()
-        }
-    }
-
-    /// What the datapath learns from this device (`mlx5dv_query_device` and `eth_min_inline` on
-    /// hardware).
-    pub fn caps(&self) -> DvCaps {
-        DvCaps {
-            inline_mode: self.inline_mode,
-            enhanced_mpw: self.enhanced_mpw,
-            max_frame: self.max_frame as u32,
         }
     }
 }
@@ -112,11 +105,8 @@ impl Default for ModelConfig {
             strict_cq: true,
             missing_doorbell_polls: 1,
             strict_doorbell: true,
-            trace: std::env::var_os("RAWPKT_MODEL_TRACE").map(Into::into),
-            rx_capacity_pps: std::env::var("RAWPKT_MODEL_RX_PPS")
-                .ok()
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|&r| r.is_finite() && r > 0.0),
+            trace: None,
+            rx_capacity_pps: None,
         }
     }
 }
@@ -402,7 +392,7 @@ pub(crate) struct CqObj {
 }
 
 pub(crate) struct PortState {
-    wire: Wire,
+    link: Link,
     rqs: Vec<u32>,
     steering: Option<Steering>,
     faults: VecDeque<Fault>,
@@ -522,16 +512,16 @@ fn slot<T>(v: &mut Vec<Option<T>>, obj: T) -> usize {
 }
 
 impl Nic {
-    /// A NIC whose ports have the given wires.
-    pub fn new(wires: Vec<Wire>, cfg: ModelConfig) -> Result<Arc<Nic>, String> {
+    /// A NIC whose ports have the given links.
+    pub fn new(links: Vec<Link>, cfg: ModelConfig) -> Result<Arc<Nic>, String> {
         let trace = match &cfg.trace {
             Some(p) => Some(Trace::create(p).map_err(|e| format!("trace file {}: {e}", p.display()))?),
             None => None,
         };
-        let ports = wires
+        let ports = links
             .into_iter()
-            .map(|wire| PortState {
-                wire,
+            .map(|link| PortState {
+                link,
                 rqs: Vec::new(),
                 steering: None,
                 faults: VecDeque::new(),
@@ -575,7 +565,7 @@ impl Nic {
 
     /// Two ports connected back to back.
     pub fn pair(cfg: ModelConfig) -> Result<Arc<Nic>, String> {
-        Nic::new(vec![Wire::Peer(1), Wire::Peer(0)], cfg)
+        Nic::new(vec![Link::Peer(1), Link::Peer(0)], cfg)
     }
 
     fn dev(&self) -> MutexGuard<'_, Device> {
@@ -623,7 +613,7 @@ impl Nic {
     }
 
     /// Creates a CQ of at least `requested` entries (rounded as rdma-core does).
-    pub fn create_cq(&self, requested: u32) -> Result<CqInfo, String> {
+    pub fn alloc_cq(&self, requested: u32) -> Result<QueueMem, String> {
         let cqe_cnt = cq_entries_for(requested);
         if cqe_cnt > 1 << 22 {
             return Err(format!("CQ of {requested} entries is larger than the device allows"));
@@ -648,18 +638,22 @@ impl Nic {
         let cqn = CQN_BASE + idx as u32;
         d.cqs[idx].as_mut().expect("just inserted").cqn = cqn;
         let keep = self.handle(Obj::Cq(cqn), mem.clone());
-        Ok(CqInfo {
-            buf: mem.ring(),
-            dbrec: mem.dbrec(),
-            cqe_cnt,
-            cqe_size: 64,
-            cqn,
+        Ok(QueueMem {
+            raw: RawQueue {
+                buf: mem.ring(),
+                dbrec: mem.dbrec(),
+                bf_reg: std::ptr::null_mut(),
+                bf_size: 0,
+                cnt: cqe_cnt,
+                stride: 64,
+                num: cqn,
+            },
             keep,
         })
     }
 
     /// Creates a raw-packet send queue of at least `wqebbs` WQEBBs on `port`, completing to `cqn`.
-    pub fn create_sq(&self, port: usize, wqebbs: u32, cqn: u32) -> Result<SqInfo, String> {
+    pub fn alloc_sq(&self, port: usize, wqebbs: u32, cqn: u32) -> Result<QueueMem, String> {
         let wqe_cnt = wqebbs.max(1).next_power_of_two();
         let mut d = self.dev();
         if port >= d.ports.len() {
@@ -688,31 +682,33 @@ impl Nic {
         d.sqs[idx].as_mut().expect("just inserted").qpn = qpn;
         drop(d);
         let keep = self.handle(Obj::Sq(qpn), mem.clone());
-        Ok(SqInfo {
-            buf: mem.ring(),
-            wqe_cnt,
-            stride: SEND_WQE_BB as u32,
-            dbrec: mem.dbrec(),
-            bf_reg: mem.bf_reg(),
-            bf_size: 0,
-            qpn,
+        Ok(QueueMem {
+            raw: RawQueue {
+                buf: mem.ring(),
+                dbrec: mem.dbrec(),
+                bf_reg: mem.bf_reg(),
+                bf_size: 0,
+                cnt: wqe_cnt,
+                stride: SEND_WQE_BB as u32,
+                num: qpn,
+            },
             keep,
         })
     }
 
     /// Creates a cyclic receive WQ (one data segment per WQE) on `port`, completing to `cqn`,
-    /// and adds it to the port's RSS table. Returns the WQ and its number.
-    pub fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+    /// and adds it to the port's RSS table. The WQ number is `raw.num`.
+    pub fn alloc_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<QueueMem, String> {
         self.new_rq(port, wqes, cqn, true)
     }
 
     /// Creates a cyclic receive WQ as `ibv_create_wq` does: in RESET, and in no RSS table until a
     /// TIR ([`Nic::create_tir`]) names it.
-    pub fn create_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+    pub fn alloc_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<QueueMem, String> {
         self.new_rq(port, wqes, cqn, false)
     }
 
-    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool) -> Result<(RwqInfo, u32), String> {
+    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool) -> Result<QueueMem, String> {
         let wqe_cnt = wqes.max(1).next_power_of_two();
         let mut d = self.dev();
         if port >= d.ports.len() {
@@ -743,16 +739,18 @@ impl Nic {
         }
         drop(d);
         let keep = self.handle(Obj::Rq(wq_num), mem.clone());
-        Ok((
-            RwqInfo {
+        Ok(QueueMem {
+            raw: RawQueue {
                 buf: mem.ring(),
                 dbrec: mem.dbrec(),
-                wqe_cnt,
+                bf_reg: std::ptr::null_mut(),
+                bf_size: 0,
+                cnt: wqe_cnt,
                 stride: 16,
-                keep,
+                num: wq_num,
             },
-            wq_num,
-        ))
+            keep,
+        })
     }
 
     /// Moves a send queue in or out of the ready state (the QP entering RTS, or leaving it for
@@ -955,7 +953,7 @@ impl Nic {
             .map_or(0, |s| s.flows.len() + s.special.len())
     }
 
-    fn handle(&self, obj: Obj, mem: Arc<ObjMem>) -> KeepAlive {
+    fn handle(&self, obj: Obj, mem: Arc<ObjMem>) -> Arc<dyn std::any::Any + Send + Sync> {
         Arc::new(ObjHandle {
             dev: Arc::downgrade(&self.dev),
             obj,
@@ -963,9 +961,9 @@ impl Nic {
         })
     }
 
-    /// The device's send-path capabilities.
-    pub fn caps(&self) -> DvCaps {
-        self.dev().cfg.caps()
+    /// The device's configuration (its send-path capabilities among it).
+    pub fn config(&self) -> ModelConfig {
+        self.dev().cfg.clone()
     }
 
     /// Sets what port `port`'s send WQEs must inline (a vport context's `min_wqe_inline_mode`),
@@ -991,22 +989,22 @@ impl Nic {
         d.ports.get(port).map_or(d.cfg.inline_mode, |p| p.inline_mode)
     }
 
-    /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
-    /// thread) alive as long as a queue holds it, as an open verbs context would.
-    pub fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl {
-            nic: self.clone(),
-            lkey: None,
-        })
+    /// Resets a send queue to WQEBB 0, discarding whatever was posted (`ibv_modify_qp` to RESET
+    /// and back to RTS).
+    pub fn reset_sq(&self, qpn: u32) -> Result<(), String> {
+        let mut d = self.dev();
+        let sq = d.sq_mut(qpn).ok_or_else(|| format!("no SQ {qpn:#x}"))?;
+        reset_sq_obj(sq);
+        Ok(())
     }
 
-    /// As [`Nic::control`], also holding one registration of `lkey` until the queue is gone: a
-    /// queue's MR must outlive the queue, as a QP's lkey must on hardware.
-    pub fn control_holding_mr(self: &Arc<Self>, lkey: u32) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl {
-            nic: self.clone(),
-            lkey: Some(lkey),
-        })
+    /// Resets a receive WQ to WQE 0, discarding whatever was posted (`ibv_modify_wq` to RESET
+    /// and back to RDY).
+    pub fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
+        let mut d = self.dev();
+        let rq = d.rq_mut(wq_num).ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
+        reset_rq_obj(rq);
+        Ok(())
     }
 
     /// Runs the device once: doorbells, WQEs, frames arriving on the wires. Returns the work
@@ -1088,7 +1086,7 @@ impl Nic {
         let Some(p) = d.ports.get_mut(port) else {
             return PortCounters::default();
         };
-        if let Wire::AfPacket(sock) = &mut p.wire {
+        if let Link::AfPacket(sock) = &mut p.link {
             p.counters.rx_wire_drops += sock.kernel_drops();
         }
         p.counters
@@ -1119,10 +1117,10 @@ impl Nic {
         self.dev().deliver(port, &exec::Frame::of_slice(frame, &mut slot));
     }
 
-    /// Takes the frames a `Wire::Capture` port has sent so far.
+    /// Takes the frames a `Link::Capture` port has sent so far.
     pub fn take_captured(&self, port: usize) -> Vec<Vec<u8>> {
-        match self.dev().ports.get_mut(port).map(|p| &mut p.wire) {
-            Some(Wire::Capture(q)) => q.drain(..).collect(),
+        match self.dev().ports.get_mut(port).map(|p| &mut p.link) {
+            Some(Link::Capture(q)) => q.drain(..).collect(),
             _ => Vec::new(),
         }
     }
@@ -1140,7 +1138,7 @@ impl Nic {
         let mut out = [0u8; 64];
         let at = cq.mem.ring().wrapping_add(((i & (cq.cqe_cnt - 1)) as usize) * 64);
         // SAFETY: the slot lies inside this live CQ's ring.
-        unsafe { device::read(at, &mut out) };
+        unsafe { dma::read(at, &mut out) };
         Some(out)
     }
 
@@ -1163,8 +1161,8 @@ impl Drop for Nic {
 }
 
 fn unsafe_stamp(slot: *mut u8, v: u8) {
-    // SAFETY: callers pass a slot inside a CQ ring they own; see `device::stamp_op_own`.
-    unsafe { device::stamp_op_own(slot, v) }
+    // SAFETY: callers pass a slot inside a CQ ring they own; see `dma::stamp_op_own`.
+    unsafe { dma::stamp_op_own(slot, v) }
 }
 
 enum Obj {
@@ -1211,39 +1209,10 @@ impl Drop for ObjHandle {
 }
 
 // SAFETY: ObjMem is ring memory whose access is governed by the doorbell/owner protocol in
-// `dv::ring`; the raw addresses it hands out are only dereferenced under that protocol.
+// `ring`; the raw addresses it hands out are only dereferenced under that protocol.
 unsafe impl Send for ObjMem {}
 // SAFETY: as above.
 unsafe impl Sync for ObjMem {}
-
-struct ModelControl {
-    nic: Arc<Nic>,
-    lkey: Option<u32>,
-}
-
-impl Drop for ModelControl {
-    fn drop(&mut self) {
-        if let Some(lkey) = self.lkey {
-            self.nic.deregister_mr(lkey);
-        }
-    }
-}
-
-impl DvControl for ModelControl {
-    fn reset_sq(&self, qpn: u32) -> Result<(), String> {
-        let mut d = self.nic.dev();
-        let sq = d.sq_mut(qpn).ok_or_else(|| format!("no SQ {qpn:#x}"))?;
-        reset_sq_obj(sq);
-        Ok(())
-    }
-
-    fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
-        let mut d = self.nic.dev();
-        let rq = d.rq_mut(wq_num).ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
-        reset_rq_obj(rq);
-        Ok(())
-    }
-}
 
 fn reset_sq_obj(sq: &mut SqObj) {
     sq.hw_ci = 0;
@@ -1253,7 +1222,7 @@ fn reset_sq_obj(sq: &mut SqObj) {
     // write and zeroes the record (the driver zeroes its record too).
     unsafe {
         exec::take_uar(sq.mem.bf_reg());
-        device::store_dbrec(sq.mem.dbrec().wrapping_add(super::prm::SND_DBR), 0);
+        dma::store_dbrec(sq.mem.dbrec().wrapping_add(crate::dv::prm::SND_DBR), 0);
     }
 }
 
@@ -1264,12 +1233,20 @@ fn reset_rq_obj(rq: &mut RqObj) {
     rq.pending_drops = 0;
     // SAFETY: the record word belongs to this live RQ.
     unsafe {
-        device::store_dbrec(rq.mem.dbrec(), 0);
+        dma::store_dbrec(rq.mem.dbrec(), 0);
     }
 }
 
+/// One queue the device created: where its memory is, and what keeps that memory (and the
+/// object) alive. Dropping the last `keep` destroys the object, as `ibv_destroy_qp`/`_wq`/`_cq`
+/// would.
+pub struct QueueMem {
+    pub raw: RawQueue,
+    pub keep: Arc<dyn std::any::Any + Send + Sync>,
+}
+
 /// The addresses and geometry of a queue's memory, as C code receives them from
-/// `mlx5dv_init_obj` (for the model library, which hands them over across the C ABI).
+/// `mlx5dv_init_obj` (`struct mlx5dv_qp`/`mlx5dv_cq`/`mlx5dv_rwq` in rdma-core's mlx5dv.h).
 #[derive(Clone, Copy, Debug)]
 pub struct RawQueue {
     pub buf: *mut u8,
@@ -1281,44 +1258,8 @@ pub struct RawQueue {
     pub cnt: u32,
     /// Bytes per entry.
     pub stride: u32,
-    /// QPN, CQN (WQ numbers are returned by `create_wq`).
+    /// QPN, CQN or WQ number.
     pub num: u32,
-}
-
-impl RawQueue {
-    pub fn of_sq(i: &SqInfo) -> RawQueue {
-        RawQueue {
-            buf: i.buf,
-            dbrec: i.dbrec,
-            bf_reg: i.bf_reg,
-            bf_size: i.bf_size,
-            cnt: i.wqe_cnt,
-            stride: i.stride,
-            num: i.qpn,
-        }
-    }
-    pub fn of_cq(i: &CqInfo) -> RawQueue {
-        RawQueue {
-            buf: i.buf,
-            dbrec: i.dbrec,
-            bf_reg: std::ptr::null_mut(),
-            bf_size: 0,
-            cnt: i.cqe_cnt,
-            stride: i.cqe_size,
-            num: i.cqn,
-        }
-    }
-    pub fn of_rwq(i: &RwqInfo) -> RawQueue {
-        RawQueue {
-            buf: i.buf,
-            dbrec: i.dbrec,
-            bf_reg: std::ptr::null_mut(),
-            bf_size: 0,
-            cnt: i.wqe_cnt,
-            stride: i.stride,
-            num: 0,
-        }
-    }
 }
 
 impl Device {
@@ -1423,7 +1364,7 @@ mod steering_tests {
     /// every write; it is not mistaken for "no doorbell" (counted in `doorbell_missing`).
     #[test]
     fn a_uar_write_of_zero_is_a_doorbell() {
-        let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+        let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
         let cq = nic.create_cq(8).unwrap();
         let sq = nic.create_sq(0, 8, cq.cqn).unwrap();
         // SAFETY: the model's own rings; this test is their only driver.
@@ -1444,7 +1385,7 @@ mod steering_tests {
     /// A send queue outside RTS ignores its doorbells.
     #[test]
     fn an_sq_that_is_not_ready_ignores_doorbells() {
-        let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+        let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
         let cq = nic.create_cq(8).unwrap();
         let sq = nic.create_sq(0, 8, cq.cqn).unwrap();
         nic.set_sq_state(sq.qpn, false, false).unwrap();

@@ -3,13 +3,13 @@
 //! `docs/mlx5-notes.md` collects those rules, and what the model chose where no source says.
 #![allow(unsafe_code)]
 
-use super::{Device, Fault, SpecialFlow, Wire, CQN_BASE, WQN_BASE};
+use super::ring as dma;
+use super::{Device, Fault, Link, SpecialFlow, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
     cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
     ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
     OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
-use crate::dv::ring::device;
 use crate::flow::wire as pkt;
 use crate::flow::wire::ETH_MIN_FRAME;
 use crate::sys::afpacket::Received;
@@ -124,7 +124,7 @@ impl WqeFrames {
             let n = p.len.min(HEAD_BYTES - at);
             // SAFETY: every piece is inline bytes of the WQE copy or a gather range checked to lie
             // in a registered MR, read during the execution of this WQE (see `Piece`).
-            unsafe { device::read(p.ptr, &mut head[at..at + n]) };
+            unsafe { dma::read(p.ptr, &mut head[at..at + n]) };
             at += n;
             if at == HEAD_BYTES {
                 break;
@@ -332,7 +332,7 @@ impl Device {
             unsafe { take_uar(bf_reg) }
         };
         // SAFETY: as above.
-        let record = unsafe { device::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
+        let record = unsafe { dma::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
         let pending = record.wrapping_sub(hw_ci) & 0xffff;
         if uar == UAR_IDLE {
             let sq = self.sqs[i].as_mut().expect("caller checked");
@@ -369,7 +369,7 @@ impl Device {
         if published {
             // SAFETY: slot idx & (wqe_cnt - 1) is inside the SQ ring, and published (above).
             unsafe {
-                device::read(
+                dma::read(
                     ring.wrapping_add(((idx & (wqe_cnt - 1)) as usize) * SEND_WQE_BB),
                     &mut in_memory,
                 )
@@ -417,7 +417,7 @@ impl Device {
             let off = ((pi.wrapping_add(k) & mask) as usize) * SEND_WQE_BB;
             // SAFETY: the slot is inside the ring and below the doorbelled PI.
             unsafe {
-                device::read(
+                dma::read(
                     ring.wrapping_add(off),
                     &mut wqe[k as usize * SEND_WQE_BB..][..SEND_WQE_BB],
                 )
@@ -730,9 +730,9 @@ impl Device {
         if self.ports[port].taps {
             return None; // a sniffer or the port's own steering reads what the port sends
         }
-        match self.ports[port].wire {
-            Wire::Null => Some(None),
-            Wire::Peer(p) => {
+        match self.ports[port].link {
+            Link::Null => Some(None),
+            Link::Peer(p) => {
                 let q = &self.ports[p];
                 (q.rqs.is_empty() && q.steering.is_none() && q.faults.is_empty()).then_some(Some(p))
             }
@@ -746,7 +746,7 @@ impl Device {
     /// has many reads in flight too). Prefetches have no effect but timing: nothing is read or
     /// written here but the RQ's posted WQEs, and a wrong guess only costs a wasted fetch.
     fn prefetch_delivery(&mut self, port: usize, out: &WqeFrames) {
-        let Wire::Peer(peer) = self.ports[port].wire else {
+        let Link::Peer(peer) = self.ports[port].link else {
             return;
         };
         let q = &self.ports[peer];
@@ -768,7 +768,7 @@ impl Device {
         let mut avail = rq.posted.wrapping_sub(rq.hw_ci) & 0xffff;
         if (avail as usize) < frames.len() {
             // SAFETY: the record word belongs to this live RQ.
-            rq.posted = unsafe { device::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+            rq.posted = unsafe { dma::load_dbrec(rq.mem.dbrec()) } & 0xffff;
             avail = rq.posted.wrapping_sub(rq.hw_ci) & 0xffff;
         }
         let ring = rq.mem.ring();
@@ -777,7 +777,7 @@ impl Device {
             let mut addr = [0u8; 8];
             // SAFETY: the slot is inside the RQ ring and below the posted counter: the driver
             // wrote it before publishing the record and leaves it alone until its CQE.
-            unsafe { device::read(ring.wrapping_add(slot * 16 + 8), &mut addr) };
+            unsafe { dma::read(ring.wrapping_add(slot * 16 + 8), &mut addr) };
             prefetch(u64::from_be_bytes(addr) as *const u8, true);
         }
     }
@@ -799,20 +799,20 @@ impl Device {
         if self.ports[port].taps {
             self.tap_tx(port, frame);
         }
-        match &mut self.ports[port].wire {
-            Wire::Peer(peer) => {
+        match &mut self.ports[port].link {
+            Link::Peer(peer) => {
                 let peer = *peer;
                 self.deliver(peer, frame);
             }
-            Wire::Loopback => self.deliver(port, frame),
-            Wire::Capture(q) => q.push_back(frame.wire(&mut self.scratch).to_vec()),
-            Wire::AfPacket(sock) => {
+            Link::Loopback => self.deliver(port, frame),
+            Link::Capture(q) => q.push_back(frame.wire(&mut self.scratch).to_vec()),
+            Link::AfPacket(sock) => {
                 if !sock.send(frame.wire(&mut self.scratch)) {
                     self.ports[port].counters.tx_wire_errors += 1;
                 }
             }
             // Nothing reads the frame: counted, never copied.
-            Wire::Null => {}
+            Link::Null => {}
         }
     }
 
@@ -857,14 +857,14 @@ impl Device {
     }
 
     fn poll_wire(&mut self, port: usize) -> usize {
-        if !matches!(self.ports[port].wire, Wire::AfPacket(_)) {
+        if !matches!(self.ports[port].link, Link::AfPacket(_)) {
             return 0;
         }
         let mut buf = std::mem::take(&mut self.rxbuf);
         let mut n = 0;
         while n < 64 {
-            let got = match &mut self.ports[port].wire {
-                Wire::AfPacket(sock) => sock.recv(&mut buf),
+            let got = match &mut self.ports[port].link {
+                Link::AfPacket(sock) => sock.recv(&mut buf),
                 _ => None,
             };
             match got {
@@ -1062,7 +1062,7 @@ impl Device {
         }
         if rq.hw_ci & 0xffff == rq.posted {
             // SAFETY: the record word belongs to this live RQ.
-            rq.posted = unsafe { device::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+            rq.posted = unsafe { dma::load_dbrec(rq.mem.dbrec()) } & 0xffff;
         }
         if no_buffer || rq.hw_ci & 0xffff == rq.posted {
             rq.pending_drops = rq.pending_drops.saturating_add(1);
@@ -1072,7 +1072,7 @@ impl Device {
         let slot = (rq.hw_ci & (rq.wqe_cnt - 1)) as usize;
         let mut seg = [0u8; 16];
         // SAFETY: slot is inside the RQ ring and below the posted counter.
-        unsafe { device::read(rq.mem.ring().wrapping_add(slot * 16), &mut seg) };
+        unsafe { dma::read(rq.mem.ring().wrapping_add(slot * 16), &mut seg) };
         let byte_count = u32::from_be_bytes(seg[0..4].try_into().expect("4"));
         let lkey = u32::from_be_bytes(seg[4..8].try_into().expect("4"));
         let addr = u64::from_be_bytes(seg[8..16].try_into().expect("8"));
@@ -1144,7 +1144,7 @@ impl Device {
         };
         if self.cfg.strict_cq && (cq.pi.wrapping_sub(cq.ci_seen) & 0x00ff_ffff) >= cq.cqe_cnt {
             // SAFETY: the record word belongs to this live CQ.
-            let ci = unsafe { device::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
+            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
             cq.ci_seen = ci;
             if (cq.pi.wrapping_sub(ci) & 0x00ff_ffff) >= cq.cqe_cnt {
                 let pi = cq.pi;
@@ -1158,7 +1158,7 @@ impl Device {
         let slot = cq.mem.ring().wrapping_add(((cq.pi & (cq.cqe_cnt - 1)) as usize) * 64);
         // SAFETY: the slot is inside the CQ ring; the overrun check (or the driver's sizing)
         // guarantees the driver has consumed it.
-        unsafe { device::write_cqe(slot, &bytes) };
+        unsafe { dma::write_cqe(slot, &bytes) };
         let pi = cq.pi;
         cq.pi = cq.pi.wrapping_add(1);
         self.counters.cqes += 1;

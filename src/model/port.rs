@@ -1,0 +1,319 @@
+//! The model backend's control path: `model:` ports opened by spec, and the glue that hands a
+//! queue the device created ([`QueueMem`]) to the driver's DV datapath as `mlx5dv_init_obj` hands
+//! a hardware queue over (`dv::ring::SqInfo` and the rest), so that the device itself
+//! (`mod.rs`, `exec.rs`, `ring.rs`) knows nothing of the driver's queues or rings
+//! (`scripts/modgraph.py` checks that).
+
+use std::any::Any;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{Link, ModelConfig, Nic, QueueMem};
+use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
+use crate::dv::{DvCaps, DvControl};
+use crate::rx::dv::DvRxQueue;
+use crate::spec::{echo, Backend, ModelOptions, Port, PortIdentity, PortOptions};
+use crate::tx::dv::DvTxQueue;
+use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
+
+impl ModelConfig {
+    /// The default device ([`ModelConfig::default`]) run as `opts` say (trace, receive rate).
+    pub fn with_options(opts: &ModelOptions) -> ModelConfig {
+        ModelConfig {
+            trace: opts.trace.clone(),
+            rx_capacity_pps: opts.rx_capacity_pps,
+            ..ModelConfig::default()
+        }
+    }
+
+    /// What the datapath learns from this device (`mlx5dv_query_device` and `eth_min_inline` on
+    /// hardware).
+    pub fn caps(&self) -> DvCaps {
+        DvCaps {
+            inline_mode: self.inline_mode,
+            enhanced_mpw: self.enhanced_mpw,
+            max_frame: self.max_frame as u32,
+        }
+    }
+}
+
+impl Nic {
+    /// [`Nic::alloc_cq`], described for the driver.
+    pub fn create_cq(&self, requested: u32) -> Result<CqInfo, String> {
+        let q = self.alloc_cq(requested)?;
+        let r = q.raw;
+        // SAFETY: the device just created this CQ; its ring and record live while `keep` does.
+        Ok(unsafe { CqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, r.num, q.keep) })
+    }
+
+    /// [`Nic::alloc_sq`], described for the driver.
+    pub fn create_sq(&self, port: usize, wqebbs: u32, cqn: u32) -> Result<SqInfo, String> {
+        let q = self.alloc_sq(port, wqebbs, cqn)?;
+        Ok(sq_info(q))
+    }
+
+    /// [`Nic::alloc_rq`], described for the driver, with the WQ's number.
+    pub fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+        Ok(rwq_info(self.alloc_rq(port, wqes, cqn)?))
+    }
+
+    /// [`Nic::alloc_wq`], described for the driver, with the WQ's number.
+    pub fn create_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+        Ok(rwq_info(self.alloc_wq(port, wqes, cqn)?))
+    }
+
+    /// The device's send-path capabilities.
+    pub fn caps(&self) -> DvCaps {
+        self.config().caps()
+    }
+
+    /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
+    /// thread) alive as long as a queue holds it, as an open verbs context would.
+    pub fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
+        Arc::new(ModelControl {
+            nic: self.clone(),
+            lkey: None,
+            _id: None,
+        })
+    }
+
+    /// As [`Nic::control`], also holding one registration of `lkey` until the queue is gone: a
+    /// queue's MR must outlive the queue, as a QP's lkey must on hardware.
+    pub fn control_holding_mr(self: &Arc<Self>, lkey: u32) -> Arc<dyn DvControl> {
+        Arc::new(ModelControl {
+            nic: self.clone(),
+            lkey: Some(lkey),
+            _id: None,
+        })
+    }
+}
+
+fn sq_info(q: QueueMem) -> SqInfo {
+    let r = q.raw;
+    // SAFETY: the device just created this SQ; its WQEBBs, record and UAR live while `keep` does.
+    unsafe { SqInfo::from_raw(r.buf, r.cnt, r.stride, r.dbrec, r.bf_reg, r.bf_size, r.num, q.keep) }
+}
+
+fn rwq_info(q: QueueMem) -> (RwqInfo, u32) {
+    let r = q.raw;
+    // SAFETY: the device just created this WQ; its WQEs and record live while `keep` does.
+    (
+        unsafe { RwqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, q.keep) },
+        r.num,
+    )
+}
+
+struct ModelControl {
+    nic: Arc<Nic>,
+    lkey: Option<u32>,
+    /// The `model:` port's queue id, given back with the queue.
+    _id: Option<IdHeld>,
+}
+
+impl Drop for ModelControl {
+    fn drop(&mut self) {
+        if let Some(lkey) = self.lkey {
+            self.nic.deregister_mr(lkey);
+        }
+    }
+}
+
+impl DvControl for ModelControl {
+    fn reset_sq(&self, qpn: u32) -> Result<(), String> {
+        self.nic.reset_sq(qpn)
+    }
+
+    fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
+        self.nic.reset_rq(wq_num)
+    }
+}
+
+/// For a `model:` port: the model NIC behind it and the port's number on it (counters, fault
+/// injection); None for every other port.
+pub fn nic_of(port: &Port) -> Option<(Arc<Nic>, usize)> {
+    let m = port.backend().as_any().downcast_ref::<ModelPort>()?;
+    Some((m.nic.clone(), m.port))
+}
+
+/// Model NICs opened by name, so that both ends of `model:NAME/0` and `model:NAME/1` share one,
+/// with the queue ids taken on them.
+static MODELS: Mutex<Vec<Opened>> = Mutex::new(Vec::new());
+
+/// A model NIC's name, the NIC while any port or queue holds it, and its queue ids.
+type Opened = (String, Weak<Nic>, Arc<QueueIds>);
+
+/// Queue ids a `model:` port offers in each direction: 0 to `MODEL_QUEUES - 1`. The device has no
+/// limit of its own this low (every RQ joins the port's RSS table, every SQ sends on its wire);
+/// 1024 covers pktgen's most (8 queues per core, and a latency queue) on a 127-core machine.
+pub const MODEL_QUEUES: u16 = 1024;
+
+/// The queue ids in use on one model NIC's ports: (port, TX?, id).
+#[derive(Default)]
+struct QueueIds(Mutex<std::collections::HashSet<(usize, bool, u16)>>);
+
+/// Holds a queue id for as long as its queue lives (inside the queue's `DvControl`).
+struct IdHeld {
+    ids: Arc<QueueIds>,
+    id: (usize, bool, u16),
+}
+
+impl Drop for IdHeld {
+    fn drop(&mut self) {
+        self.ids.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
+    }
+}
+
+/// Opens the `model:` port `rest` names (what follows `model:`).
+pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
+    if !opts.rules.is_empty() || opts.rx_queues != 1 {
+        return Err(Error::Config(format!(
+            "{}: model ports take no rules and have no RSS (every frame on the wire reaches \
+             the port's queue); open them with the default rules and rx_queues 1",
+            echo(spec)
+        )));
+    }
+    let (key, port, wires) = if let Some(ifname) = rest.strip_prefix("afpacket=") {
+        if ifname.is_empty() {
+            return Err(Error::Spec("model:afpacket= needs an interface name".into()));
+        }
+        let link = Link::afpacket(ifname).map_err(Error::Device)?;
+        (format!("afpacket={ifname}"), 0, vec![link])
+    } else {
+        let (name, port) = rest.split_once('/').ok_or_else(|| {
+            Error::Spec(format!(
+                "model:{}: expected model:NAME/PORT, e.g. model:pair0/0",
+                echo(rest)
+            ))
+        })?;
+        if name.is_empty() {
+            return Err(Error::Spec(format!("model:{}: empty model name", echo(rest))));
+        }
+        let port: usize = match port.parse() {
+            Ok(p @ (0 | 1)) => p,
+            _ => {
+                return Err(Error::Spec(format!(
+                    "model:{}: port `{}` must be 0 or 1",
+                    echo(rest),
+                    echo(port)
+                )))
+            }
+        };
+        (name.to_string(), port, vec![Link::Peer(1), Link::Peer(0)])
+    };
+    let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
+    models.retain(|(_, w, _)| w.strong_count() > 0);
+    let found = models
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .and_then(|(_, w, ids)| Some((w.upgrade()?, ids.clone())));
+    let (nic, ids) = match found {
+        Some(found) => found,
+        None => {
+            let m = &opts.model;
+            if let Some(r) = m.rx_capacity_pps.filter(|r| !(r.is_finite() && *r > 0.0)) {
+                return Err(Error::Config(format!(
+                    "{}: ModelOptions::rx_capacity_pps {r} must be a positive number of frames a second",
+                    echo(spec)
+                )));
+            }
+            let cfg = ModelConfig::with_options(m);
+            let nic = Nic::new(wires, cfg).map_err(Error::Device)?;
+            nic.start(m.cpu);
+            let ids = Arc::new(QueueIds::default());
+            models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));
+            (nic, ids)
+        }
+    };
+    let drops_at_open = nic.port_counters(port).rx_out_of_buffer;
+    Ok(Box::new(ModelPort {
+        nic,
+        ids,
+        key,
+        port,
+        drops_at_open,
+    }))
+}
+
+struct ModelPort {
+    nic: Arc<Nic>,
+    /// The queue ids taken on the NIC's ports.
+    ids: Arc<QueueIds>,
+    /// The NIC's name in `MODELS`.
+    key: String,
+    port: usize,
+    /// The port's `rx_out_of_buffer` when this port was opened.
+    drops_at_open: u64,
+}
+
+impl ModelPort {
+    /// Takes queue id `qid` of direction `tx` on this port, with a control handle for the queue
+    /// holding it and one registration of the pool: both are given back when the queue goes.
+    fn take(&self, tx: bool, qid: u16, pool: &Rc<Pool>) -> Result<(u32, Arc<dyn DvControl>), Error> {
+        let dir = if tx { "TX" } else { "RX" };
+        if qid >= MODEL_QUEUES {
+            return Err(Error::Config(format!(
+                "{}: {dir} queue {qid} does not exist; a model port has {dir} queues 0 to {}",
+                self.identity(),
+                MODEL_QUEUES - 1
+            )));
+        }
+        let id = (self.port, tx, qid);
+        if !self.ids.0.lock().unwrap_or_else(|e| e.into_inner()).insert(id) {
+            return Err(Error::Config(format!(
+                "{}: {dir} queue {qid} is already in use; drop that queue before creating it again",
+                self.identity()
+            )));
+        }
+        let held = IdHeld {
+            ids: self.ids.clone(),
+            id,
+        };
+        // Each queue holds a registration of its pool for as long as it lives.
+        let lkey = self.nic.register_mr(pool.region());
+        let ctl = Arc::new(ModelControl {
+            nic: self.nic.clone(),
+            lkey: Some(lkey),
+            _id: Some(held),
+        });
+        Ok((lkey, ctl))
+    }
+}
+
+impl Backend for ModelPort {
+    fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        let (lkey, ctl) = self.take(false, qid, pool)?;
+        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
+        let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
+        Ok(Box::new(DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)?))
+    }
+
+    fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
+        let (lkey, ctl) = self.take(true, qid, pool)?;
+        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
+        let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
+        Ok(Box::new(DvTxQueue::new(
+            &sq,
+            &cq,
+            lkey,
+            pool,
+            cfg,
+            self.nic.caps(),
+            ctl,
+        )?))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn device_drops(&self) -> Option<u64> {
+        Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
+    }
+
+    fn identity(&self) -> PortIdentity {
+        PortIdentity::Model {
+            nic: self.key.clone(),
+            port: self.port,
+        }
+    }
+}
