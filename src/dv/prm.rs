@@ -4,7 +4,7 @@
 //! Sources: rdma-core `providers/mlx5/mlx5dv.h` (`mlx5_wqe_ctrl_seg`, `mlx5_wqe_eth_seg`,
 //! `mlx5_wqe_data_seg`, `mlx5_cqe64`, `mlx5_err_cqe`), rdma-core `providers/mlx5/wqe.h`
 //! (`MLX5_ETH_L2_INLINE_HEADER_SIZE`), DPDK `drivers/common/mlx5/mlx5_prm.h` (`mlx5_cqe`,
-//! `mlx5_mini_cqe8`, CQE flag bits), Linux `include/linux/mlx5/device.h` (l4 header types).
+//! CQE flag bits), Linux `include/linux/mlx5/device.h` (l4 header types).
 //! Every multi-byte field the NIC reads or writes is big-endian; the `Be*` wrappers keep the
 //! byte order in the type so that no field can be stored in host order by accident (a model that
 //! accepted host-order flags would agree with a buggy driver and disagree with the hardware).
@@ -46,7 +46,6 @@ be_impl!(Be64, u64);
 // ---- constants (rdma-core mlx5dv.h unless noted) ----
 
 pub const SEND_WQE_BB: usize = 64;
-pub const SEND_WQE_SHIFT: u32 = 6;
 /// Octoword: the unit of `ds`.
 pub const DS_BYTES: usize = 16;
 /// `ds` is a 6-bit field; DPDK caps a WQE at 60 DS (`MLX5_WQE_SIZE_MAX` 960 bytes) and so do we.
@@ -55,7 +54,6 @@ pub const RCV_DBR: usize = 0;
 pub const SND_DBR: usize = 1;
 /// rdma-core `mlx5.h` (not in the public header).
 pub const CQ_SET_CI: usize = 0;
-pub const CQ_ARM_DB: usize = 1;
 /// rdma-core `mlx5.h`: doorbell/BlueFlame registers start here in a 4 KiB UAR page.
 pub const BF_OFFSET: usize = 0x800;
 /// rdma-core `wqe.h`: dst MAC + src MAC + ethertype + one VLAN tag.
@@ -267,10 +265,8 @@ fn l4_header_len(head: &[u8], off: usize, proto: u8) -> usize {
     }
 }
 
-pub const OPCODE_NOP: u8 = 0x00;
 pub const OPCODE_SEND: u8 = 0x0a;
 pub const OPCODE_SEND_IMM: u8 = 0x0b;
-pub const OPCODE_TSO: u8 = 0x0e;
 /// Enhanced multi-packet send (ConnectX-5 and later; DPDK `MLX5_OPCODE_ENHANCED_MPSW`): a title
 /// WQEBB of control + Ethernet segment without inline data, then one data segment per packet.
 pub const OPCODE_ENHANCED_MPSW: u8 = 0x29;
@@ -297,8 +293,6 @@ pub const CQE_RESP_ERR: u8 = 0xe;
 pub const CQE_INVALID: u8 = 0xf;
 /// `op_own` of a slot as rdma-core `mlx5_alloc_cq_buf` leaves it: opcode INVALID, owner 0.
 pub const CQE_INIT_OP_OWN: u8 = CQE_INVALID << 4;
-/// `op_own` format field value of a compressed-session title CQE (DPDK `MLX5_COMPRESSED`).
-pub const CQE_FORMAT_COMPRESSED: u8 = 3;
 
 /// Error CQE syndromes (`MLX5_CQE_SYNDROME_*`).
 pub mod syndrome {
@@ -751,25 +745,6 @@ impl Default for ErrCqe {
     }
 }
 
-/// `struct mlx5_mini_cqe8` (Linux `device.h`, DPDK `mlx5_prm.h`): one packet of a compressed
-/// session. `word0` is the RSS hash (HASH format) or checksum `[31:16]` + stride index `[15:0]`
-/// (CSUM / CSUM_STRIDX formats).
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct MiniCqe {
-    pub word0: Be32,
-    pub byte_cnt: Be32,
-}
-
-/// PRM mini-CQE format codes (DPDK `MLX5_CQE_RESP_FORMAT_*`); rdma-core's API flags
-/// (`MLX5DV_CQE_RES_FORMAT_HASH` = 1, `CSUM` = 2, `CSUM_STRIDX` = 4) are a different encoding.
-pub mod mini_format {
-    pub const HASH: u8 = 0;
-    pub const CSUM: u8 = 1;
-    pub const FTAG_STRIDX: u8 = 2;
-    pub const CSUM_STRIDX: u8 = 3;
-}
-
 /// Owner bit the NIC writes for CQ producer index `pi` on a ring of `2^log2` entries.
 #[inline(always)]
 pub const fn cqe_owner_for(pi: u32, log2: u32) -> u8 {
@@ -820,7 +795,6 @@ const _: () = {
     assert!(offset_of!(ErrCqe, s_wqe_opcode_qpn) == 56);
     assert!(offset_of!(ErrCqe, wqe_counter) == 60);
     assert!(offset_of!(ErrCqe, op_own) == 63);
-    assert!(size_of::<MiniCqe>() == 8);
 };
 
 /// Frames with every header stack the inline modes treat differently, each with the bytes a
