@@ -408,7 +408,11 @@ impl Backend for ModelPort {
         let ctl = self.nic.control_holding_mr(lkey);
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)?))
+        #[allow(unsafe_code)]
+        // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+        Ok(Box::new(unsafe {
+            DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)
+        }?))
     }
 
     fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
@@ -416,15 +420,11 @@ impl Backend for ModelPort {
         let ctl = self.nic.control_holding_mr(lkey);
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvTxQueue::new(
-            &sq,
-            &cq,
-            lkey,
-            pool,
-            cfg,
-            self.nic.caps(),
-            ctl,
-        )?))
+        #[allow(unsafe_code)]
+        // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
+        Ok(Box::new(unsafe {
+            DvTxQueue::new(&sq, &cq, lkey, pool, cfg, self.nic.caps(), ctl)
+        }?))
     }
 
     fn model(&self) -> Option<(&Arc<Nic>, usize)> {

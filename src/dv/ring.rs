@@ -55,7 +55,10 @@ fn written_in_pass(op_own: u8, parity: u8) -> bool {
 pub type KeepAlive = Arc<dyn Any + Send + Sync>;
 
 /// Mirrors `struct mlx5dv_qp`'s send-side fields for one raw-packet QP.
-#[derive(Clone)]
+///
+/// The infos are not `Clone`: each describes memory that one queue owns (built only by the
+/// `unsafe` [`SqInfo::from_raw`] and its kin, or by the crate for a queue it creates), and the
+/// queue constructors that take them are `unsafe` with the same contract.
 pub struct SqInfo {
     pub(crate) buf: *mut u8,
     pub(crate) wqe_cnt: u32,
@@ -70,7 +73,6 @@ pub struct SqInfo {
 }
 
 /// Mirrors `struct mlx5dv_cq`.
-#[derive(Clone)]
 pub struct CqInfo {
     pub(crate) buf: *mut u8,
     pub(crate) dbrec: *mut u32,
@@ -81,7 +83,6 @@ pub struct CqInfo {
 }
 
 /// Mirrors `struct mlx5dv_rwq`.
-#[derive(Clone)]
 pub struct RwqInfo {
     pub(crate) buf: *mut u8,
     pub(crate) dbrec: *mut u32,

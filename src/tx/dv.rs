@@ -94,7 +94,37 @@ pub struct DvTxQueue {
 }
 
 impl DvTxQueue {
-    pub fn new(
+    /// A send queue over the SQ and CQ that `sq` and `cq` describe, posting buffers of `pool`
+    /// (registered with the device as `lkey`).
+    ///
+    /// # Safety
+    /// The queue writes WQEs into the SQ ring, rings its doorbell and consumes the CQ through raw
+    /// pointers, as their only owner. So: `sq` and `cq` must describe live queue memory of one
+    /// device (hardware, or the model) that stays valid for the queue's whole life (their `keep`
+    /// holds it for the infos this crate builds), and for that life no one else may use that
+    /// memory: no second queue over the same SQ or CQ, no other writer of the SQ, its doorbell
+    /// record or UAR register, no other reader of the CQ.
+    ///
+    /// Safe code cannot build a queue, nor a second one over a ring it has, because this is
+    /// `unsafe` and the infos cannot be cloned:
+    /// ```compile_fail,E0133
+    /// # use rawpkt::{dv::ring::{CqInfo, SqInfo}, mem::pool::Pool, tx::dv::DvTxQueue, QueueConfig};
+    /// # use std::{rc::Rc, sync::Arc};
+    /// fn two_queues(sq: &SqInfo, cq: &CqInfo, pool: &Rc<Pool>, ctl: Arc<dyn rawpkt::dv::DvControl>,
+    ///               caps: rawpkt::dv::DvCaps) {
+    ///     let cfg = QueueConfig::default();
+    ///     let _a = DvTxQueue::new(sq, cq, 0, pool, &cfg, caps, ctl.clone());
+    ///     let _b = DvTxQueue::new(sq, cq, 0, pool, &cfg, caps, ctl);
+    /// }
+    /// ```
+    /// ```compile_fail,E0277
+    /// # use rawpkt::dv::ring::SqInfo;
+    /// fn second_owner(sq: &SqInfo) -> SqInfo {
+    ///     Clone::clone(sq)
+    /// }
+    /// ```
+    #[allow(unsafe_code)]
+    pub unsafe fn new(
         sq: &SqInfo,
         cq: &CqInfo,
         lkey: u32,
@@ -103,9 +133,9 @@ impl DvTxQueue {
         caps: DvCaps,
         ctl: Arc<dyn DvControl>,
     ) -> Result<DvTxQueue, Error> {
-        #[allow(unsafe_code)]
-        // SAFETY: this queue posts only buffers of its own pool that it holds in `elts` until
-        // their completion, and publishes a consumer index only past CQEs it has read.
+        // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
+        // only buffers of its own pool that it holds in `elts` until their completion, and
+        // publishes a consumer index only past CQEs it has read.
         let (sq_ring, cq_ring) = unsafe { (SqRing::new(sq), CqRing::new(cq)) };
         let (sq_ring, cq_ring) = (sq_ring.map_err(Error::Device)?, cq_ring.map_err(Error::Device)?);
         // Worst case one CQE per WQEBB: the CQ must never overrun.
@@ -879,6 +909,7 @@ impl Drop for DvTxQueue {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // building queues over the model's rings
 mod tests {
     use std::rc::Rc;
 
@@ -917,10 +948,13 @@ mod tests {
                 let lkey = nic.register_mr(pool.region());
                 let tx_cq = nic.create_cq(q.size).unwrap();
                 let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-                let mut tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()).unwrap();
+                // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+                let mut tx =
+                    unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
                 let rx_cq = nic.create_cq(q.size).unwrap();
                 let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-                let mut rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+                // SAFETY: as above.
+                let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
                 tx.set_movbe(tx_fast);
                 rx.set_movbe(rx_fast);
                 let (mut out, mut got) = (Burst::new(&pool, 32), Burst::new(&pool, 32));
@@ -1004,10 +1038,12 @@ mod tests {
             let lkey = nic.register_mr(pool.region());
             let tx_cq = nic.create_cq(q.size).unwrap();
             let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-            let mut tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()).unwrap();
+            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
             let rx_cq = nic.create_cq(q.size).unwrap();
             let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-            let mut rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+            // SAFETY: as above.
+            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
             let mut got = Burst::new(&pool, 8);
             for (what, f, want) in inline_test_frames() {
                 let mut out = Burst::new(&pool, 1);
