@@ -8,9 +8,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{
-    encode_send, syndrome, wqebbs, Be32, Be64, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
+    encode_send, packed, syndrome, wqebbs, Be32, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
     EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
-    MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
 use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
@@ -351,7 +351,7 @@ impl DvTxQueue {
         // memory as far as the compiler knows, so fields of `self` would be reloaded per packet.
         let geo = self.pool.geometry();
         let span = self.max_frame.saturating_sub(threshold);
-        let (qpn_ds, lkey) = (u64::from(self.qpn_ds4_be) << 32, u64::from(self.lkey_be) << 32);
+        let (qpn_ds, lkey) = (Be32::from_bits(self.qpn_ds4_be), Be32::from_bits(self.lkey_be));
         let (sq_size, size) = (self.sq.size() as usize, self.elts.len());
         let mut sq = self.sq.writer();
         let (pi0, e0) = (self.pi, self.elts_head);
@@ -361,12 +361,6 @@ impl DvTxQueue {
         // set for every tag (0x8100, 0x88a8, 0x9100, MPLS 0x8847/8) and for IPv6; where it is
         // set, the run is checked exactly afterwards (one OR per packet instead of a test).
         let mut tags = 0u64;
-        // Memory-order words that do not change per packet: `imm` = 0 (rdma-core and DPDK: the
-        // kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS), fm_ce_se 0,
-        // and `inline_hdr_sz` = 18 (BE16 at eseg byte 12).
-        const WORD1: u64 = 0;
-        const HDR_SZ: u64 = ((ETH_L2_INLINE_HEADER_SIZE as u16).to_be() as u64) << 32;
-        const L2: u32 = ETH_L2_INLINE_HEADER_SIZE as u32;
         'segments: while posted < pkts.len() {
             // A segment crosses neither the SQ's nor the buffer ring's end, so the loop below
             // runs on plain slices with no wrap and no bounds checks.
@@ -377,7 +371,7 @@ impl DvTxQueue {
                 .min(size - e);
             let wqes = sq.segment(pi, seg);
             let elts = &mut self.elts[e..e + seg];
-            let mut word0 = pi << 8 | u32::from(OPCODE_SEND);
+            let mut index = packed::send_index(pi);
             for ((w, slot), p) in wqes.iter_mut().zip(elts.iter_mut()).zip(&pkts[posted..posted + seg]) {
                 // One compare for both bounds: above the slow-path threshold, not above max_frame.
                 if usize::from(p.len).wrapping_sub(threshold + 1) >= span {
@@ -385,22 +379,22 @@ impl DvTxQueue {
                 }
                 let (addr, h0, h1, h2) = geo.l2_header(p);
                 tags |= h2;
-                // TX_L3_CSUM/TX_L4_CSUM (flag bits 16, 17) are cs_flags L3/L4 (0x40, 0x80) at
-                // eseg byte 4, i.e. bits 38, 39 of the word.
-                let cs = (u64::from(p.flags) << 22) & (0xc0 << 32);
-                *w = [
-                    u64::from((word0 & 0x00ff_ffff).to_be()) | qpn_ds,
-                    WORD1,
-                    cs,
-                    HDR_SZ | u64::from(h0) << 48,
-                    h1,
-                    h2,
-                    u64::from((u32::from(p.len) - L2).to_be()) | lkey,
-                    (addr + u64::from(L2)).to_be(),
-                ];
+                // No completion request (`signal` patches it in), and `imm` 0 (rdma-core and DPDK:
+                // the kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS).
+                *w = packed::send_l2_inline(
+                    index,
+                    qpn_ds,
+                    false,
+                    0,
+                    cs_flags(p.flags),
+                    (h0, h1, h2),
+                    u32::from(p.len),
+                    lkey,
+                    addr,
+                );
                 *slot = p.buf;
                 bytes += u64::from(p.len);
-                word0 = word0.wrapping_add(1 << 8);
+                index = index.wrapping_add(packed::WQE_INDEX_STEP);
                 posted += 1;
             }
         }
@@ -463,7 +457,7 @@ impl DvTxQueue {
         let cs = first.flags & CSUM;
         let geo = self.pool.geometry();
         let span = self.max_frame.saturating_sub(threshold);
-        let lkey = u64::from(self.lkey_be) << 32;
+        let lkey = Be32::from_bits(self.lkey_be);
         let size = self.elts.len();
         let (pi, e0) = (self.pi, self.elts_head);
         let mut sq = self.sq.writer();
@@ -479,7 +473,7 @@ impl DvTxQueue {
             let d = ds0.wrapping_add(posted as u32);
             let e = (e0.wrapping_add(posted as u32) as usize) & (size - 1);
             let seg = (max - posted).min(units - (d as usize & (units - 1))).min(size - e);
-            let dsegs = &mut sq.ds_segment(d, seg)[..seg];
+            let dsegs = &mut sq.data_segs(d, seg)[..seg];
             let elts = &mut self.elts[e..e + seg];
             let run = &pkts[posted..posted + seg];
             for k in 0..seg {
@@ -490,7 +484,7 @@ impl DvTxQueue {
                 }
                 flags_or |= p.flags;
                 flags_and &= p.flags;
-                dsegs[k] = [u64::from(u32::from(p.len).to_be()) | lkey, geo.addr(p).to_be()];
+                dsegs[k].set(u32::from(p.len), lkey, geo.addr(p));
                 elts[k] = p.buf;
                 bytes += u64::from(p.len);
             }
@@ -504,7 +498,7 @@ impl DvTxQueue {
         }
         let ds = EMPW_TITLE_DS + posted as u32;
         let bbs = wqebbs(ds);
-        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs, false);
+        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs_flags(cs), false);
         self.pi = pi.wrapping_add(bbs);
         self.elts_head = e0.wrapping_add(posted as u32);
         self.last_wqe = pi;
@@ -546,7 +540,7 @@ impl DvTxQueue {
         debug_assert!(n <= units - e0.wrapping_sub(self.elts_tail) as usize);
         let span = self.fast_span;
         let geo = self.pool.geometry();
-        let lkey = Be32::new(u32::from_be(self.lkey_be));
+        let lkey = Be32::from_bits(self.lkey_be);
         let mut sq = self.sq.writer();
         let dsegs = &mut sq.data_segs(d as u32, n)[..n];
         let elts = &mut self.elts[e..e + n];
@@ -564,7 +558,7 @@ impl DvTxQueue {
         let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
         // The title asks for the WQE's completion itself (what `signal` would patch in); its first
         // word is also the doorbell's.
-        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs & CSUM, true);
+        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs_flags(cs), true);
         self.record_signal(pi, tail, elts_head);
         self.pi = tail;
         self.elts_head = elts_head;
@@ -735,34 +729,29 @@ fn fill_empw_dsegs<const PLAIN: bool>(
             return None;
         }
         differ |= if PLAIN { p.flags } else { p.flags ^ cs };
-        // Field by field, so that nothing merges the byte count and lkey into one word first.
-        d.byte_count = Be32::new(u32::from(p.len));
-        d.lkey = lkey;
-        d.addr = Be64::new(geo.addr(p));
+        d.set(u32::from(p.len), lkey, geo.addr(p));
         *slot = p.buf;
         bytes += u64::from(p.len);
     }
     Some((bytes, differ))
 }
 
-/// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi`: the control segment (opcode
-/// 0x29; with `signal` a completion request, as [`DvTxQueue::signal`] writes it; `imm` 0) and an
-/// Ethernet segment with the checksum flags `csum` (the
-/// `flags::TX_*_CSUM` bits) at byte 4, no inline header and no metadata. Returns the control
+/// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi` ([`packed::empw_title`]; with
+/// `signal` a completion request, as [`DvTxQueue::signal`] writes it). Returns the control
 /// segment's first 8 bytes as the doorbell carries them.
 #[inline(always)]
-fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32, signal: bool) -> u64 {
-    let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
-    // `ds` is the low byte of the big-endian qpn_ds word: replaced in place, no byte swaps.
-    let qpn_ds = qpn_ds4_be & !0xffu32.to_be() | (ds & 0xff).to_be();
-    // Bytes 8..16 of the control segment: signature, stream id, fm_ce_se (byte 11), imm.
-    let word1 = if signal { u64::from(WQE_CTRL_CQ_UPDATE) << 24 } else { 0 };
-    let cs_word = (u64::from(csum) << 22) & (0xc0 << 32);
-    let first = u64::from(word0) | u64::from(qpn_ds) << 32;
+fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, cs_flags: u8, signal: bool) -> u64 {
+    let words = packed::empw_title(pi, Be32::from_bits(qpn_ds4_be), ds, cs_flags, signal);
     let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
-    title[0] = [first, word1];
-    title[1] = [cs_word, 0];
-    first
+    title.copy_from_slice(&words);
+    words[0][0]
+}
+
+/// The Ethernet segment's `cs_flags` for a packet's flags: TX_L3_CSUM/TX_L4_CSUM (bits 16, 17)
+/// are cs_flags L3/L4 (0x40, 0x80), asserted at the top of this file.
+#[inline(always)]
+fn cs_flags(flags: u32) -> u8 {
+    ((flags >> 10) & 0xc0) as u8
 }
 
 /// The packets of `pkts` up to the first whose checksum flags differ from `cs`, and their bytes.
