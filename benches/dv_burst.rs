@@ -204,11 +204,14 @@ impl Rig {
         let rx_lkey = nic.register_mr(rx_pool.region());
         let tx_cq = nic.create_cq(q.size).expect("TX CQ");
         let sq = nic.create_sq(0, q.size, tx_cq.cqn()).expect("SQ");
-        let tx = DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.caps(), nic.control()).expect("TX queue");
+        // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
+        let tx =
+            unsafe { DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.caps(), nic.control()) }.expect("TX queue");
         let rx = with_rx.then(|| {
             let rx_cq = nic.create_cq(q.size).expect("RX CQ");
             let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).expect("RQ");
-            DvRxQueue::new(&rwq, &rx_cq, wq, rx_lkey, &rx_pool, &q, nic.control()).expect("RX queue")
+            // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+            unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, rx_lkey, &rx_pool, &q, nic.control()) }.expect("RX queue")
         });
         Rig {
             tx,
@@ -782,12 +785,14 @@ fn stepped_xc(iters: u64) {
     let tx_on = |port: usize, lkey: u32, p: &Rc<Pool>| {
         let cq = nic.create_cq(q.size).expect("TX CQ");
         let sq = nic.create_sq(port, q.size, cq.cqn()).expect("SQ");
-        DvTxQueue::new(&sq, &cq, lkey, p, &q, nic.caps(), nic.control()).expect("TX queue")
+        // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
+        unsafe { DvTxQueue::new(&sq, &cq, lkey, p, &q, nic.caps(), nic.control()) }.expect("TX queue")
     };
     let rx_on = |port: usize, lkey: u32, p: &Rc<Pool>| {
         let cq = nic.create_cq(q.size).expect("RX CQ");
         let (rwq, wq) = nic.create_rq(port, q.size, cq.cqn()).expect("RQ");
-        DvRxQueue::new(&rwq, &cq, wq, lkey, p, &q, nic.control()).expect("RX queue")
+        // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+        unsafe { DvRxQueue::new(&rwq, &cq, wq, lkey, p, &q, nic.control()) }.expect("RX queue")
     };
     let mut gen = tx_on(0, gen_lkey, &gen_pool);
     let mut xc_rx = rx_on(1, xc_lkey, &xc_pool);

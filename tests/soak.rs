@@ -82,14 +82,16 @@ struct Rx {
 fn tx(nic: &Arc<Nic>, port: usize, lkey: u32, pool: &Rc<Pool>, cfg: &QueueConfig) -> Tx {
     let cq = nic.create_cq(cfg.size).unwrap();
     let sq = nic.create_sq(port, cfg.size, cq.cqn()).unwrap();
-    let q = DvTxQueue::new(&sq, &cq, lkey, pool, cfg, nic.caps(), nic.control()).unwrap();
+    // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
+    let q = unsafe { DvTxQueue::new(&sq, &cq, lkey, pool, cfg, nic.caps(), nic.control()) }.unwrap();
     Tx { q, _sq: sq, _cq: cq }
 }
 
 fn rx(nic: &Arc<Nic>, port: usize, lkey: u32, pool: &Rc<Pool>, cfg: &QueueConfig) -> Rx {
     let cq = nic.create_cq(cfg.size).unwrap();
     let (rwq, wq) = nic.create_rq(port, cfg.size, cq.cqn()).unwrap();
-    let q = DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, nic.control()).unwrap();
+    // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+    let q = unsafe { DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, nic.control()) }.unwrap();
     Rx { q, _cq: cq }
 }
 

@@ -534,6 +534,8 @@ fn dv_datapath_over_init_obj() {
             ..QueueConfig::default()
         };
         let caps = DvCaps::CONNECTX5;
+        // SAFETY: (inside this test's unsafe block) the QP, WQ and CQs were created above for these
+        // two queues alone and outlive them.
         let mut tx = DvTxQueue::new(&sq, &tcq, (*mr0).lkey, &pool, &cfg, caps, ctl.clone()).unwrap();
         let mut rxq = DvRxQueue::new(&rwq, &xcq, (*r.wq).wq_num, (*mr1).lkey, &pool, &cfg, ctl).unwrap();
 

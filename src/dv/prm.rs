@@ -4,7 +4,7 @@
 //! Sources: rdma-core `providers/mlx5/mlx5dv.h` (`mlx5_wqe_ctrl_seg`, `mlx5_wqe_eth_seg`,
 //! `mlx5_wqe_data_seg`, `mlx5_cqe64`, `mlx5_err_cqe`), rdma-core `providers/mlx5/wqe.h`
 //! (`MLX5_ETH_L2_INLINE_HEADER_SIZE`), DPDK `drivers/common/mlx5/mlx5_prm.h` (`mlx5_cqe`,
-//! `mlx5_mini_cqe8`, CQE flag bits), Linux `include/linux/mlx5/device.h` (l4 header types).
+//! CQE flag bits), Linux `include/linux/mlx5/device.h` (l4 header types).
 //! Every multi-byte field the NIC reads or writes is big-endian; the `Be*` wrappers keep the
 //! byte order in the type so that no field can be stored in host order by accident (a model that
 //! accepted host-order flags would agree with a buggy driver and disagree with the hardware).
@@ -36,6 +36,11 @@ macro_rules! be_impl {
             pub const fn get(self) -> $n {
                 <$n>::from_be(self.0)
             }
+            /// The field from its bits as they lie in memory (already big-endian).
+            #[inline(always)]
+            pub const fn from_bits(bits: $n) -> Self {
+                $t(bits)
+            }
         }
     };
 }
@@ -46,7 +51,6 @@ be_impl!(Be64, u64);
 // ---- constants (rdma-core mlx5dv.h unless noted) ----
 
 pub const SEND_WQE_BB: usize = 64;
-pub const SEND_WQE_SHIFT: u32 = 6;
 /// Octoword: the unit of `ds`.
 pub const DS_BYTES: usize = 16;
 /// `ds` is a 6-bit field; DPDK caps a WQE at 60 DS (`MLX5_WQE_SIZE_MAX` 960 bytes) and so do we.
@@ -55,7 +59,6 @@ pub const RCV_DBR: usize = 0;
 pub const SND_DBR: usize = 1;
 /// rdma-core `mlx5.h` (not in the public header).
 pub const CQ_SET_CI: usize = 0;
-pub const CQ_ARM_DB: usize = 1;
 /// rdma-core `mlx5.h`: doorbell/BlueFlame registers start here in a 4 KiB UAR page.
 pub const BF_OFFSET: usize = 0x800;
 /// rdma-core `wqe.h`: dst MAC + src MAC + ethertype + one VLAN tag.
@@ -267,10 +270,8 @@ fn l4_header_len(head: &[u8], off: usize, proto: u8) -> usize {
     }
 }
 
-pub const OPCODE_NOP: u8 = 0x00;
 pub const OPCODE_SEND: u8 = 0x0a;
 pub const OPCODE_SEND_IMM: u8 = 0x0b;
-pub const OPCODE_TSO: u8 = 0x0e;
 /// Enhanced multi-packet send (ConnectX-5 and later; DPDK `MLX5_OPCODE_ENHANCED_MPSW`): a title
 /// WQEBB of control + Ethernet segment without inline data, then one data segment per packet.
 pub const OPCODE_ENHANCED_MPSW: u8 = 0x29;
@@ -297,8 +298,6 @@ pub const CQE_RESP_ERR: u8 = 0xe;
 pub const CQE_INVALID: u8 = 0xf;
 /// `op_own` of a slot as rdma-core `mlx5_alloc_cq_buf` leaves it: opcode INVALID, owner 0.
 pub const CQE_INIT_OP_OWN: u8 = CQE_INVALID << 4;
-/// `op_own` format field value of a compressed-session title CQE (DPDK `MLX5_COMPRESSED`).
-pub const CQE_FORMAT_COMPRESSED: u8 = 3;
 
 /// Error CQE syndromes (`MLX5_CQE_SYNDROME_*`).
 pub mod syndrome {
@@ -449,6 +448,15 @@ impl DataSeg {
             addr: Be64::new(addr),
         }
     }
+    /// Writes this entry in place, field by field: each big-endian field is then one store (a
+    /// `movbe` where the CPU has it) rather than being merged into a word first. `lkey` is
+    /// already big-endian (a queue converts it once).
+    #[inline(always)]
+    pub fn set(&mut self, byte_count: u32, lkey: Be32, addr: u64) {
+        self.byte_count = Be32::new(byte_count);
+        self.lkey = lkey;
+        self.addr = Be64::new(addr);
+    }
     /// The end-of-list entry rdma-core writes after the last posted receive SGE.
     pub const TERMINATOR: DataSeg = DataSeg::new(0, INVALID_LKEY, 0);
 }
@@ -466,8 +474,8 @@ pub struct SendWqe {
 impl SendWqe {
     /// The canonical SEND of a frame of `len >= 18` bytes at `addr`: its first 18 bytes `hdr`
     /// inline, the rest gathered from `addr + 18` (VPP `rdma_mlx5_wqe_init`). `signal` asks for a
-    /// CQE; `imm` is the driver's cookie.
-    #[inline(always)]
+    /// CQE; `imm` is the driver's cookie. The struct view of [`packed::send_l2_inline`], the one
+    /// encoder of this WQE (the datapath stores its words directly).
     #[allow(clippy::too_many_arguments)]
     pub fn l2_inline(
         wqe_index: u16,
@@ -480,51 +488,31 @@ impl SendWqe {
         lkey: Be32,
         addr: u64,
     ) -> SendWqe {
-        SendWqe {
-            ctrl: CtrlSeg {
-                opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, wqe_index, OPCODE_SEND),
-                qpn_ds: qpn_ds4,
-                signature: 0,
-                dci_stream_channel_id: [0; 2],
-                fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
-                imm,
-            },
-            eth: EthSeg {
-                swp_offs: 0,
-                cs_flags,
-                swp_flags: 0,
-                mss: Be16::new(0),
-                metadata: Be32::new(0),
-                inline_hdr_sz: Be16::new(ETH_L2_INLINE_HEADER_SIZE as u16),
-                inline_hdr: hdr,
-            },
-            data: DataSeg {
-                byte_count: Be32::new(len - ETH_L2_INLINE_HEADER_SIZE as u32),
-                lkey,
-                addr: Be64::new(addr + ETH_L2_INLINE_HEADER_SIZE as u64),
-            },
-        }
+        let h = (
+            u16::from_ne_bytes([hdr[0], hdr[1]]),
+            u64::from_ne_bytes(hdr[2..10].try_into().expect("8 bytes")),
+            u64::from_ne_bytes(hdr[10..18].try_into().expect("8 bytes")),
+        );
+        let words = packed::send_l2_inline(
+            packed::send_index(u32::from(wqe_index)),
+            qpn_ds4,
+            signal,
+            imm,
+            cs_flags,
+            h,
+            len,
+            lkey,
+            addr,
+        );
+        // SAFETY: a SendWqe is 64 bytes of integer fields without padding (asserted below), so
+        // every bit pattern of eight words is one.
+        unsafe { std::mem::transmute::<[u64; 8], SendWqe>(words) }
     }
 
     pub fn as_bytes(&self) -> &[u8; SEND_WQE_BB] {
         // SAFETY: repr(C, align(64)), 64 bytes made of padding-free segments (asserted below).
         unsafe { &*(self as *const SendWqe).cast::<[u8; SEND_WQE_BB]>() }
     }
-}
-
-/// Encodes a SEND that carries the whole `frame` in its Ethernet segment into `out` (one or more
-/// WQEBBs, zero-padded); returns the WQEBB count. Used for frames up to the inline threshold and
-/// for runts shorter than the 18-byte header.
-pub fn encode_inline_send(
-    wqe_index: u16,
-    qpn: u32,
-    frame: &[u8],
-    cs_flags: u8,
-    signal: bool,
-    imm: u32,
-    out: &mut [u8],
-) -> u32 {
-    encode_send(wqe_index, qpn, frame, None, cs_flags, signal, imm, out)
 }
 
 /// Encodes a SEND whose Ethernet segment inlines `inline` (the frame's first bytes) and, with
@@ -547,13 +535,23 @@ pub fn encode_send(
     let bbs = wqebbs(ds);
     let len = bbs as usize * SEND_WQE_BB;
     out[..len].fill(0);
-    out[0..4].copy_from_slice(&CtrlSeg::opmod_idx_opcode(0, wqe_index, OPCODE_SEND).get().to_be_bytes());
-    out[4..8].copy_from_slice(&CtrlSeg::qpn_ds(qpn, ds as u8).get().to_be_bytes());
-    out[11] = if signal { WQE_CTRL_CQ_UPDATE } else { 0 };
-    out[12..16].copy_from_slice(&imm.to_ne_bytes());
-    out[16 + 4] = cs_flags;
-    out[16 + 12..16 + 14].copy_from_slice(&(inline.len() as u16).to_be_bytes());
-    out[16 + ESEG_INLINE_OFFSET..16 + ESEG_INLINE_OFFSET + inline.len()].copy_from_slice(inline);
+    let ctrl = CtrlSeg {
+        opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, wqe_index, OPCODE_SEND),
+        qpn_ds: CtrlSeg::qpn_ds(qpn, ds as u8),
+        fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
+        imm,
+        ..CtrlSeg::default()
+    };
+    out[..DS_BYTES].copy_from_slice(&ctrl.to_bytes());
+    // The Ethernet segment up to its inline header, then the inline bytes, which may run on past
+    // the struct.
+    let eth = EthSeg {
+        cs_flags,
+        inline_hdr_sz: Be16::new(inline.len() as u16),
+        ..EthSeg::default()
+    };
+    out[DS_BYTES..DS_BYTES + ESEG_INLINE_OFFSET].copy_from_slice(&eth.to_bytes()[..ESEG_INLINE_OFFSET]);
+    out[DS_BYTES + ESEG_INLINE_OFFSET..DS_BYTES + ESEG_INLINE_OFFSET + inline.len()].copy_from_slice(inline);
     if let Some(d) = gather {
         let at = (1 + eseg_ds as usize) * DS_BYTES;
         out[at..at + DS_BYTES].copy_from_slice(&d.to_bytes());
@@ -581,6 +579,93 @@ pub const fn wqebbs(ds: u32) -> u32 {
     // Not `div_ceil`: widened, the add cannot overflow, and add-and-shift is two instructions
     // where div_ceil's remainder test takes five (this runs once per burst on the send path).
     ((ds as u64 + 3) >> 2) as u32
+}
+
+// ---- packed forms: what the send fast path stores ----
+
+// The packed forms below lay segments out as little-endian 64-bit words; on a big-endian host
+// every field would land byte-swapped in the WQE. rawpkt's hosts (x86-64, aarch64) are
+// little-endian; rather than carry an untested big-endian variant, refuse to build for one.
+#[cfg(not(target_endian = "little"))]
+compile_error!(
+    "rawpkt's send path stores mlx5 WQEs as little-endian 64-bit words (dv::prm::packed): \
+     big-endian hosts are not supported"
+);
+
+/// The send WQEs of the fast path as the 64-bit words in which they lie in memory (word `k` is
+/// bytes `8k..8k + 8`, on a little-endian host: the first byte in the low bits). A queue stores
+/// each word with one instruction, and the byte swaps of constant fields fold into constants;
+/// the datapath's 30 instructions per packet depend on it. These are the one encoder of the
+/// canonical SEND ([`SendWqe::l2_inline`] is their struct view) and of the eMPW title; the
+/// golden vectors check them through the struct views and [`CtrlSeg`]/[`EthSeg`].
+#[cfg(target_endian = "little")]
+pub mod packed {
+    use super::{Be32, ETH_L2_INLINE_HEADER_SIZE, OPCODE_ENHANCED_MPSW, OPCODE_SEND, WQE_CTRL_CQ_UPDATE};
+
+    /// A word of two 32-bit halves, `lo` first in memory.
+    #[inline(always)]
+    const fn join(lo: u32, hi: u32) -> u64 {
+        lo as u64 | (hi as u64) << 32
+    }
+
+    /// `opmod_idx_opcode` (host order, opmod 0) of a SEND at WQEBB counter `pi` (free-running:
+    /// the bits above the 16-bit `wqe_index` are dropped when it is stored). Consecutive WQEBBs
+    /// differ by [`WQE_INDEX_STEP`].
+    #[inline(always)]
+    pub const fn send_index(pi: u32) -> u32 {
+        pi << 8 | OPCODE_SEND as u32
+    }
+
+    /// One WQEBB in the `wqe_index` field of `opmod_idx_opcode`.
+    pub const WQE_INDEX_STEP: u32 = 1 << 8;
+
+    /// The canonical one-WQEBB SEND ([`super::SendWqe`]): control (`index` from [`send_index`],
+    /// `qpn_ds4` the queue's `qpn_ds` with ds 4, a CQE if `signal`, `imm` as given), an Ethernet
+    /// segment with `cs_flags` and the frame's first 18 bytes inline (`hdr`: bytes 0..2, 2..10
+    /// and 10..18 as they lie in memory), and one gather entry for bytes 18..`len` at
+    /// `addr + 18`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_l2_inline(
+        index: u32,
+        qpn_ds4: Be32,
+        signal: bool,
+        imm: u32,
+        cs_flags: u8,
+        hdr: (u16, u64, u64),
+        len: u32,
+        lkey: Be32,
+        addr: u64,
+    ) -> [u64; 8] {
+        const L2: u32 = ETH_L2_INLINE_HEADER_SIZE as u32;
+        // Ethernet segment bytes 8..16: metadata 0, inline_hdr_sz (BE16), the first 2 inline bytes.
+        const HDR_SZ: u64 = join(0, (L2 as u16).to_be() as u32);
+        [
+            join((index & 0x00ff_ffff).to_be(), qpn_ds4.0),
+            // signature, stream id, fm_ce_se (byte 11), imm.
+            join(if signal { (WQE_CTRL_CQ_UPDATE as u32) << 24 } else { 0 }, imm),
+            // swp_offs 0, cs_flags (byte 4), swp_flags 0, mss 0.
+            join(0, cs_flags as u32),
+            HDR_SZ | (hdr.0 as u64) << 48,
+            hdr.1,
+            hdr.2,
+            join((len - L2).to_be(), lkey.0),
+            (addr + L2 as u64).to_be(),
+        ]
+    }
+
+    /// The title of an enhanced multi-packet send (DPDK `mlx5_tx_burst_empw_simple`): control
+    /// (opcode 0x29 at WQEBB `pi`, the queue's `qpn_ds` with its ds replaced by `ds`, a CQE if
+    /// `signal`, `imm` 0) and a 16-byte Ethernet segment with `cs_flags`, no inline header and
+    /// no metadata. Its first word is also the doorbell's.
+    #[inline(always)]
+    pub fn empw_title(pi: u32, qpn_ds: Be32, ds: u32, cs_flags: u8, signal: bool) -> [[u64; 2]; 2] {
+        let word0 = ((pi & 0xffff) << 8 | OPCODE_ENHANCED_MPSW as u32).to_be();
+        // `ds` is the low byte of the big-endian qpn_ds word: replaced in place, no byte swaps.
+        let qpn_ds = qpn_ds.0 & !0xffu32.to_be() | (ds & 0x3f).to_be();
+        let word1 = join(if signal { (WQE_CTRL_CQ_UPDATE as u32) << 24 } else { 0 }, 0);
+        [[join(word0, qpn_ds), word1], [join(0, cs_flags as u32), 0]]
+    }
 }
 
 // ---- completion queue entries ----
@@ -751,25 +836,6 @@ impl Default for ErrCqe {
     }
 }
 
-/// `struct mlx5_mini_cqe8` (Linux `device.h`, DPDK `mlx5_prm.h`): one packet of a compressed
-/// session. `word0` is the RSS hash (HASH format) or checksum `[31:16]` + stride index `[15:0]`
-/// (CSUM / CSUM_STRIDX formats).
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct MiniCqe {
-    pub word0: Be32,
-    pub byte_cnt: Be32,
-}
-
-/// PRM mini-CQE format codes (DPDK `MLX5_CQE_RESP_FORMAT_*`); rdma-core's API flags
-/// (`MLX5DV_CQE_RES_FORMAT_HASH` = 1, `CSUM` = 2, `CSUM_STRIDX` = 4) are a different encoding.
-pub mod mini_format {
-    pub const HASH: u8 = 0;
-    pub const CSUM: u8 = 1;
-    pub const FTAG_STRIDX: u8 = 2;
-    pub const CSUM_STRIDX: u8 = 3;
-}
-
 /// Owner bit the NIC writes for CQ producer index `pi` on a ring of `2^log2` entries.
 #[inline(always)]
 pub const fn cqe_owner_for(pi: u32, log2: u32) -> u8 {
@@ -820,7 +886,6 @@ const _: () = {
     assert!(offset_of!(ErrCqe, s_wqe_opcode_qpn) == 56);
     assert!(offset_of!(ErrCqe, wqe_counter) == 60);
     assert!(offset_of!(ErrCqe, op_own) == 63);
-    assert!(size_of::<MiniCqe>() == 8);
 };
 
 /// Frames with every header stack the inline modes treat differently, each with the bytes a
@@ -1035,9 +1100,55 @@ mod tests {
     #[test]
     fn the_inline_wqe_is_e1() {
         let mut out = [0xa5u8; 256];
-        let bbs = encode_inline_send(6, QPN, &frame(), 0, true, 0, &mut out);
+        let bbs = encode_send(6, QPN, &frame(), None, 0, true, 0, &mut out);
         assert_eq!(bbs, 2);
         assert_eq!(out[..128].to_vec(), golden::bytes("e1_wqe_send_inline60_eseg"));
+    }
+
+    /// The general SEND encoder writes the canonical SEND exactly as the packed form does.
+    #[test]
+    fn the_general_send_of_a_canonical_frame_is_d1() {
+        let f = frame();
+        let gather = DataSeg::new(60 - 18, LKEY, FRAME_VA + 18);
+        for (cs, name) in [(0, "d1_wqe_send_1bb"), (0xc0, "d2_wqe_send_1bb_l3l4csum")] {
+            let mut out = [0xa5u8; 64];
+            assert_eq!(encode_send(5, QPN, &f[..18], Some(gather), cs, true, 0, &mut out), 1);
+            assert_eq!(out.to_vec(), golden::bytes(name));
+        }
+    }
+
+    /// The packed eMPW title is the control and Ethernet segments of the struct views (which the
+    /// golden vectors check), and the data segment the datapath writes in place is `c1`.
+    #[test]
+    fn the_empw_title_and_data_segment_match_the_segment_definitions() {
+        for (pi, ds, cs, signal) in [
+            (0u32, 3u32, 0u8, false),
+            (0x1_fffe, 34, 0xc0, true),
+            (7, 60, 0x40, true),
+        ] {
+            let title = packed::empw_title(pi, CtrlSeg::qpn_ds(QPN, 4), ds, cs, signal);
+            let mut got = Vec::new();
+            for w in title.iter().flatten() {
+                got.extend_from_slice(&w.to_le_bytes());
+            }
+            let ctrl = CtrlSeg {
+                opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, pi as u16, OPCODE_ENHANCED_MPSW),
+                qpn_ds: CtrlSeg::qpn_ds(QPN, ds as u8),
+                fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
+                ..CtrlSeg::default()
+            };
+            let eth = EthSeg {
+                cs_flags: cs,
+                ..EthSeg::default()
+            };
+            let mut want = ctrl.to_bytes().to_vec();
+            want.extend_from_slice(&eth.to_bytes()[..16]);
+            assert_eq!(got, want, "pi {pi} ds {ds} cs {cs:#x} signal {signal}");
+            assert_eq!(title[0][0].to_le_bytes(), ctrl.doorbell_bytes());
+        }
+        let mut d = DataSeg::TERMINATOR;
+        d.set(42, Be32::new(LKEY), FRAME_VA + 18);
+        assert_eq!(d.to_bytes().to_vec(), golden::bytes("c1_dseg_len42"));
     }
 
     #[test]

@@ -55,7 +55,10 @@ fn written_in_pass(op_own: u8, parity: u8) -> bool {
 pub type KeepAlive = Arc<dyn Any + Send + Sync>;
 
 /// Mirrors `struct mlx5dv_qp`'s send-side fields for one raw-packet QP.
-#[derive(Clone)]
+///
+/// The infos are not `Clone`: each describes memory that one queue owns (built only by the
+/// `unsafe` [`SqInfo::from_raw`] and its kin, or by the crate for a queue it creates), and the
+/// queue constructors that take them are `unsafe` with the same contract.
 pub struct SqInfo {
     pub(crate) buf: *mut u8,
     pub(crate) wqe_cnt: u32,
@@ -70,7 +73,6 @@ pub struct SqInfo {
 }
 
 /// Mirrors `struct mlx5dv_cq`.
-#[derive(Clone)]
 pub struct CqInfo {
     pub(crate) buf: *mut u8,
     pub(crate) dbrec: *mut u32,
@@ -81,7 +83,6 @@ pub struct CqInfo {
 }
 
 /// Mirrors `struct mlx5dv_rwq`.
-#[derive(Clone)]
 pub struct RwqInfo {
     pub(crate) buf: *mut u8,
     pub(crate) dbrec: *mut u32,
@@ -321,8 +322,13 @@ pub struct SqRing {
 
 impl SqRing {
     /// # Safety
-    /// A ring lets its user hand the device descriptors it will act on: the caller must post
-    /// only descriptors for memory the device may access and that nothing else uses meanwhile.
+    /// A ring lets its user hand the device descriptors it will act on, and its safe methods
+    /// trust the user with the ring's discipline; so, for the ring's whole life:
+    /// - it is the SQ's only driver-side view (no second `SqRing` or queue over `info`);
+    /// - the caller posts only descriptors for memory the device may access and that nothing
+    ///   else uses until their completion;
+    /// - it writes only WQEBBs the device is not reading: those between the device's consumer
+    ///   index and `pi + size` that no doorbell has published yet.
     pub unsafe fn new(info: &SqInfo) -> Result<SqRing, String> {
         check_ring("SQ", info.wqe_cnt, info.stride, SEND_WQE_BB as u32, info.buf, 64)?;
         if info.bf_reg.is_null() || (info.bf_reg as usize) % 8 != 0 || info.dbrec.is_null() {
@@ -351,8 +357,9 @@ impl SqRing {
     /// between the device's consumer index and `pi + size`, which the device does not read.
     #[inline(always)]
     pub fn wqe(&mut self, pi: u32) -> &mut SendWqe {
-        // SAFETY: in the ring (`pi & mask`), 64-byte aligned (checked in `new`); WQEBBs not yet
-        // doorbelled are the driver's alone, and `&mut self` makes this the only reference.
+        // SAFETY: in the ring (`pi & mask`), 64-byte aligned (checked in `new`); the caller of
+        // `new` writes only WQEBBs not yet doorbelled, which are the driver's alone, and `&mut
+        // self` makes this the only reference.
         unsafe { &mut *self.base.add((pi & self.mask) as usize) }
     }
 
@@ -522,8 +529,9 @@ pub struct CqRing {
 
 impl CqRing {
     /// # Safety
-    /// The caller owns the CQ's consumer side: it publishes consumer indices only for entries it
-    /// has finished with, so the device never overwrites an entry still being read.
+    /// The caller owns the CQ's consumer side for the ring's whole life (no second `CqRing` or
+    /// queue over `info`): it publishes consumer indices only for entries it has finished with,
+    /// so the device never overwrites an entry still being read.
     pub unsafe fn new(info: &CqInfo) -> Result<CqRing, String> {
         check_ring("CQ", info.cqe_cnt, info.cqe_size, 64, info.buf, 64)?;
         if info.dbrec.is_null() {
@@ -745,8 +753,9 @@ pub struct RqRing {
 
 impl RqRing {
     /// # Safety
-    /// As [`SqRing::new`]: posted receive WQEs must point at memory the device may write and that
-    /// nothing else uses until the completion says so.
+    /// As [`SqRing::new`]: the WQ's only driver-side view for the ring's whole life; posted
+    /// receive WQEs must point at memory the device may write and that nothing else uses until
+    /// the completion says so, and only WQEs the device does not own are rewritten.
     pub unsafe fn new(info: &RwqInfo) -> Result<RqRing, String> {
         check_ring("RQ", info.wqe_cnt, info.stride, 16, info.buf, 16)?;
         if info.dbrec.is_null() {

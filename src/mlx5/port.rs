@@ -568,7 +568,11 @@ impl Backend for Mlx5Port {
                     wq: wq.clone(),
                     health: sh.health.clone(),
                 });
-                Box::new(DvRxQueue::new(&rwq, &cqi, wq.wq_num(), mr.lkey(), pool, cfg, ctl)?)
+                #[allow(unsafe_code)]
+                // SAFETY: `wq` and `cq` were created above for this queue alone, and `keep` holds them
+                // (and the MR) for as long as the infos, hence the queue, live.
+                let q = unsafe { DvRxQueue::new(&rwq, &cqi, wq.wq_num(), mr.lkey(), pool, cfg, ctl) }?;
+                Box::new(q)
             }
             Mode::Verbs => {
                 let health = sh.health.clone();
@@ -634,7 +638,12 @@ impl Backend for Mlx5Port {
                     port: sh.port_num,
                     health: sh.health.clone(),
                 });
-                Ok(Box::new(DvTxQueue::new(&sq, &cqi, mr.lkey(), pool, cfg, caps, ctl)?))
+                #[allow(unsafe_code)]
+                // SAFETY: `qp` and `cq` were created above for this queue alone, and `keep` holds them
+                // (and the MR) for as long as the infos, hence the queue, live.
+                Ok(Box::new(unsafe {
+                    DvTxQueue::new(&sq, &cqi, mr.lkey(), pool, cfg, caps, ctl)
+                }?))
             }
             Mode::Verbs => {
                 let health = sh.health.clone();

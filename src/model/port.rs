@@ -284,22 +284,20 @@ impl Backend for ModelPort {
         let (lkey, ctl) = self.take(false, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)?))
+        // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+        Ok(Box::new(unsafe {
+            DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)
+        }?))
     }
 
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let (lkey, ctl) = self.take(true, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
         let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
-        Ok(Box::new(DvTxQueue::new(
-            &sq,
-            &cq,
-            lkey,
-            pool,
-            cfg,
-            self.nic.caps(),
-            ctl,
-        )?))
+        // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
+        Ok(Box::new(unsafe {
+            DvTxQueue::new(&sq, &cq, lkey, pool, cfg, self.nic.caps(), ctl)
+        }?))
     }
 
     fn as_any(&self) -> &dyn Any {

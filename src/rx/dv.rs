@@ -42,7 +42,23 @@ pub struct DvRxQueue {
 }
 
 impl DvRxQueue {
-    pub fn new(
+    /// A receive queue over the WQ and CQ that `rwq` and `cq` describe (WQ number `wq_num`),
+    /// filled with buffers of `pool` (registered with the device as `lkey`).
+    ///
+    /// # Safety
+    /// As [`DvTxQueue::new`](crate::tx::dv::DvTxQueue::new): `rwq` and `cq` must describe live
+    /// queue memory of one device that stays valid for the queue's whole life, and no one else
+    /// may post to the WQ, write its doorbell record or read the CQ while the queue lives (no
+    /// second queue over the same rings).
+    /// ```compile_fail,E0133
+    /// # use rawpkt::{dv::ring::{CqInfo, RwqInfo}, mem::pool::Pool, rx::dv::DvRxQueue, QueueConfig};
+    /// # use std::{rc::Rc, sync::Arc};
+    /// fn safe(rwq: &RwqInfo, cq: &CqInfo, pool: &Rc<Pool>, ctl: Arc<dyn rawpkt::dv::DvControl>) {
+    ///     let _q = DvRxQueue::new(rwq, cq, 1, 0, pool, &QueueConfig::default(), ctl);
+    /// }
+    /// ```
+    #[allow(unsafe_code)]
+    pub unsafe fn new(
         rwq: &RwqInfo,
         cq: &CqInfo,
         wq_num: u32,
@@ -51,9 +67,9 @@ impl DvRxQueue {
         cfg: &QueueConfig,
         ctl: Arc<dyn DvControl>,
     ) -> Result<DvRxQueue, Error> {
-        #[allow(unsafe_code)]
-        // SAFETY: this queue posts only buffers of its own pool that it holds in its ring, and
-        // publishes a consumer index only past CQEs it has finished reading.
+        // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
+        // only buffers of its own pool that it holds in its ring, and publishes a consumer index
+        // only past CQEs it has finished reading.
         let (rq, cq) = unsafe { (RqRing::new(rwq), CqRing::new(cq)) };
         let (rq, cq) = (rq.map_err(Error::Device)?, cq.map_err(Error::Device)?);
         if cq.size() < rq.size() {

@@ -8,9 +8,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{
-    encode_send, syndrome, wqebbs, Be32, Be64, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
+    encode_send, packed, syndrome, wqebbs, Be32, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
     EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
-    MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
 use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
@@ -94,7 +94,37 @@ pub struct DvTxQueue {
 }
 
 impl DvTxQueue {
-    pub fn new(
+    /// A send queue over the SQ and CQ that `sq` and `cq` describe, posting buffers of `pool`
+    /// (registered with the device as `lkey`).
+    ///
+    /// # Safety
+    /// The queue writes WQEs into the SQ ring, rings its doorbell and consumes the CQ through raw
+    /// pointers, as their only owner. So: `sq` and `cq` must describe live queue memory of one
+    /// device (hardware, or the model) that stays valid for the queue's whole life (their `keep`
+    /// holds it for the infos this crate builds), and for that life no one else may use that
+    /// memory: no second queue over the same SQ or CQ, no other writer of the SQ, its doorbell
+    /// record or UAR register, no other reader of the CQ.
+    ///
+    /// Safe code cannot build a queue, nor a second one over a ring it has, because this is
+    /// `unsafe` and the infos cannot be cloned:
+    /// ```compile_fail,E0133
+    /// # use rawpkt::{dv::ring::{CqInfo, SqInfo}, mem::pool::Pool, tx::dv::DvTxQueue, QueueConfig};
+    /// # use std::{rc::Rc, sync::Arc};
+    /// fn two_queues(sq: &SqInfo, cq: &CqInfo, pool: &Rc<Pool>, ctl: Arc<dyn rawpkt::dv::DvControl>,
+    ///               caps: rawpkt::dv::DvCaps) {
+    ///     let cfg = QueueConfig::default();
+    ///     let _a = DvTxQueue::new(sq, cq, 0, pool, &cfg, caps, ctl.clone());
+    ///     let _b = DvTxQueue::new(sq, cq, 0, pool, &cfg, caps, ctl);
+    /// }
+    /// ```
+    /// ```compile_fail,E0277
+    /// # use rawpkt::dv::ring::SqInfo;
+    /// fn second_owner(sq: &SqInfo) -> SqInfo {
+    ///     Clone::clone(sq)
+    /// }
+    /// ```
+    #[allow(unsafe_code)]
+    pub unsafe fn new(
         sq: &SqInfo,
         cq: &CqInfo,
         lkey: u32,
@@ -103,9 +133,9 @@ impl DvTxQueue {
         caps: DvCaps,
         ctl: Arc<dyn DvControl>,
     ) -> Result<DvTxQueue, Error> {
-        #[allow(unsafe_code)]
-        // SAFETY: this queue posts only buffers of its own pool that it holds in `elts` until
-        // their completion, and publishes a consumer index only past CQEs it has read.
+        // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
+        // only buffers of its own pool that it holds in `elts` until their completion, and
+        // publishes a consumer index only past CQEs it has read.
         let (sq_ring, cq_ring) = unsafe { (SqRing::new(sq), CqRing::new(cq)) };
         let (sq_ring, cq_ring) = (sq_ring.map_err(Error::Device)?, cq_ring.map_err(Error::Device)?);
         // Worst case one CQE per WQEBB: the CQ must never overrun.
@@ -321,7 +351,7 @@ impl DvTxQueue {
         // memory as far as the compiler knows, so fields of `self` would be reloaded per packet.
         let geo = self.pool.geometry();
         let span = self.max_frame.saturating_sub(threshold);
-        let (qpn_ds, lkey) = (u64::from(self.qpn_ds4_be) << 32, u64::from(self.lkey_be) << 32);
+        let (qpn_ds, lkey) = (Be32::from_bits(self.qpn_ds4_be), Be32::from_bits(self.lkey_be));
         let (sq_size, size) = (self.sq.size() as usize, self.elts.len());
         let mut sq = self.sq.writer();
         let (pi0, e0) = (self.pi, self.elts_head);
@@ -331,12 +361,6 @@ impl DvTxQueue {
         // set for every tag (0x8100, 0x88a8, 0x9100, MPLS 0x8847/8) and for IPv6; where it is
         // set, the run is checked exactly afterwards (one OR per packet instead of a test).
         let mut tags = 0u64;
-        // Memory-order words that do not change per packet: `imm` = 0 (rdma-core and DPDK: the
-        // kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS), fm_ce_se 0,
-        // and `inline_hdr_sz` = 18 (BE16 at eseg byte 12).
-        const WORD1: u64 = 0;
-        const HDR_SZ: u64 = ((ETH_L2_INLINE_HEADER_SIZE as u16).to_be() as u64) << 32;
-        const L2: u32 = ETH_L2_INLINE_HEADER_SIZE as u32;
         'segments: while posted < pkts.len() {
             // A segment crosses neither the SQ's nor the buffer ring's end, so the loop below
             // runs on plain slices with no wrap and no bounds checks.
@@ -347,7 +371,7 @@ impl DvTxQueue {
                 .min(size - e);
             let wqes = sq.segment(pi, seg);
             let elts = &mut self.elts[e..e + seg];
-            let mut word0 = pi << 8 | u32::from(OPCODE_SEND);
+            let mut index = packed::send_index(pi);
             for ((w, slot), p) in wqes.iter_mut().zip(elts.iter_mut()).zip(&pkts[posted..posted + seg]) {
                 // One compare for both bounds: above the slow-path threshold, not above max_frame.
                 if usize::from(p.len).wrapping_sub(threshold + 1) >= span {
@@ -355,22 +379,22 @@ impl DvTxQueue {
                 }
                 let (addr, h0, h1, h2) = geo.l2_header(p);
                 tags |= h2;
-                // TX_L3_CSUM/TX_L4_CSUM (flag bits 16, 17) are cs_flags L3/L4 (0x40, 0x80) at
-                // eseg byte 4, i.e. bits 38, 39 of the word.
-                let cs = (u64::from(p.flags) << 22) & (0xc0 << 32);
-                *w = [
-                    u64::from((word0 & 0x00ff_ffff).to_be()) | qpn_ds,
-                    WORD1,
-                    cs,
-                    HDR_SZ | u64::from(h0) << 48,
-                    h1,
-                    h2,
-                    u64::from((u32::from(p.len) - L2).to_be()) | lkey,
-                    (addr + u64::from(L2)).to_be(),
-                ];
+                // No completion request (`signal` patches it in), and `imm` 0 (rdma-core and DPDK:
+                // the kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS).
+                *w = packed::send_l2_inline(
+                    index,
+                    qpn_ds,
+                    false,
+                    0,
+                    cs_flags(p.flags),
+                    (h0, h1, h2),
+                    u32::from(p.len),
+                    lkey,
+                    addr,
+                );
                 *slot = p.buf;
                 bytes += u64::from(p.len);
-                word0 = word0.wrapping_add(1 << 8);
+                index = index.wrapping_add(packed::WQE_INDEX_STEP);
                 posted += 1;
             }
         }
@@ -433,7 +457,7 @@ impl DvTxQueue {
         let cs = first.flags & CSUM;
         let geo = self.pool.geometry();
         let span = self.max_frame.saturating_sub(threshold);
-        let lkey = u64::from(self.lkey_be) << 32;
+        let lkey = Be32::from_bits(self.lkey_be);
         let size = self.elts.len();
         let (pi, e0) = (self.pi, self.elts_head);
         let mut sq = self.sq.writer();
@@ -449,7 +473,7 @@ impl DvTxQueue {
             let d = ds0.wrapping_add(posted as u32);
             let e = (e0.wrapping_add(posted as u32) as usize) & (size - 1);
             let seg = (max - posted).min(units - (d as usize & (units - 1))).min(size - e);
-            let dsegs = &mut sq.ds_segment(d, seg)[..seg];
+            let dsegs = &mut sq.data_segs(d, seg)[..seg];
             let elts = &mut self.elts[e..e + seg];
             let run = &pkts[posted..posted + seg];
             for k in 0..seg {
@@ -460,7 +484,7 @@ impl DvTxQueue {
                 }
                 flags_or |= p.flags;
                 flags_and &= p.flags;
-                dsegs[k] = [u64::from(u32::from(p.len).to_be()) | lkey, geo.addr(p).to_be()];
+                dsegs[k].set(u32::from(p.len), lkey, geo.addr(p));
                 elts[k] = p.buf;
                 bytes += u64::from(p.len);
             }
@@ -474,7 +498,7 @@ impl DvTxQueue {
         }
         let ds = EMPW_TITLE_DS + posted as u32;
         let bbs = wqebbs(ds);
-        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs, false);
+        write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs_flags(cs), false);
         self.pi = pi.wrapping_add(bbs);
         self.elts_head = e0.wrapping_add(posted as u32);
         self.last_wqe = pi;
@@ -516,7 +540,7 @@ impl DvTxQueue {
         debug_assert!(n <= units - e0.wrapping_sub(self.elts_tail) as usize);
         let span = self.fast_span;
         let geo = self.pool.geometry();
-        let lkey = Be32::new(u32::from_be(self.lkey_be));
+        let lkey = Be32::from_bits(self.lkey_be);
         let mut sq = self.sq.writer();
         let dsegs = &mut sq.data_segs(d as u32, n)[..n];
         let elts = &mut self.elts[e..e + n];
@@ -534,7 +558,7 @@ impl DvTxQueue {
         let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
         // The title asks for the WQE's completion itself (what `signal` would patch in); its first
         // word is also the doorbell's.
-        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs & CSUM, true);
+        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs_flags(cs), true);
         self.record_signal(pi, tail, elts_head);
         self.pi = tail;
         self.elts_head = elts_head;
@@ -705,34 +729,29 @@ fn fill_empw_dsegs<const PLAIN: bool>(
             return None;
         }
         differ |= if PLAIN { p.flags } else { p.flags ^ cs };
-        // Field by field, so that nothing merges the byte count and lkey into one word first.
-        d.byte_count = Be32::new(u32::from(p.len));
-        d.lkey = lkey;
-        d.addr = Be64::new(geo.addr(p));
+        d.set(u32::from(p.len), lkey, geo.addr(p));
         *slot = p.buf;
         bytes += u64::from(p.len);
     }
     Some((bytes, differ))
 }
 
-/// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi`: the control segment (opcode
-/// 0x29; with `signal` a completion request, as [`DvTxQueue::signal`] writes it; `imm` 0) and an
-/// Ethernet segment with the checksum flags `csum` (the
-/// `flags::TX_*_CSUM` bits) at byte 4, no inline header and no metadata. Returns the control
+/// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi` ([`packed::empw_title`]; with
+/// `signal` a completion request, as [`DvTxQueue::signal`] writes it). Returns the control
 /// segment's first 8 bytes as the doorbell carries them.
 #[inline(always)]
-fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, csum: u32, signal: bool) -> u64 {
-    let word0 = ((pi & 0xffff) << 8 | u32::from(OPCODE_ENHANCED_MPSW)).to_be();
-    // `ds` is the low byte of the big-endian qpn_ds word: replaced in place, no byte swaps.
-    let qpn_ds = qpn_ds4_be & !0xffu32.to_be() | (ds & 0xff).to_be();
-    // Bytes 8..16 of the control segment: signature, stream id, fm_ce_se (byte 11), imm.
-    let word1 = if signal { u64::from(WQE_CTRL_CQ_UPDATE) << 24 } else { 0 };
-    let cs_word = (u64::from(csum) << 22) & (0xc0 << 32);
-    let first = u64::from(word0) | u64::from(qpn_ds) << 32;
+fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, cs_flags: u8, signal: bool) -> u64 {
+    let words = packed::empw_title(pi, Be32::from_bits(qpn_ds4_be), ds, cs_flags, signal);
     let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
-    title[0] = [first, word1];
-    title[1] = [cs_word, 0];
-    first
+    title.copy_from_slice(&words);
+    words[0][0]
+}
+
+/// The Ethernet segment's `cs_flags` for a packet's flags: TX_L3_CSUM/TX_L4_CSUM (bits 16, 17)
+/// are cs_flags L3/L4 (0x40, 0x80), asserted at the top of this file.
+#[inline(always)]
+fn cs_flags(flags: u32) -> u8 {
+    ((flags >> 10) & 0xc0) as u8
 }
 
 /// The packets of `pkts` up to the first whose checksum flags differ from `cs`, and their bytes.
@@ -879,6 +898,7 @@ impl Drop for DvTxQueue {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // building queues over the model's rings
 mod tests {
     use std::rc::Rc;
 
@@ -917,10 +937,13 @@ mod tests {
                 let lkey = nic.register_mr(pool.region());
                 let tx_cq = nic.create_cq(q.size).unwrap();
                 let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-                let mut tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()).unwrap();
+                // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+                let mut tx =
+                    unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
                 let rx_cq = nic.create_cq(q.size).unwrap();
                 let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-                let mut rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+                // SAFETY: as above.
+                let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
                 tx.set_movbe(tx_fast);
                 rx.set_movbe(rx_fast);
                 let (mut out, mut got) = (Burst::new(&pool, 32), Burst::new(&pool, 32));
@@ -1004,10 +1027,12 @@ mod tests {
             let lkey = nic.register_mr(pool.region());
             let tx_cq = nic.create_cq(q.size).unwrap();
             let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-            let mut tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()).unwrap();
+            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
             let rx_cq = nic.create_cq(q.size).unwrap();
             let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-            let mut rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+            // SAFETY: as above.
+            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
             let mut got = Burst::new(&pool, 8);
             for (what, f, want) in inline_test_frames() {
                 let mut out = Burst::new(&pool, 1);

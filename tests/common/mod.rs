@@ -31,10 +31,12 @@ pub fn rig(q: QueueConfig, model: ModelConfig, buffers: u32) -> Rig {
     let lkey = nic.register_mr(pool.region());
     let tx_cq = nic.create_cq(q.size).unwrap();
     let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-    let tx = DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()).unwrap();
+    // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
+    let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
     let rx_cq = nic.create_cq(q.size).unwrap();
     let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-    let rx = DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()).unwrap();
+    // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+    let rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
     Rig {
         nic,
         pool,
