@@ -9,6 +9,7 @@ use rdma_abi::*;
 
 use super::discover::{self, Found};
 use super::events;
+use super::layout;
 use crate::dv::prm::InlineMode;
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl};
@@ -17,7 +18,7 @@ use crate::flow::wire::ETHERTYPE_IPV6;
 use crate::rx::dv::DvRxQueue;
 use crate::rx::verbs::VerbsRxQueue;
 use crate::spec::{Backend, PortOptions};
-use crate::sys::rdma::{self, CallError, Context, Cq, DeviceList, Flow, IndTable, Mr, Pd, Qp, Rdma, Wq};
+use crate::sys::rdma::{CallError, Context, Cq, DeviceList, Flow, IndTable, Mr, Pd, Qp, Rdma, Wq};
 use crate::tx::dv::DvTxQueue;
 use crate::tx::verbs::VerbsTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
@@ -386,7 +387,7 @@ impl Shared {
             .mrs
             .iter()
             .filter_map(Weak::upgrade)
-            .find(|m| Arc::ptr_eq(m.region(), pool.region()))
+            .find(|m| m.base() == pool.region().base())
         {
             return Ok(mr);
         }
@@ -562,8 +563,8 @@ impl Backend for Mlx5Port {
         let queue: Box<dyn RxQueue> = match sh.mode {
             Mode::Dv(_) => {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
-                let rwq = rdma::dv::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let rwq = layout::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
                 let ctl = Arc::new(RqControl {
                     wq: wq.clone(),
                     health: sh.health.clone(),
@@ -627,8 +628,8 @@ impl Backend for Mlx5Port {
         match sh.mode {
             Mode::Dv(caps) => {
                 let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone()));
-                let sq = rdma::dv::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
                     qp,
                     port: sh.port_num,

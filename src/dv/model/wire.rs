@@ -23,6 +23,8 @@ impl Wire {
     }
 
     pub fn afpacket(ifname: &str) -> Result<Wire, String> {
-        AfPacket::open(ifname).map(Wire::AfPacket)
+        let ifindex = crate::sys::if_index(ifname)
+            .ok_or_else(|| format!("no network interface named `{}`", crate::spec::echo(ifname)))?;
+        AfPacket::open(ifname, ifindex).map(Wire::AfPacket)
     }
 }

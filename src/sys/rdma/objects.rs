@@ -12,7 +12,6 @@ use rdma_abi::*;
 
 use super::load::Rdma;
 use super::verbs;
-use crate::mem::region::Region;
 
 /// A verbs call that failed: which call and the errno it left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -334,13 +333,23 @@ impl Drop for Pd {
     }
 }
 
+/// Memory a [`Mr`] may register.
+///
+/// # Safety
+/// `base()..base() + len()` must be mapped, readable and writable memory that stays mapped for
+/// as long as the value lives (the Mr holds an `Arc` of it until the registration is gone).
+pub unsafe trait Registrable: Send + Sync + 'static {
+    fn base(&self) -> *mut u8;
+    fn len(&self) -> usize;
+}
+
 /// A memory region over a whole buffer pool (one per pool, as VPP registers its buffer arena).
 pub struct Mr {
     pd: Arc<Pd>,
     ptr: *mut ibv_mr,
     lkey: u32,
     /// Kept mapped until the registration is gone.
-    region: Arc<Region>,
+    memory: Arc<dyn Registrable>,
 }
 
 // SAFETY: an MR is only read (lkey) after creation; dereg is a thread-safe control verb.
@@ -350,13 +359,13 @@ unsafe impl Sync for Mr {}
 
 impl Mr {
     /// `ibv_reg_mr(pd, base, len, IBV_ACCESS_LOCAL_WRITE)`: the NIC writes received frames.
-    pub fn register(pd: &Arc<Pd>, region: &Arc<Region>) -> Result<Arc<Mr>, CallError> {
-        // SAFETY: the region is mapped for len bytes and stays so while the Mr holds it.
+    pub fn register<M: Registrable>(pd: &Arc<Pd>, memory: &Arc<M>) -> Result<Arc<Mr>, CallError> {
+        // SAFETY: `Registrable` promises base..base+len mapped while the Arc (kept below) lives.
         let ptr = unsafe {
             (pd.ctx.rdma.ibv.reg_mr)(
                 pd.ptr,
-                region.base().cast(),
-                region.len(),
+                memory.base().cast(),
+                memory.len(),
                 IBV_ACCESS_LOCAL_WRITE as c_int,
             )
         };
@@ -369,7 +378,7 @@ impl Mr {
             pd: pd.clone(),
             ptr,
             lkey,
-            region: region.clone(),
+            memory: memory.clone(),
         }))
     }
 
@@ -377,8 +386,9 @@ impl Mr {
         self.lkey
     }
 
-    pub fn region(&self) -> &Arc<Region> {
-        &self.region
+    /// The start of the registered memory (to find a pool's MR again).
+    pub fn base(&self) -> *mut u8 {
+        self.memory.base()
     }
 }
 
@@ -779,6 +789,15 @@ impl Drop for IndTable {
     }
 }
 
+/// A compiled flow rule as `ibv_create_flow` takes it.
+///
+/// # Safety
+/// `as_attr_ptr` must return an 8-aligned `ibv_flow_attr`, writable, followed by the
+/// `num_of_specs` specs its `size` counts, all valid while the borrow lasts.
+pub unsafe trait FlowAttr {
+    fn as_attr_ptr(&mut self) -> *mut ibv_flow_attr;
+}
+
 /// An installed steering rule.
 pub struct Flow {
     ptr: *mut ibv_flow,
@@ -791,13 +810,14 @@ unsafe impl Send for Flow {}
 unsafe impl Sync for Flow {}
 
 impl Flow {
-    /// verbs.h `ibv_create_flow` with a compiled attribute blob (`flow::verbs::compile`), on
-    /// port `port` of the QP's device (the port the QP was brought up on).
-    pub fn create(qp: &Arc<Qp>, attr: &mut crate::flow::verbs::VerbsFlowAttr, port: u8) -> Result<Flow, CallError> {
-        // SAFETY: the blob starts with an 8-aligned ibv_flow_attr (`VerbsFlowAttr`).
-        unsafe { (*attr.as_mut_ptr().cast::<ibv_flow_attr>()).port = port };
+    /// verbs.h `ibv_create_flow` with a compiled attribute blob, on port `port` of the QP's
+    /// device (the port the QP was brought up on).
+    pub fn create<A: FlowAttr + ?Sized>(qp: &Arc<Qp>, attr: &mut A, port: u8) -> Result<Flow, CallError> {
+        let attr = attr.as_attr_ptr();
+        // SAFETY: `FlowAttr` promises an 8-aligned, writable ibv_flow_attr at the pointer.
+        unsafe { (*attr).port = port };
         // SAFETY: live QP; the blob is an 8-aligned ibv_flow_attr followed by its specs.
-        let ptr = unsafe { verbs::ibv_create_flow(qp.ptr, attr.as_mut_ptr().cast()) };
+        let ptr = unsafe { verbs::ibv_create_flow(qp.ptr, attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_flow"));
         }
