@@ -22,6 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod dv;
+mod failure;
 pub mod flow;
 pub mod mem;
 pub mod mlx5;
@@ -30,6 +31,7 @@ pub mod rx;
 pub mod spec;
 pub mod stats;
 mod sys;
+mod text;
 pub mod tx;
 mod xdp;
 

@@ -188,7 +188,7 @@ fn probe_dv(
 /// Splits `NAME[,inline=MODE]` into the name and the options; an option given twice is refused
 /// rather than the last one silently winning.
 fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<InlineMode>), Error> {
-    let echo = crate::spec::echo;
+    let echo = crate::text::echo;
     let mut parts = rest.split(',');
     let name = parts.next().unwrap_or("");
     let mut inline = None;
@@ -243,7 +243,7 @@ fn check_port_number(ctx: &Context, ibdev: &str, port: u8, spec: &str) -> Result
 
 impl Mlx5Port {
     pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
-        let spec = format!("{kind}:{}", crate::spec::echo(rest));
+        let spec = format!("{kind}:{}", crate::text::echo(rest));
         let (name, inline) = split_options(kind, rest)?;
         if kind == "verbs" && inline.is_some() {
             return Err(Error::Spec(format!(

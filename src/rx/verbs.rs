@@ -14,9 +14,9 @@ use rdma_abi::*;
 use super::REFILL_BATCH;
 use crate::dv::prm::syndrome;
 use crate::dv::ring::KeepAlive;
+use crate::failure::{wc_syndrome, DeviceFatal};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::sys::rdma::{Cq, Mr, Wq};
-use crate::tx::verbs::{wc_syndrome, DeviceFatal};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// Completions polled per `ibv_poll_cq` call at most.

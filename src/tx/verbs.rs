@@ -14,6 +14,7 @@ use std::sync::Arc;
 use rdma_abi::*;
 
 use crate::dv::prm::syndrome;
+use crate::failure::{wc_syndrome, DeviceFatal};
 use crate::mem::pool::{flags, Burst, Pool};
 use crate::sys::rdma::{Cq, Mr, Qp};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
@@ -48,9 +49,6 @@ pub struct VerbsTxQueue {
     device_fatal: DeviceFatal,
     stats: QueueStats,
 }
-
-/// Asks the port whether its device reported a fatal error and stopped.
-pub(crate) type DeviceFatal = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl VerbsTxQueue {
     #[allow(clippy::too_many_arguments)]
@@ -202,18 +200,6 @@ impl VerbsTxQueue {
         }
         self.stats.recoveries += 1;
         Ok(())
-    }
-}
-
-/// The mlx5 syndrome an ibverbs completion status stands for (rdma-core
-/// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps them one to one), for the shared counters.
-pub(crate) fn wc_syndrome(status: ibv_wc_status) -> u8 {
-    match status {
-        IBV_WC_LOC_LEN_ERR => syndrome::LOCAL_LENGTH,
-        IBV_WC_LOC_QP_OP_ERR => syndrome::LOCAL_QP_OP,
-        IBV_WC_LOC_PROT_ERR => syndrome::LOCAL_PROT,
-        IBV_WC_WR_FLUSH_ERR => syndrome::WR_FLUSH,
-        _ => 0xff,
     }
 }
 
