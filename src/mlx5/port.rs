@@ -253,7 +253,7 @@ impl Mlx5Port {
         let target = discover::parse_target(kind, name)?;
         // Rules are checked before touching the device, so a typo costs nothing.
         for r in &opts.rules {
-            crate::flow::verbs::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
+            crate::flow::ibv_spec::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
         }
         let list = DeviceList::get(&rdma).map_err(|e| dev_err(&spec, e))?;
         let found = discover::scan(&list);
@@ -445,7 +445,7 @@ impl Shared {
             // (`rdma_dev_set_ucast`): IPv6 frames are hashed by the IPv6 QP.
             for (r, v6) in split_by_family(rule) {
                 let qp = if v6 { &qp6 } else { &qp4 };
-                let mut attr = crate::flow::verbs::compile(&r)
+                let mut attr = crate::flow::ibv_spec::compile(&r)
                     .map_err(|e| Error::Config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
                 let flow = Flow::create(qp, &mut attr, self.port_num).map_err(|e| match e.errno {
                     libc::EPERM | libc::EACCES => perm_err(&self.spec, e),

@@ -4,7 +4,7 @@
 //! reason (meson option `ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c).
 //!
 //! Only the exported functions are looked up here. verbs.h's header-only functions are
-//! re-implemented over the op tables in [`super::verbs`].
+//! re-implemented over the op tables in [`super::ops`].
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_void, OsStr, OsString};

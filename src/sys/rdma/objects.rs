@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rdma_abi::*;
 
 use super::load::Rdma;
-use super::verbs;
+use super::ops;
 
 /// A verbs call that failed: which call and the errno it left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,7 +261,7 @@ impl Context {
     pub fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
         let mut attr = ibv_port_attr::default();
         // SAFETY: live context.
-        let ret = unsafe { verbs::ibv_query_port(&self.rdma.ibv, self.ptr, port, &mut attr) };
+        let ret = unsafe { ops::ibv_query_port(&self.rdma.ibv, self.ptr, port, &mut attr) };
         check("ibv_query_port", ret).map(|()| attr)
     }
 
@@ -269,7 +269,7 @@ impl Context {
     pub fn query_device_ex(&self) -> Result<ibv_device_attr_ex, CallError> {
         let mut attr = ibv_device_attr_ex::default();
         // SAFETY: live context.
-        let ret = unsafe { verbs::ibv_query_device_ex(&self.rdma.ibv, self.ptr, &mut attr) };
+        let ret = unsafe { ops::ibv_query_device_ex(&self.rdma.ibv, self.ptr, &mut attr) };
         check("ibv_query_device_ex", ret).map(|()| attr)
     }
 
@@ -477,7 +477,7 @@ impl Cq {
         let n = c_int::try_from(wc.len()).unwrap_or(c_int::MAX);
         // SAFETY: live CQ; wc holds n writable entries; the provider serialises pollers with
         // the CQ's own lock (rdma-core providers/mlx5/cq.c `mlx5_poll_cq`).
-        unsafe { verbs::ibv_poll_cq(self.ptr, n, wc.as_mut_ptr()) }
+        unsafe { ops::ibv_poll_cq(self.ptr, n, wc.as_mut_ptr()) }
     }
 }
 
@@ -576,7 +576,7 @@ impl Qp {
             ..Default::default()
         };
         // SAFETY: live context/PD/table; key outlives the call (the kernel copies it).
-        let ptr = unsafe { verbs::ibv_create_qp_ex(&pd.ctx.rdma.ibv, pd.ctx.ptr, &mut attr) };
+        let ptr = unsafe { ops::ibv_create_qp_ex(&pd.ctx.rdma.ibv, pd.ctx.ptr, &mut attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_qp_ex"));
         }
@@ -646,7 +646,7 @@ impl Qp {
     #[inline(always)]
     pub unsafe fn post_send(&self, wr: *mut ibv_send_wr, bad: &mut *mut ibv_send_wr) -> c_int {
         // SAFETY: live QP; the caller vouches for the chain.
-        unsafe { verbs::ibv_post_send(self.ptr, wr, bad) }
+        unsafe { ops::ibv_post_send(self.ptr, wr, bad) }
     }
 }
 
@@ -682,7 +682,7 @@ impl Wq {
             ..Default::default()
         };
         // SAFETY: live context/PD/CQ, valid attributes.
-        let ptr = unsafe { verbs::ibv_create_wq(pd.ctx.ptr, &mut attr) };
+        let ptr = unsafe { ops::ibv_create_wq(pd.ctx.ptr, &mut attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_wq"));
         }
@@ -708,7 +708,7 @@ impl Wq {
             ..Default::default()
         };
         // SAFETY: live WQ, valid attributes.
-        let ret = unsafe { verbs::ibv_modify_wq(self.ptr, &mut attr) };
+        let ret = unsafe { ops::ibv_modify_wq(self.ptr, &mut attr) };
         check("ibv_modify_wq", ret)
     }
 
@@ -735,14 +735,14 @@ impl Wq {
     #[inline(always)]
     pub unsafe fn post_recv(&self, wr: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr) -> c_int {
         // SAFETY: live WQ; the caller vouches for the chain.
-        unsafe { verbs::ibv_post_wq_recv(self.ptr, wr, bad) }
+        unsafe { ops::ibv_post_wq_recv(self.ptr, wr, bad) }
     }
 }
 
 impl Drop for Wq {
     fn drop(&mut self) {
         // SAFETY: the indirection table over this WQ holds an Arc of it, so none is left.
-        unsafe { verbs::ibv_destroy_wq(self.ptr) };
+        unsafe { ops::ibv_destroy_wq(self.ptr) };
     }
 }
 
@@ -769,7 +769,7 @@ impl IndTable {
             comp_mask: 0,
         };
         // SAFETY: live context and WQs; tbl outlives the call.
-        let ptr = unsafe { verbs::ibv_create_rwq_ind_table(ctx.ptr, &mut attr) };
+        let ptr = unsafe { ops::ibv_create_rwq_ind_table(ctx.ptr, &mut attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_rwq_ind_table"));
         }
@@ -784,7 +784,7 @@ impl IndTable {
 impl Drop for IndTable {
     fn drop(&mut self) {
         // SAFETY: RSS QPs over this table hold an Arc of it, so none is left.
-        unsafe { verbs::ibv_destroy_rwq_ind_table(self.ptr) };
+        unsafe { ops::ibv_destroy_rwq_ind_table(self.ptr) };
         let _ = &self.ctx;
     }
 }
@@ -817,7 +817,7 @@ impl Flow {
         // SAFETY: `FlowAttr` promises an 8-aligned, writable ibv_flow_attr at the pointer.
         unsafe { (*attr).port = port };
         // SAFETY: live QP; the blob is an 8-aligned ibv_flow_attr followed by its specs.
-        let ptr = unsafe { verbs::ibv_create_flow(qp.ptr, attr) };
+        let ptr = unsafe { ops::ibv_create_flow(qp.ptr, attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_flow"));
         }
@@ -828,6 +828,6 @@ impl Flow {
 impl Drop for Flow {
     fn drop(&mut self) {
         // SAFETY: a live flow, destroyed once.
-        unsafe { verbs::ibv_destroy_flow(self.ptr) };
+        unsafe { ops::ibv_destroy_flow(self.ptr) };
     }
 }
