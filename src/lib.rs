@@ -22,7 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod dv;
-mod failure;
+pub mod failure;
 pub mod flow;
 pub mod mem;
 pub mod mlx5;
@@ -37,6 +37,7 @@ mod xdp;
 
 use std::rc::Rc;
 
+pub use failure::{Failure, FailureKind};
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
 pub use spec::{open, open_with, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
@@ -97,9 +98,9 @@ impl std::error::Error for Error {}
 /// completion errors that were recovered) is counted in [`QueueStats`] instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueError {
-    /// The queue hit a completion error it could not recover from (or recovery is off); the
-    /// syndrome is the mlx5 one. The queue's buffers are back in the pool.
-    Failed { syndrome: u8 },
+    /// The queue hit a completion error it could not recover from (or recovery is off): what
+    /// kind, and the device's code for it. The queue's buffers are back in the pool.
+    Failed(Failure),
     /// The burst's buffers belong to another pool; nothing was done.
     ForeignPool,
     /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`) and stopped; the queue's
@@ -114,9 +115,7 @@ pub enum QueueError {
 impl std::fmt::Display for QueueError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            QueueError::Failed { syndrome } => {
-                write!(f, "queue failed (completion syndrome {syndrome:#04x})")
-            }
+            QueueError::Failed(failure) => write!(f, "queue failed: {failure}"),
             QueueError::ForeignPool => write!(f, "the burst's buffers belong to another pool"),
             QueueError::DeviceFatal => write!(
                 f,

@@ -140,7 +140,7 @@ impl VerbsTxQueue {
                     freed += self.free_until(wc.wr_id as u32);
                 } else {
                     let synd = wc_syndrome(wc.status);
-                    self.stats.errors.count(synd);
+                    self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
                     // Report the first real error, not the flushes that follow it.
                     match error {
                         None | Some(syndrome::WR_FLUSH) => error = Some(synd),
@@ -188,15 +188,15 @@ impl VerbsTxQueue {
         if reset.is_err() {
             // The device may still read the buffers: they stay lost rather than reused.
             self.tail = self.head;
-            self.failed = Some(QueueError::Failed { syndrome: synd });
-            return Err(QueueError::Failed { syndrome: synd });
+            self.failed = Some(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         let head = self.head;
         self.stats.drops += self.free_until(head) as u64;
         self.since_signal = 0;
         if !self.recover || self.qp.to_rts(self.port).is_err() {
-            self.failed = Some(QueueError::Failed { syndrome: synd });
-            return Err(QueueError::Failed { syndrome: synd });
+            self.failed = Some(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         self.stats.recoveries += 1;
         Ok(())
