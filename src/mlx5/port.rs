@@ -82,6 +82,8 @@ struct State {
     mrs: Vec<Weak<Mr>>,
     /// Receive queue `qid`'s WQ and the token its queue holds.
     rx: Vec<Option<(Arc<Wq>, u64)>>,
+    /// Send queue ids in use, with the token their queue holds.
+    tx: std::collections::HashMap<u16, u64>,
     steering: Option<Steering>,
 }
 
@@ -104,6 +106,29 @@ impl Drop for RxToken {
                     st.rx[usize::from(self.qid)] = None;
                     st.steering = None;
                 }
+            }
+        }
+    }
+}
+
+/// Send queue ids a port offers: 0 to `TX_QUEUES - 1`. Each is a QP of its own, so the device
+/// sets no limit this low; the bound only makes a wild id an error, and covers pktgen's most
+/// (8 queues per core, and a latency queue) on a 127-core machine, as the model's does.
+pub(crate) const TX_QUEUES: u16 = 1024;
+
+/// Held by a send queue: its id is taken while it lives.
+struct TxToken {
+    shared: Weak<Shared>,
+    qid: u16,
+    id: u64,
+}
+
+impl Drop for TxToken {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            let mut st = shared.lock();
+            if st.tx.get(&self.qid) == Some(&self.id) {
+                st.tx.remove(&self.qid);
             }
         }
     }
@@ -604,8 +629,29 @@ impl Backend for Mlx5Port {
         res.map(|()| queue)
     }
 
-    fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
+    fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let sh = &self.shared;
+        if qid >= TX_QUEUES {
+            return Err(Error::Config(format!(
+                "{}: send queue {qid} does not exist; a port has send queues 0 to {}",
+                sh.spec,
+                TX_QUEUES - 1
+            )));
+        }
+        // Taken before anything is built; if the build fails, the token goes and frees the id.
+        let token = {
+            let mut st = sh.lock();
+            if st.tx.contains_key(&qid) {
+                return Err(Error::Config(format!("{}: send queue {qid} already exists", sh.spec)));
+            }
+            let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+            st.tx.insert(qid, id);
+            Arc::new(TxToken {
+                shared: Arc::downgrade(sh),
+                qid,
+                id,
+            })
+        };
         let mr = sh.mr_for(pool)?;
         // The QP is told what the queue inlines whole (rdma-core sizes its WQEs, and refuses
         // more than the device's largest send WQE); the DV path checks the same bound first.
@@ -627,7 +673,7 @@ impl Backend for Mlx5Port {
         qp.to_rts(sh.port_num).map_err(|e| dev_err(&sh.spec, e))?;
         match sh.mode {
             Mode::Dv(caps) => {
-                let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone()));
+                let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone(), token));
                 let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
                 let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
@@ -649,6 +695,7 @@ impl Backend for Mlx5Port {
                     sh.max_frame,
                     sh.port_num,
                     fatal,
+                    token,
                 )?))
             }
         }

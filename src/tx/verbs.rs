@@ -14,6 +14,7 @@ use std::sync::Arc;
 use rdma_abi::*;
 
 use crate::dv::prm::syndrome;
+use crate::dv::ring::KeepAlive;
 use crate::failure::{wc_syndrome, DeviceFatal};
 use crate::mem::pool::{flags, Burst, Pool};
 use crate::sys::rdma::{Cq, Mr, Qp};
@@ -48,6 +49,8 @@ pub struct VerbsTxQueue {
     /// path only, as the DV queues read theirs.
     device_fatal: DeviceFatal,
     stats: QueueStats,
+    /// Whatever the port needs kept while the queue lives (its hold on the queue id).
+    _keep: KeepAlive,
 }
 
 impl VerbsTxQueue {
@@ -61,6 +64,7 @@ impl VerbsTxQueue {
         max_frame: u32,
         port: u8,
         device_fatal: DeviceFatal,
+        keep: KeepAlive,
     ) -> Result<VerbsTxQueue, Error> {
         let size = cfg.size as usize;
         let mut q = VerbsTxQueue {
@@ -83,6 +87,7 @@ impl VerbsTxQueue {
             failed: None,
             device_fatal,
             stats: QueueStats::default(),
+            _keep: keep,
         };
         // The chain never changes shape: WR i uses SGE i and is followed by WR i + 1. Boxed
         // slices do not move, so the pointers stay valid for the queue's life.
