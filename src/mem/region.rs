@@ -60,8 +60,8 @@ impl Region {
             Ok(r) => Ok(r),
             Err(err) => {
                 if !WARNED_NO_HUGEPAGES.swap(true, Ordering::Relaxed) {
-                    eprintln!(
-                        "rawpkt: warning: no 2 MiB hugepages available ({err}); using 4 KiB pages. \
+                    log::warn!(
+                        "warning: no 2 MiB hugepages available ({err}); using 4 KiB pages. \
                          Reserve some with: echo 512 > /proc/sys/vm/nr_hugepages"
                     );
                 }

@@ -317,7 +317,7 @@ impl Mlx5Port {
                     Mode::Dv(caps)
                 }
                 Err(why) => {
-                    eprintln!("rawpkt: {spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
+                    log::warn!("{spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
                     Mode::Verbs
                 }
             },
@@ -348,8 +348,8 @@ impl Mlx5Port {
         );
 
         let rules = if opts.promiscuous {
-            eprintln!(
-                "rawpkt: {spec}: PROMISCUOUS: every frame on {} is taken from Linux (no ARP, no ND, no SSH over it)",
+            log::warn!(
+                "{spec}: PROMISCUOUS: every frame on {} is taken from Linux (no ARP, no ND, no SSH over it)",
                 netdev.as_deref().unwrap_or(&dev.ibdev)
             );
             vec![FlowRule::promiscuous()]

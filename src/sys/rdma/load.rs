@@ -196,8 +196,8 @@ impl Rdma {
             // SAFETY: as above.
             let rc = unsafe { fork_init() };
             if rc != 0 {
-                eprintln!(
-                    "rawpkt: ibv_fork_init failed ({}): a fork() may corrupt rings rdma-core allocates",
+                log::warn!(
+                    "ibv_fork_init failed ({}): a fork() may corrupt rings rdma-core allocates",
                     std::io::Error::from_raw_os_error(rc)
                 );
             }
