@@ -24,7 +24,7 @@ impl Wire {
 
     pub fn afpacket(ifname: &str) -> Result<Wire, String> {
         let ifindex = crate::sys::if_index(ifname)
-            .ok_or_else(|| format!("no network interface named `{}`", crate::spec::echo(ifname)))?;
+            .ok_or_else(|| format!("no network interface named `{}`", crate::text::echo(ifname)))?;
         AfPacket::open(ifname, ifindex).map(Wire::AfPacket)
     }
 }
