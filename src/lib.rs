@@ -22,6 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod dv;
+pub mod failure;
 pub mod flow;
 pub mod mem;
 pub mod mlx5;
@@ -34,11 +35,13 @@ pub mod spec;
 pub mod stats;
 mod sys;
 pub mod tool;
+mod text;
 pub mod tx;
 mod xdp;
 
 use std::rc::Rc;
 
+pub use failure::{Failure, FailureKind};
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
 pub use open::{open, open_with};
 pub use spec::{ModelOptions, Port, PortIdentity, PortOptions};
@@ -100,9 +103,9 @@ impl std::error::Error for Error {}
 /// completion errors that were recovered) is counted in [`QueueStats`] instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueError {
-    /// The queue hit a completion error it could not recover from (or recovery is off); the
-    /// syndrome is the mlx5 one. The queue's buffers are back in the pool.
-    Failed { syndrome: u8 },
+    /// The queue hit a completion error it could not recover from (or recovery is off): what
+    /// kind, and the device's code for it. The queue's buffers are back in the pool.
+    Failed(Failure),
     /// The burst's buffers belong to another pool; nothing was done.
     ForeignPool,
     /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`) and stopped; the queue's
@@ -117,9 +120,7 @@ pub enum QueueError {
 impl std::fmt::Display for QueueError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            QueueError::Failed { syndrome } => {
-                write!(f, "queue failed (completion syndrome {syndrome:#04x})")
-            }
+            QueueError::Failed(failure) => write!(f, "queue failed: {failure}"),
             QueueError::ForeignPool => write!(f, "the burst's buffers belong to another pool"),
             QueueError::DeviceFatal => write!(
                 f,

@@ -1,33 +1,39 @@
 //! Per-queue counters. Plain integers owned by the queue's core: the hot path bumps them without
 //! atomics, and a stats thread gets copies through the application.
 
-use crate::dv::prm::syndrome;
+use crate::failure::FailureKind;
 
-/// Completion errors by mlx5 syndrome.
+/// Completion errors by [`FailureKind`] (whatever the backend's own code for them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ErrorCounts {
+    /// [`FailureKind::LocalLength`].
     pub local_length: u64,
+    /// [`FailureKind::LocalOperation`].
     pub local_qp_op: u64,
+    /// [`FailureKind::Protection`].
     pub local_prot: u64,
-    pub wr_flush: u64,
+    /// [`FailureKind::Flushed`].
+    pub flushed: u64,
+    /// [`FailureKind::Other`], and backend errors of no kind above (AF_XDP wake-ups the kernel
+    /// failed).
     pub other: u64,
     /// CQEs with an opcode or format the queue does not expect.
     pub bad_cqe: u64,
 }
 
 impl ErrorCounts {
-    pub fn count(&mut self, synd: u8) {
-        match synd {
-            syndrome::LOCAL_LENGTH => self.local_length += 1,
-            syndrome::LOCAL_QP_OP => self.local_qp_op += 1,
-            syndrome::LOCAL_PROT => self.local_prot += 1,
-            syndrome::WR_FLUSH => self.wr_flush += 1,
-            _ => self.other += 1,
+    pub fn count(&mut self, kind: FailureKind) {
+        match kind {
+            FailureKind::LocalLength => self.local_length += 1,
+            FailureKind::LocalOperation => self.local_qp_op += 1,
+            FailureKind::Protection => self.local_prot += 1,
+            FailureKind::Flushed => self.flushed += 1,
+            FailureKind::Other => self.other += 1,
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.local_length + self.local_qp_op + self.local_prot + self.wr_flush + self.other + self.bad_cqe
+        self.local_length + self.local_qp_op + self.local_prot + self.flushed + self.other + self.bad_cqe
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 use common::{fill_frame, rig, Rig};
 use rawpkt::dv::prm::syndrome;
 use rawpkt::model::{Fault, ModelConfig};
-use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, QueueError, RxQueue, TxQueue};
+use rawpkt::{Burst, Failure, FailureKind, Pool, PoolConfig, QueueConfig, QueueError, RxQueue, TxQueue};
 
 fn q(recover: bool) -> QueueConfig {
     QueueConfig {
@@ -79,7 +79,7 @@ fn tx_error_cqes_of_each_syndrome_are_counted_and_the_sq_recovers() {
         };
         assert_eq!(by_kind, 1, "syndrome {synd:#x}");
         // The last WQE of the burst asked for a completion, so it was flushed with a CQE.
-        assert_eq!(e.wr_flush, 1);
+        assert_eq!(e.flushed, 1);
         assert_eq!((s.recoveries, s.drops), (1, 8));
         assert_eq!(r.tx.in_flight(), 0);
         assert_eq!(r.nic.port_counters(0).tx_error_cqes, 2);
@@ -106,7 +106,7 @@ fn an_error_on_an_empw_wqe_drops_all_its_packets_and_the_sq_recovers() {
     r.tx.reclaim().expect("recovered");
     let s = *r.tx.stats();
     assert_eq!(
-        (s.errors.local_prot, s.errors.wr_flush, s.recoveries, s.drops),
+        (s.errors.local_prot, s.errors.flushed, s.recoveries, s.drops),
         (1, 0, 1, 20)
     );
     assert_eq!(r.nic.counters().wqes, 1, "20 packets were one WQE");
@@ -125,10 +125,19 @@ fn tx_error_without_recovery_fails_the_queue_and_returns_its_buffers() {
     );
     assert_eq!(send(&mut r, 0, 8), 8);
     r.nic.step();
-    let failed = Err(QueueError::Failed {
-        syndrome: syndrome::LOCAL_PROT,
-    });
+    let failed = Err(QueueError::Failed(Failure::from_mlx5(syndrome::LOCAL_PROT)));
     assert_eq!(r.tx.reclaim(), failed);
+    let Err(QueueError::Failed(f)) = failed else {
+        unreachable!()
+    };
+    assert_eq!(
+        (f.kind, f.syndrome),
+        (FailureKind::Protection, Some(syndrome::LOCAL_PROT))
+    );
+    assert_eq!(
+        QueueError::Failed(f).to_string(),
+        "queue failed: buffer outside the registered memory (completion syndrome 0x04)"
+    );
     let mut out = Burst::new(&r.pool, 4);
     out.alloc(4, 60);
     assert_eq!(r.tx.tx_burst(&mut out), failed);
@@ -189,9 +198,7 @@ fn rx_error_without_recovery_fails_the_queue() {
         },
     );
     send(&mut r, 0, 4);
-    let failed = Err(QueueError::Failed {
-        syndrome: syndrome::LOCAL_PROT,
-    });
+    let failed = Err(QueueError::Failed(Failure::from_mlx5(syndrome::LOCAL_PROT)));
     assert_eq!(receive(&mut r), failed);
     let mut got = Burst::new(&r.pool, 8);
     assert_eq!(r.rx.rx_burst(&mut got), failed);

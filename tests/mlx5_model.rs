@@ -367,6 +367,55 @@ fn traffic_both_ways(kind: &str) {
     assert_eq!(model.live_objects(), 0, "{kind}: objects left after teardown");
 }
 
+/// A queue id is checked in both directions: one the port does not have, or one whose queue
+/// still lives, is a configuration error; the id is free again once its queue is gone.
+fn queue_ids_are_checked(kind: &str) {
+    let (_g, model) = setup();
+    {
+        let a = open(&format!("{kind}:mlx5_0/1"), &opts(2, &[]));
+        let pool = pool();
+        let config_error = |r: Result<(), rawpkt::Error>, want: &str| match r {
+            Err(rawpkt::Error::Config(m)) => assert!(m.contains(want) && !m.contains('\n'), "{kind}: {m}"),
+            other => panic!("{kind}: expected a config error saying `{want}`, got {other:?}"),
+        };
+        config_error(
+            a.rx_queue(2, &pool, &qcfg()).map(|_| ()),
+            "receive queue 2 does not exist",
+        );
+        config_error(
+            a.tx_queue(1024, &pool, &qcfg()).map(|_| ()),
+            "send queue 1024 does not exist",
+        );
+        let tx = a.tx_queue(7, &pool, &qcfg()).unwrap();
+        let rx = a.rx_queue(1, &pool, &qcfg()).unwrap();
+        config_error(a.tx_queue(7, &pool, &qcfg()).map(|_| ()), "send queue 7 already exists");
+        config_error(
+            a.rx_queue(1, &pool, &qcfg()).map(|_| ()),
+            "receive queue 1 already exists",
+        );
+        let last = a.tx_queue(1023, &pool, &qcfg()).unwrap();
+        drop((tx, rx));
+        let again = (
+            a.tx_queue(7, &pool, &qcfg()).unwrap(),
+            a.rx_queue(1, &pool, &qcfg()).unwrap(),
+        );
+        drop((again, last));
+    }
+    assert_eq!(model.live_objects(), 0, "{kind}: objects left after teardown");
+}
+
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn queue_ids_are_checked_direct_verbs() {
+    queue_ids_are_checked("mlx5");
+}
+
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn queue_ids_are_checked_ibverbs() {
+    queue_ids_are_checked("verbs");
+}
+
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn traffic_both_ways_direct_verbs() {

@@ -134,7 +134,7 @@ unsafe fn rss_qp(d: &Dev, ind: *mut ibv_rwq_ind_table, key_len: u8, fields: u64,
 }
 
 unsafe fn flow(qp: *mut ibv_qp, rule: &FlowRule) -> *mut ibv_flow {
-    let mut blob = rawpkt::flow::verbs::compile(rule).unwrap();
+    let mut blob = rawpkt::flow::ibv_spec::compile(rule).unwrap();
     (*vctx((*qp).context)).ibv_create_flow.unwrap()(qp, blob.as_mut_ptr().cast())
 }
 
@@ -322,7 +322,7 @@ fn errnos_and_use_counts() {
             priority: 15,
             ..FlowRule::own_mac(MAC1)
         };
-        let mut blob = rawpkt::flow::verbs::compile(&prio16).unwrap();
+        let mut blob = rawpkt::flow::ibv_spec::compile(&prio16).unwrap();
         *blob.as_mut_ptr().add(10) = 16;
         assert!((*v).ibv_create_flow.unwrap()(rss, blob.as_mut_ptr().cast()).is_null() && errno() == libc::ENOMEM);
         assert_eq!(rawpkt_model_set(c"refuse_flow".as_ptr(), c"udp".as_ptr()), 0);

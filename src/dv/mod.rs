@@ -57,7 +57,7 @@ pub(crate) fn failed_error(failed: u8) -> crate::QueueError {
     if failed == FAILED_DEVICE_FATAL {
         crate::QueueError::DeviceFatal
     } else {
-        crate::QueueError::Failed { syndrome: failed }
+        crate::QueueError::Failed(crate::Failure::from_mlx5(failed))
     }
 }
 

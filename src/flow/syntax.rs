@@ -21,7 +21,7 @@ use super::rule::{
     FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch, MacText, RuleError,
 };
 use super::wire::{IPPROTO_TCP, IPPROTO_UDP};
-use crate::spec::{echo, write_escaped, ECHO_MAX};
+use crate::text::{echo, write_escaped, ECHO_MAX};
 
 /// A rule text that does not parse, pointing at the token at fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl ParseError {
 /// The rule, then a caret line under the bad span followed by the message. `{:#}` gives one line
 /// instead: ``column 10 (`10.0.0.0/33`): prefix length 33 is more than 32``. Columns count
 /// characters, so the caret lines up under non-ASCII text too. The rule is shown as
-/// [`crate::spec::echo`] shows input, except that whitespace shows as a space: control characters
+/// [`crate::text::echo`] shows input, except that whitespace shows as a space: control characters
 /// escaped (the caret counts the columns of the escape), and a rule longer than [`ECHO_MAX`] characters shown as a window of that many
 /// around the bad span, with `…` where text was left out.
 impl fmt::Display for ParseError {

@@ -37,6 +37,18 @@ unsafe impl Send for Region {}
 // owners' own synchronisation (buffer ownership, doorbells, owner bits).
 unsafe impl Sync for Region {}
 
+// SAFETY: the mapping is owned by the Region and unmapped only when it drops, so base..base+len
+// stays mapped, readable and writable while the MR's Arc of it lives.
+unsafe impl crate::sys::rdma::Registrable for Region {
+    fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
 static WARNED_NO_HUGEPAGES: AtomicBool = AtomicBool::new(false);
 
 impl Region {
@@ -48,8 +60,8 @@ impl Region {
             Ok(r) => Ok(r),
             Err(err) => {
                 if !WARNED_NO_HUGEPAGES.swap(true, Ordering::Relaxed) {
-                    eprintln!(
-                        "rawpkt: warning: no 2 MiB hugepages available ({err}); using 4 KiB pages. \
+                    log::warn!(
+                        "warning: no 2 MiB hugepages available ({err}); using 4 KiB pages. \
                          Reserve some with: echo 512 > /proc/sys/vm/nr_hugepages"
                     );
                 }

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::spec::echo;
 use crate::sys::rdma::{DeviceList, Rdma};
+use crate::text::echo;
 use crate::Error;
 
 /// One RDMA device as sysfs shows it.

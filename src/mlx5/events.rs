@@ -56,8 +56,8 @@ impl Watcher {
             }
         };
         if !ok {
-            eprintln!(
-                "rawpkt: {spec}: device events are not watched ({})",
+            log::warn!(
+                "{spec}: device events are not watched ({})",
                 std::io::Error::last_os_error()
             );
             return None;
@@ -110,14 +110,14 @@ fn watch(ctx: &Context, fd: libc::c_int, stop: libc::c_int, port_num: u8, spec: 
             match ty {
                 // Said once, however often the device repeats it.
                 IBV_EVENT_DEVICE_FATAL if !health.fatal.swap(true, Ordering::AcqRel) => {
-                    eprintln!(
-                        "rawpkt: {spec}: the device reported a fatal error (IBV_EVENT_DEVICE_FATAL); its queues are stopped"
+                    log::warn!(
+                        "{spec}: the device reported a fatal error (IBV_EVENT_DEVICE_FATAL); its queues are stopped"
                     );
                 }
                 IBV_EVENT_PORT_ERR | IBV_EVENT_PORT_ACTIVE if port == i32::from(port_num) => {
                     health.port_events.fetch_add(1, Ordering::Relaxed);
                     let state = if ty == IBV_EVENT_PORT_ERR { "down" } else { "up" };
-                    eprintln!("rawpkt: {spec}: link {state} (port {port_num})");
+                    log::info!("{spec}: link {state} (port {port_num})");
                 }
                 _ => {}
             }

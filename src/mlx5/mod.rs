@@ -21,6 +21,7 @@
 mod discover;
 mod events;
 mod inline;
+mod layout;
 mod port;
 
 use crate::spec::{Backend, PortOptions};

@@ -9,6 +9,7 @@ use rdma_abi::*;
 
 use super::discover::{self, Found};
 use super::events;
+use super::layout;
 use crate::dv::prm::InlineMode;
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl};
@@ -17,7 +18,7 @@ use crate::flow::wire::ETHERTYPE_IPV6;
 use crate::rx::dv::DvRxQueue;
 use crate::rx::verbs::VerbsRxQueue;
 use crate::spec::{Backend, PortOptions};
-use crate::sys::rdma::{self, CallError, Context, Cq, DeviceList, Flow, IndTable, Mr, Pd, Qp, Rdma, Wq};
+use crate::sys::rdma::{CallError, Context, Cq, DeviceList, Flow, IndTable, Mr, Pd, Qp, Rdma, Wq};
 use crate::tx::dv::DvTxQueue;
 use crate::tx::verbs::VerbsTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
@@ -81,6 +82,8 @@ struct State {
     mrs: Vec<Weak<Mr>>,
     /// Receive queue `qid`'s WQ and the token its queue holds.
     rx: Vec<Option<(Arc<Wq>, u64)>>,
+    /// Send queue ids in use, with the token their queue holds.
+    tx: std::collections::HashMap<u16, u64>,
     steering: Option<Steering>,
 }
 
@@ -103,6 +106,29 @@ impl Drop for RxToken {
                     st.rx[usize::from(self.qid)] = None;
                     st.steering = None;
                 }
+            }
+        }
+    }
+}
+
+/// Send queue ids a port offers: 0 to `TX_QUEUES - 1`. Each is a QP of its own, so the device
+/// sets no limit this low; the bound only makes a wild id an error, and covers pktgen's most
+/// (8 queues per core, and a latency queue) on a 127-core machine, as the model's does.
+pub(crate) const TX_QUEUES: u16 = 1024;
+
+/// Held by a send queue: its id is taken while it lives.
+struct TxToken {
+    shared: Weak<Shared>,
+    qid: u16,
+    id: u64,
+}
+
+impl Drop for TxToken {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            let mut st = shared.lock();
+            if st.tx.get(&self.qid) == Some(&self.id) {
+                st.tx.remove(&self.qid);
             }
         }
     }
@@ -187,7 +213,7 @@ fn probe_dv(
 /// Splits `NAME[,inline=MODE]` into the name and the options; an option given twice is refused
 /// rather than the last one silently winning.
 fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<InlineMode>), Error> {
-    let echo = crate::spec::echo;
+    let echo = crate::text::echo;
     let mut parts = rest.split(',');
     let name = parts.next().unwrap_or("");
     let mut inline = None;
@@ -242,7 +268,7 @@ fn check_port_number(ctx: &Context, ibdev: &str, port: u8, spec: &str) -> Result
 
 impl Mlx5Port {
     pub(crate) fn open(rdma: Arc<Rdma>, kind: &str, rest: &str, opts: &PortOptions) -> Result<Mlx5Port, Error> {
-        let spec = format!("{kind}:{}", crate::spec::echo(rest));
+        let spec = format!("{kind}:{}", crate::text::echo(rest));
         let (name, inline) = split_options(kind, rest)?;
         if kind == "verbs" && inline.is_some() {
             return Err(Error::Spec(format!(
@@ -252,7 +278,7 @@ impl Mlx5Port {
         let target = discover::parse_target(kind, name)?;
         // Rules are checked before touching the device, so a typo costs nothing.
         for r in &opts.rules {
-            crate::flow::verbs::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
+            crate::flow::ibv_spec::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
         }
         let list = DeviceList::get(&rdma).map_err(|e| dev_err(&spec, e))?;
         let found = discover::scan(&list);
@@ -291,7 +317,7 @@ impl Mlx5Port {
                     Mode::Dv(caps)
                 }
                 Err(why) => {
-                    eprintln!("rawpkt: {spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
+                    log::warn!("{spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
                     Mode::Verbs
                 }
             },
@@ -322,8 +348,8 @@ impl Mlx5Port {
         );
 
         let rules = if opts.promiscuous {
-            eprintln!(
-                "rawpkt: {spec}: PROMISCUOUS: every frame on {} is taken from Linux (no ARP, no ND, no SSH over it)",
+            log::warn!(
+                "{spec}: PROMISCUOUS: every frame on {} is taken from Linux (no ARP, no ND, no SSH over it)",
                 netdev.as_deref().unwrap_or(&dev.ibdev)
             );
             vec![FlowRule::promiscuous()]
@@ -386,7 +412,7 @@ impl Shared {
             .mrs
             .iter()
             .filter_map(Weak::upgrade)
-            .find(|m| Arc::ptr_eq(m.region(), pool.region()))
+            .find(|m| m.base() == pool.region().base())
         {
             return Ok(mr);
         }
@@ -444,7 +470,7 @@ impl Shared {
             // (`rdma_dev_set_ucast`): IPv6 frames are hashed by the IPv6 QP.
             for (r, v6) in split_by_family(rule) {
                 let qp = if v6 { &qp6 } else { &qp4 };
-                let mut attr = crate::flow::verbs::compile(&r)
+                let mut attr = crate::flow::ibv_spec::compile(&r)
                     .map_err(|e| Error::Config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
                 let flow = Flow::create(qp, &mut attr, self.port_num).map_err(|e| match e.errno {
                     libc::EPERM | libc::EACCES => perm_err(&self.spec, e),
@@ -562,8 +588,8 @@ impl Backend for Mlx5Port {
         let queue: Box<dyn RxQueue> = match sh.mode {
             Mode::Dv(_) => {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
-                let rwq = rdma::dv::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let rwq = layout::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
                 let ctl = Arc::new(RqControl {
                     wq: wq.clone(),
                     health: sh.health.clone(),
@@ -607,8 +633,29 @@ impl Backend for Mlx5Port {
         res.map(|()| queue)
     }
 
-    fn tx_queue(&self, _qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
+    fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let sh = &self.shared;
+        if qid >= TX_QUEUES {
+            return Err(Error::Config(format!(
+                "{}: send queue {qid} does not exist; a port has send queues 0 to {}",
+                sh.spec,
+                TX_QUEUES - 1
+            )));
+        }
+        // Taken before anything is built; if the build fails, the token goes and frees the id.
+        let token = {
+            let mut st = sh.lock();
+            if st.tx.contains_key(&qid) {
+                return Err(Error::Config(format!("{}: send queue {qid} already exists", sh.spec)));
+            }
+            let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+            st.tx.insert(qid, id);
+            Arc::new(TxToken {
+                shared: Arc::downgrade(sh),
+                qid,
+                id,
+            })
+        };
         let mr = sh.mr_for(pool)?;
         // The QP is told what the queue inlines whole (rdma-core sizes its WQEs, and refuses
         // more than the device's largest send WQE); the DV path checks the same bound first.
@@ -630,9 +677,9 @@ impl Backend for Mlx5Port {
         qp.to_rts(sh.port_num).map_err(|e| dev_err(&sh.spec, e))?;
         match sh.mode {
             Mode::Dv(caps) => {
-                let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone()));
-                let sq = rdma::dv::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = rdma::dv::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone(), token));
+                let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
                     qp,
                     port: sh.port_num,
@@ -657,6 +704,7 @@ impl Backend for Mlx5Port {
                     sh.max_frame,
                     sh.port_num,
                     fatal,
+                    token,
                 )?))
             }
         }

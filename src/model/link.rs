@@ -24,6 +24,8 @@ impl Link {
     }
 
     pub fn afpacket(ifname: &str) -> Result<Link, String> {
-        AfPacket::open(ifname).map(Link::AfPacket)
+        let ifindex = crate::sys::if_index(ifname)
+            .ok_or_else(|| format!("no network interface named `{}`", crate::text::echo(ifname)))?;
+        AfPacket::open(ifname, ifindex).map(Link::AfPacket)
     }
 }

@@ -165,7 +165,7 @@ impl DvRxQueue {
             // handed out while the device may write them.
             self.failed = Some(synd);
             self.device_holds_buffers = true;
-            return Err(QueueError::Failed { syndrome: synd });
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         while self.cq.ready(self.cq_ci) {
             self.cq_ci = self.cq_ci.wrapping_add(1);
@@ -180,7 +180,7 @@ impl DvRxQueue {
         self.rq.ring_doorbell(0);
         if !self.recover {
             self.failed = Some(synd);
-            return Err(QueueError::Failed { syndrome: synd });
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         self.stats.recoveries += 1;
         self.refill(0);
@@ -309,7 +309,7 @@ impl DvRxQueue {
             return Other::Fatal(syndrome::LOCAL_QP_OP);
         }
         let synd = cqe.as_err().syndrome;
-        self.stats.errors.count(synd);
+        self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
         if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
             return Other::Fatal(synd);
         }

@@ -14,9 +14,9 @@ use rdma_abi::*;
 use super::REFILL_BATCH;
 use crate::dv::prm::syndrome;
 use crate::dv::ring::KeepAlive;
+use crate::failure::{wc_syndrome, DeviceFatal};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::sys::rdma::{Cq, Mr, Wq};
-use crate::tx::verbs::{wc_syndrome, DeviceFatal};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// Completions polled per `ibv_poll_cq` call at most.
@@ -177,16 +177,16 @@ impl VerbsRxQueue {
         if self.wq.set_state(IBV_WQS_RESET).is_err() {
             // The device may still write the posted buffers: they stay lost, never reused.
             self.ci = self.pi;
-            self.failed = Some(QueueError::Failed { syndrome: synd });
-            return Err(QueueError::Failed { syndrome: synd });
+            self.failed = Some(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         while self.cq.poll(&mut self.wcs) > 0 {}
         self.release_posted();
         self.ci = 0;
         self.pi = 0;
         if !self.recover || self.wq.set_state(IBV_WQS_RDY).is_err() {
-            self.failed = Some(QueueError::Failed { syndrome: synd });
-            return Err(QueueError::Failed { syndrome: synd });
+            self.failed = Some(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         self.stats.recoveries += 1;
         self.refill(0);
@@ -225,7 +225,7 @@ impl RxQueue for VerbsRxQueue {
                 }
                 if wc.status != IBV_WC_SUCCESS {
                     let synd = wc_syndrome(wc.status);
-                    self.stats.errors.count(synd);
+                    self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
                     self.pool.free_one(buf);
                     if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
                         error.get_or_insert(synd);

@@ -15,9 +15,10 @@ const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
 impl AfPacket {
-    pub fn open(ifname: &str) -> Result<AfPacket, String> {
-        let ifindex = super::if_index(ifname)
-            .ok_or_else(|| format!("no network interface named `{}`", crate::spec::echo(ifname)))?;
+    /// Binds to interface `ifindex` (`sys::if_index`); `ifname` only names it in errors. The
+    /// caller looks the name up, so that it can repeat a name that does not exist as it shows
+    /// user input (`spec::echo`), which this leaf does not know.
+    pub fn open(ifname: &str, ifindex: u32) -> Result<AfPacket, String> {
         // SAFETY: plain socket(2) call; the result is checked and owned immediately.
         let raw = unsafe {
             libc::socket(

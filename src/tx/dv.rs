@@ -287,7 +287,7 @@ impl DvTxQueue {
                     // Any error CQE means the SQ is in the error state; report the first real
                     // syndrome rather than the flushes that follow it.
                     let synd = cqe.as_err().syndrome;
-                    self.stats.errors.count(synd);
+                    self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
                     if matches!(error, None | Some(syndrome::WR_FLUSH)) {
                         error = Some(synd);
                     }
@@ -315,7 +315,7 @@ impl DvTxQueue {
             // handed out while the device may read them.
             self.failed = Some(synd);
             self.device_holds_buffers = true;
-            return Err(QueueError::Failed { syndrome: synd });
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         let head = self.elts_head;
         self.stats.drops += self.free_elts_until(head) as u64;
@@ -335,7 +335,7 @@ impl DvTxQueue {
         self.stalled_since = None;
         if !self.recover {
             self.failed = Some(synd);
-            return Err(QueueError::Failed { syndrome: synd });
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         self.stats.recoveries += 1;
         Ok(())

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use rdma_abi::*;
 
 use crate::dv::prm::syndrome;
+use crate::dv::ring::KeepAlive;
+use crate::failure::{wc_syndrome, DeviceFatal};
 use crate::mem::pool::{flags, Burst, Pool};
 use crate::sys::rdma::{Cq, Mr, Qp};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
@@ -47,10 +49,9 @@ pub struct VerbsTxQueue {
     /// path only, as the DV queues read theirs.
     device_fatal: DeviceFatal,
     stats: QueueStats,
+    /// Whatever the port needs kept while the queue lives (its hold on the queue id).
+    _keep: KeepAlive,
 }
-
-/// Asks the port whether its device reported a fatal error and stopped.
-pub(crate) type DeviceFatal = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl VerbsTxQueue {
     #[allow(clippy::too_many_arguments)]
@@ -63,6 +64,7 @@ impl VerbsTxQueue {
         max_frame: u32,
         port: u8,
         device_fatal: DeviceFatal,
+        keep: KeepAlive,
     ) -> Result<VerbsTxQueue, Error> {
         let size = cfg.size as usize;
         let mut q = VerbsTxQueue {
@@ -85,6 +87,7 @@ impl VerbsTxQueue {
             failed: None,
             device_fatal,
             stats: QueueStats::default(),
+            _keep: keep,
         };
         // The chain never changes shape: WR i uses SGE i and is followed by WR i + 1. Boxed
         // slices do not move, so the pointers stay valid for the queue's life.
@@ -142,7 +145,7 @@ impl VerbsTxQueue {
                     freed += self.free_until(wc.wr_id as u32);
                 } else {
                     let synd = wc_syndrome(wc.status);
-                    self.stats.errors.count(synd);
+                    self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
                     // Report the first real error, not the flushes that follow it.
                     match error {
                         None | Some(syndrome::WR_FLUSH) => error = Some(synd),
@@ -190,30 +193,18 @@ impl VerbsTxQueue {
         if reset.is_err() {
             // The device may still read the buffers: they stay lost rather than reused.
             self.tail = self.head;
-            self.failed = Some(QueueError::Failed { syndrome: synd });
-            return Err(QueueError::Failed { syndrome: synd });
+            self.failed = Some(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         let head = self.head;
         self.stats.drops += self.free_until(head) as u64;
         self.since_signal = 0;
         if !self.recover || self.qp.to_rts(self.port).is_err() {
-            self.failed = Some(QueueError::Failed { syndrome: synd });
-            return Err(QueueError::Failed { syndrome: synd });
+            self.failed = Some(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
         self.stats.recoveries += 1;
         Ok(())
-    }
-}
-
-/// The mlx5 syndrome an ibverbs completion status stands for (rdma-core
-/// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps them one to one), for the shared counters.
-pub(crate) fn wc_syndrome(status: ibv_wc_status) -> u8 {
-    match status {
-        IBV_WC_LOC_LEN_ERR => syndrome::LOCAL_LENGTH,
-        IBV_WC_LOC_QP_OP_ERR => syndrome::LOCAL_QP_OP,
-        IBV_WC_LOC_PROT_ERR => syndrome::LOCAL_PROT,
-        IBV_WC_WR_FLUSH_ERR => syndrome::WR_FLUSH,
-        _ => 0xff,
     }
 }
 

@@ -4,7 +4,7 @@
 //! reason (meson option `ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c).
 //!
 //! Only the exported functions are looked up here. verbs.h's header-only functions are
-//! re-implemented over the op tables in [`super::verbs`].
+//! re-implemented over the op tables in [`super::ops`].
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_void, OsStr, OsString};
@@ -196,8 +196,8 @@ impl Rdma {
             // SAFETY: as above.
             let rc = unsafe { fork_init() };
             if rc != 0 {
-                eprintln!(
-                    "rawpkt: ibv_fork_init failed ({}): a fork() may corrupt rings rdma-core allocates",
+                log::warn!(
+                    "ibv_fork_init failed ({}): a fork() may corrupt rings rdma-core allocates",
                     std::io::Error::from_raw_os_error(rc)
                 );
             }

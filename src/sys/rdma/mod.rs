@@ -1,11 +1,10 @@
 //! rdma-core, loaded at run time: the exported functions ([`load`]), the header-only verbs
-//! re-implemented over the op tables ([`verbs`]), and safe owners of the objects ([`objects`]).
+//! re-implemented over the op tables ([`ops`]), and safe owners of the objects ([`objects`]).
 //! Types come from the `rdma-abi` crate (bindgen output of rdma-core 44's verbs.h and mlx5dv.h).
 
-pub mod dv;
 pub mod load;
 pub mod objects;
-pub mod verbs;
+pub mod ops;
 
 pub use load::{load_from, rdma, use_libraries, LibPaths, LoadError, Rdma};
-pub use objects::{CallError, Context, Cq, DeviceList, Flow, IndTable, Mr, Pd, Qp, Wq};
+pub use objects::{CallError, Context, Cq, DeviceList, Flow, FlowAttr, IndTable, Mr, Pd, Qp, Registrable, Wq};

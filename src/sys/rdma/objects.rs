@@ -11,8 +11,7 @@ use std::sync::Arc;
 use rdma_abi::*;
 
 use super::load::Rdma;
-use super::verbs;
-use crate::mem::region::Region;
+use super::ops;
 
 /// A verbs call that failed: which call and the errno it left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,7 +261,7 @@ impl Context {
     pub fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
         let mut attr = ibv_port_attr::default();
         // SAFETY: live context.
-        let ret = unsafe { verbs::ibv_query_port(&self.rdma.ibv, self.ptr, port, &mut attr) };
+        let ret = unsafe { ops::ibv_query_port(&self.rdma.ibv, self.ptr, port, &mut attr) };
         check("ibv_query_port", ret).map(|()| attr)
     }
 
@@ -270,7 +269,7 @@ impl Context {
     pub fn query_device_ex(&self) -> Result<ibv_device_attr_ex, CallError> {
         let mut attr = ibv_device_attr_ex::default();
         // SAFETY: live context.
-        let ret = unsafe { verbs::ibv_query_device_ex(&self.rdma.ibv, self.ptr, &mut attr) };
+        let ret = unsafe { ops::ibv_query_device_ex(&self.rdma.ibv, self.ptr, &mut attr) };
         check("ibv_query_device_ex", ret).map(|()| attr)
     }
 
@@ -334,13 +333,23 @@ impl Drop for Pd {
     }
 }
 
+/// Memory a [`Mr`] may register.
+///
+/// # Safety
+/// `base()..base() + len()` must be mapped, readable and writable memory that stays mapped for
+/// as long as the value lives (the Mr holds an `Arc` of it until the registration is gone).
+pub unsafe trait Registrable: Send + Sync + 'static {
+    fn base(&self) -> *mut u8;
+    fn len(&self) -> usize;
+}
+
 /// A memory region over a whole buffer pool (one per pool, as VPP registers its buffer arena).
 pub struct Mr {
     pd: Arc<Pd>,
     ptr: *mut ibv_mr,
     lkey: u32,
     /// Kept mapped until the registration is gone.
-    region: Arc<Region>,
+    memory: Arc<dyn Registrable>,
 }
 
 // SAFETY: an MR is only read (lkey) after creation; dereg is a thread-safe control verb.
@@ -350,13 +359,13 @@ unsafe impl Sync for Mr {}
 
 impl Mr {
     /// `ibv_reg_mr(pd, base, len, IBV_ACCESS_LOCAL_WRITE)`: the NIC writes received frames.
-    pub fn register(pd: &Arc<Pd>, region: &Arc<Region>) -> Result<Arc<Mr>, CallError> {
-        // SAFETY: the region is mapped for len bytes and stays so while the Mr holds it.
+    pub fn register<M: Registrable>(pd: &Arc<Pd>, memory: &Arc<M>) -> Result<Arc<Mr>, CallError> {
+        // SAFETY: `Registrable` promises base..base+len mapped while the Arc (kept below) lives.
         let ptr = unsafe {
             (pd.ctx.rdma.ibv.reg_mr)(
                 pd.ptr,
-                region.base().cast(),
-                region.len(),
+                memory.base().cast(),
+                memory.len(),
                 IBV_ACCESS_LOCAL_WRITE as c_int,
             )
         };
@@ -369,7 +378,7 @@ impl Mr {
             pd: pd.clone(),
             ptr,
             lkey,
-            region: region.clone(),
+            memory: memory.clone(),
         }))
     }
 
@@ -377,8 +386,9 @@ impl Mr {
         self.lkey
     }
 
-    pub fn region(&self) -> &Arc<Region> {
-        &self.region
+    /// The start of the registered memory (to find a pool's MR again).
+    pub fn base(&self) -> *mut u8 {
+        self.memory.base()
     }
 }
 
@@ -467,7 +477,7 @@ impl Cq {
         let n = c_int::try_from(wc.len()).unwrap_or(c_int::MAX);
         // SAFETY: live CQ; wc holds n writable entries; the provider serialises pollers with
         // the CQ's own lock (rdma-core providers/mlx5/cq.c `mlx5_poll_cq`).
-        unsafe { verbs::ibv_poll_cq(self.ptr, n, wc.as_mut_ptr()) }
+        unsafe { ops::ibv_poll_cq(self.ptr, n, wc.as_mut_ptr()) }
     }
 }
 
@@ -566,7 +576,7 @@ impl Qp {
             ..Default::default()
         };
         // SAFETY: live context/PD/table; key outlives the call (the kernel copies it).
-        let ptr = unsafe { verbs::ibv_create_qp_ex(&pd.ctx.rdma.ibv, pd.ctx.ptr, &mut attr) };
+        let ptr = unsafe { ops::ibv_create_qp_ex(&pd.ctx.rdma.ibv, pd.ctx.ptr, &mut attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_qp_ex"));
         }
@@ -636,7 +646,7 @@ impl Qp {
     #[inline(always)]
     pub unsafe fn post_send(&self, wr: *mut ibv_send_wr, bad: &mut *mut ibv_send_wr) -> c_int {
         // SAFETY: live QP; the caller vouches for the chain.
-        unsafe { verbs::ibv_post_send(self.ptr, wr, bad) }
+        unsafe { ops::ibv_post_send(self.ptr, wr, bad) }
     }
 }
 
@@ -672,7 +682,7 @@ impl Wq {
             ..Default::default()
         };
         // SAFETY: live context/PD/CQ, valid attributes.
-        let ptr = unsafe { verbs::ibv_create_wq(pd.ctx.ptr, &mut attr) };
+        let ptr = unsafe { ops::ibv_create_wq(pd.ctx.ptr, &mut attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_wq"));
         }
@@ -698,7 +708,7 @@ impl Wq {
             ..Default::default()
         };
         // SAFETY: live WQ, valid attributes.
-        let ret = unsafe { verbs::ibv_modify_wq(self.ptr, &mut attr) };
+        let ret = unsafe { ops::ibv_modify_wq(self.ptr, &mut attr) };
         check("ibv_modify_wq", ret)
     }
 
@@ -725,14 +735,14 @@ impl Wq {
     #[inline(always)]
     pub unsafe fn post_recv(&self, wr: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr) -> c_int {
         // SAFETY: live WQ; the caller vouches for the chain.
-        unsafe { verbs::ibv_post_wq_recv(self.ptr, wr, bad) }
+        unsafe { ops::ibv_post_wq_recv(self.ptr, wr, bad) }
     }
 }
 
 impl Drop for Wq {
     fn drop(&mut self) {
         // SAFETY: the indirection table over this WQ holds an Arc of it, so none is left.
-        unsafe { verbs::ibv_destroy_wq(self.ptr) };
+        unsafe { ops::ibv_destroy_wq(self.ptr) };
     }
 }
 
@@ -759,7 +769,7 @@ impl IndTable {
             comp_mask: 0,
         };
         // SAFETY: live context and WQs; tbl outlives the call.
-        let ptr = unsafe { verbs::ibv_create_rwq_ind_table(ctx.ptr, &mut attr) };
+        let ptr = unsafe { ops::ibv_create_rwq_ind_table(ctx.ptr, &mut attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_rwq_ind_table"));
         }
@@ -774,9 +784,18 @@ impl IndTable {
 impl Drop for IndTable {
     fn drop(&mut self) {
         // SAFETY: RSS QPs over this table hold an Arc of it, so none is left.
-        unsafe { verbs::ibv_destroy_rwq_ind_table(self.ptr) };
+        unsafe { ops::ibv_destroy_rwq_ind_table(self.ptr) };
         let _ = &self.ctx;
     }
+}
+
+/// A compiled flow rule as `ibv_create_flow` takes it.
+///
+/// # Safety
+/// `as_attr_ptr` must return an 8-aligned `ibv_flow_attr`, writable, followed by the
+/// `num_of_specs` specs its `size` counts, all valid while the borrow lasts.
+pub unsafe trait FlowAttr {
+    fn as_attr_ptr(&mut self) -> *mut ibv_flow_attr;
 }
 
 /// An installed steering rule.
@@ -791,13 +810,14 @@ unsafe impl Send for Flow {}
 unsafe impl Sync for Flow {}
 
 impl Flow {
-    /// verbs.h `ibv_create_flow` with a compiled attribute blob (`flow::verbs::compile`), on
-    /// port `port` of the QP's device (the port the QP was brought up on).
-    pub fn create(qp: &Arc<Qp>, attr: &mut crate::flow::verbs::VerbsFlowAttr, port: u8) -> Result<Flow, CallError> {
-        // SAFETY: the blob starts with an 8-aligned ibv_flow_attr (`VerbsFlowAttr`).
-        unsafe { (*attr.as_mut_ptr().cast::<ibv_flow_attr>()).port = port };
+    /// verbs.h `ibv_create_flow` with a compiled attribute blob, on port `port` of the QP's
+    /// device (the port the QP was brought up on).
+    pub fn create<A: FlowAttr + ?Sized>(qp: &Arc<Qp>, attr: &mut A, port: u8) -> Result<Flow, CallError> {
+        let attr = attr.as_attr_ptr();
+        // SAFETY: `FlowAttr` promises an 8-aligned, writable ibv_flow_attr at the pointer.
+        unsafe { (*attr).port = port };
         // SAFETY: live QP; the blob is an 8-aligned ibv_flow_attr followed by its specs.
-        let ptr = unsafe { verbs::ibv_create_flow(qp.ptr, attr.as_mut_ptr().cast()) };
+        let ptr = unsafe { ops::ibv_create_flow(qp.ptr, attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_flow"));
         }
@@ -808,6 +828,6 @@ impl Flow {
 impl Drop for Flow {
     fn drop(&mut self) {
         // SAFETY: a live flow, destroyed once.
-        unsafe { verbs::ibv_destroy_flow(self.ptr) };
+        unsafe { ops::ibv_destroy_flow(self.ptr) };
     }
 }

@@ -128,13 +128,23 @@ impl VerbsFlowAttr {
         &self.bytes[..self.len]
     }
 
-    /// For the FFI call, which takes a mutable pointer (the kernel only reads it).
+    /// For FFI calls that take a mutable pointer (the kernel only reads it).
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.bytes.as_mut_ptr()
     }
 
     pub fn num_of_specs(&self) -> u8 {
         self.specs
+    }
+}
+
+// SAFETY: `#[repr(C, align(8))]` puts the bytes 8-aligned, and `compile` is the only way to
+// build one: an ibv_flow_attr followed by `num_of_specs` specs its `size` counts, all inside
+// `bytes`. The attr is reached through `&mut self`, so writable and valid for the borrow.
+#[allow(unsafe_code)]
+unsafe impl crate::sys::rdma::FlowAttr for VerbsFlowAttr {
+    fn as_attr_ptr(&mut self) -> *mut ibv_flow_attr {
+        self.bytes.as_mut_ptr().cast()
     }
 }
 

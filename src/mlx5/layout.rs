@@ -1,12 +1,13 @@
 //! `mlx5dv_init_obj` output turned into the DV datapath's ring descriptions
 //! (`dv::ring::{SqInfo, CqInfo, RwqInfo}`), with the checks VPP's `rdma_txq_init` /
-//! `rdma_rxq_init` make before trusting the layout.
+//! `rdma_rxq_init` make before trusting the layout. Here rather than in `sys::rdma`, which hands
+//! out the raw `mlx5dv_*` structs and knows nothing of the datapath's rings.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
 
-use super::objects::{Cq, Qp, Wq};
 use crate::dv::ring::{CqInfo, KeepAlive, RwqInfo, SqInfo};
+use crate::sys::rdma::{Cq, Qp, Wq};
 
 /// The send queue of a RAW_PACKET QP. `keep` must hold the QP (and whatever else the queue
 /// needs alive, such as the MR).

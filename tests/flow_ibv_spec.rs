@@ -6,8 +6,8 @@
 
 use std::mem::{offset_of, size_of};
 
+use rawpkt::flow::ibv_spec::*;
 use rawpkt::flow::rule::FlowRule;
-use rawpkt::flow::verbs::*;
 use rdma_abi::{
     ibv_flow_attr, ibv_flow_eth_filter, ibv_flow_ipv4_filter, ibv_flow_ipv6_filter, ibv_flow_spec_eth,
     ibv_flow_spec_ipv4, ibv_flow_spec_ipv6, ibv_flow_spec_tcp_udp, ibv_flow_tcp_udp_filter,
