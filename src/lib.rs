@@ -32,6 +32,7 @@ pub mod stats;
 mod sys;
 pub mod tx;
 mod xdp;
+mod xsk;
 
 use std::rc::Rc;
 

@@ -2,21 +2,36 @@
 //! XSKMAP, and the BPF link that keeps the program attached for exactly as long as the port
 //! lives (or the process: the kernel detaches it when the last descriptor closes).
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use super::socket::{BindMode, Xsk};
-use super::{AttachMode, XdpSpec};
+use super::{AttachMode, BindMode, XdpSpec};
 use crate::flow::bpf::{compile_xdp, LoadedProgram, StealAction, XskMap};
 use crate::flow::rule::FlowRule;
 use crate::rx::xdp::XdpRxQueue;
 use crate::spec::Backend;
 use crate::sys::{bpf, netdev};
 use crate::tx::xdp::XdpTxQueue;
+use crate::xsk::socket::{BindArgs, Socket, XDP_PACKET_HEADROOM};
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
+
+/// Most frames one copy-mode `sendto` sends (see `xsk::set_tx_budget`); the env override is for
+/// measuring its effect.
+fn tx_budget() -> u32 {
+    std::env::var("RAWPKT_XDP_TX_BUDGET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+thread_local! {
+    /// This thread's sockets by (port id, hardware queue).
+    static SOCKETS: RefCell<Vec<(u64, u32, Weak<Socket>)>> = const { RefCell::new(Vec::new()) };
+}
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -95,6 +110,91 @@ pub(crate) fn io_error(ifname: &str, what: &str, e: io::Error) -> Error {
 
 pub(crate) struct XdpPort {
     shared: Arc<PortShared>,
+}
+
+/// A socket for `hw_queue` of `port` over `pool`: zero-copy, then copy mode, unless the spec
+/// forces one.
+fn open_socket(
+    port: &Arc<PortShared>,
+    hw_queue: u32,
+    pool: &Rc<Pool>,
+    size: u32,
+    tx_budget: u32,
+) -> Result<Socket, Error> {
+    let name = port.name();
+    let chunk = pool.buf_size();
+    // Aligned mode: chunks are powers of two from XDP_UMEM_MIN_CHUNK_SIZE (2048) to the page
+    // size (net/xdp/xdp_umem.c, xdp_umem_reg).
+    if !(2048..=4096).contains(&chunk) {
+        return Err(Error::Config(format!(
+            "{name}: AF_XDP needs pool buffers of 2048 or 4096 bytes (a UMEM chunk is a buffer), not {chunk}"
+        )));
+    }
+    if pool.data_room() < XDP_PACKET_HEADROOM + 64 {
+        return Err(Error::Config(format!(
+            "{name}: pool headroom leaves no room for frames"
+        )));
+    }
+    let modes: &[BindMode] = match port.bind {
+        BindMode::Auto => &[BindMode::ZeroCopy, BindMode::Copy],
+        BindMode::ZeroCopy => &[BindMode::ZeroCopy],
+        BindMode::Copy => &[BindMode::Copy],
+    };
+    let what = || format!("queue {hw_queue}");
+    let mut last = None;
+    for (k, &mode) in modes.iter().enumerate() {
+        let args = BindArgs {
+            pool,
+            ifindex: port.ifindex,
+            hw_queue,
+            size,
+            zerocopy: mode == BindMode::ZeroCopy,
+            tx_budget,
+        };
+        // The socket belongs to the namespace it is created in, which decides what its bind's
+        // ifindex names: create it where the port was opened.
+        let bound = port
+            .in_netns(crate::sys::xsk::socket)
+            .and_then(|fd| Socket::bind(fd?, &args));
+        match bound {
+            Ok(x) => {
+                port.bound.store(if x.is_zerocopy() { 2 } else { 1 }, Ordering::Relaxed);
+                eprintln!(
+                    "rawpkt: {name} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on, {} frames per sendto; XDP program in {} mode",
+                    if x.is_zerocopy() { "zero-copy" } else { "copy" },
+                    x.tx_budget().unwrap_or(32),
+                    port.attach_mode,
+                );
+                return Ok(x);
+            }
+            // Zero-copy not offered by this driver (veth, most virtual devices): fall back.
+            Err(e) if k + 1 < modes.len() && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
+                last = Some(e)
+            }
+            Err(e) if mode == BindMode::ZeroCopy && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                return Err(no_zero_copy(port, hw_queue))
+            }
+            Err(e) => return Err(port.io_error(&what(), e)),
+        }
+    }
+    Err(port.io_error(&what(), last.unwrap_or_else(|| io::Error::other("no bind mode"))))
+}
+
+/// `bind=zerocopy` on an interface whose driver has no zero-copy AF_XDP (`XDP_ZEROCOPY` bind:
+/// EOPNOTSUPP, net/xdp/xsk_buff_pool.c `xp_assign_dev`: the driver has no `ndo_xsk_wakeup` or
+/// XDP_SETUP_XSK_POOL): what the user asked for cannot be had on this device.
+fn no_zero_copy(port: &Arc<PortShared>, hw_queue: u32) -> Error {
+    let driver = port
+        .in_netns(|| netdev::driver(&port.ifname))
+        .ok()
+        .flatten()
+        .map_or(String::new(), |d| format!(" ({d})"));
+    Error::Config(format!(
+        "{} queue {hw_queue}: the driver of {}{driver} has no zero-copy AF_XDP; use bind=copy, or leave bind \
+         unset to fall back to copy mode",
+        port.name(),
+        port.ifname
+    ))
 }
 
 /// Opens the port described by `spec`, in the calling thread's namespace or the one it names.
@@ -289,7 +389,60 @@ fn attach(
     )))
 }
 
+/// Stops the XDP program sending frames to a queue's socket when its RX queue is dropped.
+struct Steering {
+    port: Arc<PortShared>,
+    hw_queue: u32,
+}
+
+impl Drop for Steering {
+    fn drop(&mut self) {
+        let _ = bpf::xskmap_clear(self.port.map.fd(), self.hw_queue);
+    }
+}
+
 impl XdpPort {
+    /// This thread's socket for `hw_queue` over `pool`, created (and bound) on first use.
+    fn socket(&self, hw_queue: u32, pool: &Rc<Pool>, size: u32) -> Result<Rc<Socket>, Error> {
+        let port = &self.shared;
+        let found = SOCKETS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.retain(|(_, _, w)| w.strong_count() > 0);
+            s.iter()
+                .find(|(id, q, _)| *id == port.id && *q == hw_queue)
+                .and_then(|(_, _, w)| w.upgrade())
+        });
+        if let Some(x) = found {
+            if !Rc::ptr_eq(x.pool(), pool) {
+                return Err(Error::Config(format!(
+                    "{} queue {hw_queue}: this thread already has a socket on that queue over another pool; \
+                     its RX and TX queues must share one pool",
+                    port.name()
+                )));
+            }
+            return Ok(x);
+        }
+        let x = Rc::new(open_socket(port, hw_queue, pool, size, tx_budget())?.owned_by(Box::new(port.clone())));
+        SOCKETS.with(|s| s.borrow_mut().push((port.id, hw_queue, Rc::downgrade(&x))));
+        Ok(x)
+    }
+
+    /// The RX queue over `xsk`, its fill ring filled, then entered in the XSKMAP.
+    fn rx(&self, xsk: Rc<Socket>, hw_queue: u32) -> Result<XdpRxQueue, Error> {
+        let port = &self.shared;
+        let name = format!("{} queue {hw_queue}", port.name());
+        let mut q = XdpRxQueue::new(xsk, &name)
+            .map_err(|_| Error::Config(format!("{name}: an RX queue is already open on it in this thread")))?;
+        // Only now does the program send frames here: the fill ring has buffers.
+        bpf::xskmap_set(port.map.fd(), hw_queue, q.raw_fd())
+            .map_err(|e| port.io_error("binding the queue in the XSKMAP", e))?;
+        q.steered_by(Box::new(Steering {
+            port: port.clone(),
+            hw_queue,
+        }));
+        Ok(q)
+    }
+
     fn hw_queue(&self, qid: u16) -> Result<u32, Error> {
         let s = &self.shared;
         if u32::from(qid) >= s.queues {
@@ -328,14 +481,17 @@ impl XdpPort {
 impl Backend for XdpPort {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         let hw = self.hw_queue(qid)?;
-        let xsk = Xsk::get(&self.shared, hw, pool, cfg.size)?;
-        Ok(Box::new(XdpRxQueue::new(xsk)?))
+        let xsk = self.socket(hw, pool, cfg.size)?;
+        Ok(Box::new(self.rx(xsk, hw)?))
     }
 
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let hw = self.hw_queue(qid)?;
-        let xsk = Xsk::get(&self.shared, hw, pool, cfg.size)?;
-        Ok(Box::new(XdpTxQueue::new(xsk)?))
+        let xsk = self.socket(hw, pool, cfg.size)?;
+        let name = format!("{} queue {hw}", self.shared.name());
+        let tx = XdpTxQueue::new(xsk, &name)
+            .map_err(|_| Error::Config(format!("{name}: a TX queue is already open on it in this thread")))?;
+        Ok(Box::new(tx))
     }
 
     fn model(&self) -> Option<(&Arc<crate::dv::model::Nic>, usize)> {
