@@ -2,11 +2,10 @@
 //! XSKMAP, and the BPF link that keeps the program attached for exactly as long as the port
 //! lives (or the process: the kernel detaches it when the last descriptor closes).
 
-use std::cell::RefCell;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::rc::{Rc, Weak};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::{AttachMode, BindMode, XdpSpec};
@@ -28,13 +27,6 @@ fn tx_budget() -> u32 {
         .unwrap_or(256)
 }
 
-thread_local! {
-    /// This thread's sockets by (port id, hardware queue).
-    static SOCKETS: RefCell<Vec<(u64, u32, Weak<Socket>)>> = const { RefCell::new(Vec::new()) };
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
 /// The xdp ports open in this process, by namespace and ifindex: an interface takes one XDP
 /// program, so a second port on it could only fail to attach; it is refused as what it is.
 static OPEN: std::sync::Mutex<Vec<OpenPort>> = std::sync::Mutex::new(Vec::new());
@@ -53,7 +45,6 @@ fn already_open(netns: Option<(u64, u64)>, ifindex: u32) -> Option<String> {
 }
 
 pub(crate) struct PortShared {
-    pub id: u64,
     pub ifname: String,
     pub ifindex: u32,
     /// Queues of the interface, and the first and number of those this port uses.
@@ -66,6 +57,8 @@ pub(crate) struct PortShared {
     pub map: XskMap,
     /// How the last socket bound: 0 none yet, 1 copy, 2 zero-copy (for `describe`).
     pub bound: AtomicU8,
+    /// Which of the port's queue ids have a socket (see [`Claim`]).
+    claimed: std::sync::Mutex<Vec<bool>>,
     netns: OwnedFd,
     _prog: LoadedProgram,
     _link: OwnedFd,
@@ -97,8 +90,8 @@ pub(crate) fn io_error(ifname: &str, what: &str, e: io::Error) -> Error {
             "this kernel has no AF_XDP sockets: needs Linux 4.18+ built with CONFIG_XDP_SOCKETS=y".to_string()
         }
         Some(libc::EBUSY) => format!(
-            "the queue is already bound to another AF_XDP socket ({e}): one socket per queue; open a queue id's RX \
-             and TX queues on the same thread, and no other program on the queue"
+            "the queue is already bound to another AF_XDP socket ({e}): one socket per queue; take a queue id's RX \
+             and TX halves together with Port::queue_pair, and no other program on the queue"
         ),
         Some(libc::ENOBUFS | libc::ENOMEM) => {
             format!("{e}: the UMEM could not be pinned; raise RLIMIT_MEMLOCK (ulimit -l) or run as root")
@@ -228,7 +221,6 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
     } = shared;
     let port = XdpPort {
         shared: Arc::new(PortShared {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ifname: spec.ifname.clone(),
             ifindex,
             hw_queues,
@@ -239,6 +231,7 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             rules,
             map,
             bound: AtomicU8::new(0),
+            claimed: std::sync::Mutex::new(vec![false; queues as usize]),
             netns,
             _prog: prog,
             _link: link,
@@ -389,6 +382,38 @@ fn attach(
     )))
 }
 
+/// A port's hold on one of its queue ids while a socket is bound to it: one socket per interface
+/// queue (the kernel refuses a second bind with EBUSY), and a queue id asked for twice says so in
+/// words of the API rather than the kernel's.
+struct Claim {
+    port: Arc<PortShared>,
+    qid: u16,
+}
+
+impl Claim {
+    fn take(port: &Arc<PortShared>, qid: u16) -> Result<Claim, Error> {
+        let mut claimed = port.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        if std::mem::replace(&mut claimed[usize::from(qid)], true) {
+            return Err(Error::Config(format!(
+                "{}: queue {qid} is already in use by a queue that is still open; a queue id is taken once at a \
+                 time, and its RX and TX halves together come from Port::queue_pair",
+                port.name()
+            )));
+        }
+        Ok(Claim {
+            port: port.clone(),
+            qid,
+        })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut claimed = self.port.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        claimed[usize::from(self.qid)] = false;
+    }
+}
+
 /// Stops the XDP program sending frames to a queue's socket when its RX queue is dropped.
 struct Steering {
     port: Arc<PortShared>,
@@ -402,37 +427,20 @@ impl Drop for Steering {
 }
 
 impl XdpPort {
-    /// This thread's socket for `hw_queue` over `pool`, created (and bound) on first use.
-    fn socket(&self, hw_queue: u32, pool: &Rc<Pool>, size: u32) -> Result<Rc<Socket>, Error> {
-        let port = &self.shared;
-        let found = SOCKETS.with(|s| {
-            let mut s = s.borrow_mut();
-            s.retain(|(_, _, w)| w.strong_count() > 0);
-            s.iter()
-                .find(|(id, q, _)| *id == port.id && *q == hw_queue)
-                .and_then(|(_, _, w)| w.upgrade())
-        });
-        if let Some(x) = found {
-            if !Rc::ptr_eq(x.pool(), pool) {
-                return Err(Error::Config(format!(
-                    "{} queue {hw_queue}: this thread already has a socket on that queue over another pool; \
-                     its RX and TX queues must share one pool",
-                    port.name()
-                )));
-            }
-            return Ok(x);
-        }
-        let x = Rc::new(open_socket(port, hw_queue, pool, size, tx_budget())?.owned_by(Box::new(port.clone())));
-        SOCKETS.with(|s| s.borrow_mut().push((port.id, hw_queue, Rc::downgrade(&x))));
-        Ok(x)
+    /// A socket for queue `qid`, bound to its interface queue: the queue id is taken until the
+    /// socket closes (every queue made from it dropped).
+    fn socket(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<(Rc<Socket>, u32), Error> {
+        let hw = self.hw_queue(qid)?;
+        let claim = Claim::take(&self.shared, qid)?;
+        let x = open_socket(&self.shared, hw, pool, cfg.size, tx_budget())?;
+        Ok((Rc::new(x.owned_by(Box::new(claim))), hw))
     }
 
     /// The RX queue over `xsk`, its fill ring filled, then entered in the XSKMAP.
     fn rx(&self, xsk: Rc<Socket>, hw_queue: u32) -> Result<XdpRxQueue, Error> {
         let port = &self.shared;
         let name = format!("{} queue {hw_queue}", port.name());
-        let mut q = XdpRxQueue::new(xsk, &name)
-            .map_err(|_| Error::Config(format!("{name}: an RX queue is already open on it in this thread")))?;
+        let mut q = XdpRxQueue::new(xsk, &name)?;
         // Only now does the program send frames here: the fill ring has buffers.
         bpf::xskmap_set(port.map.fd(), hw_queue, q.raw_fd())
             .map_err(|e| port.io_error("binding the queue in the XSKMAP", e))?;
@@ -441,6 +449,10 @@ impl XdpPort {
             hw_queue,
         }));
         Ok(q)
+    }
+
+    fn tx(&self, xsk: Rc<Socket>, hw_queue: u32) -> Result<XdpTxQueue, Error> {
+        XdpTxQueue::new(xsk, &format!("{} queue {hw_queue}", self.shared.name()))
     }
 
     fn hw_queue(&self, qid: u16) -> Result<u32, Error> {
@@ -479,19 +491,27 @@ impl XdpPort {
 }
 
 impl Backend for XdpPort {
+    /// A socket whose TX ring stays unused (see [`crate::Port::queue_pair`]).
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
-        let hw = self.hw_queue(qid)?;
-        let xsk = self.socket(hw, pool, cfg.size)?;
+        let (xsk, hw) = self.socket(qid, pool, cfg)?;
         Ok(Box::new(self.rx(xsk, hw)?))
     }
 
+    /// A socket that receives nothing: no XSKMAP entry points at it.
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
-        let hw = self.hw_queue(qid)?;
-        let xsk = self.socket(hw, pool, cfg.size)?;
-        let name = format!("{} queue {hw}", self.shared.name());
-        let tx = XdpTxQueue::new(xsk, &name)
-            .map_err(|_| Error::Config(format!("{name}: a TX queue is already open on it in this thread")))?;
-        Ok(Box::new(tx))
+        let (xsk, hw) = self.socket(qid, pool, cfg)?;
+        Ok(Box::new(self.tx(xsk, hw)?))
+    }
+
+    /// Both halves of one socket.
+    fn queue_pair(
+        &self,
+        qid: u16,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+    ) -> Result<(Box<dyn RxQueue>, Box<dyn TxQueue>), Error> {
+        let (xsk, hw) = self.socket(qid, pool, cfg)?;
+        Ok((Box::new(self.rx(xsk.clone(), hw)?), Box::new(self.tx(xsk, hw)?)))
     }
 
     fn model(&self) -> Option<(&Arc<crate::dv::model::Nic>, usize)> {
