@@ -185,11 +185,19 @@ pub trait RxQueue {
 }
 
 /// Sends packets in bursts.
+///
+/// A caller need not know how a backend completes its sends: every frame `tx_burst` takes is
+/// handed to the device (or counted in `stats().drops`) without any other call, and its buffer
+/// comes back to the pool on a later `tx_burst` or `reclaim`, or when the queue is dropped. A
+/// backend that must hold frames back while a device's queue drains (xdp, after the kernel's
+/// EBUSY) sends them on the next call, even an empty `tx_burst`, or when the queue is dropped
+/// (which waits for them a bounded time).
 pub trait TxQueue {
     /// Takes packets from the front of `pkts` while the ring has room; returns how many it took.
     /// The rest stay in `pkts` for the caller to retry or drop.
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError>;
-    /// Collects completions and frees sent buffers without sending; returns buffers freed.
+    /// Collects completions and frees sent buffers without sending new frames (for a loop that
+    /// has nothing to send but keeps the queue); returns buffers freed.
     fn reclaim(&mut self) -> Result<usize, QueueError>;
     /// Packets handed to the device and not yet completed.
     fn in_flight(&self) -> usize;

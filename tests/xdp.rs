@@ -1194,3 +1194,56 @@ fn unknown_or_taken_queue_ids_are_config_errors() {
     assert!(e.contains("queue 0 is already in use"), "{e}");
     drop(tx);
 }
+
+/// A caller that only calls `tx_burst` (never `reclaim`, never waiting on `in_flight`) gets every
+/// frame sent and every buffer back. B's MTU is 500, so each round's burst leads with a frame veth
+/// drops (the kernel answers EBUSY and holds back what follows): the ten frames behind it reach B
+/// with no further call on the TX queue. Then a last burst, and the queue dropped at once: B
+/// gets all of it, and the pool is full once everything is dropped.
+#[test]
+#[ignore = "needs root"]
+fn a_sender_that_only_calls_tx_burst_gets_everything_sent_and_back() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    p.exec(&p.ns_b, &["ip", "link", "set", &p.b, "mtu", "500"]);
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let AToB {
+        mut tx,
+        mut rx,
+        pl,
+        _ports,
+    } = p.a_to_b();
+    let (mut out, mut got) = (Burst::new(&pl, 64), Burst::new(&pl, 64));
+    const ROUNDS: u64 = 100;
+    let mut seq = 0;
+    for round in 0..ROUNDS {
+        assert!(out.push_copy(&test_frame(mac_b, mac_a, 1 << 40, 1000)));
+        for k in 0..10 {
+            assert!(out.push_copy(&test_frame(mac_b, mac_a, seq + k, 100)));
+        }
+        while !out.is_empty() {
+            tx.tx_burst(&mut out).unwrap();
+        }
+        assert_eq!(
+            receive_in_order(&mut *rx, &mut got, 10, seq),
+            10,
+            "round {round}: frames behind the drop"
+        );
+        seq += 10;
+    }
+    assert_eq!(tx.stats().drops, ROUNDS, "one drop per oversized frame");
+    for k in 0..48 {
+        assert!(out.push_copy(&test_frame(mac_b, mac_a, seq + k, 100)));
+    }
+    while !out.is_empty() {
+        tx.tx_burst(&mut out).unwrap();
+    }
+    drop(tx);
+    assert_eq!(
+        receive_in_order(&mut *rx, &mut got, 48, seq),
+        48,
+        "the last burst, queue dropped"
+    );
+    drop((rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}

@@ -36,6 +36,9 @@ const BUSY_BACKOFF: u32 = 64;
 /// The transmit requests this queue carries out itself (see the module documentation).
 const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
 
+/// How long dropping a queue waits for the frames it still holds to go out.
+const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 pub struct XdpTxQueue {
     half: Option<TxRings>,
     xsk: Rc<Socket>,
@@ -86,22 +89,18 @@ impl XdpTxQueue {
 
     /// `sendto` if the kernel asked for it and there is something to send; after an EBUSY, only
     /// once the consumer has completed [`BUSY_BACKOFF`] more frames or holds none of ours.
+    /// Returns true when the kernel answered EBUSY (the device dropped a frame).
     #[inline(always)]
-    fn kick(&mut self) {
-        let Some(h) = self.half.as_ref() else { return };
-        if !h.needs_wakeup() {
-            return;
-        }
+    fn kick(&mut self) -> bool {
         if let Some(until) = self.busy_until {
-            // The ring protocol lets the kernel publish its TX consumer index late, so `unconsumed`
-            // may count frames it already took, and completed if it dropped them: saturating, the
-            // estimate errs towards kicking early, never towards waiting for completions that are
-            // not coming.
-            let in_kernel = h.in_flight().saturating_sub(h.unconsumed());
-            if !busy_wait_over(until, self.completed, in_kernel) {
-                return;
+            if !self.busy_wait_over(until) {
+                return false;
             }
             self.busy_until = None;
+        }
+        let Some(h) = self.half.as_ref() else { return false };
+        if !h.needs_wakeup() {
+            return false;
         }
         match xsk::kick_tx(self.fd) {
             Ok(()) => {}
@@ -109,6 +108,7 @@ impl XdpTxQueue {
                 self.busy_until = Some(self.completed.wrapping_add(BUSY_BACKOFF));
                 // The kernel completed one frame without sending it (veth counts it in tx_dropped).
                 self.stats.drops += 1;
+                return true;
             }
             // Out of skbs/completion slots for now: the next burst kicks again.
             Err(libc::EAGAIN | libc::ENOBUFS) => {}
@@ -117,6 +117,47 @@ impl XdpTxQueue {
             Err(e @ (libc::ENXIO | libc::ENETDOWN)) => self.gone = Some(e),
             Err(_) => self.stats.errors.other += 1,
         }
+        false
+    }
+
+    #[inline(always)]
+    fn busy_wait_over(&self, until: u32) -> bool {
+        let Some(h) = self.half.as_ref() else { return true };
+        // The ring protocol lets the kernel publish its TX consumer index late, so `unconsumed`
+        // may count frames it already took, and completed if it dropped them: saturating, the
+        // estimate errs towards kicking early, never towards waiting for completions that are
+        // not coming.
+        let in_kernel = h.in_flight().saturating_sub(h.unconsumed());
+        busy_wait_over(until, self.completed, in_kernel)
+    }
+
+    /// Wakes the kernel and takes back what it completed, so that a caller never has to call
+    /// again for what it already handed over: after a frame the device dropped (EBUSY), the frames
+    /// behind it go out in this same call when nothing of ours is left in the kernel (no
+    /// completion would come to end the wait). Each EBUSY drops a frame, so this ends.
+    #[inline(always)]
+    fn kick_and_complete(&mut self) {
+        while self.kick() {
+            self.poll_completions();
+            if self.busy_until.is_some_and(|until| !self.busy_wait_over(until)) {
+                return;
+            }
+        }
+        self.poll_completions();
+    }
+
+    /// Sends what is still on the TX ring before the socket closes: wake-ups until every frame
+    /// is completed, the device is gone, or [`FLUSH_TIMEOUT`] passes (a device that stopped
+    /// sending must not hang the caller's teardown).
+    fn flush(&mut self) {
+        let until = std::time::Instant::now() + FLUSH_TIMEOUT;
+        while self.in_flight() > 0 && self.gone.is_none() && std::time::Instant::now() < until {
+            self.kick();
+            if self.poll_completions() == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        }
+        self.poll_completions();
     }
 }
 
@@ -166,12 +207,11 @@ impl TxQueue for XdpTxQueue {
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         self.check_gone()?;
         same_pool(self.xsk.pool(), pkts)?;
-        self.poll_completions();
         let n_req = pkts.len();
         let Some(h) = self.half.as_mut() else { return Ok(0) };
         if n_req == 0 {
             if h.in_flight() > 0 {
-                self.kick();
+                self.kick_and_complete();
             }
             return Ok(0);
         }
@@ -221,16 +261,17 @@ impl TxQueue for XdpTxQueue {
         self.stats.bytes += bytes;
         self.stats.drops += dropped;
         pkts.forget_front(taken);
-        self.kick();
+        self.kick_and_complete();
         Ok(taken)
     }
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
         self.check_gone()?;
-        let freed = self.poll_completions();
-        if self.in_flight() > 0 {
-            self.kick();
+        let before = self.in_flight();
+        if before > 0 {
+            self.kick_and_complete();
         }
+        let freed = before - self.in_flight();
         self.check_gone()?;
         Ok(freed)
     }
@@ -246,7 +287,7 @@ impl TxQueue for XdpTxQueue {
 
 impl Drop for XdpTxQueue {
     fn drop(&mut self) {
-        self.poll_completions();
+        self.flush();
         // Buffers still in flight stay recorded in the half and return when the socket closes.
         if let Some(h) = self.half.take() {
             self.xsk.put_tx(h);
