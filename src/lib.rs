@@ -157,6 +157,10 @@ pub struct QueueConfig {
     /// Report the NIC's receive timestamp per packet (`flags::TIMESTAMP`). Off by default, like
     /// DPDK's timestamp offload: it costs a load and a store per packet that most loops never read.
     pub rx_timestamps: bool,
+    /// `xdp:` ports in copy mode: the most frames one wake-up (`sendto`) sends, capped at `size`
+    /// (the socket option `XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+; older kernels keep their 32).
+    /// From 32; the default 256 lets one call send what a burst posted. Other backends ignore it.
+    pub xdp_tx_budget: u32,
 }
 
 impl Default for QueueConfig {
@@ -167,6 +171,7 @@ impl Default for QueueConfig {
             tx_completion_every: 32,
             recover: true,
             rx_timestamps: false,
+            xdp_tx_budget: 256,
         }
     }
 }

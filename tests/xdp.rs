@@ -1174,6 +1174,15 @@ fn unknown_or_taken_queue_ids_are_config_errors() {
             &format!("queue {qid} out of range"),
         );
     }
+    // A send budget the kernel would refuse: said, rather than left at the kernel's 32.
+    let small = QueueConfig {
+        xdp_tx_budget: 31,
+        ..QueueConfig::default()
+    };
+    check(
+        pb.queue_pair(0, &pl, &small).map(|_| ()),
+        "xdp_tx_budget 31 is below 32",
+    );
     let rx = pb.rx_queue(0, &pl, &q).unwrap();
     check(pb.rx_queue(0, &pl, &q).map(|_| ()), "queue 0 is already in use");
     drop(rx);

@@ -40,7 +40,7 @@
 //! memory: no copy between UMEM frames and pool buffers. Queues of different ids may go to
 //! different threads (one per core), each with its own pool.
 //!
-//! **Modes**, chosen automatically and reported on stderr per socket and in
+//! **Modes**, chosen automatically and reported per socket (`log::warn!`, for the tools to show) and in
 //! [`Port::description`](crate::Port::description): the program in native (driver) mode if the
 //! driver has it, else generic mode; the socket in zero-copy mode if the driver supports it, else
 //! copy mode (veth: native + copy). `need_wakeup` is always requested: the data path makes a

@@ -18,15 +18,6 @@ use crate::tx::xdp::XdpTxQueue;
 use crate::xsk::socket::{BindArgs, Socket, XDP_PACKET_HEADROOM};
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 
-/// Most frames one copy-mode `sendto` sends (see `xsk::set_tx_budget`); the env override is for
-/// measuring its effect.
-fn tx_budget() -> u32 {
-    std::env::var("RAWPKT_XDP_TX_BUDGET")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
-
 /// The xdp ports open in this process, by namespace and ifindex: an interface takes one XDP
 /// program, so a second port on it could only fail to attach; it is refused as what it is.
 static OPEN: std::sync::Mutex<Vec<OpenPort>> = std::sync::Mutex::new(Vec::new());
@@ -152,7 +143,7 @@ fn open_socket(
         match bound {
             Ok(x) => {
                 port.bound.store(if x.is_zerocopy() { 2 } else { 1 }, Ordering::Relaxed);
-                eprintln!(
+                log::warn!(
                     "rawpkt: {name} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on, {} frames per sendto; XDP program in {} mode",
                     if x.is_zerocopy() { "zero-copy" } else { "copy" },
                     x.tx_budget().unwrap_or(32),
@@ -431,8 +422,16 @@ impl XdpPort {
     /// socket closes (every queue made from it dropped).
     fn socket(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<(Rc<Socket>, u32), Error> {
         let hw = self.hw_queue(qid)?;
+        if cfg.xdp_tx_budget < 32 {
+            // The kernel's floor (xsk_setsockopt): below it the option is refused.
+            return Err(Error::Config(format!(
+                "{}: xdp_tx_budget {} is below 32, the fewest frames per sendto the kernel takes",
+                self.shared.name(),
+                cfg.xdp_tx_budget
+            )));
+        }
         let claim = Claim::take(&self.shared, qid)?;
-        let x = open_socket(&self.shared, hw, pool, cfg.size, tx_budget())?;
+        let x = open_socket(&self.shared, hw, pool, cfg.size, cfg.xdp_tx_budget)?;
         Ok((Rc::new(x.owned_by(Box::new(claim))), hw))
     }
 
