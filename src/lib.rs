@@ -209,6 +209,9 @@ pub trait TxQueue {
     fn stats(&self) -> &QueueStats;
 }
 
+/// Both halves of one queue, from [`Port::queue_pair`]: (RX, TX).
+pub type QueuePair = (Box<dyn RxQueue>, Box<dyn TxQueue>);
+
 /// Makes sure a burst uses the queue's own pool (checked once per burst, not per packet).
 #[inline(always)]
 pub(crate) fn same_pool(a: &Rc<Pool>, b: &Burst) -> Result<(), QueueError> {

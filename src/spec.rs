@@ -26,12 +26,7 @@ pub(crate) trait Backend: Send + Sync {
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error>;
     /// [`Port::queue_pair`]: by default the two queues one after the other; a backend whose
     /// halves share one object (xdp: one socket) overrides it.
-    fn queue_pair(
-        &self,
-        qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<(Box<dyn RxQueue>, Box<dyn TxQueue>), Error> {
+    fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
         Ok((self.rx_queue(qid, pool, cfg)?, self.tx_queue(qid, pool, cfg)?))
     }
     fn model(&self) -> Option<(&Arc<Nic>, usize)>;
@@ -118,12 +113,7 @@ impl Port {
     /// socket that only receives, `tx_queue` alone one that only sends, and asking for a queue
     /// id while a queue made from it lives (an RX queue after its TX queue, say) is an
     /// [`Error::Config`] that names this method.
-    pub fn queue_pair(
-        &self,
-        qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<(Box<dyn RxQueue>, Box<dyn TxQueue>), Error> {
+    pub fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
         check_queue_config(cfg)?;
         self.backend.queue_pair(qid, pool, cfg)
     }

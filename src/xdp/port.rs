@@ -503,12 +503,7 @@ impl Backend for XdpPort {
     }
 
     /// Both halves of one socket.
-    fn queue_pair(
-        &self,
-        qid: u16,
-        pool: &Rc<Pool>,
-        cfg: &QueueConfig,
-    ) -> Result<(Box<dyn RxQueue>, Box<dyn TxQueue>), Error> {
+    fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
         let (xsk, hw) = self.socket(qid, pool, cfg)?;
         Ok((Box::new(self.rx(xsk.clone(), hw)?), Box::new(self.tx(xsk, hw)?)))
     }
