@@ -344,12 +344,8 @@ impl Core {
             .map_err(|e| Fail::rawpkt("packet pool", e))
         };
         let queues = |port: &Port, name: &str, pool: &Rc<Pool>| -> Result<_, Fail> {
-            let what = |kind: &str, e: rawpkt::Error| {
-                Fail::rawpkt(format!("port {name} ({}): {kind} queue {qid}", port.spec()), e)
-            };
-            let rx = port.rx_queue(qid, pool, &q).map_err(|e| what("RX", e))?;
-            let tx = port.tx_queue(qid, pool, &q).map_err(|e| what("TX", e))?;
-            Ok((rx, tx))
+            port.queue_pair(qid, pool, &q)
+                .map_err(|e| Fail::rawpkt(format!("port {name} ({}): queue {qid}", port.spec()), e))
         };
         let dir = |rx, tx, from: &Rc<Pool>, to: &Rc<Pool>| Direction {
             rx,
@@ -472,10 +468,8 @@ fn traffic(
         let mut queues = Vec::new();
         for port in far {
             let what = |e: rawpkt::Error| Fail::rawpkt(format!("generator on {}", port.spec()), e);
-            queues.push((
-                port.tx_queue(0, &pool, &q).map_err(what)?,
-                port.rx_queue(0, &pool, &q).map_err(what)?,
-            ));
+            let (rx, tx) = port.queue_pair(0, &pool, &q).map_err(what)?;
+            queues.push((tx, rx));
         }
         Ok((pool, queues))
     };

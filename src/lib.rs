@@ -38,6 +38,7 @@ pub mod tool;
 mod text;
 pub mod tx;
 mod xdp;
+mod xsk;
 
 use std::rc::Rc;
 
@@ -162,6 +163,10 @@ pub struct QueueConfig {
     /// Report the NIC's receive timestamp per packet (`flags::TIMESTAMP`). Off by default, like
     /// DPDK's timestamp offload: it costs a load and a store per packet that most loops never read.
     pub rx_timestamps: bool,
+    /// `xdp:` ports in copy mode: the most frames one wake-up (`sendto`) sends, capped at `size`
+    /// (the socket option `XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+; older kernels keep their 32).
+    /// From 32; the default 256 lets one call send what a burst posted. Other backends ignore it.
+    pub xdp_tx_budget: u32,
 }
 
 impl Default for QueueConfig {
@@ -172,6 +177,7 @@ impl Default for QueueConfig {
             tx_completion_every: 32,
             recover: true,
             rx_timestamps: false,
+            xdp_tx_budget: 256,
         }
     }
 }
@@ -190,16 +196,27 @@ pub trait RxQueue {
 }
 
 /// Sends packets in bursts.
+///
+/// A caller need not know how a backend completes its sends: every frame `tx_burst` takes is
+/// handed to the device (or counted in `stats().drops`) without any other call, and its buffer
+/// comes back to the pool on a later `tx_burst` or `reclaim`, or when the queue is dropped. A
+/// backend that must hold frames back while a device's queue drains (xdp, after the kernel's
+/// EBUSY) sends them on the next call, even an empty `tx_burst`, or when the queue is dropped
+/// (which waits for them a bounded time).
 pub trait TxQueue {
     /// Takes packets from the front of `pkts` while the ring has room; returns how many it took.
     /// The rest stay in `pkts` for the caller to retry or drop.
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError>;
-    /// Collects completions and frees sent buffers without sending; returns buffers freed.
+    /// Collects completions and frees sent buffers without sending new frames (for a loop that
+    /// has nothing to send but keeps the queue); returns buffers freed.
     fn reclaim(&mut self) -> Result<usize, QueueError>;
     /// Packets handed to the device and not yet completed.
     fn in_flight(&self) -> usize;
     fn stats(&self) -> &QueueStats;
 }
+
+/// Both halves of one queue, from [`Port::queue_pair`]: (RX, TX).
+pub type QueuePair = (Box<dyn RxQueue>, Box<dyn TxQueue>);
 
 /// Makes sure a burst uses the queue's own pool (checked once per burst, not per packet).
 #[inline(always)]

@@ -26,6 +26,11 @@ pub(crate) trait Backend: Send + Sync {
     /// The backend itself, for code that knows which backend it opened (`model::nic_of`).
     #[cfg_attr(not(feature = "model"), allow(dead_code))]
     fn as_any(&self) -> &dyn Any;
+    /// [`Port::queue_pair`]: by default the two queues one after the other; a backend whose
+    /// halves share one object (xdp: one socket) overrides it.
+    fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
+        Ok((self.rx_queue(qid, pool, cfg)?, self.tx_queue(qid, pool, cfg)?))
+    }
     /// Which device port this is, whatever spec named it.
     fn identity(&self) -> PortIdentity;
     /// [`Port::device_drops`].
@@ -100,6 +105,18 @@ impl Port {
     pub fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         check_queue_config(cfg)?;
         self.backend.tx_queue(qid, pool, cfg)
+    }
+
+    /// Both halves of queue `qid`, over one pool: what a loop that receives and sends on the same
+    /// queue (a forwarder) asks for. On `mlx5:`/`verbs:`/`model:` ports it is
+    /// [`rx_queue`](Self::rx_queue) then [`tx_queue`](Self::tx_queue). On `xdp:` ports a queue's
+    /// RX and TX are one AF_XDP socket, so they come only from this call: `rx_queue` alone makes a
+    /// socket that only receives, `tx_queue` alone one that only sends, and asking for a queue
+    /// id while a queue made from it lives (an RX queue after its TX queue, say) is an
+    /// [`Error::Config`] that names this method.
+    pub fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
+        check_queue_config(cfg)?;
+        self.backend.queue_pair(qid, pool, cfg)
     }
 
     /// For hardware and xdp ports, one line about the device and what the backend chose: link

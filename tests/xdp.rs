@@ -1069,3 +1069,190 @@ fn an_interface_opened_twice_is_refused_as_the_same_port() {
     assert_eq!(err.lines().filter(|l| l.starts_with("pktgen:")).count(), 1, "{err}");
     assert!(err.contains("already open in this process"), "{err}");
 }
+
+/// Receives on `rx` until `n` frames came or the timeout; checks each is `tag`-numbered in order
+/// from `first`, frees them, and returns how many came.
+fn receive_in_order(rx: &mut dyn rawpkt::RxQueue, got: &mut Burst, n: u64, first: u64) -> u64 {
+    let (mut recv, until) = (0u64, Instant::now() + TIMEOUT);
+    while recv < n && Instant::now() < until {
+        if rx.rx_burst(got).unwrap() > 0 {
+            for i in 0..got.len() {
+                assert_eq!(common::seq_of(got.data(i)), first + recv, "frame {recv}");
+                recv += 1;
+            }
+            got.clear();
+        }
+    }
+    recv
+}
+
+/// One queue's RX and TX halves on one port, from `queue_pair`: one socket, so A's pair and B's
+/// pair ping-pong a frame both ways on queue 0 of each port. Asking for a half of a queue whose
+/// pair lives is one line naming `queue_pair`; once the pair is dropped the queue id is free
+/// again, `rx_queue` alone receives and `tx_queue` alone sends.
+#[test]
+#[ignore = "needs root"]
+fn queue_pair_is_both_halves_of_one_socket() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
+    let pb = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).expect("open B");
+    let pl = pool(8192);
+    let q = QueueConfig::default();
+    let (mut rx_a, mut tx_a) = pa.queue_pair(0, &pl, &q).unwrap();
+    let (mut rx_b, mut tx_b) = pb.queue_pair(0, &pl, &q).unwrap();
+    for e in [
+        pa.rx_queue(0, &pl, &q).map(|_| ()).unwrap_err(),
+        pa.tx_queue(0, &pl, &q).map(|_| ()).unwrap_err(),
+        pa.queue_pair(0, &pl, &q).map(|_| ()).unwrap_err(),
+    ] {
+        assert!(matches!(e, rawpkt::Error::Config(_)), "{e:?}");
+        let e = e.to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        assert!(
+            e.contains("queue 0 is already in use") && e.contains("Port::queue_pair"),
+            "{e}"
+        );
+    }
+    let (mut out, mut got) = (Burst::new(&pl, 32), Burst::new(&pl, 64));
+    const ROUNDS: u64 = 50;
+    for seq in 0..ROUNDS {
+        assert!(out.push_copy(&test_frame(mac_b, mac_a, seq, 100)));
+        assert_eq!(tx_a.tx_burst(&mut out).unwrap(), 1);
+        assert_eq!(receive_in_order(&mut *rx_b, &mut got, 1, seq), 1, "A -> B, round {seq}");
+        assert!(out.push_copy(&test_frame(mac_a, mac_b, seq, 100)));
+        assert_eq!(tx_b.tx_burst(&mut out).unwrap(), 1);
+        assert_eq!(receive_in_order(&mut *rx_a, &mut got, 1, seq), 1, "B -> A, round {seq}");
+    }
+    assert_eq!((rx_a.stats().packets, rx_b.stats().packets), (ROUNDS, ROUNDS));
+    drop((rx_a, tx_a, rx_b, tx_b));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after the pairs");
+
+    // The halves alone, on the same queue ids, now free: TX only on A, RX only on B.
+    let mut tx = pa.tx_queue(0, &pl, &q).expect("queue 0 free again");
+    let mut rx = pb.rx_queue(0, &pl, &q).expect("queue 0 free again");
+    // An RX queue after a TX queue of the same id: the pair was the way to have both.
+    let e = pa.rx_queue(0, &pl, &q).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("Port::queue_pair"), "{e}");
+    for seq in 0..8 {
+        assert!(out.push_copy(&test_frame(mac_b, mac_a, seq, 100)));
+    }
+    assert_eq!(tx.tx_burst(&mut out).unwrap(), 8);
+    assert_eq!(receive_in_order(&mut *rx, &mut got, 8, 0), 8);
+    drop((tx, rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}
+
+/// Queue ids are checked on every way of asking for a queue: past the port's queues, or taken by
+/// a queue that still lives, is one line of `Error::Config`; a dropped queue frees its id.
+#[test]
+#[ignore = "needs root"]
+fn unknown_or_taken_queue_ids_are_config_errors() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    let pb = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).expect("open B");
+    let pl = pool(8192);
+    let q = QueueConfig::default();
+    let check = |r: Result<(), rawpkt::Error>, want: &str| {
+        let e = r.unwrap_err();
+        assert!(matches!(e, rawpkt::Error::Config(_)), "{e:?}");
+        let e = e.to_string();
+        assert!(!e.contains('\n') && e.contains(want), "{e}");
+    };
+    for qid in [1, 7, u16::MAX] {
+        check(
+            pb.rx_queue(qid, &pl, &q).map(|_| ()),
+            &format!("queue {qid} out of range"),
+        );
+        check(
+            pb.tx_queue(qid, &pl, &q).map(|_| ()),
+            &format!("queue {qid} out of range"),
+        );
+        check(
+            pb.queue_pair(qid, &pl, &q).map(|_| ()),
+            &format!("queue {qid} out of range"),
+        );
+    }
+    // A send budget the kernel would refuse: said, rather than left at the kernel's 32.
+    let small = QueueConfig {
+        xdp_tx_budget: 31,
+        ..QueueConfig::default()
+    };
+    check(
+        pb.queue_pair(0, &pl, &small).map(|_| ()),
+        "xdp_tx_budget 31 is below 32",
+    );
+    let rx = pb.rx_queue(0, &pl, &q).unwrap();
+    check(pb.rx_queue(0, &pl, &q).map(|_| ()), "queue 0 is already in use");
+    drop(rx);
+    let tx = pb.tx_queue(0, &pl, &q).expect("freed when the RX queue went");
+    check(pb.tx_queue(0, &pl, &q).map(|_| ()), "queue 0 is already in use");
+    // Another thread asks for the same id: the same answer, not the kernel's EBUSY.
+    let pb = std::sync::Arc::new(pb);
+    let other = pb.clone();
+    let e = std::thread::spawn(move || {
+        other
+            .rx_queue(0, &pool(4096), &QueueConfig::default())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    })
+    .join()
+    .unwrap();
+    assert!(e.contains("queue 0 is already in use"), "{e}");
+    drop(tx);
+}
+
+/// A caller that only calls `tx_burst` (never `reclaim`, never waiting on `in_flight`) gets every
+/// frame sent and every buffer back. B's MTU is 500, so each round's burst leads with a frame veth
+/// drops (the kernel answers EBUSY and holds back what follows): the ten frames behind it reach B
+/// with no further call on the TX queue. Then a last burst, and the queue dropped at once: B
+/// gets all of it, and the pool is full once everything is dropped.
+#[test]
+#[ignore = "needs root"]
+fn a_sender_that_only_calls_tx_burst_gets_everything_sent_and_back() {
+    assert!(is_root(), "needs root");
+    let p = Pair::create();
+    p.exec(&p.ns_b, &["ip", "link", "set", &p.b, "mtu", "500"]);
+    let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
+    let AToB {
+        mut tx,
+        mut rx,
+        pl,
+        _ports,
+    } = p.a_to_b();
+    let (mut out, mut got) = (Burst::new(&pl, 64), Burst::new(&pl, 64));
+    const ROUNDS: u64 = 100;
+    let mut seq = 0;
+    for round in 0..ROUNDS {
+        assert!(out.push_copy(&test_frame(mac_b, mac_a, 1 << 40, 1000)));
+        for k in 0..10 {
+            assert!(out.push_copy(&test_frame(mac_b, mac_a, seq + k, 100)));
+        }
+        while !out.is_empty() {
+            tx.tx_burst(&mut out).unwrap();
+        }
+        assert_eq!(
+            receive_in_order(&mut *rx, &mut got, 10, seq),
+            10,
+            "round {round}: frames behind the drop"
+        );
+        seq += 10;
+    }
+    assert_eq!(tx.stats().drops, ROUNDS, "one drop per oversized frame");
+    for k in 0..48 {
+        assert!(out.push_copy(&test_frame(mac_b, mac_a, seq + k, 100)));
+    }
+    while !out.is_empty() {
+        tx.tx_burst(&mut out).unwrap();
+    }
+    drop(tx);
+    assert_eq!(
+        receive_in_order(&mut *rx, &mut got, 48, seq),
+        48,
+        "the last burst, queue dropped"
+    );
+    drop((rx, out, got));
+    assert_eq!(pl.free_count(), pl.capacity(), "pool full after teardown");
+}

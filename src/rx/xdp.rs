@@ -10,7 +10,7 @@ use std::rc::Rc;
 use super::REFILL_BATCH;
 use crate::mem::pool::{Burst, Packet};
 use crate::sys::xsk;
-use crate::xdp::socket::{RxHalf, Xsk};
+use crate::xsk::socket::{RxRings, Socket};
 use crate::{same_pool, Error, QueueError, QueueStats, RxQueue};
 
 /// Kernel drop counters are read (one `getsockopt`) every this many idle polls or bursts.
@@ -18,12 +18,10 @@ const STATS_EVERY_IDLE: u32 = 64;
 const STATS_EVERY_BUSY: u32 = 4096;
 
 pub struct XdpRxQueue {
-    half: Option<RxHalf>,
-    xsk: Rc<Xsk>,
+    half: Option<RxRings>,
+    xsk: Rc<Socket>,
     fd: i32,
-    shift: u32,
     mask: u64,
-    size: u32,
     /// Free fill slots that make a refill worth it: `REFILL_BATCH`, at most a quarter of the ring.
     refill_min: u32,
     scratch: Box<[u32]>,
@@ -31,6 +29,8 @@ pub struct XdpRxQueue {
     /// Kernel drop counters when this queue took the socket, and a countdown to the next read.
     drops_base: u64,
     stats_countdown: u32,
+    /// The control path's hold on the XSKMAP entry that sends frames here: dropped first.
+    steering: Option<Box<dyn std::any::Any>>,
 }
 
 fn kernel_drops(fd: i32) -> u64 {
@@ -40,59 +40,59 @@ fn kernel_drops(fd: i32) -> u64 {
 }
 
 impl XdpRxQueue {
-    pub(crate) fn new(xsk: Rc<Xsk>) -> Result<XdpRxQueue, Error> {
-        let half = xsk.rx.borrow_mut().take().ok_or_else(|| {
-            Error::Config(format!(
-                "{} queue {}: an RX queue is already open on it in this thread",
-                xsk.port.name(),
-                xsk.hw_queue
-            ))
-        })?;
-        let pool = xsk.pool.clone();
+    /// The RX queue over `xsk`'s RX half, its fill ring filled. The control path then points the
+    /// port's XSKMAP entry at the socket: only then does the program send frames here.
+    pub(crate) fn new(xsk: Rc<Socket>, name: &str) -> Result<XdpRxQueue, Error> {
+        let half = xsk
+            .take_rx()
+            .ok_or_else(|| Error::Config(format!("{name}: the socket's RX half is already taken")))?;
+        let pool = xsk.pool().clone();
         let fd = xsk.raw_fd();
-        let size = half.fill.size();
+        let size = half.size();
         let mut q = XdpRxQueue {
-            shift: pool.buf_size().trailing_zeros(),
             mask: u64::from(pool.buf_size() - 1),
-            size,
             refill_min: REFILL_BATCH.min(size / 4).max(1),
             scratch: vec![0; size as usize].into_boxed_slice(),
             stats: QueueStats::default(),
             drops_base: kernel_drops(fd),
             stats_countdown: STATS_EVERY_IDLE,
+            steering: None,
             half: Some(half),
             fd,
             xsk,
         };
         q.refill(1);
-        // Only now does the program send frames here: the fill ring has buffers.
-        crate::sys::bpf::xskmap_set(q.xsk.port.map.fd(), q.xsk.hw_queue, fd)
-            .map_err(|e| q.xsk.port.io_error("binding the queue in the XSKMAP", e))?;
         Ok(q)
+    }
+
+    /// The socket's descriptor (for its XSKMAP entry).
+    pub(crate) fn raw_fd(&self) -> i32 {
+        self.fd
+    }
+
+    /// Keeps `guard` (whose drop stops the XDP program sending frames here) until the queue is
+    /// dropped.
+    pub(crate) fn steered_by(&mut self, guard: Box<dyn std::any::Any>) {
+        self.steering = Some(guard);
     }
 
     /// Gives the kernel fresh buffers for every free fill slot once at least `min` are free.
     #[inline(always)]
     fn refill(&mut self, min: u32) {
         let Some(h) = self.half.as_mut() else { return };
-        let want = self.size - h.posted;
+        let want = h.unposted();
         if want < min {
             return;
         }
-        let (at, room) = h.fill.reserve(want);
-        let got = self.xsk.pool.alloc_bulk(&mut self.scratch[..room as usize]);
+        let room = h.fill_room(want);
+        let got = self.xsk.pool().alloc_bulk(&mut self.scratch[..room as usize]);
         if got < want as usize {
             self.stats.no_buffers += 1;
         }
         if got == 0 {
             return;
         }
-        for (k, &idx) in self.scratch[..got].iter().enumerate() {
-            h.fill.write(at.wrapping_add(k as u32), u64::from(idx) << self.shift);
-            h.held[idx as usize] = 1;
-        }
-        h.fill.submit(got as u32);
-        h.posted += got as u32;
+        h.fill(&self.scratch[..got]);
     }
 
     fn refresh_drops(&mut self) {
@@ -112,13 +112,13 @@ fn check_alive(r: Result<(), i32>) -> Result<(), QueueError> {
 impl RxQueue for XdpRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        same_pool(&self.xsk.pool, out)?;
+        same_pool(self.xsk.pool(), out)?;
         let Some(h) = self.half.as_mut() else { return Ok(0) };
         let spare = out.spare();
-        let (at, n) = h.rx.peek(spare.len().min(u32::MAX as usize) as u32);
+        let (at, n) = h.peek(spare.len().min(u32::MAX as usize) as u32);
         if n == 0 {
             let mut kicked = false;
-            if h.fill.needs_wakeup() {
+            if h.needs_wakeup() {
                 kicked = true;
                 check_alive(xsk::kick_rx(self.fd))?;
             }
@@ -136,22 +136,18 @@ impl RxQueue for XdpRxQueue {
             }
             return Ok(0);
         }
-        let (shift, mask) = (self.shift, self.mask);
-        let cap = h.held.len();
+        let mask = self.mask;
         let mut bytes = 0u64;
         let mut k = 0usize;
         let mut bad = 0u64;
         for i in 0..n {
-            let d = h.rx.read(at.wrapping_add(i));
-            let buf = (d.addr >> shift) as usize;
-            if buf >= cap || h.held[buf] == 0 {
-                // Not a buffer we gave the kernel: never hand it up.
+            // Not a buffer we gave the kernel: never hand it up.
+            let Some((buf, d)) = h.take(at.wrapping_add(i)) else {
                 bad += 1;
                 continue;
-            }
-            h.held[buf] = 0;
+            };
             spare[k] = Packet {
-                buf: buf as u32,
+                buf,
                 len: d.len as u16,
                 off: (d.addr & mask) as u16,
                 ..Packet::default()
@@ -159,8 +155,7 @@ impl RxQueue for XdpRxQueue {
             bytes += u64::from(d.len);
             k += 1;
         }
-        h.rx.release(n);
-        h.posted -= k as u32;
+        h.release(n);
         out.commit(k);
         self.stats.packets += k as u64;
         self.stats.bytes += bytes;
@@ -193,7 +188,9 @@ impl Drop for XdpRxQueue {
     fn drop(&mut self) {
         // Stop the program sending frames to this socket; the buffers the kernel still holds
         // stay recorded in the half and return to the pool when the socket closes.
-        let _ = crate::sys::bpf::xskmap_clear(self.xsk.port.map.fd(), self.xsk.hw_queue);
-        *self.xsk.rx.borrow_mut() = self.half.take();
+        drop(self.steering.take());
+        if let Some(h) = self.half.take() {
+            self.xsk.put_rx(h);
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! AF_XDP sockets (`socket(AF_XDP)`), their UMEM registration, ring set-up and `mmap`, `bind`,
-//! the wake-up syscalls, and statistics: the syscall half of `crate::xdp`. The ring protocol
-//! itself (producer/consumer indices) lives in `xdp/ring.rs`.
+//! the wake-up syscalls, and statistics: the syscall half of `crate::xsk` and `crate::xdp`. The ring protocol
+//! itself (producer/consumer indices) lives in `xsk/ring.rs`.
 //!
 //! Layouts are those of `include/uapi/linux/if_xdp.h` (Linux 6.x) and are checked below by const
 //! asserts against the sizes and offsets the kernel uses; the set-up order follows

@@ -19,8 +19,8 @@ use std::rc::Rc;
 
 use crate::flow::wire;
 use crate::mem::pool::{flags, Burst, Packet, Pool};
-use crate::sys::xsk::{self, XdpDesc};
-use crate::xdp::socket::{TxHalf, Xsk};
+use crate::sys::xsk;
+use crate::xsk::socket::{Socket, TxRings};
 use crate::{same_pool, Error, QueueError, QueueStats, TxQueue};
 
 /// After the kernel reports the device's queue full (`EBUSY`), completions to wait for before
@@ -36,11 +36,13 @@ const BUSY_BACKOFF: u32 = 64;
 /// The transmit requests this queue carries out itself (see the module documentation).
 const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
 
+/// How long dropping a queue waits for the frames it still holds to go out.
+const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 pub struct XdpTxQueue {
-    half: Option<TxHalf>,
-    xsk: Rc<Xsk>,
+    half: Option<TxRings>,
+    xsk: Rc<Socket>,
     fd: i32,
-    shift: u32,
     buf_size: u32,
     scratch: Box<[u32]>,
     stats: QueueStats,
@@ -53,19 +55,13 @@ pub struct XdpTxQueue {
 }
 
 impl XdpTxQueue {
-    pub(crate) fn new(xsk: Rc<Xsk>) -> Result<XdpTxQueue, Error> {
-        let half = xsk.tx.borrow_mut().take().ok_or_else(|| {
-            Error::Config(format!(
-                "{} queue {}: a TX queue is already open on it in this thread",
-                xsk.port.name(),
-                xsk.hw_queue
-            ))
-        })?;
-        let pool = &xsk.pool;
-        let size = half.comp.size();
+    pub(crate) fn new(xsk: Rc<Socket>, name: &str) -> Result<XdpTxQueue, Error> {
+        let half = xsk
+            .take_tx()
+            .ok_or_else(|| Error::Config(format!("{name}: the socket's TX half is already taken")))?;
+        let size = half.size();
         Ok(XdpTxQueue {
-            shift: pool.buf_size().trailing_zeros(),
-            buf_size: pool.buf_size(),
+            buf_size: xsk.pool().buf_size(),
             scratch: vec![0; size as usize].into_boxed_slice(),
             stats: QueueStats::default(),
             completed: 0,
@@ -81,47 +77,30 @@ impl XdpTxQueue {
     #[inline(always)]
     fn poll_completions(&mut self) -> usize {
         let Some(h) = self.half.as_mut() else { return 0 };
-        let (at, n) = h.comp.peek(h.comp.size());
-        if n == 0 {
+        let (k, bad) = h.complete(&mut self.scratch);
+        if k == 0 && bad == 0 {
             return 0;
         }
-        let cap = h.held.len();
-        let mut k = 0;
-        for i in 0..n {
-            let buf = (h.comp.read(at.wrapping_add(i)) >> self.shift) as usize;
-            if buf < cap && h.held[buf] != 0 {
-                h.held[buf] = 0;
-                self.scratch[k] = buf as u32;
-                k += 1;
-            } else {
-                self.stats.errors.bad_cqe += 1;
-            }
-        }
-        h.comp.release(n);
-        self.completed = self.completed.wrapping_add(n);
-        h.in_flight -= k as u32;
-        self.xsk.pool.free_bulk(&self.scratch[..k]);
+        self.stats.errors.bad_cqe += u64::from(bad);
+        self.completed = self.completed.wrapping_add(k as u32 + bad);
+        self.xsk.pool().free_bulk(&self.scratch[..k]);
         k
     }
 
     /// `sendto` if the kernel asked for it and there is something to send; after an EBUSY, only
     /// once the consumer has completed [`BUSY_BACKOFF`] more frames or holds none of ours.
+    /// Returns true when the kernel answered EBUSY (the device dropped a frame).
     #[inline(always)]
-    fn kick(&mut self) {
-        let Some(h) = self.half.as_ref() else { return };
-        if !h.tx.needs_wakeup() {
-            return;
-        }
+    fn kick(&mut self) -> bool {
         if let Some(until) = self.busy_until {
-            // The ring protocol lets the kernel publish its TX consumer index late, so `unconsumed`
-            // may count frames it already took, and completed if it dropped them: saturating, the
-            // estimate errs towards kicking early, never towards waiting for completions that are
-            // not coming.
-            let in_kernel = h.in_flight.saturating_sub(h.tx.unconsumed());
-            if !busy_wait_over(until, self.completed, in_kernel) {
-                return;
+            if !self.busy_wait_over(until) {
+                return false;
             }
             self.busy_until = None;
+        }
+        let Some(h) = self.half.as_ref() else { return false };
+        if !h.needs_wakeup() {
+            return false;
         }
         match xsk::kick_tx(self.fd) {
             Ok(()) => {}
@@ -129,6 +108,7 @@ impl XdpTxQueue {
                 self.busy_until = Some(self.completed.wrapping_add(BUSY_BACKOFF));
                 // The kernel completed one frame without sending it (veth counts it in tx_dropped).
                 self.stats.drops += 1;
+                return true;
             }
             // Out of skbs/completion slots for now: the next burst kicks again.
             Err(libc::EAGAIN | libc::ENOBUFS) => {}
@@ -137,6 +117,47 @@ impl XdpTxQueue {
             Err(e @ (libc::ENXIO | libc::ENETDOWN)) => self.gone = Some(e),
             Err(_) => self.stats.errors.other += 1,
         }
+        false
+    }
+
+    #[inline(always)]
+    fn busy_wait_over(&self, until: u32) -> bool {
+        let Some(h) = self.half.as_ref() else { return true };
+        // The ring protocol lets the kernel publish its TX consumer index late, so `unconsumed`
+        // may count frames it already took, and completed if it dropped them: saturating, the
+        // estimate errs towards kicking early, never towards waiting for completions that are
+        // not coming.
+        let in_kernel = h.in_flight().saturating_sub(h.unconsumed());
+        busy_wait_over(until, self.completed, in_kernel)
+    }
+
+    /// Wakes the kernel and takes back what it completed, so that a caller never has to call
+    /// again for what it already handed over: after a frame the device dropped (EBUSY), the frames
+    /// behind it go out in this same call when nothing of ours is left in the kernel (no
+    /// completion would come to end the wait). Each EBUSY drops a frame, so this ends.
+    #[inline(always)]
+    fn kick_and_complete(&mut self) {
+        while self.kick() {
+            self.poll_completions();
+            if self.busy_until.is_some_and(|until| !self.busy_wait_over(until)) {
+                return;
+            }
+        }
+        self.poll_completions();
+    }
+
+    /// Sends what is still on the TX ring before the socket closes: wake-ups until every frame
+    /// is completed, the device is gone, or [`FLUSH_TIMEOUT`] passes (a device that stopped
+    /// sending must not hang the caller's teardown).
+    fn flush(&mut self) {
+        let until = std::time::Instant::now() + FLUSH_TIMEOUT;
+        while self.in_flight() > 0 && self.gone.is_none() && std::time::Instant::now() < until {
+            self.kick();
+            if self.poll_completions() == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        }
+        self.poll_completions();
     }
 }
 
@@ -185,18 +206,16 @@ impl TxQueue for XdpTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         self.check_gone()?;
-        same_pool(&self.xsk.pool, pkts)?;
-        self.poll_completions();
+        same_pool(self.xsk.pool(), pkts)?;
         let n_req = pkts.len();
         let Some(h) = self.half.as_mut() else { return Ok(0) };
         if n_req == 0 {
-            if h.in_flight > 0 {
-                self.kick();
+            if h.in_flight() > 0 {
+                self.kick_and_complete();
             }
             return Ok(0);
         }
-        let (at, free) = h.tx.reserve(n_req as u32);
-        let shift = self.shift;
+        let (at, free) = h.reserve(n_req as u32);
         let mut taken = 0usize;
         let mut written = 0u32;
         let mut bytes = 0u64;
@@ -211,7 +230,7 @@ impl TxQueue for XdpTxQueue {
                 // device would fail.
                 let buf = p.buf;
                 if !crate::tx::pad_runt(pkts, i) {
-                    self.xsk.pool.free_one(buf);
+                    self.xsk.pool().free_one(buf);
                     dropped += 1;
                     taken += 1;
                     continue;
@@ -226,47 +245,39 @@ impl TxQueue for XdpTxQueue {
                 // SAFETY: `p` is in `pkts`, which we hold, over our pool (`same_pool`), in its buffer
                 // (checked above), and `pkts` lends out no data while we iterate its descriptors.
                 unsafe {
-                    fill_checksums(&self.xsk.pool, p)
+                    fill_checksums(self.xsk.pool(), p)
                 };
             }
-            h.tx.write(
-                at.wrapping_add(written),
-                XdpDesc {
-                    addr: (u64::from(p.buf) << shift) + u64::from(p.off),
-                    len: u32::from(p.len),
-                    options: 0,
-                },
-            );
-            h.held[p.buf as usize] = 1;
+            h.write(at.wrapping_add(written), p.buf, p.off, p.len);
             bytes += u64::from(p.len);
             written += 1;
             taken += 1;
         }
         if written > 0 {
-            h.tx.submit(written);
-            h.in_flight += written;
+            h.submit(written);
             self.stats.bursts += 1;
         }
         self.stats.packets += u64::from(written);
         self.stats.bytes += bytes;
         self.stats.drops += dropped;
         pkts.forget_front(taken);
-        self.kick();
+        self.kick_and_complete();
         Ok(taken)
     }
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
         self.check_gone()?;
-        let freed = self.poll_completions();
-        if self.in_flight() > 0 {
-            self.kick();
+        let before = self.in_flight();
+        if before > 0 {
+            self.kick_and_complete();
         }
+        let freed = before - self.in_flight();
         self.check_gone()?;
         Ok(freed)
     }
 
     fn in_flight(&self) -> usize {
-        self.half.as_ref().map_or(0, |h| h.in_flight as usize)
+        self.half.as_ref().map_or(0, |h| h.in_flight() as usize)
     }
 
     fn stats(&self) -> &QueueStats {
@@ -276,9 +287,11 @@ impl TxQueue for XdpTxQueue {
 
 impl Drop for XdpTxQueue {
     fn drop(&mut self) {
-        self.poll_completions();
+        self.flush();
         // Buffers still in flight stay recorded in the half and return when the socket closes.
-        *self.xsk.tx.borrow_mut() = self.half.take();
+        if let Some(h) = self.half.take() {
+            self.xsk.put_tx(h);
+        }
     }
 }
 

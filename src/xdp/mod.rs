@@ -30,13 +30,17 @@
 //! **Queues.** The port's queues are the interface's receive queues (`ethtool -L` sets how many),
 //! or the one named in the spec, so [`PortOptions::rx_queues`] cannot choose their number: left
 //! at its default of 1 it is ignored, and any other value must be the number of queues the port
-//! takes, or opening fails. Each queue id gets one AF_XDP socket per thread, bound to that interface queue,
-//! with all four rings (fill, completion, RX, TX) in our own Rust (`ring.rs`); its RX queue and
-//! TX queue share it, so both must be created on the same thread over the same pool. The UMEM is
-//! the pool's own memory (`socket.rs`): no copy between UMEM frames and pool buffers. Queues of
-//! different ids go to different threads (one per core), each with its own pool.
+//! takes, or opening fails. Each queue id gets one AF_XDP socket, bound to that interface queue,
+//! with all four rings (fill, completion, RX, TX) in our own Rust (`crate::xsk`). Both halves of
+//! a queue come from one call, [`Port::queue_pair`](crate::Port::queue_pair), over one pool;
+//! [`Port::rx_queue`](crate::Port::rx_queue) alone makes a socket whose TX ring stays unused, and
+//! [`Port::tx_queue`](crate::Port::tx_queue) alone one that receives nothing (no XSKMAP entry).
+//! A queue id is taken while any queue made from it lives: asking for it again (an RX queue
+//! after a TX queue, say) fails with one line naming `queue_pair`. The UMEM is the pool's own
+//! memory: no copy between UMEM frames and pool buffers. Queues of different ids may go to
+//! different threads (one per core), each with its own pool.
 //!
-//! **Modes**, chosen automatically and reported on stderr per socket and in
+//! **Modes**, chosen automatically and reported per socket (`log::warn!`, for the tools to show) and in
 //! [`Port::description`](crate::Port::description): the program in native (driver) mode if the
 //! driver has it, else generic mode; the socket in zero-copy mode if the driver supports it, else
 //! copy mode (veth: native + copy). `need_wakeup` is always requested: the data path makes a
@@ -55,13 +59,18 @@
 //! [`PortOptions::rx_queues`]: crate::PortOptions::rx_queues
 
 pub(crate) mod port;
-pub(crate) mod ring;
-pub(crate) mod socket;
 
 use crate::flow::rule::{Action, FlowRule};
 use crate::spec::{echo, needs_escape, Backend, PortOptions};
 use crate::Error;
-use socket::BindMode;
+
+/// How to bind a socket: let the kernel's driver decide, or force one mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BindMode {
+    Auto,
+    Copy,
+    ZeroCopy,
+}
 
 /// Where the XDP program may be attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,20 +5,18 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use super::socket::{BindMode, Xsk};
-use super::{AttachMode, XdpSpec};
+use super::{AttachMode, BindMode, XdpSpec};
 use crate::flow::bpf::{compile_xdp, LoadedProgram, StealAction, XskMap};
 use crate::flow::rule::FlowRule;
 use crate::rx::xdp::XdpRxQueue;
 use crate::spec::Backend;
 use crate::sys::{bpf, netdev};
 use crate::tx::xdp::XdpTxQueue;
+use crate::xsk::socket::{BindArgs, Socket, XDP_PACKET_HEADROOM};
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The xdp ports open in this process, by namespace and ifindex: an interface takes one XDP
 /// program, so a second port on it could only fail to attach; it is refused as what it is.
@@ -38,7 +36,6 @@ fn already_open(netns: Option<(u64, u64)>, ifindex: u32) -> Option<String> {
 }
 
 pub(crate) struct PortShared {
-    pub id: u64,
     pub ifname: String,
     pub ifindex: u32,
     /// Queues of the interface, and the first and number of those this port uses.
@@ -51,6 +48,8 @@ pub(crate) struct PortShared {
     pub map: XskMap,
     /// How the last socket bound: 0 none yet, 1 copy, 2 zero-copy (for `describe`).
     pub bound: AtomicU8,
+    /// Which of the port's queue ids have a socket (see [`Claim`]).
+    claimed: std::sync::Mutex<Vec<bool>>,
     netns: OwnedFd,
     _prog: LoadedProgram,
     _link: OwnedFd,
@@ -82,8 +81,8 @@ pub(crate) fn io_error(ifname: &str, what: &str, e: io::Error) -> Error {
             "this kernel has no AF_XDP sockets: needs Linux 4.18+ built with CONFIG_XDP_SOCKETS=y".to_string()
         }
         Some(libc::EBUSY) => format!(
-            "the queue is already bound to another AF_XDP socket ({e}): one socket per queue; open a queue id's RX \
-             and TX queues on the same thread, and no other program on the queue"
+            "the queue is already bound to another AF_XDP socket ({e}): one socket per queue; take a queue id's RX \
+             and TX halves together with Port::queue_pair, and no other program on the queue"
         ),
         Some(libc::ENOBUFS | libc::ENOMEM) => {
             format!("{e}: the UMEM could not be pinned; raise RLIMIT_MEMLOCK (ulimit -l) or run as root")
@@ -95,6 +94,91 @@ pub(crate) fn io_error(ifname: &str, what: &str, e: io::Error) -> Error {
 
 pub(crate) struct XdpPort {
     shared: Arc<PortShared>,
+}
+
+/// A socket for `hw_queue` of `port` over `pool`: zero-copy, then copy mode, unless the spec
+/// forces one.
+fn open_socket(
+    port: &Arc<PortShared>,
+    hw_queue: u32,
+    pool: &Rc<Pool>,
+    size: u32,
+    tx_budget: u32,
+) -> Result<Socket, Error> {
+    let name = port.name();
+    let chunk = pool.buf_size();
+    // Aligned mode: chunks are powers of two from XDP_UMEM_MIN_CHUNK_SIZE (2048) to the page
+    // size (net/xdp/xdp_umem.c, xdp_umem_reg).
+    if !(2048..=4096).contains(&chunk) {
+        return Err(Error::Config(format!(
+            "{name}: AF_XDP needs pool buffers of 2048 or 4096 bytes (a UMEM chunk is a buffer), not {chunk}"
+        )));
+    }
+    if pool.data_room() < XDP_PACKET_HEADROOM + 64 {
+        return Err(Error::Config(format!(
+            "{name}: pool headroom leaves no room for frames"
+        )));
+    }
+    let modes: &[BindMode] = match port.bind {
+        BindMode::Auto => &[BindMode::ZeroCopy, BindMode::Copy],
+        BindMode::ZeroCopy => &[BindMode::ZeroCopy],
+        BindMode::Copy => &[BindMode::Copy],
+    };
+    let what = || format!("queue {hw_queue}");
+    let mut last = None;
+    for (k, &mode) in modes.iter().enumerate() {
+        let args = BindArgs {
+            pool,
+            ifindex: port.ifindex,
+            hw_queue,
+            size,
+            zerocopy: mode == BindMode::ZeroCopy,
+            tx_budget,
+        };
+        // The socket belongs to the namespace it is created in, which decides what its bind's
+        // ifindex names: create it where the port was opened.
+        let bound = port
+            .in_netns(crate::sys::xsk::socket)
+            .and_then(|fd| Socket::bind(fd?, &args));
+        match bound {
+            Ok(x) => {
+                port.bound.store(if x.is_zerocopy() { 2 } else { 1 }, Ordering::Relaxed);
+                log::warn!(
+                    "rawpkt: {name} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on, {} frames per sendto; XDP program in {} mode",
+                    if x.is_zerocopy() { "zero-copy" } else { "copy" },
+                    x.tx_budget().unwrap_or(32),
+                    port.attach_mode,
+                );
+                return Ok(x);
+            }
+            // Zero-copy not offered by this driver (veth, most virtual devices): fall back.
+            Err(e) if k + 1 < modes.len() && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
+                last = Some(e)
+            }
+            Err(e) if mode == BindMode::ZeroCopy && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                return Err(no_zero_copy(port, hw_queue))
+            }
+            Err(e) => return Err(port.io_error(&what(), e)),
+        }
+    }
+    Err(port.io_error(&what(), last.unwrap_or_else(|| io::Error::other("no bind mode"))))
+}
+
+/// `bind=zerocopy` on an interface whose driver has no zero-copy AF_XDP (`XDP_ZEROCOPY` bind:
+/// EOPNOTSUPP, net/xdp/xsk_buff_pool.c `xp_assign_dev`: the driver has no `ndo_xsk_wakeup` or
+/// XDP_SETUP_XSK_POOL): what the user asked for cannot be had on this device.
+fn no_zero_copy(port: &Arc<PortShared>, hw_queue: u32) -> Error {
+    let driver = port
+        .in_netns(|| netdev::driver(&port.ifname))
+        .ok()
+        .flatten()
+        .map_or(String::new(), |d| format!(" ({d})"));
+    Error::Config(format!(
+        "{} queue {hw_queue}: the driver of {}{driver} has no zero-copy AF_XDP; use bind=copy, or leave bind \
+         unset to fall back to copy mode",
+        port.name(),
+        port.ifname
+    ))
 }
 
 /// Opens the port described by `spec`, in the calling thread's namespace or the one it names.
@@ -128,7 +212,6 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
     } = shared;
     let port = XdpPort {
         shared: Arc::new(PortShared {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ifname: spec.ifname.clone(),
             ifindex,
             hw_queues,
@@ -139,6 +222,7 @@ pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
             rules,
             map,
             bound: AtomicU8::new(0),
+            claimed: std::sync::Mutex::new(vec![false; queues as usize]),
             netns,
             _prog: prog,
             _link: link,
@@ -289,7 +373,87 @@ fn attach(
     )))
 }
 
+/// A port's hold on one of its queue ids while a socket is bound to it: one socket per interface
+/// queue (the kernel refuses a second bind with EBUSY), and a queue id asked for twice says so in
+/// words of the API rather than the kernel's.
+struct Claim {
+    port: Arc<PortShared>,
+    qid: u16,
+}
+
+impl Claim {
+    fn take(port: &Arc<PortShared>, qid: u16) -> Result<Claim, Error> {
+        let mut claimed = port.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        if std::mem::replace(&mut claimed[usize::from(qid)], true) {
+            return Err(Error::Config(format!(
+                "{}: queue {qid} is already in use by a queue that is still open; a queue id is taken once at a \
+                 time, and its RX and TX halves together come from Port::queue_pair",
+                port.name()
+            )));
+        }
+        Ok(Claim {
+            port: port.clone(),
+            qid,
+        })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut claimed = self.port.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        claimed[usize::from(self.qid)] = false;
+    }
+}
+
+/// Stops the XDP program sending frames to a queue's socket when its RX queue is dropped.
+struct Steering {
+    port: Arc<PortShared>,
+    hw_queue: u32,
+}
+
+impl Drop for Steering {
+    fn drop(&mut self) {
+        let _ = bpf::xskmap_clear(self.port.map.fd(), self.hw_queue);
+    }
+}
+
 impl XdpPort {
+    /// A socket for queue `qid`, bound to its interface queue: the queue id is taken until the
+    /// socket closes (every queue made from it dropped).
+    fn socket(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<(Rc<Socket>, u32), Error> {
+        let hw = self.hw_queue(qid)?;
+        if cfg.xdp_tx_budget < 32 {
+            // The kernel's floor (xsk_setsockopt): below it the option is refused.
+            return Err(Error::Config(format!(
+                "{}: xdp_tx_budget {} is below 32, the fewest frames per sendto the kernel takes",
+                self.shared.name(),
+                cfg.xdp_tx_budget
+            )));
+        }
+        let claim = Claim::take(&self.shared, qid)?;
+        let x = open_socket(&self.shared, hw, pool, cfg.size, cfg.xdp_tx_budget)?;
+        Ok((Rc::new(x.owned_by(Box::new(claim))), hw))
+    }
+
+    /// The RX queue over `xsk`, its fill ring filled, then entered in the XSKMAP.
+    fn rx(&self, xsk: Rc<Socket>, hw_queue: u32) -> Result<XdpRxQueue, Error> {
+        let port = &self.shared;
+        let name = format!("{} queue {hw_queue}", port.name());
+        let mut q = XdpRxQueue::new(xsk, &name)?;
+        // Only now does the program send frames here: the fill ring has buffers.
+        bpf::xskmap_set(port.map.fd(), hw_queue, q.raw_fd())
+            .map_err(|e| port.io_error("binding the queue in the XSKMAP", e))?;
+        q.steered_by(Box::new(Steering {
+            port: port.clone(),
+            hw_queue,
+        }));
+        Ok(q)
+    }
+
+    fn tx(&self, xsk: Rc<Socket>, hw_queue: u32) -> Result<XdpTxQueue, Error> {
+        XdpTxQueue::new(xsk, &format!("{} queue {hw_queue}", self.shared.name()))
+    }
+
     fn hw_queue(&self, qid: u16) -> Result<u32, Error> {
         let s = &self.shared;
         if u32::from(qid) >= s.queues {
@@ -326,16 +490,22 @@ impl XdpPort {
 }
 
 impl Backend for XdpPort {
+    /// A socket whose TX ring stays unused (see [`crate::Port::queue_pair`]).
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
-        let hw = self.hw_queue(qid)?;
-        let xsk = Xsk::get(&self.shared, hw, pool, cfg.size)?;
-        Ok(Box::new(XdpRxQueue::new(xsk)?))
+        let (xsk, hw) = self.socket(qid, pool, cfg)?;
+        Ok(Box::new(self.rx(xsk, hw)?))
     }
 
+    /// A socket that receives nothing: no XSKMAP entry points at it.
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
-        let hw = self.hw_queue(qid)?;
-        let xsk = Xsk::get(&self.shared, hw, pool, cfg.size)?;
-        Ok(Box::new(XdpTxQueue::new(xsk)?))
+        let (xsk, hw) = self.socket(qid, pool, cfg)?;
+        Ok(Box::new(self.tx(xsk, hw)?))
+    }
+
+    /// Both halves of one socket.
+    fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
+        let (xsk, hw) = self.socket(qid, pool, cfg)?;
+        Ok((Box::new(self.rx(xsk.clone(), hw)?), Box::new(self.tx(xsk, hw)?)))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
