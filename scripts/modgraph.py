@@ -13,7 +13,8 @@ model's device files import nothing of the driver but its formats; 1 otherwise (
 upward import of `sys` and each driver import of the device printed on its own line).
 
 The model (`model/`) is a device: it may take the PRM formats (`dv::prm`), the flow matcher and
-header views it steers with (`flow`), memory mappings (`mem::region`) and the `sys` wrappers, but
+header views it steers with (`flow`), memory mappings (`mem::region`), the `sys` wrappers and
+the leaf that escapes user input in messages (`text`), but
 not the driver's rings, queues or control paths (`dv::ring`, `rx`, `tx`, `mlx5`, ...). Only its
 backend glue, `model::port`, hands its queues to the driver (DEVICE_GLUE).
 """
@@ -130,7 +131,7 @@ def room(mod, depth, dir_rooms):
 # The model's files that may reach the driver: the `model:` backend's control path.
 DEVICE_GLUE = {("model", "port")}
 # What the model's device files may import from outside `model/`.
-DEVICE_MAY_USE = [("dv", "prm"), ("flow",), ("mem", "region"), ("sys",)]
+DEVICE_MAY_USE = [("dv", "prm"), ("flow",), ("mem", "region"), ("sys",), ("text",)]
 
 
 def device_imports_driver(a, b):
@@ -195,7 +196,7 @@ def main():
         with open(path, encoding="utf-8") as f:
             text = strip_comments(f.read())
         # Inline test modules may reach anywhere; they are not part of the graph.
-        text = re.split(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", text)[0]
+        text = re.split(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+\w+\s*\{", text)[0]
         paths = [p for tree in USE_RE.findall(text) for p in expand_use(tree)]
         paths += INLINE_RE.findall(text)
         for p in paths:
