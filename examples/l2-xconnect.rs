@@ -26,7 +26,6 @@
 //!
 //! Exit status, as pktgen's (see [`Fail`]): 2 for a usage mistake, 1 for a failure.
 
-use std::fmt;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,13 +33,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use rawpkt::tool::{self, Fail};
 use rawpkt::{open, Burst, Pool, PoolConfig, Port, QueueConfig, QueueError, QueueStats, RxQueue, TxQueue};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "l2-xconnect",
     about = "Cross-connect two ports: what arrives on A leaves on B, and the reverse",
-    after_help = EXIT_STATUS
+    after_help = tool::fail::exit_status("l2-xconnect", "")
 )]
 pub struct Cli {
     /// Port A (see the README's port specs)
@@ -56,7 +56,7 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub burst: u16,
     /// Stop after this many seconds (default: run until Ctrl-C)
-    #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECS", value_parser = tool::cli::positive_secs, allow_negative_numbers = true)]
     pub duration: Option<Duration>,
     /// Copy frames between per-port pools even though a zero-copy hand-off is possible
     #[arg(long)]
@@ -65,7 +65,7 @@ pub struct Cli {
     #[arg(long)]
     pub touch: bool,
     /// Seconds between stats lines, at least 0.1; 0 prints only the summary
-    #[arg(long, value_name = "SECS", default_value = "1", value_parser = interval, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = tool::cli::interval, allow_negative_numbers = true)]
     pub stats_interval: Duration,
     /// Model ports only: send 60-byte frames into A and B from the other port of each model NIC
     /// and count what comes out (model NICs exist only inside this process)
@@ -79,102 +79,6 @@ impl Cli {
             burst: usize::from(self.burst),
             copy: self.copy,
             touch: self.touch,
-        }
-    }
-}
-
-fn secs(s: &str) -> Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && (0.0..=1e9).contains(&v) => Ok(Duration::from_secs_f64(v)),
-        _ => Err("expected a number of seconds, at least 0".into()),
-    }
-}
-
-/// Shortest stats interval: 1e-9 once printed 600 000 lines a second. iperf3's bound for its
-/// reports (`-i`, `MIN_INTERVAL` in iperf_api.h).
-const MIN_INTERVAL: Duration = Duration::from_millis(100);
-
-fn interval(s: &str) -> Result<Duration, String> {
-    match secs(s) {
-        Ok(d) if d.is_zero() || d >= MIN_INTERVAL => Ok(d),
-        _ => Err(format!(
-            "expected 0 (summary only) or a number of seconds, at least {}",
-            MIN_INTERVAL.as_secs_f64()
-        )),
-    }
-}
-
-fn positive_secs(s: &str) -> Result<Duration, String> {
-    match secs(s) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        _ => Err("expected a number of seconds, more than 0".into()),
-    }
-}
-
-/// A clap error as one line: its text up to the first blank line (the usage tips follow it).
-pub fn one_line(e: &clap::Error) -> String {
-    let text = e.to_string();
-    let head: Vec<&str> = text
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect();
-    head.join(" ")
-}
-
-pub const EXIT_STATUS: &str = "Exit status: 0 done (also after Ctrl-C); 2 a usage mistake: a bad \
-or missing value, options that do not go together, a port spec rawpkt rejects as malformed or out of \
-range; 1 a failure: a device, interface or namespace that is missing or not permitted, no packet \
-memory, a queue that failed while running. A closed standard output (l2-xconnect | head -1) stops the \
-run and ends it by SIGPIPE, quietly, as any Unix filter.";
-
-/// An error line and whose mistake it is, which decides the exit status, so that a script can
-/// tell "change the command" from "something on this machine said no":
-///
-/// * `Usage` (2): clap rejected a value, options that do not go together (A = B, `--generate`
-///   without two model NICs), or rawpkt rejected a spec as malformed (`Error::Spec`) or a value as
-///   out of range (`Error::Config`, e.g. a queue the port does not have, found when a core asks
-///   for its queue).
-/// * `Runtime` (1): the command is well formed but the system refused or broke: `Error::Device`
-///   (no such device, interface or namespace; not permitted), `Error::Memory`, a queue that
-///   failed while forwarding, a thread that panicked.
-#[derive(Clone, Debug)]
-pub enum Fail {
-    Usage(String),
-    Runtime(String),
-}
-
-impl Fail {
-    /// `what: e`, with rawpkt's kind of error deciding whose mistake it is.
-    pub fn rawpkt(what: impl fmt::Display, e: rawpkt::Error) -> Fail {
-        let msg = format!("{what}: {e}");
-        if e.is_usage() {
-            Fail::Usage(msg)
-        } else {
-            Fail::Runtime(msg)
-        }
-    }
-
-    /// The same error with `what: ` in front.
-    pub fn within(self, what: impl fmt::Display) -> Fail {
-        match self {
-            Fail::Usage(m) => Fail::Usage(format!("{what}: {m}")),
-            Fail::Runtime(m) => Fail::Runtime(format!("{what}: {m}")),
-        }
-    }
-
-    pub fn code(&self) -> u8 {
-        match self {
-            Fail::Usage(_) => 2,
-            Fail::Runtime(_) => 1,
-        }
-    }
-}
-
-impl fmt::Display for Fail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fail::Usage(m) | Fail::Runtime(m) => f.write_str(m),
         }
     }
 }
@@ -520,7 +424,7 @@ fn traffic(
 #[allow(clippy::too_many_arguments)]
 fn worker(
     i: usize,
-    cpu: Option<core_affinity::CoreId>,
+    cpu: Option<usize>,
     ports: [&Port; 2],
     cli: &Cli,
     halt: &AtomicBool,
@@ -528,8 +432,8 @@ fn worker(
     ready: mpsc::Sender<Result<(), Fail>>,
 ) -> Result<Final, Fail> {
     if let Some(cpu) = cpu {
-        if !core_affinity::set_for_current(cpu) {
-            rawpkt::errln!("warning: core {i}: could not pin to CPU {}; running unpinned", cpu.id);
+        if !tool::cpu::pin(cpu) {
+            rawpkt::errln!("warning: core {i}: could not pin to CPU {cpu}; running unpinned");
         }
     }
     let mut core = match Core::new(ports[0], ports[1], i as u16, cli.forwarding()) {
@@ -607,21 +511,17 @@ fn run(cli: Cli) -> Result<(), Fail> {
 
     // VPP's layout: the main thread (stats) on the first CPU, workers on the next ones.
     let n = usize::from(cli.cores);
-    let cpus = core_affinity::get_core_ids().unwrap_or_default();
-    let plan: Vec<Option<core_affinity::CoreId>> = match cpus.len() {
-        m if m > n => cpus[1..=n].iter().copied().map(Some).collect(),
-        m if m == n => cpus.iter().copied().map(Some).collect(),
-        m => {
-            rawpkt::errln!("warning: not pinning: {n} cores asked for and {m} CPUs available");
-            vec![None; n]
-        }
-    };
+    let plan = tool::cpu::plan(n);
+    if plan[0].is_none() {
+        let m = tool::cpu::allowed().len();
+        rawpkt::errln!("warning: not pinning: {n} cores asked for and {m} CPUs available");
+    }
     rawpkt::outln!(
         "l2-xconnect: A = {}, B = {}, {n} core(s) on CPU(s) {}, burst {}",
         a.spec(),
         b.spec(),
         plan.iter()
-            .map(|c| c.map_or("-".into(), |c| c.id.to_string()))
+            .map(|c| c.map_or("-".into(), |c| c.to_string()))
             .collect::<Vec<_>>()
             .join(","),
         cli.burst
@@ -812,25 +712,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(), // --help
-        Err(e) => {
-            rawpkt::errln!("{}", one_line(&e));
-            return ExitCode::from(2);
-        }
-    };
-    let fail = |e: Fail| {
-        rawpkt::errln!("error: {e}");
-        ExitCode::from(e.code())
-    };
-    if let Err(e) = run(cli) {
-        return fail(e);
-    }
-    // A closed stdout (`l2-xconnect | head -1`) stopped the run as Ctrl-C does; it ends by
-    // SIGPIPE, quietly, as any Unix filter whose reader has gone.
-    match rawpkt::finish_stdout() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(Fail::Runtime(format!("standard output: {e}"))),
+    tool::log::init();
+    match tool::parse("error") {
+        Ok(cli) => tool::finish("error", run(cli)),
+        Err(code) => code,
     }
 }

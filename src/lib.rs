@@ -30,6 +30,8 @@ pub mod rx;
 pub mod spec;
 pub mod stats;
 mod sys;
+#[cfg(feature = "tools")]
+pub mod tool;
 pub mod tx;
 mod xdp;
 

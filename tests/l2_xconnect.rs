@@ -399,7 +399,7 @@ fn the_cli_defaults_to_two_model_nics_and_rejects_bad_values_in_one_line() {
         (&["--stats-interval", "0.099"][..], "at least 0.1"),
     ] {
         let e = xconnect::Cli::try_parse_from(std::iter::once("l2-xconnect").chain(args.iter().copied())).unwrap_err();
-        let line = xconnect::one_line(&e);
+        let line = rawpkt::tool::cli::one_line(&e);
         assert!(
             line.starts_with("error: ") && line.contains(says) && !line.contains('\n'),
             "{line}"
