@@ -31,6 +31,10 @@ pub(crate) trait Backend: Send + Sync {
     fn device_drops(&self) -> Option<u64> {
         None
     }
+    /// [`Port::buffers_pinned`]; by default one buffer per descriptor of each queue.
+    fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        2 * cfg.size as usize
+    }
     /// One line about the device behind the port and what the backend chose at open time
     /// (hardware ports: link state, speed, MAC, datapath; xdp ports: modes, queues, rules).
     fn describe(&self) -> Option<String> {
@@ -154,6 +158,16 @@ impl Port {
     /// pile up between two completions, this is exact; it covers every queue of the port.
     pub fn device_drops(&self) -> Option<u64> {
         self.backend.device_drops()
+    }
+
+    /// Most buffers of its pool that one RX queue and one TX queue of this port, both opened
+    /// with `cfg`, hold at once: a pool for `n` such pairs needs `n * buffers_pinned(cfg)`
+    /// buffers, and the bursts in flight on top, for the queues never to run it dry. A queue
+    /// holds more than its `size` where its descriptors carry more than one packet (mlx5 with
+    /// enhanced multi-packet send: up to four per send WQEBB) or frames wait in two rings
+    /// (AF_XDP: the TX and the completion ring).
+    pub fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        self.backend.buffers_pinned(cfg)
     }
 
     /// For model ports: the model NIC and this port's number on it (counters, fault injection).
@@ -433,6 +447,11 @@ impl Backend for ModelPort {
 
     fn device_drops(&self) -> Option<u64> {
         Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
+    }
+
+    fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        // `create_sq` gives the SQ `cfg.size` WQEBBs (a power of two), as `tx_queue` asks.
+        cfg.size as usize + crate::tx::dv::tx_buffers(cfg.size, &self.nic.caps()) as usize
     }
 
     fn identity(&self) -> PortIdentity {

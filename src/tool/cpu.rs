@@ -18,14 +18,24 @@ pub fn pin(cpu: usize) -> bool {
 }
 
 /// One CPU for each of `n` worker loops, VPP's layout: the main thread on the first allowed CPU,
-/// workers on the next ones; all of them if there are exactly `n`; None each (unpinned) if fewer.
+/// workers on the next ones; all of them if there are exactly `n`; if fewer, None each
+/// (unpinned), with a warning.
 pub fn plan(n: usize) -> Vec<Option<usize>> {
     let cpus = allowed();
     match cpus.len() {
         m if m > n => cpus[1..=n].iter().copied().map(Some).collect(),
         m if m == n => cpus.into_iter().map(Some).collect(),
-        _ => vec![None; n],
+        m => {
+            crate::errln!("warning: not pinning: {n} cores asked for and {m} CPUs available");
+            vec![None; n]
+        }
     }
+}
+
+/// A [`plan`] as `1,2,3`, `-` for an unpinned loop.
+pub fn show(plan: &[Option<usize>]) -> String {
+    let each: Vec<String> = plan.iter().map(|c| c.map_or("-".into(), |c| c.to_string())).collect();
+    each.join(",")
 }
 
 /// CPU ids as ranges, `0-3,8` (ids ascending).

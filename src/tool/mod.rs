@@ -1,7 +1,8 @@
 //! What pktgen and the examples share, so that every tool behaves the same way: the exit codes
 //! (2 for a usage mistake, 1 for a failure) and the one-line error that goes with them, clap
 //! errors and `--help` on a closed pipe, the seconds options, CPU pinning, the stderr logger the
-//! library's warnings reach, and the model traffic source `l2-xconnect --generate` runs.
+//! library's warnings reach, a run's threads and stats lines, and what l2-xconnect needs beyond
+//! its forwarding loop (its command line, the model traffic of `--generate`).
 //!
 //! Compiled only with the `tools` feature (on by default), which also brings in clap,
 //! core_affinity and hdrhistogram: a library user who turns it off gets none of them.
@@ -10,6 +11,9 @@ pub mod cli;
 pub mod cpu;
 pub mod fail;
 pub mod log;
+pub mod stats;
+pub mod threads;
+pub mod xconnect;
 
 pub use cli::{finish, parse};
 pub use fail::Fail;

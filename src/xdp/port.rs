@@ -342,6 +342,13 @@ impl Backend for XdpPort {
         None
     }
 
+    fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        // RX: the fill and RX rings together hold at most `size` posted frames. TX: a frame is
+        // ours again only once it reaches the completion ring, and the kernel takes from the TX
+        // ring only while the completion ring has room: up to both rings' worth in flight.
+        3 * cfg.size as usize
+    }
+
     fn describe(&self) -> Option<String> {
         Some(XdpPort::describe(self))
     }
