@@ -28,3 +28,18 @@ pub fn init() {
         log::set_max_level(LevelFilter::Info);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_and_notes_pass_and_debug_does_not() {
+        let at = |level| Metadata::builder().level(level).target("rawpkt").build();
+        assert!(Stderr.enabled(&at(Level::Warn)) && Stderr.enabled(&at(Level::Info)));
+        assert!(!Stderr.enabled(&at(Level::Debug)) && !Stderr.enabled(&at(Level::Trace)));
+        init();
+        init(); // a second call is no failure
+        assert_eq!(log::max_level(), LevelFilter::Info);
+    }
+}
