@@ -116,10 +116,10 @@ impl<'s, 'e, T: Send + 's> Crew<'s, 'e, T> {
 
     /// Stops the threads and joins them: what each returned, in the order they started, or the
     /// first failure.
-    pub fn join(self) -> Result<Vec<T>, Fail> {
+    pub fn join(mut self) -> Result<Vec<T>, Fail> {
         self.halt.store(true, Ordering::Relaxed);
         let mut out = Ok(Vec::new());
-        for t in self.threads {
+        for t in std::mem::take(&mut self.threads) {
             let name = t.thread().name().unwrap_or("a thread").to_string();
             let r = t
                 .join()
@@ -131,5 +131,78 @@ impl<'s, 'e, T: Send + 's> Crew<'s, 'e, T> {
             }
         }
         out
+    }
+}
+
+/// However the main thread leaves the scope (a failure returned early, a panic), the threads
+/// stop: the scope joins them before it returns, and they run until `halt`.
+impl<T> Drop for Crew<'_, '_, T> {
+    fn drop(&mut self) {
+        self.halt.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread that fails its set-up, and one that dies before answering, end the wait with a
+    /// failure, and the ones that came up are stopped and joined rather than left spinning.
+    #[test]
+    fn a_failed_or_dead_thread_stops_the_crew() {
+        let halt = AtomicBool::new(false);
+        let r = std::thread::scope(|s| {
+            let mut crew = Crew::new(s, &halt);
+            let spin = |ready: Ready| {
+                ready.say(&Ok::<(), Fail>(()));
+                while !halt.load(Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
+                Ok(1)
+            };
+            crew.spawn("up".into(), None, spin)?;
+            crew.spawn("dies".into(), None, |_ready| -> Result<i32, Fail> { panic!("set-up") })?;
+            crew.wait()
+        });
+        assert!(matches!(r, Err(Fail::Runtime(m)) if m.contains("died during set-up")));
+        halt.store(false, Ordering::Relaxed);
+        let r = std::thread::scope(|s| {
+            let mut crew = Crew::new(s, &halt);
+            crew.spawn("bad".into(), None, |ready| {
+                let setup = Err::<i32, _>(Fail::Usage("no queue".into()));
+                ready.say(&setup);
+                setup
+            })?;
+            crew.wait()
+        });
+        assert!(matches!(r, Err(Fail::Usage(m)) if m == "no queue"));
+    }
+
+    /// Once up, the crew runs until one thread ends; join gives each result in order, or the
+    /// first failure.
+    #[test]
+    fn the_watch_ends_with_a_thread_and_join_gives_the_results() {
+        let halt = AtomicBool::new(false);
+        let got = std::thread::scope(|s| {
+            let mut crew = Crew::new(s, &halt);
+            for i in 0..3 {
+                let halt = &halt;
+                crew.spawn(format!("t{i}"), None, move |ready| {
+                    ready.say(&Ok::<(), Fail>(()));
+                    while i > 0 && !halt.load(Ordering::Relaxed) {
+                        std::thread::yield_now();
+                    }
+                    Ok(i)
+                })?;
+            }
+            crew.wait()?;
+            let mut lines = 0;
+            crew.watch(None, &mut Ticker::new(Instant::now(), Duration::ZERO), |_, _| {
+                lines += 1
+            });
+            assert_eq!(lines, 0);
+            crew.join()
+        });
+        assert_eq!(got.unwrap(), vec![0, 1, 2]);
     }
 }
