@@ -37,6 +37,10 @@ pub(crate) trait Backend: Send + Sync {
     fn device_drops(&self) -> Option<u64> {
         None
     }
+    /// [`Port::buffers_pinned`]; by default one buffer per descriptor of each queue.
+    fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        2 * cfg.size as usize
+    }
     /// One line about the device behind the port and what the backend chose at open time
     /// (hardware ports: link state, speed, MAC, datapath; xdp ports: modes, queues, rules).
     fn describe(&self) -> Option<String> {
@@ -186,6 +190,16 @@ impl Port {
             spec: spec.to_string(),
             backend,
         }
+    }
+
+    /// Most buffers of its pool that one RX queue and one TX queue of this port, both opened
+    /// with `cfg`, hold at once: a pool for `n` such pairs needs `n * buffers_pinned(cfg)`
+    /// buffers, and the bursts in flight on top, for the queues never to run it dry. A queue
+    /// holds more than its `size` where its descriptors carry more than one packet (mlx5 with
+    /// enhanced multi-packet send: up to four per send WQEBB) or frames wait in two rings
+    /// (AF_XDP: the TX and the completion ring).
+    pub fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        self.backend.buffers_pinned(cfg)
     }
 }
 

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::{fill_frame, frame_len, seq_of};
+use rawpkt::tool::xconnect::far_end;
 use rawpkt::{open, Burst, Pool, PoolConfig, Port, QueueConfig, QueueError, QueueStats, TxQueue};
 use xconnect::{Core, Counts, Forwarding, Published};
 
@@ -381,9 +382,9 @@ fn the_cli_defaults_to_two_model_nics_and_rejects_bad_values_in_one_line() {
         (cli.cores, cli.burst, cli.duration, cli.copy, cli.touch),
         (1, 32, None, false, false)
     );
-    assert_eq!(xconnect::far_end(&cli.port_a).as_deref(), Some("model:xc-a/0"));
-    assert_eq!(xconnect::far_end(&cli.port_b).as_deref(), Some("model:xc-b/1"));
-    assert_eq!(xconnect::far_end("model:afpacket=eth0"), None);
+    assert_eq!(far_end(&cli.port_a).as_deref(), Some("model:xc-a/0"));
+    assert_eq!(far_end(&cli.port_b).as_deref(), Some("model:xc-b/1"));
+    assert_eq!(far_end("model:afpacket=eth0"), None);
     for (arg, want) in [("0", Duration::ZERO), ("0.1", Duration::from_millis(100))] {
         let cli = xconnect::Cli::try_parse_from(["l2-xconnect", "--stats-interval", arg]).unwrap();
         assert_eq!(cli.stats_interval, want, "{arg}");
@@ -399,7 +400,7 @@ fn the_cli_defaults_to_two_model_nics_and_rejects_bad_values_in_one_line() {
         (&["--stats-interval", "0.099"][..], "at least 0.1"),
     ] {
         let e = xconnect::Cli::try_parse_from(std::iter::once("l2-xconnect").chain(args.iter().copied())).unwrap_err();
-        let line = xconnect::one_line(&e);
+        let line = rawpkt::tool::cli::one_line(&e);
         assert!(
             line.starts_with("error: ") && line.contains(says) && !line.contains('\n'),
             "{line}"

@@ -417,3 +417,18 @@ fn model_queue_ids_unknown_or_in_use_are_config_errors() {
     let _rx = a.rx_queue(0, &pool, &q).unwrap();
     let _tx = a.tx_queue(0, &pool, &q).unwrap();
 }
+
+/// A port says how many buffers a queue pair pins, so that callers size pools without knowing the
+/// device: the default model NIC is a ConnectX-5, whose TX queue packs up to four packets into
+/// each send WQEBB with enhanced multi-packet send (`tx::dv`), beside an RX ring of `size`.
+#[test]
+fn a_port_says_how_many_buffers_a_queue_pair_pins() {
+    let port = open("model:pinned/0").unwrap();
+    for size in [64u32, 1024] {
+        let q = QueueConfig {
+            size,
+            ..QueueConfig::default()
+        };
+        assert_eq!(port.buffers_pinned(&q), 5 * size as usize, "size {size}");
+    }
+}

@@ -714,6 +714,19 @@ impl Backend for Mlx5Port {
         self
     }
 
+    fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        let tx = match self.shared.mode {
+            // The SQ rdma-core builds for `tx_queue`'s QP, and what the DV queue keeps on it.
+            Mode::Dv(caps) => {
+                let wqebbs = Qp::raw_tx_wqebbs(cfg.size, u32::from(cfg.tx_inline));
+                crate::tx::dv::tx_buffers(wqebbs, &caps) as usize
+            }
+            // One buffer per posted send WR.
+            Mode::Verbs => cfg.size as usize,
+        };
+        cfg.size as usize + tx
+    }
+
     fn describe(&self) -> Option<String> {
         let sh = &self.shared;
         let mut d = sh.description.clone();

@@ -304,6 +304,11 @@ impl Backend for ModelPort {
         self
     }
 
+    fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        // `create_sq` gives the SQ `cfg.size` WQEBBs (a power of two), as `tx_queue` asks.
+        cfg.size as usize + crate::tx::dv::tx_buffers(cfg.size, &self.nic.caps()) as usize
+    }
+
     fn device_drops(&self) -> Option<u64> {
         Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
     }

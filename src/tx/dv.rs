@@ -150,8 +150,7 @@ impl DvTxQueue {
         }
         let size = sq_ring.size();
         let empw = caps.enhanced_mpw && caps.inline_mode == InlineMode::None;
-        // A SEND takes a WQEBB per packet; an eMPW WQE packs four data segments per WQEBB.
-        let elts = if empw { size * 4 } else { size };
+        let elts = tx_buffers(size, &caps);
         Ok(DvTxQueue {
             qpn_ds4_be: CtrlSeg::qpn_ds(sq.qpn, 4).get().to_be(),
             lkey_be: lkey.to_be(),
@@ -704,6 +703,17 @@ fn tx_burst_plain(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueErr
 #[target_feature(enable = "movbe")]
 fn tx_burst_movbe(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueError> {
     q.burst(pkts)
+}
+
+/// Packets a TX queue over a send queue of `wqebbs` WQEBBs holds until their completions, the
+/// buffers it pins: a SEND takes a WQEBB per packet; an eMPW WQE packs four data segments per
+/// WQEBB (DPDK `mlx5_tx_burst_empw_simple`), so with eMPW up to four packets per WQEBB.
+pub(crate) fn tx_buffers(wqebbs: u32, caps: &DvCaps) -> u32 {
+    if caps.enhanced_mpw && caps.inline_mode == InlineMode::None {
+        wqebbs * 4
+    } else {
+        wqebbs
+    }
 }
 
 /// Writes one eMPW data segment per packet (byte count, lkey, address) and its buffer into the

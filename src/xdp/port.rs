@@ -143,8 +143,8 @@ fn open_socket(
         match bound {
             Ok(x) => {
                 port.bound.store(if x.is_zerocopy() { 2 } else { 1 }, Ordering::Relaxed);
-                log::warn!(
-                    "rawpkt: {name} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on, {} frames per sendto; XDP program in {} mode",
+                log::info!(
+                    "{name} queue {hw_queue}: AF_XDP socket bound in {} mode, need_wakeup on, {} frames per sendto; XDP program in {} mode",
                     if x.is_zerocopy() { "zero-copy" } else { "copy" },
                     x.tx_budget().unwrap_or(32),
                     port.attach_mode,
@@ -510,6 +510,13 @@ impl Backend for XdpPort {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
+        // RX: the fill and RX rings together hold at most `size` posted frames. TX: a frame is
+        // ours again only once it reaches the completion ring, and the kernel takes from the TX
+        // ring only while the completion ring has room: up to both rings' worth in flight.
+        3 * cfg.size as usize
     }
 
     fn describe(&self) -> Option<String> {

@@ -6,6 +6,14 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+/// The tools' exit status rule, and pktgen's own kind of failure.
+fn exit_status() -> String {
+    rawpkt::tool::fail::exit_status(
+        "pktgen",
+        ", or frames sent and not one received (as ping exits 1 when no reply came)",
+    )
+}
+
 /// pktgen: sends Ethernet/IP/UDP traffic from pinned cores and receives it, with per-second
 /// rates, latency and capture.
 ///
@@ -14,7 +22,7 @@ use clap::Parser;
 #[derive(Parser, Debug)]
 // No bare `about`: it would take the crate's description (the library's) instead of the doc
 // comment above, which says what pktgen does.
-#[command(name = "pktgen", version, after_help = crate::fail::EXIT_STATUS)]
+#[command(name = "pktgen", version, after_help = exit_status())]
 pub struct Args {
     /// Port to transmit on (e.g. model:pair0/0).
     #[arg(long)]

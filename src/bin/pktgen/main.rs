@@ -2,7 +2,6 @@
 //! pinned transmit loop per core and a receiver, prints a line per second and a summary.
 
 mod cli;
-mod fail;
 mod metrics;
 mod report;
 mod search;
@@ -16,10 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-
 use cli::Config;
-use fail::Fail;
+// `crate::fail::Fail` for the modules; the rule is the tools' (`rawpkt::tool::fail`).
+use rawpkt::tool::{self, fail, Fail};
 use report::{Reporter, Summary};
 use stream::{Stream, StreamSpec};
 use traffic::Traffic;
@@ -29,44 +27,20 @@ fn main() -> ExitCode {
     // First of all, so that Ctrl-C at any time stops the run in order and prints the summary:
     // opening ports takes tens of milliseconds, and a signal before the handler kills pktgen.
     let stop = rawpkt::stop_flag();
-    let args = match cli::Args::try_parse() {
+    tool::log::init();
+    let args: cli::Args = match tool::parse("pktgen") {
         Ok(a) => a,
-        Err(e)
-            if matches!(
-                e.kind(),
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
-            ) =>
-        {
-            // A reader that has gone (`pktgen --help | head -1`) is no reason to fail.
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            // clap's first line says what is wrong; the usage that follows is for --help.
-            let msg = e.to_string();
-            let first = msg.lines().next().unwrap_or("bad arguments");
-            return exit(Fail::Usage(first.trim_start_matches("error: ").to_string()));
-        }
+        Err(code) => return code,
     };
-    if args.search {
-        return match search_run(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => exit(e),
-        };
-    }
-    let cfg = match Config::from_args(args) {
-        Ok(c) => c,
-        Err(e) => return exit(Fail::Usage(e)),
+    let run = if args.search {
+        search_run(&args)
+    } else {
+        Config::from_args(args)
+            .map_err(Fail::Usage)
+            .and_then(|cfg| run(cfg, stop))
     };
-    if let Err(e) = run(cfg, stop) {
-        return exit(e);
-    }
-    // A closed stdout (`pktgen | head -1`) stopped the run like Ctrl-C; pktgen now ends as any
-    // Unix filter does when its reader has gone, by SIGPIPE, and quietly.
-    match rawpkt::finish_stdout() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => exit(Fail::Runtime(format!("standard output: {e}"))),
-    }
+    // A closed stdout (`pktgen | head -1`) stopped the run like Ctrl-C.
+    tool::finish("pktgen", run)
 }
 
 /// `--search`: checked here, trials run by `search`, each one pktgen with the options given.
@@ -104,11 +78,6 @@ fn search_run(args: &cli::Args) -> Result<(), Fail> {
         base.push(a.clone());
     }
     search::run(&s, &base, args.json)
-}
-
-fn exit(e: Fail) -> ExitCode {
-    rawpkt::errln!("pktgen: {e}");
-    ExitCode::from(e.code())
 }
 
 fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use rawpkt::tool::stats::mpps;
 
 use crate::cli::Config;
 use crate::worker::{Counters, StreamCounters};
@@ -132,10 +133,10 @@ impl Reporter {
                 "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
                 now.as_secs_f64(),
                 dt[0],
-                dt[0] as f64 / secs / 1e6,
+                mpps(dt[0], secs),
                 gbps(dt[0], dt[1], secs),
                 dr[0],
-                dr[0] as f64 / secs / 1e6,
+                mpps(dr[0], secs),
                 gbps(dr[0], dr[1], secs),
                 drops,
                 errors
@@ -145,13 +146,13 @@ impl Reporter {
                 "{:7.2}s  tx {}  {:8.3} Mpps {:7.3} Gbit/s",
                 now.as_secs_f64(),
                 self.tx_name,
-                dt[0] as f64 / secs / 1e6,
+                mpps(dt[0], secs),
                 gbps(dt[0], dt[1], secs)
             );
             if let Some(rx) = &self.rx_name {
                 line += &format!(
                     "  | rx {rx}  {:8.3} Mpps {:7.3} Gbit/s",
-                    dr[0] as f64 / secs / 1e6,
+                    mpps(dr[0], secs),
                     gbps(dr[0], dr[1], secs)
                 );
             }
@@ -159,8 +160,8 @@ impl Reporter {
             for (i, name) in per.iter().zip(&self.names) {
                 line += &format!(
                     "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  lost {}",
-                    i.tx as f64 / secs / 1e6,
-                    i.rx as f64 / secs / 1e6,
+                    mpps(i.tx, secs),
+                    mpps(i.rx, secs),
                     i.lost
                 );
                 if i.rx > 0 {
@@ -196,7 +197,7 @@ impl Reporter {
                         t.latency_stream,
                         t.tx[0],
                         t.tx[1],
-                        t.tx[0] as f64 / s.seconds.max(1e-9) / 1e6,
+                        mpps(t.tx[0], s.seconds),
                         t.rx[0],
                         t.rx[1],
                         t.tx[0].saturating_sub(t.rx[0]),
@@ -251,7 +252,7 @@ impl Reporter {
                     "  stream {}: tx {} packets ({:.3} Mpps, {} bytes)",
                     t.name,
                     t.tx[0],
-                    t.tx[0] as f64 / s.seconds.max(1e-9) / 1e6,
+                    mpps(t.tx[0], s.seconds),
                     t.tx[1]
                 );
                 if s.has_rx {
@@ -420,11 +421,11 @@ impl Summary {
     }
 
     fn tx_mpps(&self) -> f64 {
-        self.tx[0] as f64 / self.seconds.max(1e-9) / 1e6
+        mpps(self.tx[0], self.seconds)
     }
 
     fn rx_mpps(&self) -> f64 {
-        self.rx[0] as f64 / self.seconds.max(1e-9) / 1e6
+        mpps(self.rx[0], self.seconds)
     }
 
     /// Sent and never received (only meaningful with a receive port).
