@@ -151,9 +151,8 @@ impl Core {
         let pa = pool(if how.copy { pin_a } else { pin_a + pin_b })?;
         let pb = if how.copy { pool(pin_b)? } else { pa.clone() };
         let queues = |port: &Port, name: &str, pool: &Rc<Pool>| -> Result<_, Fail> {
-            let what = |kind, e| Fail::rawpkt(format!("port {name} ({}): {kind} queue {qid}", port.spec()), e);
-            let rx = port.rx_queue(qid, pool, &q).map_err(|e| what("RX", e))?;
-            Ok((rx, port.tx_queue(qid, pool, &q).map_err(|e| what("TX", e))?))
+            port.queue_pair(qid, pool, &q)
+                .map_err(|e| Fail::rawpkt(format!("port {name} ({}): queue {qid}", port.spec()), e))
         };
         let ((rx_a, tx_a), (rx_b, tx_b)) = (queues(a, "A", &pa)?, queues(b, "B", &pb)?);
         let dir = |rx, tx, from: &Rc<Pool>, to: &Rc<Pool>| Direction {
