@@ -413,14 +413,7 @@ impl Pacer {
         let left = self.limit - self.made;
         let room = room.min(self.share) as u64;
         let n = match (self.per_ns, self.shape) {
-            (_, Shape::Timed(_)) if !self.times.is_empty() => {
-                let t = elapsed_ns as f64;
-                while self.next_ns <= t && self.due - self.made < room {
-                    self.due += 1;
-                    self.next_ns = self.next_timed();
-                }
-                self.due - self.made
-            }
+            (_, Shape::Timed(_)) if !self.times.is_empty() => self.due_by(elapsed_ns, room),
             (None, _) | (_, Shape::Timed(_)) => room,
             // Packets made so far may not run ahead of rate × time since the start.
             (Some(r), Shape::Constant) => ((elapsed_ns as f64 * r) as u64).saturating_sub(self.made),
@@ -428,16 +421,26 @@ impl Pacer {
                 let b = u64::from(b);
                 (((elapsed_ns as f64 * r) as u64) / b * b).saturating_sub(self.made)
             }
-            (Some(_), Shape::Poisson) => {
-                let t = elapsed_ns as f64;
-                while self.next_ns <= t && self.due - self.made < room {
-                    self.due += 1;
-                    self.next_ns += self.gap();
-                }
-                self.due - self.made
-            }
+            (Some(_), Shape::Poisson) => self.due_by(elapsed_ns, room),
         };
         n.min(room).min(left) as usize
+    }
+
+    /// Poisson and timed: the departures due by `elapsed_ns`, at most `room` ahead of those
+    /// made. Out of line: the send loop that inlines `allowed` keeps its registers.
+    #[inline(never)]
+    fn due_by(&mut self, elapsed_ns: u64, room: u64) -> u64 {
+        let t = elapsed_ns as f64;
+        let timed = !self.times.is_empty();
+        while self.next_ns <= t && self.due - self.made < room {
+            self.due += 1;
+            self.next_ns = if timed {
+                self.next_timed()
+            } else {
+                self.next_ns + self.gap()
+            };
+        }
+        self.due - self.made
     }
 }
 

@@ -146,29 +146,31 @@ impl Lane {
         }
         let have = burst.len();
         let got = burst.alloc(want, self.fixed_len.unwrap_or(t.largest()));
-        let mut k = self.pacer.made;
+        // The lane's state in locals for the loop, written back after it: kept in registers
+        // rather than loaded and stored through `self` for every packet.
+        let (mut k, mut bytes, mut cursor, fixed_len, flags) =
+            (self.pacer.made, self.bytes, self.cursor, self.fixed_len, t.tx_flags);
         for i in have..have + got {
             // Sequence numbers interleave across cores, so every packet's number is unique.
             let seq = k * stride + core;
-            let len = match self.fixed_len {
-                Some(n) => n,
-                None => {
-                    let n = t.len_at(&self.cursor);
-                    burst
-                        .set_len(i, n)
-                        .map_err(|e| Fail::Runtime(format!("set_len: {e}")))?;
-                    n
-                }
-            };
-            let tag = held.of(burst.packet(i).buffer_index());
-            t.write(&mut self.cursor, tag, seq, now_ns, burst.data_mut(i));
-            if t.tx_flags != 0 {
-                burst.set_flags(i, t.tx_flags);
+            if fixed_len.is_none() {
+                let n = t.len_at(&cursor);
+                burst
+                    .set_len(i, n)
+                    .map_err(|e| Fail::Runtime(format!("set_len: {e}")))?;
+                bytes += n as u64;
             }
-            self.bytes += len as u64;
+            let tag = held.of(burst.packet(i).buffer_index());
+            t.write(&mut cursor, tag, seq, now_ns, burst.data_mut(i));
+            if flags != 0 {
+                burst.set_flags(i, flags);
+            }
             k += 1;
         }
-        self.pacer.made = k;
+        if let Some(n) = fixed_len {
+            bytes += (got * n) as u64;
+        }
+        (self.pacer.made, self.bytes, self.cursor) = (k, bytes, cursor);
         Ok(got)
     }
 }
