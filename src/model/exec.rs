@@ -1359,8 +1359,8 @@ mod tests {
     /// still runs every doorbelled WQE. Before the turns the quiet queue's frame left last.
     #[test]
     fn a_quiet_send_queue_waits_one_turn_of_a_busy_one() {
-        use super::super::{ModelConfig, Nic, Wire};
-        let nic = Nic::new(vec![Wire::capture()], ModelConfig::default()).unwrap();
+        use super::super::{ModelConfig, Nic, Link};
+        let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
         let cq = nic.create_cq(256).unwrap();
         let (busy, quiet) = (
             nic.create_sq(0, 128, cq.cqn).unwrap(),
