@@ -5,7 +5,9 @@
 //! that own their buffers. Every backend (mlx5 Direct Verbs, ibverbs, the mlx5 device model and
 //! AF_XDP) implements the same two traits.
 //!
-//! ```
+// The example runs on the model: a build without it only compiles the example.
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```no_run")]
 //! use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig};
 //! let port = open("model:doc0/0").unwrap();
 //! let peer = open("model:doc0/1").unwrap();
@@ -25,6 +27,7 @@ pub mod dv;
 pub mod failure;
 pub mod flow;
 pub mod mem;
+#[cfg(feature = "mlx5")]
 pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model;
@@ -37,7 +40,9 @@ mod sys;
 mod text;
 pub mod tool;
 pub mod tx;
+#[cfg(feature = "xdp")]
 mod xdp;
+#[cfg(feature = "xdp")]
 mod xsk;
 
 use std::rc::Rc;

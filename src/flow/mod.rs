@@ -8,7 +8,9 @@
 //! - [`rss`]: the Toeplitz hash that spreads a port's frames over its receive queues.
 //! - [`wire`]: fixed-offset header parsing shared by the above, and the checksums a send asks for.
 
+#[cfg(feature = "xdp")]
 pub mod bpf;
+#[cfg(feature = "mlx5")]
 pub mod ibv_spec;
 pub mod matcher;
 pub mod rss;

@@ -6,5 +6,7 @@
 pub(crate) const REFILL_BATCH: u32 = 64;
 
 pub mod dv;
+#[cfg(feature = "mlx5")]
 pub mod verbs;
+#[cfg(feature = "xdp")]
 pub mod xdp;

@@ -4,10 +4,14 @@
 // Only the model's wires use AF_PACKET sockets.
 #[cfg(feature = "model")]
 pub mod afpacket;
+#[cfg(feature = "xdp")]
 pub mod bpf;
+#[cfg(feature = "xdp")]
 pub mod netdev;
+#[cfg(feature = "mlx5")]
 pub mod rdma;
 pub mod signal;
+#[cfg(feature = "xdp")]
 pub mod xsk;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
@@ -27,6 +31,7 @@ pub fn pin_current_thread(core: usize) -> bool {
 }
 
 /// Index of a network interface, or None if it does not exist.
+#[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
 pub fn if_index(name: &str) -> Option<u32> {
     let c = std::ffi::CString::new(name).ok()?;
     // SAFETY: c is a valid NUL-terminated string for the duration of the call.

@@ -1,7 +1,9 @@
 //! Transmit burst paths, one module per backend.
 
 pub mod dv;
+#[cfg(feature = "mlx5")]
 pub mod verbs;
+#[cfg(feature = "xdp")]
 pub mod xdp;
 
 use crate::flow::wire::{ETH_HEADER_LEN, ETH_MIN_FRAME};
