@@ -22,6 +22,8 @@
 //! assert_eq!(got.data(0), &[0xffu8; 60][..]);
 //! ```
 #![deny(unsafe_code)]
+// What is not the public API is `pub(crate)`, so the compiler sees dead code (CI denies it).
+#![warn(unreachable_pub)]
 
 pub mod dv;
 pub mod failure;

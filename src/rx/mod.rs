@@ -7,6 +7,6 @@ pub(crate) const REFILL_BATCH: u32 = 64;
 
 pub mod dv;
 #[cfg(feature = "mlx5")]
-pub mod verbs;
+pub(crate) mod verbs;
 #[cfg(feature = "xdp")]
-pub mod xdp;
+pub(crate) mod xdp;

@@ -3,21 +3,21 @@
 
 // Only the model's wires use AF_PACKET sockets.
 #[cfg(feature = "model")]
-pub mod afpacket;
+pub(crate) mod afpacket;
 #[cfg(feature = "xdp")]
-pub mod bpf;
+pub(crate) mod bpf;
 #[cfg(feature = "xdp")]
-pub mod netdev;
+pub(crate) mod netdev;
 #[cfg(feature = "mlx5")]
-pub mod rdma;
-pub mod signal;
+pub(crate) mod rdma;
+pub(crate) mod signal;
 #[cfg(feature = "xdp")]
-pub mod xsk;
+pub(crate) mod xsk;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
 /// in the allowed set).
 #[cfg_attr(not(feature = "model"), allow(dead_code))] // the model's thread
-pub fn pin_current_thread(core: usize) -> bool {
+pub(crate) fn pin_current_thread(core: usize) -> bool {
     if core >= libc::CPU_SETSIZE as usize {
         return false;
     }
@@ -32,7 +32,7 @@ pub fn pin_current_thread(core: usize) -> bool {
 
 /// Index of a network interface, or None if it does not exist.
 #[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
-pub fn if_index(name: &str) -> Option<u32> {
+pub(crate) fn if_index(name: &str) -> Option<u32> {
     let c = std::ffi::CString::new(name).ok()?;
     // SAFETY: c is a valid NUL-terminated string for the duration of the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };

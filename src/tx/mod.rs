@@ -2,9 +2,9 @@
 
 pub mod dv;
 #[cfg(feature = "mlx5")]
-pub mod verbs;
+pub(crate) mod verbs;
 #[cfg(feature = "xdp")]
-pub mod xdp;
+pub(crate) mod xdp;
 
 use crate::flow::wire::{ETH_HEADER_LEN, ETH_MIN_FRAME};
 use crate::mem::pool::Burst;
