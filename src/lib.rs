@@ -1,6 +1,6 @@
 //! rawpkt: userspace packet I/O in the style of VPP's native mlx5 driver.
 //!
-//! A [`Port`] is opened from a spec string ([`open`]); each pinned loop builds its own [`Pool`]
+//! A [`Port`] is opened from a spec string ([`open()`]); each pinned loop builds its own [`Pool`]
 //! and asks the port for an [`RxQueue`] and a [`TxQueue`] over it; packets move in [`Burst`]es
 //! that own their buffers. Every backend (mlx5 Direct Verbs, ibverbs, the mlx5 device model and
 //! AF_XDP) implements the same two traits.

@@ -91,6 +91,8 @@ pub(crate) struct Args {
     pub shape: String,
     /// Several streams from a file ([[stream]] tables; the README has the schema); what a
     /// stream leaves out comes from the options above.
+    // The doc comment is clap's help text, printed as written: `[[stream]]` is no link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "FILE")]
     pub streams: Option<PathBuf>,
     /// Rate of the latency stream sent beside the load on a queue of its own, or "off"
