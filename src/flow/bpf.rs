@@ -49,7 +49,6 @@ pub const BPF_K: u8 = 0x00;
 pub const BPF_X: u8 = 0x08;
 
 pub const BPF_ADD: u8 = 0x00;
-pub const BPF_SUB: u8 = 0x10;
 pub const BPF_OR: u8 = 0x40;
 pub const BPF_AND: u8 = 0x50;
 pub const BPF_LSH: u8 = 0x60;
@@ -62,8 +61,6 @@ pub const BPF_TO_BE: u8 = 0x08;
 pub const BPF_JA: u8 = 0x00;
 pub const BPF_JEQ: u8 = 0x10;
 pub const BPF_JGT: u8 = 0x20;
-pub const BPF_JGE: u8 = 0x30;
-pub const BPF_JSET: u8 = 0x40;
 pub const BPF_JNE: u8 = 0x50;
 pub const BPF_JLT: u8 = 0xa0;
 pub const BPF_CALL: u8 = 0x80;
@@ -75,11 +72,8 @@ pub const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// has no entry for `key`.
 pub const HELPER_REDIRECT_MAP: i32 = 51;
 
-pub const XDP_ABORTED: u32 = 0;
 pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
-pub const XDP_TX: u32 = 3;
-pub const XDP_REDIRECT: u32 = 4;
 
 pub const R0: u8 = 0;
 pub const R1: u8 = 1;
