@@ -49,6 +49,10 @@ mod xsk;
 
 use std::rc::Rc;
 
+// The fuzz driver under tests/ names the crate `rawpkt`; flow::bpf's unit tests include it.
+#[cfg(test)]
+extern crate self as rawpkt;
+
 pub use failure::{Failure, FailureKind};
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
 pub use open::{open, open_with};

@@ -15,6 +15,7 @@ const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+#[cfg(test)] // only the tests run programs in the kernel
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_LINK_CREATE: libc::c_long = 28;
 
@@ -61,6 +62,7 @@ struct ProgLoadAttr {
 }
 
 /// `bpf_attr` for `BPF_PROG_TEST_RUN` (the `test` struct), through `batch_size`.
+#[cfg(test)]
 #[repr(C)]
 #[derive(Default)]
 struct TestRunAttr {
@@ -79,6 +81,11 @@ struct TestRunAttr {
     flags: u32,
     cpu: u32,
     batch_size: u32,
+    // Explicit, so it is zero: the struct's alignment pads it to 80 bytes, and the kernel
+    // refuses with EINVAL any nonzero byte after the command's last field (`CHECK_ATTR` in
+    // kernel/bpf/syscall.c). Left implicit, the padding was whatever the stack held: the
+    // "EINVAL on a valid frame" docs/fuzz.md records, and every run in flow::bpf's unit tests.
+    _pad: u32,
 }
 
 /// `bpf_attr` for `BPF_MAP_*_ELEM` (the struct starting with `map_fd`).
@@ -109,8 +116,13 @@ const _: () = {
     assert!(std::mem::size_of::<MapCreateAttr>() == 44);
     assert!(std::mem::size_of::<ProgLoadAttr>() == 72);
     assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
+};
+
+#[cfg(test)]
+const _: () = {
     assert!(std::mem::offset_of!(TestRunAttr, repeat) == 32);
     assert!(std::mem::offset_of!(TestRunAttr, batch_size) == 72);
+    assert!(std::mem::size_of::<TestRunAttr>() == 80);
 };
 
 fn name16(name: &str) -> [u8; 16] {
@@ -220,6 +232,7 @@ pub(crate) fn load_xdp(insns: &[u8], name: &str) -> io::Result<OwnedFd> {
 /// `BPF_PROG_TEST_RUN`: runs the program once on `frame` (as received on queue 0) and returns
 /// its return value, for XDP the verdict (`XDP_DROP` 1, `XDP_PASS` 2, `XDP_REDIRECT` 4). The
 /// kernel refuses frames shorter than an Ethernet header (`ETH_HLEN`, 14) with `EINVAL`.
+#[cfg(test)] // the tests check the XDP program's verdicts against the software matcher
 pub(crate) fn test_run(prog: &OwnedFd, frame: &[u8]) -> io::Result<u32> {
     let mut attr = TestRunAttr {
         prog_fd: prog.as_raw_fd() as u32,
