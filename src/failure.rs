@@ -3,8 +3,6 @@
 //! detail. The ibverbs receive and send paths also take their completion-status mapping and the
 //! device-fatal probe from here, so neither imports the other.
 
-use std::sync::Arc;
-
 use rdma_abi::*;
 
 use crate::dv::prm::syndrome;
@@ -81,10 +79,12 @@ impl std::fmt::Display for Failure {
 }
 
 /// Asks the port whether its device reported a fatal error and stopped.
-pub(crate) type DeviceFatal = Arc<dyn Fn() -> bool + Send + Sync>;
+#[cfg(feature = "mlx5")]
+pub(crate) type DeviceFatal = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The mlx5 syndrome an ibverbs completion status stands for (rdma-core
 /// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps them one to one), for [`Failure::from_mlx5`].
+#[cfg_attr(not(feature = "mlx5"), allow(dead_code))] // the ibverbs queues
 pub(crate) fn wc_syndrome(status: ibv_wc_status) -> u8 {
     match status {
         IBV_WC_LOC_LEN_ERR => syndrome::LOCAL_LENGTH,

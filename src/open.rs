@@ -11,6 +11,11 @@ pub fn open(spec: &str) -> Result<Port, Error> {
 }
 
 /// Opens a port from its spec with the given rules and queue count.
+// A build without any backend refuses every kind: then nothing reads the name after the kind.
+#[cfg_attr(
+    not(any(feature = "model", feature = "mlx5", feature = "xdp")),
+    allow(unused_variables)
+)]
 pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
     if opts.rx_queues == 0 {
         return Err(Error::Config("a port needs at least one receive queue".into()));
@@ -37,18 +42,20 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
             echo(spec)
         )));
     }
-    let backend: Box<dyn Backend> = match kind {
+    let backend: Result<Box<dyn Backend>, Error> = match kind {
         #[cfg(feature = "model")]
-        "model" => crate::model::open_model(rest, spec, opts)?,
+        "model" => crate::model::open_model(rest, spec, opts),
+        #[cfg(feature = "mlx5")]
+        "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest, opts),
+        #[cfg(feature = "xdp")]
+        "xdp" => crate::xdp::open_port(rest, opts),
+        // A kind this build left out: one line naming the feature that brings it back.
         #[cfg(not(feature = "model"))]
-        "model" => {
-            return Err(Error::Config(format!(
-                "{}: this build has no model backend (feature `model`)",
-                echo(spec)
-            )))
-        }
-        "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest, opts)?,
-        "xdp" => crate::xdp::open_port(rest, opts)?,
+        "model" => Err(left_out(spec, "model")),
+        #[cfg(not(feature = "mlx5"))]
+        "mlx5" | "verbs" => Err(left_out(spec, "mlx5")),
+        #[cfg(not(feature = "xdp"))]
+        "xdp" => Err(left_out(spec, "xdp")),
         _ => {
             return Err(Error::Spec(format!(
                 "unknown port kind `{}` in `{}`; known kinds: model, mlx5, verbs, xdp",
@@ -57,7 +64,16 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
             )))
         }
     };
-    Ok(Port::new(spec, backend))
+    Ok(Port::new(spec, backend?))
+}
+
+/// The error for a known kind whose backend this build was compiled without.
+#[cfg(not(all(feature = "model", feature = "mlx5", feature = "xdp")))]
+fn left_out(spec: &str, feature: &str) -> Error {
+    Error::Config(format!(
+        "{}: this build has no {feature} backend (cargo feature `{feature}`)",
+        echo(spec)
+    ))
 }
 
 #[cfg(all(test, feature = "model"))]
@@ -83,5 +99,33 @@ mod tests {
             ..PortOptions::default()
         };
         assert!(open_with("model:spec-opts/0", &promiscuous).is_ok());
+    }
+}
+
+#[cfg(test)]
+#[cfg(not(all(feature = "model", feature = "mlx5", feature = "xdp")))]
+mod left_out_tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_this_build_left_out_is_refused_in_one_line_naming_its_feature() {
+        let kinds = [
+            (cfg!(feature = "model"), "model:lo0/0", "model"),
+            (cfg!(feature = "mlx5"), "mlx5:mlx5_0", "mlx5"),
+            (cfg!(feature = "mlx5"), "verbs:mlx5_0/1", "mlx5"),
+            (cfg!(feature = "xdp"), "xdp:lo", "xdp"),
+        ];
+        for (built, spec, feature) in kinds {
+            if built {
+                continue;
+            }
+            let Err(e) = open(spec) else {
+                panic!("{spec}: a left-out kind must not open")
+            };
+            assert!(e.is_usage(), "{spec}: {e}");
+            let line = e.to_string();
+            assert!(line.contains(&format!("cargo feature `{feature}`")), "{line}");
+            assert!(!line.contains('\n'), "{line}");
+        }
     }
 }

@@ -8,7 +8,7 @@
 const VECTORS: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mlx5-vectors.txt"));
 
 /// The bytes of vector `name`.
-pub fn bytes(name: &str) -> Vec<u8> {
+pub(crate) fn bytes(name: &str) -> Vec<u8> {
     let line = VECTORS
         .lines()
         .find(|l| l.starts_with("VEC ") && l.split_whitespace().nth(1) == Some(name))
@@ -30,7 +30,7 @@ fn number(line: &str, key: &str) -> usize {
 }
 
 /// `(offset, size)` of `member` in C struct `st`, from the `FIELD` lines.
-pub fn field(st: &str, member: &str) -> (usize, usize) {
+pub(crate) fn field(st: &str, member: &str) -> (usize, usize) {
     let line = VECTORS
         .lines()
         .find(|l| {
@@ -42,7 +42,7 @@ pub fn field(st: &str, member: &str) -> (usize, usize) {
 }
 
 /// `(size, align)` of C struct `st`, from the `LAYOUT` lines.
-pub fn layout(st: &str) -> (usize, usize) {
+pub(crate) fn layout(st: &str) -> (usize, usize) {
     let line = VECTORS
         .lines()
         .find(|l| l.starts_with("LAYOUT") && l.split_whitespace().nth(1) == Some(st))

@@ -329,7 +329,6 @@ pub mod cqe_flags {
     pub const L3_TYPE_SHIFT: u16 = 2;
     pub const L3_TYPE_MASK: u16 = 0x3 << 2;
     pub const IP_EXT_OPTS: u16 = 1 << 1;
-    pub const VLAN_STRIPPED: u16 = 1 << 0;
     /// l4_hdr_type values (Linux `CQE_L4_HDR_TYPE_*`).
     pub const L4_NONE: u16 = 0;
     pub const L4_TCP: u16 = 1;
@@ -337,7 +336,6 @@ pub mod cqe_flags {
     pub const L4_TCP_EMPTY_ACK: u16 = 3;
     pub const L4_TCP_ACK: u16 = 4;
     /// l3_hdr_type values (`MLX5_CQE_L3_HDR_TYPE_*`).
-    pub const L3_NONE: u16 = 0;
     pub const L3_IPV6: u16 = 1;
     pub const L3_IPV4: u16 = 2;
 }

@@ -495,7 +495,7 @@ pub(crate) struct MaskedRing<T> {
 
 impl<T: Copy> MaskedRing<T> {
     /// `len` entries of `fill`; `len` must be a power of two (asserted).
-    pub fn new(len: usize, fill: T) -> MaskedRing<T> {
+    pub(crate) fn new(len: usize, fill: T) -> MaskedRing<T> {
         assert!(len.is_power_of_two());
         MaskedRing {
             buf: vec![fill; len].into_boxed_slice(),
@@ -505,14 +505,14 @@ impl<T: Copy> MaskedRing<T> {
 
     /// Entry `i mod len`.
     #[inline(always)]
-    pub fn get(&self, i: u32) -> T {
+    pub(crate) fn get(&self, i: u32) -> T {
         // SAFETY: `i & mask` < len, the buffer's length (a power of two, checked in `new`).
         unsafe { *self.buf.get_unchecked(i as usize & self.mask) }
     }
 
     /// Sets entry `i mod len`.
     #[inline(always)]
-    pub fn set(&mut self, i: u32, v: T) {
+    pub(crate) fn set(&mut self, i: u32, v: T) {
         // SAFETY: as in `get`.
         unsafe { *self.buf.get_unchecked_mut(i as usize & self.mask) = v }
     }
@@ -617,7 +617,7 @@ impl<'a> CqReader<'a> {
     /// plain RESP_SEND of this pass has `op_own & 0xfd == 0x20 | parity` (opcode 2, format 0,
     /// any solicited bit, owner bit equal to the pass parity of the CQ's real size).
     #[inline(always)]
-    pub fn poll_rx(&self, ci: u32) -> RxPoll<'a> {
+    pub(crate) fn poll_rx(&self, ci: u32) -> RxPoll<'a> {
         // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
         let slot = unsafe { self.base.add((ci & self.mask) as usize) };
         // SAFETY: a slot of this ring.
@@ -651,7 +651,7 @@ impl ReqRun {
     /// The run ended at a CQE of this pass that is not a plain REQ (an error CQE, or something
     /// unexpected), rather than at one the device has not written yet.
     #[inline(always)]
-    pub fn other(&self) -> bool {
+    pub(crate) fn other(&self) -> bool {
         written_in_pass(self.stop, self.parity)
     }
 }
@@ -662,7 +662,7 @@ impl<'a> CqReader<'a> {
     /// many there are and what the last one says (every CQE answers the oldest outstanding
     /// request).
     #[inline(always)]
-    pub fn poll_req_run(&self, ci: u32) -> ReqRun {
+    pub(crate) fn poll_req_run(&self, ci: u32) -> ReqRun {
         let mut at = ci & self.mask;
         // A REQ CQE of this pass: opcode 0, format 0, owner bit equal to the pass parity.
         let mut expect = ((ci >> self.log2) & 1) as u8 | (super::prm::CQE_REQ << 4);
@@ -705,7 +705,7 @@ impl<'a> CqReader<'a> {
     /// Slots `ci .. ci + n`, which must not cross the ring end (asserted): inside it the owner
     /// parity is one value, so a receive loop tests each CQE with one load and one compare.
     #[inline(always)]
-    pub fn segment(&self, ci: u32, n: usize) -> CqSegment<'a> {
+    pub(crate) fn segment(&self, ci: u32, n: usize) -> CqSegment<'a> {
         let at = (ci & self.mask) as usize;
         assert!(at + n <= self.mask as usize + 1);
         let parity = ((ci >> self.log2) & 1) as u8;
@@ -731,7 +731,7 @@ impl<'a> CqSegment<'a> {
     /// The CQE at position `k` of the segment if it is a plain RESP_SEND of this pass
     /// (`op_own & 0xfd == 0x20 | parity`); None for anything else, including nothing yet.
     #[inline(always)]
-    pub fn packet(&self, k: usize) -> Option<&'a Cqe64> {
+    pub(crate) fn packet(&self, k: usize) -> Option<&'a Cqe64> {
         assert!(k < self.len);
         // SAFETY: k < len keeps the slot inside the segment, hence the ring.
         let slot = unsafe { self.base.add(k) };

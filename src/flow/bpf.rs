@@ -28,76 +28,71 @@ use super::rule::{FlowRule, IpMatch};
 use super::wire::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_QINQ, ETHERTYPE_VLAN, IPPROTO_TCP, IPPROTO_UDP};
 
 // Instruction classes, sizes, modes, operations and sources (include/uapi/linux/bpf_common.h, bpf.h).
-pub const BPF_LD: u8 = 0x00;
-pub const BPF_LDX: u8 = 0x01;
-pub const BPF_ST: u8 = 0x02;
-pub const BPF_STX: u8 = 0x03;
-pub const BPF_ALU: u8 = 0x04;
-pub const BPF_JMP: u8 = 0x05;
-pub const BPF_JMP32: u8 = 0x06;
-pub const BPF_ALU64: u8 = 0x07;
+pub(crate) const BPF_LD: u8 = 0x00;
+pub(crate) const BPF_LDX: u8 = 0x01;
+pub(crate) const BPF_ST: u8 = 0x02;
+pub(crate) const BPF_STX: u8 = 0x03;
+pub(crate) const BPF_ALU: u8 = 0x04;
+pub(crate) const BPF_JMP: u8 = 0x05;
+pub(crate) const BPF_JMP32: u8 = 0x06;
+pub(crate) const BPF_ALU64: u8 = 0x07;
 
-pub const BPF_W: u8 = 0x00;
-pub const BPF_H: u8 = 0x08;
-pub const BPF_B: u8 = 0x10;
-pub const BPF_DW: u8 = 0x18;
+pub(crate) const BPF_W: u8 = 0x00;
+pub(crate) const BPF_H: u8 = 0x08;
+pub(crate) const BPF_B: u8 = 0x10;
+pub(crate) const BPF_DW: u8 = 0x18;
 
-pub const BPF_IMM: u8 = 0x00;
-pub const BPF_MEM: u8 = 0x60;
+pub(crate) const BPF_IMM: u8 = 0x00;
+pub(crate) const BPF_MEM: u8 = 0x60;
 
-pub const BPF_K: u8 = 0x00;
-pub const BPF_X: u8 = 0x08;
+pub(crate) const BPF_K: u8 = 0x00;
+pub(crate) const BPF_X: u8 = 0x08;
 
-pub const BPF_ADD: u8 = 0x00;
-pub const BPF_SUB: u8 = 0x10;
-pub const BPF_OR: u8 = 0x40;
-pub const BPF_AND: u8 = 0x50;
-pub const BPF_LSH: u8 = 0x60;
-pub const BPF_RSH: u8 = 0x70;
-pub const BPF_MOV: u8 = 0xb0;
-pub const BPF_END: u8 = 0xd0;
+pub(crate) const BPF_ADD: u8 = 0x00;
+pub(crate) const BPF_OR: u8 = 0x40;
+pub(crate) const BPF_AND: u8 = 0x50;
+pub(crate) const BPF_LSH: u8 = 0x60;
+pub(crate) const BPF_RSH: u8 = 0x70;
+pub(crate) const BPF_MOV: u8 = 0xb0;
+pub(crate) const BPF_END: u8 = 0xd0;
 /// With `BPF_END`: convert to big-endian (a byte swap on little-endian hosts).
-pub const BPF_TO_BE: u8 = 0x08;
+pub(crate) const BPF_TO_BE: u8 = 0x08;
 
-pub const BPF_JA: u8 = 0x00;
-pub const BPF_JEQ: u8 = 0x10;
-pub const BPF_JGT: u8 = 0x20;
-pub const BPF_JGE: u8 = 0x30;
-pub const BPF_JSET: u8 = 0x40;
-pub const BPF_JNE: u8 = 0x50;
-pub const BPF_JLT: u8 = 0xa0;
-pub const BPF_CALL: u8 = 0x80;
-pub const BPF_EXIT: u8 = 0x90;
+pub(crate) const BPF_JA: u8 = 0x00;
+pub(crate) const BPF_JEQ: u8 = 0x10;
+pub(crate) const BPF_JGT: u8 = 0x20;
+pub(crate) const BPF_JNE: u8 = 0x50;
+pub(crate) const BPF_JLT: u8 = 0xa0;
+pub(crate) const BPF_CALL: u8 = 0x80;
+pub(crate) const BPF_EXIT: u8 = 0x90;
 
 /// `src_reg` of a `BPF_LD_IMM64` whose immediate is a map file descriptor.
-pub const BPF_PSEUDO_MAP_FD: u8 = 1;
+pub(crate) const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// `bpf_redirect_map(map, key, flags)`; the low bits of `flags` are the verdict when the map
 /// has no entry for `key`.
-pub const HELPER_REDIRECT_MAP: i32 = 51;
+pub(crate) const HELPER_REDIRECT_MAP: i32 = 51;
 
-pub const XDP_ABORTED: u32 = 0;
-pub const XDP_DROP: u32 = 1;
-pub const XDP_PASS: u32 = 2;
-pub const XDP_TX: u32 = 3;
-pub const XDP_REDIRECT: u32 = 4;
+#[cfg(test)] // the test variant of the steal block
+pub(crate) const XDP_DROP: u32 = 1;
+pub(crate) const XDP_PASS: u32 = 2;
 
-pub const R0: u8 = 0;
-pub const R1: u8 = 1;
-pub const R2: u8 = 2;
-pub const R3: u8 = 3;
-pub const R4: u8 = 4;
-pub const R5: u8 = 5;
-pub const R6: u8 = 6;
-pub const R7: u8 = 7;
-pub const R8: u8 = 8;
-pub const R9: u8 = 9;
+pub(crate) const R0: u8 = 0;
+pub(crate) const R1: u8 = 1;
+pub(crate) const R2: u8 = 2;
+pub(crate) const R3: u8 = 3;
+pub(crate) const R4: u8 = 4;
+pub(crate) const R5: u8 = 5;
+pub(crate) const R6: u8 = 6;
+pub(crate) const R7: u8 = 7;
+pub(crate) const R8: u8 = 8;
+pub(crate) const R9: u8 = 9;
 /// The read-only frame pointer; the program's 512-byte stack lies below it.
-pub const R10: u8 = 10;
+pub(crate) const R10: u8 = 10;
 
 /// One `struct bpf_insn`: opcode, `dst_reg` in the low nibble and `src_reg` in the high nibble
 /// of the second byte (on little-endian hosts; the kernel's bitfield order), offset, immediate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Insn {
+pub(crate) struct Insn {
     pub code: u8,
     pub dst: u8,
     pub src: u8,
@@ -106,7 +101,7 @@ pub struct Insn {
 }
 
 impl Insn {
-    pub const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Self {
+    pub(crate) const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Self {
         Insn {
             code,
             dst,
@@ -117,7 +112,7 @@ impl Insn {
     }
 
     /// The 8 bytes the kernel reads, in host byte order.
-    pub fn to_bytes(&self) -> [u8; 8] {
+    pub(crate) fn to_bytes(self) -> [u8; 8] {
         let regs = if cfg!(target_endian = "little") {
             (self.src << 4) | (self.dst & 0xf)
         } else {
@@ -134,7 +129,7 @@ impl Insn {
 
 /// Why [`Asm::finish`] refused the program.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AsmError {
+pub(crate) enum AsmError {
     UnknownLabel(String),
     DuplicateLabel(String),
     /// A jump from instruction `at` to `label` is farther than an `i16` offset reaches.
@@ -161,7 +156,7 @@ impl std::error::Error for AsmError {}
 /// An eBPF assembler: instructions are appended in order, jumps name a label, and
 /// [`Asm::finish`] resolves the labels (offsets count from the instruction after the jump).
 #[derive(Default)]
-pub struct Asm {
+pub(crate) struct Asm {
     insns: Vec<Insn>,
     labels: HashMap<String, usize>,
     fixups: Vec<(usize, String)>,
@@ -170,17 +165,17 @@ pub struct Asm {
 }
 
 impl Asm {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Index of the next instruction.
-    pub fn here(&self) -> usize {
+    pub(crate) fn here(&self) -> usize {
         self.insns.len()
     }
 
     /// Defines `name` at the next instruction. A second definition is reported by `finish`.
-    pub fn label(&mut self, name: impl Into<String>) -> &mut Self {
+    pub(crate) fn label(&mut self, name: impl Into<String>) -> &mut Self {
         let name = name.into();
         let at = self.insns.len();
         if self.labels.insert(name.clone(), at).is_some() && self.duplicate.is_none() {
@@ -189,59 +184,59 @@ impl Asm {
         self
     }
 
-    pub fn raw(&mut self, insn: Insn) -> &mut Self {
+    pub(crate) fn raw(&mut self, insn: Insn) -> &mut Self {
         self.insns.push(insn);
         self
     }
 
-    pub fn alu64_imm(&mut self, op: u8, dst: u8, imm: i32) -> &mut Self {
+    pub(crate) fn alu64_imm(&mut self, op: u8, dst: u8, imm: i32) -> &mut Self {
         self.raw(Insn::new(BPF_ALU64 | op | BPF_K, dst, 0, 0, imm))
     }
 
-    pub fn alu64_reg(&mut self, op: u8, dst: u8, src: u8) -> &mut Self {
+    pub(crate) fn alu64_reg(&mut self, op: u8, dst: u8, src: u8) -> &mut Self {
         self.raw(Insn::new(BPF_ALU64 | op | BPF_X, dst, src, 0, 0))
     }
 
-    pub fn alu32_imm(&mut self, op: u8, dst: u8, imm: i32) -> &mut Self {
+    pub(crate) fn alu32_imm(&mut self, op: u8, dst: u8, imm: i32) -> &mut Self {
         self.raw(Insn::new(BPF_ALU | op | BPF_K, dst, 0, 0, imm))
     }
 
-    pub fn mov64_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
+    pub(crate) fn mov64_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
         self.alu64_imm(BPF_MOV, dst, imm)
     }
 
-    pub fn mov64_reg(&mut self, dst: u8, src: u8) -> &mut Self {
+    pub(crate) fn mov64_reg(&mut self, dst: u8, src: u8) -> &mut Self {
         self.alu64_reg(BPF_MOV, dst, src)
     }
 
     /// `dst = to_be(dst)` over the low `bits` (16, 32 or 64), upper bits cleared.
-    pub fn be(&mut self, dst: u8, bits: i32) -> &mut Self {
+    pub(crate) fn be(&mut self, dst: u8, bits: i32) -> &mut Self {
         self.raw(Insn::new(BPF_ALU | BPF_END | BPF_TO_BE, dst, 0, 0, bits))
     }
 
     /// `dst = *(size *)(src + off)`.
-    pub fn ldx(&mut self, size: u8, dst: u8, src: u8, off: i16) -> &mut Self {
+    pub(crate) fn ldx(&mut self, size: u8, dst: u8, src: u8, off: i16) -> &mut Self {
         self.raw(Insn::new(BPF_LDX | size | BPF_MEM, dst, src, off, 0))
     }
 
     /// `*(size *)(dst + off) = src`.
-    pub fn stx(&mut self, size: u8, dst: u8, off: i16, src: u8) -> &mut Self {
+    pub(crate) fn stx(&mut self, size: u8, dst: u8, off: i16, src: u8) -> &mut Self {
         self.raw(Insn::new(BPF_STX | size | BPF_MEM, dst, src, off, 0))
     }
 
     /// `*(size *)(dst + off) = imm`.
-    pub fn st(&mut self, size: u8, dst: u8, off: i16, imm: i32) -> &mut Self {
+    pub(crate) fn st(&mut self, size: u8, dst: u8, off: i16, imm: i32) -> &mut Self {
         self.raw(Insn::new(BPF_ST | size | BPF_MEM, dst, 0, off, imm))
     }
 
     /// `dst = imm` (64 bits, two instruction slots).
-    pub fn ld_imm64(&mut self, dst: u8, imm: u64) -> &mut Self {
+    pub(crate) fn ld_imm64(&mut self, dst: u8, imm: u64) -> &mut Self {
         self.raw(Insn::new(BPF_LD | BPF_DW | BPF_IMM, dst, 0, 0, imm as u32 as i32));
         self.raw(Insn::new(0, 0, 0, 0, (imm >> 32) as u32 as i32))
     }
 
     /// `dst = map` by file descriptor: the fd is filled in by [`Program::with_map_fd`].
-    pub fn ld_map_fd(&mut self, dst: u8) -> &mut Self {
+    pub(crate) fn ld_map_fd(&mut self, dst: u8) -> &mut Self {
         self.map_fd_slots.push(self.insns.len());
         self.raw(Insn::new(BPF_LD | BPF_DW | BPF_IMM, dst, BPF_PSEUDO_MAP_FD, 0, 0));
         self.raw(Insn::new(0, 0, 0, 0, 0))
@@ -253,35 +248,35 @@ impl Asm {
     }
 
     /// `if dst <op> imm goto label` comparing 64 bits (`imm` sign-extended).
-    pub fn jmp_imm(&mut self, op: u8, dst: u8, imm: i32, label: &str) -> &mut Self {
+    pub(crate) fn jmp_imm(&mut self, op: u8, dst: u8, imm: i32, label: &str) -> &mut Self {
         self.jump(BPF_JMP | op | BPF_K, dst, 0, imm, label)
     }
 
     /// `if dst <op> src goto label` comparing 64 bits.
-    pub fn jmp_reg(&mut self, op: u8, dst: u8, src: u8, label: &str) -> &mut Self {
+    pub(crate) fn jmp_reg(&mut self, op: u8, dst: u8, src: u8, label: &str) -> &mut Self {
         self.jump(BPF_JMP | op | BPF_X, dst, src, 0, label)
     }
 
     /// `if (u32)dst <op> (u32)imm goto label`.
-    pub fn jmp32_imm(&mut self, op: u8, dst: u8, imm: u32, label: &str) -> &mut Self {
+    pub(crate) fn jmp32_imm(&mut self, op: u8, dst: u8, imm: u32, label: &str) -> &mut Self {
         self.jump(BPF_JMP32 | op | BPF_K, dst, 0, imm as i32, label)
     }
 
-    pub fn ja(&mut self, label: &str) -> &mut Self {
+    pub(crate) fn ja(&mut self, label: &str) -> &mut Self {
         self.jump(BPF_JMP | BPF_JA, 0, 0, 0, label)
     }
 
-    pub fn call(&mut self, helper: i32) -> &mut Self {
+    pub(crate) fn call(&mut self, helper: i32) -> &mut Self {
         self.raw(Insn::new(BPF_JMP | BPF_CALL, 0, 0, 0, helper))
     }
 
-    pub fn exit(&mut self) -> &mut Self {
+    pub(crate) fn exit(&mut self) -> &mut Self {
         self.raw(Insn::new(BPF_JMP | BPF_EXIT, 0, 0, 0, 0))
     }
 
     /// Resolves every jump; fails on a duplicate label, a jump to a label never defined, or an
     /// offset outside `i16`.
-    pub fn finish(self) -> Result<Program, AsmError> {
+    pub(crate) fn finish(self) -> Result<Program, AsmError> {
         if let Some(d) = self.duplicate {
             return Err(AsmError::DuplicateLabel(d));
         }
@@ -303,19 +298,19 @@ impl Asm {
 
 /// An assembled program: instructions, and where the XSKMAP's fd goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Program {
+pub(crate) struct Program {
     pub insns: Vec<Insn>,
     map_fd_slots: Vec<usize>,
 }
 
 impl Program {
     /// Whether the program refers to a map (the [`StealAction::Redirect`] variant).
-    pub fn needs_map(&self) -> bool {
+    pub(crate) fn needs_map(&self) -> bool {
         !self.map_fd_slots.is_empty()
     }
 
     /// The program with every map reference set to `fd`.
-    pub fn with_map_fd(&self, fd: i32) -> Program {
+    pub(crate) fn with_map_fd(&self, fd: i32) -> Program {
         let mut p = self.clone();
         for &i in &self.map_fd_slots {
             p.insns[i].imm = fd;
@@ -324,23 +319,24 @@ impl Program {
     }
 
     /// The image `BPF_PROG_LOAD` takes.
-    pub fn bytes(&self) -> Vec<u8> {
-        self.insns.iter().flat_map(Insn::to_bytes).collect()
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        self.insns.iter().flat_map(|i| i.to_bytes()).collect()
     }
 }
 
 /// What the program does with a frame a stealing rule matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StealAction {
+pub(crate) enum StealAction {
     /// `bpf_redirect_map(xskmap, ctx->rx_queue_index, XDP_PASS)`: to the AF_XDP socket bound
     /// to the receiving queue, or to Linux when no socket is bound there.
     Redirect,
     /// `XDP_DROP`: a test variant whose verdict tells steal from pass even with no socket.
+    #[cfg(test)]
     Drop,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CompileError {
+pub(crate) enum CompileError {
     Rule(RuleSetError),
     Asm(AsmError),
 }
@@ -577,7 +573,7 @@ fn compile_rule(a: &mut Asm, r: &FlowRule, fail: &str) {
 /// Compiles `rules` (validated and ordered as a [`RuleSet`] would) into an XDP program whose
 /// verdict is `steal` for a frame some stealing rule matches and `XDP_PASS` otherwise. Copy
 /// rules are left out (they never change that verdict); see the module documentation.
-pub fn compile_xdp(rules: &[FlowRule], steal: StealAction) -> Result<Program, CompileError> {
+pub(crate) fn compile_xdp(rules: &[FlowRule], steal: StealAction) -> Result<Program, CompileError> {
     let mut set = RuleSet::new();
     for r in rules {
         set.add(r.clone()).map_err(CompileError::Rule)?;
@@ -655,6 +651,7 @@ pub fn compile_xdp(rules: &[FlowRule], steal: StealAction) -> Result<Program, Co
                     .call(HELPER_REDIRECT_MAP)
                     .exit();
             }
+            #[cfg(test)]
             StealAction::Drop => {
                 a.mov64_imm(R0, XDP_DROP as i32).exit();
             }
@@ -664,30 +661,30 @@ pub fn compile_xdp(rules: &[FlowRule], steal: StealAction) -> Result<Program, Co
 }
 
 /// An `BPF_MAP_TYPE_XSKMAP`: queue index → AF_XDP socket.
-pub struct XskMap {
+pub(crate) struct XskMap {
     fd: OwnedFd,
 }
 
 impl XskMap {
     /// A map for `queues` receive queues, nothing bound.
-    pub fn new(queues: u32) -> io::Result<XskMap> {
+    pub(crate) fn new(queues: u32) -> io::Result<XskMap> {
         crate::sys::bpf::create_xskmap(queues, "rawpkt_xsks").map(|fd| XskMap { fd })
     }
 
-    pub fn fd(&self) -> &OwnedFd {
+    pub(crate) fn fd(&self) -> &OwnedFd {
         &self.fd
     }
 }
 
 /// A loaded XDP program (not attached to any interface).
-pub struct LoadedProgram {
+pub(crate) struct LoadedProgram {
     fd: OwnedFd,
 }
 
 impl LoadedProgram {
     /// Loads `prog`, resolving its map reference to `map` (required when the program redirects).
     /// A verifier rejection carries the verifier's log in the error.
-    pub fn load(prog: &Program, map: Option<&XskMap>) -> io::Result<LoadedProgram> {
+    pub(crate) fn load(prog: &Program, map: Option<&XskMap>) -> io::Result<LoadedProgram> {
         let image = match (prog.needs_map(), map) {
             (true, Some(m)) => prog.with_map_fd(m.fd.as_raw_fd()).bytes(),
             (true, None) => {
@@ -701,13 +698,22 @@ impl LoadedProgram {
         crate::sys::bpf::load_xdp(&image, "rawpkt_flow").map(|fd| LoadedProgram { fd })
     }
 
-    pub fn fd(&self) -> &OwnedFd {
+    pub(crate) fn fd(&self) -> &OwnedFd {
         &self.fd
     }
 
     /// The program's verdict for `frame` received on queue 0 (`BPF_PROG_TEST_RUN`); frames
     /// shorter than 14 bytes are refused by the kernel.
-    pub fn test_run(&self, frame: &[u8]) -> io::Result<u32> {
+    #[cfg(test)]
+    pub(crate) fn test_run(&self, frame: &[u8]) -> io::Result<u32> {
         crate::sys::bpf::test_run(&self.fd, frame)
     }
 }
+
+// The assembler's and the XDP program's tests: unit tests, so that the assembler stays pub(crate).
+#[cfg(test)]
+mod tests;
+
+// The XDP program against the software matcher on fuzzed frames and rule sets (root).
+#[cfg(test)]
+mod fuzz_bpf;

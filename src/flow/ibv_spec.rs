@@ -789,6 +789,10 @@ fn l4_spec(s: &Reader, t: u32, rule: &mut FlowRule) -> Result<(), FlowParseError
     Ok(())
 }
 
+// The compiler against rdma-core's own header: sizes, offsets and blobs a C program printed.
+#[cfg(test)]
+mod vectors;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -303,7 +303,7 @@ pub mod flags {
 }
 
 /// One packet descriptor in a burst: which buffer, where its bytes are, and what the NIC said.
-/// `repr(C)` so that `len` and `off` are one aligned 32-bit word ([`Packet::set_len_off`]).
+/// `repr(C)` so that `len` and `off` are one aligned 32-bit word (`Packet::set_len_off`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Packet {

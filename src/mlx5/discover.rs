@@ -27,14 +27,14 @@ impl Found {
     }
 
     /// A sysfs attribute of the netdev, trimmed.
-    pub fn netdev_attr(&self, netdev: &str, attr: &str) -> Option<String> {
+    pub(super) fn netdev_attr(&self, netdev: &str, attr: &str) -> Option<String> {
         std::fs::read_to_string(self.netdev_dir(netdev).join(attr))
             .ok()
             .map(|s| s.trim().to_string())
     }
 
     /// The PCI device id (`<ibdev_path>/device/device`, e.g. 0x1017 for a ConnectX-5).
-    pub fn pci_device_id(&self) -> Option<u16> {
+    pub(super) fn pci_device_id(&self) -> Option<u16> {
         let s = std::fs::read_to_string(self.ibdev_path.join("device/device")).ok()?;
         u16::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
     }

@@ -25,11 +25,11 @@ pub(crate) struct Health {
 impl Health {
     /// `IBV_EVENT_DEVICE_FATAL` came: the device has stopped (the kernel's mlx5 driver moves it
     /// to the internal-error state and stops its DMA), and every queue on it is dead.
-    pub fn fatal(&self) -> bool {
+    pub(super) fn fatal(&self) -> bool {
         self.fatal.load(Ordering::Acquire)
     }
 
-    pub fn port_events(&self) -> u64 {
+    pub(super) fn port_events(&self) -> u64 {
         self.port_events.load(Ordering::Relaxed)
     }
 }
@@ -43,7 +43,7 @@ pub(crate) struct Watcher {
 impl Watcher {
     /// Starts watching `ctx` for events of port `port_num`; None (nothing watched, said once on
     /// stderr) where libibverbs lacks `ibv_get_async_event` or the fds cannot be set up.
-    pub fn start(ctx: Arc<Context>, port_num: u8, spec: String, health: Arc<Health>) -> Option<Watcher> {
+    pub(super) fn start(ctx: Arc<Context>, port_num: u8, spec: String, health: Arc<Health>) -> Option<Watcher> {
         let fd = ctx.async_fd();
         ctx.get_async_event_fn()?;
         let mut pipe = [0 as libc::c_int; 2];

@@ -11,7 +11,7 @@ use crate::sys::rdma::{Cq, Qp, Wq};
 
 /// The send queue of a RAW_PACKET QP. `keep` must hold the QP (and whatever else the queue
 /// needs alive, such as the MR).
-pub fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, String> {
+pub(super) fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, String> {
     let q = qp.dv_info().map_err(|e| e.to_string())?;
     // rdma-core: the SQ stride is always one 64-byte WQEBB and wqe_cnt a power of two
     // (providers/mlx5/verbs.c `mlx5_calc_sq_size`); VPP refuses the queue otherwise.
@@ -39,7 +39,7 @@ pub fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, String> {
 }
 
 /// A CQ created with 64-byte CQEs. From here on the datapath owns its consumer index.
-pub fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, String> {
+pub(super) fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, String> {
     let c = cq.dv_info().map_err(|e| e.to_string())?;
     if c.cqe_size != 64 || !c.cqe_cnt.is_power_of_two() || c.buf.is_null() || c.dbrec.is_null() {
         return Err(format!(
@@ -53,7 +53,7 @@ pub fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, String> {
 }
 
 /// A receive WQ with one data segment per WQE.
-pub fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive) -> Result<RwqInfo, String> {
+pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive) -> Result<RwqInfo, String> {
     let r = wq.dv_info().map_err(|e| e.to_string())?;
     if r.stride != 16 || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
         return Err(format!(

@@ -5,7 +5,7 @@
 //! rdma_rxq_init, rdma_rxq_finalize) and rdma-core's man pages (`ibv_create_wq(3)`,
 //! `ibv_create_rwq_ind_table(3)`, `ibv_create_qp_ex(3)`, `ibv_create_flow(3)`,
 //! `mlx5dv_init_obj(3)`):
-//! - at open: the device (found through sysfs, [`discover`]), its port, the DV probe, a PD;
+//! - at open: the device (found through sysfs, `discover`), its port, the DV probe, a PD;
 //! - per pool: one MR over the whole pool, registered by the first queue over that pool and
 //!   kept while any queue over it lives;
 //! - per `tx_queue`: a CQ (64-byte CQEs forced in DV mode) and a RAW_PACKET QP with a send queue

@@ -1227,7 +1227,7 @@ impl Device {
 /// `enum ibv_rx_hash_fields`): the selected addresses of the frame's IP version, then the
 /// selected ports of its L4 protocol, in that order (the Toeplitz input order of `rss_input`).
 /// A frame without the selected fields hashes to 0 (the first entry of the table).
-pub fn rss_input_fields(frame: &[u8], p: &pkt::Parsed, fields: u64, out: &mut [u8; 36]) -> usize {
+pub(super) fn rss_input_fields(frame: &[u8], p: &pkt::Parsed, fields: u64, out: &mut [u8; 36]) -> usize {
     use rdma_abi::{
         IBV_RX_HASH_DST_IPV4, IBV_RX_HASH_DST_IPV6, IBV_RX_HASH_DST_PORT_TCP, IBV_RX_HASH_DST_PORT_UDP,
         IBV_RX_HASH_SRC_IPV4, IBV_RX_HASH_SRC_IPV6, IBV_RX_HASH_SRC_PORT_TCP, IBV_RX_HASH_SRC_PORT_UDP,

@@ -76,16 +76,6 @@ impl Nic {
             _id: None,
         })
     }
-
-    /// As [`Nic::control`], also holding one registration of `lkey` until the queue is gone: a
-    /// queue's MR must outlive the queue, as a QP's lkey must on hardware.
-    pub fn control_holding_mr(self: &Arc<Self>, lkey: u32) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl {
-            nic: self.clone(),
-            lkey: Some(lkey),
-            _id: None,
-        })
-    }
 }
 
 fn sq_info(q: QueueMem) -> SqInfo {

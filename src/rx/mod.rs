@@ -6,5 +6,7 @@
 pub(crate) const REFILL_BATCH: u32 = 64;
 
 pub mod dv;
-pub mod verbs;
-pub mod xdp;
+#[cfg(feature = "mlx5")]
+pub(crate) mod verbs;
+#[cfg(feature = "xdp")]
+pub(crate) mod xdp;

@@ -22,7 +22,7 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 /// Completions polled per `ibv_poll_cq` call at most.
 const WC_BATCH: usize = 256;
 
-pub struct VerbsRxQueue {
+pub(crate) struct VerbsRxQueue {
     wq: Arc<Wq>,
     cq: Arc<Cq>,
     _mr: Arc<Mr>,

@@ -17,7 +17,7 @@ use crate::{same_pool, Error, QueueError, QueueStats, RxQueue};
 const STATS_EVERY_IDLE: u32 = 64;
 const STATS_EVERY_BUSY: u32 = 4096;
 
-pub struct XdpRxQueue {
+pub(crate) struct XdpRxQueue {
     half: Option<RxRings>,
     xsk: Rc<Socket>,
     fd: i32,

@@ -3,17 +3,21 @@
 
 // Only the model's wires use AF_PACKET sockets.
 #[cfg(feature = "model")]
-pub mod afpacket;
-pub mod bpf;
-pub mod netdev;
-pub mod rdma;
-pub mod signal;
-pub mod xsk;
+pub(crate) mod afpacket;
+#[cfg(feature = "xdp")]
+pub(crate) mod bpf;
+#[cfg(feature = "xdp")]
+pub(crate) mod netdev;
+#[cfg(feature = "mlx5")]
+pub(crate) mod rdma;
+pub(crate) mod signal;
+#[cfg(feature = "xdp")]
+pub(crate) mod xsk;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
 /// in the allowed set).
 #[cfg_attr(not(feature = "model"), allow(dead_code))] // the model's thread
-pub fn pin_current_thread(core: usize) -> bool {
+pub(crate) fn pin_current_thread(core: usize) -> bool {
     if core >= libc::CPU_SETSIZE as usize {
         return false;
     }
@@ -27,7 +31,8 @@ pub fn pin_current_thread(core: usize) -> bool {
 }
 
 /// Index of a network interface, or None if it does not exist.
-pub fn if_index(name: &str) -> Option<u32> {
+#[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
+pub(crate) fn if_index(name: &str) -> Option<u32> {
     let c = std::ffi::CString::new(name).ok()?;
     // SAFETY: c is a valid NUL-terminated string for the duration of the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };

@@ -19,7 +19,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Installs SIGINT and SIGTERM handlers that set the returned flag (once per process).
-pub fn stop_flag() -> &'static AtomicBool {
+pub(crate) fn stop_flag() -> &'static AtomicBool {
     INSTALL.call_once(|| {
         for sig in [libc::SIGINT, libc::SIGTERM] {
             // SAFETY: sigaction is plain data; zero is a valid start. The handler only performs

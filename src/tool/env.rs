@@ -39,7 +39,7 @@ pub fn model_cpu() -> Option<usize> {
     }
 }
 
-/// [`crate::open`] with the model options the environment gives.
+/// [`crate::open()`] with the model options the environment gives.
 pub fn open(spec: &str) -> Result<Port, Error> {
     open_with(spec, &PortOptions::default())
 }

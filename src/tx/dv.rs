@@ -196,7 +196,7 @@ impl DvTxQueue {
     }
 
     /// Chooses the MOVBE build or the portable one (tests run both on a MOVBE machine).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
     pub(crate) fn set_movbe(&mut self, on: bool) {
         self.movbe = on && self.movbe;
     }
@@ -908,6 +908,7 @@ impl Drop for DvTxQueue {
 }
 
 #[cfg(test)]
+#[cfg(feature = "model")] // queues over the model's rings
 #[allow(unsafe_code)] // building queues over the model's rings
 mod tests {
     use std::rc::Rc;

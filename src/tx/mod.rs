@@ -1,8 +1,10 @@
 //! Transmit burst paths, one module per backend.
 
 pub mod dv;
-pub mod verbs;
-pub mod xdp;
+#[cfg(feature = "mlx5")]
+pub(crate) mod verbs;
+#[cfg(feature = "xdp")]
+pub(crate) mod xdp;
 
 use crate::flow::wire::{ETH_HEADER_LEN, ETH_MIN_FRAME};
 use crate::mem::pool::Burst;

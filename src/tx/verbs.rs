@@ -25,7 +25,7 @@ use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 const WC_BATCH: usize = 64;
 use crate::flow::wire::ETH_MIN_FRAME;
 
-pub struct VerbsTxQueue {
+pub(crate) struct VerbsTxQueue {
     qp: Arc<Qp>,
     cq: Arc<Cq>,
     _mr: Arc<Mr>,

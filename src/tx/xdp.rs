@@ -39,7 +39,7 @@ const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
 /// How long dropping a queue waits for the frames it still holds to go out.
 const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
-pub struct XdpTxQueue {
+pub(crate) struct XdpTxQueue {
     half: Option<TxRings>,
     xsk: Rc<Socket>,
     fd: i32,

@@ -56,17 +56,17 @@ pub(crate) struct PortShared {
 }
 
 impl PortShared {
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         format!("xdp:{}", self.ifname)
     }
 
     /// Runs `f` in the port's network namespace.
-    pub fn in_netns<T>(&self, f: impl FnOnce() -> T) -> io::Result<T> {
+    pub(crate) fn in_netns<T>(&self, f: impl FnOnce() -> T) -> io::Result<T> {
         netdev::in_netns(&self.netns, f)
     }
 
     /// A one-line error for a failed system call on this port.
-    pub fn io_error(&self, what: &str, e: io::Error) -> Error {
+    pub(crate) fn io_error(&self, what: &str, e: io::Error) -> Error {
         io_error(&self.ifname, what, e)
     }
 }
@@ -468,7 +468,7 @@ impl XdpPort {
         Ok(s.first_queue + u32::from(qid))
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let s = &self.shared;
         let rules: Vec<String> = s.rules.iter().map(|r| r.to_string()).collect();
         let bound = match s.bound.load(Ordering::Relaxed) {

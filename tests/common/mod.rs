@@ -10,6 +10,10 @@ use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Pool, PoolConfig, QueueConfig};
 
+// Its own file: flow::bpf's unit tests take it too.
+mod rng;
+pub use rng::Rng;
+
 pub struct Rig {
     pub nic: Arc<Nic>,
     pub pool: Rc<Pool>,
@@ -66,33 +70,6 @@ impl Rig {
         assert_eq!(pool.free_count(), pool.capacity(), "pool not full after teardown");
         nic.deregister_mr(lkey);
         assert_eq!(nic.live_objects(), 0, "model objects left after teardown");
-    }
-}
-
-/// xorshift64*: deterministic test data without a dependency.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    pub fn range(&mut self, lo: usize, hi_incl: usize) -> usize {
-        lo + (self.next() % (hi_incl - lo + 1) as u64) as usize
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    pub fn bytes<const N: usize>(&mut self) -> [u8; N] {
-        std::array::from_fn(|_| self.next() as u8)
     }
 }
 

@@ -23,7 +23,7 @@ fn exit_status() -> String {
 // No bare `about`: it would take the crate's description (the library's) instead of the doc
 // comment above, which says what pktgen does.
 #[command(name = "pktgen", version, after_help = exit_status())]
-pub struct Args {
+pub(crate) struct Args {
     /// Port to transmit on (e.g. model:pair0/0).
     #[arg(long)]
     pub port: Option<String>,
@@ -91,6 +91,8 @@ pub struct Args {
     pub shape: String,
     /// Several streams from a file ([[stream]] tables; the README has the schema); what a
     /// stream leaves out comes from the options above.
+    // The doc comment is clap's help text, printed as written: `[[stream]]` is no link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "FILE")]
     pub streams: Option<PathBuf>,
     /// Rate of the latency stream sent beside the load on a queue of its own, or "off"
@@ -133,16 +135,16 @@ pub struct Args {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Size {
+pub(crate) enum Size {
     Fixed(usize),
     Imix,
 }
 
 /// Simple IMIX: 7 small, 4 medium, 1 large (sizes without FCS).
-pub const IMIX: [(usize, u32); 3] = [(60, 7), (590, 4), (1514, 1)];
+pub(crate) const IMIX: [(usize, u32); 3] = [(60, 7), (590, 4), (1514, 1)];
 
 #[derive(Debug)]
-pub struct Config {
+pub(crate) struct Config {
     pub tx_port: String,
     pub rx_port: Option<String>,
     pub src_mac: [u8; 6],
@@ -176,7 +178,7 @@ pub struct Config {
 }
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
-pub const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+pub(crate) const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 fn mac(what: &str, s: &str) -> Result<[u8; 6], String> {
     rawpkt::flow::rule::parse_mac(s)
@@ -184,7 +186,7 @@ fn mac(what: &str, s: &str) -> Result<[u8; 6], String> {
 }
 
 /// "1M", "500k", "14.88M", "1e6", "250000".
-pub fn rate(s: &str) -> Result<f64, String> {
+pub(crate) fn rate(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
@@ -205,7 +207,7 @@ pub fn rate(s: &str) -> Result<f64, String> {
 }
 
 /// "100" or "100,200": one VLAN ID or two (QinQ), each from 0 to 4095.
-pub fn vlans(s: &str) -> Result<Vec<u16>, String> {
+pub(crate) fn vlans(s: &str) -> Result<Vec<u16>, String> {
     let v: Vec<u16> = s
         .split(',')
         .map(|x| x.trim().parse::<u16>().ok().filter(|&v| v < 4096))
@@ -218,7 +220,7 @@ pub fn vlans(s: &str) -> Result<Vec<u16>, String> {
 }
 
 /// "60" .. "1514", or "imix".
-pub fn size(s: &str) -> Result<Size, String> {
+pub(crate) fn size(s: &str) -> Result<Size, String> {
     match s {
         "imix" | "IMIX" => Ok(Size::Imix),
         s => match s.parse::<usize>() {
@@ -233,10 +235,10 @@ pub fn size(s: &str) -> Result<Size, String> {
 /// The latency stream's rate: 1000 packets a second by default, as TRex's latency streams and
 /// MoonGen's timestamping examples send about a thousand a second: enough for percentiles each
 /// second, and too few to change the load or to queue behind one another.
-pub const LATENCY_RATE: f64 = 1000.0;
+pub(crate) const LATENCY_RATE: f64 = 1000.0;
 
 impl Config {
-    pub fn from_args(a: Args) -> Result<Config, String> {
+    pub(crate) fn from_args(a: Args) -> Result<Config, String> {
         let (tx_port, rx_port) = match (a.port, a.rx_port) {
             (None, None) => ("model:pktgen/0".to_string(), Some("model:pktgen/1".to_string())),
             (None, Some(_)) => return Err("--rx-port needs --port to say where to transmit".into()),

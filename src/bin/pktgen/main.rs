@@ -1,5 +1,7 @@
 //! pktgen: the engine's traffic generator. Opens ports through the public API only, runs one
 //! pinned transmit loop per core and a receiver, prints a line per second and a summary.
+// A binary exports nothing: its modules' items are `pub(crate)`, so dead code shows.
+#![warn(unreachable_pub)]
 
 mod cli;
 mod metrics;

@@ -13,7 +13,7 @@ use crate::worker::{Counters, StreamCounters};
 
 /// `--metrics ADDR`: a loopback address and port. Anything else is refused: the endpoint has no
 /// authentication, and a generator's counters are nobody else's business.
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     let a: SocketAddr = s
         .parse()
         .map_err(|_| format!("--metrics {s:?}: expected a loopback address and port, like 127.0.0.1:9101"))?;
@@ -26,7 +26,7 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// What the metrics thread reads.
-pub struct Sources {
+pub(crate) struct Sources {
     pub tx_port: String,
     pub rx_port: Option<String>,
     pub tx: Vec<Arc<Counters>>,
@@ -37,7 +37,7 @@ pub struct Sources {
 
 /// Binds now (so that a port in use is one line before the run), serves from a thread that
 /// lives as long as the process.
-pub fn serve(addr: SocketAddr, src: Sources) -> Result<(), String> {
+pub(crate) fn serve(addr: SocketAddr, src: Sources) -> Result<(), String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("--metrics {addr}: {e}"))?;
     std::thread::spawn(move || {
         for conn in l.incoming().flatten() {
@@ -90,7 +90,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-pub fn render(src: &Sources) -> String {
+pub(crate) fn render(src: &Sources) -> String {
     let mut out = String::new();
     let tx = src
         .tx

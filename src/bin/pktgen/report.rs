@@ -24,7 +24,7 @@ fn gbps(packets: u64, bytes: u64, secs: f64) -> f64 {
     (bytes + packets * L1_OVERHEAD) as f64 * 8.0 / secs / 1e9
 }
 
-pub struct Reporter {
+pub(crate) struct Reporter {
     json: bool,
     tx_name: String,
     rx_name: Option<String>,
@@ -69,7 +69,7 @@ fn stream_interval(c: &StreamCounters, last: &mut [u64; 4]) -> StreamInterval {
 }
 
 impl Reporter {
-    pub fn new(cfg: &Config, epoch: Instant, names: Vec<String>) -> Reporter {
+    pub(crate) fn new(cfg: &Config, epoch: Instant, names: Vec<String>) -> Reporter {
         Reporter {
             json: cfg.json,
             tx_name: cfg.tx_port.clone(),
@@ -83,7 +83,7 @@ impl Reporter {
     }
 
     /// Prints a line for each second that has passed (and, when `last`, for the final part).
-    pub fn tick(&mut self, tx: &[Arc<Counters>], rx: &Counters, streams: &[StreamCounters], last: bool) {
+    pub(crate) fn tick(&mut self, tx: &[Arc<Counters>], rx: &Counters, streams: &[StreamCounters], last: bool) {
         let now = self.epoch.elapsed();
         if now < self.next && !last {
             return;
@@ -181,7 +181,7 @@ impl Reporter {
         }
     }
 
-    pub fn summary(&self, s: &Summary) {
+    pub(crate) fn summary(&self, s: &Summary) {
         if self.json {
             let lat = match &s.latency {
                 Some(l) => format!(",\"latency_ns\":{}", l.json()),
@@ -311,7 +311,7 @@ impl Latency {
     }
 }
 
-pub struct Latency {
+pub(crate) struct Latency {
     pub samples: u64,
     pub min: u64,
     pub p50: u64,
@@ -324,7 +324,7 @@ pub struct Latency {
     pub buckets: Vec<(u64, u64)>,
 }
 
-pub struct StreamSummary {
+pub(crate) struct StreamSummary {
     pub name: String,
     pub latency_stream: bool,
     pub tx: [u64; 2],
@@ -334,7 +334,7 @@ pub struct StreamSummary {
 }
 
 /// Inter-departure times of a shaped stream, from the send stamps the receiver read.
-pub struct Departures {
+pub(crate) struct Departures {
     pub gaps: u64,
     pub mean: f64,
     /// Coefficient of variation: standard deviation / mean (1 for exponential gaps).
@@ -352,7 +352,7 @@ impl Departures {
     }
 }
 
-pub struct Summary {
+pub(crate) struct Summary {
     pub seconds: f64,
     pub tx: [u64; 4],
     pub rx: [u64; 4],
@@ -363,7 +363,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn collect(
+    pub(crate) fn collect(
         tx: &[Arc<Counters>],
         rx: &Counters,
         tx_time: Duration,

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use crate::fail::Fail;
 
-pub struct Search {
+pub(crate) struct Search {
     pub sizes: Vec<usize>,
     pub trial: f64,
     /// Stop when the bracket is this narrow: a fraction of its top, or pps.
@@ -21,16 +21,16 @@ pub struct Search {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Resolution {
+pub(crate) enum Resolution {
     Fraction(f64),
     Pps(f64),
 }
 
 /// RFC 2544 section 9.1's Ethernet sizes, without the 4-byte FCS.
-pub const RFC2544_SIZES: &str = "60,124,252,508,1020,1276,1514";
+pub(crate) const RFC2544_SIZES: &str = "60,124,252,508,1020,1276,1514";
 
 /// Options pktgen's own trials set, so the user may not.
-pub const TRIAL_OPTIONS: [&str; 8] = [
+pub(crate) const TRIAL_OPTIONS: [&str; 8] = [
     "--size",
     "--rate",
     "--duration",
@@ -42,7 +42,7 @@ pub const TRIAL_OPTIONS: [&str; 8] = [
 ];
 
 impl Search {
-    pub fn parse(sizes: &str, trial: f64, resolution: &str, loss_pct: f64) -> Result<Search, String> {
+    pub(crate) fn parse(sizes: &str, trial: f64, resolution: &str, loss_pct: f64) -> Result<Search, String> {
         let sizes = sizes
             .split(',')
             .map(|s| match s.trim().parse::<usize>() {
@@ -143,7 +143,7 @@ struct Found {
     trials: u32,
 }
 
-pub fn run(s: &Search, base: &[String], json: bool) -> Result<(), Fail> {
+pub(crate) fn run(s: &Search, base: &[String], json: bool) -> Result<(), Fail> {
     let mut found = Vec::new();
     // Ctrl-C reaches the trial running (same process group), which stops and reports; the
     // search then stops too, with the sizes it finished.

@@ -15,7 +15,7 @@ use crate::fail::Fail;
 
 /// How departures are spread in time at a given rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Shape {
+pub(crate) enum Shape {
     /// Evenly: packet k leaves at k / rate (as many as are due at each burst).
     Constant,
     /// Exponential gaps of mean 1 / rate (a Poisson process), as MoonGen's `poissonDelay`.
@@ -27,7 +27,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    pub fn parse(s: &str) -> Result<Shape, String> {
+    pub(crate) fn parse(s: &str) -> Result<Shape, String> {
         match s {
             "constant" => Ok(Shape::Constant),
             "poisson" => Ok(Shape::Poisson),
@@ -40,7 +40,7 @@ impl Shape {
         }
     }
 
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Shape::Constant => "constant".into(),
             Shape::Poisson => "poisson".into(),
@@ -51,11 +51,11 @@ impl Shape {
 }
 
 /// Most streams in a run: the stream id is one byte of the stamp.
-pub const MAX_STREAMS: usize = 64;
+pub(crate) const MAX_STREAMS: usize = 64;
 
 /// One stream as asked for; the fields a stream file leaves out come from the command line.
 #[derive(Clone, Debug)]
-pub struct StreamSpec {
+pub(crate) struct StreamSpec {
     pub name: String,
     pub size: Size,
     pub rate: Option<f64>,
@@ -77,7 +77,7 @@ pub struct StreamSpec {
 
 impl StreamSpec {
     /// The stream the command line describes.
-    pub fn from_config(cfg: &Config) -> StreamSpec {
+    pub(crate) fn from_config(cfg: &Config) -> StreamSpec {
         StreamSpec {
             name: "load".into(),
             size: cfg.size,
@@ -98,7 +98,7 @@ impl StreamSpec {
     /// The low-rate latency stream beside the load: smallest frames with the command line's
     /// headers (so that it takes the load's path), one flow of its own (the load's destination
     /// port + 1, so a capture tells them apart).
-    pub fn latency(cfg: &Config, rate: f64) -> StreamSpec {
+    pub(crate) fn latency(cfg: &Config, rate: f64) -> StreamSpec {
         let mut s = StreamSpec::from_config(cfg);
         s.ranges.clear();
         let min = crate::traffic::min_len(&s);
@@ -120,7 +120,7 @@ impl StreamSpec {
     }
 
     /// Checks that hold for a stream from anywhere; `Err` is the reason, without the source.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         if self.src_ip.is_ipv4() != self.dst_ip.is_ipv4() {
             return Err(("dst_ip", "src_ip and dst_ip must both be IPv4 or both IPv6".into()));
         }
@@ -173,20 +173,20 @@ impl StreamSpec {
 }
 
 /// A stream ready to send: what was asked for and its frames.
-pub struct Stream {
+pub(crate) struct Stream {
     pub spec: StreamSpec,
     pub traffic: crate::traffic::Traffic,
 }
 
 /// Reads a stream file; every mistake in it is `FILE:LINE: field NAME: what is wrong` (a usage
 /// mistake), a file that cannot be read a failure.
-pub fn read_file(path: &Path, cfg: &Config) -> Result<Vec<StreamSpec>, Fail> {
+pub(crate) fn read_file(path: &Path, cfg: &Config) -> Result<Vec<StreamSpec>, Fail> {
     let text =
         std::fs::read_to_string(path).map_err(|e| Fail::Runtime(format!("--streams {}: {e}", path.display())))?;
     parse(&path.display().to_string(), &text, cfg).map_err(Fail::Usage)
 }
 
-pub fn parse(file: &str, text: &str, cfg: &Config) -> Result<Vec<StreamSpec>, String> {
+pub(crate) fn parse(file: &str, text: &str, cfg: &Config) -> Result<Vec<StreamSpec>, String> {
     let mut out: Vec<(StreamSpec, usize)> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -331,7 +331,7 @@ fn set(s: &mut StreamSpec, key: &str, v: &Value) -> Result<(), String> {
 
 /// When a stream's packets may leave, kept by each transmit core for each stream: its share of
 /// the rate and of the count, and how many it has made.
-pub struct Pacer {
+pub(crate) struct Pacer {
     /// Packets per nanosecond (this core's share), or none: as fast as the ring takes them.
     per_ns: Option<f64>,
     shape: Shape,
@@ -354,7 +354,14 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    pub fn new(rate: Option<f64>, shape: Shape, limit: Option<u64>, seed: u64, share: usize, times: &[u64]) -> Pacer {
+    pub(crate) fn new(
+        rate: Option<f64>,
+        shape: Shape,
+        limit: Option<u64>,
+        seed: u64,
+        share: usize,
+        times: &[u64],
+    ) -> Pacer {
         let (times, period) = match shape {
             Shape::Timed(x) if !times.is_empty() => {
                 let t: Vec<f64> = times.iter().map(|&t| t as f64 / x).collect();
@@ -392,7 +399,7 @@ impl Pacer {
         self.base + self.times[self.slot]
     }
 
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.made >= self.limit
     }
 
@@ -409,7 +416,7 @@ impl Pacer {
 
     /// How many packets may be made now, `elapsed_ns` after the start, into `room` free slots.
     #[inline]
-    pub fn allowed(&mut self, elapsed_ns: u64, room: usize) -> usize {
+    pub(crate) fn allowed(&mut self, elapsed_ns: u64, room: usize) -> usize {
         let left = self.limit - self.made;
         let room = room.min(self.share) as u64;
         let n = match (self.per_ns, self.shape) {

@@ -14,21 +14,21 @@ use std::net::IpAddr;
 use rawpkt::flow::wire::{csum_add, csum_fold};
 
 /// The VXLAN UDP port (IANA, RFC 7348).
-pub const VXLAN_PORT: u16 = 4789;
+pub(crate) const VXLAN_PORT: u16 = 4789;
 const ETH: usize = 14;
 const UDP: usize = 8;
 const VXLAN: usize = 8;
 const GRE: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encap {
+pub(crate) enum Encap {
     None,
     Vxlan(u32),
     Gre,
 }
 
 impl Encap {
-    pub fn parse(s: &str) -> Result<Encap, String> {
+    pub(crate) fn parse(s: &str) -> Result<Encap, String> {
         match s {
             "none" => Ok(Encap::None),
             "gre" => Ok(Encap::Gre),
@@ -42,14 +42,14 @@ impl Encap {
 
 /// A field that varies per packet over `count` values from the template's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Range {
+pub(crate) struct Range {
     pub field: Field,
     pub count: u32,
     pub random: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Field {
+pub(crate) enum Field {
     SrcIp,
     DstIp,
     SrcPort,
@@ -59,11 +59,11 @@ pub enum Field {
 }
 
 /// Most ranges a stream has: one per field.
-pub const MAX_RANGES: usize = 6;
+pub(crate) const MAX_RANGES: usize = 6;
 
 impl Range {
     /// `FIELD:N[:random|:inc]`, FIELD one of src-ip dst-ip src-port dst-port src-mac dst-mac.
-    pub fn parse(s: &str) -> Result<Range, String> {
+    pub(crate) fn parse(s: &str) -> Result<Range, String> {
         let mut it = s.split(':');
         let field = match it.next() {
             Some("src-ip") => Field::SrcIp,
@@ -94,14 +94,14 @@ impl Range {
     }
 
     /// A list separated by commas (the stream file's `ranges`).
-    pub fn parse_list(s: &str) -> Result<Vec<Range>, String> {
+    pub(crate) fn parse_list(s: &str) -> Result<Vec<Range>, String> {
         let r: Vec<Range> = s.split(',').map(|x| Range::parse(x.trim())).collect::<Result<_, _>>()?;
         check_ranges(&r)?;
         Ok(r)
     }
 }
 
-pub fn check_ranges(r: &[Range]) -> Result<(), String> {
+pub(crate) fn check_ranges(r: &[Range]) -> Result<(), String> {
     for (i, a) in r.iter().enumerate() {
         if r[..i].iter().any(|b| b.field == a.field) {
             return Err(format!("{:?} is given two ranges", a.field));
@@ -112,7 +112,7 @@ pub fn check_ranges(r: &[Range]) -> Result<(), String> {
 
 /// What a template looks like: the headers it has and where its fields are.
 #[derive(Clone, Debug)]
-pub struct Headers {
+pub(crate) struct Headers {
     pub vlan: Vec<u16>,
     pub encap: Encap,
     pub outer: (IpAddr, IpAddr),
@@ -120,7 +120,7 @@ pub struct Headers {
 
 /// Offsets of a built template.
 #[derive(Clone, Debug, Default)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// The inner (or only) IP header and UDP header, and whether that IP is v6.
     pub l3: usize,
     pub l4: usize,
@@ -140,7 +140,7 @@ fn ip_len(ip: IpAddr) -> usize {
 }
 
 /// Bytes before the stamp.
-pub fn header_len(t: &Headers, inner: IpAddr) -> usize {
+pub(crate) fn header_len(t: &Headers, inner: IpAddr) -> usize {
     let vlan = 4 * t.vlan.len();
     let inner = ip_len(inner) + UDP;
     ETH + vlan
@@ -199,7 +199,7 @@ fn write_udp(f: &mut [u8], src: u16, dst: u16) {
 const INNER_MACS: ([u8; 6], [u8; 6]) = ([2, 0, 0, 0, 1, 2], [2, 0, 0, 0, 1, 1]);
 
 /// Builds a template of `len` bytes: (frame, layout). The payload after the headers is zero.
-pub fn build(
+pub(crate) fn build(
     t: &Headers,
     macs: ([u8; 6], [u8; 6]),
     ips: (IpAddr, IpAddr),
@@ -271,7 +271,7 @@ pub fn build(
 }
 
 /// The UDP checksum of the datagram at `f[l4..]` in the IPv6 packet at `f[l3..]`, written in.
-pub fn udp6_csum(f: &mut [u8], l3: usize, l4: usize) {
+pub(crate) fn udp6_csum(f: &mut [u8], l3: usize, l4: usize) {
     f[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
     let len = (f.len() - l4) as u32;
     let mut s = csum_add(0, &f[l3 + 8..l3 + 40]);
@@ -287,7 +287,7 @@ pub fn udp6_csum(f: &mut [u8], l3: usize, l4: usize) {
 
 /// Replaces the 16-bit words `old` by `new` under the IPv4 header checksum at `c` (RFC 1624
 /// eqn. 3: HC' = ~(~HC + ~m + m')).
-pub fn csum_replace(c: &mut [u8], old: &[u8], new: &[u8]) {
+pub(crate) fn csum_replace(c: &mut [u8], old: &[u8], new: &[u8]) {
     let hc = u16::from_be_bytes([c[0], c[1]]);
     let mut s = u32::from(!hc);
     for w in old.chunks(2) {
@@ -300,7 +300,7 @@ pub fn csum_replace(c: &mut [u8], old: &[u8], new: &[u8]) {
 /// Where the stamp of a frame pktgen built sits: after the (inner) UDP header, through VLAN
 /// tags, VXLAN and GRE.
 #[inline]
-pub fn stamp_offset_of(f: &[u8]) -> Option<usize> {
+pub(crate) fn stamp_offset_of(f: &[u8]) -> Option<usize> {
     let be16 = |o: usize| -> Option<u16> { Some(u16::from_be_bytes([*f.get(o)?, *f.get(o + 1)?])) };
     let mut off = 12;
     let mut et = be16(off)?;

@@ -16,34 +16,34 @@ use crate::template::{Field, Layout, Range, MAX_RANGES};
 /// Stamp after the UDP header: magic (2 bytes), stream id (the top byte of the next 8) and
 /// sequence number (their low 56 bits), send time in ns (8). The stream id takes a byte of the
 /// number rather than a byte of its own: a 60-byte IPv4 frame has exactly 18 bytes after UDP.
-pub const STAMP_LEN: usize = 18;
-pub const MAGIC: [u8; 2] = [0x52, 0x54];
+pub(crate) const STAMP_LEN: usize = 18;
+pub(crate) const MAGIC: [u8; 2] = [0x52, 0x54];
 
 const ETH: usize = 14;
 const UDP: usize = 8;
 
 /// Smallest frame of a stream's template that holds its headers and the stamp.
-pub fn min_len(s: &StreamSpec) -> usize {
+pub(crate) fn min_len(s: &StreamSpec) -> usize {
     crate::template::header_len(&s.headers, s.src_ip) + STAMP_LEN
 }
 
 /// Where the stamp sits in a frame of the given IP version.
-pub fn stamp_offset(ipv6: bool) -> usize {
+pub(crate) fn stamp_offset(ipv6: bool) -> usize {
     ETH + if ipv6 { 40 } else { 20 } + UDP
 }
 
 /// Frames a replay holds at most: the schedule numbers them with a `u16`.
-pub const MAX_REPLAY_FRAMES: usize = u16::MAX as usize;
+pub(crate) const MAX_REPLAY_FRAMES: usize = u16::MAX as usize;
 /// Longest frame replayed (without FCS), as `--size` allows.
-pub const MAX_REPLAY_FRAME: usize = 1514;
+pub(crate) const MAX_REPLAY_FRAME: usize = 1514;
 /// Largest pcap file `--pcap` reads: its header and [`MAX_REPLAY_FRAMES`] records of
 /// [`MAX_REPLAY_FRAME`] bytes (about 96 MiB). A longer file cannot be replayed whole, so it is
 /// refused before it is read instead of filling memory (`--pcap /dev/zero` once did).
-pub const MAX_REPLAY_FILE: u64 =
+pub(crate) const MAX_REPLAY_FILE: u64 =
     (rawpkt::pcap::FILE_HEADER + MAX_REPLAY_FRAMES * (rawpkt::pcap::RECORD_HEADER + MAX_REPLAY_FRAME)) as u64;
 
 /// The frames of a pcap file to replay, read whole and checked.
-pub fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
+pub(crate) fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
     use rawpkt::pcap::{PcapError, Reader};
     let r = Reader::open_at_most(path, MAX_REPLAY_FILE).map_err(|e| match e {
         PcapError::TooLarge { len, .. } => Fail::Runtime(format!(
@@ -69,7 +69,7 @@ pub fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
     Ok(t)
 }
 
-pub struct Traffic {
+pub(crate) struct Traffic {
     /// Generated frames, one per size; or the frames of a pcap file.
     frames: Vec<Vec<u8>>,
     /// Which frame each packet of a repeating cycle uses (IMIX order, or pcap order).
@@ -98,7 +98,7 @@ pub struct Traffic {
 
 impl Traffic {
     /// Stream number `id` of a run.
-    pub fn generated(cfg: &StreamSpec, id: u8, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Traffic {
+    pub(crate) fn generated(cfg: &StreamSpec, id: u8, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Traffic {
         let sizes: Vec<usize> = match cfg.size {
             Size::Fixed(n) => vec![n],
             Size::Imix => IMIX.iter().map(|&(n, _)| n.max(min_len(cfg))).collect(),
@@ -159,7 +159,7 @@ impl Traffic {
     }
 
     /// Frames replayed in file order, unmodified (no stamp, so no latency).
-    pub fn replay(frames: Vec<Vec<u8>>) -> Result<Traffic, String> {
+    pub(crate) fn replay(frames: Vec<Vec<u8>>) -> Result<Traffic, String> {
         if frames.is_empty() {
             return Err("the pcap file holds no frames".into());
         }
@@ -200,7 +200,7 @@ impl Traffic {
 
     /// Length of the packet at `cursor`.
     #[inline]
-    pub fn len_at(&self, cursor: &Cursor) -> usize {
+    pub(crate) fn len_at(&self, cursor: &Cursor) -> usize {
         self.frames[usize::from(self.schedule[cursor.slot])].len()
     }
 
@@ -209,7 +209,7 @@ impl Traffic {
     /// the buffer holds from its last use (see [`Held`]): the whole template is copied only
     /// when that is not this packet's template, else just the fields that vary.
     #[inline]
-    pub fn write(&self, cursor: &mut Cursor, held: &mut u32, seq: u64, now_ns: u64, buf: &mut [u8]) {
+    pub(crate) fn write(&self, cursor: &mut Cursor, held: &mut u32, seq: u64, now_ns: u64, buf: &mut [u8]) {
         let t = self.schedule[cursor.slot];
         // Tags are template + 1, so a fresh buffer's 0 matches no template.
         let tag = self.tag_base + u32::from(t) + 1;
@@ -307,22 +307,22 @@ impl Traffic {
     }
 
     /// The one length every packet has, if they all have one (a fixed `--size`).
-    pub fn fixed_len(&self) -> Option<usize> {
+    pub(crate) fn fixed_len(&self) -> Option<usize> {
         let first = self.frames.first()?.len();
         self.frames.iter().all(|f| f.len() == first).then_some(first)
     }
 
     /// How many templates (frames) this traffic has.
-    pub fn templates(&self) -> usize {
+    pub(crate) fn templates(&self) -> usize {
         self.frames.len()
     }
 
     /// Whether the frames carry pktgen's stamps (a replay's frames are sent as they are).
-    pub fn stamped(&self) -> bool {
+    pub(crate) fn stamped(&self) -> bool {
         self.stamped
     }
 
-    pub fn largest(&self) -> usize {
+    pub(crate) fn largest(&self) -> usize {
         self.frames.iter().map(Vec::len).max().unwrap_or(0)
     }
 }
@@ -330,26 +330,26 @@ impl Traffic {
 /// What each buffer of a transmit core's pool holds from its last use, by buffer index: the
 /// template's number over all streams + 1 (`Traffic::tag_base`), or 0 for "unknown". Only the core that owns the pool writes its buffers (the
 /// NIC reads them), so a buffer keeps what was last written into it.
-pub struct Held {
+pub(crate) struct Held {
     tags: Vec<u32>,
 }
 
 impl Held {
-    pub fn new(buffers: u32) -> Held {
+    pub(crate) fn new(buffers: u32) -> Held {
         Held {
             tags: vec![0; buffers as usize],
         }
     }
 
     #[inline]
-    pub fn of(&mut self, buffer: u32) -> &mut u32 {
+    pub(crate) fn of(&mut self, buffer: u32) -> &mut u32 {
         &mut self.tags[buffer as usize]
     }
 }
 
 /// Where a transmit core is in the size schedule, the flow cycle and the varying fields.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     slot: usize,
     flow: u32,
     ctr: [u32; MAX_RANGES],
@@ -372,7 +372,7 @@ fn range_offset(lay: &Layout, f: Field) -> usize {
 
 /// The stamp of a received frame, if it carries one: (stream id, sequence number, send time in
 /// ns).
-pub fn read_stamp(frame: &[u8]) -> Option<(u8, u64, u64)> {
+pub(crate) fn read_stamp(frame: &[u8]) -> Option<(u8, u64, u64)> {
     // Plain IPv4 first, where the magic is found at once: every run without a template. Else
     // (the outer header of a tunnel, VLAN tags, IPv6) the headers are walked.
     let plain = stamp_offset(false);

@@ -15,7 +15,7 @@ use crate::traffic::{read_stamp, Traffic};
 
 /// Totals a worker publishes for the reporter.
 #[derive(Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     /// Nanoseconds this worker spent sending (its start to its last burst).
     pub active_ns: AtomicU64,
     pub packets: AtomicU64,
@@ -32,14 +32,14 @@ impl Counters {
         self.errors.store(errors, Ordering::Relaxed);
     }
 
-    pub fn snapshot(&self) -> [u64; 4] {
+    pub(crate) fn snapshot(&self) -> [u64; 4] {
         [&self.packets, &self.bytes, &self.drops, &self.errors].map(|a| a.load(Ordering::Relaxed))
     }
 }
 
 /// Per-stream totals: sent per core (each slot written by its core only), received, and the
 /// receiver's latency figures, published as the port counters are.
-pub struct StreamCounters {
+pub(crate) struct StreamCounters {
     /// Packets and bytes, one pair per transmit core.
     pub tx: Vec<[AtomicU64; 2]>,
     pub rx_packets: AtomicU64,
@@ -62,7 +62,7 @@ pub struct StreamCounters {
 }
 
 impl StreamCounters {
-    pub fn new(cores: usize, gaps: bool) -> StreamCounters {
+    pub(crate) fn new(cores: usize, gaps: bool) -> StreamCounters {
         StreamCounters {
             gaps,
             tx: (0..cores).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
@@ -79,13 +79,13 @@ impl StreamCounters {
     }
 
     /// Packets and bytes sent, over all cores.
-    pub fn tx_total(&self) -> [u64; 2] {
+    pub(crate) fn tx_total(&self) -> [u64; 2] {
         self.tx.iter().fold([0, 0], |a, c| {
             [a[0] + c[0].load(Ordering::Relaxed), a[1] + c[1].load(Ordering::Relaxed)]
         })
     }
 
-    pub fn rx_total(&self) -> [u64; 2] {
+    pub(crate) fn rx_total(&self) -> [u64; 2] {
         [
             self.rx_packets.load(Ordering::Relaxed),
             self.rx_bytes.load(Ordering::Relaxed),
@@ -94,7 +94,7 @@ impl StreamCounters {
 }
 
 /// What one transmit core does.
-pub struct TxPlan {
+pub(crate) struct TxPlan {
     pub core: usize,
     pub cores: usize,
     pub cpu: Option<core_affinity::CoreId>,
@@ -191,7 +191,7 @@ fn unsent(lanes: &mut [Lane], burst: &Burst) {
 
 /// A transmit core: its own pool and `queues` send queues, round robin per burst; the first
 /// core also sends the latency stream, if any, on a queue of its own.
-pub fn transmit(
+pub(crate) fn transmit(
     plan: TxPlan,
     port: Arc<Port>,
     streams: Arc<Vec<Stream>>,
@@ -367,10 +367,10 @@ fn publish_lanes(lanes: &[Lane], latency: Option<&[Lane]>, per_stream: &[StreamC
     }
 }
 
-pub type Capture = rawpkt::pcap::Writer<std::io::BufWriter<std::fs::File>>;
+pub(crate) type Capture = rawpkt::pcap::Writer<std::io::BufWriter<std::fs::File>>;
 
 /// What a receiver is built from; it is built in the thread that polls it (pools are per core).
-pub struct RxPlan {
+pub(crate) struct RxPlan {
     pub port: Arc<Port>,
     pub capture: Option<Capture>,
     pub counters: Arc<Counters>,
@@ -381,7 +381,7 @@ pub struct RxPlan {
 }
 
 /// What the receiver measured of one stream: latency, and inter-departure times if asked for.
-pub struct RxHists {
+pub(crate) struct RxHists {
     pub latency: Histogram<u64>,
     pub gaps: Option<Histogram<u64>>,
 }
@@ -405,7 +405,7 @@ struct RxStream {
 
 /// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
 /// thread when a CPU is free for it, else from the first transmit core's loop.
-pub struct Receiver {
+pub(crate) struct Receiver {
     port: Arc<Port>,
     rx: Box<dyn rawpkt::RxQueue>,
     got: Burst,
@@ -422,7 +422,7 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    pub fn new(plan: RxPlan) -> Result<Receiver, Fail> {
+    pub(crate) fn new(plan: RxPlan) -> Result<Receiver, Fail> {
         let qcfg = QueueConfig {
             size: 4096,
             ..QueueConfig::default()
@@ -475,7 +475,7 @@ impl Receiver {
 
     /// One receive burst; returns the packets it took.
     #[inline]
-    pub fn poll(&mut self) -> Result<usize, Fail> {
+    pub(crate) fn poll(&mut self) -> Result<usize, Fail> {
         self.iter = self.iter.wrapping_add(1);
         let n = self
             .rx
@@ -562,7 +562,7 @@ impl Receiver {
     /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
     /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
     /// Returns each stream's latency histogram.
-    pub fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
+    pub(crate) fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
         let mut quiet_since = Instant::now();
         let give_up = quiet_since + Duration::from_secs(2);
         let stop = rawpkt::stop_flag();
@@ -595,7 +595,7 @@ impl Receiver {
 
 /// A receiver on its own thread: says when its queue exists (frames that arrive before it are
 /// not ours to count), polls until the senders are done, then finishes.
-pub fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<RxHists>, Fail> {
+pub(crate) fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<RxHists>, Fail> {
     let r = Receiver::new(plan);
     ready.store(true, Ordering::Release);
     let mut r = r?;

@@ -15,7 +15,7 @@ use super::ops;
 
 /// A verbs call that failed: which call and the errno it left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CallError {
+pub(crate) struct CallError {
     pub call: &'static str,
     pub errno: i32,
 }
@@ -55,21 +55,21 @@ fn check(call: &'static str, ret: c_int) -> Result<(), CallError> {
 
 /// What `ibv_get_device_list` returned: name, the sysfs paths, and whether mlx5dv drives it.
 #[derive(Clone, Debug)]
-pub struct DeviceInfo {
+pub(crate) struct DeviceInfo {
     pub name: String,
     pub ibdev_path: String,
     pub dv_supported: bool,
 }
 
 /// The device list, freed on drop (devices stay valid while a context opened on them lives).
-pub struct DeviceList<'a> {
+pub(crate) struct DeviceList<'a> {
     rdma: &'a Rdma,
     list: *mut *mut ibv_device,
     n: usize,
 }
 
 impl<'a> DeviceList<'a> {
-    pub fn get(rdma: &'a Rdma) -> Result<DeviceList<'a>, CallError> {
+    pub(crate) fn get(rdma: &'a Rdma) -> Result<DeviceList<'a>, CallError> {
         let mut n: c_int = 0;
         // SAFETY: exported function; n is a valid out pointer.
         let list = unsafe { (rdma.ibv.get_device_list)(&mut n) };
@@ -93,7 +93,7 @@ impl<'a> DeviceList<'a> {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.n
     }
 
@@ -103,7 +103,7 @@ impl<'a> DeviceList<'a> {
         unsafe { *self.list.add(i) }
     }
 
-    pub fn info(&self, i: usize) -> DeviceInfo {
+    pub(crate) fn info(&self, i: usize) -> DeviceInfo {
         let dev = self.raw(i);
         // SAFETY: dev is a live device of the list; name and ibdev_path are NUL-terminated
         // arrays inside it (rdma-core fills them from sysfs).
@@ -126,7 +126,7 @@ impl<'a> DeviceList<'a> {
     /// Opens device `i`: with DevX where libmlx5 and the kernel offer it (`mlx5dv_open_device`
     /// with `MLX5DV_CONTEXT_FLAGS_DEVX`, as DPDK's `mlx5_os_open_device` does first), else
     /// `ibv_open_device`.
-    pub fn open(&self, i: usize, rdma: &Arc<Rdma>) -> Result<Arc<Context>, CallError> {
+    pub(crate) fn open(&self, i: usize, rdma: &Arc<Rdma>) -> Result<Arc<Context>, CallError> {
         let dev = self.raw(i);
         if let Some(open_dv) = rdma.dv.as_ref().and_then(|dv| dv.open_device) {
             let mut attr = mlx5dv_context_attr {
@@ -171,7 +171,7 @@ impl Drop for DeviceList<'_> {
 }
 
 /// An open device (`ibv_open_device`), closed on drop.
-pub struct Context {
+pub(crate) struct Context {
     rdma: Arc<Rdma>,
     ptr: *mut ibv_context,
     dev: *mut ibv_device,
@@ -189,7 +189,7 @@ impl Context {
     /// Runs a DevX command (`mlx5dv_devx_general_cmd`): `cmd` in, the answer into `out`.
     /// Err(EOPNOTSUPP) on a context opened without DevX; Err(EIO) when the device answers
     /// with a bad status.
-    pub fn devx_cmd(&self, cmd: &[u8], out: &mut [u8]) -> Result<(), CallError> {
+    pub(crate) fn devx_cmd(&self, cmd: &[u8], out: &mut [u8]) -> Result<(), CallError> {
         let f = self
             .rdma
             .dv
@@ -223,13 +223,13 @@ impl Context {
     }
 
     /// The context's `async_fd`, readable when an asynchronous event waits.
-    pub fn async_fd(&self) -> c_int {
+    pub(crate) fn async_fd(&self) -> c_int {
         // SAFETY: live context; async_fd is a plain field libibverbs set at open.
         unsafe { (*self.ptr).async_fd }
     }
 
     /// Some(()) where libibverbs exports `ibv_get_async_event` and `ibv_ack_async_event`.
-    pub fn get_async_event_fn(&self) -> Option<()> {
+    pub(crate) fn get_async_event_fn(&self) -> Option<()> {
         self.rdma
             .ibv
             .get_async_event
@@ -239,7 +239,7 @@ impl Context {
 
     /// The next asynchronous event (its type, and the port number for port events), acked; None
     /// when none waits (the fd is non-blocking) or the call fails.
-    pub fn next_async_event(&self) -> Option<(ibv_event_type, c_int)> {
+    pub(crate) fn next_async_event(&self) -> Option<(ibv_event_type, c_int)> {
         let (get, ack) = (self.rdma.ibv.get_async_event?, self.rdma.ibv.ack_async_event?);
         // SAFETY: ibv_async_event is C data (a union of pointers and an int, an enum): all zero
         // is valid.
@@ -258,7 +258,7 @@ impl Context {
     }
 
     /// `___ibv_query_port`.
-    pub fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
+    pub(crate) fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
         let mut attr = ibv_port_attr::default();
         // SAFETY: live context.
         let ret = unsafe { ops::ibv_query_port(&self.rdma.ibv, self.ptr, port, &mut attr) };
@@ -266,7 +266,7 @@ impl Context {
     }
 
     /// `ibv_query_device_ex` (legacy fallback included).
-    pub fn query_device_ex(&self) -> Result<ibv_device_attr_ex, CallError> {
+    pub(crate) fn query_device_ex(&self) -> Result<ibv_device_attr_ex, CallError> {
         let mut attr = ibv_device_attr_ex::default();
         // SAFETY: live context.
         let ret = unsafe { ops::ibv_query_device_ex(&self.rdma.ibv, self.ptr, &mut attr) };
@@ -274,7 +274,7 @@ impl Context {
     }
 
     /// `mlx5dv_is_supported` + `mlx5dv_query_device`, or why DV is out.
-    pub fn mlx5dv_query(&self) -> Result<mlx5dv_context, String> {
+    pub(crate) fn mlx5dv_query(&self) -> Result<mlx5dv_context, String> {
         let Some(dv) = &self.rdma.dv else {
             return Err(self
                 .rdma
@@ -305,7 +305,7 @@ impl Drop for Context {
 }
 
 /// A protection domain.
-pub struct Pd {
+pub(crate) struct Pd {
     ctx: Arc<Context>,
     ptr: *mut ibv_pd,
 }
@@ -316,7 +316,7 @@ unsafe impl Send for Pd {}
 unsafe impl Sync for Pd {}
 
 impl Pd {
-    pub fn alloc(ctx: &Arc<Context>) -> Result<Arc<Pd>, CallError> {
+    pub(crate) fn alloc(ctx: &Arc<Context>) -> Result<Arc<Pd>, CallError> {
         // SAFETY: live context.
         let ptr = unsafe { (ctx.rdma.ibv.alloc_pd)(ctx.ptr) };
         if ptr.is_null() {
@@ -338,13 +338,13 @@ impl Drop for Pd {
 /// # Safety
 /// `base()..base() + len()` must be mapped, readable and writable memory that stays mapped for
 /// as long as the value lives (the Mr holds an `Arc` of it until the registration is gone).
-pub unsafe trait Registrable: Send + Sync + 'static {
+pub(crate) unsafe trait Registrable: Send + Sync + 'static {
     fn base(&self) -> *mut u8;
     fn len(&self) -> usize;
 }
 
 /// A memory region over a whole buffer pool (one per pool, as VPP registers its buffer arena).
-pub struct Mr {
+pub(crate) struct Mr {
     pd: Arc<Pd>,
     ptr: *mut ibv_mr,
     lkey: u32,
@@ -359,7 +359,7 @@ unsafe impl Sync for Mr {}
 
 impl Mr {
     /// `ibv_reg_mr(pd, base, len, IBV_ACCESS_LOCAL_WRITE)`: the NIC writes received frames.
-    pub fn register<M: Registrable>(pd: &Arc<Pd>, memory: &Arc<M>) -> Result<Arc<Mr>, CallError> {
+    pub(crate) fn register<M: Registrable>(pd: &Arc<Pd>, memory: &Arc<M>) -> Result<Arc<Mr>, CallError> {
         // SAFETY: `Registrable` promises base..base+len mapped while the Arc (kept below) lives.
         let ptr = unsafe {
             (pd.ctx.rdma.ibv.reg_mr)(
@@ -382,12 +382,12 @@ impl Mr {
         }))
     }
 
-    pub fn lkey(&self) -> u32 {
+    pub(crate) fn lkey(&self) -> u32 {
         self.lkey
     }
 
     /// The start of the registered memory (to find a pool's MR again).
-    pub fn base(&self) -> *mut u8 {
+    pub(crate) fn base(&self) -> *mut u8 {
         self.memory.base()
     }
 }
@@ -400,7 +400,7 @@ impl Drop for Mr {
 }
 
 /// A completion queue.
-pub struct Cq {
+pub(crate) struct Cq {
     ctx: Arc<Context>,
     ptr: *mut ibv_cq,
 }
@@ -413,7 +413,7 @@ unsafe impl Sync for Cq {}
 
 impl Cq {
     /// `ibv_create_cq(ctx, cqe, NULL, NULL, 0)`.
-    pub fn create(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
+    pub(crate) fn create(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
         let cqe = c_int::try_from(cqe).unwrap_or(c_int::MAX);
         // SAFETY: live context; no channel, no completion vector.
         let ptr = unsafe { (ctx.rdma.ibv.create_cq)(ctx.ptr, cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
@@ -427,7 +427,7 @@ impl Cq {
     /// otherwise the `MLX5_CQE_SIZE` environment variable (DPDK sets 128) changes the layout
     /// under the datapath (VPP commit 844a0e8b070; rdma-core providers/mlx5/verbs.c
     /// `get_cqe_size`). No CQE compression: the DV receive path does not decode it.
-    pub fn create_dv(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
+    pub(crate) fn create_dv(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
         let Some(dv) = &ctx.rdma.dv else {
             return Err(CallError {
                 call: "mlx5dv_create_cq",
@@ -456,7 +456,7 @@ impl Cq {
     }
 
     /// `mlx5dv_init_obj(MLX5DV_OBJ_CQ)`. From then on the caller owns the consumer index.
-    pub fn dv_info(&self) -> Result<mlx5dv_cq, CallError> {
+    pub(crate) fn dv_info(&self) -> Result<mlx5dv_cq, CallError> {
         let dv = self.ctx.rdma.dv.as_ref().ok_or(CallError {
             call: "mlx5dv_init_obj",
             errno: libc::EOPNOTSUPP,
@@ -473,7 +473,7 @@ impl Cq {
     /// verbs.h `ibv_poll_cq`: completions written to the front of `wc`, or < 0 on error. Not for
     /// a CQ handed to the DV datapath (`dv_info`), whose consumer index the datapath owns.
     #[inline(always)]
-    pub fn poll(&self, wc: &mut [ibv_wc]) -> c_int {
+    pub(crate) fn poll(&self, wc: &mut [ibv_wc]) -> c_int {
         let n = c_int::try_from(wc.len()).unwrap_or(c_int::MAX);
         // SAFETY: live CQ; wc holds n writable entries; the provider serialises pollers with
         // the CQ's own lock (rdma-core providers/mlx5/cq.c `mlx5_poll_cq`).
@@ -489,7 +489,7 @@ impl Drop for Cq {
 }
 
 /// A queue pair: a raw-packet send queue or an RSS (hash) QP.
-pub struct Qp {
+pub(crate) struct Qp {
     pd: Arc<Pd>,
     ptr: *mut ibv_qp,
     _cq: Option<Arc<Cq>>,
@@ -507,7 +507,7 @@ impl Qp {
     /// `mlx5_txq_ibv_qp_create`): send and receive CQ both `cq`, one SGE, and `max_inline` the
     /// largest frame the queue copies into a WQE, so that rdma-core sizes the WQEs for it and
     /// refuses (EINVAL) what the device's `max_wqe_sz_sq` cannot take (`mlx5_calc_send_wqe`).
-    pub fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32, max_inline: u32) -> Result<Arc<Qp>, CallError> {
+    pub(crate) fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32, max_inline: u32) -> Result<Arc<Qp>, CallError> {
         let mut attr = ibv_qp_init_attr {
             send_cq: cq.ptr,
             recv_cq: cq.ptr,
@@ -547,7 +547,7 @@ impl Qp {
     /// `max_inline` inline bytes (`mlx5_calc_send_wqe`: control and Ethernet segments, then the
     /// larger of one gather entry and the inline segment, in 64-byte units; the ring a power of
     /// two), so that its CQ can be sized before the QP exists.
-    pub fn raw_tx_wqebbs(depth: u32, max_inline: u32) -> u32 {
+    pub(crate) fn raw_tx_wqebbs(depth: u32, max_inline: u32) -> u32 {
         const OVERHEAD: u32 = 16 + 32;
         let inline = if max_inline > 0 {
             OVERHEAD + (4 + max_inline).div_ceil(16) * 16
@@ -560,7 +560,12 @@ impl Qp {
 
     /// An RSS QP over `ind` (VPP `rdma_rxq_finalize`): ibv_create_qp_ex with PD | IND_TABLE |
     /// RX_HASH, Toeplitz over a 40-byte key, no send or receive queue of its own.
-    pub fn create_rss(pd: &Arc<Pd>, ind: &Arc<IndTable>, key: &[u8; 40], fields: u64) -> Result<Arc<Qp>, CallError> {
+    pub(crate) fn create_rss(
+        pd: &Arc<Pd>,
+        ind: &Arc<IndTable>,
+        key: &[u8; 40],
+        fields: u64,
+    ) -> Result<Arc<Qp>, CallError> {
         let mut key = *key;
         let mut attr = ibv_qp_init_attr_ex {
             qp_type: IBV_QPT_RAW_PACKET,
@@ -588,7 +593,7 @@ impl Qp {
         }))
     }
 
-    pub fn qp_num(&self) -> u32 {
+    pub(crate) fn qp_num(&self) -> u32 {
         // SAFETY: live QP; qp_num never changes.
         unsafe { (*self.ptr).qp_num }
     }
@@ -610,7 +615,7 @@ impl Qp {
 
     /// RESET → INIT (with the port) → RTR → RTS, the RAW_PACKET send-queue bring-up (VPP
     /// `rdma_txq_init`, rdma-pktgen common.c, perftest: INIT takes STATE|PORT only).
-    pub fn to_rts(&self, port: u8) -> Result<(), CallError> {
+    pub(crate) fn to_rts(&self, port: u8) -> Result<(), CallError> {
         self.modify(IBV_QPS_INIT, Some(port))?;
         self.modify(IBV_QPS_RTR, None)?;
         self.modify(IBV_QPS_RTS, None)
@@ -618,12 +623,12 @@ impl Qp {
 
     /// Any state → RESET: the device stops reading the send queue; rdma-core's mlx5_modify_qp
     /// also zeroes the doorbell records and the provider's indices (providers/mlx5/verbs.c).
-    pub fn reset(&self) -> Result<(), CallError> {
+    pub(crate) fn reset(&self) -> Result<(), CallError> {
         self.modify(IBV_QPS_RESET, None)
     }
 
     /// `mlx5dv_init_obj(MLX5DV_OBJ_QP)`.
-    pub fn dv_info(&self) -> Result<mlx5dv_qp, CallError> {
+    pub(crate) fn dv_info(&self) -> Result<mlx5dv_qp, CallError> {
         let dv = self.pd.ctx.rdma.dv.as_ref().ok_or(CallError {
             call: "mlx5dv_init_obj",
             errno: libc::EOPNOTSUPP,
@@ -644,7 +649,7 @@ impl Qp {
     /// Only the QP's owning queue posts (one thread); the WRs' SGEs lie in registered memory
     /// that stays untouched until their completion.
     #[inline(always)]
-    pub unsafe fn post_send(&self, wr: *mut ibv_send_wr, bad: &mut *mut ibv_send_wr) -> c_int {
+    pub(crate) unsafe fn post_send(&self, wr: *mut ibv_send_wr, bad: &mut *mut ibv_send_wr) -> c_int {
         // SAFETY: live QP; the caller vouches for the chain.
         unsafe { ops::ibv_post_send(self.ptr, wr, bad) }
     }
@@ -658,7 +663,7 @@ impl Drop for Qp {
 }
 
 /// A receive work queue (`IBV_WQT_RQ`).
-pub struct Wq {
+pub(crate) struct Wq {
     pd: Arc<Pd>,
     ptr: *mut ibv_wq,
     _cq: Arc<Cq>,
@@ -672,7 +677,7 @@ unsafe impl Sync for Wq {}
 impl Wq {
     /// verbs.h `ibv_create_wq` with `max_sge = 1` (a 16-byte WQE stride: rdma-core
     /// `mlx5_calc_rwq_size`), completions to `cq`.
-    pub fn create(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32) -> Result<Arc<Wq>, CallError> {
+    pub(crate) fn create(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32) -> Result<Arc<Wq>, CallError> {
         let mut attr = ibv_wq_init_attr {
             wq_type: IBV_WQT_RQ,
             max_wr: depth,
@@ -693,7 +698,7 @@ impl Wq {
         }))
     }
 
-    pub fn wq_num(&self) -> u32 {
+    pub(crate) fn wq_num(&self) -> u32 {
         // SAFETY: live WQ; wq_num never changes.
         unsafe { (*self.ptr).wq_num }
     }
@@ -701,7 +706,7 @@ impl Wq {
     /// verbs.h `ibv_modify_wq` with IBV_WQ_ATTR_STATE. Going to RESET, rdma-core's
     /// `mlx5_modify_wq` also cleans the CQ of the WQ's entries (unless the CQ is DV-owned) and
     /// zeroes the doorbell record.
-    pub fn set_state(&self, state: ibv_wq_state) -> Result<(), CallError> {
+    pub(crate) fn set_state(&self, state: ibv_wq_state) -> Result<(), CallError> {
         let mut attr = ibv_wq_attr {
             attr_mask: IBV_WQ_ATTR_STATE,
             wq_state: state,
@@ -713,7 +718,7 @@ impl Wq {
     }
 
     /// `mlx5dv_init_obj(MLX5DV_OBJ_RWQ)`.
-    pub fn dv_info(&self) -> Result<mlx5dv_rwq, CallError> {
+    pub(crate) fn dv_info(&self) -> Result<mlx5dv_rwq, CallError> {
         let dv = self.pd.ctx.rdma.dv.as_ref().ok_or(CallError {
             call: "mlx5dv_init_obj",
             errno: libc::EOPNOTSUPP,
@@ -733,7 +738,7 @@ impl Wq {
     /// Only the WQ's owning queue posts; the SGEs lie in registered memory the device may write
     /// until their completion.
     #[inline(always)]
-    pub unsafe fn post_recv(&self, wr: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr) -> c_int {
+    pub(crate) unsafe fn post_recv(&self, wr: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr) -> c_int {
         // SAFETY: live WQ; the caller vouches for the chain.
         unsafe { ops::ibv_post_wq_recv(self.ptr, wr, bad) }
     }
@@ -747,7 +752,7 @@ impl Drop for Wq {
 }
 
 /// A receive WQ indirection table: the RSS spread.
-pub struct IndTable {
+pub(crate) struct IndTable {
     ctx: Arc<Context>,
     ptr: *mut ibv_rwq_ind_table,
     _wqs: Vec<Arc<Wq>>,
@@ -760,7 +765,7 @@ unsafe impl Sync for IndTable {}
 
 impl IndTable {
     /// verbs.h `ibv_create_rwq_ind_table` over `wqs`, whose length must be a power of two.
-    pub fn create(ctx: &Arc<Context>, wqs: &[Arc<Wq>]) -> Result<Arc<IndTable>, CallError> {
+    pub(crate) fn create(ctx: &Arc<Context>, wqs: &[Arc<Wq>]) -> Result<Arc<IndTable>, CallError> {
         debug_assert!(wqs.len().is_power_of_two());
         let mut tbl: Vec<*mut ibv_wq> = wqs.iter().map(|w| w.ptr).collect();
         let mut attr = ibv_rwq_ind_table_init_attr {
@@ -794,12 +799,12 @@ impl Drop for IndTable {
 /// # Safety
 /// `as_attr_ptr` must return an 8-aligned `ibv_flow_attr`, writable, followed by the
 /// `num_of_specs` specs its `size` counts, all valid while the borrow lasts.
-pub unsafe trait FlowAttr {
+pub(crate) unsafe trait FlowAttr {
     fn as_attr_ptr(&mut self) -> *mut ibv_flow_attr;
 }
 
 /// An installed steering rule.
-pub struct Flow {
+pub(crate) struct Flow {
     ptr: *mut ibv_flow,
     _qp: Arc<Qp>,
 }
@@ -812,7 +817,7 @@ unsafe impl Sync for Flow {}
 impl Flow {
     /// verbs.h `ibv_create_flow` with a compiled attribute blob, on port `port` of the QP's
     /// device (the port the QP was brought up on).
-    pub fn create<A: FlowAttr + ?Sized>(qp: &Arc<Qp>, attr: &mut A, port: u8) -> Result<Flow, CallError> {
+    pub(crate) fn create<A: FlowAttr + ?Sized>(qp: &Arc<Qp>, attr: &mut A, port: u8) -> Result<Flow, CallError> {
         let attr = attr.as_attr_ptr();
         // SAFETY: `FlowAttr` promises an 8-aligned, writable ibv_flow_attr at the pointer.
         unsafe { (*attr).port = port };

@@ -2,15 +2,18 @@
 //! corpus (random frames built with etherparse plus edge cases) must get from
 //! `BPF_PROG_TEST_RUN` exactly the verdict `RuleSet::classify` gives.
 
-mod common;
+// The integration tests' generator, so that the corpus stays the one these tests always used.
+#[path = "../../../tests/common/rng.rs"]
+#[allow(unreachable_pub, dead_code)] // shared: not every method serves here
+mod rng;
 
-use common::Rng;
-use etherparse::PacketBuilder;
-use rawpkt::flow::bpf::{
+use crate::flow::bpf::{
     compile_xdp, Asm, AsmError, CompileError, LoadedProgram, StealAction, XskMap, BPF_JEQ, R0, R1, XDP_DROP, XDP_PASS,
 };
-use rawpkt::flow::matcher::RuleSet;
-use rawpkt::flow::rule::FlowRule;
+use crate::flow::matcher::RuleSet;
+use crate::flow::rule::FlowRule;
+use etherparse::PacketBuilder;
+use rng::Rng;
 
 // ---- assembler (no root needed) ----
 
@@ -331,7 +334,7 @@ fn xdp_verdicts_match_the_software_matcher() {
             }
         }
         println!("{texts:?}: {} frames, {steal} stolen, {pass} passed", frames.len());
-        let all_copy = rules.iter().all(|r| r.action == rawpkt::flow::rule::Action::Copy);
+        let all_copy = rules.iter().all(|r| r.action == crate::flow::rule::Action::Copy);
         let any = texts == ["any"];
         assert!(
             steal > 0 || all_copy,
