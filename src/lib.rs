@@ -43,7 +43,7 @@ mod xsk;
 use std::rc::Rc;
 
 pub use failure::{Failure, FailureKind};
-pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
+pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig, TakeError};
 pub use open::{open, open_with};
 pub use spec::{ModelOptions, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
@@ -69,8 +69,6 @@ pub enum Error {
     Memory(String),
     /// The device refused or does not exist.
     Device(String),
-    /// A burst whose pool is not the queue's pool.
-    ForeignPool,
 }
 
 impl std::fmt::Display for Error {
@@ -80,7 +78,6 @@ impl std::fmt::Display for Error {
             Error::Config(m) => write!(f, "bad configuration: {m}"),
             Error::Memory(m) => write!(f, "cannot map packet memory: {m}"),
             Error::Device(m) => write!(f, "device error: {m}"),
-            Error::ForeignPool => write!(f, "the burst's buffers belong to another pool than the queue's"),
         }
     }
 }
@@ -93,7 +90,7 @@ impl Error {
         // No wildcard: a new kind of error has to be placed on one side or the other.
         match self {
             Error::Spec(_) | Error::Config(_) => true,
-            Error::Device(_) | Error::Memory(_) | Error::ForeignPool => false,
+            Error::Device(_) | Error::Memory(_) => false,
         }
     }
 }
