@@ -13,11 +13,11 @@ pub fn open(spec: &str) -> Result<Port, Error> {
 /// Opens a port from its spec with the given rules and queue count.
 pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
     if opts.rx_queues == 0 {
-        return Err(Error::Config("a port needs at least one receive queue".into()));
+        return Err(Error::config("a port needs at least one receive queue"));
     }
     // A spec is one line of text: what the tools repeat of it (`Port::spec`) stays one line.
     if let Some((at, c)) = spec.char_indices().find(|&(_, c)| needs_escape(c)) {
-        return Err(Error::Spec(format!(
+        return Err(Error::spec(format!(
             "`{}` has a control character ({}) at column {}; a spec is one line of text",
             echo(spec),
             echo(&c.to_string()),
@@ -25,14 +25,14 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         )));
     }
     let (kind, rest) = spec.split_once(':').ok_or_else(|| {
-        Error::Spec(format!(
+        Error::spec(format!(
             "`{}` has no kind; expected KIND:NAME, e.g. model:pair0/0",
             echo(spec)
         ))
     })?;
     // Promiscuous replaces the rules wherever a port has rules, so asking for both is a mistake.
     if opts.promiscuous && !opts.rules.is_empty() {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "{}: PortOptions has both rules and promiscuous, which takes every frame; give one of them",
             echo(spec)
         )));
@@ -42,7 +42,7 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         "model" => crate::model::open_model(rest, spec, opts)?,
         #[cfg(not(feature = "model"))]
         "model" => {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: this build has no model backend (feature `model`)",
                 echo(spec)
             )))
@@ -50,7 +50,7 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         "mlx5" | "verbs" => crate::mlx5::open_port(kind, rest, opts)?,
         "xdp" => crate::xdp::open_port(rest, opts)?,
         _ => {
-            return Err(Error::Spec(format!(
+            return Err(Error::spec(format!(
                 "unknown port kind `{}` in `{}`; known kinds: model, mlx5, verbs, xdp",
                 echo(kind),
                 echo(spec)

@@ -194,7 +194,7 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
             "loopback" => Link::Loopback,
             "peer" => Link::Peer(PEERS[i]),
             w => match w.strip_prefix("afpacket:") {
-                Some(ifname) if !ifname.is_empty() => Link::afpacket(ifname)?,
+                Some(ifname) if !ifname.is_empty() => Link::afpacket(ifname).map_err(|e| e.to_string())?,
                 _ => return Err(format!("{usage}, got {item:?}")),
             },
         };

@@ -65,30 +65,30 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     pub fn new(cfg: PoolConfig) -> Result<Rc<Pool>, Error> {
         if cfg.buffers == 0 {
-            return Err(Error::Config("a pool needs at least one buffer".into()));
+            return Err(Error::config("a pool needs at least one buffer"));
         }
         if !(256..=65536).contains(&cfg.buf_size) || !cfg.buf_size.is_power_of_two() {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "buffer size {} must be a power of two from 256 to 65536",
                 cfg.buf_size
             )));
         }
         if cfg.buf_size - u32::from(cfg.headroom) > u32::from(u16::MAX) {
             // Packet lengths are 16-bit, like the NIC's byte counts per buffer.
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "a {}-byte buffer with {} bytes of headroom holds more than 65535 bytes of frame",
                 cfg.buf_size, cfg.headroom
             )));
         }
         if u32::from(cfg.headroom) + 64 > cfg.buf_size {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "headroom {} leaves less than 64 bytes of a {}-byte buffer",
                 cfg.headroom, cfg.buf_size
             )));
         }
         let bytes = u64::from(cfg.buffers) * u64::from(cfg.buf_size);
-        let bytes = usize::try_from(bytes).map_err(|_| Error::Config("pool too large".into()))?;
-        let region = Region::hugepages_or_fallback(bytes).map_err(|e| Error::Memory(e.to_string()))?;
+        let bytes = usize::try_from(bytes).map_err(|_| Error::config("pool too large"))?;
+        let region = Region::hugepages_or_fallback(bytes).map_err(|e| Error::memory(e.to_string()).caused_by(e))?;
         // Popped from the end: the lowest indices go out first, which keeps a small working set
         // of buffers cache-hot when the traffic is light.
         let free = FreeStack {
@@ -439,11 +439,11 @@ impl Burst {
     /// Changes the length of packet `i`, up to the end of its buffer.
     pub fn set_len(&mut self, i: usize, len: usize) -> Result<(), Error> {
         if i >= self.len {
-            return Err(Error::Config(format!("no packet {i} in a burst of {}", self.len)));
+            return Err(Error::config(format!("no packet {i} in a burst of {}", self.len)));
         }
         let room = self.pool.buf_size as usize - self.pkts[i].off as usize;
         if len > room {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "length {len} does not fit a buffer of {room} bytes"
             )));
         }

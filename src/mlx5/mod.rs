@@ -31,7 +31,7 @@ pub use crate::sys::rdma::{LibPaths, LoadError};
 
 /// Opens `kind:rest` (`mlx5:` picks DV when it can, `verbs:` forces ibverbs).
 pub(crate) fn open_port(kind: &str, rest: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
-    let rdma = crate::sys::rdma::rdma().map_err(|e| Error::Device(e.to_string()))?;
+    let rdma = crate::sys::rdma::rdma().map_err(|e| Error::device(e.to_string()))?;
     Ok(Box::new(port::Mlx5Port::open(rdma, kind, rest, opts)?))
 }
 
@@ -55,6 +55,6 @@ pub fn probe(
         ibverbs: libibverbs.into(),
         mlx5: libmlx5.into(),
     })
-    .map_err(|e| Error::Device(e.to_string()))?;
+    .map_err(|e| Error::device(e.to_string()))?;
     discover::list_devices(&rdma)
 }
