@@ -243,6 +243,14 @@ pub struct PortOptions {
     pub rx_queues: u16,
     /// How a `model:` port's NIC runs; ignored by the other kinds.
     pub model: ModelOptions,
+    /// Where `mlx5:`/`verbs:` ports find rdma-core (`libibverbs` and `libmlx5`); None: the files
+    /// [`crate::mlx5::use_libraries`] named, else the sonames (`libibverbs.so.1`,
+    /// `libmlx5.so.1`). The files are loaded by the first port that names them and stay loaded
+    /// for the life of the process, so in practice the first `mlx5:`/`verbs:` port opened
+    /// decides: give every port of a process the same files. Ignored by the other kinds. The
+    /// library reads no environment; the tools fill this from `RAWPKT_LIBIBVERBS` and
+    /// `RAWPKT_LIBMLX5` (`rawpkt::tool::env::rdma_core`).
+    pub rdma_core: Option<crate::mlx5::LibPaths>,
 }
 
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
@@ -267,6 +275,7 @@ impl Default for PortOptions {
             promiscuous: false,
             rx_queues: 1,
             model: ModelOptions::default(),
+            rdma_core: None,
         }
     }
 }

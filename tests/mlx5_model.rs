@@ -217,6 +217,39 @@ fn loader_names_the_missing_library_and_how_to_install_it() {
     );
 }
 
+/// A port's options name the rdma-core files it loads, ahead of `use_libraries` (which `setup`
+/// points at the model library): the library reads no environment.
+#[test]
+fn port_options_name_the_rdma_core_files() {
+    let (_g, model) = setup();
+    let missing = PortOptions {
+        rdma_core: Some(rawpkt::mlx5::LibPaths {
+            ibverbs: "/nonexistent/rpx-libibverbs.so.1".into(),
+            mlx5: "/nonexistent/rpx-libmlx5.so.1".into(),
+        }),
+        ..PortOptions::default()
+    };
+    let e = open_with("mlx5:mlx5_0/1", &missing).unwrap_err();
+    assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("rdma-core is not installed: /nonexistent/rpx-libibverbs.so.1 not found"),
+        "{e}"
+    );
+    let lib = common::model_verbs_lib();
+    let model_lib = PortOptions {
+        rdma_core: Some(rawpkt::mlx5::LibPaths {
+            ibverbs: lib.into(),
+            mlx5: lib.into(),
+        }),
+        ..PortOptions::default()
+    };
+    let p = open("mlx5:mlx5_0/1", &model_lib);
+    assert!(p.describe().unwrap().contains("mlx5_0 port 1"), "{:?}", p.describe());
+    drop(p);
+    assert_eq!(model.live_objects(), 0);
+}
+
 #[test]
 fn ports_open_with_both_datapaths_and_describe_the_link() {
     let (_g, model) = setup();
