@@ -89,6 +89,44 @@ fn a_refusal_by_the_system_keeps_its_errno() {
     assert!(std::error::Error::source(&e).is_none(), "{e:?}");
 }
 
+/// Packet memory the kernel refuses is a memory error that keeps the kernel's ENOMEM. The
+/// refusal comes from an address-space limit below the pool's size, set in a child process
+/// (this test binary again) so that no other test feels it.
+#[test]
+fn refused_packet_memory_keeps_its_errno() {
+    const NAME: &str = "refused_packet_memory_keeps_its_errno";
+    if std::env::var_os("RAWPKT_POOL_CHILD").is_some() {
+        let limit = libc::rlimit {
+            rlim_cur: 16 << 30,
+            rlim_max: 16 << 30,
+        };
+        // SAFETY: setrlimit reads one valid struct; it lowers only this child process's limit.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+        // 32 GiB: twice the limit.
+        let e = Pool::new(PoolConfig {
+            buffers: 16 << 20,
+            buf_size: 2048,
+            ..PoolConfig::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.os_error(), Some(libc::ENOMEM), "{e:?}");
+        assert!(e.kind() == rawpkt::ErrorKind::Memory && !e.is_usage(), "{e:?}");
+        assert!(e.to_string().starts_with("cannot map packet memory: "), "{e}");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env("RAWPKT_POOL_CHILD", "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "the child ran the test: {stdout}");
+}
+
 #[test]
 fn bad_specs_and_configs_are_one_clear_error() {
     let msg = |r: Result<rawpkt::Port, Error>| r.unwrap_err().to_string();

@@ -143,6 +143,13 @@ fn call_err(spec: &str, e: CallError) -> Error {
     dev_err(spec, e).caused_by(e.into())
 }
 
+fn layout_err(spec: &str, e: layout::LayoutError) -> Error {
+    match e {
+        layout::LayoutError::Call(e) => call_err(spec, e),
+        layout::LayoutError::Unexpected(m) => dev_err(spec, m),
+    }
+}
+
 /// EPERM from QP or flow creation means the capability is missing; say which one.
 fn perm_err(spec: &str, e: CallError) -> Error {
     if e.errno == libc::EPERM || e.errno == libc::EACCES {
@@ -595,8 +602,8 @@ impl Backend for Mlx5Port {
         let queue: Box<dyn RxQueue> = match sh.mode {
             Mode::Dv(_) => {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
-                let rwq = layout::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let rwq = layout::rwq_info(&wq, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(RqControl {
                     wq: wq.clone(),
                     health: sh.health.clone(),
@@ -686,8 +693,8 @@ impl Backend for Mlx5Port {
         match sh.mode {
             Mode::Dv(caps) => {
                 let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone(), token));
-                let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
                     qp,
                     port: sh.port_num,
