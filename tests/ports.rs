@@ -83,6 +83,19 @@ fn a_refusal_by_the_system_keeps_its_errno() {
     }
     assert_eq!(errno, Some(libc::ENODEV), "{e:?}");
 
+    // A trace file that cannot be created: the model NIC is not made, the file is named.
+    let opts = rawpkt::PortOptions {
+        model: rawpkt::ModelOptions {
+            trace: Some("/nonexistent-rpx-dir/trace".into()),
+            ..rawpkt::ModelOptions::default()
+        },
+        ..rawpkt::PortOptions::default()
+    };
+    let e = rawpkt::open_with("model:trace-refused/0", &opts).unwrap_err();
+    assert_eq!(e.os_error(), Some(libc::ENOENT), "{e:?}");
+    assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
+    assert!(e.message().starts_with("trace file /nonexistent-rpx-dir/trace"), "{e}");
+
     let e = open("model:afpacket=").unwrap_err();
     assert!(e.kind() == rawpkt::ErrorKind::Spec && e.is_usage(), "{e:?}");
     assert_eq!(e.os_error(), None, "{e:?}");

@@ -224,7 +224,7 @@ fn init() -> Result<Global, String> {
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
     // The library reads no environment; this stand-in for libibverbs does, as the tools do.
     let opts = rawpkt::tool::env::model_options();
-    let nic = Nic::new(wires, ModelConfig::with_options(&opts))?;
+    let nic = Nic::new(wires, ModelConfig::with_options(&opts)).map_err(|e| e.to_string())?;
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.

@@ -217,7 +217,7 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
                 )));
             }
             let cfg = ModelConfig::with_options(m);
-            let nic = Nic::new(wires, cfg).map_err(Error::device)?;
+            let nic = Nic::new(wires, cfg).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
             nic.start(m.cpu);
             let ids = Arc::new(QueueIds::default());
             models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));
