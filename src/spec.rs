@@ -250,7 +250,7 @@ pub struct PortOptions {
     /// decides: give every port of a process the same files. Ignored by the other kinds. The
     /// library reads no environment; the tools fill this from `RAWPKT_LIBIBVERBS` and
     /// `RAWPKT_LIBMLX5` (`rawpkt::tool::env::rdma_core`).
-    pub rdma_core: Option<crate::mlx5::LibPaths>,
+    pub rdma_core: Option<crate::sys::rdma::LibPaths>,
 }
 
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
