@@ -26,6 +26,7 @@
 #![warn(unreachable_pub)]
 
 pub mod dv;
+mod error;
 pub mod failure;
 pub mod flow;
 pub mod mem;
@@ -53,8 +54,9 @@ use std::rc::Rc;
 #[cfg(test)]
 extern crate self as rawpkt;
 
+pub use error::{Error, ErrorKind};
 pub use failure::{Failure, FailureKind};
-pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig};
+pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig, TakeError};
 pub use open::{open, open_with};
 pub use spec::{ModelOptions, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
@@ -68,48 +70,6 @@ pub fn stop_flag() -> &'static std::sync::atomic::AtomicBool {
 /// the reader has gone (`pktgen | head -1`): [`outln!`] stops the run as Ctrl-C does, and
 /// [`finish_stdout`] ends the process quietly at the end of `main` (see `sys::signal`).
 pub use sys::signal::{eprint_line, finish_stdout, print_line, stdout_ok, SetOnDrop};
-
-/// Errors of the control path: opening ports, creating queues, bad configuration.
-#[derive(Debug)]
-pub enum Error {
-    /// A port spec that does not parse; the message says which part is wrong.
-    Spec(String),
-    /// A configuration value out of range.
-    Config(String),
-    /// Buffer or ring memory could not be mapped.
-    Memory(String),
-    /// The device refused or does not exist.
-    Device(String),
-    /// A burst whose pool is not the queue's pool.
-    ForeignPool,
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Spec(m) => write!(f, "bad port spec: {m}"),
-            Error::Config(m) => write!(f, "bad configuration: {m}"),
-            Error::Memory(m) => write!(f, "cannot map packet memory: {m}"),
-            Error::Device(m) => write!(f, "device error: {m}"),
-            Error::ForeignPool => write!(f, "the burst's buffers belong to another pool than the queue's"),
-        }
-    }
-}
-
-impl Error {
-    /// Whether the caller asked for something malformed or out of range (a command to change),
-    /// rather than the system refusing or failing (a machine to look at). The tools exit 2 for the
-    /// first and 1 for the second.
-    pub fn is_usage(&self) -> bool {
-        // No wildcard: a new kind of error has to be placed on one side or the other.
-        match self {
-            Error::Spec(_) | Error::Config(_) => true,
-            Error::Device(_) | Error::Memory(_) | Error::ForeignPool => false,
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// Errors of the data path, returned by bursts. Everything else (drops, pool exhaustion,
 /// completion errors that were recovered) is counted in [`QueueStats`] instead.

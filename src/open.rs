@@ -18,11 +18,11 @@ pub fn open(spec: &str) -> Result<Port, Error> {
 )]
 pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
     if opts.rx_queues == 0 {
-        return Err(Error::Config("a port needs at least one receive queue".into()));
+        return Err(Error::config("a port needs at least one receive queue"));
     }
     // A spec is one line of text: what the tools repeat of it (`Port::spec`) stays one line.
     if let Some((at, c)) = spec.char_indices().find(|&(_, c)| needs_escape(c)) {
-        return Err(Error::Spec(format!(
+        return Err(Error::spec(format!(
             "`{}` has a control character ({}) at column {}; a spec is one line of text",
             echo(spec),
             echo(&c.to_string()),
@@ -30,14 +30,14 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         )));
     }
     let (kind, rest) = spec.split_once(':').ok_or_else(|| {
-        Error::Spec(format!(
+        Error::spec(format!(
             "`{}` has no kind; expected KIND:NAME, e.g. model:pair0/0",
             echo(spec)
         ))
     })?;
     // Promiscuous replaces the rules wherever a port has rules, so asking for both is a mistake.
     if opts.promiscuous && !opts.rules.is_empty() {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "{}: PortOptions has both rules and promiscuous, which takes every frame; give one of them",
             echo(spec)
         )));
@@ -57,7 +57,7 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
         #[cfg(not(feature = "xdp"))]
         "xdp" => Err(left_out(spec, "xdp")),
         _ => {
-            return Err(Error::Spec(format!(
+            return Err(Error::spec(format!(
                 "unknown port kind `{}` in `{}`; known kinds: model, mlx5, verbs, xdp",
                 echo(kind),
                 echo(spec)
@@ -70,7 +70,7 @@ pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
 /// The error for a known kind whose backend this build was compiled without.
 #[cfg(not(all(feature = "model", feature = "mlx5", feature = "xdp")))]
 fn left_out(spec: &str, feature: &str) -> Error {
-    Error::Config(format!(
+    Error::config(format!(
         "{}: this build has no {feature} backend (cargo feature `{feature}`)",
         echo(spec)
     ))

@@ -117,7 +117,7 @@ impl Port {
     /// RX and TX are one AF_XDP socket, so they come only from this call: `rx_queue` alone makes a
     /// socket that only receives, `tx_queue` alone one that only sends, and asking for a queue
     /// id while a queue made from it lives (an RX queue after its TX queue, say) is an
-    /// [`Error::Config`] that names this method.
+    /// [`ErrorKind::Config`](crate::ErrorKind::Config) that names this method.
     pub fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
         check_queue_config(cfg)?;
         self.backend.queue_pair(qid, pool, cfg)
@@ -205,13 +205,13 @@ impl Port {
 
 pub(crate) fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
     if !(64..=32768).contains(&cfg.size) || !cfg.size.is_power_of_two() {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "queue size {} must be a power of two from 64 to 32768",
             cfg.size
         )));
     }
     if cfg.tx_completion_every == 0 {
-        return Err(Error::Config("tx_completion_every must be at least 1".into()));
+        return Err(Error::config("tx_completion_every must be at least 1"));
     }
     Ok(())
 }
@@ -243,6 +243,15 @@ pub struct PortOptions {
     pub rx_queues: u16,
     /// How a `model:` port's NIC runs; ignored by the other kinds.
     pub model: ModelOptions,
+    /// Where `mlx5:`/`verbs:` ports find rdma-core (`libibverbs` and `libmlx5`); None: the files
+    /// [`crate::mlx5::use_libraries`] named, else the sonames (`libibverbs.so.1`,
+    /// `libmlx5.so.1`). The files are loaded by the first port that names them and stay loaded
+    /// for the life of the process, so in practice the first `mlx5:`/`verbs:` port opened
+    /// decides: give every port of a process the same files. Ignored by the other kinds. The
+    /// library reads no environment; the tools fill this from `RAWPKT_LIBIBVERBS` and
+    /// `RAWPKT_LIBMLX5` (`rawpkt::tool::env::rdma_core`).
+    #[cfg(feature = "mlx5")]
+    pub rdma_core: Option<crate::sys::rdma::LibPaths>,
 }
 
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
@@ -267,6 +276,8 @@ impl Default for PortOptions {
             promiscuous: false,
             rx_queues: 1,
             model: ModelOptions::default(),
+            #[cfg(feature = "mlx5")]
+            rdma_core: None,
         }
     }
 }

@@ -217,6 +217,39 @@ fn loader_names_the_missing_library_and_how_to_install_it() {
     );
 }
 
+/// A port's options name the rdma-core files it loads, ahead of `use_libraries` (which `setup`
+/// points at the model library): the library reads no environment.
+#[test]
+fn port_options_name_the_rdma_core_files() {
+    let (_g, model) = setup();
+    let missing = PortOptions {
+        rdma_core: Some(rawpkt::mlx5::LibPaths {
+            ibverbs: "/nonexistent/rpx-libibverbs.so.1".into(),
+            mlx5: "/nonexistent/rpx-libmlx5.so.1".into(),
+        }),
+        ..PortOptions::default()
+    };
+    let e = open_with("mlx5:mlx5_0/1", &missing).unwrap_err();
+    assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("rdma-core is not installed: /nonexistent/rpx-libibverbs.so.1 not found"),
+        "{e}"
+    );
+    let lib = common::model_verbs_lib();
+    let model_lib = PortOptions {
+        rdma_core: Some(rawpkt::mlx5::LibPaths {
+            ibverbs: lib.into(),
+            mlx5: lib.into(),
+        }),
+        ..PortOptions::default()
+    };
+    let p = open("mlx5:mlx5_0/1", &model_lib);
+    assert!(p.describe().unwrap().contains("mlx5_0 port 1"), "{:?}", p.describe());
+    drop(p);
+    assert_eq!(model.live_objects(), 0);
+}
+
 #[test]
 fn ports_open_with_both_datapaths_and_describe_the_link() {
     let (_g, model) = setup();
@@ -375,7 +408,10 @@ fn queue_ids_are_checked(kind: &str) {
         let a = open(&format!("{kind}:mlx5_0/1"), &opts(2, &[]));
         let pool = pool();
         let config_error = |r: Result<(), rawpkt::Error>, want: &str| match r {
-            Err(rawpkt::Error::Config(m)) => assert!(m.contains(want) && !m.contains('\n'), "{kind}: {m}"),
+            Err(e) if e.kind() == rawpkt::ErrorKind::Config => {
+                let m = e.message();
+                assert!(m.contains(want) && !m.contains('\n'), "{kind}: {m}")
+            }
             other => panic!("{kind}: expected a config error saying `{want}`, got {other:?}"),
         };
         config_error(
@@ -547,7 +583,12 @@ fn a_port_the_device_does_not_have_is_a_usage_error() {
 fn no_such_device_lists_what_exists() {
     let (_g, _model) = setup();
     for spec in ["mlx5:nosuch0", "mlx5:mlx5_7/1", "verbs:eth42"] {
-        let e = open_with(spec, &PortOptions::default()).unwrap_err().to_string();
+        let e = open_with(spec, &PortOptions::default()).unwrap_err();
+        // Not the command's fault, and no system call failed: rawpkt looked the name up in the
+        // device list, so there is no errno to keep.
+        assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
+        assert_eq!(e.os_error(), None, "{e:?}");
+        let e = e.to_string();
         assert!(
             e.contains("mlx5_0/1 (mdl0, 0000:3b:00.0)")
                 && e.contains("mlx5_1/1 (mdl1, 0000:3b:00.1)")
@@ -613,7 +654,12 @@ fn missing_cap_net_raw_says_how_to_get_it() {
     // The model's switch behaves the same on any thread.
     model.set("cap_net_raw", "0");
     let port = open("mlx5:mlx5_0/1", &PortOptions::default());
-    let e = port.tx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err().to_string();
+    let e = port.tx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err();
+    // The errno the library answered with stays the error's source.
+    assert_eq!(e.os_error(), Some(libc::EPERM), "{e:?}");
+    assert!(std::error::Error::source(&e).is_some() && !e.is_usage(), "{e:?}");
+    assert_eq!(e.kind(), rawpkt::ErrorKind::Device);
+    let e = e.to_string();
     assert!(e.contains("CAP_NET_RAW is needed"), "{e}");
     model.set("cap_net_raw", "1");
     drop(port);
@@ -650,7 +696,10 @@ fn a_rule_the_nic_refuses_is_named() {
             "mlx5:mlx5_0/1",
             &opts(1, &["ipv4 udp dst-port 4789", "ipv6 tcp dst-port 179"]),
         );
-        let e = port.rx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err().to_string();
+        let e = port.rx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err();
+        assert_eq!(e.os_error(), Some(libc::EOPNOTSUPP), "{e:?}");
+        assert!(!e.is_usage(), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("the NIC refused rule `ipv6 tcp dst-port 179`"), "{e}");
         assert!(!e.contains("4789") && !e.contains('\n'), "{e}");
     }

@@ -199,7 +199,7 @@ fn usage_mistakes_are_one_line_and_exit_2() {
             &["--port", "model:x/0", "--rx-port", "model:x/7"],
             "--rx-port model:x/7: bad port spec",
         ),
-        // rawpkt's Error::Config, found on opening the port: lo has one queue.
+        // rawpkt's ErrorKind::Config, found on opening the port: lo has one queue.
         (&["--port", "xdp:lo/7"], "queue 7 out of range"),
         (
             &["--port", "model:x/0", "--capture", "x.pcap"],
@@ -222,7 +222,7 @@ fn failures_of_the_system_are_one_line_and_exit_1() {
     for (args, want) in [
         (&["--pcap", "/nonexistent/x.pcap"][..], "x.pcap"),
         (&["--capture", "/nonexistent/dir/out.pcap", "--count", "10"], "out.pcap"),
-        // rawpkt's Error::Device: the spec is well formed, the machine has no such interface.
+        // rawpkt's ErrorKind::Device: the spec is well formed, the machine has no such interface.
         (&["--port", "xdp:rpxcnone0"], "--port xdp:rpxcnone0: device error"),
     ] {
         fails_with(1, args, want);

@@ -61,6 +61,85 @@ fn a_threaded_model_pair_carries_100k_frames_intact() {
     assert_eq!(pool.free_count(), pool.capacity());
 }
 
+/// A system call's refusal keeps its errno (as the error's source) under the words that say
+/// where, and stays a failure of the machine, not of the command; a malformed spec has none.
+#[test]
+fn a_refusal_by_the_system_keeps_its_errno() {
+    let e = open("model:afpacket=rpx-nosuchif0").unwrap_err();
+    assert_eq!(e.os_error(), Some(libc::ENODEV), "{e:?}");
+    assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
+    assert!(
+        e.message().starts_with("no network interface named `rpx-nosuchif0`"),
+        "{e}"
+    );
+    // The chain a caller walks with `source()` reaches the io::Error itself.
+    let mut source = std::error::Error::source(&e);
+    let mut errno = None;
+    while let Some(s) = source {
+        errno = errno.or(s
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error));
+        source = s.source();
+    }
+    assert_eq!(errno, Some(libc::ENODEV), "{e:?}");
+
+    // A trace file that cannot be created: the model NIC is not made, the file is named.
+    let opts = rawpkt::PortOptions {
+        model: rawpkt::ModelOptions {
+            trace: Some("/nonexistent-rpx-dir/trace".into()),
+            ..rawpkt::ModelOptions::default()
+        },
+        ..rawpkt::PortOptions::default()
+    };
+    let e = rawpkt::open_with("model:trace-refused/0", &opts).unwrap_err();
+    assert_eq!(e.os_error(), Some(libc::ENOENT), "{e:?}");
+    assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
+    assert!(e.message().starts_with("trace file /nonexistent-rpx-dir/trace"), "{e}");
+
+    let e = open("model:afpacket=").unwrap_err();
+    assert!(e.kind() == rawpkt::ErrorKind::Spec && e.is_usage(), "{e:?}");
+    assert_eq!(e.os_error(), None, "{e:?}");
+    assert!(std::error::Error::source(&e).is_none(), "{e:?}");
+}
+
+/// Packet memory the kernel refuses is a memory error that keeps the kernel's ENOMEM. The
+/// refusal comes from an address-space limit below the pool's size, set in a child process
+/// (this test binary again) so that no other test feels it.
+#[test]
+fn refused_packet_memory_keeps_its_errno() {
+    const NAME: &str = "refused_packet_memory_keeps_its_errno";
+    if std::env::var_os("RAWPKT_POOL_CHILD").is_some() {
+        let limit = libc::rlimit {
+            rlim_cur: 16 << 30,
+            rlim_max: 16 << 30,
+        };
+        // SAFETY: setrlimit reads one valid struct; it lowers only this child process's limit.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+        // 32 GiB: twice the limit.
+        let e = Pool::new(PoolConfig {
+            buffers: 16 << 20,
+            buf_size: 2048,
+            ..PoolConfig::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.os_error(), Some(libc::ENOMEM), "{e:?}");
+        assert!(e.kind() == rawpkt::ErrorKind::Memory && !e.is_usage(), "{e:?}");
+        assert!(e.to_string().starts_with("cannot map packet memory: "), "{e}");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env("RAWPKT_POOL_CHILD", "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "the child ran the test: {stdout}");
+}
+
 #[test]
 fn bad_specs_and_configs_are_one_clear_error() {
     let msg = |r: Result<rawpkt::Port, Error>| r.unwrap_err().to_string();
@@ -368,7 +447,7 @@ fn device_drops_are_exact_past_255() {
 }
 
 /// A model port's queue ids are checked as a device's are: an id past the last (1023) or one whose
-/// queue still lives is one line of `Error::Config`, on RX and TX alike; a dropped queue's id is
+/// queue still lives is one line of `ErrorKind::Config`, on RX and TX alike; a dropped queue's id is
 /// free again, and the same id in the other direction or on the other port is another queue.
 #[test]
 fn model_queue_ids_unknown_or_in_use_are_config_errors() {
@@ -389,7 +468,7 @@ fn model_queue_ids_unknown_or_in_use_are_config_errors() {
         let dir = if tx { "TX" } else { "RX" };
         for id in [last + 1, u16::MAX] {
             let e = make(&a, id).unwrap_err();
-            assert!(matches!(e, Error::Config(_)), "{e:?}");
+            assert!(e.kind() == rawpkt::ErrorKind::Config, "{e:?}");
             let e = e.to_string();
             assert!(e.contains(&format!("{dir} queue {id} does not exist")), "{e}");
             assert!(!e.contains('\n'), "{e}");
@@ -402,7 +481,7 @@ fn model_queue_ids_unknown_or_in_use_are_config_errors() {
         // Twice on the port, also through another handle of the same port: in use.
         for p in [&a, &again] {
             let e = make(p, last).unwrap_err();
-            assert!(matches!(e, Error::Config(_)), "{e:?}");
+            assert!(e.kind() == rawpkt::ErrorKind::Config, "{e:?}");
             assert!(
                 e.to_string().contains(&format!("{dir} queue {last} is already in use")),
                 "{e}"

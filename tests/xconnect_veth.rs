@@ -486,8 +486,8 @@ fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
 }
 
 /// Bad port specs and port errors: one line on stderr that names the option and the spec, and
-/// exit status 2 for a usage mistake (rawpkt's `Error::Spec` and `Error::Config`, options that do
-/// not go together) or 1 when the machine has no such thing (`Error::Device`). None of these
+/// exit status 2 for a usage mistake (rawpkt's `ErrorKind::Spec` and `ErrorKind::Config`, options that do
+/// not go together) or 1 when the machine has no such thing (`ErrorKind::Device`). None of these
 /// opens an XDP program, so they run without root.
 #[test]
 fn bad_port_specs_give_one_line_errors() {

@@ -194,7 +194,7 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
             "loopback" => Link::Loopback,
             "peer" => Link::Peer(PEERS[i]),
             w => match w.strip_prefix("afpacket:") {
-                Some(ifname) if !ifname.is_empty() => Link::afpacket(ifname)?,
+                Some(ifname) if !ifname.is_empty() => Link::afpacket(ifname).map_err(|e| e.to_string())?,
                 _ => return Err(format!("{usage}, got {item:?}")),
             },
         };
@@ -224,7 +224,7 @@ fn init() -> Result<Global, String> {
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
     // The library reads no environment; this stand-in for libibverbs does, as the tools do.
     let opts = rawpkt::tool::env::model_options();
-    let nic = Nic::new(wires, ModelConfig::with_options(&opts))?;
+    let nic = Nic::new(wires, ModelConfig::with_options(&opts)).map_err(|e| e.to_string())?;
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.

@@ -20,7 +20,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use rawpkt::flow::rule::FlowRule;
-use rawpkt::{open_with, Burst, Pool, PoolConfig, PortOptions, QueueConfig, RxQueue, TxQueue};
+// The environment's rdma-core files (`RAWPKT_LIBIBVERBS`: this library) as the tools take them.
+use rawpkt::tool::env::open_with;
+use rawpkt::{Burst, Pool, PoolConfig, PortOptions, QueueConfig, RxQueue, TxQueue};
 
 /// The frames' EtherType (IEEE 802 local experimental 1) and the tag after it.
 const ETHERTYPE: [u8; 2] = [0x88, 0xb5];

@@ -65,30 +65,30 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     pub fn new(cfg: PoolConfig) -> Result<Rc<Pool>, Error> {
         if cfg.buffers == 0 {
-            return Err(Error::Config("a pool needs at least one buffer".into()));
+            return Err(Error::config("a pool needs at least one buffer"));
         }
         if !(256..=65536).contains(&cfg.buf_size) || !cfg.buf_size.is_power_of_two() {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "buffer size {} must be a power of two from 256 to 65536",
                 cfg.buf_size
             )));
         }
         if cfg.buf_size - u32::from(cfg.headroom) > u32::from(u16::MAX) {
             // Packet lengths are 16-bit, like the NIC's byte counts per buffer.
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "a {}-byte buffer with {} bytes of headroom holds more than 65535 bytes of frame",
                 cfg.buf_size, cfg.headroom
             )));
         }
         if u32::from(cfg.headroom) + 64 > cfg.buf_size {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "headroom {} leaves less than 64 bytes of a {}-byte buffer",
                 cfg.headroom, cfg.buf_size
             )));
         }
         let bytes = u64::from(cfg.buffers) * u64::from(cfg.buf_size);
-        let bytes = usize::try_from(bytes).map_err(|_| Error::Config("pool too large".into()))?;
-        let region = Region::hugepages_or_fallback(bytes).map_err(|e| Error::Memory(e.to_string()))?;
+        let bytes = usize::try_from(bytes).map_err(|_| Error::config("pool too large"))?;
+        let region = Region::hugepages_or_fallback(bytes).map_err(|e| Error::memory(e.to_string()).caused_by(e))?;
         // Popped from the end: the lowest indices go out first, which keeps a small working set
         // of buffers cache-hot when the traffic is light.
         let free = FreeStack {
@@ -439,11 +439,11 @@ impl Burst {
     /// Changes the length of packet `i`, up to the end of its buffer.
     pub fn set_len(&mut self, i: usize, len: usize) -> Result<(), Error> {
         if i >= self.len {
-            return Err(Error::Config(format!("no packet {i} in a burst of {}", self.len)));
+            return Err(Error::config(format!("no packet {i} in a burst of {}", self.len)));
         }
         let room = self.pool.buf_size as usize - self.pkts[i].off as usize;
         if len > room {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "length {len} does not fit a buffer of {room} bytes"
             )));
         }
@@ -534,13 +534,19 @@ impl Burst {
     }
 
     /// Moves packet `i` from `from` to the end of `self` without copying; both bursts must be of
-    /// the same pool.
-    pub fn take_from(&mut self, from: &mut Burst, i: usize) -> Result<(), Error> {
+    /// the same pool. On an error nothing moves.
+    pub fn take_from(&mut self, from: &mut Burst, i: usize) -> Result<(), TakeError> {
         if !Rc::ptr_eq(&self.pool, &from.pool) {
-            return Err(Error::ForeignPool);
+            return Err(TakeError::ForeignPool);
         }
-        if self.room() == 0 || i >= from.len {
-            return Err(Error::Config("no room or no such packet".into()));
+        if i >= from.len {
+            return Err(TakeError::NoSuchPacket {
+                index: i,
+                len: from.len,
+            });
+        }
+        if self.room() == 0 {
+            return Err(TakeError::NoRoom);
         }
         self.pkts[self.len] = from.pkts[i];
         self.len += 1;
@@ -549,6 +555,29 @@ impl Burst {
         Ok(())
     }
 }
+
+/// Why [`Burst::take_from`] moved nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeError {
+    /// The two bursts are of different pools: a buffer cannot change pools.
+    ForeignPool,
+    /// The receiving burst is full.
+    NoRoom,
+    /// The giving burst has no packet `index` (it holds `len`).
+    NoSuchPacket { index: usize, len: usize },
+}
+
+impl std::fmt::Display for TakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TakeError::ForeignPool => write!(f, "the two bursts' buffers belong to different pools"),
+            TakeError::NoRoom => write!(f, "the receiving burst is full"),
+            TakeError::NoSuchPacket { index, len } => write!(f, "no packet {index} in a burst of {len}"),
+        }
+    }
+}
+
+impl std::error::Error for TakeError {}
 
 impl Drop for Burst {
     fn drop(&mut self) {
@@ -646,7 +675,17 @@ mod tests {
         let buf = a.packet(0).buffer_index();
         b.take_from(&mut a, 0).unwrap();
         assert_eq!(b.packet(0).buffer_index(), buf);
-        assert!(matches!(c.take_from(&mut b, 0), Err(Error::ForeignPool)));
+        assert_eq!(c.take_from(&mut b, 0), Err(TakeError::ForeignPool));
+        assert_eq!(
+            b.take_from(&mut a, 0),
+            Err(TakeError::NoSuchPacket { index: 0, len: 0 })
+        );
+        assert_eq!((a.len(), b.len()), (0, 1), "a refused move moves nothing");
+        let mut full = Burst::new(&p, 1);
+        full.push_copy(b"x");
+        assert_eq!(full.take_from(&mut b, 0), Err(TakeError::NoRoom));
+        assert_eq!((full.len(), b.len()), (1, 1), "a refused move moves nothing");
+        drop(full);
         drop((a, b, c));
         assert_eq!(p.free_count(), 8);
         assert_eq!(q.free_count(), 8);

@@ -108,7 +108,7 @@ pub(crate) enum Target {
 
 pub(crate) fn parse_target(kind: &str, rest: &str) -> Result<Target, Error> {
     if rest.is_empty() {
-        return Err(Error::Spec(format!(
+        return Err(Error::spec(format!(
             "{kind}: needs a netdev or an RDMA device and port, e.g. {kind}:ens1f0 or {kind}:mlx5_0/1"
         )));
     }
@@ -117,7 +117,7 @@ pub(crate) fn parse_target(kind: &str, rest: &str) -> Result<Target, Error> {
             let port = match port.parse::<u8>() {
                 Ok(p) if p >= 1 => p,
                 _ => {
-                    return Err(Error::Spec(format!(
+                    return Err(Error::spec(format!(
                         "{kind}:{}: port `{}` must be a number from 1 (RDMA ports count from 1)",
                         echo(rest),
                         echo(port)
@@ -125,7 +125,7 @@ pub(crate) fn parse_target(kind: &str, rest: &str) -> Result<Target, Error> {
                 }
             };
             if name.is_empty() {
-                return Err(Error::Spec(format!("{kind}:{}: empty RDMA device name", echo(rest))));
+                return Err(Error::spec(format!("{kind}:{}: empty RDMA device name", echo(rest))));
             }
             Ok(Target::Ibdev {
                 name: name.to_string(),
@@ -158,7 +158,7 @@ pub(crate) fn find(found: &[Found], target: &Target, spec: &str) -> Result<(Foun
             (f.clone(), port, Some(nd.clone()))
         }),
     };
-    hit.ok_or_else(|| Error::Device(no_such_device(found, target, spec)))
+    hit.ok_or_else(|| Error::device(no_such_device(found, target, spec)))
 }
 
 fn no_such_device(found: &[Found], target: &Target, spec: &str) -> String {
@@ -182,7 +182,7 @@ fn no_such_device(found: &[Found], target: &Target, spec: &str) -> String {
 
 /// For tests and `describe`: every device as `mlx5_0/1 (mdl0, 0000:3b:00.0)`.
 pub(crate) fn list_devices(rdma: &Rdma) -> Result<Vec<String>, Error> {
-    let list = DeviceList::get(rdma).map_err(|e| Error::Device(e.to_string()))?;
+    let list = DeviceList::get(rdma).map_err(|e| Error::device(e.to_string()).caused_by(e.into()))?;
     Ok(scan(&list).iter().map(Found::summary).collect())
 }
 

@@ -7,19 +7,36 @@
 use std::sync::Arc;
 
 use crate::dv::ring::{CqInfo, KeepAlive, RwqInfo, SqInfo};
-use crate::sys::rdma::{Cq, Qp, Wq};
+use crate::sys::rdma::{CallError, Cq, Qp, Wq};
+
+/// Why a queue's layout cannot be used: `mlx5dv_init_obj` failed (its errno kept), or it
+/// described a layout the datapath does not drive.
+#[derive(Debug)]
+pub(crate) enum LayoutError {
+    Call(CallError),
+    Unexpected(String),
+}
+
+impl std::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LayoutError::Call(e) => e.fmt(f),
+            LayoutError::Unexpected(m) => f.write_str(m),
+        }
+    }
+}
 
 /// The send queue of a RAW_PACKET QP. `keep` must hold the QP (and whatever else the queue
 /// needs alive, such as the MR).
-pub(super) fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, String> {
-    let q = qp.dv_info().map_err(|e| e.to_string())?;
+pub(super) fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, LayoutError> {
+    let q = qp.dv_info().map_err(LayoutError::Call)?;
     // rdma-core: the SQ stride is always one 64-byte WQEBB and wqe_cnt a power of two
     // (providers/mlx5/verbs.c `mlx5_calc_sq_size`); VPP refuses the queue otherwise.
     if q.sq.stride != 64 || !q.sq.wqe_cnt.is_power_of_two() || q.sq.buf.is_null() || (q.sq.buf as usize) % 64 != 0 {
-        return Err(format!(
+        return Err(LayoutError::Unexpected(format!(
             "unexpected send queue layout from mlx5dv_init_obj (stride {}, {} WQEBBs)",
             q.sq.stride, q.sq.wqe_cnt
-        ));
+        )));
     }
     // The pointers are the live QP's SQ buffer, doorbell record and UAR register as
     // mlx5dv_init_obj reported them.
@@ -39,13 +56,13 @@ pub(super) fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, String> {
 }
 
 /// A CQ created with 64-byte CQEs. From here on the datapath owns its consumer index.
-pub(super) fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, String> {
-    let c = cq.dv_info().map_err(|e| e.to_string())?;
+pub(super) fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, LayoutError> {
+    let c = cq.dv_info().map_err(LayoutError::Call)?;
     if c.cqe_size != 64 || !c.cqe_cnt.is_power_of_two() || c.buf.is_null() || c.dbrec.is_null() {
-        return Err(format!(
+        return Err(LayoutError::Unexpected(format!(
             "unexpected CQ layout from mlx5dv_init_obj ({} CQEs of {} bytes)",
             c.cqe_cnt, c.cqe_size
-        ));
+        )));
     }
     // SAFETY: the live CQ's buffer of cqe_cnt 64-byte CQEs and its doorbell record; `keep`
     // holds the CQ.
@@ -53,13 +70,13 @@ pub(super) fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, String> {
 }
 
 /// A receive WQ with one data segment per WQE.
-pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive) -> Result<RwqInfo, String> {
-    let r = wq.dv_info().map_err(|e| e.to_string())?;
+pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive) -> Result<RwqInfo, LayoutError> {
+    let r = wq.dv_info().map_err(LayoutError::Call)?;
     if r.stride != 16 || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
-        return Err(format!(
+        return Err(LayoutError::Unexpected(format!(
             "unexpected receive WQ layout from mlx5dv_init_obj (stride {}, {} WQEs)",
             r.stride, r.wqe_cnt
-        ));
+        )));
     }
     // SAFETY: the live WQ's buffer of wqe_cnt 16-byte WQEs and its doorbell record; `keep`
     // holds the WQ.

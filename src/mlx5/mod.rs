@@ -31,12 +31,13 @@ pub use crate::sys::rdma::{LibPaths, LoadError};
 
 /// Opens `kind:rest` (`mlx5:` picks DV when it can, `verbs:` forces ibverbs).
 pub(crate) fn open_port(kind: &str, rest: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
-    let rdma = crate::sys::rdma::rdma().map_err(|e| Error::Device(e.to_string()))?;
+    let rdma = crate::sys::rdma::rdma(opts.rdma_core.as_ref()).map_err(|e| Error::device(e.to_string()))?;
     Ok(Box::new(port::Mlx5Port::open(rdma, kind, rest, opts)?))
 }
 
-/// Makes ports find rdma-core at these files from now on, instead of `RAWPKT_LIBIBVERBS` /
-/// `RAWPKT_LIBMLX5` or the sonames (for tests and for applications that ship their own copy).
+/// Makes ports find rdma-core at these files from now on, instead of the sonames, unless their
+/// [`PortOptions::rdma_core`] names others (for tests and for applications that ship their own
+/// copy).
 pub fn use_libraries(libibverbs: impl Into<std::ffi::OsString>, libmlx5: impl Into<std::ffi::OsString>) {
     crate::sys::rdma::use_libraries(LibPaths {
         ibverbs: libibverbs.into(),
@@ -55,6 +56,6 @@ pub fn probe(
         ibverbs: libibverbs.into(),
         mlx5: libmlx5.into(),
     })
-    .map_err(|e| Error::Device(e.to_string()))?;
+    .map_err(|e| Error::device(e.to_string()))?;
     discover::list_devices(&rdma)
 }

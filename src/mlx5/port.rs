@@ -135,15 +135,27 @@ impl Drop for TxToken {
 }
 
 fn dev_err(spec: &str, e: impl std::fmt::Display) -> Error {
-    Error::Device(format!("{spec}: {e}"))
+    Error::device(format!("{spec}: {e}"))
+}
+
+/// A verbs call that failed: its errno stays the error's source.
+fn call_err(spec: &str, e: CallError) -> Error {
+    dev_err(spec, e).caused_by(e.into())
+}
+
+fn layout_err(spec: &str, e: layout::LayoutError) -> Error {
+    match e {
+        layout::LayoutError::Call(e) => call_err(spec, e),
+        layout::LayoutError::Unexpected(m) => dev_err(spec, m),
+    }
 }
 
 /// EPERM from QP or flow creation means the capability is missing; say which one.
 fn perm_err(spec: &str, e: CallError) -> Error {
     if e.errno == libc::EPERM || e.errno == libc::EACCES {
-        Error::Device(format!("{spec}: {} refused: {CAP_NET_RAW_HINT}", e.call))
+        Error::device(format!("{spec}: {} refused: {CAP_NET_RAW_HINT}", e.call)).caused_by(e.into())
     } else {
-        dev_err(spec, e)
+        call_err(spec, e)
     }
 }
 
@@ -220,14 +232,14 @@ fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<Inlin
     for opt in parts {
         match opt.split_once('=') {
             Some(("inline", _)) if inline.is_some() => {
-                return Err(Error::Spec(format!(
+                return Err(Error::spec(format!(
                     "{kind}:{}: inline= given twice; give it once",
                     echo(rest)
                 )))
             }
             Some(("inline", v)) => {
                 inline = Some(InlineMode::from_name(v).ok_or_else(|| {
-                    Error::Spec(format!(
+                    Error::spec(format!(
                         "{kind}:{}: inline={}: expected none, l2, ip or tcp-udp (the headers every send WQE inlines)",
                         echo(rest),
                         echo(v)
@@ -235,7 +247,7 @@ fn split_options<'a>(kind: &str, rest: &'a str) -> Result<(&'a str, Option<Inlin
                 })?)
             }
             _ => {
-                return Err(Error::Spec(format!(
+                return Err(Error::spec(format!(
                     "{kind}:{}: unknown option `{}` (the one option is inline=none|l2|ip|tcp-udp)",
                     echo(rest),
                     echo(opt)
@@ -259,7 +271,7 @@ fn check_port_number(ctx: &Context, ibdev: &str, port: u8, spec: &str) -> Result
         } else {
             format!("{n} ports (1 to {n})")
         };
-        return Err(Error::Spec(format!(
+        return Err(Error::spec(format!(
             "{spec}: {ibdev} has {ports}; there is no port {port}"
         )));
     }
@@ -271,22 +283,22 @@ impl Mlx5Port {
         let spec = format!("{kind}:{}", crate::text::echo(rest));
         let (name, inline) = split_options(kind, rest)?;
         if kind == "verbs" && inline.is_some() {
-            return Err(Error::Spec(format!(
+            return Err(Error::spec(format!(
                 "{spec}: inline= is for the Direct Verbs datapath; on a verbs: port libmlx5 inlines what the device needs"
             )));
         }
         let target = discover::parse_target(kind, name)?;
         // Rules are checked before touching the device, so a typo costs nothing.
         for r in &opts.rules {
-            crate::flow::ibv_spec::compile(r).map_err(|e| Error::Config(format!("{spec}: rule `{r}`: {e}")))?;
+            crate::flow::ibv_spec::compile(r).map_err(|e| Error::config(format!("{spec}: rule `{r}`: {e}")))?;
         }
-        let list = DeviceList::get(&rdma).map_err(|e| dev_err(&spec, e))?;
+        let list = DeviceList::get(&rdma).map_err(|e| call_err(&spec, e))?;
         let found = discover::scan(&list);
         let (dev, port_num, netdev) = discover::find(&found, &target, &spec)?;
-        let ctx = list.open(dev.index, &rdma).map_err(|e| dev_err(&spec, e))?;
+        let ctx = list.open(dev.index, &rdma).map_err(|e| call_err(&spec, e))?;
         drop(list);
         check_port_number(&ctx, &dev.ibdev, port_num, &spec)?;
-        let pattr = ctx.query_port(port_num).map_err(|e| dev_err(&spec, e))?;
+        let pattr = ctx.query_port(port_num).map_err(|e| call_err(&spec, e))?;
         if pattr.link_layer != IBV_LINK_LAYER_ETHERNET as u8 {
             return Err(dev_err(
                 &spec,
@@ -322,7 +334,7 @@ impl Mlx5Port {
                 }
             },
         };
-        let pd = Pd::alloc(&ctx).map_err(|e| dev_err(&spec, e))?;
+        let pd = Pd::alloc(&ctx).map_err(|e| call_err(&spec, e))?;
 
         let mac_text = mac.map_or("unknown".to_string(), |m| {
             m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
@@ -418,13 +430,14 @@ impl Shared {
         }
         let mr = Mr::register(&self.pd, pool.region()).map_err(|e| {
             if matches!(e.errno, libc::ENOMEM | libc::EPERM | libc::EAGAIN) {
-                Error::Device(format!(
+                Error::device(format!(
                     "{}: {e}: pinning {} bytes exceeds RLIMIT_MEMLOCK; raise `ulimit -l` or grant CAP_IPC_LOCK",
                     self.spec,
                     pool.region().len()
                 ))
+                .caused_by(e.into())
             } else {
-                dev_err(&self.spec, e)
+                call_err(&self.spec, e)
             }
         })?;
         st.mrs.push(Arc::downgrade(&mr));
@@ -436,7 +449,7 @@ impl Shared {
             Mode::Dv(_) => Cq::create_dv(&self.ctx, size),
             Mode::Verbs => Cq::create(&self.ctx, size),
         }
-        .map_err(|e| dev_err(&self.spec, e))
+        .map_err(|e| call_err(&self.spec, e))
     }
 
     /// Builds the indirection table, the RSS QPs and the flows over the complete set of WQs.
@@ -460,7 +473,7 @@ impl Shared {
             }
         };
         let table: Vec<Arc<Wq>> = (0..size).map(|i| wqs[i % n].clone()).collect();
-        let table = IndTable::create(&self.ctx, &table).map_err(|e| dev_err(&self.spec, e))?;
+        let table = IndTable::create(&self.ctx, &table).map_err(|e| call_err(&self.spec, e))?;
         let key = crate::flow::rss::DEFAULT_KEY;
         let qp4 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V4).map_err(|e| perm_err(&self.spec, e))?;
         let qp6 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V6).map_err(|e| perm_err(&self.spec, e))?;
@@ -471,14 +484,15 @@ impl Shared {
             for (r, v6) in split_by_family(rule) {
                 let qp = if v6 { &qp6 } else { &qp4 };
                 let mut attr = crate::flow::ibv_spec::compile(&r)
-                    .map_err(|e| Error::Config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
+                    .map_err(|e| Error::config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
                 let flow = Flow::create(qp, &mut attr, self.port_num).map_err(|e| match e.errno {
                     libc::EPERM | libc::EACCES => perm_err(&self.spec, e),
-                    _ => Error::Device(format!(
+                    _ => Error::device(format!(
                         "{}: the NIC refused rule `{rule}`: {}",
                         self.spec,
-                        std::io::Error::from_raw_os_error(e.errno)
-                    )),
+                        std::io::Error::from(e)
+                    ))
+                    .caused_by(e.into()),
                 })?;
                 flows.push(flow);
             }
@@ -560,17 +574,17 @@ impl Backend for Mlx5Port {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         let sh = &self.shared;
         if qid >= sh.rx_queues {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: receive queue {qid} does not exist; the port was opened with {} (PortOptions::rx_queues)",
                 sh.spec, sh.rx_queues
             )));
         }
-        let exists = || Error::Config(format!("{}: receive queue {qid} already exists", sh.spec));
+        let exists = || Error::config(format!("{}: receive queue {qid} already exists", sh.spec));
         if sh.lock().rx[usize::from(qid)].is_some() {
             return Err(exists());
         }
         if cfg.rx_timestamps && sh.mode == Mode::Verbs {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: receive timestamps need the Direct Verbs datapath",
                 sh.spec
             )));
@@ -578,7 +592,7 @@ impl Backend for Mlx5Port {
         let mr = sh.mr_for(pool)?;
         let cq = sh.cq(cfg.size)?;
         let wq = Wq::create(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
-        wq.set_state(IBV_WQS_RDY).map_err(|e| dev_err(&sh.spec, e))?;
+        wq.set_state(IBV_WQS_RDY).map_err(|e| call_err(&sh.spec, e))?;
         let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let token = Arc::new(RxToken {
             shared: Arc::downgrade(sh),
@@ -588,8 +602,8 @@ impl Backend for Mlx5Port {
         let queue: Box<dyn RxQueue> = match sh.mode {
             Mode::Dv(_) => {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
-                let rwq = layout::rwq_info(&wq, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let rwq = layout::rwq_info(&wq, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(RqControl {
                     wq: wq.clone(),
                     health: sh.health.clone(),
@@ -636,7 +650,7 @@ impl Backend for Mlx5Port {
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let sh = &self.shared;
         if qid >= TX_QUEUES {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: send queue {qid} does not exist; a port has send queues 0 to {}",
                 sh.spec,
                 TX_QUEUES - 1
@@ -646,7 +660,7 @@ impl Backend for Mlx5Port {
         let token = {
             let mut st = sh.lock();
             if st.tx.contains_key(&qid) {
-                return Err(Error::Config(format!("{}: send queue {qid} already exists", sh.spec)));
+                return Err(Error::config(format!("{}: send queue {qid} already exists", sh.spec)));
             }
             let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
             st.tx.insert(qid, id);
@@ -668,18 +682,19 @@ impl Backend for Mlx5Port {
         // One CQE per WQEBB at worst: the CQ covers the ring rdma-core will build.
         let cq = sh.cq(Qp::raw_tx_wqebbs(cfg.size, inline).max(cfg.size))?;
         let qp = Qp::create_raw_tx(&sh.pd, &cq, cfg.size, inline).map_err(|e| match e.errno {
-            libc::EINVAL if inline > 0 => Error::Config(format!(
+            libc::EINVAL if inline > 0 => Error::config(format!(
                 "{}: tx_inline {inline}: the device refuses a send queue that inlines that much ({e})",
                 sh.spec
-            )),
+            ))
+            .caused_by(e.into()),
             _ => perm_err(&sh.spec, e),
         })?;
-        qp.to_rts(sh.port_num).map_err(|e| dev_err(&sh.spec, e))?;
+        qp.to_rts(sh.port_num).map_err(|e| call_err(&sh.spec, e))?;
         match sh.mode {
             Mode::Dv(caps) => {
                 let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone(), token));
-                let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| dev_err(&sh.spec, e))?;
-                let cqi = layout::cq_info(&cq, keep).map_err(|e| dev_err(&sh.spec, e))?;
+                let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
                     qp,
                     port: sh.port_num,

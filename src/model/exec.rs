@@ -1359,7 +1359,7 @@ mod tests {
     /// still runs every doorbelled WQE. Before the turns the quiet queue's frame left last.
     #[test]
     fn a_quiet_send_queue_waits_one_turn_of_a_busy_one() {
-        use super::super::{ModelConfig, Nic, Link};
+        use super::super::{Link, ModelConfig, Nic};
         let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
         let cq = nic.create_cq(256).unwrap();
         let (busy, quiet) = (

@@ -23,9 +23,12 @@ impl Link {
         Link::Capture(VecDeque::new())
     }
 
-    pub fn afpacket(ifname: &str) -> Result<Link, String> {
-        let ifindex = crate::sys::if_index(ifname)
-            .ok_or_else(|| format!("no network interface named `{}`", crate::text::echo(ifname)))?;
+    /// Errors keep the system's (ENODEV for no such interface) under words that say where.
+    pub fn afpacket(ifname: &str) -> std::io::Result<Link> {
+        let ifindex = crate::sys::if_index(ifname).map_err(|e| {
+            let text = format!("no network interface named `{}`", crate::text::echo(ifname));
+            crate::sys::context(e, text)
+        })?;
         AfPacket::open(ifname, ifindex).map(Link::AfPacket)
     }
 }

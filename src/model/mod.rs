@@ -512,10 +512,14 @@ fn slot<T>(v: &mut Vec<Option<T>>, obj: T) -> usize {
 }
 
 impl Nic {
-    /// A NIC whose ports have the given links.
-    pub fn new(links: Vec<Link>, cfg: ModelConfig) -> Result<Arc<Nic>, String> {
+    /// A NIC whose ports have the given links. Fails only when the trace file cannot be
+    /// created (the system's error kept, with the file named).
+    pub fn new(links: Vec<Link>, cfg: ModelConfig) -> std::io::Result<Arc<Nic>> {
         let trace = match &cfg.trace {
-            Some(p) => Some(Trace::create(p).map_err(|e| format!("trace file {}: {e}", p.display()))?),
+            Some(p) => Some(Trace::create(p).map_err(|e| {
+                let text = format!("trace file {}: {e}", p.display());
+                crate::sys::context(e, text)
+            })?),
             None => None,
         };
         let ports = links
@@ -564,7 +568,7 @@ impl Nic {
     }
 
     /// Two ports connected back to back.
-    pub fn pair(cfg: ModelConfig) -> Result<Arc<Nic>, String> {
+    pub fn pair(cfg: ModelConfig) -> std::io::Result<Arc<Nic>> {
         Nic::new(vec![Link::Peer(1), Link::Peer(0)], cfg)
     }
 

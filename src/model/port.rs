@@ -156,7 +156,7 @@ impl Drop for IdHeld {
 /// Opens the `model:` port `rest` names (what follows `model:`).
 pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
     if !opts.rules.is_empty() || opts.rx_queues != 1 {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "{}: model ports take no rules and have no RSS (every frame on the wire reaches \
              the port's queue); open them with the default rules and rx_queues 1",
             echo(spec)
@@ -164,24 +164,24 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
     }
     let (key, port, wires) = if let Some(ifname) = rest.strip_prefix("afpacket=") {
         if ifname.is_empty() {
-            return Err(Error::Spec("model:afpacket= needs an interface name".into()));
+            return Err(Error::spec("model:afpacket= needs an interface name"));
         }
-        let link = Link::afpacket(ifname).map_err(Error::Device)?;
+        let link = Link::afpacket(ifname).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
         (format!("afpacket={ifname}"), 0, vec![link])
     } else {
         let (name, port) = rest.split_once('/').ok_or_else(|| {
-            Error::Spec(format!(
+            Error::spec(format!(
                 "model:{}: expected model:NAME/PORT, e.g. model:pair0/0",
                 echo(rest)
             ))
         })?;
         if name.is_empty() {
-            return Err(Error::Spec(format!("model:{}: empty model name", echo(rest))));
+            return Err(Error::spec(format!("model:{}: empty model name", echo(rest))));
         }
         let port: usize = match port.parse() {
             Ok(p @ (0 | 1)) => p,
             _ => {
-                return Err(Error::Spec(format!(
+                return Err(Error::spec(format!(
                     "model:{}: port `{}` must be 0 or 1",
                     echo(rest),
                     echo(port)
@@ -201,13 +201,13 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         None => {
             let m = &opts.model;
             if let Some(r) = m.rx_capacity_pps.filter(|r| !(r.is_finite() && *r > 0.0)) {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "{}: ModelOptions::rx_capacity_pps {r} must be a positive number of frames a second",
                     echo(spec)
                 )));
             }
             let cfg = ModelConfig::with_options(m);
-            let nic = Nic::new(wires, cfg).map_err(Error::Device)?;
+            let nic = Nic::new(wires, cfg).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
             nic.start(m.cpu);
             let ids = Arc::new(QueueIds::default());
             models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));
@@ -241,7 +241,7 @@ impl ModelPort {
     fn take(&self, tx: bool, qid: u16, pool: &Rc<Pool>) -> Result<(u32, Arc<dyn DvControl>), Error> {
         let dir = if tx { "TX" } else { "RX" };
         if qid >= MODEL_QUEUES {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: {dir} queue {qid} does not exist; a model port has {dir} queues 0 to {}",
                 self.identity(),
                 MODEL_QUEUES - 1
@@ -249,7 +249,7 @@ impl ModelPort {
         }
         let id = (self.port, tx, qid);
         if !self.ids.0.lock().unwrap_or_else(|e| e.into_inner()).insert(id) {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: {dir} queue {qid} is already in use; drop that queue before creating it again",
                 self.identity()
             )));
@@ -272,8 +272,8 @@ impl ModelPort {
 impl Backend for ModelPort {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         let (lkey, ctl) = self.take(false, qid, pool)?;
-        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
-        let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
+        let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
+        let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)
@@ -282,8 +282,8 @@ impl Backend for ModelPort {
 
     fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         let (lkey, ctl) = self.take(true, qid, pool)?;
-        let cq = self.nic.create_cq(cfg.size).map_err(Error::Device)?;
-        let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::Device)?;
+        let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
+        let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;
         // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvTxQueue::new(&sq, &cq, lkey, pool, cfg, self.nic.caps(), ctl)

@@ -71,9 +71,9 @@ impl DvRxQueue {
         // only buffers of its own pool that it holds in its ring, and publishes a consumer index
         // only past CQEs it has finished reading.
         let (rq, cq) = unsafe { (RqRing::new(rwq), CqRing::new(cq)) };
-        let (rq, cq) = (rq.map_err(Error::Device)?, cq.map_err(Error::Device)?);
+        let (rq, cq) = (rq.map_err(Error::device)?, cq.map_err(Error::device)?);
         if cq.size() < rq.size() {
-            return Err(Error::Device("RX CQ smaller than its receive queue".into()));
+            return Err(Error::device("RX CQ smaller than its receive queue"));
         }
         let size = rq.size();
         let mut q = DvRxQueue {

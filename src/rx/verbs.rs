@@ -100,7 +100,7 @@ impl VerbsRxQueue {
         }
         q.refill(0);
         if q.pi == 0 {
-            return Err(Error::Device("the pool has no buffers for the receive queue".into()));
+            return Err(Error::device("the pool has no buffers for the receive queue"));
         }
         Ok(q)
     }

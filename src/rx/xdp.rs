@@ -45,7 +45,7 @@ impl XdpRxQueue {
     pub(crate) fn new(xsk: Rc<Socket>, name: &str) -> Result<XdpRxQueue, Error> {
         let half = xsk
             .take_rx()
-            .ok_or_else(|| Error::Config(format!("{name}: the socket's RX half is already taken")))?;
+            .ok_or_else(|| Error::config(format!("{name}: the socket's RX half is already taken")))?;
         let pool = xsk.pool().clone();
         let fd = xsk.raw_fd();
         let size = half.size();

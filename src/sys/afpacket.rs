@@ -18,7 +18,7 @@ impl AfPacket {
     /// Binds to interface `ifindex` (`sys::if_index`); `ifname` only names it in errors. The
     /// caller looks the name up, so that it can repeat a name that does not exist as it shows
     /// user input (`spec::echo`), which this leaf does not know.
-    pub fn open(ifname: &str, ifindex: u32) -> Result<AfPacket, String> {
+    pub fn open(ifname: &str, ifindex: u32) -> io::Result<AfPacket> {
         // SAFETY: plain socket(2) call; the result is checked and owned immediately.
         let raw = unsafe {
             libc::socket(
@@ -29,11 +29,12 @@ impl AfPacket {
         };
         if raw < 0 {
             let e = io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::EPERM) {
+            let text = if e.raw_os_error() == Some(libc::EPERM) {
                 format!("AF_PACKET socket on {ifname}: {e} (needs CAP_NET_RAW)")
             } else {
                 format!("AF_PACKET socket on {ifname}: {e}")
-            });
+            };
+            return Err(super::context(e, text));
         }
         // SAFETY: raw is a fresh, valid descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -78,7 +79,9 @@ impl AfPacket {
             )
         };
         if rc != 0 {
-            return Err(format!("bind AF_PACKET to {ifname}: {}", io::Error::last_os_error()));
+            let e = io::Error::last_os_error();
+            let text = format!("bind AF_PACKET to {ifname}: {e}");
+            return Err(super::context(e, text));
         }
         Ok(AfPacket {
             fd,

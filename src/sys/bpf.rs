@@ -155,7 +155,8 @@ fn with_context(e: io::Error, what: &str) -> io::Error {
         Some(libc::ENOSYS) => " (kernel without bpf(2))",
         _ => "",
     };
-    io::Error::new(e.kind(), format!("bpf({what}): {e}{hint}"))
+    let text = format!("bpf({what}): {e}{hint}");
+    super::context(e, text)
 }
 
 fn own_fd(r: libc::c_long) -> OwnedFd {
@@ -219,10 +220,8 @@ pub(crate) fn load_xdp(insns: &[u8], name: &str) -> io::Result<OwnedFd> {
                 Ok(fd) => Ok(own_fd(fd)),
                 Err(_) => {
                     let e = with_context(first, "BPF_PROG_LOAD xdp");
-                    Err(io::Error::new(
-                        e.kind(),
-                        format!("{e}; verifier log:\n{}", text.trim_end()),
-                    ))
+                    let text = format!("{e}; verifier log:\n{}", text.trim_end());
+                    Err(super::context(e, text))
                 }
             }
         }

@@ -30,11 +30,42 @@ pub(crate) fn pin_current_thread(core: usize) -> bool {
     }
 }
 
-/// Index of a network interface, or None if it does not exist.
+/// Index of a network interface; ENODEV if there is none of that name.
 #[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
-pub(crate) fn if_index(name: &str) -> Option<u32> {
-    let c = std::ffi::CString::new(name).ok()?;
+pub(crate) fn if_index(name: &str) -> std::io::Result<u32> {
+    // A name with a NUL in it names no interface.
+    let c = std::ffi::CString::new(name).map_err(|_| std::io::Error::from_raw_os_error(libc::ENODEV))?;
     // SAFETY: c is a valid NUL-terminated string for the duration of the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    (idx != 0).then_some(idx)
+    if idx == 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(idx)
+    }
+}
+
+/// `e` with the words of the call site in front (`text`, which usually ends with `e` itself),
+/// still an `io::Error` of the same kind whose errno stays readable through `source()` (as
+/// `rawpkt::Error::os_error` reads it), where `io::Error::new(kind, text)` would drop it.
+#[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
+pub(crate) fn context(e: std::io::Error, text: String) -> std::io::Error {
+    std::io::Error::new(e.kind(), Context { text, errno: e })
+}
+
+#[derive(Debug)]
+struct Context {
+    text: String,
+    errno: std::io::Error,
+}
+
+impl std::fmt::Display for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Context {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.errno)
+    }
 }

@@ -2,10 +2,10 @@
 //! a script can tell "change the command" from "something on this machine said no":
 //!
 //! * 2, a usage mistake: clap or the tool rejected a value, options that do not go together, or
-//!   rawpkt rejected a port spec as malformed (`Error::Spec`) or a value as out of range
-//!   (`Error::Config`, e.g. more queues than the port has).
-//! * 1, a failure: the command is well formed but the system refused or broke: `Error::Device`
-//!   (no such device, interface or namespace; not permitted), `Error::Memory`, a file that
+//!   rawpkt rejected a port spec as malformed (`ErrorKind::Spec`) or a value as out of range
+//!   (`ErrorKind::Config`, e.g. more queues than the port has).
+//! * 1, a failure: the command is well formed but the system refused or broke: `ErrorKind::Device`
+//!   (no such device, interface or namespace; not permitted), `ErrorKind::Memory`, a file that
 //!   cannot be read or written, a queue that failed while running, a thread that panicked.
 
 use std::fmt;
@@ -71,8 +71,8 @@ mod tests {
 
     #[test]
     fn a_spec_error_is_a_usage_mistake_and_a_device_error_a_failure() {
-        let usage = Fail::rawpkt("--port x", crate::Error::Spec("bad".into()));
-        let device = Fail::rawpkt("--port y", crate::Error::Device("gone".into()));
+        let usage = Fail::rawpkt("--port x", crate::Error::spec("bad"));
+        let device = Fail::rawpkt("--port y", crate::Error::device("gone"));
         assert_eq!((usage.code(), device.code()), (2, 1));
         assert_eq!(
             usage.within("core 3").to_string(),

@@ -137,13 +137,13 @@ impl DvTxQueue {
         // only buffers of its own pool that it holds in `elts` until their completion, and
         // publishes a consumer index only past CQEs it has read.
         let (sq_ring, cq_ring) = unsafe { (SqRing::new(sq), CqRing::new(cq)) };
-        let (sq_ring, cq_ring) = (sq_ring.map_err(Error::Device)?, cq_ring.map_err(Error::Device)?);
+        let (sq_ring, cq_ring) = (sq_ring.map_err(Error::device)?, cq_ring.map_err(Error::device)?);
         // Worst case one CQE per WQEBB: the CQ must never overrun.
         if cq_ring.size() < sq_ring.size() {
-            return Err(Error::Device("TX CQ smaller than its send queue".into()));
+            return Err(Error::device("TX CQ smaller than its send queue"));
         }
         if usize::from(cfg.tx_inline) > MAX_TX_INLINE {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "tx_inline {} exceeds {MAX_TX_INLINE}",
                 cfg.tx_inline
             )));

@@ -58,7 +58,7 @@ impl XdpTxQueue {
     pub(crate) fn new(xsk: Rc<Socket>, name: &str) -> Result<XdpTxQueue, Error> {
         let half = xsk
             .take_tx()
-            .ok_or_else(|| Error::Config(format!("{name}: the socket's TX half is already taken")))?;
+            .ok_or_else(|| Error::config(format!("{name}: the socket's TX half is already taken")))?;
         let size = half.size();
         Ok(XdpTxQueue {
             buf_size: xsk.pool().buf_size(),

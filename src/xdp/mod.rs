@@ -97,7 +97,7 @@ pub(crate) struct XdpSpec {
 const NO_COPY: &str = "xdp ports cannot copy a frame to both the socket and Linux; use steal (the default)";
 
 pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
-    let bad = |m: String| Error::Spec(format!("xdp:{}: {m}", echo(rest)));
+    let bad = |m: String| Error::spec(format!("xdp:{}: {m}", echo(rest)));
     let mut parts = rest.split(',');
     let head = parts.next().unwrap_or("");
     let (ifname, queue) = match head.split_once('/') {
@@ -192,7 +192,7 @@ pub(crate) fn open_port(rest: &str, opts: &PortOptions) -> Result<Box<dyn Backen
 /// without a system call is refused here.
 pub(crate) fn spec_with_options(rest: &str, opts: &PortOptions) -> Result<XdpSpec, Error> {
     let mut spec = parse_spec(rest)?;
-    let bad = |m: String| Error::Config(format!("xdp:{rest}: {m}"));
+    let bad = |m: String| Error::config(format!("xdp:{rest}: {m}"));
     if let Some(r) = opts.rules.iter().find(|r| r.action == Action::Copy) {
         return Err(bad(format!("PortOptions rule \"{r}\": {NO_COPY}")));
     }

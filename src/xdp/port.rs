@@ -89,7 +89,7 @@ pub(crate) fn io_error(ifname: &str, what: &str, e: io::Error) -> Error {
         }
         _ => e.to_string(),
     };
-    Error::Device(format!("xdp:{ifname}: {what}: {why}"))
+    Error::device(format!("xdp:{ifname}: {what}: {why}")).caused_by(e)
 }
 
 pub(crate) struct XdpPort {
@@ -110,12 +110,12 @@ fn open_socket(
     // Aligned mode: chunks are powers of two from XDP_UMEM_MIN_CHUNK_SIZE (2048) to the page
     // size (net/xdp/xdp_umem.c, xdp_umem_reg).
     if !(2048..=4096).contains(&chunk) {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "{name}: AF_XDP needs pool buffers of 2048 or 4096 bytes (a UMEM chunk is a buffer), not {chunk}"
         )));
     }
     if pool.data_room() < XDP_PACKET_HEADROOM + 64 {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "{name}: pool headroom leaves no room for frames"
         )));
     }
@@ -156,7 +156,7 @@ fn open_socket(
                 last = Some(e)
             }
             Err(e) if mode == BindMode::ZeroCopy && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                return Err(no_zero_copy(port, hw_queue))
+                return Err(no_zero_copy(port, hw_queue).caused_by(e))
             }
             Err(e) => return Err(port.io_error(&what(), e)),
         }
@@ -173,7 +173,7 @@ fn no_zero_copy(port: &Arc<PortShared>, hw_queue: u32) -> Error {
         .ok()
         .flatten()
         .map_or(String::new(), |d| format!(" ({d})"));
-    Error::Config(format!(
+    Error::config(format!(
         "{} queue {hw_queue}: the driver of {}{driver} has no zero-copy AF_XDP; use bind=copy, or leave bind \
          unset to fall back to copy mode",
         port.name(),
@@ -183,22 +183,24 @@ fn no_zero_copy(port: &Arc<PortShared>, hw_queue: u32) -> Error {
 
 /// Opens the port described by `spec`, in the calling thread's namespace or the one it names.
 pub(crate) fn open(spec: XdpSpec) -> Result<XdpPort, Error> {
-    let here = netdev::current_netns().map_err(|e| Error::Device(format!("xdp:{}: {e}", spec.ifname)))?;
+    let here = netdev::current_netns().map_err(|e| Error::device(format!("xdp:{}: {e}", spec.ifname)).caused_by(e))?;
     let netns = match &spec.netns {
         None => here,
         Some(ns) => {
             let path = format!("/var/run/netns/{ns}");
             std::fs::File::open(&path).map(OwnedFd::from).map_err(|e| {
-                Error::Device(format!(
+                Error::device(format!(
                     "xdp:{}: network namespace `{}`: {e} (see `ip netns list`)",
                     spec.ifname,
                     crate::spec::echo(ns)
                 ))
+                .caused_by(e)
             })?
         }
     };
-    let shared = netdev::in_netns(&netns, || open_here(&spec))
-        .map_err(|e| Error::Device(format!("xdp:{}: cannot enter the network namespace: {e}", spec.ifname)))??;
+    let shared = netdev::in_netns(&netns, || open_here(&spec)).map_err(|e| {
+        Error::device(format!("xdp:{}: cannot enter the network namespace: {e}", spec.ifname)).caused_by(e)
+    })??;
     let Opened {
         ifindex,
         hw_queues,
@@ -250,10 +252,10 @@ struct Opened {
 
 fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
     let ifname = spec.ifname.as_str();
-    let dev = |m: String| Error::Device(format!("xdp:{ifname}: {m}"));
+    let dev = |m: String| Error::device(format!("xdp:{ifname}: {m}"));
     let ifindex = match crate::sys::if_index(ifname) {
-        Some(i) => i,
-        None => {
+        Ok(i) => i,
+        Err(e) => {
             let mut names = netdev::names();
             names.sort();
             return Err(dev(format!(
@@ -263,17 +265,18 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
                 } else {
                     names.join(", ")
                 }
-            )));
+            ))
+            .caused_by(e));
         }
     };
     let here = netdev::current_netns().ok().and_then(|fd| netdev::ns_id(&fd));
     if let Some(other) = already_open(here, ifindex) {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "xdp:{ifname}: the interface is already open in this process (port {other}); an interface \
              takes one port, whose queues are its queues: open it once"
         )));
     }
-    if !netdev::is_up(ifname).map_err(|e| dev(e.to_string()))? {
+    if !netdev::is_up(ifname).map_err(|e| dev(e.to_string()).caused_by(e))? {
         return Err(dev(format!(
             "interface is down; bring it up with `ip link set {ifname} up`"
         )));
@@ -285,7 +288,7 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
     };
     let (first_queue, queues) = match spec.queue {
         Some(q) if q >= hw_queues => {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "xdp:{ifname}/{q}: queue {q} out of range: {ifname} has {hw_queues} receive queue{} (0..={})",
                 if hw_queues == 1 { "" } else { "s" },
                 hw_queues - 1
@@ -295,7 +298,7 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
         None => (0, hw_queues),
     };
     if spec.rx_queues != 1 && u32::from(spec.rx_queues) != queues {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "xdp:{ifname}: {} receive queues asked for, but an xdp port has one queue per interface queue it \
              uses, {queues} here; set the interface's with `ethtool -L {ifname} combined N`, or leave rx_queues at 1",
             spec.rx_queues
@@ -306,14 +309,14 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
     let rules = match &spec.rules {
         Some(r) => r.clone(),
         None => {
-            let mac = netdev::mac(ifname).map_err(|e| dev(format!("reading its MAC address: {e}")))?;
+            let mac = netdev::mac(ifname).map_err(|e| dev(format!("reading its MAC address: {e}")).caused_by(e))?;
             // mlx5's default also copies multicast; XDP cannot copy (see the module docs), so
             // multicast simply stays with Linux.
             vec![FlowRule::own_mac(mac)]
         }
     };
     let program =
-        compile_xdp(&rules, StealAction::Redirect).map_err(|e| Error::Config(format!("xdp:{ifname}: {e}")))?;
+        compile_xdp(&rules, StealAction::Redirect).map_err(|e| Error::config(format!("xdp:{ifname}: {e}")))?;
     let map = XskMap::new(hw_queues).map_err(|e| io_error(ifname, "creating the XSKMAP", e))?;
     let prog = LoadedProgram::load(&program, Some(&map)).map_err(|e| io_error(ifname, "loading the XDP program", e))?;
     let (link, attach_mode) = attach(ifname, ifindex, &prog, spec.attach)?;
@@ -346,23 +349,28 @@ fn attach(
         AttachMode::Generic => &[(bpf::XDP_FLAGS_SKB_MODE, "generic")],
     };
     let mut errs = Vec::new();
+    let mut last = None;
     for &(flags, name) in tries {
         match bpf::xdp_link_create(prog.fd(), ifindex, flags) {
             Ok(link) => return Ok((link, name)),
             Err(e) => match e.raw_os_error() {
                 Some(libc::EPERM | libc::EACCES) => return Err(io_error(ifname, "attaching the XDP program", e)),
                 Some(libc::EBUSY | libc::EEXIST) => {
-                    return Err(Error::Device(format!(
+                    return Err(Error::device(format!(
                         "xdp:{ifname}: another XDP program is already attached ({e}); see `ip link show {ifname}`, \
                          detach it with `ip link set {ifname} xdp off`"
-                    )))
+                    ))
+                    .caused_by(e))
                 }
-                _ => errs.push(format!("{name} mode: {e}")),
+                _ => {
+                    errs.push(format!("{name} mode: {e}"));
+                    last = Some(e);
+                }
             },
         }
     }
     let all_einval = errs.iter().all(|m| m.contains("os error 22"));
-    Err(Error::Device(format!(
+    let err = Error::device(format!(
         "xdp:{ifname}: cannot attach the XDP program ({}){}",
         errs.join("; "),
         if all_einval {
@@ -370,7 +378,12 @@ fn attach(
         } else {
             ""
         }
-    )))
+    ));
+    // Every mode was tried (`tries` is never empty): the last one's errno.
+    Err(match last {
+        Some(e) => err.caused_by(e),
+        None => err,
+    })
 }
 
 /// A port's hold on one of its queue ids while a socket is bound to it: one socket per interface
@@ -385,7 +398,7 @@ impl Claim {
     fn take(port: &Arc<PortShared>, qid: u16) -> Result<Claim, Error> {
         let mut claimed = port.claimed.lock().unwrap_or_else(|e| e.into_inner());
         if std::mem::replace(&mut claimed[usize::from(qid)], true) {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: queue {qid} is already in use by a queue that is still open; a queue id is taken once at a \
                  time, and its RX and TX halves together come from Port::queue_pair",
                 port.name()
@@ -424,7 +437,7 @@ impl XdpPort {
         let hw = self.hw_queue(qid)?;
         if cfg.xdp_tx_budget < 32 {
             // The kernel's floor (xsk_setsockopt): below it the option is refused.
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: xdp_tx_budget {} is below 32, the fewest frames per sendto the kernel takes",
                 self.shared.name(),
                 cfg.xdp_tx_budget
@@ -457,7 +470,7 @@ impl XdpPort {
     fn hw_queue(&self, qid: u16) -> Result<u32, Error> {
         let s = &self.shared;
         if u32::from(qid) >= s.queues {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "{}: queue {qid} out of range: the port has {} queue{} (0..={})",
                 s.name(),
                 s.queues,

@@ -1,5 +1,5 @@
 //! Finding rdma-core at run time: `libibverbs.so.1` and `libmlx5.so.1` are dlopen'ed by soname
-//! (or from the files named by `RAWPKT_LIBIBVERBS` / `RAWPKT_LIBMLX5`), so the binary carries no
+//! (or from the files a [`LibPaths`] names), so the binary carries no
 //! DT_NEEDED on rdma-core and starts on machines without it. DPDK does the same for the same
 //! reason (meson option `ibverbs_link=dlopen`, drivers/common/mlx5/linux/mlx5_glue.c).
 //!
@@ -58,12 +58,12 @@ pub struct LibPaths {
     pub mlx5: OsString,
 }
 
-impl LibPaths {
-    /// The environment's choice (`RAWPKT_LIBIBVERBS`, `RAWPKT_LIBMLX5`), else the sonames.
-    pub fn from_env() -> LibPaths {
+/// The sonames, as the dynamic loader finds them.
+impl Default for LibPaths {
+    fn default() -> LibPaths {
         LibPaths {
-            ibverbs: std::env::var_os("RAWPKT_LIBIBVERBS").unwrap_or_else(|| LIBIBVERBS.into()),
-            mlx5: std::env::var_os("RAWPKT_LIBMLX5").unwrap_or_else(|| LIBMLX5.into()),
+            ibverbs: LIBIBVERBS.into(),
+            mlx5: LIBMLX5.into(),
         }
     }
 }
@@ -232,7 +232,7 @@ impl Rdma {
 /// hold function pointers into them, and unloading rdma-core is never safe while a context is
 /// open anyway).
 static LOADED: Mutex<Vec<(LibPaths, Arc<Rdma>)>> = Mutex::new(Vec::new());
-/// Paths set by [`use_libraries`], taking precedence over the environment.
+/// Paths set by [`use_libraries`], for ports whose options name none.
 static CHOSEN: Mutex<Option<LibPaths>> = Mutex::new(None);
 
 /// Loads (or returns the already loaded) rdma-core from `paths`.
@@ -246,16 +246,22 @@ pub(crate) fn load_from(paths: &LibPaths) -> Result<Arc<Rdma>, LoadError> {
     Ok(r)
 }
 
-/// Where ports find rdma-core from now on (instead of the environment or the sonames).
+/// Where ports find rdma-core from now on when their options name no files (instead of the
+/// sonames).
 pub(crate) fn use_libraries(paths: LibPaths) {
     *CHOSEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(paths);
 }
 
-/// rdma-core for opening ports: [`use_libraries`]'s choice, else the environment's, else the
-/// sonames.
-pub(crate) fn rdma() -> Result<Arc<Rdma>, LoadError> {
-    let chosen = CHOSEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    load_from(&chosen.unwrap_or_else(LibPaths::from_env))
+/// rdma-core for opening a port: the files its options name, else [`use_libraries`]'s choice,
+/// else the sonames.
+pub(crate) fn rdma(paths: Option<&LibPaths>) -> Result<Arc<Rdma>, LoadError> {
+    match paths {
+        Some(p) => load_from(p),
+        None => {
+            let chosen = CHOSEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            load_from(&chosen.unwrap_or_default())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,13 @@ impl std::fmt::Display for CallError {
     }
 }
 
+/// The errno alone, for an error's source (the call's name goes in the words around it).
+impl From<CallError> for std::io::Error {
+    fn from(e: CallError) -> std::io::Error {
+        std::io::Error::from_raw_os_error(e.errno)
+    }
+}
+
 fn last_errno(call: &'static str) -> CallError {
     let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
     // A provider that returns NULL without setting errno: say so rather than report "success".
