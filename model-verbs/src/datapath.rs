@@ -142,6 +142,7 @@ pub(crate) unsafe extern "C" fn post_send(
         let mut t = lock(tx);
         let mask = t.ring.size() - 1;
         let mut wqe = Vec::with_capacity(256);
+        // The last WQE: its first WQEBB, its ds and whether it was built inline.
         let (mut w, mut nreq, mut last) = (wr, 0u32, None);
         let mut err = 0;
         while !w.is_null() {
@@ -157,6 +158,7 @@ pub(crate) unsafe extern "C" fn post_send(
                 break;
             }
             let bbs = wqe.len().div_ceil(64) as u32;
+            let ds = (wqe.len() / 16) as u32;
             let start = t.pi;
             for (k, chunk) in wqe.chunks(64).enumerate() {
                 t.ring.write_wqebb(start.wrapping_add(k as u32), chunk);
@@ -165,7 +167,7 @@ pub(crate) unsafe extern "C" fn post_send(
             t.wrid[slot] = r.wr_id;
             t.wqe_head[slot] = t.head.wrapping_add(nreq);
             t.pi = start.wrapping_add(bbs);
-            last = Some(start);
+            last = Some((start, ds, r.send_flags & IBV_SEND_INLINE != 0));
             nreq += 1;
             w = r.next;
         }
@@ -173,10 +175,10 @@ pub(crate) unsafe extern "C" fn post_send(
             set_bad(w);
         }
         t.head = t.head.wrapping_add(nreq);
-        if let Some(last) = last {
-            // Record then UAR with the last WQE's first 8 bytes (mlx5 `post_send_db`).
+        if let Some((last, ds, inl)) = last {
+            // Record, then the BlueFlame register (mlx5 `post_send_db`).
             let pi = t.pi;
-            t.ring.doorbell(pi, last);
+            t.ring.doorbell(pi, last, ds, nreq == 1 && inl);
         }
         err
     })

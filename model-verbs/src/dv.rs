@@ -117,12 +117,9 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
                     out.sq.wqe_cnt = r.cnt;
                     out.sq.stride = r.stride;
                     out.bf.reg = r.bf_reg.cast();
-                    // The size a ConnectX-5 reports (libmlx5's BlueFlame half-register). The
-                    // model reads doorbells at `bf.reg` only, where rawpkt's datapath and VPP
-                    // write their 8-byte doorbells; a writer alternating halves as libmlx5 does
-                    // (`bf->offset ^= buf_size`) or copying WQEs there is not modelled.
-                    let _ = r.bf_size;
-                    out.bf.size = crate::device::BF_SIZE;
+                    // The size a ConnectX-5 reports (libmlx5's BlueFlame half-register); the
+                    // model takes doorbells and BlueFlame copies at either half.
+                    out.bf.size = r.bf_size;
                 }
                 QpKind::Rss { .. } => {
                     // An RSS QP has no queues of its own.

@@ -792,3 +792,89 @@ fn completion_channels_raise_one_event_per_arming() {
         assert_eq!(rawpkt_model_live_objects(), 0);
     }
 }
+
+/// `ibv_post_send` as libmlx5 rings it: each doorbell at the other half of the BlueFlame
+/// register (`bf->offset ^= bf->buf_size`), a single inline WQE as a BlueFlame copy, others
+/// as an 8-byte write. Posted one at a time, each waiting for its completion, every WQE runs
+/// (a device that read one half only would never run the second); then bursts of one-WR
+/// posts, whose doorbells land on both halves between two looks of the device, all run too.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs, as on a real NIC)"]
+fn doorbells_at_either_blueflame_half_run_every_wqe() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a frame that outlives its MR.
+    unsafe {
+        let d = open(0);
+        let cq = ibv_create_cq(d.ctx, 1024, null_mut(), null_mut(), 0);
+        assert!(!cq.is_null());
+        let mut a: ibv_qp_init_attr = std::mem::zeroed();
+        a.send_cq = cq;
+        a.recv_cq = cq;
+        a.cap.max_send_wr = 512;
+        a.cap.max_send_sge = 1;
+        a.cap.max_inline_data = 128;
+        a.qp_type = IBV_QPT_RAW_PACKET;
+        let qp = ibv_create_qp(d.pd, &mut a);
+        assert!(!qp.is_null(), "errno {}", errno());
+        to_rts(qp);
+        let mut dqp: mlx5dv_qp = std::mem::zeroed();
+        let mut o: mlx5dv_obj = std::mem::zeroed();
+        o.qp.in_ = qp;
+        o.qp.out = &mut dqp;
+        assert_eq!(mlx5dv_init_obj(&mut o, u64::from(MLX5DV_OBJ_QP)), 0);
+        assert_eq!(dqp.bf.size, 256);
+        let frame = udp_frame(MAC1, 3);
+        let mr = ibv_reg_mr(d.pd, frame.as_ptr() as *mut c_void, frame.len(), 0);
+        assert!(!mr.is_null());
+        let post_send = (*d.ctx).ops.post_send.unwrap();
+        let poll = (*d.ctx).ops.poll_cq.unwrap();
+        let send = |id: u64| {
+            let mut sge = ibv_sge {
+                addr: frame.as_ptr() as u64,
+                length: frame.len() as u32,
+                lkey: (*mr).lkey,
+            };
+            let mut wr: ibv_send_wr = std::mem::zeroed();
+            wr.wr_id = id;
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_SEND;
+            // Odd ids inline (a BlueFlame copy of the WQE), even ones gathered (8 bytes).
+            wr.send_flags = IBV_SEND_SIGNALED | if id % 2 == 1 { IBV_SEND_INLINE } else { 0 };
+            let mut bad = null_mut();
+            assert_eq!(post_send(qp, &mut wr, &mut bad), 0, "WR {id}");
+        };
+        let wire = rawpkt_model_wire_frames(c"mlx5_0".as_ptr(), 1);
+        let mut wc: ibv_wc = std::mem::zeroed();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for id in 0..64u64 {
+            send(id);
+            while poll(cq, 1, &mut wc) == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "WR {id} (register half {}) never ran",
+                    id % 2
+                );
+            }
+            assert_eq!((wc.status, wc.wr_id), (IBV_WC_SUCCESS, id));
+        }
+        let (mut next, mut done) = (64u64, 64u64);
+        while done < 4096 {
+            assert!(std::time::Instant::now() < deadline, "{done} of 4096 WRs completed");
+            while next < 4096 && next - done < 256 {
+                send(next);
+                next += 1;
+            }
+            while poll(cq, 1, &mut wc) == 1 {
+                assert_eq!((wc.status, wc.wr_id), (IBV_WC_SUCCESS, done));
+                done += 1;
+            }
+        }
+        assert_eq!(rawpkt_model_wire_frames(c"mlx5_0".as_ptr(), 1), wire + 4096);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}

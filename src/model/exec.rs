@@ -280,6 +280,25 @@ unsafe fn peek_uar(p: *const u8) -> u64 {
     unsafe { (*p.cast::<std::sync::atomic::AtomicU64>()).load(std::sync::atomic::Ordering::Relaxed) }
 }
 
+/// The WQEBB a doorbell names (the first 8 bytes of a WQE's control segment: `wqe_index` in
+/// bytes 1..3, `ds` in byte 7) and the WQEBB after that WQE, both mod 2^16.
+fn named_wqe(uar: u64) -> (u32, u32) {
+    let b = uar.to_ne_bytes();
+    let idx = u32::from(u16::from_be_bytes([b[1], b[2]]));
+    (idx, idx.wrapping_add(wqebbs(u32::from(b[7] & 0x3f)).max(1)) & 0xffff)
+}
+
+/// How far past `hw_ci` the doorbell `uar` reaches (the end of the WQE it names), if that lies
+/// within the `pending` WQEBBs the record published; 0 for a doorbell that does not.
+fn reach(uar: u64, hw_ci: u32, pending: u32) -> u32 {
+    let ahead = named_wqe(uar).1.wrapping_sub(hw_ci) & 0xffff;
+    if ahead <= pending {
+        ahead
+    } else {
+        0
+    }
+}
+
 /// Takes the last value written to a UAR doorbell register (a NIC latches each write; the model
 /// sees the newest one since its last look), leaving [`UAR_IDLE`]; [`UAR_IDLE`] when nothing
 /// was written.
@@ -315,25 +334,40 @@ impl Device {
         // Raw addresses rather than a clone of the `Arc`: two atomic operations per poll saved;
         // the memory lives as long as the SQ object, which nothing removes while `self` is
         // borrowed mutably here.
-        let (ring, bf_reg, dbrec) = (sq.mem.ring(), sq.mem.bf_reg(), sq.mem.dbrec());
+        let (ring, [bf0, bf1], dbrec) = (sq.mem.ring(), sq.mem.bf_halves(), sq.mem.dbrec());
         let (hw_ci, port, wqe_cnt, error, ready, qpn) = (sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready, sq.qpn);
         if !ready || self.ports[port].dead {
             // A QP outside RTS/ERR, or on a device stopped by a fatal error, ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
-            // SAFETY: the UAR register belongs to this live SQ's memory.
-            unsafe { take_uar(bf_reg) };
+            // SAFETY: both halves of the register belong to this live SQ's memory.
+            unsafe {
+                take_uar(bf0);
+                take_uar(bf1);
+            }
             return 0;
         }
-        // SAFETY: the UAR register and record belong to this live SQ's memory.
-        let uar = if unsafe { peek_uar(bf_reg) } == UAR_IDLE {
-            UAR_IDLE
-        } else {
-            // SAFETY: as above.
-            unsafe { take_uar(bf_reg) }
-        };
-        // SAFETY: as above.
+        // SAFETY: the record belongs to this live SQ's memory.
         let record = unsafe { dma::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
         let pending = record.wrapping_sub(hw_ci) & 0xffff;
+        // A doorbell comes at either half of the BlueFlame register (`BF_SIZE`): libmlx5
+        // alternates them. Both written since the last look: the newer doorbell names the WQE
+        // further ahead and covers the other, as one write latched after another would.
+        // SAFETY: both halves of the register belong to this live SQ's memory.
+        let uar = unsafe {
+            match (peek_uar(bf0) != UAR_IDLE, peek_uar(bf1) != UAR_IDLE) {
+                (false, false) => UAR_IDLE,
+                (true, false) => take_uar(bf0),
+                (false, true) => take_uar(bf1),
+                (true, true) => {
+                    let (a, b) = (take_uar(bf0), take_uar(bf1));
+                    if reach(b, hw_ci, pending) > reach(a, hw_ci, pending) {
+                        b
+                    } else {
+                        a
+                    }
+                }
+            }
+        };
         if uar == UAR_IDLE {
             let sq = self.sqs[i].as_mut().expect("caller checked");
             if pending != 0 && !error {
@@ -358,9 +392,7 @@ impl Device {
             return 0;
         }
         let bytes = uar.to_ne_bytes();
-        let idx = u32::from(u16::from_be_bytes([bytes[1], bytes[2]]));
-        let ds = u32::from(bytes[7] & 0x3f);
-        let end = idx.wrapping_add(wqebbs(ds).max(1)) & 0xffff;
+        let (idx, end) = named_wqe(uar);
         let ahead = end.wrapping_sub(hw_ci) & 0xffff;
         // The slot the UAR names is read only if the record says it is published (or already
         // run, for a repeated doorbell): a slot beyond may be half-written by the driver.

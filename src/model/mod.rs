@@ -5,8 +5,8 @@
 //! `exec`; `docs/mlx5-notes.md` collects the rules and what the model chose where no source says
 //! what the hardware does):
 //! - Objects are laid out as `mlx5dv_init_obj` hands them over: an SQ of 64-byte WQEBBs with a
-//!   two-word doorbell record and a UAR page whose doorbell register is at 0x800
-//!   (`MLX5_BF_OFFSET`); a cyclic RQ of 16-byte WQEs with a one-word record; CQs of 64-byte CQEs
+//!   two-word doorbell record and a UAR page whose BlueFlame register is at 0x800
+//!   (`MLX5_BF_OFFSET`), two halves of [`BF_SIZE`] bytes that each take doorbells; a cyclic RQ of 16-byte WQEs with a one-word record; CQs of 64-byte CQEs
 //!   rounded like rdma-core (`roundup_pow2(n + 1)`) and initialised to `op_own = 0xF0`.
 //! - It executes only doorbelled WQEs: a UAR write names the last WQE; the model checks it against
 //!   the doorbell record and the WQE in memory (a mismatch, or a record that advanced with no UAR
@@ -55,6 +55,13 @@ use crate::mem::region::Region;
 pub use link::Link;
 use ring as dma;
 pub use trace::Trace;
+
+/// Bytes in each half of an SQ's BlueFlame register (`mlx5dv_qp.bf.size`): libmlx5 gives a QP
+/// half of a 512-byte register (`bf_reg_size` 1 << `log_bf_reg_size` 9, `buf_size = bf_reg_size
+/// / 2`, providers/mlx5/mlx5.c) and alternates between the halves (`bf->offset ^= bf->buf_size`
+/// in qp.c `post_send_db`), writing an 8-byte doorbell or a BlueFlame copy of the WQE, whose first
+/// 8 bytes are the same doorbell, at either one.
+pub const BF_SIZE: u32 = 256;
 
 /// Device behaviour knobs.
 #[derive(Clone, Debug)]
@@ -236,9 +243,11 @@ impl ObjMem {
             uar_off,
         };
         if with_uar {
-            // SAFETY: the register lies in the region just mapped, 8-byte aligned (page offset
-            // 0x800); no driver has its address yet.
-            unsafe { exec::take_uar(mem.bf_reg()) };
+            for reg in mem.bf_halves() {
+                // SAFETY: the register lies in the region just mapped, 8-byte aligned (page
+                // offset 0x800 or 0x900); no driver has its address yet.
+                unsafe { exec::take_uar(reg) };
+            }
         }
         Ok(mem)
     }
@@ -250,6 +259,10 @@ impl ObjMem {
     }
     fn bf_reg(&self) -> *mut u8 {
         self.region.base().wrapping_add(self.uar_off + BF_OFFSET)
+    }
+    /// The doorbell words of the register's two halves (see [`BF_SIZE`]).
+    fn bf_halves(&self) -> [*mut u8; 2] {
+        [self.bf_reg(), self.bf_reg().wrapping_add(BF_SIZE as usize)]
     }
 }
 
@@ -687,7 +700,7 @@ impl Nic {
                 buf: mem.ring(),
                 dbrec: mem.dbrec(),
                 bf_reg: mem.bf_reg(),
-                bf_size: 0,
+                bf_size: BF_SIZE,
                 cnt: wqe_cnt,
                 stride: SEND_WQE_BB as u32,
                 num: qpn,
@@ -1221,7 +1234,9 @@ fn reset_sq_obj(sq: &mut SqObj) {
     // SAFETY: the dbrec and UAR words belong to this live SQ; a reset drops a pending UAR
     // write and zeroes the record (the driver zeroes its record too).
     unsafe {
-        exec::take_uar(sq.mem.bf_reg());
+        for reg in sq.mem.bf_halves() {
+            exec::take_uar(reg);
+        }
         dma::store_dbrec(sq.mem.dbrec().wrapping_add(crate::dv::prm::SND_DBR), 0);
     }
 }
