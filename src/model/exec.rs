@@ -346,27 +346,24 @@ impl Device {
             }
             return 0;
         }
+        // A doorbell comes at either half of the BlueFlame register (`BF_SIZE`): libmlx5
+        // alternates them. The register is read before the record: a driver writes the record
+        // first, so a doorbell seen here has its record visible below.
+        // SAFETY: both halves of the register belong to this live SQ's memory.
+        let (a, b) = unsafe {
+            let take = |reg: *mut u8| if peek_uar(reg) == UAR_IDLE { UAR_IDLE } else { take_uar(reg) };
+            (take(bf0), take(bf1))
+        };
         // SAFETY: the record belongs to this live SQ's memory.
         let record = unsafe { dma::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
         let pending = record.wrapping_sub(hw_ci) & 0xffff;
-        // A doorbell comes at either half of the BlueFlame register (`BF_SIZE`): libmlx5
-        // alternates them. Both written since the last look: the newer doorbell names the WQE
-        // further ahead and covers the other, as one write latched after another would.
-        // SAFETY: both halves of the register belong to this live SQ's memory.
-        let uar = unsafe {
-            match (peek_uar(bf0) != UAR_IDLE, peek_uar(bf1) != UAR_IDLE) {
-                (false, false) => UAR_IDLE,
-                (true, false) => take_uar(bf0),
-                (false, true) => take_uar(bf1),
-                (true, true) => {
-                    let (a, b) = (take_uar(bf0), take_uar(bf1));
-                    if reach(b, hw_ci, pending) > reach(a, hw_ci, pending) {
-                        b
-                    } else {
-                        a
-                    }
-                }
-            }
+        // Both halves written since the last look: the newer doorbell names the WQE further
+        // ahead and covers the other, as one write latched after another would.
+        let uar = match (a != UAR_IDLE, b != UAR_IDLE) {
+            (_, false) => a,
+            (false, true) => b,
+            (true, true) if reach(b, hw_ci, pending) > reach(a, hw_ci, pending) => b,
+            (true, true) => a,
         };
         if uar == UAR_IDLE {
             let sq = self.sqs[i].as_mut().expect("caller checked");
