@@ -234,7 +234,9 @@ pub(crate) unsafe extern "C" fn wq_post_recv(
 }
 
 /// Posts a chain of receive WRs to an RQ, a WQ's or a raw QP's own: rdma-core
-/// `mlx5_post_wq_recv` / `mlx5_post_recv` (providers/mlx5/qp.c) for single-segment WQEs.
+/// `mlx5_post_wq_recv` / `mlx5_post_recv` (providers/mlx5/qp.c): more SGEs than the WQE holds
+/// (`rq.max_gs`) is EINVAL; empty SGEs are skipped; a WQE with room left ends with a
+/// terminator segment.
 ///
 /// # Safety
 /// `wr` is NULL or a valid chain of WRs; `bad_wr` is NULL or valid for writing.
@@ -246,9 +248,9 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
         }
     };
     let mut rx = lock(&w.rx);
-    let size = rx.ring.size();
+    let (size, max_gs) = (rx.ring.size(), rx.ring.max_gs());
     let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);
-    // rdma-core `mlx5_post_wq_recv` (providers/mlx5/qp.c).
+    let mut segs = [[0u8; 16]; rawpkt::model::MAX_RQ_SGE as usize];
     while !cur.is_null() {
         // SAFETY: a WR of the caller's chain.
         let r = unsafe { &*cur };
@@ -256,23 +258,23 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
             err = ENOMEM;
             break;
         }
-        if r.num_sge < 0 || r.num_sge > 1 || (r.num_sge > 0 && r.sg_list.is_null()) {
+        if r.num_sge < 0 || r.num_sge as u32 > max_gs || (r.num_sge > 0 && r.sg_list.is_null()) {
             err = EINVAL;
             break;
         }
-        let idx = rx.head.wrapping_add(nreq);
-        let sge = if r.num_sge == 1 {
-            // SAFETY: one SGE, checked non-NULL.
-            Some(unsafe { *r.sg_list })
+        let sges = if r.num_sge > 0 {
+            // SAFETY: num_sge SGEs (verbs contract), checked non-NULL.
+            unsafe { std::slice::from_raw_parts(r.sg_list, r.num_sge as usize) }
         } else {
-            None
+            &[]
         };
-        let seg = match sge {
-            Some(s) if s.length > 0 => DataSeg::new(s.length, s.lkey, s.addr),
-            // No data: a terminator (invalid lkey), as rdma-core writes after the SGEs.
-            _ => DataSeg::TERMINATOR,
-        };
-        rx.ring.write_wqe(idx, &seg.to_bytes());
+        let mut j = 0;
+        for s in sges.iter().filter(|s| s.length > 0) {
+            segs[j] = DataSeg::new(s.length, s.lkey, s.addr).to_bytes();
+            j += 1;
+        }
+        let idx = rx.head.wrapping_add(nreq);
+        rx.ring.write_wqe(idx, &segs[..j], &DataSeg::TERMINATOR.to_bytes());
         let slot = (idx & (size - 1)) as usize;
         rx.wrid[slot] = r.wr_id;
         nreq += 1;

@@ -18,9 +18,9 @@ use rawpkt::model::RawQueue;
 const RCV_DBR: usize = 0;
 const SND_DBR: usize = 1;
 const CQ_SET_CI: usize = 0;
-/// `MLX5_SEND_WQE_BB`, a receive WQE of one `mlx5_wqe_data_seg`, a 64-byte CQE.
+/// `MLX5_SEND_WQE_BB`, one `mlx5_wqe_data_seg` of a receive WQE, a 64-byte CQE.
 const WQEBB: usize = 64;
-const RECV_WQE: usize = 16;
+const RECV_SEG: usize = 16;
 const CQE: usize = 64;
 /// `MLX5_CQE_INVALID`, `MLX5_CQE_OWNER_MASK`.
 const CQE_INVALID: u8 = 0xf;
@@ -123,7 +123,8 @@ impl SendRing {
     }
 }
 
-/// A receive queue of single-segment WQEs and the receive counter of its doorbell record.
+/// A receive queue of WQEs of `stride / 16` data segments and the receive counter of its
+/// doorbell record.
 pub(crate) struct RecvRing {
     q: RawQueue,
 }
@@ -135,7 +136,10 @@ impl RecvRing {
     /// # Safety
     /// `q` describes a live RQ that only this ring posts to, mapped while the ring lives.
     pub unsafe fn new(q: RawQueue) -> Result<RecvRing, String> {
-        check(&q, RECV_WQE)?;
+        if !q.stride.is_power_of_two() || q.stride < RECV_SEG as u32 {
+            return Err(format!("receive WQEs of {} bytes", q.stride));
+        }
+        check(&q, q.stride as usize)?;
         Ok(RecvRing { q })
     }
 
@@ -143,11 +147,27 @@ impl RecvRing {
         self.q.cnt
     }
 
-    /// Writes WQE `idx` (free-running): one `mlx5_wqe_data_seg`.
-    pub fn write_wqe(&mut self, idx: u32, seg: &[u8; 16]) {
-        let at = (idx & (self.q.cnt - 1)) as usize * RECV_WQE;
-        // SAFETY: the slot lies inside the live ring.
-        unsafe { std::ptr::copy_nonoverlapping(seg.as_ptr(), self.q.buf.add(at), RECV_WQE) };
+    /// Data segments a WQE holds (`rq.max_gs`).
+    pub fn max_gs(&self) -> u32 {
+        self.q.stride / RECV_SEG as u32
+    }
+
+    /// Writes WQE `idx` (free-running): `segs` as its data segments, then, when they do not
+    /// fill it, a terminator (`mlx5_post_wq_recv`: `if (j < max_gs)` the next segment gets
+    /// `MLX5_INVALID_LKEY`). The caller passes at most `max_gs` segments.
+    pub fn write_wqe(&mut self, idx: u32, segs: &[[u8; 16]], terminator: &[u8; 16]) {
+        let stride = self.q.stride as usize;
+        let at = (idx & (self.q.cnt - 1)) as usize * stride;
+        let max = stride / RECV_SEG;
+        for (k, seg) in segs
+            .iter()
+            .take(max)
+            .chain((segs.len() < max).then_some(terminator))
+            .enumerate()
+        {
+            // SAFETY: segment k < max of the slot lies inside the live ring.
+            unsafe { std::ptr::copy_nonoverlapping(seg.as_ptr(), self.q.buf.add(at + k * RECV_SEG), RECV_SEG) };
+        }
     }
 
     /// `udma_to_device_barrier(); *recv_db = htobe32(head & 0xffff)`.

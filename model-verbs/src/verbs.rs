@@ -770,10 +770,6 @@ fn create_raw(
     if want_rq && (cap.max_recv_wr > MAX_QP_WR || cap.max_recv_sge > MAX_SGE) {
         return Err(EINVAL);
     }
-    if want_rq && cap.max_recv_sge > 1 {
-        // The model's RQs read one 16-byte data segment per WQE: no scatter.
-        return Err(libc::EOPNOTSUPP);
-    }
     if a.send_cq.is_null() || live(g, a.send_cq.cast(), Kind::Cq).is_err() {
         return Err(EINVAL);
     }
@@ -837,13 +833,27 @@ fn create_raw(
     }
     let rq = if want_rq {
         // mlx5_ib `create_raw_packet_qp`: an RQ, and a TIR over it alone for the QP's flows.
-        let wq = new_wq(g, context, a.pd, a.recv_cq, port, a.cap.max_recv_wr, Some(sq.raw.num))?;
+        let opts = rawpkt::model::RqOptions {
+            max_sge: a.cap.max_recv_sge,
+            ..Default::default()
+        };
+        let wq = new_wq(
+            g,
+            context,
+            a.pd,
+            a.recv_cq,
+            port,
+            a.cap.max_recv_wr,
+            Some(sq.raw.num),
+            opts,
+        )?;
         let tir = g
             .nic
             .create_tir(vec![wq.wq.wq_num], &[0; 40], 0)
             .map_err(|_| libc::ENOMEM)?;
+        // libmlx5 `mlx5_calc_rq_size`: max_gs, the segments the power-of-two WQE holds.
         a.cap.max_recv_wr = wq.info.raw.cnt;
-        a.cap.max_recv_sge = 1;
+        a.cap.max_recv_sge = wq.info.raw.stride / 16;
         Some(OwnRq { wq, tir })
     } else {
         a.cap.max_recv_wr = 0;
@@ -1102,24 +1112,22 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     if a.wq_type != IBV_WQT_RQ || a.comp_mask & !IBV_WQ_INIT_ATTR_FLAGS != 0 {
         return Err(EINVAL);
     }
-    if a.comp_mask & IBV_WQ_INIT_ATTR_FLAGS != 0 && a.create_flags != 0 {
-        // VLAN stripping, FCS scatter, delay drop, end padding: not modelled.
-        return Err(libc::EOPNOTSUPP);
-    }
+    let flags = if a.comp_mask & IBV_WQ_INIT_ATTR_FLAGS != 0 {
+        a.create_flags
+    } else {
+        0
+    };
     live(g, a.pd.cast(), Kind::Pd)?;
     live(g, a.cq.cast(), Kind::Cq)?;
     if a.max_wr == 0 || a.max_wr > MAX_QP_WR || a.max_sge > MAX_SGE {
         return Err(EINVAL);
     }
-    if a.max_sge > 1 {
-        // The model's RQ reads one 16-byte data segment per WQE (cyclic, single segment).
-        return Err(libc::EOPNOTSUPP);
-    }
+    let opts = wq_flags(flags, a.max_sge)?;
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
-    let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None)?;
+    let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None, opts)?;
     a.max_wr = w.info.raw.cnt;
-    a.max_sge = 1;
+    a.max_sge = w.info.raw.stride / 16;
     w.wq.wq_context = a.wq_context;
     let cq = w.cq;
     let wq_num = w.wq.wq_num;
@@ -1134,9 +1142,22 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     Ok(wq.cast::<ibv_wq>())
 }
 
-/// A model RQ of at least `max_wr` single-segment WQEs completing to `cq`, as an `ibv_wq` in
-/// RESET (the caller registers it, or keeps it as a QP's own RQ, numbered `owner_qpn` in its
-/// completions).
+/// `ibv_create_wq`'s `create_flags` and `max_sge`: `max_sge` data segments per WQE; the flags
+/// (VLAN stripping, FCS scatter, delay drop, end padding) are not modelled: EOPNOTSUPP.
+fn wq_flags(flags: u32, max_sge: u32) -> Result<rawpkt::model::RqOptions, i32> {
+    if flags != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(rawpkt::model::RqOptions {
+        max_sge,
+        ..Default::default()
+    })
+}
+
+/// A model RQ of at least `max_wr` WQEs (of `opts.max_sge` data segments) completing to `cq`,
+/// as an `ibv_wq` in RESET (the caller registers it, or keeps it as a QP's own RQ, numbered
+/// `owner_qpn` in its completions).
+#[allow(clippy::too_many_arguments)]
 fn new_wq(
     g: &Global,
     context: *mut ibv_context,
@@ -1145,11 +1166,12 @@ fn new_wq(
     port: usize,
     max_wr: u32,
     owner_qpn: Option<u32>,
+    opts: rawpkt::model::RqOptions,
 ) -> Result<Box<Wq>, i32> {
     let cq = cq.cast::<Cq>();
     // SAFETY: a live CQ (the callers check).
     let cqn = unsafe { (*cq).info.raw.num };
-    let info = g.nic.alloc_wq(port, max_wr, cqn).map_err(|_| libc::ENOMEM)?;
+    let info = g.nic.alloc_wq_with(port, max_wr, cqn, opts).map_err(|_| libc::ENOMEM)?;
     let wq_num = info.raw.num;
     // SAFETY: the model's WQ, which only this object posts to.
     let ring = unsafe { RecvRing::new(info.raw) }.map_err(|_| libc::ENOMEM)?;

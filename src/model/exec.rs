@@ -6,7 +6,7 @@
 use super::ring as dma;
 use super::{Device, Fault, Link, SpecialFlow, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
-    cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
+    cqe_flags, syndrome, wqebbs, Be16, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
     ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
     OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
@@ -351,7 +351,13 @@ impl Device {
         // first, so a doorbell seen here has its record visible below.
         // SAFETY: both halves of the register belong to this live SQ's memory.
         let (a, b) = unsafe {
-            let take = |reg: *mut u8| if peek_uar(reg) == UAR_IDLE { UAR_IDLE } else { take_uar(reg) };
+            let take = |reg: *mut u8| {
+                if peek_uar(reg) == UAR_IDLE {
+                    UAR_IDLE
+                } else {
+                    take_uar(reg)
+                }
+            };
             (take(bf0), take(bf1))
         };
         // SAFETY: the record belongs to this live SQ's memory.
@@ -1099,14 +1105,16 @@ impl Device {
             return;
         }
         let slot = (rq.hw_ci & (rq.wqe_cnt - 1)) as usize;
+        let (cqn, counter) = (rq.cqn, rq.hw_ci as u16);
+        rq.hw_ci = rq.hw_ci.wrapping_add(1);
+        if rq.stride != 16 || rq.scatter_fcs || rq.strip_cvlan {
+            self.rx_scatter(port, wq, slot, cqn, counter, frame, pre);
+            return;
+        }
         let mut seg = [0u8; 16];
         // SAFETY: slot is inside the RQ ring and below the posted counter.
         unsafe { dma::read(rq.mem.ring().wrapping_add(slot * 16), &mut seg) };
-        let byte_count = u32::from_be_bytes(seg[0..4].try_into().expect("4"));
-        let lkey = u32::from_be_bytes(seg[4..8].try_into().expect("4"));
-        let addr = u64::from_be_bytes(seg[8..16].try_into().expect("8"));
-        let (cqn, counter) = (rq.cqn, rq.hw_ci as u16);
-        rq.hw_ci = rq.hw_ci.wrapping_add(1);
+        let (byte_count, lkey, addr) = data_seg(&seg);
         let injected = self.take_fault(port, |f| matches!(f, Fault::RxError { .. }));
         let failure = if let Some(Fault::RxError { syndrome }) = injected {
             Some(syndrome)
@@ -1120,12 +1128,7 @@ impl Device {
             None
         };
         if let Some(synd) = failure {
-            if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
-                self.rqs[ri].as_mut().expect("live").error = true;
-            }
-            self.ports[port].counters.rx_error_cqes += 1;
-            let err = ErrCqe::resp_err(synd, counter, wq);
-            self.write_cqe(cqn, err.as_bytes());
+            self.rx_failed(port, wq, cqn, counter, synd);
             return;
         }
         let dst = addr as *mut u8;
@@ -1148,12 +1151,126 @@ impl Device {
             }
         };
         let flags = hdr_type_etc(buf, parsed);
-        let drops = std::mem::take(&mut self.rqs[ri].as_mut().expect("live").pending_drops);
+        self.rx_done(port, wq, cqn, counter, frame.len, hash, flags, 0);
+    }
+
+    /// [`Device::rx_into`] for a WQ whose WQEs hold several data segments or that has receive
+    /// offloads (`RqOptions`): the frame is first made what the queue receives (checksums of
+    /// the sender's offload filled in, an 802.1Q tag taken out when stripping, the FCS of the
+    /// frame as on the wire appended when scattering it), then scattered across the WQE's data
+    /// segments in order. The scatter list ends at the WQE's end or at the first segment with
+    /// the invalid lkey (rdma-core `mlx5_post_wq_recv` writes one after the SGEs when fewer than
+    /// the WQE holds); a frame longer than the segments' sum is a local length error (PRM:
+    /// receive WQE = array of data segments).
+    #[allow(clippy::too_many_arguments)]
+    fn rx_scatter(
+        &mut self,
+        port: usize,
+        wq: u32,
+        slot: usize,
+        cqn: u32,
+        counter: u16,
+        frame: &Frame<'_>,
+        pre: Option<(&pkt::Parsed, u32)>,
+    ) {
+        let rq = self.rqs[wq.wrapping_sub(WQN_BASE) as usize].as_ref().expect("live");
+        let (stride, fcs, strip) = (rq.stride as usize, rq.scatter_fcs, rq.strip_cvlan);
+        let mut wqe = [0u8; 16 * super::MAX_RQ_SGE as usize];
+        // SAFETY: the WQE at slot is inside the RQ ring (stride bytes per WQE) and posted.
+        unsafe { dma::read(rq.mem.ring().wrapping_add(slot * stride), &mut wqe[..stride]) };
+        let segs = wqe[..stride]
+            .chunks_exact(16)
+            .map(|s| data_seg(s.try_into().expect("16 bytes")))
+            .take_while(|&(_, lkey, _)| lkey != INVALID_LKEY);
+        let mut buf = std::mem::take(&mut self.delivered);
+        frame.assemble(&mut buf);
+        fill_checksums(&mut buf, frame.csum);
+        let parsed_here;
+        let (parsed, hash) = match pre {
+            Some(p) => p,
+            None => {
+                parsed_here = pkt::parse(&buf);
+                (&parsed_here, self.rss_hash(&buf, &parsed_here))
+            }
+        };
+        let mut flags = hdr_type_etc(&buf, parsed);
+        let wire_fcs = fcs.then(|| fcs32(&buf));
+        let mut vlan = 0;
+        if strip && buf.len() >= 18 && buf[12..14] == [0x81, 0x00] {
+            vlan = u16::from_be_bytes([buf[14], buf[15]]);
+            buf.drain(12..16);
+            flags |= cqe_flags::VLAN_STRIPPED;
+        }
+        if let Some(f) = wire_fcs {
+            buf.extend_from_slice(&f.to_le_bytes());
+        }
+        let injected = self.take_fault(port, |f| matches!(f, Fault::RxError { .. }));
+        let mut room = 0u64;
+        let failure = if let Some(Fault::RxError { syndrome }) = injected {
+            Some(syndrome)
+        } else if wqe[4..8] == INVALID_LKEY.to_be_bytes() {
+            Some(syndrome::LOCAL_QP_OP)
+        } else if segs.clone().any(|(len, lkey, addr)| {
+            room += u64::from(len);
+            self.mr_range(lkey, addr, u64::from(len)).is_none()
+        }) {
+            Some(syndrome::LOCAL_PROT)
+        } else if buf.len() as u64 > room {
+            Some(syndrome::LOCAL_LENGTH)
+        } else {
+            None
+        };
+        let len = buf.len();
+        if failure.is_none() {
+            let mut rest = &buf[..];
+            for (seg_len, _, addr) in segs {
+                if rest.is_empty() {
+                    break;
+                }
+                let n = rest.len().min(seg_len as usize);
+                // `[addr, addr + seg_len)` lies in a live MR (checked above) and belongs to the
+                // device from the RQ doorbell to the CQE; `buf` is the model's own vector.
+                // SAFETY: as above.
+                unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), addr as *mut u8, n) };
+                rest = &rest[n..];
+            }
+        }
+        self.delivered = buf;
+        match failure {
+            Some(synd) => self.rx_failed(port, wq, cqn, counter, synd),
+            None => self.rx_done(port, wq, cqn, counter, len, hash, flags, vlan),
+        }
+    }
+
+    /// A receive WQE that failed with `synd`: its error CQE; the errors the PRM calls fatal to
+    /// the queue (a bad lkey, protection, flush) put the RQ in the error state.
+    fn rx_failed(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, synd: u8) {
+        if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
+            self.rqs[wq.wrapping_sub(WQN_BASE) as usize]
+                .as_mut()
+                .expect("live")
+                .error = true;
+        }
+        self.ports[port].counters.rx_error_cqes += 1;
+        let err = ErrCqe::resp_err(synd, counter, wq);
+        self.write_cqe(cqn, err.as_bytes());
+    }
+
+    /// A frame of `len` bytes received into WQE `counter` of `wq`: counters, and its CQE.
+    #[allow(clippy::too_many_arguments)]
+    fn rx_done(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, len: usize, hash: u32, flags: u16, vlan: u16) {
+        let drops = std::mem::take(
+            &mut self.rqs[wq.wrapping_sub(WQN_BASE) as usize]
+                .as_mut()
+                .expect("live")
+                .pending_drops,
+        );
         let c = &mut self.ports[port].counters;
         c.rx_frames += 1;
-        c.rx_bytes += frame.len as u64;
+        c.rx_bytes += len as u64;
         let now = self.now_ns();
-        let mut cqe = Cqe64::resp_send(counter, frame.len as u32, hash, flags, now, drops);
+        let mut cqe = Cqe64::resp_send(counter, len as u32, hash, flags, now, drops);
+        cqe.vlan_info = Be16::new(vlan);
         // CQE v1 names the receiving queue by its user index in `srqn_uidx[23:0]` (rdma-core
         // `cq.c` looks the WQ up by it); the model's user index is the WQ number.
         cqe.srqn_uidx = Be32::new(wq & 0x00ff_ffff);
@@ -1328,6 +1445,38 @@ pub fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
         f |= cqe_flags::L4_OK;
     }
     f
+}
+
+/// A data segment's byte count, lkey and address (`struct mlx5_wqe_data_seg`, big-endian).
+fn data_seg(seg: &[u8; 16]) -> (u32, u32, u64) {
+    (
+        u32::from_be_bytes(seg[0..4].try_into().expect("4")),
+        u32::from_be_bytes(seg[4..8].try_into().expect("4")),
+        u64::from_be_bytes(seg[8..16].try_into().expect("8")),
+    )
+}
+
+/// The Ethernet FCS of `frame`: CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320, initial
+/// and final value all ones), sent least significant byte first.
+fn fcs32(frame: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    !frame
+        .iter()
+        .fold(!0u32, |c, &b| TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8))
 }
 
 #[cfg(test)]

@@ -285,6 +285,11 @@ pub(crate) struct SqObj {
 pub(crate) struct RqObj {
     mem: Arc<ObjMem>,
     wqe_cnt: u32,
+    /// Bytes per WQE: 16 per data segment, a power of two.
+    stride: u32,
+    /// Receive offloads ([`RqOptions`]).
+    scatter_fcs: bool,
+    strip_cvlan: bool,
     wq_num: u32,
     cqn: u32,
     hw_ci: u32,
@@ -296,6 +301,25 @@ pub(crate) struct RqObj {
     error: bool,
     pending_drops: u8,
     state: RqState,
+}
+
+/// Data segments a receive WQE may hold: a ConnectX-5's `max_wqe_sz_rq` of 512 bytes
+/// (`ibv_query_device` reports `max_sge` 30, the smaller of the send and receive limits).
+pub const MAX_RQ_SGE: u32 = 32;
+
+/// How a receive WQ is made, beyond its size: the RQ context fields mlx5_ib sets from the verbs
+/// create flags (drivers/infiniband/hw/mlx5/qp.c `create_raw_packet_qp_rq`, and `create_rq`
+/// for a WQ).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RqOptions {
+    /// Data segments per WQE (0 or 1: one); the device scatters a frame across them in order.
+    pub max_sge: u32,
+    /// `scatter_fcs`: the frame's FCS, 4 bytes, is delivered after it and counted in the CQE's
+    /// byte count (`IBV_QP_CREATE_SCATTER_FCS`, `IBV_WQ_FLAGS_SCATTER_FCS`).
+    pub scatter_fcs: bool,
+    /// `vsd` clear: a frame's 802.1Q tag is taken out and reported in the CQE's `vlan_info`
+    /// (`IBV_QP_CREATE_CVLAN_STRIPPING`, `IBV_WQ_FLAGS_CVLAN_STRIPPING`).
+    pub strip_cvlan: bool,
 }
 
 /// The state of a receive WQ (`enum ibv_wq_state` minus UNKNOWN). Frames steered to a WQ that
@@ -454,6 +478,9 @@ pub struct Device {
     /// A frame assembled in one piece, for the consumers that need one (an AF_PACKET send, a
     /// capture, flow classification, checksums on a frame that goes to no receive buffer).
     scratch: Vec<u8>,
+    /// A frame as a receive queue with offloads or several data segments gets it (checksums
+    /// filled, tag stripped, FCS appended), before it is scattered.
+    delivered: Vec<u8>,
     /// The receive buffer of an AF_PACKET wire.
     rxbuf: Vec<u8>,
     wqe: Vec<u8>,
@@ -550,6 +577,7 @@ impl Nic {
         let dev = Device {
             out: Some(Box::default()),
             scratch: Vec::with_capacity(cfg.max_frame),
+            delivered: Vec::with_capacity(cfg.max_frame + 4),
             rxbuf: vec![0; cfg.max_frame],
             rss: crate::flow::rss::ToeplitzTable::new(&crate::flow::rss::DEFAULT_KEY),
             wqe: vec![0; 64 * SEND_WQE_BB],
@@ -712,17 +740,30 @@ impl Nic {
     /// Creates a cyclic receive WQ (one data segment per WQE) on `port`, completing to `cqn`,
     /// and adds it to the port's RSS table. The WQ number is `raw.num`.
     pub fn alloc_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<QueueMem, String> {
-        self.new_rq(port, wqes, cqn, true)
+        self.new_rq(port, wqes, cqn, true, RqOptions::default())
     }
 
     /// Creates a cyclic receive WQ as `ibv_create_wq` does: in RESET, and in no RSS table until a
     /// TIR ([`Nic::create_tir`]) names it.
     pub fn alloc_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<QueueMem, String> {
-        self.new_rq(port, wqes, cqn, false)
+        self.new_rq(port, wqes, cqn, false, RqOptions::default())
     }
 
-    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool) -> Result<QueueMem, String> {
+    /// [`Nic::alloc_wq`] with WQEs of several data segments and receive offloads.
+    pub fn alloc_wq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<QueueMem, String> {
+        if opts.max_sge > MAX_RQ_SGE {
+            return Err(format!(
+                "{} data segments per receive WQE (at most {MAX_RQ_SGE})",
+                opts.max_sge
+            ));
+        }
+        self.new_rq(port, wqes, cqn, false, opts)
+    }
+
+    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool, opts: RqOptions) -> Result<QueueMem, String> {
         let wqe_cnt = wqes.max(1).next_power_of_two();
+        // A WQE is its data segments, rounded up to a power of two (the RQ's `log_wq_stride`).
+        let stride = 16 * opts.max_sge.max(1).next_power_of_two();
         let mut d = self.dev();
         if port >= d.ports.len() {
             return Err(format!("model port {port} does not exist"));
@@ -730,12 +771,15 @@ impl Nic {
         if d.cq(cqn).is_none() {
             return Err(format!("CQ {cqn:#x} does not exist"));
         }
-        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * 16, false)?);
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * stride as usize, false)?);
         let idx = slot(
             &mut d.rqs,
             RqObj {
                 mem: mem.clone(),
                 wqe_cnt,
+                stride,
+                scatter_fcs: opts.scatter_fcs,
+                strip_cvlan: opts.strip_cvlan,
                 wq_num: 0,
                 cqn,
                 hw_ci: 0,
@@ -759,7 +803,7 @@ impl Nic {
                 bf_reg: std::ptr::null_mut(),
                 bf_size: 0,
                 cnt: wqe_cnt,
-                stride: 16,
+                stride,
                 num: wq_num,
             },
             keep,
