@@ -273,7 +273,13 @@ unsafe extern "C" fn query_device_ex(
         a.rss_caps.rx_hash_fields_mask = 0xff;
         a.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ as u8;
         a.max_wq_type_rq = 1 << 24;
-        a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+        // What mlx5_ib_query_device reports with `eth_net_offloads`: checksums, `vlan_cap`,
+        // `scatter_fcs` (no delay drop: the model does not delay drops); `end_pad` as a
+        // device capability.
+        a.raw_packet_caps =
+            IBV_RAW_PACKET_CAP_IP_CSUM | IBV_RAW_PACKET_CAP_CVLAN_STRIPPING | IBV_RAW_PACKET_CAP_SCATTER_FCS;
+        a.device_cap_flags_ex =
+            u64::from(a.orig_attr.device_cap_flags) | IBV_DEVICE_RAW_SCATTER_FCS | IBV_DEVICE_PCI_WRITE_END_PADDING;
         a.phys_port_cnt_ex = 1;
         a.completion_timestamp_mask = crate::device::TIMESTAMP_MASK;
         a.hca_core_clock = crate::device::HCA_CORE_CLOCK_KHZ;
@@ -676,10 +682,16 @@ pub unsafe extern "C" fn mlx5dv_create_qp(
 fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
-    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+    let known =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     if a.comp_mask & !known != 0 {
         return Err(libc::EOPNOTSUPP);
     }
+    if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS == 0 {
+        // Without the mask bit the field is not read (ibv_create_qp passes no flags).
+        a.create_flags = 0;
+    }
+    qp_create_flags(a)?;
     if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || live(g, a.pd.cast(), Kind::Pd).is_err() {
         return Err(EINVAL);
     }
@@ -749,6 +761,40 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     }
     g.reg().add(qp as usize, Kind::Qp, holds);
     Ok(qp.cast::<ibv_qp>())
+}
+
+/// `ibv_create_qp_ex`'s `create_flags`, checked as the three layers check them on a ConnectX-5:
+/// - libibverbs `ibv_icmd_create_qp` (libibverbs/cmd_qp.c): a flag outside
+///   `CREATE_QP_EX_SUP_CREATE_FLAGS` (BLOCK_SELF_MCAST_LB, SCATTER_FCS, CVLAN_STRIPPING,
+///   SOURCE_QPN, PCI_WRITE_END_PADDING) is EINVAL;
+/// - libmlx5 `create_qp` (providers/mlx5/verbs.c): SOURCE_QPN on anything but UD is EINVAL;
+/// - mlx5_ib `process_create_flags` (drivers/infiniband/hw/mlx5/qp.c): an RSS QP takes no flag
+///   (EINVAL); a RAW_PACKET QP takes BLOCK_MULTICAST_LOOPBACK (`block_lb_mc`), SCATTER_FCS
+///   (`eth_net_offloads && scatter_fcs`), CVLAN_STRIPPING (`eth_net_offloads && vlan_cap`) and
+///   PCI_WRITE_END_PADDING (`end_pad`), all of which a ConnectX-5 has (DPDK's mlx5 guide lists
+///   it for Rx packet padding, `rxq_pkt_pad_en`); what is left is EOPNOTSUPP.
+///
+/// FCS scatter and CVLAN stripping act on the QP's own RQ ([`rawpkt::model::RqOptions`]);
+/// end padding changes nothing a program may read; multicast loopback blocking lands in a QP
+/// context field (`block_lb_mc`) that a RAW_PACKET QP's SQ, RQ and TIR do not take, so it
+/// changes nothing either.
+fn qp_create_flags(a: &ibv_qp_init_attr_ex) -> Result<(), i32> {
+    let f = a.create_flags;
+    let userspace = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
+        | IBV_QP_CREATE_SCATTER_FCS
+        | IBV_QP_CREATE_CVLAN_STRIPPING
+        | IBV_QP_CREATE_SOURCE_QPN
+        | IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+    if f & !userspace != 0 {
+        return Err(EINVAL);
+    }
+    if f & IBV_QP_CREATE_SOURCE_QPN != 0 && a.qp_type != IBV_QPT_UD {
+        return Err(EINVAL);
+    }
+    if f != 0 && a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
 }
 
 /// A RAW_PACKET QP with a send queue, sized as rdma-core's `mlx5_calc_send_wqe` /
@@ -835,7 +881,8 @@ fn create_raw(
         // mlx5_ib `create_raw_packet_qp`: an RQ, and a TIR over it alone for the QP's flows.
         let opts = rawpkt::model::RqOptions {
             max_sge: a.cap.max_recv_sge,
-            ..Default::default()
+            scatter_fcs: a.create_flags & IBV_QP_CREATE_SCATTER_FCS != 0,
+            strip_cvlan: a.create_flags & IBV_QP_CREATE_CVLAN_STRIPPING != 0,
         };
         let wq = new_wq(
             g,
@@ -1142,15 +1189,21 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     Ok(wq.cast::<ibv_wq>())
 }
 
-/// `ibv_create_wq`'s `create_flags` and `max_sge`: `max_sge` data segments per WQE; the flags
-/// (VLAN stripping, FCS scatter, delay drop, end padding) are not modelled: EOPNOTSUPP.
+/// `ibv_create_wq`'s `create_flags` as mlx5_ib's `create_rq` (drivers/infiniband/hw/mlx5/qp.c)
+/// takes them on a ConnectX-5, and `max_sge` data segments per WQE: CVLAN stripping and FCS
+/// scatter are modelled (`vlan_cap`, `scatter_fcs`); end padding is accepted and changes
+/// nothing a program may read (the device may write up to the cache line's end past a frame;
+/// the model writes nothing there); delay drop needs `IBV_RAW_PACKET_CAP_DELAY_DROP`, which
+/// the model does not report: EOPNOTSUPP, as for any unknown flag.
 fn wq_flags(flags: u32, max_sge: u32) -> Result<rawpkt::model::RqOptions, i32> {
-    if flags != 0 {
+    let known = IBV_WQ_FLAGS_CVLAN_STRIPPING | IBV_WQ_FLAGS_SCATTER_FCS | IBV_WQ_FLAGS_PCI_WRITE_END_PADDING;
+    if flags & !known != 0 {
         return Err(libc::EOPNOTSUPP);
     }
     Ok(rawpkt::model::RqOptions {
         max_sge,
-        ..Default::default()
+        scatter_fcs: flags & IBV_WQ_FLAGS_SCATTER_FCS != 0,
+        strip_cvlan: flags & IBV_WQ_FLAGS_CVLAN_STRIPPING != 0,
     })
 }
 

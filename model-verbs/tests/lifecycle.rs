@@ -4,6 +4,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use std::ffi::c_void;
+use std::mem::size_of;
 use std::ptr::{null, null_mut};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -1053,6 +1054,146 @@ fn receive_wqes_scatter_a_frame_across_their_sges_in_order() {
         assert_eq!(destroy_flow(f), 0);
         assert_eq!(ibv_destroy_qp(rss), 0);
         assert_eq!((*v).destroy_rwq_ind_table.unwrap()(ind), 0);
+        assert_eq!((*v).destroy_wq.unwrap()(wq), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(scq), 0);
+        assert_eq!(ibv_destroy_cq(rcq), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// The Ethernet FCS, bit by bit (IEEE 802.3 CRC-32, reflected), independently of the model's.
+fn fcs(frame: &[u8]) -> [u8; 4] {
+    let mut c = !0u32;
+    for &b in frame {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 };
+        }
+    }
+    (!c).to_le_bytes()
+}
+
+/// `ibv_create_qp_ex` create flags as libibverbs, libmlx5 and mlx5_ib take them for a
+/// RAW_PACKET QP on a ConnectX-5: unknown bits and SOURCE_QPN EINVAL, any flag on an RSS QP
+/// EINVAL; SCATTER_FCS, CVLAN_STRIPPING, PCI_WRITE_END_PADDING and BLOCK_SELF_MCAST_LB
+/// accepted, and the first two do what they say: the frame arrives untagged with its FCS
+/// (computed on the tagged frame, as it was on the wire) after it, counted in byte_len. A WQ
+/// takes the same offloads, and DELAY_DROP (not reported in raw_packet_caps) is EOPNOTSUPP.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn qp_create_flags_as_mlx5_ib_takes_them() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a buffer that outlives its MR.
+    unsafe {
+        let d = open(1);
+        let v = vctx(d.ctx);
+        let mut da: ibv_device_attr_ex = std::mem::zeroed();
+        assert_eq!(
+            (*v).query_device_ex.unwrap()(d.ctx, null(), &mut da, size_of::<ibv_device_attr_ex>()),
+            0
+        );
+        let caps = IBV_RAW_PACKET_CAP_SCATTER_FCS | IBV_RAW_PACKET_CAP_CVLAN_STRIPPING;
+        assert_eq!(da.raw_packet_caps & caps, caps);
+        assert_eq!(da.raw_packet_caps & IBV_RAW_PACKET_CAP_DELAY_DROP, 0);
+        let scq = ibv_create_cq(d.ctx, 16, null_mut(), null_mut(), 0);
+        let rcq = ibv_create_cq(d.ctx, 16, null_mut(), null_mut(), 0);
+        let mut a: ibv_qp_init_attr_ex = std::mem::zeroed();
+        a.qp_type = IBV_QPT_RAW_PACKET;
+        a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        a.pd = d.pd;
+        a.send_cq = scq;
+        a.recv_cq = rcq;
+        a.cap.max_send_wr = 4;
+        a.cap.max_send_sge = 1;
+        let create = (*v).create_qp_ex.unwrap();
+        for (flags, want) in [
+            (1u32 << 3, libc::EINVAL),
+            (1 << 12, libc::EINVAL),
+            (IBV_QP_CREATE_SOURCE_QPN, libc::EINVAL),
+        ] {
+            a.create_flags = flags;
+            assert!(create(d.ctx, &mut a).is_null() && errno() == want, "flags {flags:#x}");
+        }
+        a.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+        let send_only = create(d.ctx, &mut a);
+        assert!(!send_only.is_null(), "errno {}", errno());
+        // An RSS QP takes no create flag.
+        let r = rx(&d, 16);
+        let mut key = rawpkt::flow::rss::DEFAULT_KEY;
+        let mut ra: ibv_qp_init_attr_ex = std::mem::zeroed();
+        ra.qp_type = IBV_QPT_RAW_PACKET;
+        ra.comp_mask =
+            IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        ra.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+        ra.pd = d.pd;
+        ra.rwq_ind_tbl = r.ind;
+        ra.rx_hash_conf.rx_hash_function = 1;
+        ra.rx_hash_conf.rx_hash_key_len = 40;
+        ra.rx_hash_conf.rx_hash_key = key.as_mut_ptr();
+        assert!(
+            create(d.ctx, &mut ra).is_null() && errno() == libc::EINVAL,
+            "RSS QP with a flag"
+        );
+
+        // FCS scatter and CVLAN stripping on the QP's own RQ.
+        let all = IBV_QP_CREATE_SCATTER_FCS
+            | IBV_QP_CREATE_CVLAN_STRIPPING
+            | IBV_QP_CREATE_PCI_WRITE_END_PADDING
+            | IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+        let qp = scatter_qp(&d, rcq, scq, 1, all);
+        let f = flow(qp, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null(), "errno {}", errno());
+        let mut buf = vec![0u8; 4096];
+        let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), buf.len(), 1);
+        let lkey = (*mr).lkey;
+        for k in 0..2 {
+            assert_eq!(post_pieces(qp, k, &buf, lkey, &[(k as usize * 2048, 2048)]), 0);
+        }
+        // Tagged: VLAN 5, priority 3.
+        let plain = frame_of(100, 1);
+        let mut tagged = plain[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x60, 0x05]);
+        tagged.extend_from_slice(&plain[12..]);
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, tagged.as_ptr(), tagged.len()),
+            0
+        );
+        let wc = wait_wc(rcq);
+        assert_eq!((wc.status, wc.byte_len), (IBV_WC_SUCCESS, 104), "untagged 100 + FCS 4");
+        assert_eq!(&buf[..100], &plain[..], "the tag is stripped");
+        assert_eq!(
+            buf[100..104],
+            fcs(&tagged),
+            "the FCS of the frame as it was on the wire"
+        );
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, plain.as_ptr(), plain.len()),
+            0
+        );
+        let wc = wait_wc(rcq);
+        assert_eq!((wc.status, wc.byte_len), (IBV_WC_SUCCESS, 104));
+        assert_eq!(&buf[2048..2148], &plain[..]);
+        assert_eq!(buf[2148..2152], fcs(&plain));
+        assert_eq!(destroy_flow(f), 0);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_qp(send_only), 0);
+        drop_rx(&d, r);
+
+        // A WQ: the same offloads; delay drop is not reported, so not taken.
+        let mut wa: ibv_wq_init_attr = std::mem::zeroed();
+        wa.wq_type = IBV_WQT_RQ;
+        wa.max_wr = 8;
+        wa.max_sge = 1;
+        wa.pd = d.pd;
+        wa.cq = rcq;
+        wa.comp_mask = IBV_WQ_INIT_ATTR_FLAGS;
+        wa.create_flags = IBV_WQ_FLAGS_DELAY_DROP;
+        assert!((*v).create_wq.unwrap()(d.ctx, &mut wa).is_null() && errno() == libc::EOPNOTSUPP);
+        wa.create_flags = IBV_WQ_FLAGS_SCATTER_FCS | IBV_WQ_FLAGS_CVLAN_STRIPPING | IBV_WQ_FLAGS_PCI_WRITE_END_PADDING;
+        let wq = (*v).create_wq.unwrap()(d.ctx, &mut wa);
+        assert!(!wq.is_null(), "errno {}", errno());
         assert_eq!((*v).destroy_wq.unwrap()(wq), 0);
         assert_eq!(ibv_dereg_mr(mr), 0);
         assert_eq!(ibv_destroy_cq(scq), 0);

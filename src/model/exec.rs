@@ -1484,6 +1484,13 @@ mod tests {
     use super::*;
     use crate::dv::golden;
 
+    /// The CRC-32 check value of IEEE 802.3 (and zlib): "123456789" gives 0xCBF43926.
+    #[test]
+    fn the_fcs_is_ieee_crc32() {
+        assert_eq!(fcs32(b"123456789"), 0xcbf4_3926);
+        assert_eq!(fcs32(b""), 0);
+    }
+
     #[test]
     fn parser_flags_for_the_reference_frame_are_those_of_g1() {
         let frame = golden::bytes("frame_ipv4_udp_60");
