@@ -312,11 +312,96 @@ fn wc_status(synd: u8) -> ibv_wc_status {
     }
 }
 
-/// `ibv_poll_cq` as rdma-core's `mlx5_poll_cq` does it for uncompressed 64-byte CQEs: a CQE is
-/// the software's when its owner bit matches the pass and its opcode is not INVALID; a send
-/// completion names its WQE by `wqe_counter` (the `wr_id` stored at that slot, and every WR up
-/// to it leaves the queue), a receive completion its WQ by the CQE v1 user index. The consumer
-/// index is published once, after the batch.
+/// One CQE as `ibv_poll_cq` reports it, with what only the extended CQ reads: the completion
+/// timestamp (device clock ticks), the stripped VLAN and the flow tag.
+pub(crate) struct Polled {
+    pub wc: ibv_wc,
+    pub ts: u64,
+    pub cvlan: u16,
+    pub flow_tag: u32,
+}
+
+/// Takes the next CQE the software owns at the CQ's consumer index, if any, and turns it into
+/// a completion as rdma-core's `mlx5_poll_one` / `mlx5_parse_lazy_cqe` do for uncompressed
+/// 64-byte CQEs: a send completion names its WQE by `wqe_counter` (the `wr_id` stored at that
+/// slot, and every WR up to it leaves the queue), a receive completion its WQ by the CQE v1
+/// user index. The consumer index is not published: the caller does, once per batch
+/// (`update_cons_index`).
+pub(crate) fn poll_one(p: &mut CqPoll) -> Option<Polled> {
+    let bytes = p.ring.poll(p.ci)?;
+    let cqe = prm::Cqe64::from_bytes(&bytes);
+    p.ci = p.ci.wrapping_add(1);
+    // SAFETY: C data, all-zero valid.
+    let mut out: ibv_wc = unsafe { std::mem::zeroed() };
+    let ctr = cqe.wqe_counter.get();
+    match cqe.opcode() {
+        prm::CQE_REQ | prm::CQE_REQ_ERR => {
+            let (qpn, status, vendor) = if cqe.opcode() == prm::CQE_REQ {
+                (cqe.sop_drop_qpn.get() & 0x00ff_ffff, IBV_WC_SUCCESS, 0)
+            } else {
+                let e = cqe.as_err();
+                (
+                    e.s_wqe_opcode_qpn.get() & 0x00ff_ffff,
+                    wc_status(e.syndrome),
+                    u32::from(e.vendor_err_synd),
+                )
+            };
+            out.qp_num = qpn;
+            out.status = status;
+            out.vendor_err = vendor;
+            out.opcode = IBV_WC_SEND;
+            if let Some(&qp) = p.sqs.get(&qpn) {
+                // SAFETY: QPs leave this map before they are freed (destroy_qp).
+                if let QpKind::Raw { tx, .. } = unsafe { &(*qp).kind } {
+                    let mut t = lock(tx);
+                    let slot = (u32::from(ctr) & (t.ring.size() - 1)) as usize;
+                    out.wr_id = t.wrid[slot];
+                    t.tail = t.wqe_head[slot].wrapping_add(1);
+                }
+            }
+        }
+        prm::CQE_RESP_SEND | prm::CQE_RESP_ERR => {
+            let wqn = if cqe.opcode() == prm::CQE_RESP_SEND {
+                out.status = IBV_WC_SUCCESS;
+                out.byte_len = cqe.byte_cnt.get();
+                cqe.srqn_uidx.get() & 0x00ff_ffff
+            } else {
+                let e: ErrCqe = cqe.as_err();
+                out.status = wc_status(e.syndrome);
+                out.vendor_err = u32::from(e.vendor_err_synd);
+                e.srqn.get() & 0x00ff_ffff
+            };
+            out.opcode = IBV_WC_RECV;
+            out.qp_num = wqn;
+            if let Some(&w) = p.wqs.get(&wqn) {
+                // SAFETY: WQs leave this map before they are freed (destroy_wq, destroy_qp for
+                // a QP's own RQ).
+                out.qp_num = unsafe { (*w).wc_qp_num };
+                // SAFETY: as above.
+                let mut rx = lock(unsafe { &(*w).rx });
+                let slot = (u32::from(ctr) & (rx.ring.size() - 1)) as usize;
+                out.wr_id = rx.wrid[slot];
+                rx.tail = rx.tail.wrapping_add(1);
+            }
+        }
+        _ => {
+            // Nothing the model writes (no compression, no scatter-to-CQE): report a general
+            // error rather than guess.
+            out.status = IBV_WC_GENERAL_ERR;
+        }
+    }
+    let resp = cqe.opcode() == prm::CQE_RESP_SEND;
+    Some(Polled {
+        wc: out,
+        ts: cqe.timestamp.get(),
+        // mlx5 `mlx5_cq_read_wc_cvlan`, `mlx5_cq_read_flow_tag`.
+        cvlan: if resp { cqe.vlan_info.get() } else { 0 },
+        flow_tag: if resp { cqe.sop_drop_qpn.get() & 0x00ff_ffff } else { 0 },
+    })
+}
+
+/// `ibv_poll_cq` as rdma-core's `mlx5_poll_cq` does it (see [`poll_one`]); the consumer index
+/// is published once, after the batch.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     guard(-1, || {
         let Ok(g) = global() else { return -1 };
@@ -329,70 +414,9 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
         let mut p = lock(&c.poll);
         let mut n = 0usize;
         while n < num_entries as usize {
-            let Some(bytes) = p.ring.poll(p.ci) else { break };
-            let cqe = prm::Cqe64::from_bytes(&bytes);
-            p.ci = p.ci.wrapping_add(1);
-            // SAFETY: C data, all-zero valid.
-            let mut out: ibv_wc = unsafe { std::mem::zeroed() };
-            let ctr = cqe.wqe_counter.get();
-            match cqe.opcode() {
-                prm::CQE_REQ | prm::CQE_REQ_ERR => {
-                    let (qpn, status, vendor) = if cqe.opcode() == prm::CQE_REQ {
-                        (cqe.sop_drop_qpn.get() & 0x00ff_ffff, IBV_WC_SUCCESS, 0)
-                    } else {
-                        let e = cqe.as_err();
-                        (
-                            e.s_wqe_opcode_qpn.get() & 0x00ff_ffff,
-                            wc_status(e.syndrome),
-                            u32::from(e.vendor_err_synd),
-                        )
-                    };
-                    out.qp_num = qpn;
-                    out.status = status;
-                    out.vendor_err = vendor;
-                    out.opcode = IBV_WC_SEND;
-                    if let Some(&qp) = p.sqs.get(&qpn) {
-                        // SAFETY: QPs leave this map before they are freed (destroy_qp).
-                        if let QpKind::Raw { tx, .. } = unsafe { &(*qp).kind } {
-                            let mut t = lock(tx);
-                            let slot = (u32::from(ctr) & (t.ring.size() - 1)) as usize;
-                            out.wr_id = t.wrid[slot];
-                            t.tail = t.wqe_head[slot].wrapping_add(1);
-                        }
-                    }
-                }
-                prm::CQE_RESP_SEND | prm::CQE_RESP_ERR => {
-                    let wqn = if cqe.opcode() == prm::CQE_RESP_SEND {
-                        out.status = IBV_WC_SUCCESS;
-                        out.byte_len = cqe.byte_cnt.get();
-                        cqe.srqn_uidx.get() & 0x00ff_ffff
-                    } else {
-                        let e: ErrCqe = cqe.as_err();
-                        out.status = wc_status(e.syndrome);
-                        out.vendor_err = u32::from(e.vendor_err_synd);
-                        e.srqn.get() & 0x00ff_ffff
-                    };
-                    out.opcode = IBV_WC_RECV;
-                    out.qp_num = wqn;
-                    if let Some(&w) = p.wqs.get(&wqn) {
-                        // SAFETY: WQs leave this map before they are freed (destroy_wq,
-                        // destroy_qp for a QP's own RQ).
-                        out.qp_num = unsafe { (*w).wc_qp_num };
-                        // SAFETY: as above.
-                        let mut rx = lock(unsafe { &(*w).rx });
-                        let slot = (u32::from(ctr) & (rx.ring.size() - 1)) as usize;
-                        out.wr_id = rx.wrid[slot];
-                        rx.tail = rx.tail.wrapping_add(1);
-                    }
-                }
-                _ => {
-                    // Nothing the model writes (no compression, no scatter-to-CQE): report a
-                    // general error rather than guess.
-                    out.status = IBV_WC_GENERAL_ERR;
-                }
-            }
+            let Some(one) = poll_one(&mut p) else { break };
             // SAFETY: wc holds num_entries entries and n < num_entries.
-            unsafe { *wc.add(n) = out };
+            unsafe { *wc.add(n) = one.wc };
             n += 1;
         }
         if n > 0 {

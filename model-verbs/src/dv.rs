@@ -184,9 +184,7 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
             }
             // SAFETY: the caller's attribute structs (the dv one optional).
             let a = unsafe { &*cq_attr };
-            if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
-                return Err(EINVAL);
-            }
+            crate::cq_ex::check_attr(a)?;
             if !mlx5_cq_attr.is_null() {
                 // SAFETY: as above.
                 let d = unsafe { &*mlx5_cq_attr };
@@ -211,7 +209,8 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
                 }
             }
             let cqe = i32::try_from(a.cqe).map_err(|_| EINVAL)?;
-            crate::verbs::create_cq(context, cqe, a.cq_context, a.channel.cast()).map(|c| c.cast::<ibv_cq_ex>())
+            crate::verbs::create_cq(context, cqe, a.cq_context, a.channel.cast(), a.wc_flags)
+                .map(|c| c.cast::<ibv_cq_ex>())
         })())
     })
 }

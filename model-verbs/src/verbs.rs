@@ -129,6 +129,8 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     ops.req_notify_cq = Some(req_notify_cq);
     vctx.query_port = Some(query_port_ex);
     vctx.query_device_ex = Some(query_device_ex);
+    vctx.create_cq_ex = Some(crate::cq_ex::create_cq_ex);
+    vctx.query_rt_values = Some(crate::cq_ex::query_rt_values);
     vctx.create_qp_ex = Some(create_qp_ex);
     vctx.create_wq = Some(create_wq);
     vctx.modify_wq = Some(modify_wq);
@@ -481,12 +483,13 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
 
 /// Creates a CQ of at least `cqe` entries (rdma-core `mlx5_create_cq`: 0 or more than the
 /// device's max_cqe is EINVAL; the ring has `roundup_pow2(cqe + 1)` entries and `ibv_cq.cqe`
-/// reports one less).
+/// reports one less), whose `ibv_cq_ex` ops read what `wc_flags` asks for.
 pub(crate) fn create_cq(
     context: *mut ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut c_void,
+    wc_flags: u64,
 ) -> Result<*mut Cq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
@@ -506,6 +509,7 @@ pub(crate) fn create_cq(
     cq.cq_context = cq_context;
     cq.cqe = info.raw.cnt as c_int - 1;
     cq.handle = info.raw.num;
+    crate::cq_ex::fill_pfns(&mut cq, wc_flags);
     let c = Box::into_raw(Box::new(Cq {
         cq,
         port,
@@ -515,6 +519,7 @@ pub(crate) fn create_cq(
             ci: 0,
             sqs: Default::default(),
             wqs: Default::default(),
+            cur: None,
         }),
     }));
     let mut holds = vec![context as usize];
@@ -541,7 +546,9 @@ pub unsafe extern "C" fn ibv_create_cq(
             set_errno(EINVAL);
             return std::ptr::null_mut();
         }
-        ptr_or_errno(create_cq(context, cqe, cq_context, channel).map(|c| c.cast::<ibv_cq>()))
+        // mlx5_create_cq: the standard wc_flags.
+        let standard = u64::from(IBV_WC_STANDARD_FLAGS);
+        ptr_or_errno(create_cq(context, cqe, cq_context, channel, standard).map(|c| c.cast::<ibv_cq>()))
     })
 }
 

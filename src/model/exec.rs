@@ -530,7 +530,7 @@ impl Device {
                 // The hardware writes a CQE only for a WQE that asks for one (CE = 2 in
                 // `fm_ce_se`, `MLX5_WQE_CTRL_CQ_UPDATE`).
                 if signalled {
-                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
+                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ticks());
                     // The completed WQE's own opcode in sop_drop_qpn[31:24] (0x29 for an eMPW),
                     // which rdma-core's `handle_good_req` (providers/mlx5/cq.c) reads.
                     cqe.sop_drop_qpn = Be32::new(u32::from(ctrl.opcode()) << 24 | qpn);
@@ -1268,7 +1268,7 @@ impl Device {
         let c = &mut self.ports[port].counters;
         c.rx_frames += 1;
         c.rx_bytes += len as u64;
-        let now = self.now_ns();
+        let now = self.now_ticks();
         let mut cqe = Cqe64::resp_send(counter, len as u32, hash, flags, now, drops);
         cqe.vlan_info = Be16::new(vlan);
         // CQE v1 names the receiving queue by its user index in `srqn_uidx[23:0]` (rdma-core

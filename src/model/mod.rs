@@ -63,6 +63,16 @@ pub use trace::Trace;
 /// 8 bytes are the same doorbell, at either one.
 pub const BF_SIZE: u32 = 256;
 
+/// The device's free-running clock, in kHz (`hca_core_clock`, mlx5 `device_frequency_khz`):
+/// CQE timestamps count its ticks since the NIC was made. 156.25 MHz, what ConnectX-5s report
+/// (`hca_core_clock 156250kHZ` in the `ibv_devinfo -v` outputs of openucx/ucx#5376 and #4770).
+pub const CLOCK_KHZ: u64 = 156_250;
+
+/// Device clock ticks in `ns` nanoseconds, without overflow for any `ns`.
+fn ticks_of_ns(ns: u64) -> u64 {
+    ns / 1_000_000 * CLOCK_KHZ + ns % 1_000_000 * CLOCK_KHZ / 1_000_000
+}
+
 /// Device behaviour knobs.
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
@@ -1019,6 +1029,12 @@ impl Nic {
     }
 
     /// The device's configuration (its send-path capabilities among it).
+    /// The device clock now, in ticks of [`CLOCK_KHZ`] (what `ibv_query_rt_values_ex` reads
+    /// from a ConnectX's internal timer): the clock of CQE timestamps.
+    pub fn clock_ticks(&self) -> u64 {
+        ticks_of_ns(self.dev().clock.elapsed().as_nanos() as u64)
+    }
+
     pub fn config(&self) -> ModelConfig {
         self.dev().cfg.clone()
     }
@@ -1336,6 +1352,10 @@ impl Device {
     /// CQE), and an idle step reads no clock at all.
     fn now_ns(&mut self) -> u64 {
         *self.now.get_or_insert_with(|| self.clock.elapsed().as_nanos() as u64)
+    }
+    /// The device clock in ticks of [`CLOCK_KHZ`], as CQEs carry it: the step's reading.
+    fn now_ticks(&mut self) -> u64 {
+        ticks_of_ns(self.now_ns())
     }
 }
 
