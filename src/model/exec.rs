@@ -1107,7 +1107,7 @@ impl Device {
         let slot = (rq.hw_ci & (rq.wqe_cnt - 1)) as usize;
         let (cqn, counter) = (rq.cqn, rq.hw_ci as u16);
         rq.hw_ci = rq.hw_ci.wrapping_add(1);
-        if rq.stride != 16 || rq.scatter_fcs || rq.strip_cvlan {
+        if !rq.plain {
             self.rx_scatter(port, wq, slot, cqn, counter, frame, pre);
             return;
         }
@@ -1258,6 +1258,7 @@ impl Device {
 
     /// A frame of `len` bytes received into WQE `counter` of `wq`: counters, and its CQE.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn rx_done(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, len: usize, hash: u32, flags: u16, vlan: u16) {
         let drops = std::mem::take(
             &mut self.rqs[wq.wrapping_sub(WQN_BASE) as usize]

@@ -300,6 +300,9 @@ pub(crate) struct RqObj {
     /// Receive offloads ([`RqOptions`]).
     scatter_fcs: bool,
     strip_cvlan: bool,
+    /// One data segment per WQE and no offload: the receive path that copies the frame
+    /// straight into the buffer.
+    plain: bool,
     wq_num: u32,
     cqn: u32,
     hw_ci: u32,
@@ -480,8 +483,9 @@ pub struct Device {
     counters: DeviceCounters,
     trace: Option<Trace>,
     clock: Instant,
-    /// The clock in ns, read at most once per step: at the first completion the step writes.
-    now: Option<u64>,
+    /// The clock in ns and in device ticks, read at most once per step: at the first completion
+    /// the step writes.
+    now: Option<(u64, u64)>,
     /// The frames of the WQE being executed, described rather than copied (taken out while a
     /// WQE executes). Bytes are copied only where something reads them (exec.rs, `Frame`).
     out: Option<Box<exec::WqeFrames>>,
@@ -790,6 +794,7 @@ impl Nic {
                 stride,
                 scatter_fcs: opts.scatter_fcs,
                 strip_cvlan: opts.strip_cvlan,
+                plain: stride == 16 && !opts.scatter_fcs && !opts.strip_cvlan,
                 wq_num: 0,
                 cqn,
                 hw_ci: 0,
@@ -1351,11 +1356,17 @@ impl Device {
     /// carries the same timestamp (a clock read per CQE would cost more than the rest of the
     /// CQE), and an idle step reads no clock at all.
     fn now_ns(&mut self) -> u64 {
-        *self.now.get_or_insert_with(|| self.clock.elapsed().as_nanos() as u64)
+        self.now().0
     }
     /// The device clock in ticks of [`CLOCK_KHZ`], as CQEs carry it: the step's reading.
     fn now_ticks(&mut self) -> u64 {
-        ticks_of_ns(self.now_ns())
+        self.now().1
+    }
+    fn now(&mut self) -> (u64, u64) {
+        *self.now.get_or_insert_with(|| {
+            let ns = self.clock.elapsed().as_nanos() as u64;
+            (ns, ticks_of_ns(ns))
+        })
     }
 }
 
