@@ -142,6 +142,7 @@ pub(crate) unsafe extern "C" fn post_send(
         let mut t = lock(tx);
         let mask = t.ring.size() - 1;
         let mut wqe = Vec::with_capacity(256);
+        // The last WQE: its first WQEBB, its ds and whether it was built inline.
         let (mut w, mut nreq, mut last) = (wr, 0u32, None);
         let mut err = 0;
         while !w.is_null() {
@@ -157,6 +158,7 @@ pub(crate) unsafe extern "C" fn post_send(
                 break;
             }
             let bbs = wqe.len().div_ceil(64) as u32;
+            let ds = (wqe.len() / 16) as u32;
             let start = t.pi;
             for (k, chunk) in wqe.chunks(64).enumerate() {
                 t.ring.write_wqebb(start.wrapping_add(k as u32), chunk);
@@ -165,7 +167,7 @@ pub(crate) unsafe extern "C" fn post_send(
             t.wrid[slot] = r.wr_id;
             t.wqe_head[slot] = t.head.wrapping_add(nreq);
             t.pi = start.wrapping_add(bbs);
-            last = Some(start);
+            last = Some((start, ds, r.send_flags & IBV_SEND_INLINE != 0));
             nreq += 1;
             w = r.next;
         }
@@ -173,10 +175,10 @@ pub(crate) unsafe extern "C" fn post_send(
             set_bad(w);
         }
         t.head = t.head.wrapping_add(nreq);
-        if let Some(last) = last {
-            // Record then UAR with the last WQE's first 8 bytes (mlx5 `post_send_db`).
+        if let Some((last, ds, inl)) = last {
+            // Record, then the BlueFlame register (mlx5 `post_send_db`).
             let pi = t.pi;
-            t.ring.doorbell(pi, last);
+            t.ring.doorbell(pi, last, ds, nreq == 1 && inl);
         }
         err
     })
@@ -232,7 +234,9 @@ pub(crate) unsafe extern "C" fn wq_post_recv(
 }
 
 /// Posts a chain of receive WRs to an RQ, a WQ's or a raw QP's own: rdma-core
-/// `mlx5_post_wq_recv` / `mlx5_post_recv` (providers/mlx5/qp.c) for single-segment WQEs.
+/// `mlx5_post_wq_recv` / `mlx5_post_recv` (providers/mlx5/qp.c): more SGEs than the WQE holds
+/// (`rq.max_gs`) is EINVAL; empty SGEs are skipped; a WQE with room left ends with a
+/// terminator segment.
 ///
 /// # Safety
 /// `wr` is NULL or a valid chain of WRs; `bad_wr` is NULL or valid for writing.
@@ -244,9 +248,9 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
         }
     };
     let mut rx = lock(&w.rx);
-    let size = rx.ring.size();
+    let (size, max_gs) = (rx.ring.size(), rx.ring.max_gs());
     let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);
-    // rdma-core `mlx5_post_wq_recv` (providers/mlx5/qp.c).
+    let mut segs = [[0u8; 16]; rawpkt::model::MAX_RQ_SGE as usize];
     while !cur.is_null() {
         // SAFETY: a WR of the caller's chain.
         let r = unsafe { &*cur };
@@ -254,23 +258,23 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
             err = ENOMEM;
             break;
         }
-        if r.num_sge < 0 || r.num_sge > 1 || (r.num_sge > 0 && r.sg_list.is_null()) {
+        if r.num_sge < 0 || r.num_sge as u32 > max_gs || (r.num_sge > 0 && r.sg_list.is_null()) {
             err = EINVAL;
             break;
         }
-        let idx = rx.head.wrapping_add(nreq);
-        let sge = if r.num_sge == 1 {
-            // SAFETY: one SGE, checked non-NULL.
-            Some(unsafe { *r.sg_list })
+        let sges = if r.num_sge > 0 {
+            // SAFETY: num_sge SGEs (verbs contract), checked non-NULL.
+            unsafe { std::slice::from_raw_parts(r.sg_list, r.num_sge as usize) }
         } else {
-            None
+            &[]
         };
-        let seg = match sge {
-            Some(s) if s.length > 0 => DataSeg::new(s.length, s.lkey, s.addr),
-            // No data: a terminator (invalid lkey), as rdma-core writes after the SGEs.
-            _ => DataSeg::TERMINATOR,
-        };
-        rx.ring.write_wqe(idx, &seg.to_bytes());
+        let mut j = 0;
+        for s in sges.iter().filter(|s| s.length > 0) {
+            segs[j] = DataSeg::new(s.length, s.lkey, s.addr).to_bytes();
+            j += 1;
+        }
+        let idx = rx.head.wrapping_add(nreq);
+        rx.ring.write_wqe(idx, &segs[..j], &DataSeg::TERMINATOR.to_bytes());
         let slot = (idx & (size - 1)) as usize;
         rx.wrid[slot] = r.wr_id;
         nreq += 1;
@@ -308,11 +312,96 @@ fn wc_status(synd: u8) -> ibv_wc_status {
     }
 }
 
-/// `ibv_poll_cq` as rdma-core's `mlx5_poll_cq` does it for uncompressed 64-byte CQEs: a CQE is
-/// the software's when its owner bit matches the pass and its opcode is not INVALID; a send
-/// completion names its WQE by `wqe_counter` (the `wr_id` stored at that slot, and every WR up
-/// to it leaves the queue), a receive completion its WQ by the CQE v1 user index. The consumer
-/// index is published once, after the batch.
+/// One CQE as `ibv_poll_cq` reports it, with what only the extended CQ reads: the completion
+/// timestamp (device clock ticks), the stripped VLAN and the flow tag.
+pub(crate) struct Polled {
+    pub wc: ibv_wc,
+    pub ts: u64,
+    pub cvlan: u16,
+    pub flow_tag: u32,
+}
+
+/// Takes the next CQE the software owns at the CQ's consumer index, if any, and turns it into
+/// a completion as rdma-core's `mlx5_poll_one` / `mlx5_parse_lazy_cqe` do for uncompressed
+/// 64-byte CQEs: a send completion names its WQE by `wqe_counter` (the `wr_id` stored at that
+/// slot, and every WR up to it leaves the queue), a receive completion its WQ by the CQE v1
+/// user index. The consumer index is not published: the caller does, once per batch
+/// (`update_cons_index`).
+pub(crate) fn poll_one(p: &mut CqPoll) -> Option<Polled> {
+    let bytes = p.ring.poll(p.ci)?;
+    let cqe = prm::Cqe64::from_bytes(&bytes);
+    p.ci = p.ci.wrapping_add(1);
+    // SAFETY: C data, all-zero valid.
+    let mut out: ibv_wc = unsafe { std::mem::zeroed() };
+    let ctr = cqe.wqe_counter.get();
+    match cqe.opcode() {
+        prm::CQE_REQ | prm::CQE_REQ_ERR => {
+            let (qpn, status, vendor) = if cqe.opcode() == prm::CQE_REQ {
+                (cqe.sop_drop_qpn.get() & 0x00ff_ffff, IBV_WC_SUCCESS, 0)
+            } else {
+                let e = cqe.as_err();
+                (
+                    e.s_wqe_opcode_qpn.get() & 0x00ff_ffff,
+                    wc_status(e.syndrome),
+                    u32::from(e.vendor_err_synd),
+                )
+            };
+            out.qp_num = qpn;
+            out.status = status;
+            out.vendor_err = vendor;
+            out.opcode = IBV_WC_SEND;
+            if let Some(&qp) = p.sqs.get(&qpn) {
+                // SAFETY: QPs leave this map before they are freed (destroy_qp).
+                if let QpKind::Raw { tx, .. } = unsafe { &(*qp).kind } {
+                    let mut t = lock(tx);
+                    let slot = (u32::from(ctr) & (t.ring.size() - 1)) as usize;
+                    out.wr_id = t.wrid[slot];
+                    t.tail = t.wqe_head[slot].wrapping_add(1);
+                }
+            }
+        }
+        prm::CQE_RESP_SEND | prm::CQE_RESP_ERR => {
+            let wqn = if cqe.opcode() == prm::CQE_RESP_SEND {
+                out.status = IBV_WC_SUCCESS;
+                out.byte_len = cqe.byte_cnt.get();
+                cqe.srqn_uidx.get() & 0x00ff_ffff
+            } else {
+                let e: ErrCqe = cqe.as_err();
+                out.status = wc_status(e.syndrome);
+                out.vendor_err = u32::from(e.vendor_err_synd);
+                e.srqn.get() & 0x00ff_ffff
+            };
+            out.opcode = IBV_WC_RECV;
+            out.qp_num = wqn;
+            if let Some(&w) = p.wqs.get(&wqn) {
+                // SAFETY: WQs leave this map before they are freed (destroy_wq, destroy_qp for
+                // a QP's own RQ).
+                out.qp_num = unsafe { (*w).wc_qp_num };
+                // SAFETY: as above.
+                let mut rx = lock(unsafe { &(*w).rx });
+                let slot = (u32::from(ctr) & (rx.ring.size() - 1)) as usize;
+                out.wr_id = rx.wrid[slot];
+                rx.tail = rx.tail.wrapping_add(1);
+            }
+        }
+        _ => {
+            // Nothing the model writes (no compression, no scatter-to-CQE): report a general
+            // error rather than guess.
+            out.status = IBV_WC_GENERAL_ERR;
+        }
+    }
+    let resp = cqe.opcode() == prm::CQE_RESP_SEND;
+    Some(Polled {
+        wc: out,
+        ts: cqe.timestamp.get(),
+        // mlx5 `mlx5_cq_read_wc_cvlan`, `mlx5_cq_read_flow_tag`.
+        cvlan: if resp { cqe.vlan_info.get() } else { 0 },
+        flow_tag: if resp { cqe.sop_drop_qpn.get() & 0x00ff_ffff } else { 0 },
+    })
+}
+
+/// `ibv_poll_cq` as rdma-core's `mlx5_poll_cq` does it (see [`poll_one`]); the consumer index
+/// is published once, after the batch.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     guard(-1, || {
         let Ok(g) = global() else { return -1 };
@@ -325,70 +414,9 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
         let mut p = lock(&c.poll);
         let mut n = 0usize;
         while n < num_entries as usize {
-            let Some(bytes) = p.ring.poll(p.ci) else { break };
-            let cqe = prm::Cqe64::from_bytes(&bytes);
-            p.ci = p.ci.wrapping_add(1);
-            // SAFETY: C data, all-zero valid.
-            let mut out: ibv_wc = unsafe { std::mem::zeroed() };
-            let ctr = cqe.wqe_counter.get();
-            match cqe.opcode() {
-                prm::CQE_REQ | prm::CQE_REQ_ERR => {
-                    let (qpn, status, vendor) = if cqe.opcode() == prm::CQE_REQ {
-                        (cqe.sop_drop_qpn.get() & 0x00ff_ffff, IBV_WC_SUCCESS, 0)
-                    } else {
-                        let e = cqe.as_err();
-                        (
-                            e.s_wqe_opcode_qpn.get() & 0x00ff_ffff,
-                            wc_status(e.syndrome),
-                            u32::from(e.vendor_err_synd),
-                        )
-                    };
-                    out.qp_num = qpn;
-                    out.status = status;
-                    out.vendor_err = vendor;
-                    out.opcode = IBV_WC_SEND;
-                    if let Some(&qp) = p.sqs.get(&qpn) {
-                        // SAFETY: QPs leave this map before they are freed (destroy_qp).
-                        if let QpKind::Raw { tx, .. } = unsafe { &(*qp).kind } {
-                            let mut t = lock(tx);
-                            let slot = (u32::from(ctr) & (t.ring.size() - 1)) as usize;
-                            out.wr_id = t.wrid[slot];
-                            t.tail = t.wqe_head[slot].wrapping_add(1);
-                        }
-                    }
-                }
-                prm::CQE_RESP_SEND | prm::CQE_RESP_ERR => {
-                    let wqn = if cqe.opcode() == prm::CQE_RESP_SEND {
-                        out.status = IBV_WC_SUCCESS;
-                        out.byte_len = cqe.byte_cnt.get();
-                        cqe.srqn_uidx.get() & 0x00ff_ffff
-                    } else {
-                        let e: ErrCqe = cqe.as_err();
-                        out.status = wc_status(e.syndrome);
-                        out.vendor_err = u32::from(e.vendor_err_synd);
-                        e.srqn.get() & 0x00ff_ffff
-                    };
-                    out.opcode = IBV_WC_RECV;
-                    out.qp_num = wqn;
-                    if let Some(&w) = p.wqs.get(&wqn) {
-                        // SAFETY: WQs leave this map before they are freed (destroy_wq,
-                        // destroy_qp for a QP's own RQ).
-                        out.qp_num = unsafe { (*w).wc_qp_num };
-                        // SAFETY: as above.
-                        let mut rx = lock(unsafe { &(*w).rx });
-                        let slot = (u32::from(ctr) & (rx.ring.size() - 1)) as usize;
-                        out.wr_id = rx.wrid[slot];
-                        rx.tail = rx.tail.wrapping_add(1);
-                    }
-                }
-                _ => {
-                    // Nothing the model writes (no compression, no scatter-to-CQE): report a
-                    // general error rather than guess.
-                    out.status = IBV_WC_GENERAL_ERR;
-                }
-            }
+            let Some(one) = poll_one(&mut p) else { break };
             // SAFETY: wc holds num_entries entries and n < num_entries.
-            unsafe { *wc.add(n) = out };
+            unsafe { *wc.add(n) = one.wc };
             n += 1;
         }
         if n > 0 {

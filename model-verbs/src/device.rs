@@ -30,7 +30,7 @@ use crate::{guard, set_errno};
 pub(crate) const FW_VER: &str = "16.35.2000";
 pub(crate) const BOARD_ID: &str = "MT_0000000008";
 /// `hca_core_clock` in kHz and `completion_timestamp_mask` (see the module docs).
-pub(crate) const HCA_CORE_CLOCK_KHZ: u64 = 156_250;
+pub(crate) const HCA_CORE_CLOCK_KHZ: u64 = rawpkt::model::CLOCK_KHZ;
 pub(crate) const TIMESTAMP_MASK: u64 = 0x7fff_ffff_ffff_ffff;
 /// Packet pacing: the QP rate limits `ibv_modify_qp(IBV_QP_RATE_LIMIT)` accepts, in kbit/s
 /// (mlx5_core `mlx5_rl_is_in_range`; 0 means unlimited). The model accepts them and does not
@@ -39,9 +39,6 @@ pub(crate) const RATE_LIMIT_MIN_KBPS: u32 = 1;
 pub(crate) const RATE_LIMIT_MAX_KBPS: u32 = 100_000_000;
 /// Entries in each port's GID table (`gid_tbl_len`); the first two are the link-local GID.
 pub(crate) const GID_TABLE_LEN: u32 = 256;
-/// `mlx5dv_qp.bf.size`: libmlx5 gives each QP half of a 512-byte BlueFlame register
-/// (`bf_reg_size` 1 << log_bf_reg_size 9, `buf_size = bf_reg_size / 2`).
-pub(crate) const BF_SIZE: u32 = 256;
 
 /// A device's node GUID as a host-order integer: Mellanox's `OUI:03:00:NIC` form of its MAC.
 pub(crate) fn node_guid(port: usize) -> u64 {

@@ -117,12 +117,9 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
                     out.sq.wqe_cnt = r.cnt;
                     out.sq.stride = r.stride;
                     out.bf.reg = r.bf_reg.cast();
-                    // The size a ConnectX-5 reports (libmlx5's BlueFlame half-register). The
-                    // model reads doorbells at `bf.reg` only, where rawpkt's datapath and VPP
-                    // write their 8-byte doorbells; a writer alternating halves as libmlx5 does
-                    // (`bf->offset ^= buf_size`) or copying WQEs there is not modelled.
-                    let _ = r.bf_size;
-                    out.bf.size = crate::device::BF_SIZE;
+                    // The size a ConnectX-5 reports (libmlx5's BlueFlame half-register); the
+                    // model takes doorbells and BlueFlame copies at either half.
+                    out.bf.size = r.bf_size;
                 }
                 QpKind::Rss { .. } => {
                     // An RSS QP has no queues of its own.
@@ -187,9 +184,7 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
             }
             // SAFETY: the caller's attribute structs (the dv one optional).
             let a = unsafe { &*cq_attr };
-            if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
-                return Err(EINVAL);
-            }
+            crate::cq_ex::check_attr(a)?;
             if !mlx5_cq_attr.is_null() {
                 // SAFETY: as above.
                 let d = unsafe { &*mlx5_cq_attr };
@@ -214,7 +209,8 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
                 }
             }
             let cqe = i32::try_from(a.cqe).map_err(|_| EINVAL)?;
-            crate::verbs::create_cq(context, cqe, a.cq_context, a.channel.cast()).map(|c| c.cast::<ibv_cq_ex>())
+            crate::verbs::create_cq(context, cqe, a.cq_context, a.channel.cast(), a.wc_flags)
+                .map(|c| c.cast::<ibv_cq_ex>())
         })())
     })
 }

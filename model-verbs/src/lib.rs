@@ -29,6 +29,7 @@
 pub mod abi;
 mod caps;
 mod control;
+mod cq_ex;
 mod datapath;
 mod device;
 mod devx;

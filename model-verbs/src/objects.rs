@@ -60,6 +60,8 @@ pub(crate) struct CqPoll {
     /// Raw QPs by QPN and WQs by number that complete here (for their `wr_id`s).
     pub sqs: HashMap<u32, *mut Qp>,
     pub wqs: HashMap<u32, *mut Wq>,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` took, which the `ibv_wc_read_*` ops read.
+    pub cur: Option<crate::datapath::Polled>,
 }
 
 /// A CQ is an `ibv_cq_ex` (mlx5dv_create_cq returns one; `ibv_cq_ex_to_cq` is a cast), whose

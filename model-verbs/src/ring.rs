@@ -18,9 +18,9 @@ use rawpkt::model::RawQueue;
 const RCV_DBR: usize = 0;
 const SND_DBR: usize = 1;
 const CQ_SET_CI: usize = 0;
-/// `MLX5_SEND_WQE_BB`, a receive WQE of one `mlx5_wqe_data_seg`, a 64-byte CQE.
+/// `MLX5_SEND_WQE_BB`, one `mlx5_wqe_data_seg` of a receive WQE, a 64-byte CQE.
 const WQEBB: usize = 64;
-const RECV_WQE: usize = 16;
+const RECV_SEG: usize = 16;
 const CQE: usize = 64;
 /// `MLX5_CQE_INVALID`, `MLX5_CQE_OWNER_MASK`.
 const CQE_INVALID: u8 = 0xf;
@@ -45,9 +45,12 @@ unsafe fn record(word: *mut u32, v: u32) {
     unsafe { (*word.cast::<AtomicU32>()).store(v.to_be(), Ordering::Release) };
 }
 
-/// A send queue: WQEBBs, the send counter of the doorbell record, the UAR doorbell register.
+/// A send queue: WQEBBs, the send counter of the doorbell record, the BlueFlame register.
 pub(crate) struct SendRing {
     q: RawQueue,
+    /// Which half of the BlueFlame register the next doorbell goes to (`bf->offset`: 0 or
+    /// `bf->buf_size`).
+    bf_offset: usize,
 }
 
 // SAFETY: the ring is plain addresses into memory the owning object keeps mapped; every access
@@ -56,13 +59,14 @@ unsafe impl Send for SendRing {}
 
 impl SendRing {
     /// # Safety
-    /// `q` describes a live SQ that only this ring posts to, mapped while the ring lives.
+    /// `q` describes a live SQ that only this ring posts to, mapped while the ring lives, with
+    /// a BlueFlame register of two halves of `q.bf_size` bytes at `q.bf_reg`.
     pub unsafe fn new(q: RawQueue) -> Result<SendRing, String> {
         check(&q, WQEBB)?;
-        if q.bf_reg.is_null() || (q.bf_reg as usize) % 8 != 0 {
+        if q.bf_reg.is_null() || (q.bf_reg as usize) % 8 != 0 || q.bf_size % 64 != 0 {
             return Err("SQ without a doorbell register".into());
         }
-        Ok(SendRing { q })
+        Ok(SendRing { q, bf_offset: 0 })
     }
 
     /// WQEBBs in the ring.
@@ -80,21 +84,36 @@ impl SendRing {
     }
 
     /// `post_send_db`: the WQEs, then the send counter (`udma_to_device_barrier`, then
-    /// `qp->db[MLX5_SND_DBR] = htobe32(cur_post & 0xffff)`), then (`mmio_wc_start`) the first 8
-    /// bytes of the last WQE, at WQEBB `last`, to the UAR register as they lie in memory
-    /// (`mmio_write64_be(bf->reg, *(__be64 *)ctrl)`), then `mmio_flush_writes`.
-    pub fn doorbell(&mut self, pi: u32, last: u32) {
+    /// `qp->db[MLX5_SND_DBR] = htobe32(cur_post & 0xffff)`), then (`mmio_wc_start`) the
+    /// register half at `bf->offset`: a BlueFlame copy of the last WQE (at WQEBB `last`,
+    /// `ds` 16-byte units) when it is the only one posted, was built inline and fits the half
+    /// (`nreq == 1 && inl && size > 1 && size <= bf->buf_size / 16`: `mlx5_bf_copy`, 64-byte
+    /// blocks), else its first 8 bytes as they lie in memory (`mmio_write64_be(bf->reg +
+    /// bf->offset, *(__be64 *)ctrl)`); then `mmio_flush_writes` and `bf->offset ^=
+    /// bf->buf_size`.
+    pub fn doorbell(&mut self, pi: u32, last: u32, ds: u32, bf_copy: bool) {
         // SAFETY: the send word of this SQ's live record.
         unsafe { record(self.q.dbrec.add(SND_DBR), pi & 0xffff) };
         fence(Ordering::SeqCst);
         let at = (last & (self.q.cnt - 1)) as usize * WQEBB;
-        // SAFETY: the WQEBB lies in the live ring; the register is the SQ's live, 8-byte-aligned
-        // UAR word, which the device takes atomically.
-        unsafe {
-            let ctrl = std::ptr::read_unaligned(self.q.buf.add(at).cast::<u64>());
-            (*self.q.bf_reg.cast::<AtomicU64>()).store(ctrl, Ordering::Release);
+        let half = self.q.bf_reg.wrapping_add(self.bf_offset);
+        let copy = bf_copy && ds > 1 && ds <= self.q.bf_size / 16;
+        // A copy is whole 64-byte blocks of the WQE; a WQE that wraps is copied from the ring's
+        // start on (`mlx5_bf_copy` does the same with `qp->sq.qend`).
+        let words = if copy { (ds as usize * 16).div_ceil(64) * 8 } else { 1 };
+        for w in (0..words).rev() {
+            let from = (at + w * 8) % (self.q.cnt as usize * WQEBB);
+            // SAFETY: `from` lies in the live ring; the register half is the SQ's live,
+            // 8-byte-aligned BlueFlame half of bf_size bytes (words * 8 <= bf_size, checked
+            // above), whose words the device takes atomically. The first word, the doorbell,
+            // goes last, so the device never takes a half-copied WQE's doorbell.
+            unsafe {
+                let v = std::ptr::read_unaligned(self.q.buf.add(from).cast::<u64>());
+                (*half.add(w * 8).cast::<AtomicU64>()).store(v, Ordering::Release);
+            }
         }
         fence(Ordering::SeqCst);
+        self.bf_offset ^= self.q.bf_size as usize;
     }
 
     /// `mlx5_modify_qp` to RESET: the send counter back to 0.
@@ -104,7 +123,8 @@ impl SendRing {
     }
 }
 
-/// A receive queue of single-segment WQEs and the receive counter of its doorbell record.
+/// A receive queue of WQEs of `stride / 16` data segments and the receive counter of its
+/// doorbell record.
 pub(crate) struct RecvRing {
     q: RawQueue,
 }
@@ -116,7 +136,10 @@ impl RecvRing {
     /// # Safety
     /// `q` describes a live RQ that only this ring posts to, mapped while the ring lives.
     pub unsafe fn new(q: RawQueue) -> Result<RecvRing, String> {
-        check(&q, RECV_WQE)?;
+        if !q.stride.is_power_of_two() || q.stride < RECV_SEG as u32 {
+            return Err(format!("receive WQEs of {} bytes", q.stride));
+        }
+        check(&q, q.stride as usize)?;
         Ok(RecvRing { q })
     }
 
@@ -124,11 +147,27 @@ impl RecvRing {
         self.q.cnt
     }
 
-    /// Writes WQE `idx` (free-running): one `mlx5_wqe_data_seg`.
-    pub fn write_wqe(&mut self, idx: u32, seg: &[u8; 16]) {
-        let at = (idx & (self.q.cnt - 1)) as usize * RECV_WQE;
-        // SAFETY: the slot lies inside the live ring.
-        unsafe { std::ptr::copy_nonoverlapping(seg.as_ptr(), self.q.buf.add(at), RECV_WQE) };
+    /// Data segments a WQE holds (`rq.max_gs`).
+    pub fn max_gs(&self) -> u32 {
+        self.q.stride / RECV_SEG as u32
+    }
+
+    /// Writes WQE `idx` (free-running): `segs` as its data segments, then, when they do not
+    /// fill it, a terminator (`mlx5_post_wq_recv`: `if (j < max_gs)` the next segment gets
+    /// `MLX5_INVALID_LKEY`). The caller passes at most `max_gs` segments.
+    pub fn write_wqe(&mut self, idx: u32, segs: &[[u8; 16]], terminator: &[u8; 16]) {
+        let stride = self.q.stride as usize;
+        let at = (idx & (self.q.cnt - 1)) as usize * stride;
+        let max = stride / RECV_SEG;
+        for (k, seg) in segs
+            .iter()
+            .take(max)
+            .chain((segs.len() < max).then_some(terminator))
+            .enumerate()
+        {
+            // SAFETY: segment k < max of the slot lies inside the live ring.
+            unsafe { std::ptr::copy_nonoverlapping(seg.as_ptr(), self.q.buf.add(at + k * RECV_SEG), RECV_SEG) };
+        }
     }
 
     /// `udma_to_device_barrier(); *recv_db = htobe32(head & 0xffff)`.

@@ -129,6 +129,8 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     ops.req_notify_cq = Some(req_notify_cq);
     vctx.query_port = Some(query_port_ex);
     vctx.query_device_ex = Some(query_device_ex);
+    vctx.create_cq_ex = Some(crate::cq_ex::create_cq_ex);
+    vctx.query_rt_values = Some(crate::cq_ex::query_rt_values);
     vctx.create_qp_ex = Some(create_qp_ex);
     vctx.create_wq = Some(create_wq);
     vctx.modify_wq = Some(modify_wq);
@@ -273,7 +275,13 @@ unsafe extern "C" fn query_device_ex(
         a.rss_caps.rx_hash_fields_mask = 0xff;
         a.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ as u8;
         a.max_wq_type_rq = 1 << 24;
-        a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+        // What mlx5_ib_query_device reports with `eth_net_offloads`: checksums, `vlan_cap`,
+        // `scatter_fcs` (no delay drop: the model does not delay drops); `end_pad` as a
+        // device capability.
+        a.raw_packet_caps =
+            IBV_RAW_PACKET_CAP_IP_CSUM | IBV_RAW_PACKET_CAP_CVLAN_STRIPPING | IBV_RAW_PACKET_CAP_SCATTER_FCS;
+        a.device_cap_flags_ex =
+            u64::from(a.orig_attr.device_cap_flags) | IBV_DEVICE_RAW_SCATTER_FCS | IBV_DEVICE_PCI_WRITE_END_PADDING;
         a.phys_port_cnt_ex = 1;
         a.completion_timestamp_mask = crate::device::TIMESTAMP_MASK;
         a.hca_core_clock = crate::device::HCA_CORE_CLOCK_KHZ;
@@ -475,12 +483,13 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
 
 /// Creates a CQ of at least `cqe` entries (rdma-core `mlx5_create_cq`: 0 or more than the
 /// device's max_cqe is EINVAL; the ring has `roundup_pow2(cqe + 1)` entries and `ibv_cq.cqe`
-/// reports one less).
+/// reports one less), whose `ibv_cq_ex` ops read what `wc_flags` asks for.
 pub(crate) fn create_cq(
     context: *mut ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut c_void,
+    wc_flags: u64,
 ) -> Result<*mut Cq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
@@ -500,6 +509,7 @@ pub(crate) fn create_cq(
     cq.cq_context = cq_context;
     cq.cqe = info.raw.cnt as c_int - 1;
     cq.handle = info.raw.num;
+    crate::cq_ex::fill_pfns(&mut cq, wc_flags);
     let c = Box::into_raw(Box::new(Cq {
         cq,
         port,
@@ -509,6 +519,7 @@ pub(crate) fn create_cq(
             ci: 0,
             sqs: Default::default(),
             wqs: Default::default(),
+            cur: None,
         }),
     }));
     let mut holds = vec![context as usize];
@@ -535,7 +546,9 @@ pub unsafe extern "C" fn ibv_create_cq(
             set_errno(EINVAL);
             return std::ptr::null_mut();
         }
-        ptr_or_errno(create_cq(context, cqe, cq_context, channel).map(|c| c.cast::<ibv_cq>()))
+        // mlx5_create_cq: the standard wc_flags.
+        let standard = u64::from(IBV_WC_STANDARD_FLAGS);
+        ptr_or_errno(create_cq(context, cqe, cq_context, channel, standard).map(|c| c.cast::<ibv_cq>()))
     })
 }
 
@@ -676,10 +689,16 @@ pub unsafe extern "C" fn mlx5dv_create_qp(
 fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
-    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+    let known =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     if a.comp_mask & !known != 0 {
         return Err(libc::EOPNOTSUPP);
     }
+    if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS == 0 {
+        // Without the mask bit the field is not read (ibv_create_qp passes no flags).
+        a.create_flags = 0;
+    }
+    qp_create_flags(a)?;
     if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || live(g, a.pd.cast(), Kind::Pd).is_err() {
         return Err(EINVAL);
     }
@@ -751,6 +770,40 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
     Ok(qp.cast::<ibv_qp>())
 }
 
+/// `ibv_create_qp_ex`'s `create_flags`, checked as the three layers check them on a ConnectX-5:
+/// - libibverbs `ibv_icmd_create_qp` (libibverbs/cmd_qp.c): a flag outside
+///   `CREATE_QP_EX_SUP_CREATE_FLAGS` (BLOCK_SELF_MCAST_LB, SCATTER_FCS, CVLAN_STRIPPING,
+///   SOURCE_QPN, PCI_WRITE_END_PADDING) is EINVAL;
+/// - libmlx5 `create_qp` (providers/mlx5/verbs.c): SOURCE_QPN on anything but UD is EINVAL;
+/// - mlx5_ib `process_create_flags` (drivers/infiniband/hw/mlx5/qp.c): an RSS QP takes no flag
+///   (EINVAL); a RAW_PACKET QP takes BLOCK_MULTICAST_LOOPBACK (`block_lb_mc`), SCATTER_FCS
+///   (`eth_net_offloads && scatter_fcs`), CVLAN_STRIPPING (`eth_net_offloads && vlan_cap`) and
+///   PCI_WRITE_END_PADDING (`end_pad`), all of which a ConnectX-5 has (DPDK's mlx5 guide lists
+///   it for Rx packet padding, `rxq_pkt_pad_en`); what is left is EOPNOTSUPP.
+///
+/// FCS scatter and CVLAN stripping act on the QP's own RQ ([`rawpkt::model::RqOptions`]);
+/// end padding changes nothing a program may read; multicast loopback blocking lands in a QP
+/// context field (`block_lb_mc`) that a RAW_PACKET QP's SQ, RQ and TIR do not take, so it
+/// changes nothing either.
+fn qp_create_flags(a: &ibv_qp_init_attr_ex) -> Result<(), i32> {
+    let f = a.create_flags;
+    let userspace = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
+        | IBV_QP_CREATE_SCATTER_FCS
+        | IBV_QP_CREATE_CVLAN_STRIPPING
+        | IBV_QP_CREATE_SOURCE_QPN
+        | IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+    if f & !userspace != 0 {
+        return Err(EINVAL);
+    }
+    if f & IBV_QP_CREATE_SOURCE_QPN != 0 && a.qp_type != IBV_QPT_UD {
+        return Err(EINVAL);
+    }
+    if f != 0 && a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 /// A RAW_PACKET QP with a send queue, sized as rdma-core's `mlx5_calc_send_wqe` /
 /// `mlx5_calc_sq_size` size it.
 fn create_raw(
@@ -769,10 +822,6 @@ fn create_raw(
     let want_rq = cap.max_recv_wr > 0;
     if want_rq && (cap.max_recv_wr > MAX_QP_WR || cap.max_recv_sge > MAX_SGE) {
         return Err(EINVAL);
-    }
-    if want_rq && cap.max_recv_sge > 1 {
-        // The model's RQs read one 16-byte data segment per WQE: no scatter.
-        return Err(libc::EOPNOTSUPP);
     }
     if a.send_cq.is_null() || live(g, a.send_cq.cast(), Kind::Cq).is_err() {
         return Err(EINVAL);
@@ -837,13 +886,28 @@ fn create_raw(
     }
     let rq = if want_rq {
         // mlx5_ib `create_raw_packet_qp`: an RQ, and a TIR over it alone for the QP's flows.
-        let wq = new_wq(g, context, a.pd, a.recv_cq, port, a.cap.max_recv_wr, Some(sq.raw.num))?;
+        let opts = rawpkt::model::RqOptions {
+            max_sge: a.cap.max_recv_sge,
+            scatter_fcs: a.create_flags & IBV_QP_CREATE_SCATTER_FCS != 0,
+            strip_cvlan: a.create_flags & IBV_QP_CREATE_CVLAN_STRIPPING != 0,
+        };
+        let wq = new_wq(
+            g,
+            context,
+            a.pd,
+            a.recv_cq,
+            port,
+            a.cap.max_recv_wr,
+            Some(sq.raw.num),
+            opts,
+        )?;
         let tir = g
             .nic
             .create_tir(vec![wq.wq.wq_num], &[0; 40], 0)
             .map_err(|_| libc::ENOMEM)?;
+        // libmlx5 `mlx5_calc_rq_size`: max_gs, the segments the power-of-two WQE holds.
         a.cap.max_recv_wr = wq.info.raw.cnt;
-        a.cap.max_recv_sge = 1;
+        a.cap.max_recv_sge = wq.info.raw.stride / 16;
         Some(OwnRq { wq, tir })
     } else {
         a.cap.max_recv_wr = 0;
@@ -1102,24 +1166,22 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     if a.wq_type != IBV_WQT_RQ || a.comp_mask & !IBV_WQ_INIT_ATTR_FLAGS != 0 {
         return Err(EINVAL);
     }
-    if a.comp_mask & IBV_WQ_INIT_ATTR_FLAGS != 0 && a.create_flags != 0 {
-        // VLAN stripping, FCS scatter, delay drop, end padding: not modelled.
-        return Err(libc::EOPNOTSUPP);
-    }
+    let flags = if a.comp_mask & IBV_WQ_INIT_ATTR_FLAGS != 0 {
+        a.create_flags
+    } else {
+        0
+    };
     live(g, a.pd.cast(), Kind::Pd)?;
     live(g, a.cq.cast(), Kind::Cq)?;
     if a.max_wr == 0 || a.max_wr > MAX_QP_WR || a.max_sge > MAX_SGE {
         return Err(EINVAL);
     }
-    if a.max_sge > 1 {
-        // The model's RQ reads one 16-byte data segment per WQE (cyclic, single segment).
-        return Err(libc::EOPNOTSUPP);
-    }
+    let opts = wq_flags(flags, a.max_sge)?;
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
-    let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None)?;
+    let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None, opts)?;
     a.max_wr = w.info.raw.cnt;
-    a.max_sge = 1;
+    a.max_sge = w.info.raw.stride / 16;
     w.wq.wq_context = a.wq_context;
     let cq = w.cq;
     let wq_num = w.wq.wq_num;
@@ -1134,9 +1196,28 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     Ok(wq.cast::<ibv_wq>())
 }
 
-/// A model RQ of at least `max_wr` single-segment WQEs completing to `cq`, as an `ibv_wq` in
-/// RESET (the caller registers it, or keeps it as a QP's own RQ, numbered `owner_qpn` in its
-/// completions).
+/// `ibv_create_wq`'s `create_flags` as mlx5_ib's `create_rq` (drivers/infiniband/hw/mlx5/qp.c)
+/// takes them on a ConnectX-5, and `max_sge` data segments per WQE: CVLAN stripping and FCS
+/// scatter are modelled (`vlan_cap`, `scatter_fcs`); end padding is accepted and changes
+/// nothing a program may read (the device may write up to the cache line's end past a frame;
+/// the model writes nothing there); delay drop needs `IBV_RAW_PACKET_CAP_DELAY_DROP`, which
+/// the model does not report: EOPNOTSUPP, as for any unknown flag.
+fn wq_flags(flags: u32, max_sge: u32) -> Result<rawpkt::model::RqOptions, i32> {
+    let known = IBV_WQ_FLAGS_CVLAN_STRIPPING | IBV_WQ_FLAGS_SCATTER_FCS | IBV_WQ_FLAGS_PCI_WRITE_END_PADDING;
+    if flags & !known != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(rawpkt::model::RqOptions {
+        max_sge,
+        scatter_fcs: flags & IBV_WQ_FLAGS_SCATTER_FCS != 0,
+        strip_cvlan: flags & IBV_WQ_FLAGS_CVLAN_STRIPPING != 0,
+    })
+}
+
+/// A model RQ of at least `max_wr` WQEs (of `opts.max_sge` data segments) completing to `cq`,
+/// as an `ibv_wq` in RESET (the caller registers it, or keeps it as a QP's own RQ, numbered
+/// `owner_qpn` in its completions).
+#[allow(clippy::too_many_arguments)]
 fn new_wq(
     g: &Global,
     context: *mut ibv_context,
@@ -1145,11 +1226,12 @@ fn new_wq(
     port: usize,
     max_wr: u32,
     owner_qpn: Option<u32>,
+    opts: rawpkt::model::RqOptions,
 ) -> Result<Box<Wq>, i32> {
     let cq = cq.cast::<Cq>();
     // SAFETY: a live CQ (the callers check).
     let cqn = unsafe { (*cq).info.raw.num };
-    let info = g.nic.alloc_wq(port, max_wr, cqn).map_err(|_| libc::ENOMEM)?;
+    let info = g.nic.alloc_wq_with(port, max_wr, cqn, opts).map_err(|_| libc::ENOMEM)?;
     let wq_num = info.raw.num;
     // SAFETY: the model's WQ, which only this object posts to.
     let ring = unsafe { RecvRing::new(info.raw) }.map_err(|_| libc::ENOMEM)?;

@@ -69,9 +69,10 @@ fn library_exports_the_contract_symbols() {
     }
 }
 
-#[test]
-#[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
-fn c_program_against_rdma_core_headers() {
+/// Compiles `tests/c/<name>.c` against the system's rdma-core headers and links it against the
+/// library's soname directory instead of `-libverbs` (rpath there), checking with ldd that the
+/// program loads the model, not rdma-core. Returns the executable.
+fn build_c(name: &str) -> std::path::PathBuf {
     for h in ["/usr/include/infiniband/verbs.h", "/usr/include/infiniband/mlx5dv.h"] {
         assert!(
             Path::new(h).exists(),
@@ -79,8 +80,8 @@ fn c_program_against_rdma_core_headers() {
         );
     }
     let dir = rawpkt_model_verbs::soname_dir();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/e2e.c");
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("model-verbs-e2e");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("model-verbs-{name}"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o"])
@@ -103,6 +104,31 @@ fn c_program_against_rdma_core_headers() {
     let deps = String::from_utf8_lossy(&ldd.stdout);
     let want = format!("libibverbs.so.1 => {}", dir.join("libibverbs.so.1").display());
     assert!(deps.contains(&want), "{deps}");
+    exe
+}
+
+/// `ibv_create_cq_ex` with completion timestamps, polled with rdma-core's own inline
+/// `ibv_start_poll` / `ibv_next_poll` / `ibv_end_poll` / `ibv_wc_read_*` (`tests/c/cq_ex.c`):
+/// sends and receives complete with timestamps between two `ibv_query_rt_values_ex` readings,
+/// never going back, on a clock that runs at `hca_core_clock` kHz.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
+fn c_program_polls_extended_cqs_with_timestamps() {
+    let exe = build_c("cq_ex");
+    let run = Command::new(&exe).output().expect("running the C program");
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "the C program failed:\n{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(out.contains("cq_ex ok: 16 sends and 16 receives"), "{out}");
+}
+
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
+fn c_program_against_rdma_core_headers() {
+    let exe = build_c("e2e");
     // The model's trace of a process whose NIC lives until exit is flushed at exit, whole.
     let trace = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("model-verbs-e2e-{}.trace", std::process::id()));
     let run = Command::new(&exe)

@@ -4,6 +4,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use std::ffi::c_void;
+use std::mem::size_of;
 use std::ptr::{null, null_mut};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -622,11 +623,11 @@ fn a_raw_qp_with_its_own_rq_receives_what_its_flows_steer() {
         let mut bad = null_mut();
         assert_eq!(post_recv(send_only, &mut wr, &mut bad), libc::ENOMEM);
         assert!(flow(send_only, &FlowRule::own_mac(MAC1)).is_null() && errno() == libc::EINVAL);
-        a.cap.max_recv_sge = 2;
+        a.cap.max_recv_sge = 31;
         a.cap.max_recv_wr = 32;
         assert!(
-            ibv_create_qp(d.pd, &mut a).is_null() && errno() == libc::EOPNOTSUPP,
-            "scatter"
+            ibv_create_qp(d.pd, &mut a).is_null() && errno() == libc::EINVAL,
+            "more SGEs than max_sge"
         );
 
         a.cap.max_recv_sge = 1;
@@ -788,6 +789,415 @@ fn completion_channels_raise_one_event_per_arming() {
         assert_eq!(ibv_dereg_mr(mr), 0);
         assert_eq!(ibv_destroy_cq(cq), 0);
         assert_eq!(ibv_destroy_comp_channel(ch), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// `ibv_post_send` as libmlx5 rings it: each doorbell at the other half of the BlueFlame
+/// register (`bf->offset ^= bf->buf_size`), a single inline WQE as a BlueFlame copy, others
+/// as an 8-byte write. Posted one at a time, each waiting for its completion, every WQE runs
+/// (a device that read one half only would never run the second); then bursts of one-WR
+/// posts, whose doorbells land on both halves between two looks of the device, all run too.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs, as on a real NIC)"]
+fn doorbells_at_either_blueflame_half_run_every_wqe() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a frame that outlives its MR.
+    unsafe {
+        let d = open(0);
+        let cq = ibv_create_cq(d.ctx, 1024, null_mut(), null_mut(), 0);
+        assert!(!cq.is_null());
+        let mut a: ibv_qp_init_attr = std::mem::zeroed();
+        a.send_cq = cq;
+        a.recv_cq = cq;
+        a.cap.max_send_wr = 512;
+        a.cap.max_send_sge = 1;
+        a.cap.max_inline_data = 128;
+        a.qp_type = IBV_QPT_RAW_PACKET;
+        let qp = ibv_create_qp(d.pd, &mut a);
+        assert!(!qp.is_null(), "errno {}", errno());
+        to_rts(qp);
+        let mut dqp: mlx5dv_qp = std::mem::zeroed();
+        let mut o: mlx5dv_obj = std::mem::zeroed();
+        o.qp.in_ = qp;
+        o.qp.out = &mut dqp;
+        assert_eq!(mlx5dv_init_obj(&mut o, u64::from(MLX5DV_OBJ_QP)), 0);
+        assert_eq!(dqp.bf.size, 256);
+        let frame = udp_frame(MAC1, 3);
+        let mr = ibv_reg_mr(d.pd, frame.as_ptr() as *mut c_void, frame.len(), 0);
+        assert!(!mr.is_null());
+        let post_send = (*d.ctx).ops.post_send.unwrap();
+        let poll = (*d.ctx).ops.poll_cq.unwrap();
+        let send = |id: u64| {
+            let mut sge = ibv_sge {
+                addr: frame.as_ptr() as u64,
+                length: frame.len() as u32,
+                lkey: (*mr).lkey,
+            };
+            let mut wr: ibv_send_wr = std::mem::zeroed();
+            wr.wr_id = id;
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_SEND;
+            // Odd ids inline (a BlueFlame copy of the WQE), even ones gathered (8 bytes).
+            wr.send_flags = IBV_SEND_SIGNALED | if id % 2 == 1 { IBV_SEND_INLINE } else { 0 };
+            let mut bad = null_mut();
+            assert_eq!(post_send(qp, &mut wr, &mut bad), 0, "WR {id}");
+        };
+        let wire = rawpkt_model_wire_frames(c"mlx5_0".as_ptr(), 1);
+        let mut wc: ibv_wc = std::mem::zeroed();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for id in 0..64u64 {
+            send(id);
+            while poll(cq, 1, &mut wc) == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "WR {id} (register half {}) never ran",
+                    id % 2
+                );
+            }
+            assert_eq!((wc.status, wc.wr_id), (IBV_WC_SUCCESS, id));
+        }
+        let (mut next, mut done) = (64u64, 64u64);
+        while done < 4096 {
+            assert!(std::time::Instant::now() < deadline, "{done} of 4096 WRs completed");
+            while next < 4096 && next - done < 256 {
+                send(next);
+                next += 1;
+            }
+            while poll(cq, 1, &mut wc) == 1 {
+                assert_eq!((wc.status, wc.wr_id), (IBV_WC_SUCCESS, done));
+                done += 1;
+            }
+        }
+        assert_eq!(rawpkt_model_wire_frames(c"mlx5_0".as_ptr(), 1), wire + 4096);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// A receive-only raw QP of `max_recv_sge` SGEs per WR on `d`, with a flow for MAC1, in INIT
+/// (its RQ ready), created with `create_flags` through `ibv_create_qp_ex`.
+unsafe fn scatter_qp(d: &Dev, rcq: *mut ibv_cq, scq: *mut ibv_cq, max_recv_sge: u32, create_flags: u32) -> *mut ibv_qp {
+    let mut a: ibv_qp_init_attr_ex = std::mem::zeroed();
+    a.qp_type = IBV_QPT_RAW_PACKET;
+    a.comp_mask = IBV_QP_INIT_ATTR_PD;
+    if create_flags != 0 {
+        a.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        a.create_flags = create_flags;
+    }
+    a.pd = d.pd;
+    a.send_cq = scq;
+    a.recv_cq = rcq;
+    a.cap.max_recv_wr = 16;
+    a.cap.max_recv_sge = max_recv_sge;
+    let qp = (*vctx(d.ctx)).create_qp_ex.unwrap()(d.ctx, &mut a);
+    assert!(!qp.is_null(), "errno {}", errno());
+    assert_eq!(a.cap.max_recv_sge, max_recv_sge.next_power_of_two(), "rq.max_gs");
+    assert_eq!(modify(qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT), 0);
+    qp
+}
+
+/// Posts one receive WR of the given (offset, length) pieces of `buf`.
+unsafe fn post_pieces(qp: *mut ibv_qp, id: u64, buf: &[u8], lkey: u32, pieces: &[(usize, u32)]) -> i32 {
+    let mut sges: Vec<ibv_sge> = pieces
+        .iter()
+        .map(|&(off, length)| ibv_sge {
+            addr: buf.as_ptr() as u64 + off as u64,
+            length,
+            lkey,
+        })
+        .collect();
+    let mut wr: ibv_recv_wr = std::mem::zeroed();
+    wr.wr_id = id;
+    wr.sg_list = sges.as_mut_ptr();
+    wr.num_sge = sges.len() as i32;
+    let mut bad = null_mut();
+    (*(*qp).context).ops.post_recv.unwrap()(qp, &mut wr, &mut bad)
+}
+
+unsafe fn wait_wc(cq: *mut ibv_cq) -> ibv_wc {
+    let poll = (*(*cq).context).ops.poll_cq.unwrap();
+    let mut wc: ibv_wc = std::mem::zeroed();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while poll(cq, 1, &mut wc) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no completion");
+    }
+    wc
+}
+
+/// A UDP frame to MAC1 of exactly `len` bytes (at least 42), its payload numbered by `seq`.
+fn frame_of(len: usize, seq: u8) -> Vec<u8> {
+    let mut f = udp_frame(MAC1, u16::from(seq));
+    f.resize(len.max(42), 0);
+    for (i, b) in f[42..].iter_mut().enumerate() {
+        *b = seq.wrapping_mul(31).wrapping_add(i as u8);
+    }
+    let ip_len = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+/// Scatter, as an ibv program sees it: a raw QP's RQ of 3 SGEs per WR (the WQE holds 4) takes
+/// a frame that fits the first SGE, one that spans two, one that spans all three; a frame
+/// longer than the SGEs' sum completes with a local length error; more SGEs than the WQE
+/// holds is EINVAL. A WQ of 2 SGEs scatters the same way.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn receive_wqes_scatter_a_frame_across_their_sges_in_order() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a buffer that outlives its MR.
+    unsafe {
+        let d = open(1);
+        let scq = ibv_create_cq(d.ctx, 16, null_mut(), null_mut(), 0);
+        let rcq = ibv_create_cq(d.ctx, 64, null_mut(), null_mut(), 0);
+        assert!(!scq.is_null() && !rcq.is_null());
+        let qp = scatter_qp(&d, rcq, scq, 3, 0);
+        let f = flow(qp, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null(), "errno {}", errno());
+        let mut buf = vec![0u8; 8 * 1024];
+        let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), buf.len(), 1);
+        assert!(!mr.is_null());
+        let lkey = (*mr).lkey;
+        // Five SGEs where the WQE holds four: EINVAL, nothing posted.
+        let five = [(0, 64), (64, 64), (128, 64), (192, 64), (256, 64)];
+        assert_eq!(post_pieces(qp, 9, &buf, lkey, &five), libc::EINVAL);
+        // Each WR: 64 bytes at k*1024, then 64 at k*1024 + 512, then 100 at k*1024 + 700, so
+        // a frame's bytes land in three separate places.
+        let pieces = |k: usize| [(k * 1024, 64u32), (k * 1024 + 512, 64), (k * 1024 + 700, 100)];
+        for k in 0..4 {
+            assert_eq!(post_pieces(qp, 100 + k as u64, &buf, lkey, &pieces(k)), 0);
+        }
+        for (k, len) in [60usize, 100, 228, 229].into_iter().enumerate() {
+            let frame = frame_of(len, k as u8);
+            assert_eq!(
+                rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, frame.as_ptr(), frame.len()),
+                0
+            );
+            let wc = wait_wc(rcq);
+            assert_eq!(wc.wr_id, 100 + k as u64);
+            if len > 228 {
+                assert_eq!(wc.status, IBV_WC_LOC_LEN_ERR, "{len} bytes into 228");
+                continue;
+            }
+            assert_eq!((wc.status, wc.byte_len as usize), (IBV_WC_SUCCESS, len), "frame {k}");
+            let mut got = Vec::new();
+            let mut left = len;
+            for (off, n) in pieces(k) {
+                let n = left.min(n as usize);
+                got.extend_from_slice(&buf[off..off + n]);
+                left -= n;
+            }
+            assert_eq!(got, frame, "frame {k} scattered in order");
+            if len <= 64 {
+                assert_eq!(buf[k * 1024 + 512], 0, "second SGE untouched by frame {k}");
+            }
+        }
+        assert_eq!(destroy_flow(f), 0);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+
+        // A WQ of 2 SGEs per WR, behind a one-entry RSS QP.
+        let v = vctx(d.ctx);
+        let mut wa: ibv_wq_init_attr = std::mem::zeroed();
+        wa.wq_type = IBV_WQT_RQ;
+        wa.max_wr = 8;
+        wa.max_sge = 31;
+        wa.pd = d.pd;
+        wa.cq = rcq;
+        assert!((*v).create_wq.unwrap()(d.ctx, &mut wa).is_null() && errno() == libc::EINVAL);
+        wa.max_sge = 2;
+        let wq = (*v).create_wq.unwrap()(d.ctx, &mut wa);
+        assert!(!wq.is_null(), "errno {}", errno());
+        assert_eq!(wa.max_sge, 2);
+        assert_eq!(wq_state(wq, IBV_WQS_RDY), 0);
+        let mut tbl = [wq];
+        let mut ia: ibv_rwq_ind_table_init_attr = std::mem::zeroed();
+        ia.ind_tbl = tbl.as_mut_ptr();
+        let ind = (*v).create_rwq_ind_table.unwrap()(d.ctx, &mut ia);
+        let rss = rss_qp(&d, ind, 40, 0xc3, 1);
+        assert!(!rss.is_null());
+        let f = flow(rss, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null());
+        buf.fill(0);
+        let mut sges = [
+            ibv_sge {
+                addr: buf.as_ptr() as u64,
+                length: 80,
+                lkey,
+            },
+            ibv_sge {
+                addr: buf.as_ptr() as u64 + 4096,
+                length: 2048,
+                lkey,
+            },
+        ];
+        let mut wr: ibv_recv_wr = std::mem::zeroed();
+        wr.wr_id = 7;
+        wr.sg_list = sges.as_mut_ptr();
+        wr.num_sge = 2;
+        let mut bad = null_mut();
+        assert_eq!((*wq).post_recv.unwrap()(wq, &mut wr, &mut bad), 0);
+        let frame = frame_of(300, 9);
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, frame.as_ptr(), frame.len()),
+            0
+        );
+        let wc = wait_wc(rcq);
+        assert_eq!((wc.status, wc.wr_id, wc.byte_len), (IBV_WC_SUCCESS, 7, 300));
+        assert_eq!(&buf[..80], &frame[..80]);
+        assert_eq!(&buf[4096..4096 + 220], &frame[80..]);
+        assert_eq!(destroy_flow(f), 0);
+        assert_eq!(ibv_destroy_qp(rss), 0);
+        assert_eq!((*v).destroy_rwq_ind_table.unwrap()(ind), 0);
+        assert_eq!((*v).destroy_wq.unwrap()(wq), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(scq), 0);
+        assert_eq!(ibv_destroy_cq(rcq), 0);
+        close(d);
+        assert_eq!(rawpkt_model_live_objects(), 0);
+    }
+}
+
+/// The Ethernet FCS, bit by bit (IEEE 802.3 CRC-32, reflected), independently of the model's.
+fn fcs(frame: &[u8]) -> [u8; 4] {
+    let mut c = !0u32;
+    for &b in frame {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 };
+        }
+    }
+    (!c).to_le_bytes()
+}
+
+/// `ibv_create_qp_ex` create flags as libibverbs, libmlx5 and mlx5_ib take them for a
+/// RAW_PACKET QP on a ConnectX-5: unknown bits and SOURCE_QPN EINVAL, any flag on an RSS QP
+/// EINVAL; SCATTER_FCS, CVLAN_STRIPPING, PCI_WRITE_END_PADDING and BLOCK_SELF_MCAST_LB
+/// accepted, and the first two do what they say: the frame arrives untagged with its FCS
+/// (computed on the tagged frame, as it was on the wire) after it, counted in byte_len. A WQ
+/// takes the same offloads, and DELAY_DROP (not reported in raw_packet_caps) is EOPNOTSUPP.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn qp_create_flags_as_mlx5_ib_takes_them() {
+    let _t = turn();
+    // SAFETY: the library's own objects, and a buffer that outlives its MR.
+    unsafe {
+        let d = open(1);
+        let v = vctx(d.ctx);
+        let mut da: ibv_device_attr_ex = std::mem::zeroed();
+        assert_eq!(
+            (*v).query_device_ex.unwrap()(d.ctx, null(), &mut da, size_of::<ibv_device_attr_ex>()),
+            0
+        );
+        let caps = IBV_RAW_PACKET_CAP_SCATTER_FCS | IBV_RAW_PACKET_CAP_CVLAN_STRIPPING;
+        assert_eq!(da.raw_packet_caps & caps, caps);
+        assert_eq!(da.raw_packet_caps & IBV_RAW_PACKET_CAP_DELAY_DROP, 0);
+        let scq = ibv_create_cq(d.ctx, 16, null_mut(), null_mut(), 0);
+        let rcq = ibv_create_cq(d.ctx, 16, null_mut(), null_mut(), 0);
+        let mut a: ibv_qp_init_attr_ex = std::mem::zeroed();
+        a.qp_type = IBV_QPT_RAW_PACKET;
+        a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        a.pd = d.pd;
+        a.send_cq = scq;
+        a.recv_cq = rcq;
+        a.cap.max_send_wr = 4;
+        a.cap.max_send_sge = 1;
+        let create = (*v).create_qp_ex.unwrap();
+        for (flags, want) in [
+            (1u32 << 3, libc::EINVAL),
+            (1 << 12, libc::EINVAL),
+            (IBV_QP_CREATE_SOURCE_QPN, libc::EINVAL),
+        ] {
+            a.create_flags = flags;
+            assert!(create(d.ctx, &mut a).is_null() && errno() == want, "flags {flags:#x}");
+        }
+        a.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+        let send_only = create(d.ctx, &mut a);
+        assert!(!send_only.is_null(), "errno {}", errno());
+        // An RSS QP takes no create flag.
+        let r = rx(&d, 16);
+        let mut key = rawpkt::flow::rss::DEFAULT_KEY;
+        let mut ra: ibv_qp_init_attr_ex = std::mem::zeroed();
+        ra.qp_type = IBV_QPT_RAW_PACKET;
+        ra.comp_mask =
+            IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        ra.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+        ra.pd = d.pd;
+        ra.rwq_ind_tbl = r.ind;
+        ra.rx_hash_conf.rx_hash_function = 1;
+        ra.rx_hash_conf.rx_hash_key_len = 40;
+        ra.rx_hash_conf.rx_hash_key = key.as_mut_ptr();
+        assert!(
+            create(d.ctx, &mut ra).is_null() && errno() == libc::EINVAL,
+            "RSS QP with a flag"
+        );
+
+        // FCS scatter and CVLAN stripping on the QP's own RQ.
+        let all = IBV_QP_CREATE_SCATTER_FCS
+            | IBV_QP_CREATE_CVLAN_STRIPPING
+            | IBV_QP_CREATE_PCI_WRITE_END_PADDING
+            | IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+        let qp = scatter_qp(&d, rcq, scq, 1, all);
+        let f = flow(qp, &FlowRule::own_mac(MAC1));
+        assert!(!f.is_null(), "errno {}", errno());
+        let mut buf = vec![0u8; 4096];
+        let mr = ibv_reg_mr(d.pd, buf.as_mut_ptr().cast(), buf.len(), 1);
+        let lkey = (*mr).lkey;
+        for k in 0..2 {
+            assert_eq!(post_pieces(qp, k, &buf, lkey, &[(k as usize * 2048, 2048)]), 0);
+        }
+        // Tagged: VLAN 5, priority 3.
+        let plain = frame_of(100, 1);
+        let mut tagged = plain[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x60, 0x05]);
+        tagged.extend_from_slice(&plain[12..]);
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, tagged.as_ptr(), tagged.len()),
+            0
+        );
+        let wc = wait_wc(rcq);
+        assert_eq!((wc.status, wc.byte_len), (IBV_WC_SUCCESS, 104), "untagged 100 + FCS 4");
+        assert_eq!(&buf[..100], &plain[..], "the tag is stripped");
+        assert_eq!(
+            buf[100..104],
+            fcs(&tagged),
+            "the FCS of the frame as it was on the wire"
+        );
+        assert_eq!(
+            rawpkt_model_inject(c"mlx5_1".as_ptr(), 1, plain.as_ptr(), plain.len()),
+            0
+        );
+        let wc = wait_wc(rcq);
+        assert_eq!((wc.status, wc.byte_len), (IBV_WC_SUCCESS, 104));
+        assert_eq!(&buf[2048..2148], &plain[..]);
+        assert_eq!(buf[2148..2152], fcs(&plain));
+        assert_eq!(destroy_flow(f), 0);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_qp(send_only), 0);
+        drop_rx(&d, r);
+
+        // A WQ: the same offloads; delay drop is not reported, so not taken.
+        let mut wa: ibv_wq_init_attr = std::mem::zeroed();
+        wa.wq_type = IBV_WQT_RQ;
+        wa.max_wr = 8;
+        wa.max_sge = 1;
+        wa.pd = d.pd;
+        wa.cq = rcq;
+        wa.comp_mask = IBV_WQ_INIT_ATTR_FLAGS;
+        wa.create_flags = IBV_WQ_FLAGS_DELAY_DROP;
+        assert!((*v).create_wq.unwrap()(d.ctx, &mut wa).is_null() && errno() == libc::EOPNOTSUPP);
+        wa.create_flags = IBV_WQ_FLAGS_SCATTER_FCS | IBV_WQ_FLAGS_CVLAN_STRIPPING | IBV_WQ_FLAGS_PCI_WRITE_END_PADDING;
+        let wq = (*v).create_wq.unwrap()(d.ctx, &mut wa);
+        assert!(!wq.is_null(), "errno {}", errno());
+        assert_eq!((*v).destroy_wq.unwrap()(wq), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(scq), 0);
+        assert_eq!(ibv_destroy_cq(rcq), 0);
         close(d);
         assert_eq!(rawpkt_model_live_objects(), 0);
     }

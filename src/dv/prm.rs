@@ -329,6 +329,9 @@ pub mod cqe_flags {
     pub const L3_TYPE_SHIFT: u16 = 2;
     pub const L3_TYPE_MASK: u16 = 0x3 << 2;
     pub const IP_EXT_OPTS: u16 = 1 << 1;
+    /// `hdr_type_etc` bit 0: the device removed a C-VLAN tag, now in the CQE's `vlan_info`
+    /// (the kernel's `CQE_VLAN_STRIPPED`; the model sets it on a QP with CVLAN_STRIPPING).
+    pub const VLAN_STRIPPED: u16 = 1 << 0;
     /// l4_hdr_type values (Linux `CQE_L4_HDR_TYPE_*`).
     pub const L4_NONE: u16 = 0;
     pub const L4_TCP: u16 = 1;

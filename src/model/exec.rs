@@ -6,7 +6,7 @@
 use super::ring as dma;
 use super::{Device, Fault, Link, SpecialFlow, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
-    cqe_flags, syndrome, wqebbs, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
+    cqe_flags, syndrome, wqebbs, Be16, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
     ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
     OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
@@ -290,6 +290,25 @@ unsafe fn peek_uar(p: *const u8) -> u64 {
     unsafe { (*p.cast::<std::sync::atomic::AtomicU64>()).load(std::sync::atomic::Ordering::Relaxed) }
 }
 
+/// The WQEBB a doorbell names (the first 8 bytes of a WQE's control segment: `wqe_index` in
+/// bytes 1..3, `ds` in byte 7) and the WQEBB after that WQE, both mod 2^16.
+fn named_wqe(uar: u64) -> (u32, u32) {
+    let b = uar.to_ne_bytes();
+    let idx = u32::from(u16::from_be_bytes([b[1], b[2]]));
+    (idx, idx.wrapping_add(wqebbs(u32::from(b[7] & 0x3f)).max(1)) & 0xffff)
+}
+
+/// How far past `hw_ci` the doorbell `uar` reaches (the end of the WQE it names), if that lies
+/// within the `pending` WQEBBs the record published; 0 for a doorbell that does not.
+fn reach(uar: u64, hw_ci: u32, pending: u32) -> u32 {
+    let ahead = named_wqe(uar).1.wrapping_sub(hw_ci) & 0xffff;
+    if ahead <= pending {
+        ahead
+    } else {
+        0
+    }
+}
+
 /// Takes the last value written to a UAR doorbell register (a NIC latches each write; the model
 /// sees the newest one since its last look), leaving [`UAR_IDLE`]; [`UAR_IDLE`] when nothing
 /// was written.
@@ -339,25 +358,43 @@ impl Device {
         // Raw addresses rather than a clone of the `Arc`: two atomic operations per poll saved;
         // the memory lives as long as the SQ object, which nothing removes while `self` is
         // borrowed mutably here.
-        let (ring, bf_reg, dbrec) = (sq.mem.ring(), sq.mem.bf_reg(), sq.mem.dbrec());
+        let (ring, [bf0, bf1], dbrec) = (sq.mem.ring(), sq.mem.bf_halves(), sq.mem.dbrec());
         let (hw_ci, port, wqe_cnt, error, ready, qpn) = (sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready, sq.qpn);
         if !ready || self.ports[port].dead {
             // A QP outside RTS/ERR, or on a device stopped by a fatal error, ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
-            // SAFETY: the UAR register belongs to this live SQ's memory.
-            unsafe { take_uar(bf_reg) };
+            // SAFETY: both halves of the register belong to this live SQ's memory.
+            unsafe {
+                take_uar(bf0);
+                take_uar(bf1);
+            }
             return (0, false);
         }
-        // SAFETY: the UAR register and record belong to this live SQ's memory.
-        let uar = if unsafe { peek_uar(bf_reg) } == UAR_IDLE {
-            UAR_IDLE
-        } else {
-            // SAFETY: as above.
-            unsafe { take_uar(bf_reg) }
+        // A doorbell comes at either half of the BlueFlame register (`BF_SIZE`): libmlx5
+        // alternates them. The register is read before the record: a driver writes the record
+        // first, so a doorbell seen here has its record visible below.
+        // SAFETY: both halves of the register belong to this live SQ's memory.
+        let (a, b) = unsafe {
+            let take = |reg: *mut u8| {
+                if peek_uar(reg) == UAR_IDLE {
+                    UAR_IDLE
+                } else {
+                    take_uar(reg)
+                }
+            };
+            (take(bf0), take(bf1))
         };
-        // SAFETY: as above.
+        // SAFETY: the record belongs to this live SQ's memory.
         let record = unsafe { dma::load_dbrec(dbrec.wrapping_add(SND_DBR)) } & 0xffff;
         let pending = record.wrapping_sub(hw_ci) & 0xffff;
+        // Both halves written since the last look: the newer doorbell names the WQE further
+        // ahead and covers the other, as one write latched after another would.
+        let uar = match (a != UAR_IDLE, b != UAR_IDLE) {
+            (_, false) => a,
+            (false, true) => b,
+            (true, true) if reach(b, hw_ci, pending) > reach(a, hw_ci, pending) => b,
+            (true, true) => a,
+        };
         if uar == UAR_IDLE {
             let sq = self.sqs[i].as_mut().expect("caller checked");
             if pending != 0 && !error {
@@ -382,9 +419,7 @@ impl Device {
             return (0, false);
         }
         let bytes = uar.to_ne_bytes();
-        let idx = u32::from(u16::from_be_bytes([bytes[1], bytes[2]]));
-        let ds = u32::from(bytes[7] & 0x3f);
-        let end = idx.wrapping_add(wqebbs(ds).max(1)) & 0xffff;
+        let (idx, end) = named_wqe(uar);
         let ahead = end.wrapping_sub(hw_ci) & 0xffff;
         // The slot the UAR names is read only if the record says it is published (or already
         // run, for a repeated doorbell): a slot beyond may be half-written by the driver.
@@ -428,9 +463,10 @@ impl Device {
             // The rest at the queue's next turn: the doorbell goes back into the register,
             // unless the driver has rung again since (the newer one names a later WQE and
             // covers these). Counted once, when it was first taken.
+            // It goes back into the first half: a doorbell is taken at either (above).
             // SAFETY: the UAR register belongs to this live SQ's memory (above); it is an
             // aligned 8-byte word the driver writes with 8-byte stores.
-            let back = unsafe { &*bf_reg.cast::<std::sync::atomic::AtomicU64>() };
+            let back = unsafe { &*bf0.cast::<std::sync::atomic::AtomicU64>() };
             let _ = back.compare_exchange(
                 UAR_IDLE,
                 uar,
@@ -536,7 +572,7 @@ impl Device {
                 // The hardware writes a CQE only for a WQE that asks for one (CE = 2 in
                 // `fm_ce_se`, `MLX5_WQE_CTRL_CQ_UPDATE`).
                 if signalled {
-                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
+                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ticks());
                     // The completed WQE's own opcode in sop_drop_qpn[31:24] (0x29 for an eMPW),
                     // which rdma-core's `handle_good_req` (providers/mlx5/cq.c) reads.
                     cqe.sop_drop_qpn = Be32::new(u32::from(ctrl.opcode()) << 24 | qpn);
@@ -1111,14 +1147,16 @@ impl Device {
             return;
         }
         let slot = (rq.hw_ci & (rq.wqe_cnt - 1)) as usize;
+        let (cqn, counter) = (rq.cqn, rq.hw_ci as u16);
+        rq.hw_ci = rq.hw_ci.wrapping_add(1);
+        if !rq.plain {
+            self.rx_scatter(port, wq, slot, cqn, counter, frame, pre);
+            return;
+        }
         let mut seg = [0u8; 16];
         // SAFETY: slot is inside the RQ ring and below the posted counter.
         unsafe { dma::read(rq.mem.ring().wrapping_add(slot * 16), &mut seg) };
-        let byte_count = u32::from_be_bytes(seg[0..4].try_into().expect("4"));
-        let lkey = u32::from_be_bytes(seg[4..8].try_into().expect("4"));
-        let addr = u64::from_be_bytes(seg[8..16].try_into().expect("8"));
-        let (cqn, counter) = (rq.cqn, rq.hw_ci as u16);
-        rq.hw_ci = rq.hw_ci.wrapping_add(1);
+        let (byte_count, lkey, addr) = data_seg(&seg);
         let injected = self.take_fault(port, |f| matches!(f, Fault::RxError { .. }));
         let failure = if let Some(Fault::RxError { syndrome }) = injected {
             Some(syndrome)
@@ -1132,12 +1170,7 @@ impl Device {
             None
         };
         if let Some(synd) = failure {
-            if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
-                self.rqs[ri].as_mut().expect("live").error = true;
-            }
-            self.ports[port].counters.rx_error_cqes += 1;
-            let err = ErrCqe::resp_err(synd, counter, wq);
-            self.write_cqe(cqn, err.as_bytes());
+            self.rx_failed(port, wq, cqn, counter, synd);
             return;
         }
         let dst = addr as *mut u8;
@@ -1160,12 +1193,127 @@ impl Device {
             }
         };
         let flags = hdr_type_etc(buf, parsed);
-        let drops = std::mem::take(&mut self.rqs[ri].as_mut().expect("live").pending_drops);
+        self.rx_done(port, wq, cqn, counter, frame.len, hash, flags, 0);
+    }
+
+    /// [`Device::rx_into`] for a WQ whose WQEs hold several data segments or that has receive
+    /// offloads (`RqOptions`): the frame is first made what the queue receives (checksums of
+    /// the sender's offload filled in, an 802.1Q tag taken out when stripping, the FCS of the
+    /// frame as on the wire appended when scattering it), then scattered across the WQE's data
+    /// segments in order. The scatter list ends at the WQE's end or at the first segment with
+    /// the invalid lkey (rdma-core `mlx5_post_wq_recv` writes one after the SGEs when fewer than
+    /// the WQE holds); a frame longer than the segments' sum is a local length error (PRM:
+    /// receive WQE = array of data segments).
+    #[allow(clippy::too_many_arguments)]
+    fn rx_scatter(
+        &mut self,
+        port: usize,
+        wq: u32,
+        slot: usize,
+        cqn: u32,
+        counter: u16,
+        frame: &Frame<'_>,
+        pre: Option<(&pkt::Parsed, u32)>,
+    ) {
+        let rq = self.rqs[wq.wrapping_sub(WQN_BASE) as usize].as_ref().expect("live");
+        let (stride, fcs, strip) = (rq.stride as usize, rq.scatter_fcs, rq.strip_cvlan);
+        let mut wqe = [0u8; 16 * super::MAX_RQ_SGE as usize];
+        // SAFETY: the WQE at slot is inside the RQ ring (stride bytes per WQE) and posted.
+        unsafe { dma::read(rq.mem.ring().wrapping_add(slot * stride), &mut wqe[..stride]) };
+        let segs = wqe[..stride]
+            .chunks_exact(16)
+            .map(|s| data_seg(s.try_into().expect("16 bytes")))
+            .take_while(|&(_, lkey, _)| lkey != INVALID_LKEY);
+        let mut buf = std::mem::take(&mut self.delivered);
+        frame.assemble(&mut buf);
+        fill_checksums(&mut buf, frame.csum);
+        let parsed_here;
+        let (parsed, hash) = match pre {
+            Some(p) => p,
+            None => {
+                parsed_here = pkt::parse(&buf);
+                (&parsed_here, self.rss_hash(&buf, &parsed_here))
+            }
+        };
+        let mut flags = hdr_type_etc(&buf, parsed);
+        let wire_fcs = fcs.then(|| fcs32(&buf));
+        let mut vlan = 0;
+        if strip && buf.len() >= 18 && buf[12..14] == [0x81, 0x00] {
+            vlan = u16::from_be_bytes([buf[14], buf[15]]);
+            buf.drain(12..16);
+            flags |= cqe_flags::VLAN_STRIPPED;
+        }
+        if let Some(f) = wire_fcs {
+            buf.extend_from_slice(&f.to_le_bytes());
+        }
+        let injected = self.take_fault(port, |f| matches!(f, Fault::RxError { .. }));
+        let mut room = 0u64;
+        let failure = if let Some(Fault::RxError { syndrome }) = injected {
+            Some(syndrome)
+        } else if wqe[4..8] == INVALID_LKEY.to_be_bytes() {
+            Some(syndrome::LOCAL_QP_OP)
+        } else if segs.clone().any(|(len, lkey, addr)| {
+            room += u64::from(len);
+            self.mr_range(lkey, addr, u64::from(len)).is_none()
+        }) {
+            Some(syndrome::LOCAL_PROT)
+        } else if buf.len() as u64 > room {
+            Some(syndrome::LOCAL_LENGTH)
+        } else {
+            None
+        };
+        let len = buf.len();
+        if failure.is_none() {
+            let mut rest = &buf[..];
+            for (seg_len, _, addr) in segs {
+                if rest.is_empty() {
+                    break;
+                }
+                let n = rest.len().min(seg_len as usize);
+                // `[addr, addr + seg_len)` lies in a live MR (checked above) and belongs to the
+                // device from the RQ doorbell to the CQE; `buf` is the model's own vector.
+                // SAFETY: as above.
+                unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), addr as *mut u8, n) };
+                rest = &rest[n..];
+            }
+        }
+        self.delivered = buf;
+        match failure {
+            Some(synd) => self.rx_failed(port, wq, cqn, counter, synd),
+            None => self.rx_done(port, wq, cqn, counter, len, hash, flags, vlan),
+        }
+    }
+
+    /// A receive WQE that failed with `synd`: its error CQE; the errors the PRM calls fatal to
+    /// the queue (a bad lkey, protection, flush) put the RQ in the error state.
+    fn rx_failed(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, synd: u8) {
+        if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
+            self.rqs[wq.wrapping_sub(WQN_BASE) as usize]
+                .as_mut()
+                .expect("live")
+                .error = true;
+        }
+        self.ports[port].counters.rx_error_cqes += 1;
+        let err = ErrCqe::resp_err(synd, counter, wq);
+        self.write_cqe(cqn, err.as_bytes());
+    }
+
+    /// A frame of `len` bytes received into WQE `counter` of `wq`: counters, and its CQE.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn rx_done(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, len: usize, hash: u32, flags: u16, vlan: u16) {
+        let drops = std::mem::take(
+            &mut self.rqs[wq.wrapping_sub(WQN_BASE) as usize]
+                .as_mut()
+                .expect("live")
+                .pending_drops,
+        );
         let c = &mut self.ports[port].counters;
         c.rx_frames += 1;
-        c.rx_bytes += frame.len as u64;
-        let now = self.now_ns();
-        let mut cqe = Cqe64::resp_send(counter, frame.len as u32, hash, flags, now, drops);
+        c.rx_bytes += len as u64;
+        let now = self.now_ticks();
+        let mut cqe = Cqe64::resp_send(counter, len as u32, hash, flags, now, drops);
+        cqe.vlan_info = Be16::new(vlan);
         // CQE v1 names the receiving queue by its user index in `srqn_uidx[23:0]` (rdma-core
         // `cq.c` looks the WQ up by it); the model's user index is the WQ number.
         cqe.srqn_uidx = Be32::new(wq & 0x00ff_ffff);
@@ -1342,10 +1490,49 @@ pub fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
     f
 }
 
+/// A data segment's byte count, lkey and address (`struct mlx5_wqe_data_seg`, big-endian).
+fn data_seg(seg: &[u8; 16]) -> (u32, u32, u64) {
+    (
+        u32::from_be_bytes(seg[0..4].try_into().expect("4")),
+        u32::from_be_bytes(seg[4..8].try_into().expect("4")),
+        u64::from_be_bytes(seg[8..16].try_into().expect("8")),
+    )
+}
+
+/// The Ethernet FCS of `frame`: CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320, initial
+/// and final value all ones), sent least significant byte first.
+fn fcs32(frame: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    !frame
+        .iter()
+        .fold(!0u32, |c, &b| TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dv::golden;
+
+    /// The CRC-32 check value of IEEE 802.3 (and zlib): "123456789" gives 0xCBF43926.
+    #[test]
+    fn the_fcs_is_ieee_crc32() {
+        assert_eq!(fcs32(b"123456789"), 0xcbf4_3926);
+        assert_eq!(fcs32(b""), 0);
+    }
 
     #[test]
     fn parser_flags_for_the_reference_frame_are_those_of_g1() {

@@ -5,8 +5,8 @@
 //! `exec`; `docs/mlx5-notes.md` collects the rules and what the model chose where no source says
 //! what the hardware does):
 //! - Objects are laid out as `mlx5dv_init_obj` hands them over: an SQ of 64-byte WQEBBs with a
-//!   two-word doorbell record and a UAR page whose doorbell register is at 0x800
-//!   (`MLX5_BF_OFFSET`); a cyclic RQ of 16-byte WQEs with a one-word record; CQs of 64-byte CQEs
+//!   two-word doorbell record and a UAR page whose BlueFlame register is at 0x800
+//!   (`MLX5_BF_OFFSET`), two halves of [`BF_SIZE`] bytes that each take doorbells; a cyclic RQ of 16-byte WQEs with a one-word record; CQs of 64-byte CQEs
 //!   rounded like rdma-core (`roundup_pow2(n + 1)`) and initialised to `op_own = 0xF0`.
 //! - It executes only doorbelled WQEs: a UAR write names the last WQE; the model checks it against
 //!   the doorbell record and the WQE in memory (a mismatch, or a record that advanced with no UAR
@@ -55,6 +55,23 @@ use crate::mem::region::Region;
 pub use link::Link;
 use ring as dma;
 pub use trace::Trace;
+
+/// Bytes in each half of an SQ's BlueFlame register (`mlx5dv_qp.bf.size`): libmlx5 gives a QP
+/// half of a 512-byte register (`bf_reg_size` 1 << `log_bf_reg_size` 9, `buf_size = bf_reg_size
+/// / 2`, providers/mlx5/mlx5.c) and alternates between the halves (`bf->offset ^= bf->buf_size`
+/// in qp.c `post_send_db`), writing an 8-byte doorbell or a BlueFlame copy of the WQE, whose first
+/// 8 bytes are the same doorbell, at either one.
+pub const BF_SIZE: u32 = 256;
+
+/// The device's free-running clock, in kHz (`hca_core_clock`, mlx5 `device_frequency_khz`):
+/// CQE timestamps count its ticks since the NIC was made. 156.25 MHz, what ConnectX-5s report
+/// (`hca_core_clock 156250kHZ` in the `ibv_devinfo -v` outputs of openucx/ucx#5376 and #4770).
+pub const CLOCK_KHZ: u64 = 156_250;
+
+/// Device clock ticks in `ns` nanoseconds, without overflow for any `ns`.
+fn ticks_of_ns(ns: u64) -> u64 {
+    ns / 1_000_000 * CLOCK_KHZ + ns % 1_000_000 * CLOCK_KHZ / 1_000_000
+}
 
 /// Device behaviour knobs.
 #[derive(Clone, Debug)]
@@ -236,9 +253,11 @@ impl ObjMem {
             uar_off,
         };
         if with_uar {
-            // SAFETY: the register lies in the region just mapped, 8-byte aligned (page offset
-            // 0x800); no driver has its address yet.
-            unsafe { exec::take_uar(mem.bf_reg()) };
+            for reg in mem.bf_halves() {
+                // SAFETY: the register lies in the region just mapped, 8-byte aligned (page
+                // offset 0x800 or 0x900); no driver has its address yet.
+                unsafe { exec::take_uar(reg) };
+            }
         }
         Ok(mem)
     }
@@ -250,6 +269,10 @@ impl ObjMem {
     }
     fn bf_reg(&self) -> *mut u8 {
         self.region.base().wrapping_add(self.uar_off + BF_OFFSET)
+    }
+    /// The doorbell words of the register's two halves (see [`BF_SIZE`]).
+    fn bf_halves(&self) -> [*mut u8; 2] {
+        [self.bf_reg(), self.bf_reg().wrapping_add(BF_SIZE as usize)]
     }
 }
 
@@ -272,6 +295,14 @@ pub(crate) struct SqObj {
 pub(crate) struct RqObj {
     mem: Arc<ObjMem>,
     wqe_cnt: u32,
+    /// Bytes per WQE: 16 per data segment, a power of two.
+    stride: u32,
+    /// Receive offloads ([`RqOptions`]).
+    scatter_fcs: bool,
+    strip_cvlan: bool,
+    /// One data segment per WQE and no offload: the receive path that copies the frame
+    /// straight into the buffer.
+    plain: bool,
     wq_num: u32,
     cqn: u32,
     hw_ci: u32,
@@ -283,6 +314,25 @@ pub(crate) struct RqObj {
     error: bool,
     pending_drops: u8,
     state: RqState,
+}
+
+/// Data segments a receive WQE may hold: a ConnectX-5's `max_wqe_sz_rq` of 512 bytes
+/// (`ibv_query_device` reports `max_sge` 30, the smaller of the send and receive limits).
+pub const MAX_RQ_SGE: u32 = 32;
+
+/// How a receive WQ is made, beyond its size: the RQ context fields mlx5_ib sets from the verbs
+/// create flags (drivers/infiniband/hw/mlx5/qp.c `create_raw_packet_qp_rq`, and `create_rq`
+/// for a WQ).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RqOptions {
+    /// Data segments per WQE (0 or 1: one); the device scatters a frame across them in order.
+    pub max_sge: u32,
+    /// `scatter_fcs`: the frame's FCS, 4 bytes, is delivered after it and counted in the CQE's
+    /// byte count (`IBV_QP_CREATE_SCATTER_FCS`, `IBV_WQ_FLAGS_SCATTER_FCS`).
+    pub scatter_fcs: bool,
+    /// `vsd` clear: a frame's 802.1Q tag is taken out and reported in the CQE's `vlan_info`
+    /// (`IBV_QP_CREATE_CVLAN_STRIPPING`, `IBV_WQ_FLAGS_CVLAN_STRIPPING`).
+    pub strip_cvlan: bool,
 }
 
 /// The state of a receive WQ (`enum ibv_wq_state` minus UNKNOWN). Frames steered to a WQ that
@@ -433,14 +483,18 @@ pub struct Device {
     counters: DeviceCounters,
     trace: Option<Trace>,
     clock: Instant,
-    /// The clock in ns, read at most once per step: at the first completion the step writes.
-    now: Option<u64>,
+    /// The clock in ns and in device ticks, read at most once per step: at the first completion
+    /// the step writes.
+    now: Option<(u64, u64)>,
     /// The frames of the WQE being executed, described rather than copied (taken out while a
     /// WQE executes). Bytes are copied only where something reads them (exec.rs, `Frame`).
     out: Option<Box<exec::WqeFrames>>,
     /// A frame assembled in one piece, for the consumers that need one (an AF_PACKET send, a
     /// capture, flow classification, checksums on a frame that goes to no receive buffer).
     scratch: Vec<u8>,
+    /// A frame as a receive queue with offloads or several data segments gets it (checksums
+    /// filled, tag stripped, FCS appended), before it is scattered.
+    delivered: Vec<u8>,
     /// The receive buffer of an AF_PACKET wire.
     rxbuf: Vec<u8>,
     wqe: Vec<u8>,
@@ -541,6 +595,7 @@ impl Nic {
         let dev = Device {
             out: Some(Box::default()),
             scratch: Vec::with_capacity(cfg.max_frame),
+            delivered: Vec::with_capacity(cfg.max_frame + 4),
             rxbuf: vec![0; cfg.max_frame],
             rss: crate::flow::rss::ToeplitzTable::new(&crate::flow::rss::DEFAULT_KEY),
             wqe: vec![0; 64 * SEND_WQE_BB],
@@ -691,7 +746,7 @@ impl Nic {
                 buf: mem.ring(),
                 dbrec: mem.dbrec(),
                 bf_reg: mem.bf_reg(),
-                bf_size: 0,
+                bf_size: BF_SIZE,
                 cnt: wqe_cnt,
                 stride: SEND_WQE_BB as u32,
                 num: qpn,
@@ -703,17 +758,30 @@ impl Nic {
     /// Creates a cyclic receive WQ (one data segment per WQE) on `port`, completing to `cqn`,
     /// and adds it to the port's RSS table. The WQ number is `raw.num`.
     pub fn alloc_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<QueueMem, String> {
-        self.new_rq(port, wqes, cqn, true)
+        self.new_rq(port, wqes, cqn, true, RqOptions::default())
     }
 
     /// Creates a cyclic receive WQ as `ibv_create_wq` does: in RESET, and in no RSS table until a
     /// TIR ([`Nic::create_tir`]) names it.
     pub fn alloc_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<QueueMem, String> {
-        self.new_rq(port, wqes, cqn, false)
+        self.new_rq(port, wqes, cqn, false, RqOptions::default())
     }
 
-    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool) -> Result<QueueMem, String> {
+    /// [`Nic::alloc_wq`] with WQEs of several data segments and receive offloads.
+    pub fn alloc_wq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<QueueMem, String> {
+        if opts.max_sge > MAX_RQ_SGE {
+            return Err(format!(
+                "{} data segments per receive WQE (at most {MAX_RQ_SGE})",
+                opts.max_sge
+            ));
+        }
+        self.new_rq(port, wqes, cqn, false, opts)
+    }
+
+    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool, opts: RqOptions) -> Result<QueueMem, String> {
         let wqe_cnt = wqes.max(1).next_power_of_two();
+        // A WQE is its data segments, rounded up to a power of two (the RQ's `log_wq_stride`).
+        let stride = 16 * opts.max_sge.max(1).next_power_of_two();
         let mut d = self.dev();
         if port >= d.ports.len() {
             return Err(format!("model port {port} does not exist"));
@@ -721,12 +789,16 @@ impl Nic {
         if d.cq(cqn).is_none() {
             return Err(format!("CQ {cqn:#x} does not exist"));
         }
-        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * 16, false)?);
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * stride as usize, false)?);
         let idx = slot(
             &mut d.rqs,
             RqObj {
                 mem: mem.clone(),
                 wqe_cnt,
+                stride,
+                scatter_fcs: opts.scatter_fcs,
+                strip_cvlan: opts.strip_cvlan,
+                plain: stride == 16 && !opts.scatter_fcs && !opts.strip_cvlan,
                 wq_num: 0,
                 cqn,
                 hw_ci: 0,
@@ -750,7 +822,7 @@ impl Nic {
                 bf_reg: std::ptr::null_mut(),
                 bf_size: 0,
                 cnt: wqe_cnt,
-                stride: 16,
+                stride,
                 num: wq_num,
             },
             keep,
@@ -966,6 +1038,12 @@ impl Nic {
     }
 
     /// The device's configuration (its send-path capabilities among it).
+    /// The device clock now, in ticks of [`CLOCK_KHZ`] (what `ibv_query_rt_values_ex` reads
+    /// from a ConnectX's internal timer): the clock of CQE timestamps.
+    pub fn clock_ticks(&self) -> u64 {
+        ticks_of_ns(self.dev().clock.elapsed().as_nanos() as u64)
+    }
+
     pub fn config(&self) -> ModelConfig {
         self.dev().cfg.clone()
     }
@@ -1225,7 +1303,9 @@ fn reset_sq_obj(sq: &mut SqObj) {
     // SAFETY: the dbrec and UAR words belong to this live SQ; a reset drops a pending UAR
     // write and zeroes the record (the driver zeroes its record too).
     unsafe {
-        exec::take_uar(sq.mem.bf_reg());
+        for reg in sq.mem.bf_halves() {
+            exec::take_uar(reg);
+        }
         dma::store_dbrec(sq.mem.dbrec().wrapping_add(crate::dv::prm::SND_DBR), 0);
     }
 }
@@ -1280,7 +1360,17 @@ impl Device {
     /// carries the same timestamp (a clock read per CQE would cost more than the rest of the
     /// CQE), and an idle step reads no clock at all.
     fn now_ns(&mut self) -> u64 {
-        *self.now.get_or_insert_with(|| self.clock.elapsed().as_nanos() as u64)
+        self.now().0
+    }
+    /// The device clock in ticks of [`CLOCK_KHZ`], as CQEs carry it: the step's reading.
+    fn now_ticks(&mut self) -> u64 {
+        self.now().1
+    }
+    fn now(&mut self) -> (u64, u64) {
+        *self.now.get_or_insert_with(|| {
+            let ns = self.clock.elapsed().as_nanos() as u64;
+            (ns, ticks_of_ns(ns))
+        })
     }
 }
 
