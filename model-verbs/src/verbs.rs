@@ -129,6 +129,7 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     ops.req_notify_cq = Some(req_notify_cq);
     vctx.query_port = Some(query_port_ex);
     vctx.query_device_ex = Some(query_device_ex);
+    vctx.query_rt_values = Some(query_rt_values);
     vctx.create_qp_ex = Some(create_qp_ex);
     vctx.create_wq = Some(create_wq);
     vctx.modify_wq = Some(modify_wq);
@@ -238,6 +239,32 @@ pub unsafe extern "C" fn ibv_query_device(context: *mut ibv_context, device_attr
         }
         // SAFETY: a live context; the caller's attr struct is valid for writing (non-NULL).
         unsafe { *device_attr_out = device_attr((*Context::from_ctx(context)).port) };
+        0
+    })
+}
+
+/// `ibv_query_rt_values_ex`: the device clock now, raw, as rdma-core's `mlx5_query_rt_values`
+/// (providers/mlx5/verbs.c) gives it: the ticks in `raw_clock.tv_nsec`, `tv_sec` 0. The model
+/// NIC's clock, the one its CQEs carry.
+unsafe extern "C" fn query_rt_values(context: *mut ibv_context, values: *mut ibv_values_ex) -> c_int {
+    guard(EINVAL, || {
+        let Ok(g) = g() else { return EINVAL };
+        if live(g, context.cast(), Kind::Context).is_err() || values.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: the caller's struct (checked non-null above).
+        let v = unsafe { &mut *values };
+        // verbs.h `ibv_query_rt_values_ex` refuses bits past the known ones before the op.
+        if v.comp_mask & !(IBV_VALUES_MASK_RESERVED - 1) != 0 {
+            return EINVAL;
+        }
+        if v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK != 0 {
+            v.raw_clock.tv_sec = 0;
+            v.raw_clock.tv_nsec = g.nic.clock_ticks() as _;
+            v.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+        } else {
+            v.comp_mask = 0;
+        }
         0
     })
 }

@@ -373,6 +373,10 @@ impl Device {
         }
         self.sqs[i].as_mut().expect("caller checked").unrung_polls = 0;
         self.counters.doorbells += 1;
+        // The clock is read again after a doorbell: the step's clock may predate it, and the
+        // frames it sends must not arrive dated before the sender read the device clock
+        // (`Port::device_clock_ns`, pktgen --hw-timestamps). One read per doorbell, not per CQE.
+        self.now = None;
         if self.take_fault(port, |f| matches!(f, Fault::LostDoorbell)).is_some() {
             self.counters.doorbells_lost += 1;
             self.trace_event(format_args!(
@@ -536,7 +540,7 @@ impl Device {
                 // The hardware writes a CQE only for a WQE that asks for one (CE = 2 in
                 // `fm_ce_se`, `MLX5_WQE_CTRL_CQ_UPDATE`).
                 if signalled {
-                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ns());
+                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ticks());
                     // The completed WQE's own opcode in sop_drop_qpn[31:24] (0x29 for an eMPW),
                     // which rdma-core's `handle_good_req` (providers/mlx5/cq.c) reads.
                     cqe.sop_drop_qpn = Be32::new(u32::from(ctrl.opcode()) << 24 | qpn);
@@ -1164,7 +1168,7 @@ impl Device {
         let c = &mut self.ports[port].counters;
         c.rx_frames += 1;
         c.rx_bytes += frame.len as u64;
-        let now = self.now_ns();
+        let now = self.now_ticks();
         let mut cqe = Cqe64::resp_send(counter, frame.len as u32, hash, flags, now, drops);
         // CQE v1 names the receiving queue by its user index in `srqn_uidx[23:0]` (rdma-core
         // `cq.c` looks the WQ up by it); the model's user index is the WQ number.

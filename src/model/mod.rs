@@ -57,6 +57,17 @@ use ring as dma;
 pub use trace::Trace;
 
 /// Device behaviour knobs.
+/// The device clock's frequency, `hca_core_clock` in kHz: a ConnectX-5's 156.25 MHz (6.4 ns a
+/// tick; published `ibv_devinfo -v` output, see model-verbs `device.rs`). The model's CQEs carry
+/// this clock in ticks since the NIC was created, as hardware's carry its free-running clock
+/// (the PRM's CQE `timestamp`; converted to ns by the driver, `dv::TickClock`).
+pub const HCA_CORE_CLOCK_KHZ: u64 = 156_250;
+
+/// `ns` of the model's clock as ticks of [`HCA_CORE_CLOCK_KHZ`].
+fn ticks(ns: u64) -> u64 {
+    (u128::from(ns) * u128::from(HCA_CORE_CLOCK_KHZ) / 1_000_000) as u64
+}
+
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
     /// Headers every send WQE must inline (ConnectX-4: L2, at least 18 bytes; CX-5 and later:
@@ -491,6 +502,8 @@ impl Device {
 /// takes it: it talks to the model only through ring memory, as with hardware.
 pub struct Nic {
     dev: Arc<Mutex<Device>>,
+    /// When the device clock read 0 (the device's `clock`), read without the device's lock.
+    epoch: Instant,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -534,6 +547,7 @@ impl Nic {
                 taps: false,
             })
             .collect();
+        let epoch = Instant::now();
         let dev = Device {
             out: Some(Box::default()),
             scratch: Vec::with_capacity(cfg.max_frame),
@@ -550,7 +564,7 @@ impl Nic {
             next_flow: 1,
             counters: DeviceCounters::default(),
             trace,
-            clock: Instant::now(),
+            clock: epoch,
             now: None,
             published: Vec::new(),
             tx_sq: 0,
@@ -558,9 +572,16 @@ impl Nic {
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
+            epoch,
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
         }))
+    }
+
+    /// The device clock now, in ticks of [`HCA_CORE_CLOCK_KHZ`] (what `ibv_query_rt_values_ex`
+    /// reads on hardware), on the time base of the CQEs' timestamps.
+    pub fn clock_ticks(&self) -> u64 {
+        ticks(self.epoch.elapsed().as_nanos() as u64)
     }
 
     /// Two ports connected back to back.
@@ -1272,11 +1293,15 @@ impl Device {
     fn rq_mut(&mut self, wq: u32) -> Option<&mut RqObj> {
         self.rqs.get_mut(wq.wrapping_sub(WQN_BASE) as usize)?.as_mut()
     }
-    /// The device clock: read at most once per step, so every completion of one poll cycle
-    /// carries the same timestamp (a clock read per CQE would cost more than the rest of the
-    /// CQE), and an idle step reads no clock at all.
+    /// The device clock: read at most once per step and doorbell (`exec.rs`, `process_sq`), so
+    /// the completions of one poll cycle share a timestamp (a clock read per CQE would cost more
+    /// than the rest of the CQE), and an idle step reads no clock at all.
     fn now_ns(&mut self) -> u64 {
         *self.now.get_or_insert_with(|| self.clock.elapsed().as_nanos() as u64)
+    }
+    /// [`Device::now_ns`] in the ticks a CQE carries.
+    fn now_ticks(&mut self) -> u64 {
+        ticks(self.now_ns())
     }
 }
 
