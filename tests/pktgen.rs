@@ -210,6 +210,11 @@ fn usage_mistakes_are_one_line_and_exit_2() {
         (&["--dst-mac", "0:0:0:0:0:+1"], "six hex bytes"),
         (&["--cores", "4096"], "CPUs"),
         (&["--count", "many"], "invalid value"),
+        (
+            &["--port", "model:hw-a/0", "--rx-port", "model:hw-b/1", "--hw-timestamps"],
+            "not on one device clock",
+        ),
+        (&["--port", "model:x/0", "--hw-timestamps"], "--hw-timestamps measures"),
         (&["--bogus"], "--bogus"),
     ] {
         fails_with(2, args, want);
@@ -972,4 +977,43 @@ fn search_mistakes_are_one_line() {
     fails_with(2, &["--search", "--search-sizes", "59"], "--search-sizes \"59\"");
     fails_with(2, &["--search", "--port", "model:s/0"], "--search needs --rx-port");
     fails_with(2, &["--search", "--resolution", "0%"], "--resolution 0%");
+}
+
+/// --hw-timestamps: the senders stamp with the model NIC's clock and the receiver takes each
+/// frame's receive timestamp on the same clock. The latency stream's figures are positive and no
+/// worse than the run's own clock measures them (which adds the receiver's polling), within
+/// slack for a loaded machine; the summary names the clock.
+#[test]
+fn hardware_timestamps_measure_latency_on_the_device_clock() {
+    let _one = serial();
+    let run = |hw: bool| {
+        let mut args = vec!["--rate", "200k", "--duration", "1", "--json"];
+        if hw {
+            args.push("--hw-timestamps");
+        }
+        let s = summary(&pktgen(&args));
+        assert_eq!(s["lost"], 0, "{s}");
+        assert_eq!(s["latency_clock"], if hw { "device" } else { "software" }, "{s}");
+        let lat = s["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["latency_stream"] == true)
+            .expect("a latency stream")["latency_ns"]
+            .clone();
+        assert!(lat["samples"].as_u64().unwrap() >= 500, "{lat}");
+        let q: Vec<u64> = ["min", "p50", "p99"].iter().map(|k| lat[k].as_u64().unwrap()).collect();
+        assert!(
+            q[0] > 1 && q.windows(2).all(|w| w[0] <= w[1]),
+            "{}: {q:?}",
+            s["latency_clock"]
+        );
+        q[1]
+    };
+    let (hw, sw) = (run(true), run(false));
+    eprintln!("latency stream p50: device clock {hw} ns, software clock {sw} ns");
+    assert!(
+        hw <= 2 * sw + 20_000,
+        "device-clock p50 {hw} ns against {sw} ns on the run's clock"
+    );
 }

@@ -184,7 +184,7 @@ impl Reporter {
     pub fn summary(&self, s: &Summary) {
         if self.json {
             let lat = match &s.latency {
-                Some(l) => format!(",\"latency_ns\":{}", l.json()),
+                Some(l) => format!(",\"latency_clock\":\"{}\",\"latency_ns\":{}", s.clock, l.json()),
                 None => String::new(),
             };
             let streams: Vec<String> = s
@@ -237,7 +237,8 @@ impl Reporter {
         }
         if let Some(l) = &s.latency {
             rawpkt::outln!(
-                "         latency ns: min {} p50 {} p99 {} p99.9 {} max {} ({} samples)",
+                "         latency ns ({} clock): min {} p50 {} p99 {} p99.9 {} max {} ({} samples)",
+                s.clock,
                 l.min,
                 l.p50,
                 l.p99,
@@ -360,6 +361,9 @@ pub struct Summary {
     /// Of every stamped frame, all streams together.
     pub latency: Option<Latency>,
     pub streams: Vec<StreamSummary>,
+    /// The clock the stamps and latencies were read on: "software" (the run's monotonic clock)
+    /// or "device" (the NIC's, --hw-timestamps).
+    pub clock: &'static str,
 }
 
 impl Summary {
@@ -417,6 +421,7 @@ impl Summary {
             has_rx,
             latency,
             streams,
+            clock: "software",
         }
     }
 

@@ -102,6 +102,8 @@ pub struct TxPlan {
     pub burst: usize,
     pub deadline: Option<Instant>,
     pub per_stream: Arc<Vec<StreamCounters>>,
+    /// Stamp with the port's device clock (`Port::device_clock_ns`), not the run's.
+    pub hw_clock: bool,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -288,7 +290,12 @@ pub fn transmit(
             // One clock read per burst: the rates' credit and the send stamp of every packet.
             let now = Instant::now();
             let elapsed = (now - start).as_nanos() as u64;
-            let now_ns = (now - epoch).as_nanos() as u64;
+            let now_ns = if plan.hw_clock {
+                // `main` checked that the port has a device clock.
+                port.device_clock_ns().unwrap_or(0)
+            } else {
+                (now - epoch).as_nanos() as u64
+            };
             if room > 0 {
                 for l in lanes.iter_mut() {
                     let room = plan.burst - burst.len();
@@ -378,6 +385,9 @@ pub struct RxPlan {
     /// Whether to read stamps: not in a replay, whose frames may carry another run's.
     pub stamps: bool,
     pub epoch: Instant,
+    /// The stamps are the device clock's: latency is the frame's receive timestamp minus its
+    /// stamp (`QueueConfig::rx_timestamps`).
+    pub hw_clock: bool,
 }
 
 /// What the receiver measured of one stream: latency, and inter-departure times if asked for.
@@ -419,12 +429,14 @@ pub struct Receiver {
     unix_base_ns: u64,
     iter: u32,
     stamps: bool,
+    hw_clock: bool,
 }
 
 impl Receiver {
     pub fn new(plan: RxPlan) -> Result<Receiver, Fail> {
         let qcfg = QueueConfig {
             size: 4096,
+            rx_timestamps: plan.hw_clock,
             ..QueueConfig::default()
         };
         let pool = Pool::new(PoolConfig {
@@ -470,6 +482,7 @@ impl Receiver {
             epoch: plan.epoch,
             iter: 0,
             stamps: plan.stamps,
+            hw_clock: plan.hw_clock,
         })
     }
 
@@ -499,6 +512,13 @@ impl Receiver {
                 // at the port only.
                 let Some(st) = self.streams.get_mut(usize::from(id)).filter(|_| t != NO_STAMP) else {
                     continue;
+                };
+                // With device stamps, the time this frame reached the device, on the clock the
+                // sender stamped it with; else the time of the burst, on the run's clock.
+                let now = if self.hw_clock {
+                    self.got.packet(i).timestamp()
+                } else {
+                    now
                 };
                 let lat = now.saturating_sub(t).max(1);
                 st.packets += 1;
