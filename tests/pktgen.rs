@@ -649,10 +649,12 @@ fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
             "timed replay {x}x: median gap {m_got:.0} ns (scaled back) against {m_want:.0} ns, mean {mean_got:.0} against {mean_want:.0}"
         );
         // The pacer follows the file's times exactly against a simulated clock (its unit test).
-        // Here capture times are receive times, one per receive burst, and a model NIC thread
-        // or receiver that loses its CPU for a few ms (a shared machine) clumps the frames:
-        // the mean over a second holds, the median is printed (the closing note of issue 16
-        // has the figures of a quiet machine).
+        // Here both captures date each frame by its own device receive timestamp (a model port
+        // has them), not by the receive burst that took it. A sender that loses its CPU for a
+        // few ms (a shared machine) still releases the frames due meanwhile back to back: on
+        // the 2-CPU VM at load 4-5, two thirds of a 5 kpps run's send stamps were 0 ns apart
+        // (2026-11-24), so the median gap is 0 in the source and the replays alike. The mean
+        // over a second holds; the median is printed.
         let tolerance = if x == 1 { 0.05 } else { 0.15 };
         assert!(
             (mean_got / mean_want - 1.0).abs() <= tolerance,

@@ -430,13 +430,25 @@ pub struct Receiver {
     iter: u32,
     stamps: bool,
     hw_clock: bool,
+    /// With receive timestamps: the device clock's reading at `epoch`, to date captured frames
+    /// by their own arrival rather than by the burst that took them.
+    dev_epoch: Option<u64>,
 }
 
 impl Receiver {
     pub fn new(plan: RxPlan) -> Result<Receiver, Fail> {
+        // A capture takes each frame's device timestamp where the port has them: a receive
+        // burst's frames arrived at different times, and the gaps between them are what a
+        // capture is read for (a timed replay reproduces them).
+        let dev_epoch = match plan.port.device_clock_ns() {
+            Some(now) if plan.hw_clock || plan.capture.is_some() => {
+                Some(now.wrapping_sub(plan.epoch.elapsed().as_nanos() as u64))
+            }
+            _ => None,
+        };
         let qcfg = QueueConfig {
             size: 4096,
-            rx_timestamps: plan.hw_clock,
+            rx_timestamps: dev_epoch.is_some(),
             ..QueueConfig::default()
         };
         let pool = Pool::new(PoolConfig {
@@ -483,6 +495,7 @@ impl Receiver {
             iter: 0,
             stamps: plan.stamps,
             hw_clock: plan.hw_clock,
+            dev_epoch,
         })
     }
 
@@ -541,7 +554,11 @@ impl Receiver {
             }
             if let Some(w) = self.capture.as_mut() {
                 for i in 0..self.got.len() {
-                    if let Err(e) = w.write(self.unix_base_ns + now, self.got.data(i)) {
+                    let at = match self.dev_epoch {
+                        Some(e) => self.got.packet(i).timestamp().wrapping_sub(e),
+                        None => now,
+                    };
+                    if let Err(e) = w.write(self.unix_base_ns.wrapping_add(at), self.got.data(i)) {
                         self.capture_error.get_or_insert(e.to_string());
                         break;
                     }
