@@ -670,11 +670,18 @@ fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
         );
         // The pacer follows the file's times exactly against a simulated clock (its unit test).
         // Here both captures date each frame by its own device receive timestamp (a model port
-        // has them), not by the receive burst that took it. A sender that loses its CPU for a
-        // few ms (a shared machine) still releases the frames due meanwhile back to back: on
-        // the 2-CPU VM at load 4-5, two thirds of a 5 kpps run's send stamps were 0 ns apart
-        // (2026-11-24), so the median gap is 0 in the source and the replays alike. The mean
-        // over a second holds; the median is printed.
+        // has them), not by the receive burst that took it, so the gaps are per frame and the
+        // medians compare (2-CPU VM at load 1: 199968 and 199870 ns against 199994). A sender
+        // or model thread that loses its CPU for a few ms releases the frames due meanwhile
+        // back to back; at load 4-7 (other builds on the machine) more than half the gaps were
+        // 0 and this fails with the fraction below: rerun it alone on a quieter machine.
+        let zeros = |g: &[u64]| g.iter().filter(|&&v| v == 0).count() as f64 / g.len() as f64;
+        assert!(
+            (m_got / m_want - 1.0).abs() <= 0.05,
+            "{x}x: median gap {m_got} ns against {m_want} ns ({:.0} % and {:.0} % of the gaps are 0: frames clumped by CPU stalls)",
+            100.0 * zeros(&got),
+            100.0 * zeros(&want)
+        );
         let tolerance = if x == 1 { 0.05 } else { 0.15 };
         assert!(
             (mean_got / mean_want - 1.0).abs() <= tolerance,
