@@ -131,7 +131,8 @@ pub struct QueueConfig {
     /// Recover a queue after a completion error (as DPDK does) instead of failing it (as VPP
     /// does).
     pub recover: bool,
-    /// Report the NIC's receive timestamp per packet (`flags::TIMESTAMP`). Off by default, like
+    /// Report the NIC's receive timestamp per packet (`flags::TIMESTAMP`), in ns of the device's
+    /// clock (see [`Packet::timestamp`](crate::mem::pool::Packet::timestamp)). Off by default, like
     /// DPDK's timestamp offload: it costs a load and a store per packet that most loops never read.
     pub rx_timestamps: bool,
     /// `xdp:` ports in copy mode: the most frames one wake-up (`sendto`) sends, capped at `size`

@@ -37,6 +37,10 @@ pub(crate) trait Backend: Send + Sync {
     fn device_drops(&self) -> Option<u64> {
         None
     }
+    /// [`Port::device_clock_ns`].
+    fn device_clock_ns(&self) -> Option<u64> {
+        None
+    }
     /// [`Port::buffers_pinned`]; by default one buffer per descriptor of each queue.
     fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
         2 * cfg.size as usize
@@ -176,6 +180,29 @@ impl Port {
     /// pile up between two completions, this is exact; it covers every queue of the port.
     pub fn device_drops(&self) -> Option<u64> {
         self.backend.device_drops()
+    }
+
+    /// The device's clock now, in ns on the time base of the receive timestamps its queues hand
+    /// up with [`QueueConfig::rx_timestamps`](crate::QueueConfig::rx_timestamps) (one clock per
+    /// device, not wall-clock time): a sender stamps a frame with it so that the receiver's
+    /// timestamp minus the stamp is the frame's time from send to receive, as DPDK's
+    /// `rte_eth_read_clock` allows. `model:` ports read the model NIC's clock; `mlx5:` ports the
+    /// device's (`ibv_query_rt_values_ex`); None where the port has no device clock (`xdp:`,
+    /// `verbs:`, a device that reports no clock frequency). Two ports share a time base when
+    /// [`Port::shares_device_clock`] says so.
+    pub fn device_clock_ns(&self) -> Option<u64> {
+        self.backend.device_clock_ns()
+    }
+
+    /// Whether both ports have a device clock ([`Port::device_clock_ns`]) and it is one clock:
+    /// ports of one model NIC, or of one RDMA device.
+    pub fn shares_device_clock(&self, other: &Port) -> bool {
+        let one_device = match (self.identity(), other.identity()) {
+            (PortIdentity::Model { nic: a, .. }, PortIdentity::Model { nic: b, .. }) => a == b,
+            (PortIdentity::Rdma { ibdev: a, .. }, PortIdentity::Rdma { ibdev: b, .. }) => a == b,
+            _ => false,
+        };
+        one_device && self.device_clock_ns().is_some() && other.device_clock_ns().is_some()
     }
 
     /// The backend behind the port.

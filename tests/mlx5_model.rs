@@ -1104,3 +1104,40 @@ fn a_fatal_device_error_fails_the_queues_and_loses_no_buffer() {
     }
     assert_eq!(model.live_objects(), 0);
 }
+
+/// An mlx5 port's receive timestamps are ns of the device clock: the CQEs' ticks converted with
+/// the `hca_core_clock` that `ibv_query_device_ex` reports, and `Port::device_clock_ns` reads the
+/// same clock through `ibv_query_rt_values_ex`; a frame's stamp falls between the reads before
+/// it was sent and after it arrived. A verbs: port hands up no timestamps and has no such clock.
+#[test]
+fn mlx5_receive_timestamps_are_nanoseconds_of_the_device_clock() {
+    let (_g, _model) = setup();
+    let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+    let b = open("mlx5:mlx5_1/1", &opts(1, &[]));
+    let v = open("verbs:mlx5_0/1", &opts(1, &[]));
+    assert_eq!(v.device_clock_ns(), None);
+    assert!(!a.shares_device_clock(&b), "two RDMA devices, two clocks");
+    let pool = pool();
+    let cfg = QueueConfig {
+        rx_timestamps: true,
+        ..qcfg()
+    };
+    let mut tx = a.tx_queue(0, &pool, &cfg).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &cfg).unwrap();
+    let mut got = Burst::new(&pool, 1);
+    for i in 0..10u16 {
+        std::thread::sleep(Duration::from_millis(2));
+        let before = a.device_clock_ns().expect("the model library reads its clock");
+        send(tx.as_mut(), &pool, &[udp(MAC1, [10, 0, 3, 1], 3000 + i, 53)]);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while got.is_empty() {
+            assert!(Instant::now() < deadline, "frame {i} never arrived");
+            rx.rx_burst(&mut got).unwrap();
+        }
+        let after = b.device_clock_ns().unwrap();
+        assert!(got.packet(0).flags() & rawpkt::flags::TIMESTAMP != 0);
+        let ts = got.packet(0).timestamp();
+        assert!(before <= ts && ts <= after, "frame {i}: {before} <= {ts} <= {after} ns");
+        got.clear();
+    }
+}

@@ -210,6 +210,11 @@ fn usage_mistakes_are_one_line_and_exit_2() {
         (&["--dst-mac", "0:0:0:0:0:+1"], "six hex bytes"),
         (&["--cores", "4096"], "CPUs"),
         (&["--count", "many"], "invalid value"),
+        (
+            &["--port", "model:hw-a/0", "--rx-port", "model:hw-b/1", "--hw-timestamps"],
+            "not on one device clock",
+        ),
+        (&["--port", "model:x/0", "--hw-timestamps"], "--hw-timestamps measures"),
         (&["--bogus"], "--bogus"),
     ] {
         fails_with(2, args, want);
@@ -590,6 +595,26 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
     // pktgen's own report of the same departures agrees on the mean.
     let d = &s["streams"][0]["departures_ns"];
     assert!((d["mean"].as_f64().unwrap() - mean).abs() < 10.0, "{d}");
+    // Stalls (gaps over 50 mean gaps: the sender lost its CPU) are counted apart, as the
+    // report counts them, and left out of a second coefficient of variation.
+    let stalls = gaps.iter().filter(|&&g| g > 50.0 * mean).count() as u64;
+    let kept = &gaps[..gaps.len() - stalls as usize];
+    let m = kept.iter().sum::<f64>() / kept.len() as f64;
+    let cv_kept = (kept.iter().map(|g| (g - m).powi(2)).sum::<f64>() / kept.len() as f64).sqrt() / m;
+    eprintln!(
+        "poisson: {stalls} stalls, cv without them {cv_kept:.3}; pktgen reports {} and {}",
+        d["stalls"], d["cv_without_stalls"]
+    );
+    let reported = d["stalls"].as_u64().expect("stalls reported");
+    assert!(
+        reported.abs_diff(stalls) <= 2 + stalls / 20,
+        "stalls: {reported} reported, {stalls} in the capture"
+    );
+    let cv_reported = d["cv_without_stalls"].as_f64().unwrap();
+    assert!(
+        (cv_reported / cv_kept - 1.0).abs() < 0.1,
+        "cv without stalls: {cv_reported} against {cv_kept}"
+    );
 }
 
 /// Gaps between consecutive records of a capture, ns, sorted.
@@ -644,10 +669,19 @@ fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
             "timed replay {x}x: median gap {m_got:.0} ns (scaled back) against {m_want:.0} ns, mean {mean_got:.0} against {mean_want:.0}"
         );
         // The pacer follows the file's times exactly against a simulated clock (its unit test).
-        // Here capture times are receive times, one per receive burst, and a model NIC thread
-        // or receiver that loses its CPU for a few ms (a shared machine) clumps the frames:
-        // the mean over a second holds, the median is printed (the closing note of issue 16
-        // has the figures of a quiet machine).
+        // Here both captures date each frame by its own device receive timestamp (a model port
+        // has them), not by the receive burst that took it, so the gaps are per frame and the
+        // medians compare (2-CPU VM at load 1: 199968 and 199870 ns against 199994). A sender
+        // or model thread that loses its CPU for a few ms releases the frames due meanwhile
+        // back to back; at load 4-7 (other builds on the machine) more than half the gaps were
+        // 0 and this fails with the fraction below: rerun it alone on a quieter machine.
+        let zeros = |g: &[u64]| g.iter().filter(|&&v| v == 0).count() as f64 / g.len() as f64;
+        assert!(
+            (m_got / m_want - 1.0).abs() <= 0.05,
+            "{x}x: median gap {m_got} ns against {m_want} ns ({:.0} % and {:.0} % of the gaps are 0: frames clumped by CPU stalls)",
+            100.0 * zeros(&got),
+            100.0 * zeros(&want)
+        );
         let tolerance = if x == 1 { 0.05 } else { 0.15 };
         assert!(
             (mean_got / mean_want - 1.0).abs() <= tolerance,
@@ -972,4 +1006,43 @@ fn search_mistakes_are_one_line() {
     fails_with(2, &["--search", "--search-sizes", "59"], "--search-sizes \"59\"");
     fails_with(2, &["--search", "--port", "model:s/0"], "--search needs --rx-port");
     fails_with(2, &["--search", "--resolution", "0%"], "--resolution 0%");
+}
+
+/// --hw-timestamps: the senders stamp with the model NIC's clock and the receiver takes each
+/// frame's receive timestamp on the same clock. The latency stream's figures are positive and no
+/// worse than the run's own clock measures them (which adds the receiver's polling), within
+/// slack for a loaded machine; the summary names the clock.
+#[test]
+fn hardware_timestamps_measure_latency_on_the_device_clock() {
+    let _one = serial();
+    let run = |hw: bool| {
+        let mut args = vec!["--rate", "200k", "--duration", "1", "--json"];
+        if hw {
+            args.push("--hw-timestamps");
+        }
+        let s = summary(&pktgen(&args));
+        assert_eq!(s["lost"], 0, "{s}");
+        assert_eq!(s["latency_clock"], if hw { "device" } else { "software" }, "{s}");
+        let lat = s["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["latency_stream"] == true)
+            .expect("a latency stream")["latency_ns"]
+            .clone();
+        assert!(lat["samples"].as_u64().unwrap() >= 500, "{lat}");
+        let q: Vec<u64> = ["min", "p50", "p99"].iter().map(|k| lat[k].as_u64().unwrap()).collect();
+        assert!(
+            q[0] > 1 && q.windows(2).all(|w| w[0] <= w[1]),
+            "{}: {q:?}",
+            s["latency_clock"]
+        );
+        q[1]
+    };
+    let (hw, sw) = (run(true), run(false));
+    eprintln!("latency stream p50: device clock {hw} ns, software clock {sw} ns");
+    assert!(
+        hw <= 2 * sw + 20_000,
+        "device-clock p50 {hw} ns against {sw} ns on the run's clock"
+    );
 }

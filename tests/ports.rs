@@ -511,3 +511,50 @@ fn a_port_says_how_many_buffers_a_queue_pair_pins() {
         assert_eq!(port.buffers_pinned(&q), 5 * size as usize, "size {size}");
     }
 }
+
+/// `flags::TIMESTAMP` is ns of the device's clock, the one `Port::device_clock_ns` reads: the
+/// model's CQEs carry ticks of its 156.25 MHz clock (as hardware's do), and the DV receive path
+/// converts them. A frame's timestamp falls between the clock read before it was sent and the one
+/// after it arrived, and the same NIC's two ports share the clock; a pair of NICs does not.
+#[test]
+fn receive_timestamps_are_nanoseconds_of_the_clock_the_port_reads() {
+    let a = open("model:clock-test/0").unwrap();
+    let b = open("model:clock-test/1").unwrap();
+    let other = open("model:clock-test-2/1").unwrap();
+    assert!(a.shares_device_clock(&b));
+    assert!(!a.shares_device_clock(&other));
+    let pool = Pool::new(PoolConfig::default()).unwrap();
+    let cfg = QueueConfig {
+        rx_timestamps: true,
+        ..QueueConfig::default()
+    };
+    let mut tx = a.tx_queue(0, &pool, &cfg).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &cfg).unwrap();
+    let mut out = Burst::new(&pool, 1);
+    let mut got = Burst::new(&pool, 1);
+    for seq in 0..20u64 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(out.alloc(1, 64), 1);
+        fill_frame(seq, out.data_mut(0));
+        let before = a.device_clock_ns().unwrap();
+        while !out.is_empty() {
+            tx.tx_burst(&mut out).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while got.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "frame {seq} never arrived");
+            rx.rx_burst(&mut got).unwrap();
+        }
+        let after = b.device_clock_ns().unwrap();
+        assert_eq!(seq_of(got.data(0)), seq);
+        assert!(got.packet(0).flags() & rawpkt::flags::TIMESTAMP != 0);
+        // Ticks handed up as ns would read 6.4 times too small, before `before` once the NIC
+        // has run a few ms (each frame waits 2 ms).
+        let ts = got.packet(0).timestamp();
+        assert!(
+            before <= ts && ts <= after,
+            "frame {seq}: {before} <= {ts} <= {after} ns"
+        );
+        got.clear();
+    }
+}

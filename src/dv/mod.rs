@@ -48,6 +48,52 @@ impl DvCaps {
     };
 }
 
+/// A device's free-running clock, in ticks of `hca_core_clock` kHz, as nanoseconds: what a CQE's
+/// timestamp counts on mlx5 unless the real-time format was asked for (the PRM's `timestamp`
+/// field of the CQE; rdma-core `mlx5dv_ts_to_ns` converts the same ticks). The conversion is a
+/// multiply and a shift, precomputed once per queue: ns = ticks × (10^6 / kHz) in fixed point
+/// with as many fraction bits as keep the factor in 64 (61 for a ConnectX-5's 6.4 ns), a
+/// 64×64→128 multiply (one `mul` on x86_64), so that a day of ticks is still exact to the ns.
+/// rdma-core's own conversion (`mlx5dv_ts_to_ns` over `mlx5dv_get_clock_info`) also follows the
+/// kernel's PTP adjustments of the clock; this one gives ns of the free-running clock, one time
+/// base per device, which is what comparing two timestamps of one device needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickClock {
+    /// Nanoseconds per tick, × 2^`shift`, rounded up (a whole number of ns stays whole).
+    mult: u64,
+    shift: u32,
+}
+
+impl TickClock {
+    /// A clock that counts nanoseconds already (1 GHz).
+    pub(crate) const NANOSECONDS: TickClock = TickClock {
+        mult: 1 << 63,
+        shift: 63,
+    };
+
+    /// The clock of a device that ticks at `khz` kHz (`ibv_device_attr_ex::hca_core_clock`);
+    /// None for 0 (a device that reports no clock).
+    pub fn from_khz(khz: u64) -> Option<TickClock> {
+        if khz == 0 {
+            return None;
+        }
+        // The most fraction bits that keep ceil(ns per tick) × 2^shift within 64 bits.
+        let whole = 1_000_000u64.div_ceil(khz);
+        let shift = 64 - (64 - whole.leading_zeros()).max(1);
+        let mult = (1_000_000u128 << shift).div_ceil(u128::from(khz));
+        Some(TickClock {
+            mult: u64::try_from(mult).ok()?,
+            shift,
+        })
+    }
+
+    /// `ticks` of the device clock in nanoseconds.
+    #[inline(always)]
+    pub fn ns(self, ticks: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(self.mult)) >> self.shift) as u64
+    }
+}
+
 /// `failed` value of a DV queue stopped by the device's fatal error (no mlx5 syndrome is 0xff).
 pub(crate) const FAILED_DEVICE_FATAL: u8 = 0xff;
 
@@ -73,5 +119,36 @@ pub trait DvControl: Send + Sync {
     /// every queue. Read on the queues' idle paths only.
     fn device_fatal(&self) -> bool {
         false
+    }
+    /// The clock the device's CQE timestamps count ([`TickClock`]); None where it is unknown,
+    /// and then a queue asked for receive timestamps refuses to open rather than hand up ticks
+    /// as nanoseconds.
+    fn clock(&self) -> Option<TickClock> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::TickClock;
+
+    #[test]
+    fn ticks_of_a_connectx5_clock_become_nanoseconds() {
+        // ConnectX-5: 156 250 kHz, 6.4 ns a tick.
+        let c = TickClock::from_khz(156_250).unwrap();
+        assert_eq!(c.ns(0), 0);
+        assert_eq!(c.ns(5), 32);
+        assert_eq!(c.ns(156_250_000), 1_000_000_000);
+        // A day of ticks, still exact to the ns.
+        assert_eq!(c.ns(156_250_000 * 86_400), 86_400_000_000_000);
+        // 1 GHz: one ns a tick.
+        assert_eq!(TickClock::from_khz(1_000_000).unwrap().ns(123_456_789), 123_456_789);
+        assert_eq!(TickClock::from_khz(1_000_000), Some(TickClock::NANOSECONDS));
+        // A slow clock of 1 kHz: a ms a tick, for 200 days.
+        assert_eq!(
+            TickClock::from_khz(1).unwrap().ns(17_280_000_000),
+            17_280_000_000_000_000
+        );
+        assert_eq!(TickClock::from_khz(0), None);
     }
 }

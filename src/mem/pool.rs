@@ -357,7 +357,9 @@ impl Packet {
     pub fn flags(&self) -> u32 {
         self.flags
     }
-    /// NIC timestamp in nanoseconds (valid when `flags & TIMESTAMP`).
+    /// NIC timestamp in nanoseconds (valid when `flags & TIMESTAMP`): the device's own clock,
+    /// one time base per device (every port and queue of it), which
+    /// [`Port::device_clock_ns`](crate::Port::device_clock_ns) reads now; not wall-clock time.
     pub fn timestamp(&self) -> u64 {
         self.timestamp
     }

@@ -12,7 +12,7 @@ use super::events;
 use super::layout;
 use crate::dv::prm::InlineMode;
 use crate::dv::ring::KeepAlive;
-use crate::dv::{DvCaps, DvControl};
+use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
 use crate::flow::wire::ETHERTYPE_IPV6;
 use crate::rx::dv::DvRxQueue;
@@ -66,6 +66,8 @@ struct Shared {
     pd: Arc<Pd>,
     ctx: Arc<Context>,
     health: Arc<events::Health>,
+    /// The device clock (`ibv_device_attr_ex::hca_core_clock`): what CQE timestamps count.
+    clock: Option<TickClock>,
 }
 
 /// Flows, then the RSS QPs, then the table: field order is drop order, the order the kernel
@@ -404,6 +406,10 @@ impl Mlx5Port {
                 rules,
                 rx_queues: opts.rx_queues,
                 pd,
+                clock: ctx
+                    .query_device_ex()
+                    .ok()
+                    .and_then(|a| TickClock::from_khz(a.hca_core_clock)),
                 ctx,
                 health,
             }),
@@ -551,6 +557,7 @@ impl DvControl for SqControl {
 struct RqControl {
     wq: Arc<Wq>,
     health: Arc<events::Health>,
+    clock: Option<TickClock>,
 }
 
 impl DvControl for RqControl {
@@ -567,6 +574,10 @@ impl DvControl for RqControl {
 
     fn device_fatal(&self) -> bool {
         self.health.fatal()
+    }
+
+    fn clock(&self) -> Option<TickClock> {
+        self.clock
     }
 }
 
@@ -607,6 +618,7 @@ impl Backend for Mlx5Port {
                 let ctl = Arc::new(RqControl {
                     wq: wq.clone(),
                     health: sh.health.clone(),
+                    clock: sh.clock,
                 });
                 #[allow(unsafe_code)]
                 // SAFETY: `wq` and `cq` were created above for this queue alone, and `keep` holds them
@@ -762,6 +774,14 @@ impl Backend for Mlx5Port {
     fn device_drops(&self) -> Option<u64> {
         let (path, at_open) = &self.shared.out_of_buffer;
         Some(discover::read_counter(path)?.wrapping_sub((*at_open)?))
+    }
+
+    fn device_clock_ns(&self) -> Option<u64> {
+        // The DV datapath's timestamps only: a verbs: port hands up none.
+        if self.shared.mode == Mode::Verbs {
+            return None;
+        }
+        Some(self.shared.clock?.ns(self.shared.ctx.raw_clock()?))
     }
 
     fn identity(&self) -> crate::PortIdentity {

@@ -410,6 +410,10 @@ impl Device {
         }
         self.sqs[i].as_mut().expect("caller checked").unrung_polls = 0;
         self.counters.doorbells += 1;
+        // The clock is read again after a doorbell: the step's clock may predate it, and the
+        // frames it sends must not arrive dated before the sender read the device clock
+        // (`Port::device_clock_ns`, pktgen --hw-timestamps). One read per doorbell, not per CQE.
+        self.now = None;
         if self.take_fault(port, |f| matches!(f, Fault::LostDoorbell)).is_some() {
             self.counters.doorbells_lost += 1;
             self.trace_event(format_args!(

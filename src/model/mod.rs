@@ -63,17 +63,19 @@ pub use trace::Trace;
 /// 8 bytes are the same doorbell, at either one.
 pub const BF_SIZE: u32 = 256;
 
-/// The device's free-running clock, in kHz (`hca_core_clock`, mlx5 `device_frequency_khz`):
-/// CQE timestamps count its ticks since the NIC was made. 156.25 MHz, what ConnectX-5s report
-/// (`hca_core_clock 156250kHZ` in the `ibv_devinfo -v` outputs of openucx/ucx#5376 and #4770).
-pub const CLOCK_KHZ: u64 = 156_250;
+/// Device behaviour knobs.
+/// The device clock's frequency, `hca_core_clock` in kHz (mlx5 `device_frequency_khz`): a
+/// ConnectX-5's 156.25 MHz, 6.4 ns a tick (`hca_core_clock 156250kHZ` in the `ibv_devinfo -v`
+/// outputs of openucx/ucx#5376 and #4770; model-verbs `device.rs`). The model's CQEs carry
+/// this clock in ticks since the NIC was created, as hardware's carry its free-running clock
+/// (the PRM's CQE `timestamp`; converted to ns by the driver, `dv::TickClock`).
+pub const HCA_CORE_CLOCK_KHZ: u64 = 156_250;
 
-/// Device clock ticks in `ns` nanoseconds, without overflow for any `ns`.
-fn ticks_of_ns(ns: u64) -> u64 {
-    ns / 1_000_000 * CLOCK_KHZ + ns % 1_000_000 * CLOCK_KHZ / 1_000_000
+/// `ns` of the model's clock as ticks of [`HCA_CORE_CLOCK_KHZ`].
+fn ticks(ns: u64) -> u64 {
+    (u128::from(ns) * u128::from(HCA_CORE_CLOCK_KHZ) / 1_000_000) as u64
 }
 
-/// Device behaviour knobs.
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
     /// Headers every send WQE must inline (ConnectX-4: L2, at least 18 bytes; CX-5 and later:
@@ -545,6 +547,8 @@ impl Device {
 /// takes it: it talks to the model only through ring memory, as with hardware.
 pub struct Nic {
     dev: Arc<Mutex<Device>>,
+    /// When the device clock read 0 (the device's `clock`), read without the device's lock.
+    epoch: Instant,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -592,6 +596,7 @@ impl Nic {
                 taps: false,
             })
             .collect();
+        let epoch = Instant::now();
         let dev = Device {
             out: Some(Box::default()),
             scratch: Vec::with_capacity(cfg.max_frame),
@@ -609,7 +614,7 @@ impl Nic {
             next_flow: 1,
             counters: DeviceCounters::default(),
             trace,
-            clock: Instant::now(),
+            clock: epoch,
             now: None,
             published: Vec::new(),
             tx_sq: 0,
@@ -617,9 +622,16 @@ impl Nic {
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
+            epoch,
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
         }))
+    }
+
+    /// The device clock now, in ticks of [`HCA_CORE_CLOCK_KHZ`] (what `ibv_query_rt_values_ex`
+    /// reads on hardware), on the time base of the CQEs' timestamps.
+    pub fn clock_ticks(&self) -> u64 {
+        ticks(self.epoch.elapsed().as_nanos() as u64)
     }
 
     /// Two ports connected back to back.
@@ -1038,12 +1050,6 @@ impl Nic {
     }
 
     /// The device's configuration (its send-path capabilities among it).
-    /// The device clock now, in ticks of [`CLOCK_KHZ`] (what `ibv_query_rt_values_ex` reads
-    /// from a ConnectX's internal timer): the clock of CQE timestamps.
-    pub fn clock_ticks(&self) -> u64 {
-        ticks_of_ns(self.dev().clock.elapsed().as_nanos() as u64)
-    }
-
     pub fn config(&self) -> ModelConfig {
         self.dev().cfg.clone()
     }
@@ -1356,20 +1362,20 @@ impl Device {
     fn rq_mut(&mut self, wq: u32) -> Option<&mut RqObj> {
         self.rqs.get_mut(wq.wrapping_sub(WQN_BASE) as usize)?.as_mut()
     }
-    /// The device clock: read at most once per step, so every completion of one poll cycle
-    /// carries the same timestamp (a clock read per CQE would cost more than the rest of the
-    /// CQE), and an idle step reads no clock at all.
+    /// The device clock: read at most once per step and doorbell (`exec.rs`, `process_sq`), so
+    /// the completions of one poll cycle share a timestamp (a clock read per CQE would cost more
+    /// than the rest of the CQE), and an idle step reads no clock at all.
     fn now_ns(&mut self) -> u64 {
         self.now().0
     }
-    /// The device clock in ticks of [`CLOCK_KHZ`], as CQEs carry it: the step's reading.
+    /// The device clock in ticks of [`HCA_CORE_CLOCK_KHZ`], as CQEs carry it: the step's reading.
     fn now_ticks(&mut self) -> u64 {
         self.now().1
     }
     fn now(&mut self) -> (u64, u64) {
         *self.now.get_or_insert_with(|| {
             let ns = self.clock.elapsed().as_nanos() as u64;
-            (ns, ticks_of_ns(ns))
+            (ns, ticks(ns))
         })
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::{Link, ModelConfig, Nic, QueueMem};
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
-use crate::dv::{DvCaps, DvControl};
+use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::rx::dv::DvRxQueue;
 use crate::spec::{echo, Backend, ModelOptions, Port, PortIdentity, PortOptions};
 use crate::tx::dv::DvTxQueue;
@@ -116,6 +116,15 @@ impl DvControl for ModelControl {
     fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
         self.nic.reset_rq(wq_num)
     }
+
+    fn clock(&self) -> Option<TickClock> {
+        Some(model_clock())
+    }
+}
+
+/// The model device's clock (`HCA_CORE_CLOCK_KHZ`), as the driver reads its CQEs.
+pub(super) fn model_clock() -> TickClock {
+    TickClock::from_khz(super::HCA_CORE_CLOCK_KHZ).expect("a non-zero frequency")
 }
 
 /// For a `model:` port: the model NIC behind it and the port's number on it (counters, fault
@@ -301,6 +310,10 @@ impl Backend for ModelPort {
 
     fn device_drops(&self) -> Option<u64> {
         Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
+    }
+
+    fn device_clock_ns(&self) -> Option<u64> {
+        Some(model_clock().ns(self.nic.clock_ticks()))
     }
 
     fn identity(&self) -> PortIdentity {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::REFILL_BATCH;
 use crate::dv::prm::{cqe_flags, syndrome, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
-use crate::dv::{failed_error, DvControl, FAILED_DEVICE_FATAL};
+use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
@@ -28,6 +28,8 @@ pub struct DvRxQueue {
     data_off: u16,
     data_room: u32,
     timestamps: bool,
+    /// What the CQEs' timestamps count, to hand them up in ns (read only when `timestamps`).
+    clock: TickClock,
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
     /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`]).
@@ -75,6 +77,16 @@ impl DvRxQueue {
         if cq.size() < rq.size() {
             return Err(Error::device("RX CQ smaller than its receive queue"));
         }
+        let clock = match ctl.clock() {
+            Some(c) => c,
+            None if cfg.rx_timestamps => {
+                return Err(Error::config(
+                    "receive timestamps: the device reports no clock frequency (hca_core_clock), \
+                     so its completions' timestamps cannot be read as nanoseconds",
+                ))
+            }
+            None => TickClock::NANOSECONDS,
+        };
         let size = rq.size();
         let mut q = DvRxQueue {
             rq,
@@ -89,6 +101,7 @@ impl DvRxQueue {
             data_off: pool.headroom(),
             data_room: pool.data_room(),
             timestamps: cfg.rx_timestamps,
+            clock,
             refill_min: REFILL_BATCH.min(size / 4).max(1),
             movbe: crate::dv::cpu_has_movbe(),
             device_holds_buffers: false,
@@ -258,7 +271,8 @@ impl DvRxQueue {
             slot.flags =
                 FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff] | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
             if TIMESTAMPS {
-                slot.timestamp = cqe.timestamp.get();
+                // Device ticks to ns on the one time base of the device (`TickClock`).
+                slot.timestamp = self.clock.ns(cqe.timestamp.get());
             }
             byte_sum += len;
             drop_any |= cqe.rx_drops();

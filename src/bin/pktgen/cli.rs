@@ -128,6 +128,11 @@ pub(crate) struct Args {
     /// Loss a passing trial may have, in percent.
     #[arg(long, default_value_t = 0.0, value_name = "PCT")]
     pub loss_threshold: f64,
+    /// Latency from the device's clock: senders stamp frames with the NIC's clock
+    /// (`Port::device_clock_ns`), the receiver takes each frame's receive timestamp; both ports
+    /// must be on one device clock (one model NIC, or one mlx5 device).
+    #[arg(long)]
+    pub hw_timestamps: bool,
     /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
     /// address, e.g. 127.0.0.1:9101).
     #[arg(long, value_name = "ADDR")]
@@ -173,6 +178,8 @@ pub(crate) struct Config {
     pub pcap_speed: Option<f64>,
     pub pcap_loops: Option<u64>,
     pub metrics: Option<std::net::SocketAddr>,
+    /// Stamps and latency on the ports' device clock (--hw-timestamps).
+    pub hw_timestamps: bool,
     pub headers: crate::template::Headers,
     pub ranges: Vec<crate::template::Range>,
 }
@@ -351,6 +358,12 @@ impl Config {
                 return Err(format!("--pcap-loops {n}: must be at least 1, and not with --count"));
             }
         }
+        if a.hw_timestamps && (rx_port.is_none() || a.pcap.is_some()) {
+            return Err(
+                "--hw-timestamps measures the stamped streams at a receive port: it needs --rx-port, and not --pcap"
+                    .into(),
+            );
+        }
         let latency_rate = match a.latency_rate.as_deref() {
             Some("off") => None,
             Some(r) => {
@@ -368,6 +381,7 @@ impl Config {
             metrics: a.metrics.as_deref().map(crate::metrics::parse_addr).transpose()?,
             pcap_speed,
             pcap_loops: a.pcap_loops,
+            hw_timestamps: a.hw_timestamps,
             shape,
             streams: a.streams,
             latency_rate,

@@ -127,6 +127,18 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             rx.identity()
         )));
     }
+    // Device stamps compare two readings of one clock: a pair of clocks would differ by their
+    // offset, however well each keeps time.
+    if cfg.hw_timestamps {
+        let rx = rx_port.as_ref().expect("Config: --hw-timestamps has a receive port");
+        if !tx_port.shares_device_clock(rx) {
+            return Err(Fail::Usage(format!(
+                "--hw-timestamps: {} and {} are not on one device clock (ports of one model NIC or one mlx5 device, Direct Verbs datapath)",
+                tx_port.identity(),
+                rx.identity()
+            )));
+        }
+    }
     // `Config` has made sure a capture has a receive port.
     let capture = match &cfg.capture {
         Some(path) => Some(rawpkt::pcap::Writer::create(path).map_err(|e| Fail::Runtime(format!("--capture {e}")))?),
@@ -226,6 +238,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         streams: per_stream.clone(),
         stamps: streams.iter().all(|s| s.traffic.stamped()),
         epoch,
+        hw_clock: cfg.hw_timestamps,
     });
     let (rx_thread, mut inline_rx) = match rx_plan {
         Some(plan) if cpus.len() > cfg.cores + model_cpus => {
@@ -261,6 +274,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 burst: cfg.burst,
                 deadline,
                 per_stream: per_stream.clone(),
+                hw_clock: cfg.hw_timestamps,
             };
             let (port, streams, counters) = (tx_port.clone(), streams.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };
@@ -321,6 +335,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     if let Some(d) = rx_port.as_ref().and_then(|p| p.device_drops()) {
         summary.rx[2] = d;
     }
+    summary.clock = if cfg.hw_timestamps { "device" } else { "software" };
     reporter.summary(&summary);
     // Sent and not one frame back: the frames went elsewhere (the wrong MAC, the wrong cable),
     // which is a failed run, not a lossy one. ping exits 1 for "no reply at all" the same way.

@@ -184,7 +184,7 @@ impl Reporter {
     pub(crate) fn summary(&self, s: &Summary) {
         if self.json {
             let lat = match &s.latency {
-                Some(l) => format!(",\"latency_ns\":{}", l.json()),
+                Some(l) => format!(",\"latency_clock\":\"{}\",\"latency_ns\":{}", s.clock, l.json()),
                 None => String::new(),
             };
             let streams: Vec<String> = s
@@ -237,7 +237,8 @@ impl Reporter {
         }
         if let Some(l) = &s.latency {
             rawpkt::outln!(
-                "         latency ns: min {} p50 {} p99 {} p99.9 {} max {} ({} samples)",
+                "         latency ns ({} clock): min {} p50 {} p99 {} p99.9 {} max {} ({} samples)",
+                s.clock,
                 l.min,
                 l.p50,
                 l.p99,
@@ -266,8 +267,8 @@ impl Reporter {
                 }
                 if let Some(d) = &t.departures {
                     line += &format!(
-                        "; gaps between departures ns: mean {:.1} cv {:.3} p50 {} p99 {}",
-                        d.mean, d.cv, d.p50, d.p99
+                        "; gaps between departures ns: mean {:.1} cv {:.3} p50 {} p99 {}, {} stalls (cv {:.3} without)",
+                        d.mean, d.cv, d.p50, d.p99, d.stalls, d.cv_without_stalls
                     );
                 }
                 rawpkt::outln!("{line}");
@@ -341,13 +342,49 @@ pub(crate) struct Departures {
     pub cv: f64,
     pub p50: u64,
     pub p99: u64,
+    /// Gaps longer than [`STALL_GAPS`] mean gaps: the sender lost its CPU (a shared machine
+    /// stalls a thread for 1-30 ms), not the shape's spread; counted here and left out of
+    /// `cv_without_stalls` (and of its mean), so that one stall, which the coefficient squares,
+    /// does not hide the shape.
+    pub stalls: u64,
+    pub cv_without_stalls: f64,
 }
 
+/// A gap this many times the mean counts as a stall: an exponential gap is that long with
+/// probability e^-50, about 2e-22.
+pub(crate) const STALL_GAPS: f64 = 50.0;
+
 impl Departures {
+    fn of(g: &Histogram<u64>) -> Departures {
+        let mean = g.mean();
+        let limit = (STALL_GAPS * mean) as u64;
+        // Count, sum and sum of squares of the gaps up to the limit.
+        let (mut n, mut sum, mut sq) = (0u64, 0f64, 0f64);
+        for v in g.iter_recorded() {
+            let (x, c) = (v.value_iterated_to(), v.count_at_value());
+            if x <= limit {
+                n += c;
+                sum += x as f64 * c as f64;
+                sq += (x as f64).powi(2) * c as f64;
+            }
+        }
+        let m = sum / n.max(1) as f64;
+        let sd = (sq / n.max(1) as f64 - m * m).max(0.0).sqrt();
+        Departures {
+            gaps: g.len(),
+            mean,
+            cv: g.stdev() / mean.max(1e-9),
+            p50: g.value_at_quantile(0.5),
+            p99: g.value_at_quantile(0.99),
+            stalls: g.len() - n,
+            cv_without_stalls: sd / m.max(1e-9),
+        }
+    }
+
     fn json(&self) -> String {
         format!(
-            "{{\"gaps\":{},\"mean\":{:.1},\"cv\":{:.4},\"p50\":{},\"p99\":{}}}",
-            self.gaps, self.mean, self.cv, self.p50, self.p99
+            "{{\"gaps\":{},\"mean\":{:.1},\"cv\":{:.4},\"p50\":{},\"p99\":{},\"stalls\":{},\"cv_without_stalls\":{:.4}}}",
+            self.gaps, self.mean, self.cv, self.p50, self.p99, self.stalls, self.cv_without_stalls
         )
     }
 }
@@ -360,6 +397,9 @@ pub(crate) struct Summary {
     /// Of every stamped frame, all streams together.
     pub latency: Option<Latency>,
     pub streams: Vec<StreamSummary>,
+    /// The clock the stamps and latencies were read on: "software" (the run's monotonic clock)
+    /// or "device" (the NIC's, --hw-timestamps).
+    pub clock: &'static str,
 }
 
 impl Summary {
@@ -401,13 +441,7 @@ impl Summary {
                 departures: hists
                     .and_then(|h| h.get(i)?.gaps.as_ref())
                     .filter(|g| !g.is_empty())
-                    .map(|g| Departures {
-                        gaps: g.len(),
-                        mean: g.mean(),
-                        cv: g.stdev() / g.mean().max(1e-9),
-                        p50: g.value_at_quantile(0.5),
-                        p99: g.value_at_quantile(0.99),
-                    }),
+                    .map(Departures::of),
             })
             .collect();
         Summary {
@@ -417,6 +451,7 @@ impl Summary {
             has_rx,
             latency,
             streams,
+            clock: "software",
         }
     }
 
@@ -435,5 +470,36 @@ impl Summary {
         } else {
             0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stall is counted apart and left out of the coefficient it would dominate: a steady
+    /// 1 µs stream with one 10 ms gap has a coefficient of 10, and of 0 without the stall.
+    #[test]
+    fn a_stall_is_counted_apart_from_the_spread() {
+        let mut g = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        g.record_n(1000, 9999).unwrap();
+        g.record(10_000_000).unwrap();
+        let d = Departures::of(&g);
+        assert_eq!((d.gaps, d.stalls), (10_000, 1));
+        assert!(d.cv > 9.0, "{}", d.cv);
+        assert!(d.cv_without_stalls < 1e-6, "{}", d.cv_without_stalls);
+        // Exponential-like spread without stalls keeps its coefficient: gaps 0..=4000 ns
+        // spread evenly have a coefficient of 1/sqrt(3).
+        let mut u = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        for x in 1..=4000u64 {
+            u.record(x).unwrap();
+        }
+        let d = Departures::of(&u);
+        assert_eq!(d.stalls, 0);
+        assert!(
+            (d.cv_without_stalls - d.cv).abs() < 1e-3 && (d.cv - 0.577).abs() < 0.01,
+            "{}",
+            d.cv
+        );
     }
 }

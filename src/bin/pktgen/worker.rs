@@ -102,6 +102,8 @@ pub(crate) struct TxPlan {
     pub burst: usize,
     pub deadline: Option<Instant>,
     pub per_stream: Arc<Vec<StreamCounters>>,
+    /// Stamp with the port's device clock (`Port::device_clock_ns`), not the run's.
+    pub hw_clock: bool,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -288,7 +290,12 @@ pub(crate) fn transmit(
             // One clock read per burst: the rates' credit and the send stamp of every packet.
             let now = Instant::now();
             let elapsed = (now - start).as_nanos() as u64;
-            let now_ns = (now - epoch).as_nanos() as u64;
+            let now_ns = if plan.hw_clock {
+                // `main` checked that the port has a device clock.
+                port.device_clock_ns().unwrap_or(0)
+            } else {
+                (now - epoch).as_nanos() as u64
+            };
             if room > 0 {
                 for l in lanes.iter_mut() {
                     let room = plan.burst - burst.len();
@@ -378,6 +385,9 @@ pub(crate) struct RxPlan {
     /// Whether to read stamps: not in a replay, whose frames may carry another run's.
     pub stamps: bool,
     pub epoch: Instant,
+    /// The stamps are the device clock's: latency is the frame's receive timestamp minus its
+    /// stamp (`QueueConfig::rx_timestamps`).
+    pub hw_clock: bool,
 }
 
 /// What the receiver measured of one stream: latency, and inter-departure times if asked for.
@@ -419,12 +429,26 @@ pub(crate) struct Receiver {
     unix_base_ns: u64,
     iter: u32,
     stamps: bool,
+    hw_clock: bool,
+    /// With receive timestamps: the device clock's reading at `epoch`, to date captured frames
+    /// by their own arrival rather than by the burst that took them.
+    dev_epoch: Option<u64>,
 }
 
 impl Receiver {
     pub(crate) fn new(plan: RxPlan) -> Result<Receiver, Fail> {
+        // A capture takes each frame's device timestamp where the port has them: a receive
+        // burst's frames arrived at different times, and the gaps between them are what a
+        // capture is read for (a timed replay reproduces them).
+        let dev_epoch = match plan.port.device_clock_ns() {
+            Some(now) if plan.hw_clock || plan.capture.is_some() => {
+                Some(now.wrapping_sub(plan.epoch.elapsed().as_nanos() as u64))
+            }
+            _ => None,
+        };
         let qcfg = QueueConfig {
             size: 4096,
+            rx_timestamps: dev_epoch.is_some(),
             ..QueueConfig::default()
         };
         let pool = Pool::new(PoolConfig {
@@ -470,6 +494,8 @@ impl Receiver {
             epoch: plan.epoch,
             iter: 0,
             stamps: plan.stamps,
+            hw_clock: plan.hw_clock,
+            dev_epoch,
         })
     }
 
@@ -500,6 +526,13 @@ impl Receiver {
                 let Some(st) = self.streams.get_mut(usize::from(id)).filter(|_| t != NO_STAMP) else {
                     continue;
                 };
+                // With device stamps, the time this frame reached the device, on the clock the
+                // sender stamped it with; else the time of the burst, on the run's clock.
+                let now = if self.hw_clock {
+                    self.got.packet(i).timestamp()
+                } else {
+                    now
+                };
                 let lat = now.saturating_sub(t).max(1);
                 st.packets += 1;
                 st.bytes += self.got.data(i).len() as u64;
@@ -521,7 +554,11 @@ impl Receiver {
             }
             if let Some(w) = self.capture.as_mut() {
                 for i in 0..self.got.len() {
-                    if let Err(e) = w.write(self.unix_base_ns + now, self.got.data(i)) {
+                    let at = match self.dev_epoch {
+                        Some(e) => self.got.packet(i).timestamp().wrapping_sub(e),
+                        None => now,
+                    };
+                    if let Err(e) = w.write(self.unix_base_ns.wrapping_add(at), self.got.data(i)) {
                         self.capture_error.get_or_insert(e.to_string());
                         break;
                     }

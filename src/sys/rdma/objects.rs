@@ -280,6 +280,26 @@ impl Context {
         check("ibv_query_device_ex", ret).map(|()| attr)
     }
 
+    /// The device clock's raw ticks now (`ibv_query_rt_values_ex` with
+    /// `IBV_VALUES_MASK_RAW_CLOCK`), or None where the provider does not read it.
+    pub(crate) fn raw_clock(&self) -> Option<u64> {
+        let mut v = ibv_values_ex {
+            comp_mask: IBV_VALUES_MASK_RAW_CLOCK,
+            ..Default::default()
+        };
+        // SAFETY: live context.
+        let ret = unsafe { ops::ibv_query_rt_values_ex(self.ptr, &mut v) };
+        if ret != 0 || v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK == 0 {
+            return None;
+        }
+        // rdma-core's verbs.h: providers give the raw clock as a timespec; mlx5 all in tv_nsec.
+        Some(
+            (v.raw_clock.tv_sec as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(v.raw_clock.tv_nsec as u64),
+        )
+    }
+
     /// `mlx5dv_is_supported` + `mlx5dv_query_device`, or why DV is out.
     pub(crate) fn mlx5dv_query(&self) -> Result<mlx5dv_context, String> {
         let Some(dv) = &self.rdma.dv else {

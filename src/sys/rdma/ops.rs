@@ -279,6 +279,22 @@ pub(crate) unsafe fn ibv_query_device_ex(ibv: &Ibverbs, ctx: *mut ibv_context, a
     unsafe { (ibv.query_device)(ctx, &mut attr.orig_attr) }
 }
 
+/// verbs.h `ibv_query_rt_values_ex`: the context op, ENOSYS without it (rdma-core's
+/// `IBV_VALUES_MASK_RAW_CLOCK` leaves the device clock's raw ticks in `raw_clock`; mlx5 puts
+/// them all in `tv_nsec`, providers/mlx5/verbs.c `mlx5_query_rt_values`). Returns 0 or an errno.
+///
+/// # Safety
+/// `ctx` live.
+pub(crate) unsafe fn ibv_query_rt_values_ex(ctx: *mut ibv_context, values: &mut ibv_values_ex) -> c_int {
+    // SAFETY: ctx is live (caller).
+    let op = unsafe { verbs_get_ctx_op!(ctx, query_rt_values) };
+    match op {
+        // SAFETY: the provider's op on a whole ibv_values_ex.
+        Some(f) => unsafe { f(ctx, values) },
+        None => libc::ENOSYS,
+    }
+}
+
 /// verbs.h `___ibv_query_port` (what the `ibv_query_port` macro expands to): the context's
 /// `query_port` op with the full struct size, else the compat export on a zeroed struct.
 ///
