@@ -961,15 +961,8 @@ impl Nic {
     pub fn add_flow(&self, port: usize, rule: crate::flow::rule::FlowRule, tir: usize) -> Result<u64, String> {
         rule.validate().map_err(|e| e.to_string())?;
         let mut d = self.dev();
-        if d.tirs.get(tir).and_then(Option::as_ref).is_none() {
-            return Err(format!("no TIR {tir}"));
-        }
         let id = d.next_flow;
-        let st = d
-            .ports
-            .get_mut(port)
-            .and_then(|p| p.steering.as_mut())
-            .ok_or_else(|| format!("port {port} has no flow steering"))?;
+        let st = d.steering_to(port, tir)?;
         if st.flows.len() == crate::flow::matcher::MAX_RULES {
             return Err(format!("port {port} holds {} flows already", st.flows.len()));
         }
@@ -984,15 +977,8 @@ impl Nic {
     /// the kernel's table joins the first one's entry as one more destination.
     pub fn add_special_flow(&self, port: usize, kind: SpecialFlow, tir: usize) -> Result<u64, String> {
         let mut d = self.dev();
-        if d.tirs.get(tir).and_then(Option::as_ref).is_none() {
-            return Err(format!("no TIR {tir}"));
-        }
         let id = d.next_flow;
-        let st = d
-            .ports
-            .get_mut(port)
-            .and_then(|p| p.steering.as_mut())
-            .ok_or_else(|| format!("port {port} has no flow steering"))?;
+        let st = d.steering_to(port, tir)?;
         if st.special.len() == crate::flow::matcher::MAX_RULES {
             return Err(format!("port {port} holds {} such flows already", st.special.len()));
         }
@@ -1358,6 +1344,16 @@ impl Device {
     }
     fn sq_mut(&mut self, qpn: u32) -> Option<&mut SqObj> {
         self.sqs.get_mut(qpn.wrapping_sub(QPN_BASE) as usize)?.as_mut()
+    }
+    /// The flow table of steered port `port`, for a flow that delivers to TIR `tir`.
+    fn steering_to(&mut self, port: usize, tir: usize) -> Result<&mut Steering, String> {
+        if self.tirs.get(tir).and_then(Option::as_ref).is_none() {
+            return Err(format!("no TIR {tir}"));
+        }
+        self.ports
+            .get_mut(port)
+            .and_then(|p| p.steering.as_mut())
+            .ok_or_else(|| format!("port {port} has no flow steering"))
     }
     fn rq_mut(&mut self, wq: u32) -> Option<&mut RqObj> {
         self.rqs.get_mut(wq.wrapping_sub(WQN_BASE) as usize)?.as_mut()

@@ -87,10 +87,8 @@ fn sq_info(q: QueueMem) -> SqInfo {
 fn rwq_info(q: QueueMem) -> (RwqInfo, u32) {
     let r = q.raw;
     // SAFETY: the device just created this WQ; its WQEs and record live while `keep` does.
-    (
-        unsafe { RwqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, q.keep) },
-        r.num,
-    )
+    let info = unsafe { RwqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, q.keep) };
+    (info, r.num)
 }
 
 struct ModelControl {

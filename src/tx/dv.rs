@@ -948,9 +948,9 @@ mod tests {
                 let lkey = nic.register_mr(pool.region());
                 let tx_cq = nic.create_cq(q.size).unwrap();
                 let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+                let (caps, ctl) = (nic.caps(), nic.control());
                 // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
-                let mut tx =
-                    unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
+                let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, caps, ctl) }.unwrap();
                 let rx_cq = nic.create_cq(q.size).unwrap();
                 let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
                 // SAFETY: as above.
