@@ -371,14 +371,21 @@ pub(crate) fn transmit(
                 break;
             }
         }
-        // Per departure, the receiver takes the waits, unless departures have left it none
-        // for half a receive burst's worth of frames (it takes at most one burst per poll).
-        if let Some(r) = receiver
-            .as_mut()
-            .filter(|_| !per_departure || waiting || sent_since_poll >= rx_burst / 2)
-        {
-            r.poll()?;
-            sent_since_poll = 0;
+        // Per departure, the receiver takes the waits; when departures have left it none for
+        // half a receive burst's worth of frames (the loop is behind, after a stall), it takes
+        // up to eight bursts, so that its ring drains while the sends catch up.
+        if let Some(r) = receiver.as_mut() {
+            if !per_departure || waiting {
+                r.poll()?;
+                sent_since_poll = 0;
+            } else if sent_since_poll >= rx_burst / 2 {
+                for _ in 0..8 {
+                    if r.poll()? < rx_burst {
+                        break;
+                    }
+                }
+                sent_since_poll = 0;
+            }
         }
         if iter % PUBLISH_EVERY == 0 {
             let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
