@@ -20,15 +20,16 @@ pub(crate) struct Ceiling {
 /// header bytes, so no enhanced multi-packet send) and any ibverbs datapath (libmlx5 posts a
 /// SEND per work request). One ConnectX-4 100G send queue tops out around 16 Mpps of 64-byte
 /// frames, and four or more reach about 64 (snabb#1007, in the project's reference notes
-/// `../shared/reference/mlx5-dv.md` section 8); DPDK likewise inlines into and spreads over
-/// several queues for rate on these devices (`doc/guides/nics/mlx5.rst`, `txqs_min_inline`).
+/// `../shared/reference/mlx5-dv.md` section 8).
 pub(crate) const SEND: Ceiling = Ceiling {
     pps: 16e6,
     what: "a SEND WQE per packet, as on a ConnectX-4: about 16 Mpps a queue",
 };
 
 /// Enhanced multi-packet send (ConnectX-5 and later, no minimum inline): up to 32 packets a WQE,
-/// so the NIC fetches far fewer descriptors. No ConnectX-5 figure per queue was found; issue 15
+/// so the NIC fetches far fewer descriptors ("in order to save PCI bandwidth and improve
+/// performance", DPDK `doc/guides/nics/mlx5.rst`, `txq_mpw_en`). No ConnectX-5 figure per queue
+/// was found; issue 15
 /// cites a raw-ibverbs engine reaching about 50 Mpps from one send queue of a ConnectX-7, taken
 /// here as the ceiling (most cores stop below it anyway).
 pub(crate) const EMPW: Ceiling = Ceiling {
