@@ -63,9 +63,10 @@ pub(crate) struct Args {
     /// Transmit cores, each with its own pool and queues.
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
-    /// Send queues per core (one ConnectX-4 SQ tops out around 16 Mpps).
-    #[arg(long, default_value_t = 1)]
-    pub queues_per_core: u16,
+    /// Send queues per core, 1 to 8 [default: as many as --rate per core needs at what one send
+    /// queue of the device takes (a ConnectX-4's about 16 Mpps), else 1].
+    #[arg(long)]
+    pub queues_per_core: Option<u16>,
     /// Packets per burst.
     #[arg(long, default_value_t = 32)]
     pub burst: usize,
@@ -165,7 +166,8 @@ pub(crate) struct Config {
     pub count: Option<u64>,
     pub duration: Option<f64>,
     pub cores: usize,
-    pub queues_per_core: u16,
+    /// As asked; None: chosen from the rate and the device (`sendq::per_core`).
+    pub queues_per_core: Option<u16>,
     pub burst: usize,
     pub pcap: Option<PathBuf>,
     pub capture: Option<PathBuf>,
@@ -307,8 +309,14 @@ impl Config {
         if a.cores == 0 || a.cores > cpus {
             return Err(format!("--cores {}: this machine has {cpus} CPUs for pktgen", a.cores));
         }
-        if !(1..=8).contains(&a.queues_per_core) {
-            return Err(format!("--queues-per-core {}: must be from 1 to 8", a.queues_per_core));
+        if let Some(n) = a
+            .queues_per_core
+            .filter(|n| !(1..=crate::sendq::MAX_PER_CORE).contains(n))
+        {
+            return Err(format!(
+                "--queues-per-core {n}: must be from 1 to {}",
+                crate::sendq::MAX_PER_CORE
+            ));
         }
         if !(1..=256).contains(&a.burst) {
             return Err(format!("--burst {}: must be from 1 to 256", a.burst));

@@ -7,6 +7,7 @@ mod cli;
 mod metrics;
 mod report;
 mod search;
+mod sendq;
 mod stream;
 mod template;
 mod traffic;
@@ -179,6 +180,20 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         base += s.traffic.templates() as u32;
     }
     let streams = Arc::new(streams);
+    // Send queues per core: as asked, else what the load's rate per core needs of the device.
+    let load_rate = streams
+        .iter()
+        .filter(|s| !s.spec.latency)
+        .try_fold(0.0, |sum, s| s.spec.rate.map(|r| sum + r));
+    let (queues_per_core, said) = sendq::per_core(
+        cfg.queues_per_core,
+        load_rate.map(|r| r / cfg.cores as f64),
+        sendq::ceiling(&tx_port),
+        tx_port.spec(),
+    );
+    if let Some(line) = said {
+        rawpkt::errln!("{line}");
+    }
     let per_stream: Arc<Vec<StreamCounters>> = Arc::new(
         streams
             .iter()
@@ -270,7 +285,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 core,
                 cores: cfg.cores,
                 cpu: cpus.get(core).copied(),
-                queues: cfg.queues_per_core,
+                queues: queues_per_core,
                 burst: cfg.burst,
                 deadline,
                 per_stream: per_stream.clone(),
@@ -336,6 +351,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         summary.rx[2] = d;
     }
     summary.clock = if cfg.hw_timestamps { "device" } else { "software" };
+    summary.send_queues_per_core = queues_per_core;
     reporter.summary(&summary);
     // Sent and not one frame back: the frames went elsewhere (the wrong MAC, the wrong cable),
     // which is a failed run, not a lossy one. ping exits 1 for "no reply at all" the same way.

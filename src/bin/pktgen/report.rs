@@ -210,8 +210,8 @@ impl Reporter {
                 .collect();
             let lat = format!("{lat},\"streams\":[{}]", streams.join(","));
             rawpkt::outln!(
-                "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{}{lat}}}",
-                s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost()
+                "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{},\"send_queues_per_core\":{}{lat}}}",
+                s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost(), s.send_queues_per_core
             );
             return;
         }
@@ -400,6 +400,8 @@ pub(crate) struct Summary {
     /// The clock the stamps and latencies were read on: "software" (the run's monotonic clock)
     /// or "device" (the NIC's, --hw-timestamps).
     pub clock: &'static str,
+    /// Send queues each transmit core sent on (`sendq::per_core`).
+    pub send_queues_per_core: u16,
 }
 
 impl Summary {
@@ -452,6 +454,7 @@ impl Summary {
             latency,
             streams,
             clock: "software",
+            send_queues_per_core: 1,
         }
     }
 

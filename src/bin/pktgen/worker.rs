@@ -107,8 +107,15 @@ pub(crate) struct TxPlan {
 }
 
 const PUBLISH_EVERY: u32 = 256;
+/// Pacing per departure: the receiver is polled (and the send queues reclaimed) while the next
+/// departure is further away than this, ns: several times what a receive burst of a few frames
+/// takes (about 200 ns on the model pair), and at 1 Mpps about one exponential gap in seven
+/// (e^-2) is longer.
+const RX_SLACK_NS: u64 = 2_000;
 /// Packets a receive burst takes at most.
 const RX_BURST: usize = 256;
+/// Packets a receive burst takes at most in the waits of a loop that paces per departure.
+const RX_BURST_BETWEEN_DEPARTURES: usize = 32;
 /// A send time no frame carries (they count nanoseconds from the start).
 const NO_STAMP: u64 = u64::MAX;
 
@@ -211,7 +218,6 @@ pub(crate) fn transmit(
             );
         }
     }
-    let mut receiver = inline_rx.map(Receiver::new).transpose()?;
     let qcfg = QueueConfig::default();
     // The latency stream's queue, on the first core, holds buffers too.
     let lat_queue = u16::from(plan.core == 0 && streams.iter().any(|s| s.spec.latency));
@@ -273,6 +279,23 @@ pub(crate) fn transmit(
     };
     let mut burst = Burst::new(&pool, plan.burst);
     let mut held = crate::traffic::Held::new(pool.capacity());
+    // Departures with times of their own (Poisson, a timed replay) leave at those times, each
+    // alone when the next is not due yet: the loop waits for the earliest due departure,
+    // polling the receiver and reclaiming only while it is more than `RX_SLACK_NS` away and
+    // spinning on the clock for the rest; the reading that ends the wait is the frames' send
+    // stamp, taken just before they are built and handed to the queue. Frames due by then
+    // (the loop was late) go in that one burst, stamped alike, as they leave: gaps of 0.
+    let per_departure = !lanes.is_empty() && lanes.iter().all(|l| l.pacer.per_departure());
+    // A receiver in this loop takes small bursts when it polls in the waits between
+    // departures: a full one (a clump of frames after the model NIC lost its CPU) costs
+    // several µs, and the departure after it would leave that late.
+    let rx_burst = if per_departure {
+        RX_BURST_BETWEEN_DEPARTURES
+    } else {
+        RX_BURST
+    };
+    let mut receiver = inline_rx.map(|p| Receiver::new(p, rx_burst)).transpose()?;
+    let mut sent_since_poll = 0;
     let start = Instant::now();
     let mut rr = 0;
     let mut iter = 0u32;
@@ -282,13 +305,31 @@ pub(crate) fn transmit(
         if iter % 64 == 1 && (stop.load(Ordering::Relaxed) || plan.deadline.is_some_and(|d| Instant::now() >= d)) {
             break;
         }
-        let room = plan.burst - burst.len();
+        // Per departure: whether the next one is far enough away to poll the receiver, else
+        // the clock's reading once it is due.
+        let (mut waiting, mut due_at) = (false, None);
+        if per_departure {
+            let next = lanes.iter().map(|l| l.pacer.next_due_ns()).min().unwrap_or(u64::MAX);
+            let mut now = Instant::now();
+            let mut elapsed = (now - start).as_nanos() as u64;
+            if next > elapsed.saturating_add(RX_SLACK_NS) {
+                waiting = true;
+            } else {
+                while elapsed < next {
+                    std::hint::spin_loop();
+                    now = Instant::now();
+                    elapsed = (now - start).as_nanos() as u64;
+                }
+                due_at = Some(now);
+            }
+        }
+        let room = if waiting { 0 } else { plan.burst - burst.len() };
         // The latency stream is looked at every 8th burst: its departures are then a few
         // hundred ns late at most, and its stamps say when each left.
         let lat_turn = latency.is_some() && iter % 8 == 0;
         if room > 0 || lat_turn {
             // One clock read per burst: the rates' credit and the send stamp of every packet.
-            let now = Instant::now();
+            let now = due_at.unwrap_or_else(Instant::now);
             let elapsed = (now - start).as_nanos() as u64;
             let now_ns = if plan.hw_clock {
                 // `main` checked that the port has a device clock.
@@ -317,7 +358,7 @@ pub(crate) fn transmit(
             }
         }
         if !burst.is_empty() {
-            queues[rr]
+            sent_since_poll += queues[rr]
                 .tx_burst(&mut burst)
                 .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
             rr = (rr + 1) % queues.len();
@@ -330,8 +371,21 @@ pub(crate) fn transmit(
                 break;
             }
         }
+        // Per departure, the receiver takes the waits; when departures have left it none for
+        // half a receive burst's worth of frames (the loop is behind, after a stall), it takes
+        // up to eight bursts, so that its ring drains while the sends catch up.
         if let Some(r) = receiver.as_mut() {
-            r.poll()?;
+            if !per_departure || waiting {
+                r.poll()?;
+                sent_since_poll = 0;
+            } else if sent_since_poll >= rx_burst / 2 {
+                for _ in 0..8 {
+                    if r.poll()? < rx_burst {
+                        break;
+                    }
+                }
+                sent_since_poll = 0;
+            }
         }
         if iter % PUBLISH_EVERY == 0 {
             let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
@@ -436,7 +490,8 @@ pub(crate) struct Receiver {
 }
 
 impl Receiver {
-    pub(crate) fn new(plan: RxPlan) -> Result<Receiver, Fail> {
+    /// A receiver that takes at most `burst` (up to `RX_BURST`) frames a poll.
+    pub(crate) fn new(plan: RxPlan, burst: usize) -> Result<Receiver, Fail> {
         // A capture takes each frame's device timestamp where the port has them: a receive
         // burst's frames arrived at different times, and the gaps between them are what a
         // capture is read for (a timed replay reproduces them).
@@ -480,7 +535,7 @@ impl Receiver {
             .collect::<Result<_, Fail>>()?;
         Ok(Receiver {
             rx,
-            got: Burst::new(&pool, RX_BURST),
+            got: Burst::new(&pool, burst.min(RX_BURST)),
             streams,
             shared: plan.streams,
             port: plan.port,
@@ -633,7 +688,7 @@ impl Receiver {
 /// A receiver on its own thread: says when its queue exists (frames that arrive before it are
 /// not ours to count), polls until the senders are done, then finishes.
 pub(crate) fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<RxHists>, Fail> {
-    let r = Receiver::new(plan);
+    let r = Receiver::new(plan, RX_BURST);
     ready.store(true, Ordering::Release);
     let mut r = r?;
     while !tx_done.load(Ordering::Relaxed) {
