@@ -890,6 +890,7 @@ fn create_raw(
             max_sge: a.cap.max_recv_sge,
             scatter_fcs: a.create_flags & IBV_QP_CREATE_SCATTER_FCS != 0,
             strip_cvlan: a.create_flags & IBV_QP_CREATE_CVLAN_STRIPPING != 0,
+            ..Default::default()
         };
         let wq = new_wq(
             g,
@@ -1211,6 +1212,7 @@ fn wq_flags(flags: u32, max_sge: u32) -> Result<rawpkt::model::RqOptions, i32> {
         max_sge,
         scatter_fcs: flags & IBV_WQ_FLAGS_SCATTER_FCS != 0,
         strip_cvlan: flags & IBV_WQ_FLAGS_CVLAN_STRIPPING != 0,
+        ..Default::default()
     })
 }
 

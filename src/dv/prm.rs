@@ -1478,7 +1478,10 @@ mod mprq_tests {
         let f = Cqe64::from_bytes(&golden::bytes("fs3_cqe_mprq_filler_7").try_into().unwrap());
         let b = f.byte_cnt.get();
         assert!(mprq::is_filler(b));
-        assert_eq!((mprq::strides(b), mprq::len(b), f.wqe_id.get(), f.wqe_counter.get()), (7, 0, 3, 9));
+        assert_eq!(
+            (mprq::strides(b), mprq::len(b), f.wqe_id.get(), f.wqe_counter.get()),
+            (7, 0, 3, 9)
+        );
         let g = Cqe64::from_bytes(&golden::bytes("fs2_cqe_mprq_1500_2strides").try_into().unwrap());
         let b = g.byte_cnt.get();
         assert!(!mprq::is_filler(b));
