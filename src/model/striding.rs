@@ -175,7 +175,9 @@ impl Device {
             .take_while(|&(_, lkey, _)| lkey != INVALID_LKEY);
         let mut room = 0u64;
         for (len, lkey, addr) in segs.clone() {
-            if self.mr_range(lkey, addr, u64::from(len)).is_none() {
+            // A segment of 0 bytes holds nothing and is not checked: VPP pads its striding WQEs
+            // with such "null" segments (`device.c`, byte count 0, address 0).
+            if len != 0 && self.mr_range(lkey, addr, u64::from(len)).is_none() {
                 return Err(syndrome::LOCAL_PROT);
             }
             room += u64::from(len);
