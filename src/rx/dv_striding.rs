@@ -88,6 +88,9 @@ pub struct DvStridingRxQueue {
     clock: TickClock,
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
+    /// The CPU has MOVBE: bursts run in the build for it (as the cyclic queue's).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    movbe: bool,
     device_holds_buffers: bool,
     recover: bool,
     failed: Option<u8>,
@@ -172,6 +175,7 @@ impl DvStridingRxQueue {
             timestamps: cfg.rx_timestamps,
             clock,
             refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
+            movbe: crate::dv::cpu_has_movbe(),
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
@@ -579,10 +583,31 @@ impl DvStridingRxQueue {
     }
 }
 
+/// [`RxQueue::rx_burst`] for CPUs without MOVBE, out of line as the cyclic queue's.
+#[inline(never)]
+fn rx_burst_plain(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(out)
+}
+
+/// [`RxQueue::rx_burst`] compiled for CPUs with MOVBE: each big-endian CQE field loaded, and each
+/// refilled address stored, in one instruction (see the cyclic queue's `rx_burst_movbe`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+fn rx_burst_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(out)
+}
+
 impl RxQueue for DvStridingRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        self.burst(out)
+        #[cfg(target_arch = "x86_64")]
+        if self.movbe {
+            #[allow(unsafe_code)]
+            // SAFETY: `movbe` is set only where the CPU reports MOVBE (`new`), the one feature
+            // the function is compiled for.
+            return unsafe { rx_burst_movbe(self, out) };
+        }
+        rx_burst_plain(self, out)
     }
 
     fn stats(&self) -> &QueueStats {
