@@ -17,7 +17,7 @@
 //!   `packets tx=<forwarded> rx=<received by the sink>`.
 //!
 //! `RAWPKT_BENCH_RX=striding` puts the RX queue of `threaded` and `stepped` on a striding RQ
-//! (`DvStridingRxQueue`, 8 strides of 1 KiB per WQE, `QueueConfig::rx_striding`); the default is
+//! (`DvStridingRxQueue`, 16 strides of 1 KiB per WQE, `QueueConfig::rx_striding`); the default is
 //! the cyclic RQ (`cyclic`).
 //!
 //! Every measurement prints a table row and one JSON line (`{"bench":"dv_tx",...}`).

@@ -139,8 +139,8 @@ pub struct QueueConfig {
     /// (the socket option `XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+; older kernels keep their 32).
     /// From 32; the default 256 lets one call send what a burst posted. Other backends ignore it.
     pub xdp_tx_budget: u32,
-    /// Receive on a striding (multi-packet) RQ: the device fetches one receive WQE per 8
-    /// frames (8 strides of one pool buffer each) instead of one per frame, which saves PCIe
+    /// Receive on a striding (multi-packet) RQ: the device fetches one receive WQE per 8 or 16
+    /// frames (strides of one pool buffer each) instead of one per frame, which saves PCIe
     /// descriptor reads at small frames (DPDK's `mprq_en`, VPP's striding mode). mlx5 Direct
     /// Verbs (and model) ports only, on devices that have it (ConnectX-5 and later); asked
     /// where the device has none, opening the queue fails with one line saying so. Off by

@@ -155,31 +155,32 @@ fn big_pool() -> PoolConfig {
     }
 }
 
-/// 8 strides of 1 KiB: frames up to the whole WQE cross strides and leave fillers.
+/// 16 strides of 1 KiB (what the driver picks for a default pool): frames of up to 9000 bytes
+/// cross up to 9 strides and leave fillers.
 const KIB_STRIDES: mprq::Params = mprq::Params {
     log_stride_bytes: 10,
-    log_num_strides: 3,
+    log_num_strides: 4,
     two_byte_shift: false,
 };
 
-/// Random frames from 60 bytes to a whole WQE (stride × strides) arrive identical: frames of one
+/// Random frames from 60 to 9000 bytes (jumbo, up to 9 strides) arrive identical: frames of one
 /// stride without a copy, longer ones gathered from their strides, fillers skipped.
 #[test]
-fn random_frames_up_to_a_whole_wqe_arrive_identical() {
+fn random_jumbo_frames_arrive_identical() {
     let q = QueueConfig {
-        size: 256,
+        size: 512,
         ..QueueConfig::default()
     };
     let mut r = rig(ModelConfig::default(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
-    let whole = (KIB_STRIDES.stride_bytes() * KIB_STRIDES.num_strides()) as usize;
     // At most 16 frames a burst: 16 WQEs of the 32 even if each took a whole one.
-    run(&mut r, 50_000, 60, whole, 16, 0x5eed);
+    run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
     assert_eq!(r.rx.stats().no_buffers, 0);
     r.teardown();
 }
 
 /// A million random Ethernet frames on the strides the driver picks for a default pool (1 KiB in a
-/// 1920-byte data room): many frames take two strides, and WQEs end in fillers.
+/// 1920-byte data room, 16 of them for a WQE of 16 KiB): many frames take two strides, and WQEs
+/// end in fillers.
 #[test]
 fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
     let q = QueueConfig {
@@ -191,7 +192,7 @@ fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
         ..PoolConfig::default()
     };
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
-    assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 8));
+    assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
     run(&mut r, 1_000_000, 60, 1514, 48, 0xfeed);
     r.teardown();
 }
@@ -210,15 +211,15 @@ fn a_filler_releases_the_strides_left() {
         ..PoolConfig::default()
     };
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
-    // 7 frames of one stride, then one of two strides: one stride left, so a filler.
-    r.send(0, 7, 100, 100);
-    r.send(7, 8, 1500, 1500);
+    // 15 frames of one stride, then one of two strides: one stride left, so a filler.
+    r.send(0, 15, 100, 100);
+    r.send(15, 16, 1500, 1500);
     let mut got = Burst::new(&r.pool, 64);
-    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 8);
-    assert_eq!(got.data(7).len(), 1500);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
+    assert_eq!(got.data(15).len(), 1500);
     let mut want = vec![0u8; 1500];
-    fill_frame(7, &mut want);
-    assert_eq!(got.data(7), &want[..]);
+    fill_frame(15, &mut want);
+    assert_eq!(got.data(15), &want[..]);
     // What the burst holds, what the queue holds posted, and the pool make up every buffer.
     let held = got.len() as u32 + r.rx.posted() + r.pool.free_count() + r.tx.in_flight() as u32;
     assert!(held <= r.pool.capacity());

@@ -1,6 +1,6 @@
-//! The mlx5 Direct Verbs receive path on a striding (multi-packet) RQ: each WQE holds
-//! [`STRIDES_LOG`]-many strides, and the device places one frame after another in them, so that
-//! it fetches one receive descriptor per 8 frames instead of one per frame (DPDK `mlx5_rx.c`
+//! The mlx5 Direct Verbs receive path on a striding (multi-packet) RQ: each WQE holds 8 or 16
+//! strides ([`params_for`]), and the device places one frame after another in them, so that it
+//! fetches one receive descriptor per 8 or 16 frames instead of one per frame (DPDK `mlx5_rx.c`
 //! `mlx5_rx_burst_mprq`; VPP `rdma/input.c`, striding mode).
 //!
 //! How a stride maps onto the pool: every stride is one pool buffer. The WQE is a next segment
@@ -29,32 +29,47 @@ use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
-/// Strides per WQE, log2: 8, the fewest a ConnectX-5 takes (`MLX5_EXT_MIN_SINGLE_WQE_LOG_NUM_STRIDES`)
-/// and VPP's choice. One data segment each: the WQE is a next segment and 8 data segments, 256
-/// bytes (`mprq::wqe_size`).
+/// Strides per WQE, log2, at least: 8, the fewest a ConnectX-5 takes
+/// (`MLX5_EXT_MIN_SINGLE_WQE_LOG_NUM_STRIDES`) and VPP's choice; more where the strides are small
+/// ([`params_for`]). One data segment each: a WQE of 8 is a next segment and 8 data segments, 256
+/// bytes (`mprq::wqe_size`), of 16 512 bytes.
 pub const STRIDES_LOG: u8 = 3;
 
-/// The striding parameters for receive buffers of `pool` on a device of `caps`: [`STRIDES_LOG`]
-/// strides (or the device's fewest, when that is more) of the largest power of two that fits a
-/// buffer's data room, within the device's stride sizes. One line saying why when none fits.
+/// The smallest striding WQE, log2 bytes, DPDK assumes a device takes when it cannot ask
+/// (`MLX5_MPRQ_LOG_MIN_STRIDE_WQE_SIZE`, 16 KiB; with DevX it reads `log_min_stride_wqe_sz`
+/// from the HCA caps, which `mlx5dv_query_device` does not report).
+const LOG_MIN_WQE_BYTES: u32 = 14;
+
+/// The striding parameters for receive buffers of `pool` on a device of `caps`: strides of the
+/// largest power of two that fits a buffer's data room, within the device's stride sizes, and
+/// [`STRIDES_LOG`] of them, or more where the device's fewest or a WQE of at least 16 KiB
+/// (`LOG_MIN_WQE_BYTES`) needs more. One line saying why when none fits.
 pub fn params_for(pool: &Pool, caps: &mprq::Caps) -> Result<mprq::Params, Error> {
     let no = |why: String| Error::config(format!("rx_striding: {why}"));
     if !caps.supported() {
-        return Err(no("the device has no striding receive queue (ConnectX-5 and later have one;                       mlx5dv_query_device reports no striding RQ caps); open the queue without                       rx_striding"
-            .into()));
-    }
-    let log_num_strides = STRIDES_LOG.max(caps.min_log_num_strides as u8);
-    if u32::from(log_num_strides) > caps.max_log_num_strides || (1u32 << log_num_strides) > MAX_STRIDES {
-        return Err(no(format!(
-            "the device's smallest striding WQE has 2^{} strides; this driver posts one buffer per              stride, at most {MAX_STRIDES} per WQE",
-            caps.min_log_num_strides
-        )));
+        return Err(no(
+            "the device has no striding receive queue (ConnectX-5 and later have one; \
+                       mlx5dv_query_device reports no striding RQ caps); open the queue without \
+                       rx_striding"
+                .into(),
+        ));
     }
     let room = pool.data_room();
     let log_stride_bytes = (31 - room.leading_zeros()).min(caps.max_log_stride_bytes);
+    let log_num_strides = u32::from(STRIDES_LOG)
+        .max(caps.min_log_num_strides)
+        .max(LOG_MIN_WQE_BYTES.saturating_sub(log_stride_bytes));
+    if log_num_strides > caps.max_log_num_strides || (1u32 << log_num_strides) > MAX_STRIDES {
+        return Err(no(format!(
+            "strides of 2^{log_stride_bytes} bytes (a buffer's data room is {room}) need 2^{log_num_strides} \
+             per WQE (the device's fewest is 2^{}, and a WQE takes at least 2^{LOG_MIN_WQE_BYTES} bytes); \
+             this driver posts one buffer per stride, at most {MAX_STRIDES} per WQE: use larger buffers",
+            caps.min_log_num_strides
+        )));
+    }
     let p = mprq::Params {
         log_stride_bytes: log_stride_bytes as u8,
-        log_num_strides,
+        log_num_strides: log_num_strides as u8,
         two_byte_shift: false,
     };
     caps.check(&p)
@@ -132,7 +147,8 @@ impl DvStridingRxQueue {
         let n = params.num_strides();
         if n > MAX_STRIDES || params.stride_bytes() > pool.data_room() || params.two_byte_shift {
             return Err(Error::config(format!(
-                "striding RQ of {n} strides of {} bytes: this queue takes at most {MAX_STRIDES}                  strides of at most a buffer's data room ({} bytes), without the two-byte shift",
+                "striding RQ of {n} strides of {} bytes: this queue takes at most {MAX_STRIDES} \
+                 strides of at most a buffer's data room ({} bytes), without the two-byte shift",
                 params.stride_bytes(),
                 pool.data_room()
             )));
@@ -621,5 +637,49 @@ impl Drop for DvStridingRxQueue {
         if !self.device_holds_buffers && self.ctl.reset_rq(self.wq_num).is_ok() {
             self.release_posted();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PoolConfig;
+
+    fn pool(buf_size: u32) -> Rc<Pool> {
+        Pool::new(PoolConfig {
+            buffers: 64,
+            buf_size,
+            headroom: 128,
+        })
+        .unwrap()
+    }
+
+    /// Strides as large as a buffer's data room allows, enough of them for a 16 KiB WQE; one
+    /// line where the buffers or the device do not allow a WQE this driver can post.
+    #[test]
+    fn params_follow_the_pool_and_the_caps() {
+        let cx5 = mprq::Caps::CONNECTX5;
+        let p = params_for(&pool(2048), &cx5).unwrap();
+        assert_eq!((p.stride_bytes(), p.num_strides()), (1024, 16));
+        let p = params_for(&pool(4096), &cx5).unwrap();
+        assert_eq!((p.stride_bytes(), p.num_strides()), (2048, 8));
+        let p = params_for(&pool(65536), &cx5).unwrap();
+        assert_eq!(
+            (p.stride_bytes(), p.num_strides()),
+            (8192, 8),
+            "the device's largest stride"
+        );
+        let e = params_for(&pool(1024), &cx5).unwrap_err().to_string();
+        assert!(
+            e.contains("use larger buffers") && !e.contains('\n') && !e.contains("  "),
+            "{e}"
+        );
+        let no_ext = mprq::Caps {
+            min_log_num_strides: 9,
+            ..cx5
+        };
+        assert!(params_for(&pool(4096), &no_ext).is_err());
+        let e = params_for(&pool(2048), &mprq::Caps::NONE).unwrap_err().to_string();
+        assert!(e.contains("no striding receive queue") && !e.contains("  "), "{e}");
     }
 }
