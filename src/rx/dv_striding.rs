@@ -10,8 +10,9 @@
 //! exactly one place (the ring, a `Burst` or the pool) as the pool's invariant wants; a WQE is
 //! posted again, with fresh buffers, once all its strides are consumed. The alternative of one
 //! large buffer per WQE (DPDK's) needs either a copy of each frame into a pool buffer
-//! (`mprq_max_memcpy_len`) or reference counts on the large buffer, neither of which rawpkt's
-//! `Pool` has; see the README for what was measured.
+//! (`mprq_max_memcpy_len`: measured in an experiment at 76.2 instructions per 60-byte packet
+//! against this path's 44.3, README) or reference counts on the large buffer, which rawpkt's
+//! `Pool` does not have.
 //!
 //! A frame over several strides (longer than a stride) lies in several buffers: its later strides
 //! are copied behind its first (the stride is at most the data room, so up to the data room this
