@@ -344,3 +344,29 @@ fn model_ports_open_striding_queues() {
     drop((got, out, tx, rx));
     assert_eq!(pool.free_count(), pool.capacity());
 }
+
+/// Frames the device drops (no buffer, injected) in the middle of a WQE are reported by the next
+/// completion, here the filler of that WQE: the queue counts them from it too.
+#[test]
+fn drops_reported_by_a_filler_are_counted() {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    r.send(0, 15, 100, 100);
+    r.nic.inject(1, Fault::RxNoBuffer { frames: 2 });
+    r.send(15, 17, 100, 100);
+    r.send(17, 18, 1500, 1500);
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
+    assert_eq!(seq_of(got.data(15)), 17);
+    assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 2);
+    assert_eq!(r.rx.stats().drops, 2, "the filler's drop count");
+    drop(got);
+    r.teardown();
+}

@@ -438,6 +438,9 @@ impl DvStridingRxQueue {
             return Other::Fatal(syndrome::LOCAL_QP_OP);
         }
         if mprq::is_filler(bc) {
+            // A filler carries the drop count like any completion (the model writes the frames
+            // it dropped into the next CQE, whatever it is).
+            self.stats.drops += u64::from(cqe.rx_drops());
             self.free_strides(self.st_ci, strides);
             return Other::Done { strides, packets: 0 };
         }
@@ -450,6 +453,7 @@ impl DvStridingRxQueue {
         if len > self.data_room || len > strides * self.stride_bytes {
             // Longer than a buffer holds (or a length the strides cannot hold): dropped.
             self.stats.errors.local_length += 1;
+            self.stats.drops += u64::from(cqe.rx_drops());
             self.free_strides(self.st_ci, strides);
             return Other::Done { strides, packets: 0 };
         }
