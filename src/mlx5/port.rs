@@ -472,7 +472,14 @@ impl Shared {
                 self.spec
             )));
         }
-        let caps = self.ctx.striding_caps();
+        let c = self.ctx.striding_caps();
+        let caps = crate::dv::prm::mprq::Caps {
+            min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
+            max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
+            min_log_num_strides: c.min_single_wqe_log_num_of_strides,
+            max_log_num_strides: c.max_single_wqe_log_num_of_strides,
+            supported_qpts: c.supported_qpts,
+        };
         params_for(pool, &caps)
             .map(Some)
             .map_err(|e| Error::config(format!("{}: {e}", self.spec)))
@@ -634,7 +641,12 @@ impl Backend for Mlx5Port {
                 let n = p.num_strides();
                 let wqes = (cfg.size / n).max(1);
                 let cq = sh.cq(wqes * (n + 1))?;
-                let wq = Wq::create_striding(&sh.pd, &cq, wqes, n, p).map_err(|e| perm_err(&sh.spec, e))?;
+                let attr = mlx5dv_striding_rq_init_attr {
+                    single_stride_log_num_of_bytes: u32::from(p.log_stride_bytes),
+                    single_wqe_log_num_of_strides: u32::from(p.log_num_strides),
+                    two_byte_shift_en: u8::from(p.two_byte_shift),
+                };
+                let wq = Wq::create_striding(&sh.pd, &cq, wqes, n, attr).map_err(|e| perm_err(&sh.spec, e))?;
                 (cq, wq)
             }
         };

@@ -301,9 +301,9 @@ impl Context {
     }
 
     /// The striding RQ caps `mlx5dv_query_device` reports (`MLX5DV_CONTEXT_MASK_STRIDING_RQ`);
-    /// none where the library does not answer for them.
-    pub(crate) fn striding_caps(&self) -> crate::dv::prm::mprq::Caps {
-        let none = crate::dv::prm::mprq::Caps::NONE;
+    /// all zero (none) where the library does not answer for them.
+    pub(crate) fn striding_caps(&self) -> mlx5dv_striding_rq_caps {
+        let none = mlx5dv_striding_rq_caps::default();
         let Some(dv) = &self.rdma.dv else { return none };
         let mut attr = mlx5dv_context {
             comp_mask: u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ),
@@ -314,14 +314,7 @@ impl Context {
         if ret != 0 || attr.comp_mask & u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ) == 0 {
             return none;
         }
-        let c = attr.striding_rq_caps;
-        crate::dv::prm::mprq::Caps {
-            min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
-            max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
-            min_log_num_strides: c.min_single_wqe_log_num_of_strides,
-            max_log_num_strides: c.max_single_wqe_log_num_of_strides,
-            supported_qpts: c.supported_qpts,
-        }
+        attr.striding_rq_caps
     }
 
     /// `mlx5dv_is_supported` + `mlx5dv_query_device`, or why DV is out.
@@ -750,14 +743,15 @@ impl Wq {
     }
 
     /// rdma-core `mlx5dv_create_wq` with `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ`: a striding WQ
-    /// of `depth` WQEs of `sges` data segments each (after the next segment), strides as `p`
-    /// says; then what the inline `ibv_create_wq` would have initialised (`ops::init_wq`).
+    /// of `depth` WQEs of `sges` data segments each (after the next segment), strides as
+    /// `striding` says; then what the inline `ibv_create_wq` would have initialised
+    /// (`ops::init_wq`).
     pub(crate) fn create_striding(
         pd: &Arc<Pd>,
         cq: &Arc<Cq>,
         depth: u32,
         sges: u32,
-        p: &crate::dv::prm::mprq::Params,
+        striding: mlx5dv_striding_rq_init_attr,
     ) -> Result<Arc<Wq>, CallError> {
         let create = pd.ctx.rdma.dv.as_ref().and_then(|dv| dv.create_wq).ok_or(CallError {
             call: "mlx5dv_create_wq",
@@ -773,11 +767,8 @@ impl Wq {
         };
         let mut dv = mlx5dv_wq_init_attr {
             comp_mask: u64::from(MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ),
-            ..Default::default()
+            striding_rq_attrs: striding,
         };
-        dv.striding_rq_attrs.single_stride_log_num_of_bytes = u32::from(p.log_stride_bytes);
-        dv.striding_rq_attrs.single_wqe_log_num_of_strides = u32::from(p.log_num_strides);
-        dv.striding_rq_attrs.two_byte_shift_en = u8::from(p.two_byte_shift);
         // SAFETY: live context/PD/CQ, valid attributes; the new WQ is initialised before anyone
         // else sees it.
         let ptr = unsafe {
