@@ -16,6 +16,10 @@
 //!   inside `xconnect_burst` (`scripts/callgrind.sh --xconnect`); the last line is
 //!   `packets tx=<forwarded> rx=<received by the sink>`.
 //!
+//! `RAWPKT_BENCH_RX=striding` puts the RX queue of `threaded` and `stepped` on a striding RQ
+//! (`DvStridingRxQueue`, 16 strides of 1 KiB per WQE, `QueueConfig::rx_striding`); the default is
+//! the cyclic RQ (`cyclic`).
+//!
 //! Every measurement prints a table row and one JSON line (`{"bench":"dv_tx",...}`).
 //! See `docs/benchmarks.md` for what each number means.
 
@@ -25,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use rawpkt::model::{ModelConfig, Nic};
 use rawpkt::rx::dv::DvRxQueue;
+use rawpkt::rx::dv_striding::DvStridingRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 
@@ -172,6 +177,8 @@ struct Rig {
     // Field order is drop order: queues before pools and the NIC they talk to.
     tx: DvTxQueue,
     rx: Option<DvRxQueue>,
+    /// `RAWPKT_BENCH_RX=striding`: the RX queue, on a striding RQ (and `rx` is None).
+    rx_striding: Option<DvStridingRxQueue>,
     tx_pool: Rc<Pool>,
     rx_pool: Rc<Pool>,
     nic: Arc<Nic>,
@@ -207,7 +214,24 @@ impl Rig {
         // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
         let tx =
             unsafe { DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.caps(), nic.control()) }.expect("TX queue");
-        let rx = with_rx.then(|| {
+        let striding = std::env::var("RAWPKT_BENCH_RX").as_deref() == Ok("striding");
+        let rx_striding = (with_rx && striding).then(|| {
+            let params = rawpkt::rx::dv_striding::params_for(&rx_pool, &nic.config().striding_rq).expect("striding");
+            let n = params.num_strides();
+            let rx_cq = nic.create_cq(q.size / n * (n + 1)).expect("RX CQ");
+            let opts = rawpkt::model::RqOptions {
+                max_sge: n,
+                striding: Some(params),
+                ..Default::default()
+            };
+            let (rwq, wq) = nic
+                .create_rq_with(1, q.size / n, rx_cq.cqn(), opts)
+                .expect("striding RQ");
+            // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+            unsafe { DvStridingRxQueue::new(&rwq, &rx_cq, params, wq, rx_lkey, &rx_pool, &q, nic.control()) }
+                .expect("striding RX queue")
+        });
+        let rx = (with_rx && !striding).then(|| {
             let rx_cq = nic.create_cq(q.size).expect("RX CQ");
             let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).expect("RQ");
             // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
@@ -216,9 +240,42 @@ impl Rig {
         Rig {
             tx,
             rx,
+            rx_striding,
             tx_pool,
             rx_pool,
             nic,
+        }
+    }
+}
+
+/// The rig's RX queue, cyclic or striding.
+enum BenchRx {
+    Cyclic(DvRxQueue),
+    Striding(DvStridingRxQueue),
+}
+
+impl BenchRx {
+    #[inline(always)]
+    fn rx_burst(&mut self, b: &mut Burst) -> Result<usize, rawpkt::QueueError> {
+        match self {
+            BenchRx::Cyclic(q) => q.rx_burst(b),
+            BenchRx::Striding(q) => q.rx_burst(b),
+        }
+    }
+
+    fn stats(&self) -> &rawpkt::QueueStats {
+        match self {
+            BenchRx::Cyclic(q) => q.stats(),
+            BenchRx::Striding(q) => q.stats(),
+        }
+    }
+}
+
+impl Rig {
+    fn take_rx(&mut self) -> Option<BenchRx> {
+        match self.rx_striding.take() {
+            Some(q) => Some(BenchRx::Striding(q)),
+            None => self.rx.take().map(BenchRx::Cyclic),
         }
     }
 }
@@ -516,7 +573,7 @@ fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
     let (mut tx_pkts, mut tx_busy, mut tx_calls) = (0u64, 0u64, 0u64);
     let (mut rx_pkts, mut rx_busy, mut rx_calls, mut rx_empty) = (0u64, 0u64, 0u64, 0u64);
     let mut window = Window::new(secs);
-    let mut rx = rig.rx.take().expect("rig with RX");
+    let mut rx = rig.take_rx().expect("rig with RX");
     let end = loop {
         top_up(&mut out, &mut seq);
         let a = ticks();
@@ -667,7 +724,7 @@ fn stepped(iters: u64, with_rx: bool) {
         pin_current_thread(c);
     }
     let mut rig = Rig::new(with_rx);
-    let mut rx = rig.rx.take();
+    let mut rx = rig.take_rx();
     let mut out = Burst::new(&rig.tx_pool, BATCH);
     let mut got = Burst::new(&rig.rx_pool, BATCH);
     let mut seq = 0u64;

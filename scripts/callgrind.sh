@@ -15,6 +15,8 @@
 #                pool; the bench's `stepped-xc` mode), counted inside `xconnect_burst`
 #   --device D   cx5 (enhanced multi-packet send) or cx4 (one 64-byte SEND per packet, 18 inline
 #                bytes); default: both
+# RAWPKT_BENCH_RX=striding (environment): RX on a striding RQ (`DvStridingRxQueue`, counted inside
+#                its rx_burst); default cyclic.
 # Output files stay in target/callgrind/ (callgrind.tx.out, callgrind.rx.out) for
 # `callgrind_annotate --inclusive=yes target/callgrind/callgrind.tx.out`.
 set -euo pipefail
@@ -66,12 +68,18 @@ echo "== binary: $BIN" >&2
 # whatever the crate path or a future `v0` mangling prints around the type and method names.
 TX_GLOB='*DvTxQueue*TxQueue*tx_burst*'
 RX_GLOB='*DvRxQueue*RxQueue*rx_burst*'
+RX_QUEUE=DvRxQueue
+case "${RAWPKT_BENCH_RX:-cyclic}" in
+    cyclic) ;;
+    striding) RX_GLOB='*DvStridingRxQueue*RxQueue*rx_burst*'; RX_QUEUE=DvStridingRxQueue ;;
+    *) echo "callgrind.sh: RAWPKT_BENCH_RX must be cyclic or striding" >&2; exit 2 ;;
+esac
 if command -v nm >/dev/null 2>&1; then
     syms=$(nm -C "$BIN" 2>/dev/null || true)
     grep -q 'DvTxQueue.*TxQueue.*tx_burst' <<<"$syms" ||
         die "no DvTxQueue tx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
-    grep -q 'DvRxQueue.*RxQueue.*rx_burst' <<<"$syms" ||
-        die "no DvRxQueue rx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
+    grep -q "$RX_QUEUE.*RxQueue.*rx_burst" <<<"$syms" ||
+        die "no $RX_QUEUE rx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
     grep -E 'Dv[TR]xQueue.*[tr]x_burst' <<<"$syms" | sed 's/^[0-9a-f]* [A-Za-z] /== symbol: /' >&2
 fi
 
@@ -119,6 +127,10 @@ fi
 
 for DEV in $DEVICES; do
 case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
+if [ "$RX_QUEUE" = DvStridingRxQueue ] && [ "$DEV" = cx4 ]; then
+    echo "== cx4: skipped, a ConnectX-4 has no striding RQ (RAWPKT_BENCH_RX=striding); use --device cx5" >&2
+    continue
+fi
 export RAWPKT_BENCH_DEVICE=$DEV
 # (Assignments, so that a failing run stops the script under set -e.)
 tx_res=$(run "tx.$DEV" "$TX_GLOB")
@@ -164,7 +176,7 @@ echo "device: $DEV; iterations: $ITERS bursts of 32 (stepped mode), binary: $BIN
 echo "tx: $TX_IR Ir / $TX_PKTS packets"
 echo "rx: $RX_IR Ir / $RX_PKTS packets"
 echo "$DEV tx instructions/packet: $TX_PER (target <= $TX_TARGET: $(verdict "$TX_PER" "$TX_TARGET"))"
-echo "$DEV rx instructions/packet (incl. refill): $RX_PER (target <= $RX_TARGET: $(verdict "$RX_PER" "$RX_TARGET"))"
+echo "$DEV rx (${RAWPKT_BENCH_RX:-cyclic}) instructions/packet (incl. refill): $RX_PER (target <= $RX_TARGET: $(verdict "$RX_PER" "$RX_TARGET"))"
 printf '{"bench":"callgrind","device":"%s","batch":32,"frame":60,"iterations":%s,"tx_ir":%s,"tx_packets":%s,"tx_ir_per_pkt":%s,"tx_target":%s,"rx_ir":%s,"rx_packets":%s,"rx_ir_per_pkt":%s,"rx_target":%s}\n' \
     "$DEV" "$ITERS" "$TX_IR" "$TX_PKTS" "$TX_PER" "$TX_TARGET" "$RX_IR" "$RX_PKTS" "$RX_PER" "$RX_TARGET"
 done

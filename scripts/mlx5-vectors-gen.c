@@ -622,6 +622,89 @@ static void section_f(void)
 	printf("RULE RQ WQE i lives at rq.buf + (i & (wqe_cnt - 1)) * stride; the RQ doorbell record counts WQEs\n");
 }
 
+/*
+ * (f') Striding (multi-packet) RQ, rdma-core's public side: the WQE a
+ * striding WQ holds (struct mlx5_mprq_wqe: next segment + data segment), the
+ * verbs that create one and report the limits, and a striding completion.
+ * The MPRQ byte-count encoding is not in rdma-core's header: it is DPDK's
+ * (drivers/common/mlx5/mlx5_prm.h MLX5_MPRQ_*), printed as such.
+ */
+#define PRIV_MLX5_MPRQ_LEN_MASK 0x0000ffffU
+#define PRIV_MLX5_MPRQ_STRIDE_NUM_MASK 0x3fff0000U
+#define PRIV_MLX5_MPRQ_STRIDE_NUM_SHIFT 16
+#define PRIV_MLX5_MPRQ_FILLER_MASK 0x80000000U
+#define PRIV_MLX5_MPRQ_STRIDE_SHIFT_BYTE 2
+
+static void section_f_striding(void)
+{
+	struct mlx5_mprq_wqe w;
+	struct mlx5_cqe64 q;
+
+	printf("\n#### (f') Striding RQ (MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ): WQE = mlx5_wqe_srq_next_seg + data segments\n");
+	printf("CONST %-36s 0x%x %s\n", "MLX5DV_CONTEXT_MASK_STRIDING_RQ",
+	       (unsigned)MLX5DV_CONTEXT_MASK_STRIDING_RQ, "mlx5dv.h (mlx5dv_context.comp_mask)");
+	printf("CONST %-36s 0x%x %s\n", "MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ",
+	       (unsigned)MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ, "mlx5dv.h (mlx5dv_wq_init_attr.comp_mask)");
+	printf("CONST %-36s 0x%x %s\n", "IBV_QPT_RAW_PACKET", (unsigned)IBV_QPT_RAW_PACKET,
+	       "verbs.h (bit of mlx5dv_striding_rq_caps.supported_qpts)");
+#define P(name, val, where) printf("CONST %-36s 0x%x NOT-IN-PUBLIC-HEADER %s\n", name, (unsigned)(val), where)
+	P("MLX5_MPRQ_LEN_MASK", PRIV_MLX5_MPRQ_LEN_MASK, "DPDK drivers/common/mlx5/mlx5_prm.h");
+	P("MLX5_MPRQ_STRIDE_NUM_MASK", PRIV_MLX5_MPRQ_STRIDE_NUM_MASK, "DPDK drivers/common/mlx5/mlx5_prm.h");
+	P("MLX5_MPRQ_STRIDE_NUM_SHIFT", PRIV_MLX5_MPRQ_STRIDE_NUM_SHIFT, "DPDK drivers/common/mlx5/mlx5_prm.h");
+	P("MLX5_MPRQ_FILLER_MASK", PRIV_MLX5_MPRQ_FILLER_MASK, "DPDK drivers/common/mlx5/mlx5_prm.h");
+	P("MLX5_MPRQ_STRIDE_SHIFT_BYTE", PRIV_MLX5_MPRQ_STRIDE_SHIFT_BYTE, "DPDK drivers/common/mlx5/mlx5_prm.h");
+#undef P
+
+	printf("\n## fs1: WQE 5 of a striding WQ, next_wqe_index 6, one data seg over 8 strides of 2048 bytes"
+	       " (byte_count 16384, lkey 0x1000, addr 0x0000000010000000)\n");
+	printf("# memset 0; nseg.next_wqe_index = htobe16(6); mlx5dv_set_data_seg(&dseg, 16384, 0x1000, 0x10000000)\n");
+	memset(&w, 0, sizeof(w));
+	w.nseg.next_wqe_index = htobe16(6);
+	mlx5dv_set_data_seg(&w.dseg, 16384, 0x1000, (uintptr_t)0x0000000010000000ULL);
+	emit("fs1_mprq_wqe", &w, sizeof(w));
+	printf("RULE striding WQE size = roundup_pow2(16 * max_sge + 16) (rdma-core verbs.c mlx5_calc_rwq_size); the RQ"
+	       " doorbell record counts WQEs, not strides\n");
+
+	printf("\n## fs2: striding RX completion: WQE (wqe_id) 3, first stride (wqe_counter) 7, 1500 bytes in 2 strides,"
+	       " RESP_SEND, owner 0\n");
+	printf("# memset 0; wqe_id = htobe16(3); wqe_counter = htobe16(7);"
+	       " byte_cnt = htobe32(2 << MLX5_MPRQ_STRIDE_NUM_SHIFT | 1500); op_own = MLX5_CQE_RESP_SEND << 4\n");
+	memset(&q, 0, sizeof(q));
+	q.wqe_id = htobe16(3);
+	q.wqe_counter = htobe16(7);
+	q.byte_cnt = htobe32(2U << PRIV_MLX5_MPRQ_STRIDE_NUM_SHIFT | 1500);
+	q.op_own = MLX5_CQE_RESP_SEND << 4;
+	emit("fs2_cqe_mprq_1500_2strides", &q, sizeof(q));
+
+	printf("\n## fs3: filler completion: WQE 3, stride 9 on, the 7 strides left, no frame, owner 1\n");
+	printf("# as fs2 with wqe_counter = htobe16(9); byte_cnt = htobe32(MLX5_MPRQ_FILLER_MASK |"
+	       " 7 << MLX5_MPRQ_STRIDE_NUM_SHIFT); mlx5dv_set_cqe_owner(cqe, 1)\n");
+	q.wqe_counter = htobe16(9);
+	q.byte_cnt = htobe32(PRIV_MLX5_MPRQ_FILLER_MASK | 7U << PRIV_MLX5_MPRQ_STRIDE_NUM_SHIFT);
+	mlx5dv_set_cqe_owner(&q, 1);
+	emit("fs3_cqe_mprq_filler_7", &q, sizeof(q));
+
+#define L(T) printf("LAYOUT %-24s size=%zu align=%zu\n", #T, sizeof(struct T), _Alignof(struct T))
+#define F(T, m) printf("FIELD  %-24s %-28s offset=%zu size=%zu\n", #T, #m, \
+		       offsetof(struct T, m), sizeof(((struct T *)0)->m))
+	L(mlx5dv_striding_rq_caps);
+	F(mlx5dv_striding_rq_caps, min_single_stride_log_num_of_bytes);
+	F(mlx5dv_striding_rq_caps, max_single_stride_log_num_of_bytes);
+	F(mlx5dv_striding_rq_caps, min_single_wqe_log_num_of_strides);
+	F(mlx5dv_striding_rq_caps, max_single_wqe_log_num_of_strides);
+	F(mlx5dv_striding_rq_caps, supported_qpts);
+	L(mlx5dv_striding_rq_init_attr);
+	F(mlx5dv_striding_rq_init_attr, single_stride_log_num_of_bytes);
+	F(mlx5dv_striding_rq_init_attr, single_wqe_log_num_of_strides);
+	F(mlx5dv_striding_rq_init_attr, two_byte_shift_en);
+	L(mlx5dv_wq_init_attr);
+	F(mlx5dv_wq_init_attr, comp_mask);
+	F(mlx5dv_wq_init_attr, striding_rq_attrs);
+	F(mlx5dv_context, striding_rq_caps);
+#undef L
+#undef F
+}
+
 static const struct fld cqe_fields[] = {
 	FLD(mlx5_cqe64, wqe_id, 1, "BE16 striding RQ: WQE index"),
 	{ "rx_hash_res (rsvd4[8..11])", PRIV_CQE_RX_HASH_RES_OFFSET, 4, 1,
@@ -999,6 +1082,7 @@ int main(void)
 	section_d();
 	section_e();
 	section_f();
+	section_f_striding();
 	section_g();
 	section_h();
 	section_i();

@@ -1141,3 +1141,51 @@ fn mlx5_receive_timestamps_are_nanoseconds_of_the_device_clock() {
         got.clear();
     }
 }
+
+/// A striding receive queue on the Direct Verbs datapath through the model library
+/// (`mlx5dv_create_wq` with the striding caps `mlx5dv_query_device` reports): frames of one and
+/// of two strides arrive identical, the pool is full after teardown; plain verbs ports refuse
+/// `rx_striding` in one line.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn striding_receive_queues_direct_verbs() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        let b = open("mlx5:mdl1", &opts(1, &[]));
+        let pool = pool();
+        let striding = QueueConfig {
+            rx_striding: true,
+            ..qcfg()
+        };
+        let mut a_tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut b_rx = b.rx_queue(0, &pool, &striding).unwrap();
+        // 60..1500-byte frames: strides of 1 KiB, so many take two and WQEs end in fillers.
+        let to_b: Vec<Vec<u8>> = (0..400u16)
+            .map(|i| {
+                let mut f = udp(MAC1, [10, 0, 1, i as u8], 1000 + i, 53);
+                f.resize(60 + usize::from(i) * 37 % 1441, i as u8);
+                f
+            })
+            .collect();
+        send(a_tx.as_mut(), &pool, &to_b[..200]);
+        same_frames(&receive(b_rx.as_mut(), &pool, 200), &to_b[..200], "striding: first 200");
+        send(a_tx.as_mut(), &pool, &to_b[200..]);
+        same_frames(&receive(b_rx.as_mut(), &pool, 200), &to_b[200..], "striding: next 200");
+        assert_eq!(b_rx.stats().errors.total(), 0);
+        drop((a_tx, b_rx));
+        assert_eq!(pool.free_count(), pool.capacity());
+    }
+    assert_eq!(model.live_objects(), 0, "objects left after teardown");
+    let v = open("verbs:mlx5_1/1", &opts(1, &[]));
+    let pool = pool();
+    let cfg = QueueConfig {
+        rx_striding: true,
+        ..qcfg()
+    };
+    let e = v.rx_queue(0, &pool, &cfg).err().unwrap().to_string();
+    assert!(
+        e.contains("rx_striding needs the Direct Verbs datapath") && !e.contains('\n'),
+        "{e}"
+    );
+}

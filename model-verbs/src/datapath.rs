@@ -247,6 +247,13 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
             unsafe { *bad_wr = w };
         }
     };
+    if w.striding {
+        // The model library posts cyclic WQEs only; a striding WQ is for Direct Verbs, where the
+        // program writes the next segment and the strides' data segments itself (as DPDK and
+        // VPP do).
+        set_bad(wr);
+        return libc::EOPNOTSUPP;
+    }
     let mut rx = lock(&w.rx);
     let (size, max_gs) = (rx.ring.size(), rx.ring.max_gs());
     let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);

@@ -51,9 +51,7 @@ pub unsafe extern "C" fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out
                 out |= u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION);
             }
             if asked & u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ) != 0 {
-                // The model has no striding RQ: all zero, no QP type supports it.
-                // SAFETY: C data, all-zero valid.
-                a.striding_rq_caps = unsafe { std::mem::zeroed() };
+                a.striding_rq_caps = crate::dv_wq::striding_caps(g);
                 out |= u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ);
             }
             if asked & u64::from(MLX5DV_CONTEXT_MASK_SWP) != 0 {

@@ -34,6 +34,7 @@ mod datapath;
 mod device;
 mod devx;
 mod dv;
+mod dv_wq;
 mod events;
 mod global;
 mod loopback;
@@ -48,6 +49,7 @@ pub use control::*;
 pub use device::*;
 pub use devx::*;
 pub use dv::*;
+pub use dv_wq::*;
 pub use events::*;
 pub use verbs::*;
 

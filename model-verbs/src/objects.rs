@@ -147,6 +147,9 @@ pub(crate) struct Wq {
     pub rx: Mutex<RqRx>,
     /// `ibv_wc.qp_num` of its completions: the WQ number, or the QP's for a QP's own RQ.
     pub wc_qp_num: u32,
+    /// Made striding (`mlx5dv_create_wq`): its WQEs are written and its completions read through
+    /// Direct Verbs only (`post_rq` refuses it).
+    pub striding: bool,
 }
 
 #[repr(C)]

@@ -890,6 +890,7 @@ fn create_raw(
             max_sge: a.cap.max_recv_sge,
             scatter_fcs: a.create_flags & IBV_QP_CREATE_SCATTER_FCS != 0,
             strip_cvlan: a.create_flags & IBV_QP_CREATE_CVLAN_STRIPPING != 0,
+            ..Default::default()
         };
         let wq = new_wq(
             g,
@@ -1156,11 +1157,16 @@ unsafe extern "C" fn create_wq(context: *mut ibv_context, attr: *mut ibv_wq_init
             return std::ptr::null_mut();
         }
         // SAFETY: the caller's attr struct; max_wr/max_sge are written back, as rdma-core does.
-        ptr_or_errno(create_wq_inner(context, unsafe { &mut *attr }))
+        ptr_or_errno(create_wq_inner(context, unsafe { &mut *attr }, None))
     })
 }
 
-fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Result<*mut ibv_wq, i32> {
+/// `ibv_create_wq`, and `mlx5dv_create_wq` with `striding` (`dv_wq.rs`, which checked it).
+pub(crate) fn create_wq_inner(
+    context: *mut ibv_context,
+    a: &mut ibv_wq_init_attr,
+    striding: Option<rawpkt::dv::prm::mprq::Params>,
+) -> Result<*mut ibv_wq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
     if a.wq_type != IBV_WQT_RQ || a.comp_mask & !IBV_WQ_INIT_ATTR_FLAGS != 0 {
@@ -1176,12 +1182,15 @@ fn create_wq_inner(context: *mut ibv_context, a: &mut ibv_wq_init_attr) -> Resul
     if a.max_wr == 0 || a.max_wr > MAX_QP_WR || a.max_sge > MAX_SGE {
         return Err(EINVAL);
     }
-    let opts = wq_flags(flags, a.max_sge)?;
+    let mut opts = wq_flags(flags, a.max_sge)?;
+    opts.striding = striding;
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None, opts)?;
     a.max_wr = w.info.raw.cnt;
-    a.max_sge = w.info.raw.stride / 16;
+    // The data segments a WQE holds (`rq.max_gs`): a striding one's first 16 bytes are its next
+    // segment (rdma-core `mlx5_calc_rwq_size`).
+    a.max_sge = w.info.raw.stride / 16 - u32::from(striding.is_some());
     w.wq.wq_context = a.wq_context;
     let cq = w.cq;
     let wq_num = w.wq.wq_num;
@@ -1211,6 +1220,7 @@ fn wq_flags(flags: u32, max_sge: u32) -> Result<rawpkt::model::RqOptions, i32> {
         max_sge,
         scatter_fcs: flags & IBV_WQ_FLAGS_SCATTER_FCS != 0,
         strip_cvlan: flags & IBV_WQ_FLAGS_CVLAN_STRIPPING != 0,
+        ..Default::default()
     })
 }
 
@@ -1231,6 +1241,7 @@ fn new_wq(
     let cq = cq.cast::<Cq>();
     // SAFETY: a live CQ (the callers check).
     let cqn = unsafe { (*cq).info.raw.num };
+    let striding = opts.striding.is_some();
     let info = g.nic.alloc_wq_with(port, max_wr, cqn, opts).map_err(|_| libc::ENOMEM)?;
     let wq_num = info.raw.num;
     // SAFETY: the model's WQ, which only this object posts to.
@@ -1259,6 +1270,7 @@ fn new_wq(
             wrid: vec![0; n],
         }),
         wc_qp_num: owner_qpn.unwrap_or(wq_num),
+        striding,
     }))
 }
 

@@ -125,6 +125,23 @@ fn c_program_polls_extended_cqs_with_timestamps() {
     assert!(out.contains("cq_ex ok: 16 sends and 16 receives"), "{out}");
 }
 
+/// A striding receive WQ made with `mlx5dv_create_wq` (`tests/c/striding.c`): the caps
+/// `mlx5dv_query_device` reports, rdma-core's refusals, the WQE geometry of `mlx5_calc_rwq_size`,
+/// and frames, a filler and their CQEs' stride fields as the program reads them through DV.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
+fn c_program_creates_a_striding_wq() {
+    let exe = build_c("striding");
+    let run = Command::new(&exe).output().expect("running the C program");
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "the C program failed:\n{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(out.contains("striding ok: 8 frames and a filler"), "{out}");
+}
+
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
 fn c_program_against_rdma_core_headers() {

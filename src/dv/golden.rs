@@ -107,3 +107,13 @@ fn generator_reproduces_the_vectors() {
         differ.join("\n")
     );
 }
+
+/// The value of a `CONST` line (`CONST <name> 0x<hex> ...`).
+pub(crate) fn constant(name: &str) -> u64 {
+    let line = VECTORS
+        .lines()
+        .find(|l| l.starts_with("CONST ") && l.split_whitespace().nth(1) == Some(name))
+        .unwrap_or_else(|| panic!("no constant {name}"));
+    let hex = line.split_whitespace().nth(2).expect("value column");
+    u64::from_str_radix(hex.trim_start_matches("0x"), 16).expect("hex")
+}

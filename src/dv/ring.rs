@@ -823,6 +823,86 @@ impl RqWriter<'_> {
     }
 }
 
+/// The driver's view of a striding receive WQ (`mlx5dv_create_wq` with
+/// `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ`): WQEs of a 16-byte next segment and `sges` data
+/// segments, `mprq::wqe_size(sges)` bytes apart (rdma-core `mlx5_calc_rwq_size`). The doorbell
+/// record counts WQEs.
+pub struct StridingRqRing {
+    base: *mut u8,
+    mask: u32,
+    stride: usize,
+    sges: usize,
+    dbrec: DbrecWord,
+    _keep: KeepAlive,
+}
+
+impl StridingRqRing {
+    /// # Safety
+    /// As [`RqRing::new`], for a WQ created striding with WQEs of `sges` data segments.
+    pub unsafe fn new(info: &RwqInfo, sges: u32) -> Result<StridingRqRing, String> {
+        let want = super::prm::mprq::wqe_size(sges);
+        check_ring("striding RQ", info.wqe_cnt, info.stride, want, info.buf, 16)?;
+        if info.dbrec.is_null() {
+            return Err("striding RQ: doorbell record missing".into());
+        }
+        Ok(StridingRqRing {
+            base: info.buf,
+            mask: info.wqe_cnt - 1,
+            stride: want as usize,
+            sges: sges as usize,
+            // SAFETY: `mlx5dv_rwq.dbrec` is one aligned BE32 word kept alive by `keep`.
+            dbrec: unsafe { DbrecWord::new(info.dbrec) },
+            _keep: info.keep.clone(),
+        })
+    }
+
+    /// WQEs in the ring.
+    pub fn size(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// The next segment of WQE `pi` (free-running), not posted yet.
+    #[inline(always)]
+    pub fn next_seg(&mut self, pi: u32) -> &mut super::prm::mprq::NextSeg {
+        // SAFETY: in the ring by the mask, at a WQE's start (16-byte aligned: the ring is and
+        // WQEs are a power of two of at least 32 bytes apart); unposted WQEs are not read by the
+        // device, and `&mut self` makes this the only reference.
+        unsafe { &mut *self.base.add((pi & self.mask) as usize * self.stride).cast() }
+    }
+
+    /// The data segments of WQE `pi` (free-running), not posted yet.
+    #[inline(always)]
+    pub fn segs(&mut self, pi: u32) -> &mut [DataSeg] {
+        // SAFETY: as `next_seg`; the segments follow the 16-byte next segment inside the WQE
+        // (`check_ring` made sure of its size).
+        unsafe {
+            let at = self.base.add((pi & self.mask) as usize * self.stride + 16);
+            std::slice::from_raw_parts_mut(at.cast(), self.sges)
+        }
+    }
+
+    /// Ends WQE `pi`'s scatter list after its `sges` segments with the invalid-lkey entry, where
+    /// the WQE has room for more (rdma-core `mlx5_post_wq_recv` does so when a WQE holds fewer
+    /// segments than its `max_gs`; the rest of the WQE is padding the device would read).
+    pub fn terminate(&mut self, pi: u32) {
+        if 16 + (self.sges + 1) * 16 <= self.stride {
+            // SAFETY: as `segs`, one segment further, inside the WQE (checked just above).
+            unsafe {
+                let at = self
+                    .base
+                    .add((pi & self.mask) as usize * self.stride + 16 + self.sges * 16);
+                *at.cast::<DataSeg>() = DataSeg::TERMINATOR;
+            }
+        }
+    }
+
+    /// Posts WQEs up to `pi` (16-bit WQE counter).
+    #[inline(always)]
+    pub fn ring_doorbell(&self, pi: u32) {
+        self.dbrec.store_be(pi & 0xffff);
+    }
+}
+
 /// Device-side access to the same memory: what the model (standing in for the NIC's DMA
 /// engine) reads and writes. Kept next to the driver's views so that both sides follow one
 /// ordering protocol.

@@ -69,16 +69,17 @@ pub(super) fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, LayoutErr
     Ok(unsafe { CqInfo::from_raw(c.buf.cast(), c.dbrec.cast(), c.cqe_cnt, c.cqe_size, c.cqn, keep) })
 }
 
-/// A receive WQ with one data segment per WQE.
-pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive) -> Result<RwqInfo, LayoutError> {
+/// A receive WQ with WQEs of `stride` bytes: 16 for one data segment per WQE, or a striding
+/// WQ's (`mprq::wqe_size`).
+pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive, stride: u32) -> Result<RwqInfo, LayoutError> {
     let r = wq.dv_info().map_err(LayoutError::Call)?;
-    if r.stride != 16 || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
+    if r.stride != stride || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
         return Err(LayoutError::Unexpected(format!(
             "unexpected receive WQ layout from mlx5dv_init_obj (stride {}, {} WQEs)",
             r.stride, r.wqe_cnt
         )));
     }
-    // SAFETY: the live WQ's buffer of wqe_cnt 16-byte WQEs and its doorbell record; `keep`
+    // SAFETY: the live WQ's buffer of wqe_cnt WQEs of `stride` bytes and its doorbell record; `keep`
     // holds the WQ.
     Ok(unsafe { RwqInfo::from_raw(r.buf.cast(), r.dbrec.cast(), r.wqe_cnt, r.stride, keep) })
 }

@@ -16,6 +16,7 @@ use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
 use crate::flow::wire::ETHERTYPE_IPV6;
 use crate::rx::dv::DvRxQueue;
+use crate::rx::dv_striding::{params_for, DvStridingRxQueue};
 use crate::rx::verbs::VerbsRxQueue;
 use crate::spec::{Backend, PortOptions};
 use crate::sys::rdma::{CallError, Context, Cq, DeviceList, Flow, IndTable, Mr, Pd, Qp, Rdma, Wq};
@@ -458,6 +459,32 @@ impl Shared {
         .map_err(|e| call_err(&self.spec, e))
     }
 
+    /// The striding parameters of a receive queue asked for `rx_striding` (None when not
+    /// asked): the Direct Verbs datapath only, within the caps `mlx5dv_query_device` reports;
+    /// one line saying why not otherwise.
+    fn striding_params(&self, pool: &Pool, cfg: &QueueConfig) -> Result<Option<crate::dv::prm::mprq::Params>, Error> {
+        if !cfg.rx_striding {
+            return Ok(None);
+        }
+        if self.mode == Mode::Verbs {
+            return Err(Error::config(format!(
+                "{}: rx_striding needs the Direct Verbs datapath (this port runs on plain verbs)",
+                self.spec
+            )));
+        }
+        let c = self.ctx.striding_caps();
+        let caps = crate::dv::prm::mprq::Caps {
+            min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
+            max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
+            min_log_num_strides: c.min_single_wqe_log_num_of_strides,
+            max_log_num_strides: c.max_single_wqe_log_num_of_strides,
+            supported_qpts: c.supported_qpts,
+        };
+        params_for(pool, &caps)
+            .map(Some)
+            .map_err(|e| Error::config(format!("{}: {e}", self.spec)))
+    }
+
     /// Builds the indirection table, the RSS QPs and the flows over the complete set of WQs.
     fn steer(&self, wqs: &[Arc<Wq>]) -> Result<Steering, Error> {
         // VPP `rdma_rxq_finalize`: a power-of-two table filled round robin. For a queue count
@@ -600,9 +627,29 @@ impl Backend for Mlx5Port {
                 sh.spec
             )));
         }
+        let striding = sh.striding_params(pool, cfg)?;
         let mr = sh.mr_for(pool)?;
-        let cq = sh.cq(cfg.size)?;
-        let wq = Wq::create(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+        let (cq, wq) = match &striding {
+            None => {
+                let cq = sh.cq(cfg.size)?;
+                let wq = Wq::create(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+                (cq, wq)
+            }
+            Some(p) => {
+                // `cfg.size` strides, one buffer each; every stride may complete on its own and
+                // every WQE end with a filler.
+                let n = p.num_strides();
+                let wqes = (cfg.size / n).max(1);
+                let cq = sh.cq(wqes * (n + 1))?;
+                let attr = mlx5dv_striding_rq_init_attr {
+                    single_stride_log_num_of_bytes: u32::from(p.log_stride_bytes),
+                    single_wqe_log_num_of_strides: u32::from(p.log_num_strides),
+                    two_byte_shift_en: u8::from(p.two_byte_shift),
+                };
+                let wq = Wq::create_striding(&sh.pd, &cq, wqes, n, attr).map_err(|e| perm_err(&sh.spec, e))?;
+                (cq, wq)
+            }
+        };
         wq.set_state(IBV_WQS_RDY).map_err(|e| call_err(&sh.spec, e))?;
         let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let token = Arc::new(RxToken {
@@ -613,18 +660,28 @@ impl Backend for Mlx5Port {
         let queue: Box<dyn RxQueue> = match sh.mode {
             Mode::Dv(_) => {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
-                let rwq = layout::rwq_info(&wq, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
+                let stride = striding.map_or(16, |p| crate::dv::prm::mprq::wqe_size(p.num_strides()));
+                let rwq = layout::rwq_info(&wq, keep.clone(), stride).map_err(|e| layout_err(&sh.spec, e))?;
                 let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(RqControl {
                     wq: wq.clone(),
                     health: sh.health.clone(),
                     clock: sh.clock,
                 });
-                #[allow(unsafe_code)]
-                // SAFETY: `wq` and `cq` were created above for this queue alone, and `keep` holds them
-                // (and the MR) for as long as the infos, hence the queue, live.
-                let q = unsafe { DvRxQueue::new(&rwq, &cqi, wq.wq_num(), mr.lkey(), pool, cfg, ctl) }?;
-                Box::new(q)
+                let (num, lkey) = (wq.wq_num(), mr.lkey());
+                if let Some(p) = striding {
+                    #[allow(unsafe_code)]
+                    // SAFETY: `wq` (made striding with `p`) and `cq` were created above for this
+                    // queue alone, and `keep` holds them (and the MR) as long as the queue lives.
+                    let q = unsafe { DvStridingRxQueue::new(&rwq, &cqi, p, num, lkey, pool, cfg, ctl) }?;
+                    Box::new(q)
+                } else {
+                    #[allow(unsafe_code)]
+                    // SAFETY: `wq` and `cq` were created above for this queue alone, and `keep` holds them
+                    // (and the MR) for as long as the infos, hence the queue, live.
+                    let q = unsafe { DvRxQueue::new(&rwq, &cqi, num, lkey, pool, cfg, ctl) }?;
+                    Box::new(q)
+                }
             }
             Mode::Verbs => {
                 let health = sh.health.clone();

@@ -210,7 +210,7 @@ impl<'a> Frame<'a> {
 
     /// The bytes as they leave the port, checksums filled in: in place when that changes
     /// nothing, else in `scratch`.
-    fn wire<'s>(&self, scratch: &'s mut Vec<u8>) -> &'s [u8]
+    pub(super) fn wire<'s>(&self, scratch: &'s mut Vec<u8>) -> &'s [u8]
     where
         'a: 's,
     {
@@ -802,7 +802,7 @@ impl Device {
 
     /// The address of `[addr, addr + len)` if it lies inside the MR named by `lkey`.
     #[inline]
-    fn mr_range(&self, lkey: u32, addr: u64, len: u64) -> Option<*mut u8> {
+    pub(super) fn mr_range(&self, lkey: u32, addr: u64, len: u64) -> Option<*mut u8> {
         self.mr(lkey)?.contains(addr, len).then_some(addr as *mut u8)
     }
 
@@ -1029,7 +1029,7 @@ impl Device {
     }
 
     /// The port's default RSS hash (Toeplitz over addresses and TCP/UDP ports).
-    fn rss_hash(&self, frame: &[u8], parsed: &pkt::Parsed) -> u32 {
+    pub(super) fn rss_hash(&self, frame: &[u8], parsed: &pkt::Parsed) -> u32 {
         let mut input = [0u8; 36];
         let n = pkt::rss_input(frame, parsed, &mut input);
         self.rss.hash(&input[..n])
@@ -1140,6 +1140,9 @@ impl Device {
         let Some(rq) = self.rqs.get_mut(ri).and_then(Option::as_mut) else {
             return;
         };
+        if rq.striding.is_some() {
+            return self.rx_striding(port, wq, frame, pre, no_buffer);
+        }
         if rq.error || rq.state != super::RqState::Ready {
             self.ports[port].counters.rx_wq_error += 1;
             return;
@@ -1293,7 +1296,7 @@ impl Device {
 
     /// A receive WQE that failed with `synd`: its error CQE; the errors the PRM calls fatal to
     /// the queue (a bad lkey, protection, flush) put the RQ in the error state.
-    fn rx_failed(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, synd: u8) {
+    pub(super) fn rx_failed(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, synd: u8) {
         if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
             self.rqs[wq.wrapping_sub(WQN_BASE) as usize]
                 .as_mut()
@@ -1365,7 +1368,7 @@ impl Device {
     }
 
     /// Removes and returns the first pending fault of `port` that `pick` accepts.
-    fn take_fault(&mut self, port: usize, pick: impl Fn(&Fault) -> bool) -> Option<Fault> {
+    pub(super) fn take_fault(&mut self, port: usize, pick: impl Fn(&Fault) -> bool) -> Option<Fault> {
         let faults = &mut self.ports.get_mut(port)?.faults;
         let at = faults.iter().position(pick)?;
         faults.remove(at)
@@ -1498,7 +1501,7 @@ pub fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
 }
 
 /// A data segment's byte count, lkey and address (`struct mlx5_wqe_data_seg`, big-endian).
-fn data_seg(seg: &[u8; 16]) -> (u32, u32, u64) {
+pub(super) fn data_seg(seg: &[u8; 16]) -> (u32, u32, u64) {
     (
         u32::from_be_bytes(seg[0..4].try_into().expect("4")),
         u32::from_be_bytes(seg[4..8].try_into().expect("4")),

@@ -41,6 +41,7 @@ pub(crate) use port::open_model;
 pub use port::{nic_of, MODEL_QUEUES};
 pub mod link;
 mod ring;
+mod striding;
 mod trace;
 
 use std::collections::VecDeque;
@@ -101,6 +102,10 @@ pub struct ModelConfig {
     /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
     /// a slower device under test. None: no limit.
     pub rx_capacity_pps: Option<f64>,
+    /// The striding RQ limits the device reports (`mlx5dv_striding_rq_caps`): a ConnectX-5's,
+    /// or none on a ConnectX-4 ([`crate::dv::prm::mprq::Caps`]); a WQ asked outside them is
+    /// refused, as mlx5_ib refuses it.
+    pub striding_rq: crate::dv::prm::mprq::Caps,
 }
 
 impl ModelConfig {
@@ -109,6 +114,7 @@ impl ModelConfig {
         ModelConfig {
             inline_mode: InlineMode::L2,
             enhanced_mpw: false,
+            striding_rq: crate::dv::prm::mprq::Caps::NONE,
             ..ModelConfig::default()
         }
     }
@@ -126,6 +132,7 @@ impl Default for ModelConfig {
             strict_doorbell: true,
             trace: None,
             rx_capacity_pps: None,
+            striding_rq: crate::dv::prm::mprq::Caps::CONNECTX5,
         }
     }
 }
@@ -316,6 +323,16 @@ pub(crate) struct RqObj {
     error: bool,
     pending_drops: u8,
     state: RqState,
+    /// A striding RQ's geometry and the stride the next frame starts at in WQE `hw_ci`.
+    striding: Option<StridingState>,
+}
+
+/// Where a striding RQ is inside its current WQE (`striding.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StridingState {
+    params: crate::dv::prm::mprq::Params,
+    /// The first free stride of WQE `hw_ci`.
+    next_stride: u32,
 }
 
 /// Data segments a receive WQE may hold: a ConnectX-5's `max_wqe_sz_rq` of 512 bytes
@@ -335,6 +352,11 @@ pub struct RqOptions {
     /// `vsd` clear: a frame's 802.1Q tag is taken out and reported in the CQE's `vlan_info`
     /// (`IBV_QP_CREATE_CVLAN_STRIPPING`, `IBV_WQ_FLAGS_CVLAN_STRIPPING`).
     pub strip_cvlan: bool,
+    /// A striding (multi-packet) RQ of these strides (`mlx5dv_create_wq` with
+    /// `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ`): each WQE is a 16-byte next segment and
+    /// `max_sge` data segments whose concatenation is cut into strides, and frames are placed
+    /// one after another in them (`striding.rs`).
+    pub striding: Option<crate::dv::prm::mprq::Params>,
 }
 
 /// The state of a receive WQ (`enum ibv_wq_state` minus UNKNOWN). Frames steered to a WQ that
@@ -779,6 +801,12 @@ impl Nic {
         self.new_rq(port, wqes, cqn, false, RqOptions::default())
     }
 
+    /// [`Nic::alloc_rq`] (a WQ in the port's RSS set, ready) made as `opts` say: the `model:`
+    /// backend's striding receive queues.
+    pub fn alloc_rq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<QueueMem, String> {
+        self.new_rq(port, wqes, cqn, true, opts)
+    }
+
     /// [`Nic::alloc_wq`] with WQEs of several data segments and receive offloads.
     pub fn alloc_wq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<QueueMem, String> {
         if opts.max_sge > MAX_RQ_SGE {
@@ -792,9 +820,26 @@ impl Nic {
 
     fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool, opts: RqOptions) -> Result<QueueMem, String> {
         let wqe_cnt = wqes.max(1).next_power_of_two();
-        // A WQE is its data segments, rounded up to a power of two (the RQ's `log_wq_stride`).
-        let stride = 16 * opts.max_sge.max(1).next_power_of_two();
+        // A WQE is its data segments, rounded up to a power of two (the RQ's `log_wq_stride`);
+        // a striding one starts with a next segment (rdma-core `mlx5_calc_rwq_size`).
+        let stride = match opts.striding {
+            Some(_) => crate::dv::prm::mprq::wqe_size(opts.max_sge),
+            None => 16 * opts.max_sge.max(1).next_power_of_two(),
+        };
         let mut d = self.dev();
+        if let Some(p) = &opts.striding {
+            d.cfg.striding_rq.check(p)?;
+            if opts.scatter_fcs || opts.strip_cvlan {
+                return Err("the model's striding RQs take no FCS scatter or VLAN stripping".into());
+            }
+            if stride > 16 * MAX_RQ_SGE {
+                return Err(format!(
+                    "a striding WQE of {} data segments is {stride} bytes, more than the device's {}",
+                    opts.max_sge,
+                    16 * MAX_RQ_SGE
+                ));
+            }
+        }
         if port >= d.ports.len() {
             return Err(format!("model port {port} does not exist"));
         }
@@ -818,6 +863,7 @@ impl Nic {
                 error: false,
                 pending_drops: 0,
                 state: if port_rss { RqState::Ready } else { RqState::Reset },
+                striding: opts.striding.map(|params| StridingState { params, next_stride: 0 }),
             },
         );
         let wq_num = WQN_BASE + idx as u32;
@@ -1307,6 +1353,9 @@ fn reset_rq_obj(rq: &mut RqObj) {
     rq.posted = 0;
     rq.error = false;
     rq.pending_drops = 0;
+    if let Some(s) = rq.striding.as_mut() {
+        s.next_stride = 0;
+    }
     // SAFETY: the record word belongs to this live RQ.
     unsafe {
         dma::store_dbrec(rq.mem.dbrec(), 0);

@@ -12,6 +12,7 @@ use super::{Link, ModelConfig, Nic, QueueMem};
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::rx::dv::DvRxQueue;
+use crate::rx::dv_striding::{params_for, DvStridingRxQueue};
 use crate::spec::{echo, Backend, ModelOptions, Port, PortIdentity, PortOptions};
 use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
@@ -55,6 +56,17 @@ impl Nic {
     /// [`Nic::alloc_rq`], described for the driver, with the WQ's number.
     pub fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
         Ok(rwq_info(self.alloc_rq(port, wqes, cqn)?))
+    }
+
+    /// [`Nic::alloc_rq_with`], described for the driver, with the WQ's number.
+    pub fn create_rq_with(
+        &self,
+        port: usize,
+        wqes: u32,
+        cqn: u32,
+        opts: super::RqOptions,
+    ) -> Result<(RwqInfo, u32), String> {
+        Ok(rwq_info(self.alloc_rq_with(port, wqes, cqn, opts)?))
     }
 
     /// [`Nic::alloc_wq`], described for the driver, with the WQ's number.
@@ -276,8 +288,38 @@ impl ModelPort {
     }
 }
 
+impl ModelPort {
+    /// A receive queue on a striding RQ (`QueueConfig::rx_striding`) of `cfg.size` strides, as
+    /// the device's striding caps allow (`rx::dv_striding::params_for`).
+    fn striding_rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        let params = params_for(pool, &self.nic.config().striding_rq)
+            .map_err(|e| Error::config(format!("{}: {e}", self.identity())))?;
+        let (lkey, ctl) = self.take(false, qid, pool)?;
+        let strides = params.num_strides();
+        let wqes = (cfg.size / strides).max(1);
+        // Every stride may complete on its own, and every WQE may end with a filler.
+        let cq = self.nic.create_cq(wqes * (strides + 1)).map_err(Error::device)?;
+        let opts = super::RqOptions {
+            max_sge: strides,
+            striding: Some(params),
+            ..Default::default()
+        };
+        let (rwq, wq) = self
+            .nic
+            .create_rq_with(self.port, wqes, cq.cqn, opts)
+            .map_err(Error::device)?;
+        // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+        Ok(Box::new(unsafe {
+            DvStridingRxQueue::new(&rwq, &cq, params, wq, lkey, pool, cfg, ctl)
+        }?))
+    }
+}
+
 impl Backend for ModelPort {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        if cfg.rx_striding {
+            return self.striding_rx_queue(qid, pool, cfg);
+        }
         let (lkey, ctl) = self.take(false, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
         let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;

@@ -512,7 +512,7 @@ fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueErro
 /// `get_csum_ok`); L4 ok needs a TCP/UDP type.
 /// Indexed by `hdr_type_etc & 0x7ff`. Bit 0 is not a packet property, so every entry ignores it
 /// (`i & 0x7fe` below) rather than the loop shifting it out: one instruction less per packet.
-static FLAGS_LUT: [u32; 2048] = {
+pub(super) static FLAGS_LUT: [u32; 2048] = {
     let mut t = [0u32; 2048];
     let mut i = 0;
     while i < 2048 {

@@ -108,6 +108,9 @@ pub(crate) struct Mlx5dv {
     pub open_device: Option<unsafe extern "C" fn(*mut ibv_device, *mut mlx5dv_context_attr) -> *mut ibv_context>,
     pub devx_general_cmd:
         Option<unsafe extern "C" fn(*mut ibv_context, *const c_void, usize, *mut c_void, usize) -> c_int>,
+    /// `mlx5dv_create_wq` (MLX5_1.3): striding receive WQs (`QueueConfig::rx_striding`).
+    pub create_wq:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_wq_init_attr, *mut mlx5dv_wq_init_attr) -> *mut ibv_wq>,
     _lib: Library,
 }
 
@@ -222,6 +225,7 @@ impl Rdma {
                 create_cq: sym(&lib, n, "mlx5dv_create_cq")?,
                 open_device: sym(&lib, n, "mlx5dv_open_device").ok(),
                 devx_general_cmd: sym(&lib, n, "mlx5dv_devx_general_cmd").ok(),
+                create_wq: sym(&lib, n, "mlx5dv_create_wq").ok(),
                 _lib: lib,
             })
         }

@@ -300,6 +300,23 @@ impl Context {
         )
     }
 
+    /// The striding RQ caps `mlx5dv_query_device` reports (`MLX5DV_CONTEXT_MASK_STRIDING_RQ`);
+    /// all zero (none) where the library does not answer for them.
+    pub(crate) fn striding_caps(&self) -> mlx5dv_striding_rq_caps {
+        let none = mlx5dv_striding_rq_caps::default();
+        let Some(dv) = &self.rdma.dv else { return none };
+        let mut attr = mlx5dv_context {
+            comp_mask: u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ),
+            ..Default::default()
+        };
+        // SAFETY: live context, valid out struct.
+        let ret = unsafe { (dv.query_device)(self.ptr, &mut attr) };
+        if ret != 0 || attr.comp_mask & u64::from(MLX5DV_CONTEXT_MASK_STRIDING_RQ) == 0 {
+            return none;
+        }
+        attr.striding_rq_caps
+    }
+
     /// `mlx5dv_is_supported` + `mlx5dv_query_device`, or why DV is out.
     pub(crate) fn mlx5dv_query(&self) -> Result<mlx5dv_context, String> {
         let Some(dv) = &self.rdma.dv else {
@@ -717,6 +734,52 @@ impl Wq {
         let ptr = unsafe { ops::ibv_create_wq(pd.ctx.ptr, &mut attr) };
         if ptr.is_null() {
             return Err(last_errno("ibv_create_wq"));
+        }
+        Ok(Arc::new(Wq {
+            pd: pd.clone(),
+            ptr,
+            _cq: cq.clone(),
+        }))
+    }
+
+    /// rdma-core `mlx5dv_create_wq` with `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ`: a striding WQ
+    /// of `depth` WQEs of `sges` data segments each (after the next segment), strides as
+    /// `striding` says; then what the inline `ibv_create_wq` would have initialised
+    /// (`ops::init_wq`).
+    pub(crate) fn create_striding(
+        pd: &Arc<Pd>,
+        cq: &Arc<Cq>,
+        depth: u32,
+        sges: u32,
+        striding: mlx5dv_striding_rq_init_attr,
+    ) -> Result<Arc<Wq>, CallError> {
+        let create = pd.ctx.rdma.dv.as_ref().and_then(|dv| dv.create_wq).ok_or(CallError {
+            call: "mlx5dv_create_wq",
+            errno: libc::EOPNOTSUPP,
+        })?;
+        let mut attr = ibv_wq_init_attr {
+            wq_type: IBV_WQT_RQ,
+            max_wr: depth,
+            max_sge: sges,
+            pd: pd.ptr,
+            cq: cq.ptr,
+            ..Default::default()
+        };
+        let mut dv = mlx5dv_wq_init_attr {
+            comp_mask: u64::from(MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ),
+            striding_rq_attrs: striding,
+        };
+        // SAFETY: live context/PD/CQ, valid attributes; the new WQ is initialised before anyone
+        // else sees it.
+        let ptr = unsafe {
+            let w = create(pd.ctx.ptr, &mut attr, &mut dv);
+            if !w.is_null() {
+                ops::init_wq(w, &attr);
+            }
+            w
+        };
+        if ptr.is_null() {
+            return Err(last_errno("mlx5dv_create_wq"));
         }
         Ok(Arc::new(Wq {
             pd: pd.clone(),

@@ -161,12 +161,24 @@ pub(crate) unsafe fn ibv_create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init
     unsafe {
         let wq = f(ctx, attr);
         if !wq.is_null() {
-            (*wq).wq_context = (*attr).wq_context;
-            (*wq).events_completed = 0;
-            libc::pthread_mutex_init(std::ptr::addr_of_mut!((*wq).mutex).cast(), std::ptr::null());
-            libc::pthread_cond_init(std::ptr::addr_of_mut!((*wq).cond).cast(), std::ptr::null());
+            init_wq(wq, attr);
         }
         wq
+    }
+}
+
+/// What the inline `ibv_create_wq` does to a WQ the provider made, and `mlx5dv_create_wq` does
+/// not (VPP's device.c does it by hand after `mlx5dv_create_wq`).
+///
+/// # Safety
+/// `wq` a WQ just created from `attr`, not yet shared.
+pub(crate) unsafe fn init_wq(wq: *mut ibv_wq, attr: *const ibv_wq_init_attr) {
+    // SAFETY: per the contract.
+    unsafe {
+        (*wq).wq_context = (*attr).wq_context;
+        (*wq).events_completed = 0;
+        libc::pthread_mutex_init(std::ptr::addr_of_mut!((*wq).mutex).cast(), std::ptr::null());
+        libc::pthread_cond_init(std::ptr::addr_of_mut!((*wq).cond).cast(), std::ptr::null());
     }
 }
 

@@ -1,0 +1,690 @@
+//! The mlx5 Direct Verbs receive path on a striding (multi-packet) RQ: each WQE holds 8 or 16
+//! strides ([`params_for`]), and the device places one frame after another in them, so that it
+//! fetches one receive descriptor per 8 or 16 frames instead of one per frame (DPDK `mlx5_rx.c`
+//! `mlx5_rx_burst_mprq`; VPP `rdma/input.c`, striding mode).
+//!
+//! How a stride maps onto the pool: every stride is one pool buffer. The WQE is a next segment
+//! and one data segment per stride, each `stride` bytes at a buffer's headroom, as VPP lays its
+//! striding WQEs out ("the trick": 8 data segments of one vlib buffer each, `device.c`). A frame
+//! in one stride is handed up as that buffer, without a copy, and every buffer index stays in
+//! exactly one place (the ring, a `Burst` or the pool) as the pool's invariant wants; a WQE is
+//! posted again, with fresh buffers, once all its strides are consumed. The alternative of one
+//! large buffer per WQE (DPDK's) needs either a copy of each frame into a pool buffer
+//! (`mprq_max_memcpy_len`: measured in an experiment at 76.2 instructions per 60-byte packet
+//! against this path's 44.3, README) or reference counts on the large buffer, which rawpkt's
+//! `Pool` does not have.
+//!
+//! A frame over several strides (longer than a stride) lies in several buffers: its later strides
+//! are copied behind its first (the stride is at most the data room, so up to the data room this
+//! fits), and their buffers go back to the pool; a longer frame is dropped and counted as a
+//! length error. A filler CQE gives the strides it names back to the pool.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::dv::FLAGS_LUT;
+use super::REFILL_BATCH;
+use crate::dv::prm::{mprq, syndrome, Be16, Be64, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, StridingRqRing};
+use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
+use crate::mem::pool::{flags, Burst, Packet, Pool};
+use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
+
+/// Strides per WQE, log2, at least: 8, the fewest a ConnectX-5 takes
+/// (`MLX5_EXT_MIN_SINGLE_WQE_LOG_NUM_STRIDES`) and VPP's choice; more where the strides are small
+/// ([`params_for`]). One data segment each: a WQE of 8 is a next segment and 8 data segments, 256
+/// bytes (`mprq::wqe_size`), of 16 512 bytes.
+pub const STRIDES_LOG: u8 = 3;
+
+/// The smallest striding WQE, log2 bytes, DPDK assumes a device takes when it cannot ask
+/// (`MLX5_MPRQ_LOG_MIN_STRIDE_WQE_SIZE`, 16 KiB; with DevX it reads `log_min_stride_wqe_sz`
+/// from the HCA caps, which `mlx5dv_query_device` does not report).
+const LOG_MIN_WQE_BYTES: u32 = 14;
+
+/// The striding parameters for receive buffers of `pool` on a device of `caps`: strides of the
+/// largest power of two that fits a buffer's data room, within the device's stride sizes, and
+/// [`STRIDES_LOG`] of them, or more where the device's fewest or a WQE of at least 16 KiB
+/// (`LOG_MIN_WQE_BYTES`) needs more. One line saying why when none fits.
+pub fn params_for(pool: &Pool, caps: &mprq::Caps) -> Result<mprq::Params, Error> {
+    let no = |why: String| Error::config(format!("rx_striding: {why}"));
+    if !caps.supported() {
+        return Err(no(
+            "the device has no striding receive queue (ConnectX-5 and later have one; \
+                       mlx5dv_query_device reports no striding RQ caps); open the queue without \
+                       rx_striding"
+                .into(),
+        ));
+    }
+    let room = pool.data_room();
+    let log_stride_bytes = (31 - room.leading_zeros()).min(caps.max_log_stride_bytes);
+    let log_num_strides = u32::from(STRIDES_LOG)
+        .max(caps.min_log_num_strides)
+        .max(LOG_MIN_WQE_BYTES.saturating_sub(log_stride_bytes));
+    if log_num_strides > caps.max_log_num_strides || (1u32 << log_num_strides) > MAX_STRIDES {
+        return Err(no(format!(
+            "strides of 2^{log_stride_bytes} bytes (a buffer's data room is {room}) need 2^{log_num_strides} \
+             per WQE (the device's fewest is 2^{}, and a WQE takes at least 2^{LOG_MIN_WQE_BYTES} bytes); \
+             this driver posts one buffer per stride, at most {MAX_STRIDES} per WQE: use larger buffers",
+            caps.min_log_num_strides
+        )));
+    }
+    let p = mprq::Params {
+        log_stride_bytes: log_stride_bytes as u8,
+        log_num_strides: log_num_strides as u8,
+        two_byte_shift: false,
+    };
+    caps.check(&p)
+        .map_err(|e| no(format!("a buffer's data room of {room} bytes: {e}")))?;
+    Ok(p)
+}
+
+/// The most strides a WQE of one data segment per stride can have: a WQE is at most 512 bytes
+/// (a ConnectX-5's `max_wqe_sz_rq`), 16 of them the next segment.
+const MAX_STRIDES: u32 = 16;
+
+pub struct DvStridingRxQueue {
+    rq: StridingRqRing,
+    cq: CqRing,
+    pool: Rc<Pool>,
+    ctl: Arc<dyn DvControl>,
+    wq_num: u32,
+    /// The buffer of every stride, indexed by the free-running stride counter: WQE `w` holds
+    /// strides `w << log_n ..`.
+    bufs: Box<[u32]>,
+    log_n: u32,
+    stride_bytes: u32,
+    /// WQEs posted (free-running).
+    rq_pi: u32,
+    /// Strides consumed (free-running); WQE `st_ci >> log_n` is the one the device fills.
+    st_ci: u32,
+    cq_ci: u32,
+    data_off: u16,
+    data_room: u32,
+    timestamps: bool,
+    clock: TickClock,
+    /// Free WQEs that make a refill worth its fixed cost.
+    refill_min: u32,
+    /// The CPU has MOVBE: bursts run in the build for it (as the cyclic queue's).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    movbe: bool,
+    device_holds_buffers: bool,
+    recover: bool,
+    failed: Option<u8>,
+    stats: QueueStats,
+    scratch: Box<[u32]>,
+}
+
+/// What the slow path found at a consumer index.
+enum Other {
+    Empty,
+    /// A plain one-stride frame after all: the fast path takes it.
+    Ready,
+    /// The CQE consumed these strides and hands up this many packets (0 or 1).
+    Done {
+        strides: u32,
+        packets: usize,
+    },
+    /// An error that needs a queue reset.
+    Fatal(u8),
+}
+
+impl DvStridingRxQueue {
+    /// A receive queue over the striding WQ `rwq` (made with `params`, WQEs of one data segment
+    /// per stride) and CQ `cq`, filled with buffers of `pool` (registered as `lkey`).
+    ///
+    /// # Safety
+    /// As [`DvRxQueue::new`](crate::rx::dv::DvRxQueue::new).
+    #[allow(unsafe_code, clippy::too_many_arguments)]
+    pub unsafe fn new(
+        rwq: &RwqInfo,
+        cq: &CqInfo,
+        params: mprq::Params,
+        wq_num: u32,
+        lkey: u32,
+        pool: &Rc<Pool>,
+        cfg: &QueueConfig,
+        ctl: Arc<dyn DvControl>,
+    ) -> Result<DvStridingRxQueue, Error> {
+        let n = params.num_strides();
+        if n > MAX_STRIDES || params.stride_bytes() > pool.data_room() || params.two_byte_shift {
+            return Err(Error::config(format!(
+                "striding RQ of {n} strides of {} bytes: this queue takes at most {MAX_STRIDES} \
+                 strides of at most a buffer's data room ({} bytes), without the two-byte shift",
+                params.stride_bytes(),
+                pool.data_room()
+            )));
+        }
+        // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
+        // only buffers of its own pool that it holds in its ring, and publishes a consumer index
+        // only past CQEs it has finished reading.
+        let (rq, cq) = unsafe { (StridingRqRing::new(rwq, n), CqRing::new(cq)) };
+        let (rq, cq) = (rq.map_err(Error::device)?, cq.map_err(Error::device)?);
+        let strides = rq.size() * n;
+        // Every stride may complete on its own, and every WQE may end with a filler.
+        if cq.size() < strides + rq.size() {
+            return Err(Error::device("RX CQ smaller than its striding receive queue"));
+        }
+        let clock = match ctl.clock() {
+            Some(c) => c,
+            None if cfg.rx_timestamps => {
+                return Err(Error::config(
+                    "receive timestamps: the device reports no clock frequency (hca_core_clock), \
+                     so its completions' timestamps cannot be read as nanoseconds",
+                ))
+            }
+            None => TickClock::NANOSECONDS,
+        };
+        let size = rq.size();
+        let mut q = DvStridingRxQueue {
+            rq,
+            cq,
+            pool: pool.clone(),
+            ctl,
+            wq_num,
+            bufs: vec![u32::MAX; strides as usize].into_boxed_slice(),
+            log_n: u32::from(params.log_num_strides),
+            stride_bytes: params.stride_bytes(),
+            rq_pi: 0,
+            st_ci: 0,
+            cq_ci: 0,
+            data_off: pool.headroom(),
+            data_room: pool.data_room(),
+            timestamps: cfg.rx_timestamps,
+            clock,
+            refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
+            movbe: crate::dv::cpu_has_movbe(),
+            device_holds_buffers: false,
+            recover: cfg.recover,
+            failed: None,
+            stats: QueueStats::default(),
+            scratch: vec![0; strides as usize].into_boxed_slice(),
+        };
+        // The next segments and the data segments' byte counts and lkeys never change; a refill
+        // rewrites only addresses. VPP links the next segments although a cyclic striding RQ
+        // ignores them.
+        let seg = DataSeg::new(params.stride_bytes(), lkey, 0);
+        for w in 0..size {
+            q.rq.next_seg(w).next_wqe_index = Be16::new(((w + 1) % size) as u16);
+            q.rq.segs(w).fill(seg);
+            q.rq.terminate(w);
+        }
+        q.refill(0);
+        Ok(q)
+    }
+
+    /// Strides the queue holds posted (for tests: all of them once refilled).
+    pub fn posted(&self) -> u32 {
+        (self.rq_pi << self.log_n).wrapping_sub(self.st_ci)
+    }
+
+    /// Posts WQEs with fresh buffers in every free WQE once at least `min` are free. Only whole
+    /// WQEs are posted: what the pool gives beyond goes back.
+    #[inline(always)]
+    fn refill(&mut self, min: u32) {
+        let size = self.rq.size();
+        let free = (self.st_ci >> self.log_n).wrapping_add(size).wrapping_sub(self.rq_pi);
+        if free < min.max(1) {
+            return;
+        }
+        let total = self.bufs.len();
+        let smask = total - 1;
+        let from = (self.rq_pi << self.log_n) as usize & smask;
+        let want = (free << self.log_n) as usize;
+        let first = want.min(total - from);
+        let (low, high) = self.bufs.split_at_mut(from);
+        let got = if first == want {
+            self.pool.alloc_bulk(&mut high[..first])
+        } else {
+            self.pool.alloc_bulk2(&mut high[..first], &mut low[..want - first])
+        };
+        if got < want {
+            self.stats.no_buffers += 1;
+        }
+        let wqes = (got >> self.log_n) as u32;
+        let whole = (wqes << self.log_n) as usize;
+        if whole < got {
+            // Not a whole WQE's worth: back to the pool.
+            for (k, s) in self.scratch[..got - whole].iter_mut().enumerate() {
+                *s = self.bufs[(from + whole + k) & smask];
+            }
+            self.pool.free_bulk(&self.scratch[..got - whole]);
+        }
+        if wqes == 0 {
+            return;
+        }
+        let geo = self.pool.geometry();
+        let off = u32::from(self.data_off);
+        let n = 1usize << self.log_n;
+        for w in 0..wqes {
+            let pi = self.rq_pi.wrapping_add(w);
+            let at = (pi << self.log_n) as usize & smask;
+            for (seg, &idx) in self.rq.segs(pi).iter_mut().zip(&self.bufs[at..at + n]) {
+                seg.addr = Be64::new(geo.buf_addr(idx, off));
+            }
+        }
+        self.rq_pi = self.rq_pi.wrapping_add(wqes);
+        self.rq.ring_doorbell(self.rq_pi);
+    }
+
+    /// Returns the buffers of strides `from .. from + n` (free-running) to the pool.
+    fn free_strides(&mut self, from: u32, n: u32) {
+        let smask = self.bufs.len() - 1;
+        for k in 0..n as usize {
+            self.scratch[k] = self.bufs[(from as usize + k) & smask];
+        }
+        self.pool.free_bulk(&self.scratch[..n as usize]);
+    }
+
+    /// Returns every posted buffer to the pool (the WQ was reset or is going away).
+    fn release_posted(&mut self) {
+        let n = self.posted();
+        self.free_strides(self.st_ci, n);
+        self.st_ci = self.rq_pi << self.log_n;
+    }
+
+    /// As the cyclic queue's (`DvRxQueue::recover_or_fail`, after DPDK `mlx5_rx_err_handle`):
+    /// reset the WQ, drop the completions before the reset, give the posted buffers back and
+    /// post fresh ones from WQE 0.
+    #[cold]
+    fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
+        if self.ctl.reset_rq(self.wq_num).is_err() {
+            self.failed = Some(synd);
+            self.device_holds_buffers = true;
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+        }
+        while self.cq.ready(self.cq_ci) {
+            self.cq_ci = self.cq_ci.wrapping_add(1);
+            self.stats.drops += 1;
+        }
+        self.cq.publish_ci(self.cq_ci);
+        self.release_posted();
+        self.st_ci = 0;
+        self.rq_pi = 0;
+        self.rq.ring_doorbell(0);
+        if !self.recover {
+            self.failed = Some(synd);
+            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
+        }
+        self.stats.recoveries += 1;
+        self.refill(0);
+        Ok(())
+    }
+
+    /// The fast path over one wrap-free segment: consecutive RESP_SEND CQEs of frames in one
+    /// stride each, which are then exactly the next strides in order (a frame over several
+    /// strides, a filler or anything else stops it). `bufs` are those strides' buffers.
+    #[inline(always)]
+    fn poll_segment<const TIMESTAMPS: bool>(
+        &self,
+        slots: &mut [Packet],
+        bufs: &[u32],
+        seg: CqSegment<'_>,
+        bytes: &mut u64,
+        drops: &mut u64,
+    ) -> usize {
+        let len_off = Packet::len_off(0, self.data_off);
+        let stride = self.stride_bytes;
+        let mut byte_sum = 0u32;
+        let mut drop_any = 0u8;
+        let mut k = 0;
+        for (slot, &buf) in slots.iter_mut().zip(bufs) {
+            let Some(cqe) = seg.packet(k) else { break };
+            // One stride, no filler: the byte count is 1 << 16 | len, so one subtract and one
+            // compare take the length and reject everything else (and a length past the stride).
+            let len = cqe.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
+            if len > stride {
+                break;
+            }
+            slot.buf = buf;
+            slot.set_len_off(len | len_off);
+            slot.rss_hash = cqe.rx_hash_res.get();
+            slot.flags =
+                FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff] | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
+            if TIMESTAMPS {
+                slot.timestamp = self.clock.ns(cqe.timestamp.get());
+            }
+            byte_sum += len;
+            drop_any |= cqe.rx_drops();
+            k += 1;
+        }
+        if drop_any != 0 {
+            *drops += (0..k)
+                .filter_map(|j| seg.packet(j))
+                .map(|c| u64::from(c.rx_drops()))
+                .sum::<u64>();
+        }
+        *bytes += u64::from(byte_sum);
+        k
+    }
+
+    /// [`Self::poll_segment`] from `ci` and stride `st` over ring wraps.
+    #[inline(always)]
+    fn poll_packets<const TIMESTAMPS: bool>(
+        &self,
+        out: &mut [Packet],
+        ci: u32,
+        st: u32,
+        bytes: &mut u64,
+        drops: &mut u64,
+    ) -> usize {
+        let cq = self.cq.reader();
+        let (cq_size, total) = (self.cq.size() as usize, self.bufs.len());
+        let mut n = 0;
+        while n < out.len() {
+            let c = ci.wrapping_add(n as u32);
+            let s = st.wrapping_add(n as u32) as usize & (total - 1);
+            let seg_len = (out.len() - n)
+                .min(cq_size - (c as usize & (cq_size - 1)))
+                .min(total - s);
+            let k = self.poll_segment::<TIMESTAMPS>(
+                &mut out[n..n + seg_len],
+                &self.bufs[s..s + seg_len],
+                cq.segment(c, seg_len),
+                bytes,
+                drops,
+            );
+            n += k;
+            if k < seg_len {
+                break;
+            }
+        }
+        n
+    }
+
+    /// The CQE at `ci` when the fast path did not take it: nothing yet, a filler, a frame over
+    /// several strides (handed up in `slot`), an error, or something broken.
+    #[cold]
+    #[inline(never)]
+    fn poll_other(&mut self, ci: u32, slot: &mut Packet) -> Other {
+        let cqe = match self.cq.reader().poll_rx(ci) {
+            RxPoll::Empty => return Other::Empty,
+            RxPoll::Packet(cqe) | RxPoll::Other(cqe) => *cqe,
+        };
+        let n = 1u32 << self.log_n;
+        let pos = self.st_ci & (n - 1);
+        let wqe = (self.st_ci >> self.log_n) as u16;
+        if self.st_ci == self.rq_pi << self.log_n {
+            // A completion for a WQE that was never posted.
+            self.stats.errors.bad_cqe += 1;
+            return Other::Fatal(syndrome::LOCAL_QP_OP);
+        }
+        if cqe.opcode() == CQE_RESP_ERR {
+            let synd = cqe.as_err().syndrome;
+            self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
+            if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH)
+                || cqe.as_err().wqe_counter.get() != wqe
+            {
+                return Other::Fatal(synd);
+            }
+            // The error released the rest of the WQE.
+            self.free_strides(self.st_ci, n - pos);
+            return Other::Done {
+                strides: n - pos,
+                packets: 0,
+            };
+        }
+        let bc = cqe.byte_cnt.get();
+        let (strides, len) = (mprq::strides(bc), mprq::len(bc));
+        if cqe.opcode() != CQE_RESP_SEND
+            || cqe.format() != 0
+            || strides == 0
+            || pos + strides > n
+            || u32::from(cqe.wqe_counter.get()) != pos
+            || cqe.wqe_id.get() != wqe
+        {
+            // Compressed or scattered CQEs were never asked for; a striding CQE that is not
+            // where the queue is cannot be trusted.
+            self.stats.errors.bad_cqe += 1;
+            return Other::Fatal(syndrome::LOCAL_QP_OP);
+        }
+        if mprq::is_filler(bc) {
+            // A filler carries the drop count like any completion (the model writes the frames
+            // it dropped into the next CQE, whatever it is).
+            self.stats.drops += u64::from(cqe.rx_drops());
+            self.free_strides(self.st_ci, strides);
+            return Other::Done { strides, packets: 0 };
+        }
+        if bc.wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT) <= self.stride_bytes {
+            // What the fast path takes (it stopped before, or the device wrote it since).
+            return Other::Ready;
+        }
+        let smask = self.bufs.len() - 1;
+        let first = self.bufs[self.st_ci as usize & smask];
+        if len > self.data_room || len > strides * self.stride_bytes {
+            // Longer than a buffer holds (or a length the strides cannot hold): dropped.
+            self.stats.errors.local_length += 1;
+            self.stats.drops += u64::from(cqe.rx_drops());
+            self.free_strides(self.st_ci, strides);
+            return Other::Done { strides, packets: 0 };
+        }
+        self.gather_strides(first, strides, len);
+        self.free_strides(self.st_ci.wrapping_add(1), strides - 1);
+        slot.buf = first;
+        slot.set_len_off(len | Packet::len_off(0, self.data_off));
+        slot.rss_hash = cqe.rx_hash_res.get();
+        slot.flags = FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff];
+        if self.timestamps {
+            slot.flags |= flags::TIMESTAMP;
+            slot.timestamp = self.clock.ns(cqe.timestamp.get());
+        }
+        self.stats.drops += u64::from(cqe.rx_drops());
+        self.stats.bytes += u64::from(len);
+        Other::Done { strides, packets: 1 }
+    }
+
+    /// Copies the later strides of a `len`-byte frame that starts in stride `st_ci` (buffer
+    /// `first`) behind its first stride, so that the frame lies whole in `first`.
+    #[allow(unsafe_code)]
+    fn gather_strides(&self, first: u32, strides: u32, len: u32) {
+        let geo = self.pool.geometry();
+        let off = u32::from(self.data_off);
+        let smask = self.bufs.len() - 1;
+        let dst = geo.buf_addr(first, off) as *mut u8;
+        for k in 1..strides {
+            let src_buf = self.bufs[(self.st_ci.wrapping_add(k)) as usize & smask];
+            let at = k * self.stride_bytes;
+            let n = (len - at).min(self.stride_bytes) as usize;
+            let src = geo.buf_addr(src_buf, off) as *const u8;
+            // Both buffers are this queue's (in its ring, their strides completed by the CQE
+            // being read, so the device is done with them), distinct, and inside the pool's
+            // region; `at + n` <= `len` <= the data room, so the copy stays in `first`'s buffer.
+            // SAFETY: as above.
+            unsafe { std::ptr::copy_nonoverlapping(src, dst.add(at as usize), n) };
+        }
+    }
+
+    /// The device stopped on a fatal error: every posted buffer goes back to the pool.
+    #[cold]
+    fn stop_on_fatal(&mut self) -> QueueError {
+        self.release_posted();
+        self.failed = Some(FAILED_DEVICE_FATAL);
+        self.stats.device_fatal = 1;
+        QueueError::DeviceFatal
+    }
+
+    /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
+    #[inline(always)]
+    fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(failed_error(s));
+        }
+        same_pool(&self.pool, out)?;
+        let (ci, st) = (self.cq_ci, self.st_ci);
+        let posted = self.posted() as usize;
+        let spare = out.spare();
+        let room = spare.len().min(posted);
+        let (cq_at, st_at) = (ci & (self.cq.size() - 1), st as usize & (self.bufs.len() - 1));
+        if cq_at as usize + room <= self.cq.size() as usize && st_at + room <= self.bufs.len() {
+            let (mut bytes, mut drops) = (0u64, 0u64);
+            let seg = self.cq.reader().segment(ci, room);
+            let (slots, bufs) = (&mut spare[..room], &self.bufs[st_at..st_at + room]);
+            let n = if self.timestamps {
+                self.poll_segment::<true>(slots, bufs, seg, &mut bytes, &mut drops)
+            } else {
+                self.poll_segment::<false>(slots, bufs, seg, &mut bytes, &mut drops)
+            };
+            if n == room || matches!(self.cq.reader().poll_rx(ci.wrapping_add(n as u32)), RxPoll::Empty) {
+                out.commit(n);
+                if n > 0 {
+                    let ci = ci.wrapping_add(n as u32);
+                    self.cq_ci = ci;
+                    self.st_ci = st.wrapping_add(n as u32);
+                    self.cq.publish_ci(ci);
+                    self.stats.packets += n as u64;
+                    self.stats.bytes += bytes;
+                    self.stats.drops += drops;
+                    self.stats.bursts += 1;
+                } else if self.ctl.device_fatal() {
+                    return Err(self.stop_on_fatal());
+                }
+                self.refill(self.refill_min);
+                return Ok(n);
+            }
+        }
+        self.burst_general(out)
+    }
+
+    /// Every burst the one-segment path does not take: ring wraps, fillers, frames over several
+    /// strides, errors.
+    #[inline(never)]
+    fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        let mut n = 0;
+        let (mut bytes, mut drops) = (0u64, 0u64);
+        let mut error = None;
+        let mut ci = self.cq_ci;
+        let spare = out.spare();
+        let cap = spare.len();
+        loop {
+            let room = (cap - n).min(self.posted() as usize);
+            let got = if self.timestamps {
+                self.poll_packets::<true>(&mut spare[n..n + room], ci, self.st_ci, &mut bytes, &mut drops)
+            } else {
+                self.poll_packets::<false>(&mut spare[n..n + room], ci, self.st_ci, &mut bytes, &mut drops)
+            };
+            n += got;
+            ci = ci.wrapping_add(got as u32);
+            self.st_ci = self.st_ci.wrapping_add(got as u32);
+            if n == cap || self.posted() == 0 || matches!(self.cq.reader().poll_rx(ci), RxPoll::Empty) {
+                break;
+            }
+            match self.poll_other(ci, &mut spare[n]) {
+                Other::Empty => break,
+                Other::Ready => {}
+                Other::Done { strides, packets } => {
+                    ci = ci.wrapping_add(1);
+                    self.st_ci = self.st_ci.wrapping_add(strides);
+                    n += packets;
+                }
+                Other::Fatal(synd) => {
+                    ci = ci.wrapping_add(1);
+                    error = Some(synd);
+                    break;
+                }
+            }
+        }
+        out.commit(n);
+        if ci != self.cq_ci {
+            self.cq_ci = ci;
+            self.cq.publish_ci(ci);
+        }
+        // Packets of the slow path counted their bytes and drops there.
+        self.stats.packets += n as u64;
+        self.stats.bytes += bytes;
+        self.stats.drops += drops;
+        if n > 0 {
+            self.stats.bursts += 1;
+        } else if self.ctl.device_fatal() {
+            return Err(self.stop_on_fatal());
+        }
+        if let Some(synd) = error {
+            self.recover_or_fail(synd)?;
+        }
+        self.refill(self.refill_min);
+        Ok(n)
+    }
+}
+
+/// [`RxQueue::rx_burst`] for CPUs without MOVBE, out of line as the cyclic queue's.
+#[inline(never)]
+fn rx_burst_plain(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(out)
+}
+
+/// [`RxQueue::rx_burst`] compiled for CPUs with MOVBE: each big-endian CQE field loaded, and each
+/// refilled address stored, in one instruction (see the cyclic queue's `rx_burst_movbe`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+fn rx_burst_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst(out)
+}
+
+impl RxQueue for DvStridingRxQueue {
+    #[inline(never)]
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        #[cfg(target_arch = "x86_64")]
+        if self.movbe {
+            #[allow(unsafe_code)]
+            // SAFETY: `movbe` is set only where the CPU reports MOVBE (`new`), the one feature
+            // the function is compiled for.
+            return unsafe { rx_burst_movbe(self, out) };
+        }
+        rx_burst_plain(self, out)
+    }
+
+    fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+}
+
+impl Drop for DvStridingRxQueue {
+    fn drop(&mut self) {
+        // Stop the device writing into our buffers before they go back to the pool.
+        if !self.device_holds_buffers && self.ctl.reset_rq(self.wq_num).is_ok() {
+            self.release_posted();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PoolConfig;
+
+    fn pool(buf_size: u32) -> Rc<Pool> {
+        Pool::new(PoolConfig {
+            buffers: 64,
+            buf_size,
+            headroom: 128,
+        })
+        .unwrap()
+    }
+
+    /// Strides as large as a buffer's data room allows, enough of them for a 16 KiB WQE; one
+    /// line where the buffers or the device do not allow a WQE this driver can post.
+    #[test]
+    fn params_follow_the_pool_and_the_caps() {
+        let cx5 = mprq::Caps::CONNECTX5;
+        let p = params_for(&pool(2048), &cx5).unwrap();
+        assert_eq!((p.stride_bytes(), p.num_strides()), (1024, 16));
+        let p = params_for(&pool(4096), &cx5).unwrap();
+        assert_eq!((p.stride_bytes(), p.num_strides()), (2048, 8));
+        let p = params_for(&pool(65536), &cx5).unwrap();
+        assert_eq!(
+            (p.stride_bytes(), p.num_strides()),
+            (8192, 8),
+            "the device's largest stride"
+        );
+        let e = params_for(&pool(1024), &cx5).unwrap_err().to_string();
+        assert!(
+            e.contains("use larger buffers") && !e.contains('\n') && !e.contains("  "),
+            "{e}"
+        );
+        let no_ext = mprq::Caps {
+            min_log_num_strides: 9,
+            ..cx5
+        };
+        assert!(params_for(&pool(4096), &no_ext).is_err());
+        let e = params_for(&pool(2048), &mprq::Caps::NONE).unwrap_err().to_string();
+        assert!(e.contains("no striding receive queue") && !e.contains("  "), "{e}");
+    }
+}

@@ -1,0 +1,372 @@
+//! TX → model → RX on a striding (multi-packet) RQ: frames of random sizes byte-identical, across
+//! strides, fillers and WQE wraps; exhausted strides, error CQEs, and every buffer back at the end.
+
+mod common;
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use common::{fill_frame, frame_len, seq_of, Rng};
+use rawpkt::dv::prm::{mprq, syndrome};
+use rawpkt::dv::ring::{CqInfo, SqInfo};
+use rawpkt::model::{Fault, Link, ModelConfig, Nic, RqOptions};
+use rawpkt::rx::dv_striding::{params_for, DvStridingRxQueue};
+use rawpkt::tx::dv::DvTxQueue;
+use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
+
+struct Rig {
+    nic: Arc<Nic>,
+    pool: Rc<Pool>,
+    tx: DvTxQueue,
+    rx: DvStridingRxQueue,
+    lkey: u32,
+    keep: (SqInfo, CqInfo, CqInfo),
+    params: mprq::Params,
+}
+
+/// A send queue on port 0 and a striding receive queue of `q.size` strides on port 1; `params`
+/// as the driver picks them for the pool when None.
+fn rig(dev: ModelConfig, q: &QueueConfig, pool: PoolConfig, params: Option<mprq::Params>) -> Result<Rig, String> {
+    let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
+    let pool = Pool::new(pool).unwrap();
+    let params = match params {
+        Some(p) => p,
+        None => params_for(&pool, &nic.config().striding_rq).map_err(|e| e.to_string())?,
+    };
+    let lkey = nic.register_mr(pool.region());
+    let tx_cq = nic.create_cq(q.size).unwrap();
+    let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+    // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
+    let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, q, nic.caps(), nic.control()) }.unwrap();
+    let n = params.num_strides();
+    let wqes = q.size / n;
+    let rx_cq = nic.create_cq(wqes * (n + 1)).unwrap();
+    let opts = RqOptions {
+        max_sge: n,
+        striding: Some(params),
+        ..RqOptions::default()
+    };
+    let made = nic.create_rq_with(1, wqes, rx_cq.cqn(), opts);
+    let (rwq, wq) = match made {
+        Ok(m) => m,
+        Err(e) => {
+            drop((tx, sq, tx_cq, rx_cq));
+            nic.deregister_mr(lkey);
+            return Err(e);
+        }
+    };
+    // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+    let rx = unsafe { DvStridingRxQueue::new(&rwq, &rx_cq, params, wq, lkey, &pool, q, nic.control()) }
+        .map_err(|e| e.to_string())?;
+    Ok(Rig {
+        nic,
+        pool,
+        tx,
+        rx,
+        lkey,
+        keep: (sq, tx_cq, rx_cq),
+        params,
+    })
+}
+
+impl Rig {
+    /// Sends frames `from..to` (lengths `frame_len(seq, lo, hi)`), stepping the device after
+    /// each burst.
+    fn send(&mut self, from: u64, to: u64, lo: usize, hi: usize) {
+        let mut out = Burst::new(&self.pool, 64);
+        let mut next = from;
+        while next < to || !out.is_empty() {
+            while next < to && out.room() > 0 {
+                let len = frame_len(next, lo, hi);
+                assert_eq!(out.alloc(1, len), 1, "pool ran dry");
+                let i = out.len() - 1;
+                fill_frame(next, out.data_mut(i));
+                next += 1;
+            }
+            self.tx.tx_burst(&mut out).unwrap();
+            self.nic.step();
+        }
+    }
+
+    /// Drops the queues: every buffer back in the pool, every model object gone.
+    fn teardown(self) {
+        let Rig {
+            nic,
+            pool,
+            mut tx,
+            rx,
+            lkey,
+            keep,
+            ..
+        } = self;
+        while tx.in_flight() > 0 {
+            nic.step();
+            tx.reclaim().unwrap();
+        }
+        drop((tx, rx, keep));
+        assert_eq!(pool.free_count(), pool.capacity(), "pool not full after teardown");
+        nic.deregister_mr(lkey);
+        assert_eq!(nic.live_objects(), 0, "model objects left after teardown");
+    }
+}
+
+/// Sends `total` frames of random sizes in `lo..=hi` in random bursts and checks each received
+/// frame byte for byte, in order.
+fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u64) {
+    let mut rng = Rng(seed);
+    let mut got = Burst::new(&r.pool, 64);
+    let mut expect = vec![0u8; 16384];
+    let (mut next_tx, mut next_rx) = (0u64, 0u64);
+    let mut steps = 0u64;
+    while next_rx < total {
+        if next_tx < total {
+            let n = (rng.range(1, max_burst) as u64).min(total - next_tx);
+            r.send(next_tx, next_tx + n, lo, hi);
+            next_tx += n;
+        } else {
+            r.nic.step();
+        }
+        steps += 1;
+        r.rx.rx_burst(&mut got).unwrap();
+        for i in 0..got.len() {
+            let data = got.data(i);
+            assert_eq!(seq_of(data), next_rx, "frame out of order or lost");
+            let len = frame_len(next_rx, lo, hi);
+            assert_eq!(data.len(), len, "length of frame {next_rx}");
+            fill_frame(next_rx, &mut expect[..len]);
+            assert!(data == &expect[..len], "bytes of frame {next_rx} differ");
+            next_rx += 1;
+        }
+        got.clear();
+        assert!(steps < total * 4, "no progress");
+    }
+    assert_eq!(r.rx.stats().packets, total);
+    assert_eq!(r.rx.stats().errors.total(), 0);
+    assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 0);
+    let c = r.nic.counters();
+    assert_eq!((c.doorbell_missing, c.doorbell_mismatch, c.cq_overruns), (0, 0, 0));
+}
+
+fn big_pool() -> PoolConfig {
+    PoolConfig {
+        buffers: 4096,
+        buf_size: 16384,
+        headroom: 128,
+    }
+}
+
+/// 16 strides of 1 KiB (what the driver picks for a default pool): frames of up to 9000 bytes
+/// cross up to 9 strides and leave fillers.
+const KIB_STRIDES: mprq::Params = mprq::Params {
+    log_stride_bytes: 10,
+    log_num_strides: 4,
+    two_byte_shift: false,
+};
+
+/// Random frames from 60 to 9000 bytes (jumbo, up to 9 strides) arrive identical: frames of one
+/// stride without a copy, longer ones gathered from their strides, fillers skipped.
+#[test]
+fn random_jumbo_frames_arrive_identical() {
+    let q = QueueConfig {
+        size: 512,
+        ..QueueConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
+    // At most 16 frames a burst: 16 WQEs of the 32 even if each took a whole one.
+    run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
+    assert_eq!(r.rx.stats().no_buffers, 0);
+    r.teardown();
+}
+
+/// A million random Ethernet frames on the strides the driver picks for a default pool (1 KiB in a
+/// 1920-byte data room, 16 of them for a WQE of 16 KiB): many frames take two strides, and WQEs
+/// end in fillers.
+#[test]
+fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
+    let q = QueueConfig {
+        size: 256,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 4096,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
+    run(&mut r, 1_000_000, 60, 1514, 48, 0xfeed);
+    r.teardown();
+}
+
+/// A frame that does not fit in the strides left of a WQE: the device writes a filler for them
+/// and places the frame in the next WQE; the driver gives the filler's buffers back and hands the
+/// frame up whole.
+#[test]
+fn a_filler_releases_the_strides_left() {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    // 15 frames of one stride, then one of two strides: one stride left, so a filler.
+    r.send(0, 15, 100, 100);
+    r.send(15, 16, 1500, 1500);
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
+    assert_eq!(got.data(15).len(), 1500);
+    let mut want = vec![0u8; 1500];
+    fill_frame(15, &mut want);
+    assert_eq!(got.data(15), &want[..]);
+    // What the burst holds, what the queue holds posted, and the pool make up every buffer.
+    let held = got.len() as u32 + r.rx.posted() + r.pool.free_count() + r.tx.in_flight() as u32;
+    assert!(held <= r.pool.capacity());
+    drop(got);
+    r.teardown();
+}
+
+/// With no WQE posted the device drops frames (out of buffer); the queue counts what the next
+/// completion reports and goes on.
+#[test]
+fn exhausted_strides_count_out_of_buffer() {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    // 64 strides posted; 70 frames of one stride without a receive burst in between.
+    r.send(0, 70, 60, 60);
+    assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 6);
+    let mut got = Burst::new(&r.pool, 128);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 64);
+    got.clear();
+    r.send(70, 71, 60, 60);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 1);
+    assert_eq!(seq_of(got.data(0)), 70);
+    assert_eq!(r.rx.stats().drops, 6, "the drop count the next CQE carried");
+    drop(got);
+    r.teardown();
+}
+
+/// An injected error CQE releases the rest of its WQE (a non-fatal syndrome) or resets the queue
+/// (a fatal one); frames after it arrive, and no buffer is lost.
+#[test]
+fn error_cqes_release_strides_or_reset_the_queue() {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    let mut got = Burst::new(&r.pool, 128);
+    r.send(0, 3, 60, 60);
+    r.nic.inject(
+        1,
+        Fault::RxError {
+            syndrome: syndrome::LOCAL_LENGTH,
+        },
+    );
+    r.send(3, 4, 60, 60);
+    r.send(4, 6, 60, 60);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 5);
+    let seqs: Vec<u64> = (0..got.len()).map(|i| seq_of(got.data(i))).collect();
+    assert_eq!(seqs, [0, 1, 2, 4, 5]);
+    assert_eq!(r.rx.stats().errors.local_length, 1);
+    got.clear();
+    r.nic.inject(
+        1,
+        Fault::RxError {
+            syndrome: syndrome::LOCAL_PROT,
+        },
+    );
+    r.send(6, 7, 60, 60);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 0);
+    assert_eq!(r.rx.stats().recoveries, 1);
+    assert_eq!(r.rx.posted(), 64, "posted again from WQE 0");
+    r.send(7, 9, 60, 60);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 2);
+    assert_eq!(seq_of(got.data(1)), 8);
+    drop(got);
+    r.teardown();
+}
+
+/// A ConnectX-4 has no striding RQ: the driver says so in one line before making anything.
+#[test]
+fn a_connectx4_refuses_striding_in_one_line() {
+    let q = QueueConfig::default();
+    let e = rig(ModelConfig::connectx4(), &q, PoolConfig::default(), None)
+        .err()
+        .unwrap();
+    assert!(e.contains("no striding receive queue") && !e.contains('\n'), "{e}");
+}
+
+/// The `model:` backend opens a striding queue when asked; frames arrive through it.
+#[test]
+fn model_ports_open_striding_queues() {
+    let tx_port = rawpkt::open("model:striding0/0").unwrap();
+    let rx_port = rawpkt::open("model:striding0/1").unwrap();
+    let pool = Pool::new(PoolConfig {
+        buffers: 4096,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let q = QueueConfig {
+        rx_striding: true,
+        ..QueueConfig::default()
+    };
+    let mut tx = tx_port.tx_queue(0, &pool, &q).unwrap();
+    let mut rx = rx_port.rx_queue(0, &pool, &q).unwrap();
+    let mut out = Burst::new(&pool, 32);
+    for seq in 0..32 {
+        out.alloc(1, 1200);
+        fill_frame(seq, out.data_mut(seq as usize));
+    }
+    while tx.tx_burst(&mut out).unwrap() == 0 {}
+    let mut got = Burst::new(&pool, 64);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while got.len() < 32 && std::time::Instant::now() < deadline {
+        rx.rx_burst(&mut got).unwrap();
+    }
+    assert_eq!(got.len(), 32);
+    for i in 0..32 {
+        assert_eq!(seq_of(got.data(i)), i as u64);
+        assert_eq!(got.data(i).len(), 1200);
+    }
+    drop((got, out, tx, rx));
+    assert_eq!(pool.free_count(), pool.capacity());
+}
+
+/// Frames the device drops (no buffer, injected) in the middle of a WQE are reported by the next
+/// completion, here the filler of that WQE: the queue counts them from it too.
+#[test]
+fn drops_reported_by_a_filler_are_counted() {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    r.send(0, 15, 100, 100);
+    r.nic.inject(1, Fault::RxNoBuffer { frames: 2 });
+    r.send(15, 17, 100, 100);
+    r.send(17, 18, 1500, 1500);
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
+    assert_eq!(seq_of(got.data(15)), 17);
+    assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 2);
+    assert_eq!(r.rx.stats().drops, 2, "the filler's drop count");
+    drop(got);
+    r.teardown();
+}
