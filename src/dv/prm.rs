@@ -531,8 +531,54 @@ pub fn encode_send(
     imm: u32,
     out: &mut [u8],
 ) -> u32 {
+    encode_send_sg(
+        wqe_index,
+        qpn,
+        inline,
+        None,
+        gather.as_slice(),
+        cs_flags,
+        signal,
+        imm,
+        out,
+    )
+}
+
+/// VLAN insertion by the NIC (DPDK mlx5_prm.h `MLX5_ETH_WQE_VLAN_INSERT`, written by
+/// mlx5_tx.h `mlx5_tx_eseg_none`): the Ethernet segment's dword at byte 12 (where
+/// `inline_hdr_sz` and `inline_hdr_start` are otherwise) is BE32 `ETH_WQE_VLAN_INSERT | tci`,
+/// with nothing inlined; the device puts an 802.1Q tag (TPID 0x8100, `tci`) after the frame's
+/// two MAC addresses. DPDK uses it only without inline data; with inline headers (a
+/// ConnectX-4's 18 bytes) it writes the tag into the inlined header itself.
+pub const ETH_WQE_VLAN_INSERT: u32 = 1 << 31;
+/// Offset in the Ethernet segment of the VLAN-insertion dword.
+pub const ESEG_VLAN_INSERT_OFFSET: usize = 12;
+/// The 802.1Q tag protocol identifier a VLAN insertion (and a CVLAN strip) is about.
+pub const ETH_P_8021Q: u16 = 0x8100;
+
+/// [`encode_send`] with any number of gather entries (a chained packet's segments: PRM "send
+/// WQE" with several data segments; `ds = 1 + eseg DS + gathers.len()`, extra WQEBBs following
+/// the first) and, with `vlan_insert`, the NIC's VLAN insertion (then `inline` must be empty,
+/// as in DPDK). `out` must hold the WQEBBs; at most [`MAX_WQE_DS`] DS in all (asserted).
+#[allow(clippy::too_many_arguments)]
+pub fn encode_send_sg(
+    wqe_index: u16,
+    qpn: u32,
+    inline: &[u8],
+    vlan_insert: Option<u16>,
+    gathers: &[DataSeg],
+    cs_flags: u8,
+    signal: bool,
+    imm: u32,
+    out: &mut [u8],
+) -> u32 {
+    assert!(
+        vlan_insert.is_none() || inline.is_empty(),
+        "VLAN insertion goes with no inline header"
+    );
     let eseg_ds = EthSeg::ds_for_inline(inline.len());
-    let ds = 1 + eseg_ds + u32::from(gather.is_some());
+    let ds = 1 + eseg_ds + gathers.len() as u32;
+    assert!(ds <= MAX_WQE_DS, "a send WQE of {ds} DS");
     let bbs = wqebbs(ds);
     let len = bbs as usize * SEND_WQE_BB;
     out[..len].fill(0);
@@ -553,11 +599,23 @@ pub fn encode_send(
     };
     out[DS_BYTES..DS_BYTES + ESEG_INLINE_OFFSET].copy_from_slice(&eth.to_bytes()[..ESEG_INLINE_OFFSET]);
     out[DS_BYTES + ESEG_INLINE_OFFSET..DS_BYTES + ESEG_INLINE_OFFSET + inline.len()].copy_from_slice(inline);
-    if let Some(d) = gather {
-        let at = (1 + eseg_ds as usize) * DS_BYTES;
+    if let Some(tci) = vlan_insert {
+        let at = DS_BYTES + ESEG_VLAN_INSERT_OFFSET;
+        out[at..at + 4].copy_from_slice(&(ETH_WQE_VLAN_INSERT | u32::from(tci)).to_be_bytes());
+    }
+    for (k, d) in gathers.iter().enumerate() {
+        let at = (1 + eseg_ds as usize + k) * DS_BYTES;
         out[at..at + DS_BYTES].copy_from_slice(&d.to_bytes());
     }
     bbs
+}
+
+/// The TCI of a VLAN insertion the Ethernet segment `eseg` asks for (see
+/// [`ETH_WQE_VLAN_INSERT`]), read as the device reads it.
+pub fn eseg_vlan_insert(eseg: &[u8]) -> Option<u16> {
+    let at = ESEG_VLAN_INSERT_OFFSET;
+    let w = u32::from_be_bytes(eseg[at..at + 4].try_into().expect("4 bytes"));
+    (w & ETH_WQE_VLAN_INSERT != 0).then_some(w as u16)
 }
 
 macro_rules! pod_bytes {
