@@ -139,6 +139,15 @@ pub struct QueueConfig {
     /// (the socket option `XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+; older kernels keep their 32).
     /// From 32; the default 256 lets one call send what a burst posted. Other backends ignore it.
     pub xdp_tx_budget: u32,
+    /// Largest frame a receive queue takes, in bytes; a frame longer than one buffer's data room
+    /// arrives chained over several buffers ([`Packet::is_chained`]). 0: one buffer (frames
+    /// longer than the pool's data room are dropped by the device). On `mlx5:` and `model:`
+    /// ports the receive WQEs get `ceil(rx_max_frame / data room)` data segments.
+    pub rx_max_frame: u32,
+    /// Ask the NIC to strip a frame's 802.1Q tag and report it per packet
+    /// ([`flags::VLAN_STRIPPED`], [`Packet::vlan_tci`]). Off by default; refused with one line
+    /// where the device cannot (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`).
+    pub rx_vlan_strip: bool,
 }
 
 impl Default for QueueConfig {
@@ -150,6 +159,8 @@ impl Default for QueueConfig {
             recover: true,
             rx_timestamps: false,
             xdp_tx_budget: 256,
+            rx_max_frame: 0,
+            rx_vlan_strip: false,
         }
     }
 }

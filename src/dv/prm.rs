@@ -55,6 +55,9 @@ pub const SEND_WQE_BB: usize = 64;
 pub const DS_BYTES: usize = 16;
 /// `ds` is a 6-bit field; DPDK caps a WQE at 60 DS (`MLX5_WQE_SIZE_MAX` 960 bytes) and so do we.
 pub const MAX_WQE_DS: u32 = 60;
+/// Data segments a receive WQE may scatter a frame over, as the driver uses them: 16 (a
+/// 256-byte WQE; rdma-core reports a ConnectX-5's `max_sge` as 30, the model takes 32).
+pub const MAX_RQ_SCATTER: u32 = 16;
 pub const RCV_DBR: usize = 0;
 pub const SND_DBR: usize = 1;
 /// rdma-core `mlx5.h` (not in the public header).

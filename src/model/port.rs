@@ -8,7 +8,7 @@ use std::any::Any;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{Link, ModelConfig, Nic, QueueMem};
+use super::{Link, ModelConfig, Nic, QueueMem, RqOptions};
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::rx::dv::DvRxQueue;
@@ -55,6 +55,11 @@ impl Nic {
     /// [`Nic::alloc_rq`], described for the driver, with the WQ's number.
     pub fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
         Ok(rwq_info(self.alloc_rq(port, wqes, cqn)?))
+    }
+
+    /// [`Nic::alloc_rq_with`], described for the driver, with the WQ's number.
+    pub fn create_rq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<(RwqInfo, u32), String> {
+        Ok(rwq_info(self.alloc_rq_with(port, wqes, cqn, opts)?))
     }
 
     /// [`Nic::alloc_wq`], described for the driver, with the WQ's number.
@@ -280,7 +285,17 @@ impl Backend for ModelPort {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         let (lkey, ctl) = self.take(false, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
-        let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;
+        // Scatter (frames longer than a buffer) and CVLAN stripping are RQ context fields, set
+        // when the WQ is made (mlx5_ib `create_rq`: `log_wq_stride` from max_sge, `vsd`).
+        let opts = RqOptions {
+            max_sge: crate::rx::dv::rx_segments(cfg, pool)?,
+            strip_cvlan: cfg.rx_vlan_strip,
+            ..RqOptions::default()
+        };
+        let (rwq, wq) = self
+            .nic
+            .create_rq_with(self.port, cfg.size, cq.cqn, opts)
+            .map_err(Error::device)?;
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)
