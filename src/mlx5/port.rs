@@ -418,6 +418,32 @@ impl Mlx5Port {
 }
 
 impl Shared {
+    /// The receive offloads `cfg` asks for, checked against the datapath and the device: the
+    /// data segments per receive WQE (several for frames longer than a buffer), and CVLAN
+    /// stripping where the device has it (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`). The verbs
+    /// datapath hands up one buffer per packet and no tag, so it refuses both.
+    fn rx_offloads(&self, pool: &Pool, cfg: &QueueConfig) -> Result<u32, Error> {
+        let sge = crate::rx::dv::rx_segments(cfg, pool)?;
+        if self.mode == Mode::Verbs && (sge > 1 || cfg.rx_vlan_strip) {
+            return Err(Error::config(format!(
+                "{}: rx_max_frame beyond one buffer ({} bytes) and rx_vlan_strip need the Direct Verbs datapath",
+                self.spec,
+                pool.data_room()
+            )));
+        }
+        if cfg.rx_vlan_strip {
+            let caps = self.ctx.query_device_ex().map(|a| a.raw_packet_caps).unwrap_or(0);
+            if caps & IBV_RAW_PACKET_CAP_CVLAN_STRIPPING == 0 {
+                return Err(Error::config(format!(
+                    "{}: the device cannot strip VLAN tags (no IBV_RAW_PACKET_CAP_CVLAN_STRIPPING); \
+                     leave rx_vlan_strip off",
+                    self.spec
+                )));
+            }
+        }
+        Ok(sge)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -600,9 +626,10 @@ impl Backend for Mlx5Port {
                 sh.spec
             )));
         }
+        let sge = sh.rx_offloads(pool, cfg)?;
         let mr = sh.mr_for(pool)?;
         let cq = sh.cq(cfg.size)?;
-        let wq = Wq::create(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+        let wq = Wq::create_with(&sh.pd, &cq, cfg.size, sge, cfg.rx_vlan_strip).map_err(|e| perm_err(&sh.spec, e))?;
         wq.set_state(IBV_WQS_RDY).map_err(|e| call_err(&sh.spec, e))?;
         let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let token = Arc::new(RxToken {

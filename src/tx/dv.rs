@@ -559,15 +559,13 @@ impl DvTxQueue {
         // Bursts without checksum requests (the usual case) test each packet's flags with one OR,
         // which also finds VLAN insertion requests (eMPW has no per-packet tag; chained packets
         // have `len` 0, which the length test refuses).
-        const SLOW: u32 = CSUM | flags::TX_VLAN;
-        let (bytes, differ) = if cs & SLOW == 0 {
+        let (bytes, differ) = if cs & CSUM == 0 {
             fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, span, cs)?
-        } else if cs & flags::TX_VLAN == 0 {
-            fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, span, cs)?
         } else {
-            return None;
+            fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, span, cs)?
         };
-        if differ & SLOW != 0 {
+        // `differ | cs` has TX_VLAN if any packet asks for a tag, in either build.
+        if differ & CSUM != 0 || (differ | cs) & flags::TX_VLAN != 0 {
             return None;
         }
         let ds = EMPW_TITLE_DS + n as u32;
