@@ -72,13 +72,16 @@ pub(super) fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, LayoutErr
 /// A receive WQ with one data segment per WQE.
 pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive) -> Result<RwqInfo, LayoutError> {
     let r = wq.dv_info().map_err(LayoutError::Call)?;
-    if r.stride != 16 || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
+    // 16 bytes per data segment, rounded up to a power of two (rdma-core `mlx5_calc_rwq_size`):
+    // one segment, or several for frames longer than a buffer (the queue checks it has enough).
+    let stride_ok = r.stride.is_power_of_two() && (16..=4096).contains(&r.stride);
+    if !stride_ok || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
         return Err(LayoutError::Unexpected(format!(
             "unexpected receive WQ layout from mlx5dv_init_obj (stride {}, {} WQEs)",
             r.stride, r.wqe_cnt
         )));
     }
-    // SAFETY: the live WQ's buffer of wqe_cnt 16-byte WQEs and its doorbell record; `keep`
+    // SAFETY: the live WQ's buffer of wqe_cnt WQEs of `stride` bytes and its doorbell record; `keep`
     // holds the WQ.
     Ok(unsafe { RwqInfo::from_raw(r.buf.cast(), r.dbrec.cast(), r.wqe_cnt, r.stride, keep) })
 }
