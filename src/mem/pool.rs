@@ -453,6 +453,10 @@ impl Packet {
     pub fn is_chained(&self) -> bool {
         self.flags & flags::CHAINED != 0
     }
+    /// Chained, or asking for a VLAN tag: what a send path's per-packet tests must find.
+    pub(crate) fn is_special(&self) -> bool {
+        self.flags & (flags::CHAINED | flags::TX_VLAN) != 0
+    }
     /// The 802.1Q tag control information: the tag the NIC stripped (valid when
     /// `flags & VLAN_STRIPPED`) or the one to insert (`flags & TX_VLAN`).
     pub fn vlan_tci(&self) -> u16 {
@@ -485,9 +489,10 @@ pub struct Burst {
     pkts: Box<[Packet]>,
     len: usize,
     scratch: Box<[u32]>,
-    /// How many of the packets are chained: while 0 (the usual case) freeing and moving
-    /// descriptors never looks at the chains.
-    chained: usize,
+    /// How many of the packets are special: chained, or asking for a VLAN tag
+    /// ([`Packet::is_special`]). While 0 (the usual case) freeing and moving descriptors never
+    /// looks at chains, and a send path may skip its per-packet tests for them.
+    special: usize,
 }
 
 impl std::fmt::Debug for Burst {
@@ -507,7 +512,7 @@ impl Burst {
             pkts: vec![Packet::default(); capacity].into_boxed_slice(),
             len: 0,
             scratch: vec![0; capacity].into_boxed_slice(),
-            chained: 0,
+            special: 0,
         }
     }
 
@@ -578,13 +583,16 @@ impl Burst {
     /// [`flags::TX_VLAN`]); whether the packet is chained stays as it is.
     pub fn set_flags(&mut self, i: usize, flags: u32) {
         let p = &mut self.pkts[..self.len][i];
+        let was = p.is_special();
         p.flags = flags & !flags::CHAINED | p.flags & flags::CHAINED;
+        self.special = self.special + usize::from(p.is_special()) - usize::from(was);
     }
 
     /// Asks for an 802.1Q tag with `tci` to be inserted into packet `i` on the way out, after
     /// its MAC addresses ([`flags::TX_VLAN`]); `None` takes the request back.
     pub fn set_vlan(&mut self, i: usize, tci: Option<u16>) {
         let p = &mut self.pkts[..self.len][i];
+        let was = p.is_special();
         match tci {
             Some(t) => {
                 p.flags |= flags::TX_VLAN;
@@ -592,6 +600,13 @@ impl Burst {
             }
             None => p.flags &= !flags::TX_VLAN,
         }
+        self.special = self.special + usize::from(p.is_special()) - usize::from(was);
+    }
+
+    /// Whether any packet is chained or asks for a VLAN tag ([`Packet::is_special`]).
+    #[inline(always)]
+    pub(crate) fn has_special(&self) -> bool {
+        self.special != 0
     }
 
     /// Appends up to `n` fresh buffers of `len` bytes (contents left as they were); returns how
@@ -632,7 +647,7 @@ impl Burst {
     /// Returns the first `n` packets' buffers to the pool and moves the rest to the front.
     pub fn drop_front(&mut self, n: usize) {
         let n = n.min(self.len);
-        if self.chained != 0 {
+        if self.special != 0 {
             self.free_chain_tails(n);
         }
         for (s, p) in self.scratch.iter_mut().zip(&self.pkts[..n]) {
@@ -647,7 +662,7 @@ impl Burst {
     #[inline]
     pub(crate) fn forget_all(&mut self) {
         self.len = 0;
-        self.chained = 0;
+        self.special = 0;
     }
 
     /// Removes the first `n` descriptors without freeing them: their buffers now belong to
@@ -656,8 +671,8 @@ impl Burst {
     pub(crate) fn forget_front(&mut self, n: usize) {
         // Never below 0: `packets()` trusts `len`.
         let n = n.min(self.len);
-        if self.chained != 0 {
-            self.chained -= self.pkts[..n].iter().filter(|p| p.is_chained()).count();
+        if self.special != 0 {
+            self.special -= self.pkts[..n].iter().filter(|p| p.is_special()).count();
         }
         if n < self.len {
             self.pkts.copy_within(n..self.len, 0);
@@ -682,7 +697,7 @@ impl Burst {
     #[inline]
     pub(crate) fn commit_chained(&mut self, n: usize, chains: usize) {
         self.commit(n);
-        self.chained += chains;
+        self.special += chains;
     }
 
     /// Packet `i`'s first segment as a plain descriptor (the packet itself when it is not
@@ -780,7 +795,7 @@ impl Burst {
             ..Packet::default()
         };
         self.len += 1;
-        self.chained += 1;
+        self.special += 1;
         true
     }
 
@@ -814,9 +829,9 @@ impl Burst {
         }
         self.pkts[self.len] = from.pkts[i];
         self.len += 1;
-        if from.pkts[i].is_chained() {
-            from.chained -= 1;
-            self.chained += 1;
+        if from.pkts[i].is_special() {
+            from.special -= 1;
+            self.special += 1;
         }
         from.pkts.copy_within(i + 1..from.len, i);
         from.len -= 1;
@@ -1022,5 +1037,18 @@ mod tests {
         );
         b.set_vlan(0, None);
         assert_eq!(b.packet(0).flags() & flags::TX_VLAN, 0);
+        // The burst knows when it holds a packet the send paths must look at.
+        assert!(!b.has_special());
+        b.set_flags(0, flags::TX_VLAN | flags::TX_L4_CSUM);
+        assert!(b.has_special());
+        let mut c = Burst::new(&p, 2);
+        c.take_from(&mut b, 0).unwrap();
+        assert!(!b.has_special() && c.has_special());
+        c.set_flags(0, 0);
+        assert!(!c.has_special());
+        c.set_vlan(0, Some(1));
+        c.forget_front(1);
+        assert!(!c.has_special());
+        p.free_one(c.pkts[0].buf);
     }
 }

@@ -344,8 +344,10 @@ impl DvTxQueue {
     /// `rdma_mlx5_wqe_init`: control, 18 inline header bytes, one gather entry), stopping at the
     /// first packet not longer than `threshold` (it needs the slow path). The caller checked
     /// that the ring has a WQEBB for each. Returns (packets posted, bytes).
+    /// With `SPECIAL` (a burst with VLAN requests: [`Burst::has_special`]) it also stops
+    /// before a packet that asks for a tag; without, it has no per-packet test for them.
     #[inline(always)]
-    fn post_run(&mut self, pkts: &[Packet], threshold: usize) -> (usize, u64) {
+    fn post_run<const SPECIAL: bool>(&mut self, pkts: &[Packet], threshold: usize) -> (usize, u64) {
         // Everything the loop needs lives in registers: stores into the ring may alias any
         // memory as far as the compiler knows, so fields of `self` would be reloaded per packet.
         let geo = self.pool.geometry();
@@ -360,8 +362,8 @@ impl DvTxQueue {
         // set for every tag (0x8100, 0x88a8, 0x9100, MPLS 0x8847/8) and for IPv6; where it is
         // set, the run is checked exactly afterwards (one OR per packet instead of a test).
         let mut tags = 0u64;
-        // Every packet's flags ORed: a VLAN insertion request is found after the run (one OR per
-        // packet instead of a test), and the run cut before it.
+        // With SPECIAL, every packet's flags ORed: a VLAN insertion request is found after the
+        // run (one OR per packet instead of a test), and the run cut before it.
         let mut flags_or = 0u32;
         'segments: while posted < pkts.len() {
             // A segment crosses neither the SQ's nor the buffer ring's end, so the loop below
@@ -381,7 +383,9 @@ impl DvTxQueue {
                 }
                 let (addr, h0, h1, h2) = geo.l2_header(p);
                 tags |= h2;
-                flags_or |= p.flags;
+                if SPECIAL {
+                    flags_or |= p.flags;
+                }
                 // No completion request (`signal` patches it in), and `imm` 0 (rdma-core and DPDK:
                 // the kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS).
                 *w = packed::send_l2_inline(
@@ -404,7 +408,7 @@ impl DvTxQueue {
         if tags & 1 << 23 != 0 {
             (posted, bytes) = self.cut_at_stacked_tags(pi0, &pkts[..posted], bytes);
         }
-        if flags_or & flags::TX_VLAN != 0 {
+        if SPECIAL && flags_or & flags::TX_VLAN != 0 {
             (posted, bytes) = cut_at(&pkts[..posted], |p| p.flags & flags::TX_VLAN != 0);
         }
         let n = posted as u32;
@@ -1002,7 +1006,12 @@ impl DvTxQueue {
                 self.post_empw(&pkts.packets()[sent..], threshold, free)
             } else {
                 let room = (n_req - sent).min(free as usize);
-                let (run, b) = self.post_run(&pkts.packets()[sent..sent + room], threshold);
+                let run = &pkts.packets()[sent..sent + room];
+                let (run, b) = if pkts.has_special() {
+                    self.post_run::<true>(run, threshold)
+                } else {
+                    self.post_run::<false>(run, threshold)
+                };
                 (run, b, run as u32)
             };
             sent += run;
