@@ -1167,6 +1167,31 @@ mod tests {
         assert_eq!(out[..128].to_vec(), golden::bytes("e1_wqe_send_inline60_eseg"));
     }
 
+    /// A chained frame's SEND (m1) and a VLAN insertion (m2), as rdma-core's helpers and DPDK's
+    /// word lay them out; the device side reads the tag back from m2.
+    #[test]
+    fn the_scatter_and_vlan_sends_are_m1_and_m2() {
+        let f = frame();
+        let gathers = [
+            DataSeg::new(12, LKEY, FRAME_VA + 18),
+            DataSeg::new(20, LKEY, FRAME_VA + 0x1000),
+            DataSeg::new(10, LKEY, FRAME_VA + 0x2000),
+        ];
+        let mut out = [0xa5u8; 128];
+        assert_eq!(
+            encode_send_sg(7, QPN, &f[..18], None, &gathers, 0, true, 0, &mut out),
+            2
+        );
+        // Past ds (6 DS, 96 bytes) the WQE's second WQEBB is zero-padded, as the generator's.
+        assert_eq!(out.to_vec(), golden::bytes("m1_wqe_send_3dseg"));
+        let mut out = [0xa5u8; 64];
+        let one = [DataSeg::new(60, LKEY, FRAME_VA)];
+        assert_eq!(encode_send_sg(8, QPN, &[], Some(0x6123), &one, 0, true, 0, &mut out), 1);
+        assert_eq!(out.to_vec(), golden::bytes("m2_wqe_send_vlan_insert"));
+        assert_eq!(eseg_vlan_insert(&out[16..32]), Some(0x6123));
+        assert_eq!(eseg_vlan_insert(&golden::bytes("d1_wqe_send_1bb")[16..32]), None);
+    }
+
     /// The general SEND encoder writes the canonical SEND exactly as the packed form does.
     #[test]
     fn the_general_send_of_a_canonical_frame_is_d1() {
