@@ -483,6 +483,21 @@ impl DvRxQueue {
             }
         }
         out.commit(n);
+        self.end_burst(ci, rq_ci, n, bytes, drops, error)
+    }
+
+    /// The end of a burst that polled CQEs one by one, up to `ci` (and RQ WQEs up to `rq_ci`)
+    /// and handed up `n` packets: publishes the consumer index, counts, recovers after a fatal
+    /// error CQE (`error`) and refills.
+    fn end_burst(
+        &mut self,
+        ci: u32,
+        rq_ci: u32,
+        n: usize,
+        bytes: u64,
+        drops: u64,
+        error: Option<u8>,
+    ) -> Result<usize, QueueError> {
         if ci != self.cq_ci {
             self.cq_ci = ci;
             self.rq_ci = rq_ci;
@@ -499,7 +514,7 @@ impl DvRxQueue {
         if let Some(synd) = error {
             self.recover_or_fail(synd)?;
         }
-        self.refill(self.refill_min);
+        self.refill_any(self.refill_min);
         Ok(n)
     }
 
@@ -583,7 +598,7 @@ impl DvRxQueue {
         }
         same_pool(&self.pool, out)?;
         let (room, sg, size) = (self.data_room, self.sg as usize, self.bufs.len() / self.sg as usize);
-        let (mut n, mut chains, mut bytes) = (0, 0, 0u64);
+        let (mut n, mut chains, mut bytes, mut drops) = (0, 0, 0u64, 0u64);
         let mut error = None;
         let (mut ci, mut rq_ci) = (self.cq_ci, self.rq_ci);
         let spare_len = out.spare().len();
@@ -662,29 +677,13 @@ impl DvRxQueue {
                 p.flags |= flags::TIMESTAMP;
                 p.timestamp = self.clock.ns(cqe.timestamp.get());
             }
-            self.stats.drops += u64::from(cqe.rx_drops());
+            drops += u64::from(cqe.rx_drops());
             out.spare()[n] = p;
             n += 1;
             bytes += u64::from(len);
         }
         out.commit_chained(n, chains);
-        if ci != self.cq_ci {
-            self.cq_ci = ci;
-            self.rq_ci = rq_ci;
-            self.cq.publish_ci(ci);
-        }
-        self.stats.packets += n as u64;
-        self.stats.bytes += bytes;
-        if n > 0 {
-            self.stats.bursts += 1;
-        } else if self.ctl.device_fatal() {
-            return Err(self.stop_on_fatal());
-        }
-        if let Some(synd) = error {
-            self.recover_or_fail(synd)?;
-        }
-        self.refill_any(self.refill_min);
-        Ok(n)
+        self.end_burst(ci, rq_ci, n, bytes, drops, error)
     }
 }
 
