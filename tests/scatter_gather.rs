@@ -309,7 +309,7 @@ fn chains_that_do_not_fit_wait_or_are_dropped_whole() {
             size: 64,
             ..QueueConfig::default()
         };
-        let mut r = rig(&q, dev, small);
+        let mut r = rig(&q, dev.clone(), small);
         let mut out = Burst::new(&r.pool, 4);
         assert!(out.push_frame(&frame(0, 9000)));
         assert!(out.push_frame(&frame(1, 1000)));
@@ -318,6 +318,20 @@ fn chains_that_do_not_fit_wait_or_are_dropped_whole() {
         assert_eq!(r.tx.stats().drops, 1);
         r.nic.step();
         r.tx.reclaim().unwrap();
+        drop(out);
+        r.teardown();
+
+        // 40 segments: a WQE of 11 WQEBBs, longer than a send queue of 8 can ever hold.
+        let q = QueueConfig {
+            size: 8,
+            ..QueueConfig::default()
+        };
+        let mut r = rig(&q, dev, small);
+        let mut out = Burst::new(&r.pool, 4);
+        assert!(out.push_frame(&frame(0, 5000)));
+        assert_eq!(out.segment_count(0), 40);
+        assert_eq!(r.tx.tx_burst(&mut out).unwrap(), 1, "dropped, not retried forever");
+        assert_eq!(r.tx.stats().drops, 1);
         drop(out);
         r.teardown();
     }

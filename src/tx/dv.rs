@@ -742,7 +742,8 @@ impl DvTxQueue {
             }
         }
         let ds = 1 + EthSeg::ds_for_inline(inline) + ng as u32;
-        if ds > MAX_WQE_DS {
+        // Too many segments for one WQE, or a WQE longer than the whole ring: it could never go.
+        if ds > MAX_WQE_DS || wqebbs(ds) > self.sq.size() {
             self.stats.drops += 1;
             self.pool.free_packet(&p);
             return Ok(0);
