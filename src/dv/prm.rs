@@ -614,11 +614,12 @@ pub fn encode_send_sg(
 }
 
 /// The TCI of a VLAN insertion the Ethernet segment `eseg` asks for (see
-/// [`ETH_WQE_VLAN_INSERT`]), read as the device reads it.
+/// [`ETH_WQE_VLAN_INSERT`]): the word DPDK writes, bit 31 and a TCI with nothing inlined (bits
+/// 30..16 zero). Any other word with bit 31 set is an inline size no WQE can hold, not this.
 pub fn eseg_vlan_insert(eseg: &[u8]) -> Option<u16> {
     let at = ESEG_VLAN_INSERT_OFFSET;
     let w = u32::from_be_bytes(eseg[at..at + 4].try_into().expect("4 bytes"));
-    (w & ETH_WQE_VLAN_INSERT != 0).then_some(w as u16)
+    (w & 0xffff_0000 == ETH_WQE_VLAN_INSERT).then_some(w as u16)
 }
 
 macro_rules! pod_bytes {

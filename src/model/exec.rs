@@ -688,8 +688,8 @@ impl Device {
         let wqe = &wqe[..ds as usize * DS_BYTES];
         let eseg = &wqe[16..];
         let vlan_insert = eseg_vlan_insert(eseg);
-        // With a VLAN insertion the dword holds the tag, and nothing is inlined (the bit makes
-        // the size read as 0x8000 otherwise, which no eMPW title accepts).
+        // With a VLAN insertion the dword holds the tag, and nothing is inlined (read as a size,
+        // 0x8000 is more than any WQE holds: no eMPW title accepts it).
         let inline = if vlan_insert.is_some() {
             0
         } else {
