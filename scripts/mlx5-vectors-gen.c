@@ -1065,6 +1065,47 @@ static void check_x86_variants(void)
 }
 #endif
 
+/*
+ * (m) Scatter/gather and VLAN insertion (issue 15): a SEND of a chained frame, whose pieces
+ * lie in several buffers, and the Ethernet segment's VLAN insertion word.
+ */
+static void section_m(void)
+{
+	uint8_t wqe[2 * MLX5_SEND_WQE_BB] __attribute__((aligned(64)));
+	struct mlx5_wqe_data_seg *d;
+	size_t off = sizeof(struct mlx5_wqe_ctrl_seg);
+	uint32_t insert;
+
+	printf("\n#### (m) SEND WQEs of chained frames and with VLAN insertion\n");
+	printf("\n## m1: ctrl (pi 7, ds 6, CQ_UPDATE) + eseg (18 inline) + three dsegs:"
+	       " 12 @ VA+18, 20 @ VA+0x1000, 10 @ VA+0x2000\n");
+	printf("# memset 0; eseg mlx5dv_set_eth_seg(seg, 0, 0, 18, frame); dsegs @48, @64, @80 mlx5dv_set_data_seg\n");
+	memset(wqe, 0, sizeof(wqe));
+	off += set_eth((struct mlx5_wqe_eth_seg *)(wqe + off), 0, PRIV_MLX5_ETH_L2_INLINE_HEADER_SIZE);
+	d = (struct mlx5_wqe_data_seg *)(wqe + off);
+	mlx5dv_set_data_seg(d + 0, 12, TX_LKEY, (uintptr_t)(FRAME_VA + 18));
+	mlx5dv_set_data_seg(d + 1, 20, TX_LKEY, (uintptr_t)(FRAME_VA + 0x1000));
+	mlx5dv_set_data_seg(d + 2, 10, TX_LKEY, (uintptr_t)(FRAME_VA + 0x2000));
+	off += 3 * sizeof(*d);
+	set_ctrl((struct mlx5_wqe_ctrl_seg *)wqe, 7, MLX5_WQE_CTRL_CQ_UPDATE, (uint8_t)(off / 16));
+	emit("m1_wqe_send_3dseg", wqe, sizeof(wqe));
+	printf("RULE ds = 1 ctrl + 2 eseg + 3 dseg = %zu -> 2 WQEBBs; the 2nd WQEBB holds dsegs 2 and 3"
+	       " (bytes 64..95), bytes 96..127 are outside ds\n", off / 16);
+
+	printf("\n## m2: ctrl (pi 8, ds 3, CQ_UPDATE) + eseg inserting VLAN tag 0x6123, nothing inline"
+	       " + one dseg (60 @ VA)\n");
+	printf("# rdma-core has no helper or field for it: DPDK mlx5_prm.h MLX5_ETH_WQE_VLAN_INSERT (1u << 31)"
+	       " | tci, BE32, in the eseg dword at offsetof(struct mlx5_wqe_eth_seg, inline_hdr_sz) = %zu"
+	       " (DPDK mlx5_tx_eseg_none: es->inline_hdr)\n", offsetof(struct mlx5_wqe_eth_seg, inline_hdr_sz));
+	memset(wqe, 0, sizeof(wqe));
+	insert = htobe32((1u << 31) | 0x6123);
+	memcpy(wqe + 16 + offsetof(struct mlx5_wqe_eth_seg, inline_hdr_sz), &insert, 4);
+	mlx5dv_set_data_seg((struct mlx5_wqe_data_seg *)(wqe + 32), FRAME_LEN, TX_LKEY, (uintptr_t)FRAME_VA);
+	set_ctrl((struct mlx5_wqe_ctrl_seg *)wqe, 8, MLX5_WQE_CTRL_CQ_UPDATE, 3);
+	emit("m2_wqe_send_vlan_insert", wqe, MLX5_SEND_WQE_BB);
+	printf("RULE the device puts an 802.1Q tag (TPID 0x8100, TCI 0x6123) after the frame's two MAC addresses\n");
+}
+
 int main(void)
 {
 	build_frame();
@@ -1086,6 +1127,7 @@ int main(void)
 	section_g();
 	section_h();
 	section_i();
+	section_m();
 	section_layout();
 #if defined(__SSSE3__)
 	check_x86_variants();

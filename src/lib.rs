@@ -147,6 +147,15 @@ pub struct QueueConfig {
     /// default, as in DPDK: the cyclic RQ works on every device, and on the CPU side the two cost
     /// about the same (README, RX modes).
     pub rx_striding: bool,
+    /// Largest frame a receive queue takes, in bytes; a frame longer than one buffer's data room
+    /// arrives chained over several buffers ([`Packet::is_chained`]). 0: one buffer (frames
+    /// longer than the pool's data room are dropped by the device). On `mlx5:` and `model:`
+    /// ports the receive WQEs get `ceil(rx_max_frame / data room)` data segments.
+    pub rx_max_frame: u32,
+    /// Ask the NIC to strip a frame's 802.1Q tag and report it per packet
+    /// ([`flags::VLAN_STRIPPED`], [`Packet::vlan_tci`]). Off by default; refused with one line
+    /// where the device cannot (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`).
+    pub rx_vlan_strip: bool,
 }
 
 impl Default for QueueConfig {
@@ -159,6 +168,8 @@ impl Default for QueueConfig {
             rx_timestamps: false,
             xdp_tx_budget: 256,
             rx_striding: false,
+            rx_max_frame: 0,
+            rx_vlan_strip: false,
         }
     }
 }

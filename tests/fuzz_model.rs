@@ -170,6 +170,12 @@ fn send_wqe(rng: &mut fuzz::Rng, pi: u32, qpn: u32, mem: &Mem, mrs: &Mrs, m: &Mo
         }
     };
     eseg[12..14].copy_from_slice(&(inline as u16).to_be_bytes());
+    if inline == 0 && opcode == OPCODE_SEND && rng.one_in(6) {
+        // A VLAN insertion: the dword at 12 is `0x8000_0000 | tci`.
+        eseg.resize(16, 0);
+        eseg[12..14].copy_from_slice(&0x8000u16.to_be_bytes());
+        eseg[14..16].copy_from_slice(&(rng.below(0x10000) as u16).to_be_bytes());
+    }
     eseg.extend(rng.bytes(inline));
     eseg.resize(eseg.len().div_ceil(16) * 16, 0);
     w.extend(eseg);
@@ -241,7 +247,14 @@ fn execute(w: &[u8], pi: u32, qpn: u32, m: &Model, mrs: &Mrs, mem: &[Vec<u8>; 3]
         return qp_op;
     }
     let wqe = &w[..ds * 16];
-    let inline = usize::from(be16(&wqe[16 + 12..]));
+    // A VLAN insertion (DPDK `MLX5_ETH_WQE_VLAN_INSERT | tci` in the dword at 12, nothing
+    // inlined): the device puts the 802.1Q tag after the MAC addresses.
+    let vlan = (be32(&wqe[16 + 12..]) & 0xffff_0000 == 0x8000_0000).then(|| be16(&wqe[16 + 14..]));
+    let inline = if vlan.is_some() {
+        0
+    } else {
+        usize::from(be16(&wqe[16 + 12..]))
+    };
     // One data segment at `off` added to `frame`; the offset of the next one.
     let seg = |off: usize, frame: &mut Vec<u8>| -> Result<usize, u8> {
         let bc = be32(&wqe[off..]);
@@ -277,13 +290,20 @@ fn execute(w: &[u8], pi: u32, qpn: u32, m: &Model, mrs: &Mrs, mem: &[Vec<u8>; 3]
             while off < wqe.len() {
                 off = seg(off, &mut frame)?;
             }
+            if let Some(tci) = vlan {
+                if frame.len() < 12 {
+                    return Err(syndrome::LOCAL_LENGTH);
+                }
+                let [hi, lo] = tci.to_be_bytes();
+                frame.splice(12..12, [0x81, 0x00, hi, lo]);
+            }
             if inline < m.inline_needed(&frame) {
                 return qp_op;
             }
             frames.push(frame);
         }
         OPCODE_ENHANCED_MPSW => {
-            if !m.empw || m.l2_inline || ds <= 2 || inline != 0 {
+            if !m.empw || m.l2_inline || ds <= 2 || inline != 0 || vlan.is_some() {
                 return qp_op;
             }
             let mut off = 32;

@@ -1189,3 +1189,114 @@ fn striding_receive_queues_direct_verbs() {
         "{e}"
     );
 }
+
+/// Frames longer than a buffer through the mlx5 backend on the model library: with 1024-byte
+/// buffers a 1000..1442-byte frame is a chain of two, sent as one multi-segment SEND by the DV
+/// datapath and received over eleven-segment receive WQEs (`rx_max_frame`, the WQ's `max_sge`);
+/// 9000-byte frames from the wire arrive whole, their 802.1Q tag stripped and handed up
+/// (`rx_vlan_strip`). The ibverbs fallback refuses `rx_max_frame`, drops a chain and counts it.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn chained_frames_and_stripped_tags_through_the_model_library() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        let b = open("mlx5:mdl1", &opts(1, &[]));
+        let pool = Pool::new(PoolConfig {
+            buffers: 8192,
+            buf_size: 1024,
+            headroom: 128,
+        })
+        .unwrap();
+        let q = QueueConfig {
+            rx_max_frame: 9000,
+            rx_vlan_strip: true,
+            ..qcfg()
+        };
+        let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &q).unwrap();
+        let frames: Vec<Vec<u8>> = (0..200u16)
+            .map(|i| {
+                let mut f = udp(MAC1, [10, 0, 3, i as u8], 3000 + i, 53);
+                f.extend((0..1000 + usize::from(i) * 2).map(|k| (k as u8) ^ (i as u8)));
+                f
+            })
+            .collect();
+        let mut out = Burst::new(&pool, 32);
+        for chunk in frames.chunks(16) {
+            for f in chunk {
+                assert!(out.push_frame(f));
+                assert!(out.packet(out.len() - 1).is_chained());
+            }
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !out.is_empty() {
+                tx.tx_burst(&mut out).unwrap();
+                assert!(Instant::now() < deadline, "send stalled");
+            }
+        }
+        // Every frame sent is on the wire before the two jumbo frames come in (one tagged).
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while tx.in_flight() > 0 && Instant::now() < deadline {
+            tx.reclaim().unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(tx.in_flight(), 0, "completions missing");
+        let jumbo = |tag: Option<u16>| {
+            let mut f = udp(MAC1, [10, 0, 4, 1], 4000, 53);
+            f.extend((0..8958usize).map(|k| (k * 7) as u8));
+            if let Some(t) = tag {
+                f.splice(12..12, [0x81, 0x00, (t >> 8) as u8, t as u8]);
+            }
+            f
+        };
+        model.inject("mlx5_1", &jumbo(None));
+        model.inject("mlx5_1", &jumbo(Some(0x2abc)));
+        let mut got = Burst::new(&pool, 64);
+        let mut seen: Vec<(Vec<u8>, u32, u16)> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while seen.len() < frames.len() + 2 && Instant::now() < deadline {
+            rx.rx_burst(&mut got).unwrap();
+            for i in 0..got.len() {
+                let mut f = vec![0u8; got.packet(i).len()];
+                got.copy_frame(i, &mut f).unwrap();
+                seen.push((f, got.packet(i).flags(), got.packet(i).vlan_tci()));
+            }
+            got.clear();
+            tx.reclaim().unwrap();
+        }
+        assert_eq!(seen.len(), frames.len() + 2);
+        for (k, f) in frames.iter().enumerate() {
+            assert!(
+                seen[k].0 == *f,
+                "frame {k}: {} bytes {:02x?}.. want {} {:02x?}..",
+                seen[k].0.len(),
+                &seen[k].0[..48.min(seen[k].0.len())],
+                f.len(),
+                &f[..48]
+            );
+            assert_eq!(seen[k].1 & rawpkt::flags::VLAN_STRIPPED, 0);
+        }
+        let (plain, tagged) = (&seen[frames.len()], &seen[frames.len() + 1]);
+        assert!(plain.0 == jumbo(None) && plain.1 & rawpkt::flags::VLAN_STRIPPED == 0);
+        assert!(tagged.0 == jumbo(None), "the tag is stripped");
+        assert_eq!(
+            (tagged.1 & rawpkt::flags::VLAN_STRIPPED, tagged.2),
+            (rawpkt::flags::VLAN_STRIPPED, 0x2abc)
+        );
+        drop((out, got, tx, rx));
+        assert_eq!(pool.free_count(), pool.capacity());
+
+        // The ibverbs fallback: one line for rx_max_frame, a counted drop for a chain.
+        let v = open("verbs:mlx5_2/1", &opts(1, &[]));
+        let err = v.rx_queue(0, &pool, &q).err().expect("refused").to_string();
+        assert!(err.contains("need the Direct Verbs datapath"), "{err}");
+        let mut vtx = v.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut out = Burst::new(&pool, 4);
+        assert!(out.push_frame(&frames[0]));
+        assert_eq!(vtx.tx_burst(&mut out).unwrap(), 1);
+        assert_eq!(vtx.stats().drops, 1);
+        drop((out, vtx));
+        assert_eq!(pool.free_count(), pool.capacity());
+    }
+    assert_eq!(model.live_objects(), 0);
+}

@@ -55,6 +55,9 @@ pub const SEND_WQE_BB: usize = 64;
 pub const DS_BYTES: usize = 16;
 /// `ds` is a 6-bit field; DPDK caps a WQE at 60 DS (`MLX5_WQE_SIZE_MAX` 960 bytes) and so do we.
 pub const MAX_WQE_DS: u32 = 60;
+/// Data segments a receive WQE may scatter a frame over, as the driver uses them: 16 (a
+/// 256-byte WQE; rdma-core reports a ConnectX-5's `max_sge` as 30, the model takes 32).
+pub const MAX_RQ_SCATTER: u32 = 16;
 pub const RCV_DBR: usize = 0;
 pub const SND_DBR: usize = 1;
 /// rdma-core `mlx5.h` (not in the public header).
@@ -715,8 +718,54 @@ pub fn encode_send(
     imm: u32,
     out: &mut [u8],
 ) -> u32 {
+    encode_send_sg(
+        wqe_index,
+        qpn,
+        inline,
+        None,
+        gather.as_slice(),
+        cs_flags,
+        signal,
+        imm,
+        out,
+    )
+}
+
+/// VLAN insertion by the NIC (DPDK mlx5_prm.h `MLX5_ETH_WQE_VLAN_INSERT`, written by
+/// mlx5_tx.h `mlx5_tx_eseg_none`): the Ethernet segment's dword at byte 12 (where
+/// `inline_hdr_sz` and `inline_hdr_start` are otherwise) is BE32 `ETH_WQE_VLAN_INSERT | tci`,
+/// with nothing inlined; the device puts an 802.1Q tag (TPID 0x8100, `tci`) after the frame's
+/// two MAC addresses. DPDK uses it only without inline data; with inline headers (a
+/// ConnectX-4's 18 bytes) it writes the tag into the inlined header itself.
+pub const ETH_WQE_VLAN_INSERT: u32 = 1 << 31;
+/// Offset in the Ethernet segment of the VLAN-insertion dword.
+pub const ESEG_VLAN_INSERT_OFFSET: usize = 12;
+/// The 802.1Q tag protocol identifier a VLAN insertion (and a CVLAN strip) is about.
+pub const ETH_P_8021Q: u16 = 0x8100;
+
+/// [`encode_send`] with any number of gather entries (a chained packet's segments: PRM "send
+/// WQE" with several data segments; `ds = 1 + eseg DS + gathers.len()`, extra WQEBBs following
+/// the first) and, with `vlan_insert`, the NIC's VLAN insertion (then `inline` must be empty,
+/// as in DPDK). `out` must hold the WQEBBs; at most [`MAX_WQE_DS`] DS in all (asserted).
+#[allow(clippy::too_many_arguments)]
+pub fn encode_send_sg(
+    wqe_index: u16,
+    qpn: u32,
+    inline: &[u8],
+    vlan_insert: Option<u16>,
+    gathers: &[DataSeg],
+    cs_flags: u8,
+    signal: bool,
+    imm: u32,
+    out: &mut [u8],
+) -> u32 {
+    assert!(
+        vlan_insert.is_none() || inline.is_empty(),
+        "VLAN insertion goes with no inline header"
+    );
     let eseg_ds = EthSeg::ds_for_inline(inline.len());
-    let ds = 1 + eseg_ds + u32::from(gather.is_some());
+    let ds = 1 + eseg_ds + gathers.len() as u32;
+    assert!(ds <= MAX_WQE_DS, "a send WQE of {ds} DS");
     let bbs = wqebbs(ds);
     let len = bbs as usize * SEND_WQE_BB;
     out[..len].fill(0);
@@ -737,11 +786,24 @@ pub fn encode_send(
     };
     out[DS_BYTES..DS_BYTES + ESEG_INLINE_OFFSET].copy_from_slice(&eth.to_bytes()[..ESEG_INLINE_OFFSET]);
     out[DS_BYTES + ESEG_INLINE_OFFSET..DS_BYTES + ESEG_INLINE_OFFSET + inline.len()].copy_from_slice(inline);
-    if let Some(d) = gather {
-        let at = (1 + eseg_ds as usize) * DS_BYTES;
+    if let Some(tci) = vlan_insert {
+        let at = DS_BYTES + ESEG_VLAN_INSERT_OFFSET;
+        out[at..at + 4].copy_from_slice(&(ETH_WQE_VLAN_INSERT | u32::from(tci)).to_be_bytes());
+    }
+    for (k, d) in gathers.iter().enumerate() {
+        let at = (1 + eseg_ds as usize + k) * DS_BYTES;
         out[at..at + DS_BYTES].copy_from_slice(&d.to_bytes());
     }
     bbs
+}
+
+/// The TCI of a VLAN insertion the Ethernet segment `eseg` asks for (see
+/// [`ETH_WQE_VLAN_INSERT`]): the word DPDK writes, bit 31 and a TCI with nothing inlined (bits
+/// 30..16 zero). Any other word with bit 31 set is an inline size no WQE can hold, not this.
+pub fn eseg_vlan_insert(eseg: &[u8]) -> Option<u16> {
+    let at = ESEG_VLAN_INSERT_OFFSET;
+    let w = u32::from_be_bytes(eseg[at..at + 4].try_into().expect("4 bytes"));
+    (w & 0xffff_0000 == ETH_WQE_VLAN_INSERT).then_some(w as u16)
 }
 
 macro_rules! pod_bytes {
@@ -1288,6 +1350,31 @@ mod tests {
         let bbs = encode_send(6, QPN, &frame(), None, 0, true, 0, &mut out);
         assert_eq!(bbs, 2);
         assert_eq!(out[..128].to_vec(), golden::bytes("e1_wqe_send_inline60_eseg"));
+    }
+
+    /// A chained frame's SEND (m1) and a VLAN insertion (m2), as rdma-core's helpers and DPDK's
+    /// word lay them out; the device side reads the tag back from m2.
+    #[test]
+    fn the_scatter_and_vlan_sends_are_m1_and_m2() {
+        let f = frame();
+        let gathers = [
+            DataSeg::new(12, LKEY, FRAME_VA + 18),
+            DataSeg::new(20, LKEY, FRAME_VA + 0x1000),
+            DataSeg::new(10, LKEY, FRAME_VA + 0x2000),
+        ];
+        let mut out = [0xa5u8; 128];
+        assert_eq!(
+            encode_send_sg(7, QPN, &f[..18], None, &gathers, 0, true, 0, &mut out),
+            2
+        );
+        // Past ds (6 DS, 96 bytes) the WQE's second WQEBB is zero-padded, as the generator's.
+        assert_eq!(out.to_vec(), golden::bytes("m1_wqe_send_3dseg"));
+        let mut out = [0xa5u8; 64];
+        let one = [DataSeg::new(60, LKEY, FRAME_VA)];
+        assert_eq!(encode_send_sg(8, QPN, &[], Some(0x6123), &one, 0, true, 0, &mut out), 1);
+        assert_eq!(out.to_vec(), golden::bytes("m2_wqe_send_vlan_insert"));
+        assert_eq!(eseg_vlan_insert(&out[16..32]), Some(0x6123));
+        assert_eq!(eseg_vlan_insert(&golden::bytes("d1_wqe_send_1bb")[16..32]), None);
     }
 
     /// The general SEND encoder writes the canonical SEND exactly as the packed form does.

@@ -803,6 +803,33 @@ impl RqRing {
     }
 }
 
+/// Receive WQEs of several data segments (scatter, for frames longer than one buffer).
+impl RqRing {
+    /// A view of a cyclic WQ whose WQEs hold `stride / 16` data segments (rdma-core: the WQ's
+    /// `max_sge` rounded up to a power of two, `mlx5_calc_rwq_size`), as a ring of
+    /// `wqe_cnt × stride / 16` segments: segment `j` of WQE `w` is [`RqRing::wqe`]`(w × segs +
+    /// j)`, and [`RqRing::ring_doorbell`] still counts WQEs. Returns the view and the segments
+    /// per WQE.
+    ///
+    /// # Safety
+    /// As [`RqRing::new`].
+    pub unsafe fn new_scatter(info: &RwqInfo) -> Result<(RqRing, u32), String> {
+        let stride = info.stride;
+        if !stride.is_power_of_two() || !(16..=4096).contains(&stride) {
+            return Err(format!("RQ: stride {stride} is not a power of two from 16 to 4096"));
+        }
+        let segs = stride / 16;
+        let view = RwqInfo {
+            wqe_cnt: info.wqe_cnt.checked_mul(segs).ok_or("RQ: too many WQEs")?,
+            stride: 16,
+            keep: info.keep.clone(),
+            ..*info
+        };
+        // SAFETY: the same memory, described as 16-byte entries; the caller's contract holds.
+        Ok((unsafe { RqRing::new(&view) }?, segs))
+    }
+}
+
 /// See [`RqRing::writer`]; it borrows the ring mutably.
 pub struct RqWriter<'a> {
     base: *mut DataSeg,

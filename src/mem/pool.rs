@@ -50,6 +50,25 @@ pub struct Pool {
     /// Touched only inside [`Pool::with_free`].
     free: UnsafeCell<FreeStack>,
     alloc_failures: Cell<u64>,
+    /// Per buffer, where its segment lies and which buffer follows it, for buffers of chained
+    /// packets ([`flags::CHAINED`]); meaningless for any other buffer. Per-buffer metadata as
+    /// DPDK keeps in each mbuf (`rte_mbuf::next`, `data_len`, `data_off`), so that a chained
+    /// packet moves between bursts and rings as its head index alone. `Cell`: the pool is !Sync
+    /// and a link is only read or written by the owner of its buffer.
+    links: Box<[Cell<SegLink>]>,
+}
+
+/// One segment of a chained packet: its bytes are `len` bytes at `off` of its buffer, and the
+/// next segment is in buffer `next` ([`SegLink::END`] after the last).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SegLink {
+    pub(crate) next: u32,
+    pub(crate) len: u16,
+    pub(crate) off: u16,
+}
+
+impl SegLink {
+    pub(crate) const END: u32 = u32::MAX;
 }
 
 impl std::fmt::Debug for Pool {
@@ -102,6 +121,7 @@ impl Pool {
             count: cfg.buffers,
             free: UnsafeCell::new(free),
             alloc_failures: Cell::new(0),
+            links: (0..cfg.buffers).map(|_| Cell::new(SegLink::default())).collect(),
         }))
     }
 
@@ -237,6 +257,67 @@ impl Pool {
     }
 }
 
+/// Chained packets: the links between their buffers.
+impl Pool {
+    #[inline]
+    pub(crate) fn link(&self, buf: u32) -> SegLink {
+        self.links[buf as usize].get()
+    }
+
+    #[inline]
+    pub(crate) fn set_link(&self, buf: u32, link: SegLink) {
+        self.links[buf as usize].set(link)
+    }
+
+    /// The segments of `p` as (buffer, offset, length), head first: one for a plain packet.
+    pub(crate) fn segments_of(&self, p: &Packet) -> Segments<'_> {
+        if p.flags & flags::CHAINED == 0 {
+            Segments {
+                pool: self,
+                next: SegLink::END,
+                first: Some((p.buf, p.off, p.len)),
+            }
+        } else {
+            let l = self.link(p.buf);
+            Segments {
+                pool: self,
+                next: l.next,
+                first: Some((p.buf, l.off, l.len)),
+            }
+        }
+    }
+
+    /// Returns every buffer of `p` (each segment of a chained one) to the pool.
+    pub(crate) fn free_packet(&self, p: &Packet) {
+        for (buf, _, _) in self.segments_of(p) {
+            self.free_one(buf);
+        }
+    }
+}
+
+/// See [`Pool::segments_of`].
+pub(crate) struct Segments<'a> {
+    pool: &'a Pool,
+    first: Option<(u32, u16, u16)>,
+    next: u32,
+}
+
+impl Iterator for Segments<'_> {
+    type Item = (u32, u16, u16);
+    fn next(&mut self) -> Option<(u32, u16, u16)> {
+        if let Some(f) = self.first.take() {
+            return Some(f);
+        }
+        if self.next == SegLink::END {
+            return None;
+        }
+        let buf = self.next;
+        let l = self.pool.link(buf);
+        self.next = l.next;
+        Some((buf, l.off, l.len))
+    }
+}
+
 /// See [`Pool::geometry`].
 #[derive(Clone, Copy)]
 pub(crate) struct BufGeometry<'a> {
@@ -295,11 +376,18 @@ pub mod flags {
     pub const VLAN_STRIPPED: u32 = 1 << 8;
     pub const RSS_HASH: u32 = 1 << 9;
     pub const TIMESTAMP: u32 = 1 << 10;
+    /// The packet spans several buffers ([`Burst::segments`](crate::Burst::segments)); set
+    /// only by the burst and the backends, never by [`Burst::set_flags`](crate::Burst::set_flags).
+    pub const CHAINED: u32 = 1 << 11;
     /// Transmit request: the IPv4 header checksum is filled in on the way out (by the NIC on
     /// mlx5 ports, in software by xdp ports, which have no offload in copy mode).
     pub const TX_L3_CSUM: u32 = 1 << 16;
     /// Transmit request: the TCP/UDP checksum is filled in on the way out (as for TX_L3_CSUM).
     pub const TX_L4_CSUM: u32 = 1 << 17;
+    /// Transmit request: an 802.1Q tag with [`Packet::vlan_tci`](crate::Packet::vlan_tci) is
+    /// inserted after the MAC addresses on the way out (by the NIC: the Ethernet segment's VLAN
+    /// insertion; see [`Burst::set_vlan`](crate::Burst::set_vlan)).
+    pub const TX_VLAN: u32 = 1 << 18;
 }
 
 /// One packet descriptor in a burst: which buffer, where its bytes are, and what the NIC said.
@@ -313,6 +401,13 @@ pub struct Packet {
     pub(crate) rss_hash: u32,
     pub(crate) flags: u32,
     pub(crate) timestamp: u64,
+    /// The 802.1Q TCI: stripped by the NIC (`flags::VLAN_STRIPPED`) or to insert
+    /// (`flags::TX_VLAN`).
+    pub(crate) vlan_tci: u16,
+    /// A chained packet's whole length (`flags::CHAINED`; `len` is then 0, which every send
+    /// fast path's length test already sends to its slow path, so a plain packet's path costs
+    /// nothing more).
+    pub(crate) chain_len: u32,
 }
 
 const _: () = assert!(
@@ -343,11 +438,29 @@ impl Packet {
         unsafe { std::ptr::addr_of_mut!(self.len).cast::<u32>().write(len_off) }
     }
 
+    /// The frame's length (all segments of a chained packet).
     pub fn len(&self) -> usize {
-        self.len as usize
+        if self.flags & flags::CHAINED != 0 {
+            self.chain_len as usize
+        } else {
+            self.len as usize
+        }
     }
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+    /// The frame spans several buffers ([`Burst::segments`]).
+    pub fn is_chained(&self) -> bool {
+        self.flags & flags::CHAINED != 0
+    }
+    /// Chained, or asking for a VLAN tag: what a send path's per-packet tests must find.
+    pub(crate) fn is_special(&self) -> bool {
+        self.flags & (flags::CHAINED | flags::TX_VLAN) != 0
+    }
+    /// The 802.1Q tag control information: the tag the NIC stripped (valid when
+    /// `flags & VLAN_STRIPPED`) or the one to insert (`flags & TX_VLAN`).
+    pub fn vlan_tci(&self) -> u16 {
+        self.vlan_tci
     }
     /// RSS hash computed by the NIC (valid when `flags & RSS_HASH`).
     pub fn rss_hash(&self) -> u32 {
@@ -376,6 +489,10 @@ pub struct Burst {
     pkts: Box<[Packet]>,
     len: usize,
     scratch: Box<[u32]>,
+    /// How many of the packets are special: chained, or asking for a VLAN tag
+    /// ([`Packet::is_special`]). While 0 (the usual case) freeing and moving descriptors never
+    /// looks at chains, and a send path may skip its per-packet tests for them.
+    special: usize,
 }
 
 impl std::fmt::Debug for Burst {
@@ -395,6 +512,7 @@ impl Burst {
             pkts: vec![Packet::default(); capacity].into_boxed_slice(),
             len: 0,
             scratch: vec![0; capacity].into_boxed_slice(),
+            special: 0,
         }
     }
 
@@ -425,15 +543,18 @@ impl Burst {
         &self.packets()[i]
     }
 
+    /// Packet `i`'s bytes; for a chained packet its first segment only (see
+    /// [`Burst::segments`], [`Burst::copy_frame`]).
     pub fn data(&self, i: usize) -> &[u8] {
-        let p = self.packets()[i];
+        let p = self.first_segment(i);
         // SAFETY: buf < capacity and off + len <= buf_size (alloc/set_len/backends keep both); the
         // burst owns buf, so no device or burst writes it, and `&self` excludes `data_mut`.
         unsafe { std::slice::from_raw_parts(self.pool.buf_ptr(p.buf, u32::from(p.off)), p.len as usize) }
     }
 
+    /// As [`Burst::data`], writable.
     pub fn data_mut(&mut self, i: usize) -> &mut [u8] {
-        let p = self.packets()[i];
+        let p = self.first_segment(i);
         // SAFETY: in bounds and owned as in `data`; `&mut self` makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.pool.buf_ptr(p.buf, u32::from(p.off)), p.len as usize) }
     }
@@ -442,6 +563,11 @@ impl Burst {
     pub fn set_len(&mut self, i: usize, len: usize) -> Result<(), Error> {
         if i >= self.len {
             return Err(Error::config(format!("no packet {i} in a burst of {}", self.len)));
+        }
+        if self.pkts[i].is_chained() {
+            return Err(Error::config(format!(
+                "packet {i} is chained over several buffers; its length is fixed"
+            )));
         }
         let room = self.pool.buf_size as usize - self.pkts[i].off as usize;
         if len > room {
@@ -453,9 +579,34 @@ impl Burst {
         Ok(())
     }
 
-    /// Sets the transmit offload requests ([`flags::TX_L3_CSUM`], [`flags::TX_L4_CSUM`]).
+    /// Sets the transmit offload requests ([`flags::TX_L3_CSUM`], [`flags::TX_L4_CSUM`],
+    /// [`flags::TX_VLAN`]); whether the packet is chained stays as it is.
     pub fn set_flags(&mut self, i: usize, flags: u32) {
-        self.pkts[..self.len][i].flags = flags;
+        let p = &mut self.pkts[..self.len][i];
+        let was = p.is_special();
+        p.flags = flags & !flags::CHAINED | p.flags & flags::CHAINED;
+        self.special = self.special + usize::from(p.is_special()) - usize::from(was);
+    }
+
+    /// Asks for an 802.1Q tag with `tci` to be inserted into packet `i` on the way out, after
+    /// its MAC addresses ([`flags::TX_VLAN`]); `None` takes the request back.
+    pub fn set_vlan(&mut self, i: usize, tci: Option<u16>) {
+        let p = &mut self.pkts[..self.len][i];
+        let was = p.is_special();
+        match tci {
+            Some(t) => {
+                p.flags |= flags::TX_VLAN;
+                p.vlan_tci = t;
+            }
+            None => p.flags &= !flags::TX_VLAN,
+        }
+        self.special = self.special + usize::from(p.is_special()) - usize::from(was);
+    }
+
+    /// Whether any packet is chained or asks for a VLAN tag ([`Packet::is_special`]).
+    #[inline(always)]
+    pub(crate) fn has_special(&self) -> bool {
+        self.special != 0
     }
 
     /// Appends up to `n` fresh buffers of `len` bytes (contents left as they were); returns how
@@ -496,6 +647,9 @@ impl Burst {
     /// Returns the first `n` packets' buffers to the pool and moves the rest to the front.
     pub fn drop_front(&mut self, n: usize) {
         let n = n.min(self.len);
+        if self.special != 0 {
+            self.free_chain_tails(n);
+        }
         for (s, p) in self.scratch.iter_mut().zip(&self.pkts[..n]) {
             *s = p.buf;
         }
@@ -508,6 +662,7 @@ impl Burst {
     #[inline]
     pub(crate) fn forget_all(&mut self) {
         self.len = 0;
+        self.special = 0;
     }
 
     /// Removes the first `n` descriptors without freeing them: their buffers now belong to
@@ -516,6 +671,9 @@ impl Burst {
     pub(crate) fn forget_front(&mut self, n: usize) {
         // Never below 0: `packets()` trusts `len`.
         let n = n.min(self.len);
+        if self.special != 0 {
+            self.special -= self.pkts[..n].iter().filter(|p| p.is_special()).count();
+        }
         if n < self.len {
             self.pkts.copy_within(n..self.len, 0);
         }
@@ -535,6 +693,125 @@ impl Burst {
         self.len += n;
     }
 
+    /// [`Burst::commit`] for a backend that wrote `chains` chained packets among the `n`.
+    #[inline]
+    pub(crate) fn commit_chained(&mut self, n: usize, chains: usize) {
+        self.commit(n);
+        self.special += chains;
+    }
+
+    /// Packet `i`'s first segment as a plain descriptor (the packet itself when it is not
+    /// chained).
+    fn first_segment(&self, i: usize) -> Packet {
+        let mut p = self.packets()[i];
+        if p.is_chained() {
+            let l = self.pool.link(p.buf);
+            (p.len, p.off) = (l.len, l.off);
+        }
+        p
+    }
+
+    /// How many buffers packet `i` spans (1 unless it is chained).
+    pub fn segment_count(&self, i: usize) -> usize {
+        self.pool.segments_of(&self.packets()[i]).count()
+    }
+
+    /// Packet `i`'s bytes, segment by segment, in frame order: one slice for a plain packet.
+    /// The chain is walked in place; nothing is copied.
+    pub fn segments(&self, i: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        let p = self.packets()[i];
+        self.pool.segments_of(&p).map(move |(buf, off, len)| {
+            // SAFETY: each segment lies inside its buffer (the chain's builder checked
+            // off + len <= buf_size), and every buffer of the chain belongs to this burst's
+            // packet, so no device or other burst writes it while `&self` lives.
+            unsafe { std::slice::from_raw_parts(self.pool.buf_ptr(buf, u32::from(off)), usize::from(len)) }
+        })
+    }
+
+    /// Copies packet `i`'s whole frame (every segment) to the front of `out`; returns its
+    /// length, or None (copying nothing) when `out` is shorter than the frame.
+    pub fn copy_frame(&self, i: usize, out: &mut [u8]) -> Option<usize> {
+        let len = self.packets()[i].len();
+        let out = out.get_mut(..len)?;
+        let mut at = 0;
+        for s in self.segments(i) {
+            out[at..at + s.len()].copy_from_slice(s);
+            at += s.len();
+        }
+        Some(at)
+    }
+
+    /// Appends one packet holding a copy of `frame`, chained over as many buffers as it needs
+    /// when it is longer than one buffer's data room (a jumbo frame); false, with nothing
+    /// taken, when the burst is full, the pool has too few buffers or the frame is longer than
+    /// a chain can say (65535 bytes per segment, 2^32 in all).
+    pub fn push_frame(&mut self, frame: &[u8]) -> bool {
+        let room = self.pool.data_room() as usize;
+        if frame.len() <= room {
+            return self.push_copy(frame);
+        }
+        if self.room() == 0 || u32::try_from(frame.len()).is_err() {
+            return false;
+        }
+        let headroom = self.pool.headroom;
+        // Built back to front, so that each buffer's link names the next one already taken.
+        let mut next = SegLink::END;
+        let mut taken = 0usize;
+        for piece in frame.chunks(room).rev() {
+            let mut one = [0u32];
+            if self.pool.alloc_bulk(&mut one) == 0 {
+                // Not enough for the whole frame: give back what it took.
+                while next != SegLink::END {
+                    let l = self.pool.link(next);
+                    self.pool.free_one(next);
+                    next = l.next;
+                }
+                return false;
+            }
+            let buf = one[0];
+            // SAFETY: `buf` was just taken from the pool: this burst owns it, and
+            // headroom + piece.len() <= buf_size (piece.len() <= data_room).
+            unsafe {
+                std::ptr::copy_nonoverlapping(piece.as_ptr(), self.pool.buf_ptr(buf, u32::from(headroom)), piece.len())
+            };
+            self.pool.set_link(
+                buf,
+                SegLink {
+                    next,
+                    len: piece.len() as u16,
+                    off: headroom,
+                },
+            );
+            next = buf;
+            taken += 1;
+        }
+        debug_assert!(taken > 1);
+        self.pkts[self.len] = Packet {
+            buf: next,
+            len: 0,
+            off: headroom,
+            flags: flags::CHAINED,
+            chain_len: frame.len() as u32,
+            ..Packet::default()
+        };
+        self.len += 1;
+        self.special += 1;
+        true
+    }
+
+    /// Frees the second and later segments of every chained packet among the first `n` (whose
+    /// heads the caller frees; `forget_front` counts them out).
+    #[cold]
+    fn free_chain_tails(&mut self, n: usize) {
+        for p in &self.pkts[..n] {
+            if p.is_chained() {
+                for (buf, _, _) in self.pool.segments_of(p).skip(1) {
+                    self.pool.free_one(buf);
+                }
+            }
+        }
+    }
+
     /// Moves packet `i` from `from` to the end of `self` without copying; both bursts must be of
     /// the same pool. On an error nothing moves.
     pub fn take_from(&mut self, from: &mut Burst, i: usize) -> Result<(), TakeError> {
@@ -552,6 +829,10 @@ impl Burst {
         }
         self.pkts[self.len] = from.pkts[i];
         self.len += 1;
+        if from.pkts[i].is_special() {
+            from.special -= 1;
+            self.special += 1;
+        }
         from.pkts.copy_within(i + 1..from.len, i);
         from.len -= 1;
         Ok(())
@@ -691,5 +972,83 @@ mod tests {
         drop((a, b, c));
         assert_eq!(p.free_count(), 8);
         assert_eq!(q.free_count(), 8);
+    }
+
+    fn jumbo(len: usize, seed: u8) -> Vec<u8> {
+        (0..len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)).collect()
+    }
+
+    #[test]
+    fn a_jumbo_frame_is_chained_read_back_whole_and_freed_whole() {
+        let p = pool(32);
+        let room = p.data_room() as usize;
+        let mut b = Burst::new(&p, 2);
+        let f = jumbo(9000, 3);
+        assert!(b.push_frame(&f));
+        assert!(b.push_frame(&f[..100]), "a frame that fits one buffer is not chained");
+        let segs = 9000usize.div_ceil(room);
+        assert_eq!(p.free_count() as usize, 32 - segs - 1);
+        assert!(b.packet(0).is_chained() && !b.packet(1).is_chained());
+        assert_eq!(
+            (b.packet(0).len(), b.segment_count(0), b.segment_count(1)),
+            (9000, segs, 1)
+        );
+        assert_eq!(b.segments(0).map(<[u8]>::len).collect::<Vec<_>>()[0], room);
+        assert_eq!(b.segments(0).flatten().copied().collect::<Vec<_>>(), f);
+        assert_eq!(b.data(0), &f[..room], "data() is the first segment");
+        let mut out = vec![0u8; 9000];
+        assert_eq!(b.copy_frame(0, &mut out[..8999]), None, "too short: nothing copied");
+        assert_eq!(b.copy_frame(0, &mut out), Some(9000));
+        assert_eq!(out, f);
+        assert!(b.set_len(0, 60).is_err(), "a chain's length is fixed");
+        b.set_flags(0, 0);
+        assert!(b.packet(0).is_chained(), "set_flags keeps the chain");
+        // Moving a chained packet moves its chain; dropping frees every segment.
+        let mut c = Burst::new(&p, 1);
+        c.take_from(&mut b, 0).unwrap();
+        b.clear();
+        assert_eq!(p.free_count() as usize, 32 - segs);
+        assert_eq!(c.segments(0).flatten().copied().collect::<Vec<_>>(), f);
+        drop(c);
+        assert_eq!(p.free_count(), 32);
+    }
+
+    #[test]
+    fn a_chain_the_pool_cannot_fill_takes_nothing() {
+        let p = pool(4);
+        let mut b = Burst::new(&p, 4);
+        assert!(!b.push_frame(&jumbo(5 * p.data_room() as usize, 1)));
+        assert_eq!((b.len(), p.free_count()), (0, 4));
+        assert!(b.push_frame(&jumbo(4 * p.data_room() as usize, 1)));
+        assert!(!b.push_frame(&[0u8; 60]));
+        b.drop_front(1);
+        assert_eq!(p.free_count(), 4);
+    }
+
+    #[test]
+    fn vlan_requests_are_per_packet() {
+        let p = pool(4);
+        let mut b = Burst::new(&p, 2);
+        b.push_copy(&[0u8; 60]);
+        b.set_vlan(0, Some(0x2064));
+        assert_eq!(
+            (b.packet(0).flags() & flags::TX_VLAN, b.packet(0).vlan_tci()),
+            (flags::TX_VLAN, 0x2064)
+        );
+        b.set_vlan(0, None);
+        assert_eq!(b.packet(0).flags() & flags::TX_VLAN, 0);
+        // The burst knows when it holds a packet the send paths must look at.
+        assert!(!b.has_special());
+        b.set_flags(0, flags::TX_VLAN | flags::TX_L4_CSUM);
+        assert!(b.has_special());
+        let mut c = Burst::new(&p, 2);
+        c.take_from(&mut b, 0).unwrap();
+        assert!(!b.has_special() && c.has_special());
+        c.set_flags(0, 0);
+        assert!(!c.has_special());
+        c.set_vlan(0, Some(1));
+        c.forget_front(1);
+        assert!(!c.has_special());
+        p.free_one(c.pkts[0].buf);
     }
 }

@@ -69,11 +69,18 @@ pub(super) fn cq_info(cq: &Arc<Cq>, keep: KeepAlive) -> Result<CqInfo, LayoutErr
     Ok(unsafe { CqInfo::from_raw(c.buf.cast(), c.dbrec.cast(), c.cqe_cnt, c.cqe_size, c.cqn, keep) })
 }
 
-/// A receive WQ with WQEs of `stride` bytes: 16 for one data segment per WQE, or a striding
-/// WQ's (`mprq::wqe_size`).
-pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive, stride: u32) -> Result<RwqInfo, LayoutError> {
+/// A receive WQ: WQEs of data segments (`stride` None), or a striding WQ's of exactly
+/// `mprq::wqe_size` bytes.
+pub(super) fn rwq_info(wq: &Arc<Wq>, keep: KeepAlive, stride: Option<u32>) -> Result<RwqInfo, LayoutError> {
     let r = wq.dv_info().map_err(LayoutError::Call)?;
-    if r.stride != stride || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
+    // Data segments of 16 bytes, rounded up to a power of two (rdma-core `mlx5_calc_rwq_size`): one
+    // segment, or several for frames longer than a buffer (the queue checks it has enough); a
+    // striding WQ's size is exact.
+    let stride_ok = match stride {
+        Some(s) => r.stride == s,
+        None => r.stride.is_power_of_two() && (16..=4096).contains(&r.stride),
+    };
+    if !stride_ok || !r.wqe_cnt.is_power_of_two() || r.buf.is_null() || r.dbrec.is_null() {
         return Err(LayoutError::Unexpected(format!(
             "unexpected receive WQ layout from mlx5dv_init_obj (stride {}, {} WQEs)",
             r.stride, r.wqe_cnt

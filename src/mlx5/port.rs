@@ -419,6 +419,32 @@ impl Mlx5Port {
 }
 
 impl Shared {
+    /// The receive offloads `cfg` asks for, checked against the datapath and the device: the
+    /// data segments per receive WQE (several for frames longer than a buffer), and CVLAN
+    /// stripping where the device has it (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`). The verbs
+    /// datapath hands up one buffer per packet and no tag, so it refuses both.
+    fn rx_offloads(&self, pool: &Pool, cfg: &QueueConfig) -> Result<u32, Error> {
+        let sge = crate::rx::dv::rx_segments(cfg, pool)?;
+        if self.mode == Mode::Verbs && (sge > 1 || cfg.rx_vlan_strip) {
+            return Err(Error::config(format!(
+                "{}: rx_max_frame beyond one buffer ({} bytes) and rx_vlan_strip need the Direct Verbs datapath",
+                self.spec,
+                pool.data_room()
+            )));
+        }
+        if cfg.rx_vlan_strip {
+            let caps = self.ctx.query_device_ex().map(|a| a.raw_packet_caps).unwrap_or(0);
+            if caps & IBV_RAW_PACKET_CAP_CVLAN_STRIPPING == 0 {
+                return Err(Error::config(format!(
+                    "{}: the device cannot strip VLAN tags (no IBV_RAW_PACKET_CAP_CVLAN_STRIPPING); \
+                     leave rx_vlan_strip off",
+                    self.spec
+                )));
+            }
+        }
+        Ok(sge)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -472,6 +498,8 @@ impl Shared {
                 self.spec
             )));
         }
+        crate::rx::dv_striding::refuse_other_options(cfg, pool)
+            .map_err(|e| Error::config(format!("{}: {}", self.spec, e.message())))?;
         let c = self.ctx.striding_caps();
         let caps = crate::dv::prm::mprq::Caps {
             min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
@@ -631,8 +659,10 @@ impl Backend for Mlx5Port {
         let mr = sh.mr_for(pool)?;
         let (cq, wq) = match &striding {
             None => {
+                let sge = sh.rx_offloads(pool, cfg)?;
                 let cq = sh.cq(cfg.size)?;
-                let wq = Wq::create(&sh.pd, &cq, cfg.size).map_err(|e| perm_err(&sh.spec, e))?;
+                let wq = Wq::create_with(&sh.pd, &cq, cfg.size, sge, cfg.rx_vlan_strip)
+                    .map_err(|e| perm_err(&sh.spec, e))?;
                 (cq, wq)
             }
             Some(p) => {
@@ -660,7 +690,7 @@ impl Backend for Mlx5Port {
         let queue: Box<dyn RxQueue> = match sh.mode {
             Mode::Dv(_) => {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
-                let stride = striding.map_or(16, |p| crate::dv::prm::mprq::wqe_size(p.num_strides()));
+                let stride = striding.map(|p| crate::dv::prm::mprq::wqe_size(p.num_strides()));
                 let rwq = layout::rwq_info(&wq, keep.clone(), stride).map_err(|e| layout_err(&sh.spec, e))?;
                 let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(RqControl {

@@ -6,9 +6,9 @@
 use super::ring as dma;
 use super::{Device, Fault, Link, SpecialFlow, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
-    cqe_flags, syndrome, wqebbs, Be16, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES, EMPW_TITLE_DS,
-    ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, INLINE_SEG, INVALID_LKEY, MAX_WQE_DS,
-    OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
+    cqe_flags, eseg_vlan_insert, syndrome, wqebbs, Be16, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES,
+    EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_P_8021Q, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
+    INLINE_SEG, INVALID_LKEY, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
 use crate::flow::wire as pkt;
 use crate::flow::wire::ETH_MIN_FRAME;
@@ -60,6 +60,9 @@ const HEAD_BYTES: usize = 256;
 /// piece (and one frame): neither list can overflow.
 const MAX_PIECES: usize = MAX_WQE_DS as usize;
 
+/// Destination and source MAC addresses: where a VLAN insertion puts the tag.
+const ETH_MACS: usize = 12;
+
 /// The frames of the WQE being executed, described rather than copied: the pieces each is made
 /// of (inline bytes in the WQE copy, gathered ranges of registered memory), in order, and one
 /// entry per frame naming its pieces (one frame for a SEND, one per data segment for an eMPW).
@@ -73,6 +76,9 @@ pub(super) struct WqeFrames {
     bytes: usize,
     /// Whether a frame is shorter than an Ethernet header or longer than the port sends.
     short_or_long: (usize, usize),
+    /// The 802.1Q tag of a VLAN insertion, a piece of the frame ([`WqeFrames::insert_vlan`]);
+    /// boxed so that the piece's pointer stays valid however the struct moves.
+    vlan_tag: Box<[u8; 4]>,
 }
 
 impl Default for WqeFrames {
@@ -84,6 +90,7 @@ impl Default for WqeFrames {
             n_frames: 0,
             bytes: 0,
             short_or_long: (usize::MAX, 0),
+            vlan_tag: Box::new([0; 4]),
         }
     }
 }
@@ -100,6 +107,47 @@ impl WqeFrames {
     fn push_piece(&mut self, p: Piece) {
         self.pieces[self.n_pieces] = p;
         self.n_pieces += 1;
+    }
+
+    /// The device's VLAN insertion (PRM Ethernet segment; DPDK `MLX5_ETH_WQE_VLAN_INSERT`): an
+    /// 802.1Q tag (TPID 0x8100, `tci`) goes into the frame made of all the pieces so far, after
+    /// its two MAC addresses (12 bytes). False, changing nothing, for a frame shorter than that.
+    /// A SEND that inserts a tag inlines nothing, so it has at most `MAX_PIECES - 2` pieces and
+    /// the two this adds (the tag, and the second half of a split piece) fit.
+    fn insert_vlan(&mut self, tci: u16) -> bool {
+        let mut at = 0;
+        let mut j = 0;
+        while j < self.n_pieces && at + self.pieces[j].len <= ETH_MACS {
+            at += self.pieces[j].len;
+            j += 1;
+        }
+        if at < ETH_MACS && j == self.n_pieces || self.n_pieces + 2 > MAX_PIECES {
+            return false;
+        }
+        self.vlan_tag[..2].copy_from_slice(&ETH_P_8021Q.to_be_bytes());
+        self.vlan_tag[2..].copy_from_slice(&tci.to_be_bytes());
+        let tag = Piece {
+            ptr: self.vlan_tag.as_ptr(),
+            len: 4,
+        };
+        // Piece j holds byte 12 (or the frame ends at 12 exactly, j == n_pieces): split it there.
+        let k = ETH_MACS - at;
+        let mut insert = [tag, Piece::default()];
+        let mut add = 1;
+        if j < self.n_pieces && k > 0 {
+            let p = self.pieces[j];
+            self.pieces[j].len = k;
+            insert[1] = Piece {
+                ptr: p.ptr.wrapping_add(k),
+                len: p.len - k,
+            };
+            add = 2;
+            j += 1;
+        }
+        self.pieces.copy_within(j..self.n_pieces, j + add);
+        self.pieces[j..j + add].copy_from_slice(&insert[..add]);
+        self.n_pieces += add;
+        true
     }
 
     /// Ends the frame made of the pieces from `first` on, `len` bytes in all.
@@ -639,7 +687,14 @@ impl Device {
         }
         let wqe = &wqe[..ds as usize * DS_BYTES];
         let eseg = &wqe[16..];
-        let inline = usize::from(u16::from_be_bytes([eseg[12], eseg[13]]));
+        let vlan_insert = eseg_vlan_insert(eseg);
+        // With a VLAN insertion the dword holds the tag, and nothing is inlined (read as a size,
+        // 0x8000 is more than any WQE holds: no eMPW title accepts it).
+        let inline = if vlan_insert.is_some() {
+            0
+        } else {
+            usize::from(u16::from_be_bytes([eseg[12], eseg[13]]))
+        };
         out.clear();
         let max = self.cfg.max_frame;
         match ctrl.opcode() {
@@ -661,11 +716,24 @@ impl Device {
                         .gather(wqe, off, out, &mut total)
                         .map_err(|synd| WqeError { synd, bbs })?;
                 }
+                if let Some(tci) = vlan_insert {
+                    // The tag goes in before the inline-mode check: it is part of the L2 header
+                    // the device's parser sees (and a device that needs inline headers gets none
+                    // here, so it fails the WQE, as DPDK never asks it to).
+                    if !out.insert_vlan(tci) {
+                        return Err(WqeError {
+                            synd: syndrome::LOCAL_LENGTH,
+                            bbs,
+                        });
+                    }
+                    total += 4;
+                }
                 if mode != InlineMode::None && inline < mode.header_bytes(&out.head(), total) {
                     return qp_op;
                 }
                 out.push_frame(0, total);
             }
+            OPCODE_ENHANCED_MPSW if vlan_insert.is_some() => return qp_op,
             OPCODE_ENHANCED_MPSW => {
                 // DPDK `mlx5_tx_burst_empw_*`: title = control + a 16-byte Ethernet segment with no
                 // inline header; every data segment after it is one packet. Devices that need a

@@ -801,24 +801,24 @@ impl Nic {
         self.new_rq(port, wqes, cqn, false, RqOptions::default())
     }
 
-    /// [`Nic::alloc_rq`] (a WQ in the port's RSS set, ready) made as `opts` say: the `model:`
-    /// backend's striding receive queues.
+    /// [`Nic::alloc_rq`] (a WQ in the port's RSS set, ready) made as `opts` say: WQEs of several
+    /// data segments, receive offloads, or the `model:` backend's striding receive queues.
     pub fn alloc_rq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<QueueMem, String> {
         self.new_rq(port, wqes, cqn, true, opts)
     }
 
     /// [`Nic::alloc_wq`] with WQEs of several data segments and receive offloads.
     pub fn alloc_wq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<QueueMem, String> {
+        self.new_rq(port, wqes, cqn, false, opts)
+    }
+
+    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool, opts: RqOptions) -> Result<QueueMem, String> {
         if opts.max_sge > MAX_RQ_SGE {
             return Err(format!(
                 "{} data segments per receive WQE (at most {MAX_RQ_SGE})",
                 opts.max_sge
             ));
         }
-        self.new_rq(port, wqes, cqn, false, opts)
-    }
-
-    fn new_rq(&self, port: usize, wqes: u32, cqn: u32, port_rss: bool, opts: RqOptions) -> Result<QueueMem, String> {
         let wqe_cnt = wqes.max(1).next_power_of_two();
         // A WQE is its data segments, rounded up to a power of two (the RQ's `log_wq_stride`);
         // a striding one starts with a next segment (rdma-core `mlx5_calc_rwq_size`).

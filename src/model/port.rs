@@ -8,7 +8,7 @@ use std::any::Any;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{Link, ModelConfig, Nic, QueueMem};
+use super::{Link, ModelConfig, Nic, QueueMem, RqOptions};
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::rx::dv::DvRxQueue;
@@ -59,13 +59,7 @@ impl Nic {
     }
 
     /// [`Nic::alloc_rq_with`], described for the driver, with the WQ's number.
-    pub fn create_rq_with(
-        &self,
-        port: usize,
-        wqes: u32,
-        cqn: u32,
-        opts: super::RqOptions,
-    ) -> Result<(RwqInfo, u32), String> {
+    pub fn create_rq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<(RwqInfo, u32), String> {
         Ok(rwq_info(self.alloc_rq_with(port, wqes, cqn, opts)?))
     }
 
@@ -292,6 +286,8 @@ impl ModelPort {
     /// A receive queue on a striding RQ (`QueueConfig::rx_striding`) of `cfg.size` strides, as
     /// the device's striding caps allow (`rx::dv_striding::params_for`).
     fn striding_rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        crate::rx::dv_striding::refuse_other_options(cfg, pool)
+            .map_err(|e| Error::config(format!("{}: {}", self.identity(), e.message())))?;
         let params = params_for(pool, &self.nic.config().striding_rq)
             .map_err(|e| Error::config(format!("{}: {e}", self.identity())))?;
         let (lkey, ctl) = self.take(false, qid, pool)?;
@@ -299,7 +295,7 @@ impl ModelPort {
         let wqes = (cfg.size / strides).max(1);
         // Every stride may complete on its own, and every WQE may end with a filler.
         let cq = self.nic.create_cq(wqes * (strides + 1)).map_err(Error::device)?;
-        let opts = super::RqOptions {
+        let opts = RqOptions {
             max_sge: strides,
             striding: Some(params),
             ..Default::default()
@@ -322,7 +318,17 @@ impl Backend for ModelPort {
         }
         let (lkey, ctl) = self.take(false, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
-        let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;
+        // Scatter (frames longer than a buffer) and CVLAN stripping are RQ context fields, set
+        // when the WQ is made (mlx5_ib `create_rq`: `log_wq_stride` from max_sge, `vsd`).
+        let opts = RqOptions {
+            max_sge: crate::rx::dv::rx_segments(cfg, pool)?,
+            strip_cvlan: cfg.rx_vlan_strip,
+            ..RqOptions::default()
+        };
+        let (rwq, wq) = self
+            .nic
+            .create_rq_with(self.port, cfg.size, cq.cqn, opts)
+            .map_err(Error::device)?;
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)

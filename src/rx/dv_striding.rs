@@ -41,6 +41,19 @@ pub const STRIDES_LOG: u8 = 3;
 /// from the HCA caps, which `mlx5dv_query_device` does not report).
 const LOG_MIN_WQE_BYTES: u32 = 14;
 
+/// The receive options a striding queue cannot honour, refused in one line: its frames longer
+/// than one stride are copied into one buffer (not chained), and its RQ takes no VLAN stripping
+/// (the model, like `mlx5_ib`'s striding `create_rq`, leaves `vsd` set).
+pub fn refuse_other_options(cfg: &crate::QueueConfig, pool: &Pool) -> Result<(), Error> {
+    if cfg.rx_vlan_strip || cfg.rx_max_frame > pool.data_room() {
+        return Err(Error::config(
+            "rx_striding takes neither rx_vlan_strip nor rx_max_frame beyond one buffer: \
+             ask for one or the other",
+        ));
+    }
+    Ok(())
+}
+
 /// The striding parameters for receive buffers of `pool` on a device of `caps`: strides of the
 /// largest power of two that fits a buffer's data room, within the device's stride sizes, and
 /// [`STRIDES_LOG`] of them, or more where the device's fewest or a WQE of at least 16 KiB

@@ -250,7 +250,7 @@ impl RxQueue for VerbsRxQueue {
                     off: self.data_off,
                     rss_hash: 0,
                     flags: csum,
-                    timestamp: 0,
+                    ..Packet::default()
                 };
                 bytes += u64::from(wc.byte_len);
                 n += 1;

@@ -8,9 +8,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dv::prm::{
-    encode_send, packed, syndrome, wqebbs, Be32, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ, CQE_REQ_ERR, DS_BYTES,
-    EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
-    MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
+    encode_send, encode_send_sg, packed, syndrome, wqebbs, Be32, CtrlSeg, DataSeg, EthSeg, InlineMode, CQE_REQ,
+    CQE_REQ_ERR, DS_BYTES, EMPW_MAX_PACKETS, EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_INLINE_HEADER_SIZE, ETH_P_8021Q,
+    ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
 use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
@@ -344,8 +344,10 @@ impl DvTxQueue {
     /// `rdma_mlx5_wqe_init`: control, 18 inline header bytes, one gather entry), stopping at the
     /// first packet not longer than `threshold` (it needs the slow path). The caller checked
     /// that the ring has a WQEBB for each. Returns (packets posted, bytes).
+    /// With `SPECIAL` (a burst with VLAN requests: [`Burst::has_special`]) it also stops
+    /// before a packet that asks for a tag; without, it has no per-packet test for them.
     #[inline(always)]
-    fn post_run(&mut self, pkts: &[Packet], threshold: usize) -> (usize, u64) {
+    fn post_run<const SPECIAL: bool>(&mut self, pkts: &[Packet], threshold: usize) -> (usize, u64) {
         // Everything the loop needs lives in registers: stores into the ring may alias any
         // memory as far as the compiler knows, so fields of `self` would be reloaded per packet.
         let geo = self.pool.geometry();
@@ -360,6 +362,9 @@ impl DvTxQueue {
         // set for every tag (0x8100, 0x88a8, 0x9100, MPLS 0x8847/8) and for IPv6; where it is
         // set, the run is checked exactly afterwards (one OR per packet instead of a test).
         let mut tags = 0u64;
+        // With SPECIAL, every packet's flags ORed: a VLAN insertion request is found after the
+        // run (one OR per packet instead of a test), and the run cut before it.
+        let mut flags_or = 0u32;
         'segments: while posted < pkts.len() {
             // A segment crosses neither the SQ's nor the buffer ring's end, so the loop below
             // runs on plain slices with no wrap and no bounds checks.
@@ -378,6 +383,9 @@ impl DvTxQueue {
                 }
                 let (addr, h0, h1, h2) = geo.l2_header(p);
                 tags |= h2;
+                if SPECIAL {
+                    flags_or |= p.flags;
+                }
                 // No completion request (`signal` patches it in), and `imm` 0 (rdma-core and DPDK:
                 // the kernel gives the word a meaning on Ethernet SENDs, kTLS's per-WQE TIS).
                 *w = packed::send_l2_inline(
@@ -399,6 +407,9 @@ impl DvTxQueue {
         }
         if tags & 1 << 23 != 0 {
             (posted, bytes) = self.cut_at_stacked_tags(pi0, &pkts[..posted], bytes);
+        }
+        if SPECIAL && flags_or & flags::TX_VLAN != 0 {
+            (posted, bytes) = cut_at(&pkts[..posted], |p| p.flags & flags::TX_VLAN != 0);
         }
         let n = posted as u32;
         // Completion moderation: ask for a CQE on every `signal_every`-th WQE of the run.
@@ -492,6 +503,11 @@ impl DvTxQueue {
         if (flags_or ^ flags_and) & CSUM != 0 {
             (posted, bytes) = cut_at_csum_change(&pkts[..posted], cs);
         }
+        if flags_or & flags::TX_VLAN != 0 {
+            // eMPW cannot insert a tag per packet (DPDK `mlx5_tx_match_empw`): the session ends
+            // before the first packet that asks for one.
+            (posted, bytes) = cut_at(&pkts[..posted], |p| p.flags & flags::TX_VLAN != 0);
+        }
         if posted == 0 {
             return (0, 0, 0);
         }
@@ -544,13 +560,16 @@ impl DvTxQueue {
         let dsegs = &mut sq.data_segs(d as u32, n)[..n];
         let elts = &mut self.elts[e..e + n];
         let cs = pkts[0].flags;
-        // Bursts without checksum requests (the usual case) test each packet's flags with one OR.
+        // Bursts without checksum requests (the usual case) test each packet's flags with one OR,
+        // which also finds VLAN insertion requests (eMPW has no per-packet tag; chained packets
+        // have `len` 0, which the length test refuses).
         let (bytes, differ) = if cs & CSUM == 0 {
             fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, span, cs)?
         } else {
             fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, span, cs)?
         };
-        if differ & CSUM != 0 {
+        // `differ | cs` has TX_VLAN if any packet asks for a tag, in either build.
+        if differ & CSUM != 0 || (differ | cs) & flags::TX_VLAN != 0 {
             return None;
         }
         let ds = EMPW_TITLE_DS + n as u32;
@@ -592,6 +611,9 @@ impl DvTxQueue {
     #[cold]
     fn post_slow(&mut self, pkts: &mut Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
         let p = pkts.packets()[i];
+        if p.flags & flags::CHAINED != 0 {
+            return self.post_sg(pkts, i, free);
+        }
         // A runt goes out padded with zeros to 60 bytes in its buffer, as a MAC pads it; then it
         // is posted as any other frame of the slow path.
         if !(ETH_MIN_FRAME..=self.max_frame).contains(&usize::from(p.len)) && !crate::tx::pad_runt(pkts, i) {
@@ -602,6 +624,9 @@ impl DvTxQueue {
             return Ok(0);
         }
         let p = pkts.packets()[i];
+        if p.flags & flags::TX_VLAN != 0 {
+            return self.post_sg(pkts, i, free);
+        }
         let frame = pkts.data(i);
         let len = frame.len();
         let hdr = if len <= self.inline_max.max(ETH_L2_INLINE_HEADER_SIZE) {
@@ -625,12 +650,6 @@ impl DvTxQueue {
         let cs = ((p.flags >> 10) & 0xc0) as u8;
         let qpn = u32::from_be(self.qpn_ds4_be) >> 8;
         encode_send(self.pi as u16, qpn, &frame[..hdr], gather, cs, false, 0, &mut wqe);
-        for k in 0..bbs {
-            let off = k as usize * SEND_WQE_BB;
-            self.sq
-                .wqebb_bytes(self.pi.wrapping_add(k))
-                .copy_from_slice(&wqe[off..off + SEND_WQE_BB]);
-        }
         if gather.is_some() {
             // The device reads the rest from the buffer: it stays in flight until the completion.
             let mask = self.elts.len() - 1;
@@ -639,6 +658,137 @@ impl DvTxQueue {
         } else {
             // The frame now lives in the WQE: its buffer can go back at once.
             self.pool.free_one(p.buf);
+        }
+        self.emit_wqe(&wqe, bbs, free);
+        Ok(len as u64)
+    }
+
+    /// Posts packet `i` as one SEND with a data segment per buffer of it (PRM send WQE with
+    /// several data segments; VPP `rdma/output.c` multi-segment path; rdma-core
+    /// `_mlx5_post_send` with several SGEs): a chained packet ([`flags::CHAINED`]), and any
+    /// packet that asks for a VLAN tag ([`flags::TX_VLAN`]). The headers the device's inline
+    /// mode asks for (at least the canonical 18 bytes where it asks for any) are copied into the
+    /// WQE from the front of the frame, across segments if need be; the rest of every segment
+    /// is gathered in place. The tag is inserted by the NIC where nothing must be inlined
+    /// ([`encode_send_sg`]'s VLAN insertion, DPDK `mlx5_tx_eseg_none`), and written into the
+    /// inlined header otherwise, as DPDK does when it inlines (`mlx5_tx_eseg_data`). Dropped
+    /// and counted when the frame is longer than the port sends or needs more data segments
+    /// than a WQE holds; `Err(())` when the ring (or its buffer ring) has no room now.
+    #[cold]
+    #[inline(never)]
+    fn post_sg(&mut self, pkts: &mut Burst, i: usize, free: &mut u32) -> Result<u64, ()> {
+        const MAX_SEGS: usize = MAX_WQE_DS as usize;
+        let p = pkts.packets()[i];
+        let vlan = (p.flags & flags::TX_VLAN != 0).then_some(p.vlan_tci);
+        let tag = if vlan.is_some() { 4 } else { 0 };
+        let len = p.len();
+        let mut segs = [(0u32, 0u16, 0u16); MAX_SEGS];
+        let mut n = 0;
+        for s in self.pool.segments_of(&p) {
+            if n == MAX_SEGS {
+                n += 1;
+                break;
+            }
+            segs[n] = s;
+            n += 1;
+        }
+        if n > MAX_SEGS || n > self.elts.len() || len + tag > self.max_frame {
+            self.stats.drops += 1;
+            self.pool.free_packet(&p);
+            return Ok(0);
+        }
+        // The frame's first bytes, with the tag in place when the driver inserts it.
+        let mut head = [0u8; 256 + 4];
+        let mut got = 0;
+        for s in pkts.segments(i) {
+            let k = s.len().min(256 - got);
+            head[got..got + k].copy_from_slice(&s[..k]);
+            got += k;
+            if got == 256 {
+                break;
+            }
+        }
+        let hw_insert = vlan.is_some() && self.inline_mode == InlineMode::None;
+        let (inline, skip) = if hw_insert {
+            (0, 0)
+        } else {
+            if let Some(tci) = vlan {
+                head.copy_within(12..got, 16);
+                head[12..14].copy_from_slice(&ETH_P_8021Q.to_be_bytes());
+                head[14..16].copy_from_slice(&tci.to_be_bytes());
+                got += 4;
+            }
+            let hdr = self
+                .inline_mode
+                .header_bytes(&head[..got], len + tag)
+                .max(ETH_L2_INLINE_HEADER_SIZE)
+                .min(got);
+            (hdr, hdr - tag)
+        };
+        let geo = self.pool.geometry();
+        let lkey = u32::from_be(self.lkey_be);
+        let mut gathers = [DataSeg::default(); MAX_SEGS];
+        let (mut ng, mut skip) = (0, skip);
+        for &(buf, off, seg_len) in &segs[..n] {
+            let k = skip.min(usize::from(seg_len));
+            skip -= k;
+            if k < usize::from(seg_len) {
+                gathers[ng] = DataSeg::new(
+                    u32::from(seg_len) - k as u32,
+                    lkey,
+                    geo.buf_addr(buf, u32::from(off)) + k as u64,
+                );
+                ng += 1;
+            }
+        }
+        let ds = 1 + EthSeg::ds_for_inline(inline) + ng as u32;
+        // Too many segments for one WQE, or a WQE longer than the whole ring: it could never go.
+        if ds > MAX_WQE_DS || wqebbs(ds) > self.sq.size() {
+            self.stats.drops += 1;
+            self.pool.free_packet(&p);
+            return Ok(0);
+        }
+        let bbs = wqebbs(ds);
+        let elts_free = self.elts.len() - self.elts_head.wrapping_sub(self.elts_tail) as usize;
+        if bbs > *free || n > elts_free {
+            return Err(());
+        }
+        let mut wqe = [0u8; MAX_WQE_DS as usize * DS_BYTES];
+        let qpn = u32::from_be(self.qpn_ds4_be) >> 8;
+        let cs = cs_flags(p.flags);
+        let vlan_insert = if hw_insert { vlan } else { None };
+        encode_send_sg(
+            self.pi as u16,
+            qpn,
+            &head[..inline],
+            vlan_insert,
+            &gathers[..ng],
+            cs,
+            false,
+            0,
+            &mut wqe,
+        );
+        // Every buffer stays in flight until the completion (even one whose bytes were all
+        // inlined: a chain is freed whole).
+        let mask = self.elts.len() - 1;
+        for &(buf, _, _) in &segs[..n] {
+            self.elts[self.elts_head as usize & mask] = buf;
+            self.elts_head = self.elts_head.wrapping_add(1);
+        }
+        self.emit_wqe(&wqe, bbs, free);
+        Ok((len + tag) as u64)
+    }
+
+    /// Copies a WQE built in `wqe` (`bbs` WQEBBs, wrapping the ring end) to the ring at `pi`,
+    /// advances `pi`, and asks for its completion when moderation says so or the ring is
+    /// nearly full.
+    #[cold]
+    fn emit_wqe(&mut self, wqe: &[u8], bbs: u32, free: &mut u32) {
+        for k in 0..bbs {
+            let off = k as usize * SEND_WQE_BB;
+            self.sq
+                .wqebb_bytes(self.pi.wrapping_add(k))
+                .copy_from_slice(&wqe[off..off + SEND_WQE_BB]);
         }
         let at = self.pi;
         self.pi = self.pi.wrapping_add(bbs);
@@ -649,7 +799,6 @@ impl DvTxQueue {
             self.since_signal = 0;
             self.signal(at, self.pi, self.elts_head);
         }
-        Ok(len as u64)
     }
 
     /// The watchdog: a doorbell can still be lost (a device that missed it), so when completions
@@ -764,6 +913,13 @@ fn cs_flags(flags: u32) -> u8 {
     ((flags >> 10) & 0xc0) as u8
 }
 
+/// The packets of `pkts` before the first for which `stop` holds, and their bytes.
+#[cold]
+fn cut_at(pkts: &[Packet], stop: impl Fn(&Packet) -> bool) -> (usize, u64) {
+    let n = pkts.iter().position(stop).unwrap_or(pkts.len());
+    (n, pkts[..n].iter().map(|p| u64::from(p.len)).sum())
+}
+
 /// The packets of `pkts` up to the first whose checksum flags differ from `cs`, and their bytes.
 #[cold]
 fn cut_at_csum_change(pkts: &[Packet], cs: u32) -> (usize, u64) {
@@ -851,7 +1007,12 @@ impl DvTxQueue {
                 self.post_empw(&pkts.packets()[sent..], threshold, free)
             } else {
                 let room = (n_req - sent).min(free as usize);
-                let (run, b) = self.post_run(&pkts.packets()[sent..sent + room], threshold);
+                let run = &pkts.packets()[sent..sent + room];
+                let (run, b) = if pkts.has_special() {
+                    self.post_run::<true>(run, threshold)
+                } else {
+                    self.post_run::<false>(run, threshold)
+                };
                 (run, b, run as u32)
             };
             sent += run;
@@ -1062,6 +1223,86 @@ mod tests {
             tx.reclaim().unwrap();
             assert_eq!(tx.in_flight(), 0);
             drop((got, tx, rx, sq, tx_cq, rx_cq));
+            assert_eq!(pool.free_count(), pool.capacity());
+            nic.deregister_mr(lkey);
+        }
+    }
+
+    /// Chained packets (jumbo frames over several buffers) and VLAN insertion requests, mixed
+    /// with plain frames, leave on the wire as they should on both devices: chains whole, tags
+    /// after the MAC addresses (inserted by the device on a ConnectX-5, in the inline header on
+    /// a ConnectX-4); nothing is lost and the pool is full after teardown.
+    #[test]
+    fn chained_and_tagged_frames_leave_whole() {
+        for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+            let q = QueueConfig {
+                size: 64,
+                ..QueueConfig::default()
+            };
+            let nic = Nic::new(vec![Link::capture(), Link::Null], dev.clone()).unwrap();
+            let pool: Rc<Pool> = Pool::new(PoolConfig {
+                buffers: 2048,
+                ..PoolConfig::default()
+            })
+            .unwrap();
+            let lkey = nic.register_mr(pool.region());
+            let tx_cq = nic.create_cq(q.size).unwrap();
+            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+            // SAFETY: the model made these rings for this queue alone; the infos keep them alive.
+            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = move || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let mut out = Burst::new(&pool, 32);
+            let mut want = Vec::new();
+            let mut seen = 0usize;
+            for round in 0..150 {
+                for _ in 0..1 + next() % 12 {
+                    let len = if next() % 3 == 0 {
+                        60 + next() as usize % 1400
+                    } else {
+                        60 + next() as usize % 8941
+                    };
+                    let mut f: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+                    assert!(out.push_frame(&f), "round {round}");
+                    if next() % 4 == 0 {
+                        let tci = next() as u16;
+                        out.set_vlan(out.len() - 1, Some(tci));
+                        f.splice(12..12, [0x81, 0x00, (tci >> 8) as u8, tci as u8]);
+                    }
+                    want.push(f);
+                }
+                while !out.is_empty() {
+                    tx.tx_burst(&mut out).unwrap();
+                    nic.step();
+                    tx.reclaim().unwrap();
+                }
+                for f in nic.take_captured(0) {
+                    assert!(
+                        f == want[seen],
+                        "frame {seen} on {:?}: {} bytes, want {}",
+                        dev.inline_mode,
+                        f.len(),
+                        want[seen].len()
+                    );
+                    seen += 1;
+                }
+            }
+            for _ in 0..4 {
+                nic.step();
+                tx.reclaim().unwrap();
+            }
+            seen += nic.take_captured(0).len();
+            assert_eq!(seen, want.len());
+            assert_eq!(tx.stats().drops, 0);
+            assert_eq!(tx.stats().errors.total(), 0);
+            assert_eq!(tx.in_flight(), 0);
+            drop((out, tx, sq, tx_cq));
             assert_eq!(pool.free_count(), pool.capacity());
             nic.deregister_mr(lkey);
         }

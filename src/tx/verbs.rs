@@ -236,11 +236,20 @@ impl TxQueue for VerbsTxQueue {
                 // A runt goes out padded. Anything else the NIC would fail, and with it the WR
                 // chain after it: dropped and counted instead.
                 if !super::pad_runt(pkts, i) {
-                    self.pool.free_one(p.buf);
+                    // (A chained packet too, `len` 0 here: this path posts one SGE per frame;
+                    // every buffer of it goes back.)
+                    self.pool.free_packet(&p);
                     dropped += 1;
                     continue;
                 }
                 p = pkts.packets()[i];
+            }
+            if p.flags & flags::TX_VLAN != 0 {
+                // Verbs has no VLAN insertion on a raw-packet SEND: dropped and counted rather
+                // than sent untagged (the Direct Verbs datapath inserts tags).
+                self.pool.free_packet(&p);
+                dropped += 1;
+                continue;
             }
             let sge = &mut self.sges[n];
             sge.addr = geo.addr(&p);

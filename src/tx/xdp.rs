@@ -228,9 +228,11 @@ impl TxQueue for XdpTxQueue {
                 // chunk, counted as tx_invalid_descs, and never completed) or no device can send
                 // (shorter than an Ethernet header): dropped here, as the DV path drops what its
                 // device would fail.
-                let buf = p.buf;
+                let whole = *p;
                 if !crate::tx::pad_runt(pkts, i) {
-                    self.xsk.pool().free_one(buf);
+                    // (A chained packet, `len` 0 here, too: this path sends one buffer per
+                    // frame; every buffer of it goes back.)
+                    self.xsk.pool().free_packet(&whole);
                     dropped += 1;
                     taken += 1;
                     continue;
@@ -239,6 +241,14 @@ impl TxQueue for XdpTxQueue {
             }
             if written == free {
                 break;
+            }
+            if p.flags & flags::TX_VLAN != 0 {
+                // No tag insertion here (copy mode has no offload, and the frame is sent from
+                // its buffer as it is): dropped and counted rather than sent untagged.
+                self.xsk.pool().free_packet(p);
+                dropped += 1;
+                taken += 1;
+                continue;
             }
             if p.flags & CSUM != 0 {
                 #[allow(unsafe_code)]

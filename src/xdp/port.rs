@@ -505,6 +505,7 @@ impl XdpPort {
 impl Backend for XdpPort {
     /// A socket whose TX ring stays unused (see [`crate::Port::queue_pair`]).
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
+        no_rx_offloads(pool, cfg)?;
         let (xsk, hw) = self.socket(qid, pool, cfg)?;
         Ok(Box::new(self.rx(xsk, hw)?))
     }
@@ -517,6 +518,7 @@ impl Backend for XdpPort {
 
     /// Both halves of one socket.
     fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
+        no_rx_offloads(pool, cfg)?;
         let (xsk, hw) = self.socket(qid, pool, cfg)?;
         Ok((Box::new(self.rx(xsk.clone(), hw)?), Box::new(self.tx(xsk, hw)?)))
     }
@@ -550,4 +552,19 @@ impl Backend for XdpPort {
             queue: (s.queues != s.hw_queues || s.first_queue != 0).then_some(s.first_queue),
         }
     }
+}
+
+/// An AF_XDP socket receives each frame into one chunk (no multi-buffer frames here) and has no
+/// tag stripping: the receive options that ask for either are refused in one line.
+fn no_rx_offloads(pool: &Pool, cfg: &QueueConfig) -> Result<(), Error> {
+    if cfg.rx_max_frame > pool.data_room() || cfg.rx_vlan_strip {
+        return Err(Error::config(format!(
+            "xdp ports receive one buffer per frame ({} bytes) and strip no VLAN tags: \
+             rx_max_frame {} and rx_vlan_strip {} need an mlx5 or model port",
+            pool.data_room(),
+            cfg.rx_max_frame,
+            cfg.rx_vlan_strip
+        )));
+    }
+    Ok(())
 }

@@ -719,17 +719,29 @@ unsafe impl Send for Wq {}
 unsafe impl Sync for Wq {}
 
 impl Wq {
-    /// verbs.h `ibv_create_wq` with `max_sge = 1` (a 16-byte WQE stride: rdma-core
-    /// `mlx5_calc_rwq_size`), completions to `cq`.
-    pub(crate) fn create(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32) -> Result<Arc<Wq>, CallError> {
+    /// verbs.h `ibv_create_wq`, completions to `cq`, with `max_sge` data segments per WQE (the
+    /// WQ's stride: rdma-core `mlx5_calc_rwq_size`, 16 bytes per segment rounded up to a power
+    /// of two; 1 gives 16-byte WQEs) and, with
+    /// `cvlan_strip`, `IBV_WQ_FLAGS_CVLAN_STRIPPING` (the kernel clears the RQ context's `vsd`).
+    pub(crate) fn create_with(
+        pd: &Arc<Pd>,
+        cq: &Arc<Cq>,
+        depth: u32,
+        max_sge: u32,
+        cvlan_strip: bool,
+    ) -> Result<Arc<Wq>, CallError> {
         let mut attr = ibv_wq_init_attr {
             wq_type: IBV_WQT_RQ,
             max_wr: depth,
-            max_sge: 1,
+            max_sge,
             pd: pd.ptr,
             cq: cq.ptr,
             ..Default::default()
         };
+        if cvlan_strip {
+            attr.comp_mask |= IBV_WQ_INIT_ATTR_FLAGS;
+            attr.create_flags |= IBV_WQ_FLAGS_CVLAN_STRIPPING;
+        }
         // SAFETY: live context/PD/CQ, valid attributes.
         let ptr = unsafe { ops::ibv_create_wq(pd.ctx.ptr, &mut attr) };
         if ptr.is_null() {
