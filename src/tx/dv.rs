@@ -79,6 +79,9 @@ pub struct DvTxQueue {
     fast_max: usize,
     /// `max_frame - RUNT_MAX`: the one-pass path's length test is `len - 60 < fast_span`.
     fast_span: usize,
+    /// The largest power of two not above `fast_span` (0 if it is 0): where the OR of a burst's
+    /// `len - 60` is below it, every frame passes that test.
+    fast_lens_below: u32,
     /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
@@ -184,6 +187,7 @@ impl DvTxQueue {
                 0
             },
             fast_span: (caps.max_frame as usize).saturating_sub(RUNT_MAX),
+            fast_lens_below: pow2_floor((caps.max_frame as usize).saturating_sub(RUNT_MAX)),
             movbe: crate::dv::cpu_has_movbe(),
             max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
@@ -537,7 +541,6 @@ impl DvTxQueue {
         // WQEBBs, so where the SQ has room for this WQE the buffer ring (4 slots per WQEBB) has
         // room for its packets.
         debug_assert!(n <= units - e0.wrapping_sub(self.elts_tail) as usize);
-        let span = self.fast_span;
         let geo = self.pool.geometry();
         let lkey = Be32::from_bits(self.lkey_be);
         let mut sq = self.sq.writer();
@@ -545,14 +548,18 @@ impl DvTxQueue {
         let elts = &mut self.elts[e..e + n];
         let cs = pkts[0].flags;
         // Bursts without checksum requests (the usual case) test each packet's flags with one OR.
-        let (bytes, differ) = if cs & CSUM == 0 {
-            fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, span, cs)?
+        let fill = if cs & CSUM == 0 {
+            fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, cs)
         } else {
-            fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, span, cs)?
+            fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, cs)
         };
-        if differ & CSUM != 0 {
+        if fill.lens >= self.fast_lens_below && !lengths_fit(pkts, self.fast_span) {
             return None;
         }
+        if fill.differ & CSUM != 0 {
+            return None;
+        }
+        let bytes = fill.bytes;
         let ds = EMPW_TITLE_DS + n as u32;
         let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
         // The title asks for the WQE's completion itself (what `signal` would patch in); its first
@@ -716,10 +723,23 @@ pub(crate) fn tx_buffers(wqebbs: u32, caps: &DvCaps) -> u32 {
     }
 }
 
+/// What [`fill_empw_dsegs`] gathers over a burst, tested once after the loop rather than per packet.
+#[derive(Clone, Copy)]
+struct EmpwFill {
+    bytes: u64,
+    /// The OR of every packet's flags XOR `cs` (with `PLAIN`, `cs` has no checksum bits and the
+    /// flags are ORed as they are).
+    differ: u32,
+    /// The OR of every packet's `len - 60` (wrapping): below a power of two not above the
+    /// fast span, every frame is one the one-pass path takes (a runt wraps to a huge value).
+    lens: u32,
+}
+
 /// Writes one eMPW data segment per packet (byte count, lkey, address) and its buffer into the
-/// buffer ring, for [`DvTxQueue::post_empw_whole`]. Returns the bytes and the OR of every packet's
-/// flags XOR `cs` (with `PLAIN`, `cs` has no checksum bits and the flags are ORed as they are),
-/// or None at a frame of the slow path's length.
+/// buffer ring, for [`DvTxQueue::post_empw_whole`]. Nothing is tested per packet: the lengths
+/// and flags are ORed together and the caller tests them once, and a burst that fails leaves
+/// what was written here unpublished (as DPDK `mlx5_tx_burst_empw_simple` checks a session's
+/// packets before it closes the WQE). With no branch in it, the loop runs four packets a pass.
 #[inline(always)]
 fn fill_empw_dsegs<const PLAIN: bool>(
     dsegs: &mut [DataSeg],
@@ -727,23 +747,61 @@ fn fill_empw_dsegs<const PLAIN: bool>(
     pkts: &[Packet],
     geo: BufGeometry<'_>,
     lkey: Be32,
-    span: usize,
     cs: u32,
-) -> Option<(u64, u32)> {
-    // Frames of at least the Ethernet minimum and not longer than the port's maximum: one unsigned
-    // compare against a constant lower bound.
-    const LO: usize = RUNT_MAX + 1;
-    let (mut differ, mut bytes) = (0u32, 0u64);
-    for ((d, slot), p) in dsegs.iter_mut().zip(elts.iter_mut()).zip(pkts) {
-        if usize::from(p.len).wrapping_sub(LO) >= span {
-            return None;
-        }
-        differ |= if PLAIN { p.flags } else { p.flags ^ cs };
-        d.set(u32::from(p.len), lkey, geo.addr(p));
+) -> EmpwFill {
+    const LO: u32 = RUNT_MAX as u32 + 1;
+    let mut acc = EmpwFill {
+        bytes: 0,
+        differ: 0,
+        lens: 0,
+    };
+    #[inline(always)]
+    fn one<const PLAIN: bool>(
+        acc: &mut EmpwFill,
+        d: &mut DataSeg,
+        slot: &mut u32,
+        p: &Packet,
+        geo: BufGeometry<'_>,
+        lkey: Be32,
+        cs: u32,
+    ) {
+        // The buffer index first: stored before the multiply that consumes it, it needs no copy.
         *slot = p.buf;
-        bytes += u64::from(p.len);
+        let len = u32::from(p.len);
+        acc.lens |= len.wrapping_sub(LO);
+        acc.differ |= if PLAIN { p.flags } else { p.flags ^ cs };
+        d.set(len, lkey, geo.addr(p));
+        acc.bytes += u64::from(len);
     }
-    Some((bytes, differ))
+    let (d4, d1) = dsegs.as_chunks_mut::<4>();
+    let (e4, e1) = elts.as_chunks_mut::<4>();
+    let (p4, p1) = pkts.as_chunks::<4>();
+    for ((d, e), p) in d4.iter_mut().zip(e4.iter_mut()).zip(p4) {
+        for k in 0..4 {
+            one::<PLAIN>(&mut acc, &mut d[k], &mut e[k], &p[k], geo, lkey, cs);
+        }
+    }
+    for ((d, e), p) in d1.iter_mut().zip(e1.iter_mut()).zip(p1) {
+        one::<PLAIN>(&mut acc, d, e, p, geo, lkey, cs);
+    }
+    acc
+}
+
+/// The largest power of two not above `x` (0 for 0), at most 2^31.
+fn pow2_floor(x: usize) -> u32 {
+    match x {
+        0 => 0,
+        _ => 1 << (usize::BITS - 1 - x.leading_zeros()).min(31),
+    }
+}
+
+/// Whether every frame of `pkts` is one the one-pass eMPW path takes (60 bytes up to the port's
+/// maximum): the exact test, for a burst whose ORed lengths [`fill_empw_dsegs`] could not clear.
+#[cold]
+#[inline(never)]
+fn lengths_fit(pkts: &[Packet], span: usize) -> bool {
+    pkts.iter()
+        .all(|p| usize::from(p.len).wrapping_sub(RUNT_MAX + 1) < span)
 }
 
 /// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi` ([`packed::empw_title`]; with
@@ -1008,6 +1066,83 @@ mod tests {
                 assert_eq!(pool.free_count(), pool.capacity());
                 nic.deregister_mr(lkey);
             }
+        }
+    }
+
+    /// The one-pass eMPW path tests a burst's lengths once, by ORing `len - 60` over it, and
+    /// looks at each frame only when that OR reaches the power of two below the port's span:
+    /// frames at both ends of the range still go out whole, and one frame past either end
+    /// still goes to the slow path (padded, or dropped alone), in both builds.
+    #[test]
+    fn the_one_pass_length_test_keeps_the_exact_bounds() {
+        // 1000-byte frames at most: span 941, so the OR test clears `len - 60` below 512.
+        let dev = ModelConfig {
+            max_frame: 1000,
+            ..ModelConfig::default()
+        };
+        for movbe in [true, false] {
+            let q = QueueConfig {
+                size: 64,
+                ..QueueConfig::default()
+            };
+            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev.clone()).unwrap();
+            let pool: Rc<Pool> = Pool::new(PoolConfig {
+                buffers: 512,
+                ..PoolConfig::default()
+            })
+            .unwrap();
+            let lkey = nic.register_mr(pool.region());
+            let tx_cq = nic.create_cq(q.size).unwrap();
+            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
+            let rx_cq = nic.create_cq(q.size).unwrap();
+            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
+            // SAFETY: as above.
+            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
+            tx.set_movbe(movbe);
+            let mut got = Burst::new(&pool, 64);
+            let mut seq = 0u64;
+            // (lengths of a burst, frames expected on the wire, drops expected)
+            let cases: [(&dyn Fn(usize) -> usize, usize, u64); 5] = [
+                (&|_| 60, 32, 0),
+                (&|k| if k % 2 == 0 { 1000 } else { 572 }, 32, 0),
+                (&|k| 572 + k * 13, 32, 0),
+                (&|k| if k == 9 { 1001 } else { 60 }, 31, 1),
+                (&|k| if k == 30 { 59 } else { 1000 - k }, 32, 0),
+            ];
+            for (lens, arrive, drops) in cases {
+                let drops_before = tx.stats().drops;
+                let mut out = Burst::new(&pool, 32);
+                let mut want = Vec::new();
+                for k in 0..32 {
+                    let len = lens(k);
+                    assert_eq!(out.alloc(1, len), 1);
+                    frame(seq, len, out.data_mut(k));
+                    if len <= 1000 {
+                        // A runt arrives padded with zeros to 60 bytes.
+                        let mut f = vec![0u8; len.max(60)];
+                        frame(seq, len, &mut f);
+                        want.push(f);
+                    }
+                    seq += 1;
+                }
+                assert_eq!(tx.tx_burst(&mut out).unwrap(), 32);
+                nic.step();
+                assert_eq!(rx.rx_burst(&mut got).unwrap(), arrive, "movbe {movbe}");
+                for (i, f) in want.iter().enumerate() {
+                    assert!(got.data(i) == &f[..], "frame {i} (movbe {movbe})");
+                }
+                got.clear();
+                assert_eq!(tx.stats().drops - drops_before, drops);
+            }
+            assert_eq!(tx.stats().errors.total(), 0);
+            nic.step();
+            tx.reclaim().unwrap();
+            assert_eq!(tx.in_flight(), 0);
+            drop((got, tx, rx, sq, tx_cq, rx_cq));
+            assert_eq!(pool.free_count(), pool.capacity());
+            nic.deregister_mr(lkey);
         }
     }
 
