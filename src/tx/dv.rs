@@ -85,6 +85,8 @@ pub struct DvTxQueue {
     /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
+    /// [`fill_empw_movbe`] where the CPU has MOVBE, else [`fill_empw_plain`].
+    fill: FillFn,
     max_frame: usize,
     recover: bool,
     /// The device could not be stopped: the in-flight buffers must never go back to the pool.
@@ -189,6 +191,7 @@ impl DvTxQueue {
             fast_span: (caps.max_frame as usize).saturating_sub(RUNT_MAX),
             fast_lens_below: pow2_floor((caps.max_frame as usize).saturating_sub(RUNT_MAX)),
             movbe: crate::dv::cpu_has_movbe(),
+            fill: fill_fn(crate::dv::cpu_has_movbe()),
             max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
             recover: cfg.recover,
@@ -203,6 +206,7 @@ impl DvTxQueue {
     #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
     pub(crate) fn set_movbe(&mut self, on: bool) {
         self.movbe = on && self.movbe;
+        self.fill = fill_fn(self.movbe);
     }
 
     fn free_wqebbs(&self) -> u32 {
@@ -530,48 +534,46 @@ impl DvTxQueue {
         }
         // In eMPW mode the buffer ring has exactly one slot per DS of the SQ.
         let units = self.elts.len();
-        let (pi, e0) = (self.pi, self.elts_head);
-        let e = e0 as usize & (units - 1);
-        let d = pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS) as usize & (units - 1);
-        let bbs = wqebbs(EMPW_TITLE_DS + n as u32);
-        if bbs > self.free_wqebbs() || n > units - e.max(d) {
+        let e = self.elts_head as usize & (units - 1);
+        let d = self.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS) as usize & (units - 1);
+        if wqebbs(EMPW_TITLE_DS + n as u32) > self.free_wqebbs() || n > units - e.max(d) {
             return None;
         }
         // No test of the buffer ring's room: an eMPW WQE of k packets takes at least (k + 2) / 4
         // WQEBBs, so where the SQ has room for this WQE the buffer ring (4 slots per WQEBB) has
         // room for its packets.
-        debug_assert!(n <= units - e0.wrapping_sub(self.elts_tail) as usize);
+        debug_assert!(n <= units - self.elts_head.wrapping_sub(self.elts_tail) as usize);
         let geo = self.pool.geometry();
         let lkey = Be32::from_bits(self.lkey_be);
         let mut sq = self.sq.writer();
         let dsegs = &mut sq.data_segs(d as u32, n)[..n];
         let elts = &mut self.elts[e..e + n];
         let cs = pkts[0].flags;
-        // Bursts without checksum requests (the usual case) test each packet's flags with one OR.
-        let fill = if cs & CSUM == 0 {
-            fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, cs)
-        } else {
-            fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, cs)
-        };
+        #[allow(unsafe_code)]
+        // SAFETY: `fill` is `fill_empw_movbe` only where the CPU reports MOVBE (`DvTxQueue::new`,
+        // `set_movbe`), the one feature it is compiled for; `fill_empw_plain` asks nothing.
+        let fill = unsafe { (self.fill)(dsegs, elts, pkts, geo, lkey) };
         if fill.lens >= self.fast_lens_below && !lengths_fit(pkts, self.fast_span) {
             return None;
         }
         if fill.differ & CSUM != 0 {
             return None;
         }
-        let bytes = fill.bytes;
+        // What the title needs is read again from `self` rather than kept across the loop, which
+        // uses every register.
+        let (pi, e0) = (self.pi, self.elts_head);
         let ds = EMPW_TITLE_DS + n as u32;
-        let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
+        let (tail, elts_head) = (pi.wrapping_add(wqebbs(ds)), e0.wrapping_add(n as u32));
         // The title asks for the WQE's completion itself (what `signal` would patch in); its first
         // word is also the doorbell's.
-        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs_flags(cs), true);
+        let word0 = write_empw_title(&mut self.sq.writer(), pi, self.qpn_ds4_be, ds, cs_flags(cs), true);
         self.record_signal(pi, tail, elts_head);
         self.pi = tail;
         self.elts_head = elts_head;
         self.last_wqe = pi;
         self.since_signal = 0;
         self.sq.ring_doorbell_word(tail, word0);
-        Some(bytes)
+        Some(fill.bytes)
     }
 
     /// Asks for a completion of the WQE at WQEBB `at`, recording the SQ tail and buffer-ring
@@ -773,8 +775,10 @@ fn fill_empw_dsegs<const PLAIN: bool>(
         d.set(len, lkey, geo.addr(p));
         acc.bytes += u64::from(len);
     }
-    let (d4, d1) = dsegs.as_chunks_mut::<4>();
-    let (e4, e1) = elts.as_chunks_mut::<4>();
+    // One length for the three slices, so that the compiler splits them alike.
+    let n = pkts.len();
+    let (d4, d1) = dsegs[..n].as_chunks_mut::<4>();
+    let (e4, e1) = elts[..n].as_chunks_mut::<4>();
     let (p4, p1) = pkts.as_chunks::<4>();
     for ((d, e), p) in d4.iter_mut().zip(e4.iter_mut()).zip(p4) {
         for k in 0..4 {
@@ -793,6 +797,67 @@ fn pow2_floor(x: usize) -> u32 {
         0 => 0,
         _ => 1 << (usize::BITS - 1 - x.leading_zeros()).min(31),
     }
+}
+
+/// The out-of-line builds of [`fill_empw_dsegs`] for a whole burst, chosen once per queue: called
+/// through a pointer, the loop has every register to itself (inlined into the burst it spilled 7
+/// instructions' worth per four packets, and as many again around it), and no compiler can inline
+/// it back (`#[inline(never)]` does not hold for a `#[target_feature]` function).
+type FillFn = unsafe fn(&mut [DataSeg], &mut [u32], &[Packet], BufGeometry<'_>, Be32) -> EmpwFill;
+
+/// See [`FillFn`]: bursts without checksum requests (the usual case) test each packet's flags
+/// with one OR.
+#[inline(always)]
+fn fill_empw_any(
+    dsegs: &mut [DataSeg],
+    elts: &mut [u32],
+    pkts: &[Packet],
+    geo: BufGeometry<'_>,
+    lkey: Be32,
+) -> EmpwFill {
+    const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+    let cs = pkts[0].flags;
+    if cs & CSUM == 0 {
+        fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, cs)
+    } else {
+        fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, cs)
+    }
+}
+
+/// The [`FillFn`] for a CPU with MOVBE or without.
+fn fill_fn(movbe: bool) -> FillFn {
+    #[cfg(target_arch = "x86_64")]
+    if movbe {
+        return fill_empw_movbe;
+    }
+    let _ = movbe;
+    fill_empw_plain
+}
+
+/// See [`FillFn`].
+#[inline(never)]
+fn fill_empw_plain(
+    dsegs: &mut [DataSeg],
+    elts: &mut [u32],
+    pkts: &[Packet],
+    geo: BufGeometry<'_>,
+    lkey: Be32,
+) -> EmpwFill {
+    fill_empw_any(dsegs, elts, pkts, geo, lkey)
+}
+
+/// See [`FillFn`]: each big-endian field one `movbe` store.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+#[inline(never)]
+fn fill_empw_movbe(
+    dsegs: &mut [DataSeg],
+    elts: &mut [u32],
+    pkts: &[Packet],
+    geo: BufGeometry<'_>,
+    lkey: Be32,
+) -> EmpwFill {
+    fill_empw_any(dsegs, elts, pkts, geo, lkey)
 }
 
 /// Whether every frame of `pkts` is one the one-pass eMPW path takes (60 bytes up to the port's
