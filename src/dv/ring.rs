@@ -464,18 +464,33 @@ impl SqWriter<'_> {
         self.ds_units_as(ds, n)
     }
 
+    /// [`SqWriter::data_segs`], or None where the units would cross the ring end: a caller that
+    /// takes another path then needs no test of its own.
+    #[inline(always)]
+    pub fn try_data_segs(&mut self, ds: u32, n: usize) -> Option<&mut [DataSeg]> {
+        self.try_ds_units_as(ds, n)
+    }
+
     /// DS units `ds .. ds + n` viewed as `T`, a 16-byte, at most 16-aligned type (one per DS) of
     /// plain integers, for which any bytes the ring holds are a valid value: `[u64; 2]`, `DataSeg`.
     #[inline(always)]
     fn ds_units_as<T>(&mut self, ds: u32, n: usize) -> &mut [T] {
+        self.try_ds_units_as(ds, n).expect("DS units past the SQ ring's end")
+    }
+
+    /// [`SqWriter::ds_units_as`], or None where `ds .. ds + n` crosses the ring end.
+    #[inline(always)]
+    fn try_ds_units_as<T>(&mut self, ds: u32, n: usize) -> Option<&mut [T]> {
         const { assert!(size_of::<T>() == 16 && align_of::<T>() <= 16) };
         let units = (self.mask as usize + 1) * 4;
         let at = ds as usize & (units - 1);
-        assert!(at + n <= units);
+        if n > units - at {
+            return None;
+        }
         // Each DS is 16 bytes at a 16-byte aligned address, and T fits one (checked above).
-        // SAFETY: [at, at + n) DS lie inside the ring (asserted) and hold a T each; WQEBBs not yet
+        // SAFETY: [at, at + n) DS lie inside the ring (tested) and hold a T each; WQEBBs not yet
         // doorbelled are the driver's, and the writer borrows the ring mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.base.cast::<T>().add(at), n) }
+        Some(unsafe { std::slice::from_raw_parts_mut(self.base.cast::<T>().add(at), n) })
     }
 
     /// DS units in the ring.
