@@ -539,27 +539,19 @@ impl DvTxQueue {
         // WQEBBs, so where the SQ has room for this WQE the buffer ring (4 slots per WQEBB) has
         // room for its packets.
         debug_assert!(n <= self.elts.len() - self.elts_head.wrapping_sub(self.elts_tail) as usize);
-        let geo = self.pool.geometry();
-        let lkey = Be32::from_bits(self.lkey_be);
-        // Neither the data segments nor the buffer-ring slots may wrap (the general path takes
-        // the bursts that would): the two range tests are that test.
-        let mut sq = self.sq.writer();
-        let dsegs = sq.try_data_segs(self.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS), n)?;
-        let e = self.elts_head as usize & (self.elts.len() - 1);
-        let elts = self.elts.get_mut(e..e + n)?;
-        let cs = pkts[0].flags;
+        let fill_fn = self.fill;
         #[allow(unsafe_code)]
         // SAFETY: `fill` is `fill_empw_movbe` only where the CPU reports MOVBE (`DvTxQueue::new`,
         // `set_movbe`), the one feature it is compiled for; `fill_empw_plain` asks nothing.
-        let fill = unsafe { (self.fill)(dsegs, elts, pkts, geo, lkey) };
-        if fill.lens >= self.fast_lens_below && !lengths_fit(pkts, self.fast_span) {
+        let fill = unsafe { fill_fn(self, pkts) };
+        // (A burst that would wrap a ring fails the first test.)
+        if fill.differ() & CSUM != 0 {
             return None;
         }
-        if fill.differ & CSUM != 0 {
+        if fill.lens() >= self.fast_lens_below && !lengths_fit(pkts, self.fast_span) {
             return None;
         }
-        // What the title needs is read again from `self` rather than kept across the loop, which
-        // uses every register.
+        let cs = pkts[0].flags;
         let (pi, e0) = (self.pi, self.elts_head);
         let ds = EMPW_TITLE_DS + n as u32;
         let (tail, elts_head) = (pi.wrapping_add(wqebbs(ds)), e0.wrapping_add(n as u32));
@@ -709,7 +701,7 @@ pub(crate) fn tx_buffers(wqebbs: u32, caps: &DvCaps) -> u32 {
 
 /// What [`fill_empw_dsegs`] gathers over a burst, tested once after the loop rather than per packet.
 #[derive(Clone, Copy)]
-struct EmpwFill {
+struct EmpwAcc {
     bytes: u64,
     /// The OR of every packet's flags XOR `cs` (with `PLAIN`, `cs` has no checksum bits and the
     /// flags are ORed as they are).
@@ -717,6 +709,31 @@ struct EmpwFill {
     /// The OR of every packet's `len - 60` (wrapping): below a power of two not above the
     /// fast span, every frame is one the one-pass path takes (a runt wraps to a huge value).
     lens: u32,
+}
+
+/// What a [`FillFn`] returns: [`EmpwAcc`] in two words, so that it comes back in two registers.
+#[derive(Clone, Copy)]
+struct EmpwFill {
+    bytes: u64,
+    /// `differ | lens << 32`.
+    checks: u64,
+}
+
+impl EmpwFill {
+    /// Nothing written: the burst's data segments or buffer-ring slots would wrap. Every flag
+    /// differs, so the caller's test of the checksum flags turns it away.
+    const WRAPS: EmpwFill = EmpwFill {
+        bytes: 0,
+        checks: u64::MAX,
+    };
+
+    fn differ(self) -> u32 {
+        self.checks as u32
+    }
+
+    fn lens(self) -> u32 {
+        (self.checks >> 32) as u32
+    }
 }
 
 /// Writes one eMPW data segment per packet (byte count, lkey, address) and its buffer into the
@@ -734,14 +751,14 @@ fn fill_empw_dsegs<const PLAIN: bool>(
     cs: u32,
 ) -> EmpwFill {
     const LO: u32 = RUNT_MAX as u32 + 1;
-    let mut acc = EmpwFill {
+    let mut acc = EmpwAcc {
         bytes: 0,
         differ: 0,
         lens: 0,
     };
     #[inline(always)]
     fn one<const PLAIN: bool>(
-        acc: &mut EmpwFill,
+        acc: &mut EmpwAcc,
         d: &mut DataSeg,
         slot: &mut u32,
         p: &Packet,
@@ -770,7 +787,10 @@ fn fill_empw_dsegs<const PLAIN: bool>(
     for ((d, e), p) in d1.iter_mut().zip(e1.iter_mut()).zip(p1) {
         one::<PLAIN>(&mut acc, d, e, p, geo, lkey, cs);
     }
-    acc
+    EmpwFill {
+        bytes: acc.bytes,
+        checks: u64::from(acc.differ) | u64::from(acc.lens) << 32,
+    }
 }
 
 /// The largest power of two not above `x` (0 for 0), at most 2^31.
@@ -781,23 +801,33 @@ fn pow2_floor(x: usize) -> u32 {
     }
 }
 
-/// The out-of-line builds of [`fill_empw_dsegs`] for a whole burst, chosen once per queue: called
-/// through a pointer, the loop has every register to itself (inlined into the burst it spilled 7
-/// instructions' worth per four packets, and as many again around it), and no compiler can inline
-/// it back (`#[inline(never)]` does not hold for a `#[target_feature]` function).
-type FillFn = unsafe fn(&mut [DataSeg], &mut [u32], &[Packet], BufGeometry<'_>, Be32) -> EmpwFill;
+/// The out-of-line builds of [`fill_empw_any`], chosen once per queue: called through a pointer,
+/// the loop has every register to itself (inlined into the burst it spilled 7 instructions' worth
+/// per four packets, and as many again around it), and no compiler can inline it back
+/// (`#[inline(never)]` does not hold for a `#[target_feature]` function reached through code
+/// without the feature). Everything it needs it reads from the queue, so that the call costs no
+/// arguments on the stack.
+type FillFn = unsafe fn(&mut DvTxQueue, &[Packet]) -> EmpwFill;
 
-/// See [`FillFn`]: bursts without checksum requests (the usual case) test each packet's flags
-/// with one OR.
+/// The data segments of an eMPW WQE at the queue's `pi` for the packets of `pkts` (not empty),
+/// and their buffers in the buffer ring at `elts_head` ([`fill_empw_dsegs`]), or
+/// [`EmpwFill::WRAPS`] having written nothing where either would wrap (the general path takes
+/// such bursts). Bursts without checksum requests (the usual case) test each packet's flags with
+/// one OR.
 #[inline(always)]
-fn fill_empw_any(
-    dsegs: &mut [DataSeg],
-    elts: &mut [u32],
-    pkts: &[Packet],
-    geo: BufGeometry<'_>,
-    lkey: Be32,
-) -> EmpwFill {
+fn fill_empw_any(q: &mut DvTxQueue, pkts: &[Packet]) -> EmpwFill {
     const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+    let n = pkts.len();
+    let geo = q.pool.geometry();
+    let lkey = Be32::from_bits(q.lkey_be);
+    let mut sq = q.sq.writer();
+    let Some(dsegs) = sq.try_data_segs(q.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS), n) else {
+        return EmpwFill::WRAPS;
+    };
+    let e = q.elts_head as usize & (q.elts.len() - 1);
+    let Some(elts) = q.elts.get_mut(e..e + n) else {
+        return EmpwFill::WRAPS;
+    };
     let cs = pkts[0].flags;
     if cs & CSUM == 0 {
         fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, cs)
@@ -818,14 +848,8 @@ fn fill_fn(movbe: bool) -> FillFn {
 
 /// See [`FillFn`].
 #[inline(never)]
-fn fill_empw_plain(
-    dsegs: &mut [DataSeg],
-    elts: &mut [u32],
-    pkts: &[Packet],
-    geo: BufGeometry<'_>,
-    lkey: Be32,
-) -> EmpwFill {
-    fill_empw_any(dsegs, elts, pkts, geo, lkey)
+fn fill_empw_plain(q: &mut DvTxQueue, pkts: &[Packet]) -> EmpwFill {
+    fill_empw_any(q, pkts)
 }
 
 /// See [`FillFn`]: compiled for CPUs with MOVBE (an x86-64-v3 feature: Intel since Haswell, AMD
@@ -834,14 +858,8 @@ fn fill_empw_plain(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "movbe")]
 #[inline(never)]
-fn fill_empw_movbe(
-    dsegs: &mut [DataSeg],
-    elts: &mut [u32],
-    pkts: &[Packet],
-    geo: BufGeometry<'_>,
-    lkey: Be32,
-) -> EmpwFill {
-    fill_empw_any(dsegs, elts, pkts, geo, lkey)
+fn fill_empw_movbe(q: &mut DvTxQueue, pkts: &[Packet]) -> EmpwFill {
+    fill_empw_any(q, pkts)
 }
 
 /// Whether every frame of `pkts` is one the one-pass eMPW path takes (60 bytes up to the port's
@@ -859,8 +877,11 @@ fn lengths_fit(pkts: &[Packet], span: usize) -> bool {
 #[inline(always)]
 fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, cs_flags: u8, signal: bool) -> u64 {
     let words = packed::empw_title(pi, Be32::from_bits(qpn_ds4_be), ds, cs_flags, signal);
-    let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
-    title.copy_from_slice(&words);
+    // The title is the first half of WQEBB `pi`: taken as a WQEBB, its range needs no test.
+    let bb = &mut sq.segment(pi, 1)[0];
+    for (k, w) in words.as_flattened().iter().enumerate() {
+        bb[k] = *w;
+    }
     words[0][0]
 }
 
