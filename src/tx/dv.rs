@@ -55,11 +55,10 @@ pub struct DvTxQueue {
     elts: Box<[u32]>,
     elts_head: u32,
     elts_tail: u32,
-    /// One record per requested completion, in request order (DPDK's `fcqs`): the WQE's first
-    /// WQEBB (bits 0..16), the SQ tail after it (16..32) and `elts_head` after it (32..64).
-    /// Completions arrive in the order they were requested, so CQE number `cq_ci` answers record
-    /// `cq_ci`: one load, and the SQ ring is not read back.
-    comps: MaskedRing<u64>,
+    /// One record per requested completion, in request order (DPDK's `fcqs`). Completions
+    /// arrive in the order they were requested, so CQE number `cq_ci` answers record `cq_ci`,
+    /// and the SQ ring is not read back.
+    comps: MaskedRing<CompRecord>,
     comp_pi: u32,
     since_signal: u32,
     signal_every: u32,
@@ -96,6 +95,19 @@ pub struct DvTxQueue {
     stalled_since: Option<std::time::Instant>,
     last_wqe: u32,
     stats: QueueStats,
+}
+
+/// What a requested completion will settle ([`DvTxQueue::comps`]): three words rather than one
+/// packed, so that neither side shifts or masks (16 bytes, one shift to index).
+#[derive(Clone, Copy, Default)]
+struct CompRecord {
+    /// The WQE's first WQEBB mod 2^16, as the CQE's `wqe_counter` names it.
+    wqe: u32,
+    /// The SQ tail (free-running `pi`) after the WQE: the new `head`.
+    tail: u32,
+    /// `elts_head` after the WQE: the buffers up to it go back to the pool.
+    elts: u32,
+    _pad: u32,
 }
 
 impl DvTxQueue {
@@ -170,7 +182,7 @@ impl DvTxQueue {
             elts_head: 0,
             elts_tail: 0,
             // At most one requested completion per WQE in flight.
-            comps: MaskedRing::new(size as usize, 0),
+            comps: MaskedRing::new(size as usize, CompRecord::default()),
             comp_pi: 0,
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
@@ -253,18 +265,17 @@ impl DvTxQueue {
         if run.n != 0 {
             let last = ci.wrapping_sub(1);
             let rec = self.comps.get(last);
-            let (wqe, tail16, elts_after) = (rec as u16, (rec >> 16) as u16, (rec >> 32) as u32);
-            let new_head = self.head.wrapping_add(u32::from(tail16.wrapping_sub(self.head as u16)));
+            let new_head = rec.tail;
             // A CQE that names another WQE than the request it answers, or one never requested,
             // means the device and the queue disagree: nothing it says can be trusted. (Past these
             // two tests the record is one this queue wrote for a WQE still outstanding, so its
             // tail lies between `head` and `pi`.)
-            if run.counter != u32::from(wqe) || last.wrapping_sub(ci0) >= self.comp_pi.wrapping_sub(ci0) {
+            if run.counter != rec.wqe || last.wrapping_sub(ci0) >= self.comp_pi.wrapping_sub(ci0) {
                 return Err((ci0, None));
             }
             debug_assert!(new_head.wrapping_sub(self.head) <= self.pi.wrapping_sub(self.head));
             self.head = new_head;
-            freed = self.free_elts_until(elts_after);
+            freed = self.free_elts_until(rec.elts);
             self.cq_ci = ci;
             self.cq.publish_ci(ci);
             self.stalled_since = None;
@@ -519,8 +530,7 @@ impl DvTxQueue {
     }
 
     /// The common ConnectX-5 burst in one pass: every packet a plain gather with the same
-    /// checksum flags, all of them in one eMPW WQE (DPDK `mlx5_tx_burst_empw_simple`), whose
-    /// data segments and buffer-ring slots do not wrap. Posts the WQE, asks for its completion and
+    /// checksum flags, all of them in one eMPW WQE (DPDK `mlx5_tx_burst_empw_simple`). Posts the WQE, asks for its completion and
     /// rings the doorbell; returns the bytes sent. Returns None, having published nothing, for
     /// any other burst: the general path then takes it from the start.
     #[inline(always)]
@@ -543,10 +553,17 @@ impl DvTxQueue {
         #[allow(unsafe_code)]
         // SAFETY: `fill` is `fill_empw_movbe` only where the CPU reports MOVBE (`DvTxQueue::new`,
         // `set_movbe`), the one feature it is compiled for; `fill_empw_plain` asks nothing.
-        let fill = unsafe { fill_fn(self, pkts) };
-        // (A burst that would wrap a ring fails the first test.)
+        let mut fill = unsafe { fill_fn(self, pkts) };
         if fill.differ() & CSUM != 0 {
-            return None;
+            if fill.checks != EmpwFill::WRAPS.checks {
+                return None;
+            }
+            // The data segments or the buffer-ring slots wrap the ring end (about one burst in
+            // a hundred): written in pieces, into the same WQE.
+            fill = self.fill_wrapping(pkts);
+            if fill.differ() & CSUM != 0 {
+                return None;
+            }
         }
         if fill.lens() >= self.fast_lens_below && !lengths_fit(pkts, self.fast_span) {
             return None;
@@ -567,6 +584,41 @@ impl DvTxQueue {
         Some(fill.bytes)
     }
 
+    /// The queue's [`FillFn`] for a burst whose data segments or buffer-ring slots wrap the ring
+    /// end: in up to three pieces, none of which wraps either ring (DPDK
+    /// `mlx5_tx_burst_empw_simple` wraps its data segments the same way, by DS), by the portable
+    /// build (it is the path of about one burst in a hundred). The pieces' sums are merged; a
+    /// piece whose first packet has other checksum flags than the burst's first makes the whole
+    /// burst differ, as one pass would.
+    #[cold]
+    #[inline(never)]
+    fn fill_wrapping(&mut self, pkts: &[Packet]) -> EmpwFill {
+        const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+        let (d, e) = (self.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS), self.elts_head);
+        // In eMPW mode the buffer ring has exactly one slot per DS of the SQ.
+        let units = self.elts.len();
+        debug_assert_eq!(units, self.sq.writer().ds_units() as usize);
+        let mut acc = EmpwFill { bytes: 0, checks: 0 };
+        let mut done = 0;
+        while done < pkts.len() {
+            let (d, e) = (d.wrapping_add(done as u32), e.wrapping_add(done as u32));
+            let k = (pkts.len() - done)
+                .min(units - (d as usize & (units - 1)))
+                .min(units - (e as usize & (units - 1)));
+            let f = fill_empw_at(self, &pkts[done..done + k], d, e);
+            if (pkts[done].flags ^ pkts[0].flags) & CSUM != 0 {
+                return EmpwFill {
+                    bytes: 0,
+                    checks: u64::from(CSUM),
+                };
+            }
+            acc.bytes += f.bytes;
+            acc.checks |= f.checks;
+            done += k;
+        }
+        acc
+    }
+
     /// Asks for a completion of the WQE at WQEBB `at`, recording the SQ tail and buffer-ring
     /// head after it (in `comps`, not in the WQE's `imm` as VPP does: that word stays 0).
     #[inline(always)]
@@ -578,7 +630,12 @@ impl DvTxQueue {
     /// The bookkeeping half of [`DvTxQueue::signal`], for a WQE written with its request already.
     #[inline(always)]
     fn record_signal(&mut self, at: u32, tail: u32, elts_after: u32) {
-        let rec = u64::from(at & 0xffff) | u64::from(tail & 0xffff) << 16 | u64::from(elts_after) << 32;
+        let rec = CompRecord {
+            wqe: at & 0xffff,
+            tail,
+            elts: elts_after,
+            _pad: 0,
+        };
         self.comps.set(self.comp_pi, rec);
         self.comp_pi = self.comp_pi.wrapping_add(1);
     }
@@ -810,21 +867,29 @@ fn pow2_floor(x: usize) -> u32 {
 type FillFn = unsafe fn(&mut DvTxQueue, &[Packet]) -> EmpwFill;
 
 /// The data segments of an eMPW WQE at the queue's `pi` for the packets of `pkts` (not empty),
-/// and their buffers in the buffer ring at `elts_head` ([`fill_empw_dsegs`]), or
-/// [`EmpwFill::WRAPS`] having written nothing where either would wrap (the general path takes
-/// such bursts). Bursts without checksum requests (the usual case) test each packet's flags with
-/// one OR.
+/// and their buffers in the buffer ring at `elts_head` ([`fill_empw_at`]).
 #[inline(always)]
 fn fill_empw_any(q: &mut DvTxQueue, pkts: &[Packet]) -> EmpwFill {
+    let (d, e) = (q.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS), q.elts_head);
+    fill_empw_at(q, pkts, d, e)
+}
+
+/// The data segments of the packets of `pkts` (not empty) from DS `d` of the SQ ring on, and their
+/// buffers in the buffer ring from slot `e` on ([`fill_empw_dsegs`]; both counters free-running),
+/// or [`EmpwFill::WRAPS`] having written nothing where either range would wrap (the caller then
+/// fills the burst piece by piece, [`DvTxQueue::fill_wrapping`]). Bursts without checksum
+/// requests (the usual case) test each packet's flags with one OR.
+#[inline(always)]
+fn fill_empw_at(q: &mut DvTxQueue, pkts: &[Packet], d: u32, e: u32) -> EmpwFill {
     const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
     let n = pkts.len();
     let geo = q.pool.geometry();
     let lkey = Be32::from_bits(q.lkey_be);
     let mut sq = q.sq.writer();
-    let Some(dsegs) = sq.try_data_segs(q.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS), n) else {
+    let Some(dsegs) = sq.try_data_segs(d, n) else {
         return EmpwFill::WRAPS;
     };
-    let e = q.elts_head as usize & (q.elts.len() - 1);
+    let e = e as usize & (q.elts.len() - 1);
     let Some(elts) = q.elts.get_mut(e..e + n) else {
         return EmpwFill::WRAPS;
     };
@@ -1205,6 +1270,103 @@ mod tests {
             nic.step();
             tx.reclaim().unwrap();
             assert_eq!(tx.in_flight(), 0);
+            drop((got, tx, rx, sq, tx_cq, rx_cq));
+            assert_eq!(pool.free_count(), pool.capacity());
+            nic.deregister_mr(lkey);
+        }
+    }
+
+    /// Bursts whose eMPW data segments or buffer-ring slots wrap the ring end are written in
+    /// pieces into one WQE ([`DvTxQueue::fill_wrapping`]); where the checksum flags change
+    /// exactly at a piece boundary, the burst still goes out as two WQEs, each asking the device
+    /// for its own packets' checksums (one pass per piece would not see the change). Every frame
+    /// arrives in order with correct checksums, in both builds, at every ring position.
+    #[test]
+    fn bursts_that_wrap_the_ring_keep_their_checksum_requests() {
+        use crate::mem::pool::flags::{TX_L3_CSUM, TX_L4_CSUM};
+        for movbe in [true, false] {
+            let q = QueueConfig {
+                size: 64,
+                ..QueueConfig::default()
+            };
+            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], ModelConfig::default()).unwrap();
+            let pool: Rc<Pool> = Pool::new(PoolConfig {
+                buffers: 1024,
+                ..PoolConfig::default()
+            })
+            .unwrap();
+            let lkey = nic.register_mr(pool.region());
+            let tx_cq = nic.create_cq(q.size).unwrap();
+            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
+            let rx_cq = nic.create_cq(256).unwrap();
+            let (rwq, wq) = nic.create_rq(1, 256, rx_cq.cqn()).unwrap();
+            let rq = QueueConfig {
+                size: 256,
+                ..QueueConfig::default()
+            };
+            // SAFETY: as above.
+            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &rq, nic.control()) }.unwrap();
+            tx.set_movbe(movbe);
+            let units = tx.elts.len();
+            let (mut sent, mut seen, mut wrapped) = (0u32, 0u32, 0);
+            let mut got = Burst::new(&pool, 64);
+            for round in 0..200u32 {
+                let n = 32 - (round % 7) as usize;
+                // Where this burst's data segments or buffer-ring slots would reach the ring end.
+                let d = (tx.pi * 4 + 2) as usize & (units - 1);
+                let e = tx.elts_head as usize & (units - 1);
+                let cut = (units - d).min(units - e);
+                // Every other wrapping burst switches to checksum requests at the cut.
+                let switch = cut < n && round % 2 == 0;
+                wrapped += usize::from(cut < n);
+                let mut out = Burst::new(&pool, 32);
+                for k in 0..n {
+                    let mut frame = Vec::new();
+                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                        .udp(1234, 5678)
+                        .write(&mut frame, &(sent + k as u32).to_be_bytes())
+                        .unwrap();
+                    frame.resize(60, 0);
+                    let offload = switch && k >= cut;
+                    if offload {
+                        frame[24..26].copy_from_slice(&[0, 0]);
+                        frame[40..42].copy_from_slice(&[0, 0]);
+                    }
+                    assert!(out.push_copy(&frame));
+                    if offload {
+                        out.set_flags(k, TX_L3_CSUM | TX_L4_CSUM);
+                    }
+                }
+                assert_eq!(tx.tx_burst(&mut out).unwrap(), n);
+                sent += n as u32;
+                nic.step();
+                rx.rx_burst(&mut got).unwrap();
+                for i in 0..got.len() {
+                    let parsed = etherparse::SlicedPacket::from_ethernet(got.data(i)).unwrap();
+                    let Some(etherparse::NetSlice::Ipv4(ip)) = parsed.net else {
+                        panic!("not IPv4")
+                    };
+                    let hdr = ip.header().to_header();
+                    assert_eq!(hdr.header_checksum, hdr.calc_header_checksum(), "frame {seen}");
+                    let Some(etherparse::TransportSlice::Udp(udp)) = parsed.transport else {
+                        panic!("not UDP")
+                    };
+                    assert_eq!(udp.payload()[..4], seen.to_be_bytes(), "frame {seen} out of order");
+                    let want = udp.to_header().calc_checksum_ipv4(&hdr, udp.payload()).unwrap();
+                    assert_eq!(udp.checksum(), want, "frame {seen}: UDP checksum (movbe {movbe})");
+                    seen += 1;
+                }
+                got.clear();
+                tx.reclaim().unwrap();
+            }
+            assert!(wrapped >= 10, "only {wrapped} bursts wrapped a ring");
+            assert_eq!(seen, sent);
+            assert_eq!(tx.stats().errors.total(), 0);
+            nic.step();
+            tx.reclaim().unwrap();
             drop((got, tx, rx, sq, tx_cq, rx_cq));
             assert_eq!(pool.free_count(), pool.capacity());
             nic.deregister_mr(lkey);
