@@ -831,18 +831,25 @@ fn fill_empw_dsegs<const PLAIN: bool>(
         d.set(len, lkey, geo.addr(p));
         acc.bytes += u64::from(len);
     }
-    // One length for the three slices, so that the compiler splits them alike.
+    // One length for the three slices, so that the compiler splits them alike; the packets
+    // past a multiple of four first, so that nothing about them is kept across the main loop.
     let n = pkts.len();
-    let (d4, d1) = dsegs[..n].as_chunks_mut::<4>();
-    let (e4, e1) = elts[..n].as_chunks_mut::<4>();
-    let (p4, p1) = pkts.as_chunks::<4>();
+    let r = n % 4;
+    let (d1, d4) = dsegs[..n].split_at_mut(r);
+    let (e1, e4) = elts[..n].split_at_mut(r);
+    let (p1, p4) = pkts.split_at(r);
+    for ((d, e), p) in d1.iter_mut().zip(e1.iter_mut()).zip(p1) {
+        one::<PLAIN>(&mut acc, d, e, p, geo, lkey, cs);
+    }
+    let (d4, e4, p4) = (
+        d4.as_chunks_mut::<4>().0,
+        e4.as_chunks_mut::<4>().0,
+        p4.as_chunks::<4>().0,
+    );
     for ((d, e), p) in d4.iter_mut().zip(e4.iter_mut()).zip(p4) {
         for k in 0..4 {
             one::<PLAIN>(&mut acc, &mut d[k], &mut e[k], &p[k], geo, lkey, cs);
         }
-    }
-    for ((d, e), p) in d1.iter_mut().zip(e1.iter_mut()).zip(p1) {
-        one::<PLAIN>(&mut acc, d, e, p, geo, lkey, cs);
     }
     EmpwFill {
         bytes: acc.bytes,
