@@ -395,6 +395,9 @@ impl DvTxQueue {
                 if usize::from(p.len).wrapping_sub(threshold + 1) >= span {
                     break 'segments;
                 }
+                // The buffer index first: stored before the multiply that consumes it, it is not
+                // loaded again.
+                *slot = p.buf;
                 let (addr, h0, h1, h2) = geo.l2_header(p);
                 tags |= h2;
                 // No completion request (`signal` patches it in), and `imm` 0 (rdma-core and DPDK:
@@ -410,7 +413,6 @@ impl DvTxQueue {
                     lkey,
                     addr,
                 );
-                *slot = p.buf;
                 bytes += u64::from(p.len);
                 index = index.wrapping_add(packed::WQE_INDEX_STEP);
                 posted += 1;
