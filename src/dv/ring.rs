@@ -467,7 +467,7 @@ impl SqWriter<'_> {
     /// [`SqWriter::data_segs`], or None where the units would cross the ring end: a caller that
     /// takes another path then needs no test of its own.
     #[inline(always)]
-    pub fn try_data_segs(&mut self, ds: u32, n: usize) -> Option<&mut [DataSeg]> {
+    pub(crate) fn try_data_segs(&mut self, ds: u32, n: usize) -> Option<&mut [DataSeg]> {
         self.try_ds_units_as(ds, n)
     }
 

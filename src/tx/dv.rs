@@ -532,9 +532,10 @@ impl DvTxQueue {
     }
 
     /// The common ConnectX-5 burst in one pass: every packet a plain gather with the same
-    /// checksum flags, all of them in one eMPW WQE (DPDK `mlx5_tx_burst_empw_simple`). Posts the WQE, asks for its completion and
-    /// rings the doorbell; returns the bytes sent. Returns None, having published nothing, for
-    /// any other burst: the general path then takes it from the start.
+    /// checksum flags, all of them in one eMPW WQE (DPDK `mlx5_tx_burst_empw_simple`). Posts the
+    /// WQE, asks for its completion and rings the doorbell; returns the bytes sent. Returns None,
+    /// having published nothing, for any other burst: the general path then takes it from the
+    /// start.
     #[inline(always)]
     fn post_empw_whole(&mut self, pkts: &[Packet]) -> Option<u64> {
         const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
@@ -843,12 +844,11 @@ fn fill_empw_dsegs<const PLAIN: bool>(
     for ((d, e), p) in d1.iter_mut().zip(e1.iter_mut()).zip(p1) {
         one::<PLAIN>(&mut acc, d, e, p, geo, lkey, cs);
     }
-    let (d4, e4, p4) = (
-        d4.as_chunks_mut::<4>().0,
-        e4.as_chunks_mut::<4>().0,
-        p4.as_chunks::<4>().0,
-    );
-    for ((d, e), p) in d4.iter_mut().zip(e4.iter_mut()).zip(p4) {
+    for ((d, e), p) in d4
+        .chunks_exact_mut(4)
+        .zip(e4.chunks_exact_mut(4))
+        .zip(p4.chunks_exact(4))
+    {
         for k in 0..4 {
             one::<PLAIN>(&mut acc, &mut d[k], &mut e[k], &p[k], geo, lkey, cs);
         }
@@ -1242,13 +1242,14 @@ mod tests {
             tx.set_movbe(movbe);
             let mut got = Burst::new(&pool, 64);
             let mut seq = 0u64;
-            // (lengths of a burst, frames expected on the wire, drops expected)
-            let cases: [(&dyn Fn(usize) -> usize, usize, u64); 5] = [
-                (&|_| 60, 32, 0),
-                (&|k| if k % 2 == 0 { 1000 } else { 572 }, 32, 0),
-                (&|k| 572 + k * 13, 32, 0),
-                (&|k| if k == 9 { 1001 } else { 60 }, 31, 1),
-                (&|k| if k == 30 { 59 } else { 1000 - k }, 32, 0),
+            // (the length of frame k of a burst, frames expected on the wire, drops expected)
+            type Case = (fn(usize) -> usize, usize, u64);
+            let cases: [Case; 5] = [
+                (|_| 60, 32, 0),
+                (|k| if k % 2 == 0 { 1000 } else { 572 }, 32, 0),
+                (|k| 572 + k * 13, 32, 0),
+                (|k| if k == 9 { 1001 } else { 60 }, 31, 1),
+                (|k| if k == 30 { 59 } else { 1000 - k }, 32, 0),
             ];
             for (lens, arrive, drops) in cases {
                 let drops_before = tx.stats().drops;
