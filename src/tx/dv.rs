@@ -1110,6 +1110,7 @@ impl Drop for DvTxQueue {
 mod tests {
     use std::rc::Rc;
 
+    use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
     use crate::mem::pool::{Burst, Pool, PoolConfig};
     use crate::model::{Link, ModelConfig, Nic};
     use crate::rx::dv::DvRxQueue;
@@ -1126,35 +1127,82 @@ mod tests {
         }
     }
 
+    /// A TX queue on port 0 and an RX queue on port 1 of a model NIC pair, over one pool.
+    struct Rig {
+        tx: DvTxQueue,
+        rx: DvRxQueue,
+        pool: Rc<Pool>,
+        nic: std::sync::Arc<Nic>,
+        lkey: u32,
+        rings: (SqInfo, CqInfo, CqInfo, RwqInfo),
+    }
+
+    impl Rig {
+        fn new(dev: ModelConfig, tx_size: u32, rx_size: u32, buffers: u32) -> Rig {
+            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
+            let pool: Rc<Pool> = Pool::new(PoolConfig {
+                buffers,
+                ..PoolConfig::default()
+            })
+            .unwrap();
+            let lkey = nic.register_mr(pool.region());
+            let config = |size| QueueConfig {
+                size,
+                ..QueueConfig::default()
+            };
+            let tx_cq = nic.create_cq(tx_size).unwrap();
+            let sq = nic.create_sq(0, tx_size, tx_cq.cqn()).unwrap();
+            let (caps, ctl) = (nic.caps(), nic.control());
+            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+            let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &config(tx_size), caps, ctl) }.unwrap();
+            let rx_cq = nic.create_cq(rx_size).unwrap();
+            let (rwq, wq) = nic.create_rq(1, rx_size, rx_cq.cqn()).unwrap();
+            let ctl = nic.control();
+            // SAFETY: as above.
+            let rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &config(rx_size), ctl) }.unwrap();
+            Rig {
+                tx,
+                rx,
+                pool,
+                nic,
+                lkey,
+                rings: (sq, tx_cq, rx_cq, rwq),
+            }
+        }
+
+        /// Lets the device finish, checks that the send queue saw no error and holds nothing,
+        /// drops the queues (the caller its bursts first) and checks that every buffer is back in
+        /// the pool.
+        fn teardown(mut self) {
+            self.nic.step();
+            self.tx.reclaim().unwrap();
+            assert_eq!(self.tx.in_flight(), 0);
+            assert_eq!(self.tx.stats().errors.total(), 0);
+            let Rig {
+                tx,
+                rx,
+                pool,
+                nic,
+                lkey,
+                rings,
+            } = self;
+            drop((tx, rx, rings));
+            assert_eq!(pool.free_count(), pool.capacity());
+            nic.deregister_mr(lkey);
+        }
+    }
+
     /// The MOVBE builds and the portable ones move the same frames: every combination of TX and
     /// RX build, on both devices, through ring wraps, with frames for the slow paths mixed in.
     #[test]
     fn movbe_and_portable_builds_move_the_same_frames() {
         for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
             for (tx_fast, rx_fast) in [(true, true), (false, false), (true, false), (false, true)] {
-                let q = QueueConfig {
-                    size: 64,
-                    ..QueueConfig::default()
-                };
-                let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev.clone()).unwrap();
-                let pool: Rc<Pool> = Pool::new(PoolConfig {
-                    buffers: 1024,
-                    ..PoolConfig::default()
-                })
-                .unwrap();
-                let lkey = nic.register_mr(pool.region());
-                let tx_cq = nic.create_cq(q.size).unwrap();
-                let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-                let (caps, ctl) = (nic.caps(), nic.control());
-                // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
-                let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, caps, ctl) }.unwrap();
-                let rx_cq = nic.create_cq(q.size).unwrap();
-                let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-                // SAFETY: as above.
-                let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
+                let mut r = Rig::new(dev.clone(), 64, 64, 1024);
+                let Rig { tx, rx, pool, nic, .. } = &mut r;
                 tx.set_movbe(tx_fast);
                 rx.set_movbe(rx_fast);
-                let (mut out, mut got) = (Burst::new(&pool, 32), Burst::new(&pool, 32));
+                let (mut out, mut got) = (Burst::new(pool, 32), Burst::new(pool, 32));
                 let mut expect = [0u8; 2048];
                 let (mut sent, mut seen) = (0u64, 0u64);
                 for round in 0..400u64 {
@@ -1201,9 +1249,8 @@ mod tests {
                 }
                 assert_eq!(seen, sent);
                 assert_eq!(tx.stats().bytes, rx.stats().bytes);
-                drop((out, got, tx, rx, sq, tx_cq, rx_cq));
-                assert_eq!(pool.free_count(), pool.capacity());
-                nic.deregister_mr(lkey);
+                drop((out, got));
+                r.teardown();
             }
         }
     }
@@ -1220,27 +1267,10 @@ mod tests {
             ..ModelConfig::default()
         };
         for movbe in [true, false] {
-            let q = QueueConfig {
-                size: 64,
-                ..QueueConfig::default()
-            };
-            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev.clone()).unwrap();
-            let pool: Rc<Pool> = Pool::new(PoolConfig {
-                buffers: 512,
-                ..PoolConfig::default()
-            })
-            .unwrap();
-            let lkey = nic.register_mr(pool.region());
-            let tx_cq = nic.create_cq(q.size).unwrap();
-            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
-            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
-            let rx_cq = nic.create_cq(q.size).unwrap();
-            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-            // SAFETY: as above.
-            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
+            let mut r = Rig::new(dev.clone(), 64, 64, 512);
+            let Rig { tx, rx, pool, nic, .. } = &mut r;
             tx.set_movbe(movbe);
-            let mut got = Burst::new(&pool, 64);
+            let mut got = Burst::new(pool, 64);
             let mut seq = 0u64;
             // (the length of frame k of a burst, frames expected on the wire, drops expected)
             type Case = (fn(usize) -> usize, usize, u64);
@@ -1253,7 +1283,7 @@ mod tests {
             ];
             for (lens, arrive, drops) in cases {
                 let drops_before = tx.stats().drops;
-                let mut out = Burst::new(&pool, 32);
+                let mut out = Burst::new(pool, 32);
                 let mut want = Vec::new();
                 for k in 0..32 {
                     let len = lens(k);
@@ -1276,13 +1306,8 @@ mod tests {
                 got.clear();
                 assert_eq!(tx.stats().drops - drops_before, drops);
             }
-            assert_eq!(tx.stats().errors.total(), 0);
-            nic.step();
-            tx.reclaim().unwrap();
-            assert_eq!(tx.in_flight(), 0);
-            drop((got, tx, rx, sq, tx_cq, rx_cq));
-            assert_eq!(pool.free_count(), pool.capacity());
-            nic.deregister_mr(lkey);
+            drop(got);
+            r.teardown();
         }
     }
 
@@ -1295,33 +1320,12 @@ mod tests {
     fn bursts_that_wrap_the_ring_keep_their_checksum_requests() {
         use crate::mem::pool::flags::{TX_L3_CSUM, TX_L4_CSUM};
         for movbe in [true, false] {
-            let q = QueueConfig {
-                size: 64,
-                ..QueueConfig::default()
-            };
-            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], ModelConfig::default()).unwrap();
-            let pool: Rc<Pool> = Pool::new(PoolConfig {
-                buffers: 1024,
-                ..PoolConfig::default()
-            })
-            .unwrap();
-            let lkey = nic.register_mr(pool.region());
-            let tx_cq = nic.create_cq(q.size).unwrap();
-            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
-            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
-            let rx_cq = nic.create_cq(256).unwrap();
-            let (rwq, wq) = nic.create_rq(1, 256, rx_cq.cqn()).unwrap();
-            let rq = QueueConfig {
-                size: 256,
-                ..QueueConfig::default()
-            };
-            // SAFETY: as above.
-            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &rq, nic.control()) }.unwrap();
+            let mut r = Rig::new(ModelConfig::default(), 64, 256, 1024);
+            let Rig { tx, rx, pool, nic, .. } = &mut r;
             tx.set_movbe(movbe);
             let units = tx.elts.len();
             let (mut sent, mut seen, mut wrapped) = (0u32, 0u32, 0);
-            let mut got = Burst::new(&pool, 64);
+            let mut got = Burst::new(pool, 64);
             for round in 0..200u32 {
                 let n = 32 - (round % 7) as usize;
                 // Where this burst's data segments or buffer-ring slots would reach the ring end.
@@ -1331,7 +1335,7 @@ mod tests {
                 // Every other wrapping burst switches to checksum requests at the cut.
                 let switch = cut < n && round % 2 == 0;
                 wrapped += usize::from(cut < n);
-                let mut out = Burst::new(&pool, 32);
+                let mut out = Burst::new(pool, 32);
                 for k in 0..n {
                     let mut frame = Vec::new();
                     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
@@ -1374,12 +1378,8 @@ mod tests {
             }
             assert!(wrapped >= 10, "only {wrapped} bursts wrapped a ring");
             assert_eq!(seen, sent);
-            assert_eq!(tx.stats().errors.total(), 0);
-            nic.step();
-            tx.reclaim().unwrap();
-            drop((got, tx, rx, sq, tx_cq, rx_cq));
-            assert_eq!(pool.free_count(), pool.capacity());
-            nic.deregister_mr(lkey);
+            drop(got);
+            r.teardown();
         }
     }
 
@@ -1397,28 +1397,11 @@ mod tests {
                 enhanced_mpw: false,
                 ..ModelConfig::default()
             };
-            let q = QueueConfig {
-                size: 64,
-                ..QueueConfig::default()
-            };
-            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
-            let pool: Rc<Pool> = Pool::new(PoolConfig {
-                buffers: 256,
-                ..PoolConfig::default()
-            })
-            .unwrap();
-            let lkey = nic.register_mr(pool.region());
-            let tx_cq = nic.create_cq(q.size).unwrap();
-            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
-            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
-            let rx_cq = nic.create_cq(q.size).unwrap();
-            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-            // SAFETY: as above.
-            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
-            let mut got = Burst::new(&pool, 8);
+            let mut r = Rig::new(dev, 64, 64, 256);
+            let Rig { tx, rx, pool, nic, .. } = &mut r;
+            let mut got = Burst::new(pool, 8);
             for (what, f, want) in inline_test_frames() {
-                let mut out = Burst::new(&pool, 1);
+                let mut out = Burst::new(pool, 1);
                 assert!(out.push_copy(&f));
                 assert_eq!(tx.tx_burst(&mut out).unwrap(), 1);
                 let inlined = tx.sq.wqe(tx.last_wqe).eth.inline_hdr_sz.get();
@@ -1429,13 +1412,8 @@ mod tests {
                 assert_eq!(got.data(0), &f[..], "{what}, mode {}", mode.name());
                 got.clear();
             }
-            assert_eq!(tx.stats().errors.total(), 0);
-            nic.step();
-            tx.reclaim().unwrap();
-            assert_eq!(tx.in_flight(), 0);
-            drop((got, tx, rx, sq, tx_cq, rx_cq));
-            assert_eq!(pool.free_count(), pool.capacity());
-            nic.deregister_mr(lkey);
+            drop(got);
+            r.teardown();
         }
     }
 }
