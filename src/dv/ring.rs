@@ -464,18 +464,33 @@ impl SqWriter<'_> {
         self.ds_units_as(ds, n)
     }
 
+    /// [`SqWriter::data_segs`], or None where the units would cross the ring end: a caller that
+    /// takes another path then needs no test of its own.
+    #[inline(always)]
+    pub(crate) fn try_data_segs(&mut self, ds: u32, n: usize) -> Option<&mut [DataSeg]> {
+        self.try_ds_units_as(ds, n)
+    }
+
     /// DS units `ds .. ds + n` viewed as `T`, a 16-byte, at most 16-aligned type (one per DS) of
     /// plain integers, for which any bytes the ring holds are a valid value: `[u64; 2]`, `DataSeg`.
     #[inline(always)]
     fn ds_units_as<T>(&mut self, ds: u32, n: usize) -> &mut [T] {
+        self.try_ds_units_as(ds, n).expect("DS units past the SQ ring's end")
+    }
+
+    /// [`SqWriter::ds_units_as`], or None where `ds .. ds + n` crosses the ring end.
+    #[inline(always)]
+    fn try_ds_units_as<T>(&mut self, ds: u32, n: usize) -> Option<&mut [T]> {
         const { assert!(size_of::<T>() == 16 && align_of::<T>() <= 16) };
         let units = (self.mask as usize + 1) * 4;
         let at = ds as usize & (units - 1);
-        assert!(at + n <= units);
+        if n > units - at {
+            return None;
+        }
         // Each DS is 16 bytes at a 16-byte aligned address, and T fits one (checked above).
-        // SAFETY: [at, at + n) DS lie inside the ring (asserted) and hold a T each; WQEBBs not yet
+        // SAFETY: [at, at + n) DS lie inside the ring (tested) and hold a T each; WQEBBs not yet
         // doorbelled are the driver's, and the writer borrows the ring mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.base.cast::<T>().add(at), n) }
+        Some(unsafe { std::slice::from_raw_parts_mut(self.base.cast::<T>().add(at), n) })
     }
 
     /// DS units in the ring.
@@ -663,20 +678,25 @@ impl<'a> CqReader<'a> {
     /// request).
     #[inline(always)]
     pub(crate) fn poll_req_run(&self, ci: u32) -> ReqRun {
-        let mut at = ci & self.mask;
+        // Byte offsets of slots rather than indices: one shift less per CQE looked at.
+        const SLOT: usize = size_of::<Cqe64>();
+        let bytes_mask = (self.mask as usize + 1) * SLOT - 1;
+        let mut at = (ci & self.mask) as usize * SLOT;
         // A REQ CQE of this pass: opcode 0, format 0, owner bit equal to the pass parity.
         let mut expect = ((ci >> self.log2) & 1) as u8 | (super::prm::CQE_REQ << 4);
-        let mut n = 0u32;
+        let (mut n, mut last) = (0u32, at);
         let stop = loop {
-            // SAFETY: `at` <= mask keeps the pointer in the ring, which is 64-byte aligned.
-            let slot = unsafe { self.base.add(at as usize) };
+            // SAFETY: `at` <= bytes_mask - 63 keeps the pointer on a slot of the ring, which is
+            // 64-byte aligned.
+            let slot = unsafe { self.base.byte_add(at) };
             // SAFETY: a slot of this ring.
             let op_own = unsafe { load_op_own(slot) };
             if op_own & 0xfd != expect {
                 break op_own;
             }
             n += 1;
-            at = (at + 1) & self.mask;
+            last = at;
+            at = (at + SLOT) & bytes_mask;
             if at == 0 {
                 expect ^= 1;
             }
@@ -684,13 +704,9 @@ impl<'a> CqReader<'a> {
         let counter = if n == 0 {
             0
         } else {
-            // SAFETY: the CQE before `at` was seen above as a REQ of this pass (acquire): the
+            // SAFETY: the CQE at `last` was seen above as a REQ of this pass (acquire): the
             // device wrote it whole and does not rewrite it before the consumer index passes it.
-            u32::from(unsafe {
-                (*self.base.add((at.wrapping_sub(1) & self.mask) as usize))
-                    .wqe_counter
-                    .get()
-            })
+            u32::from(unsafe { (*self.base.byte_add(last)).wqe_counter.get() })
         };
         ReqRun {
             n,

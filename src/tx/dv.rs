@@ -55,11 +55,10 @@ pub struct DvTxQueue {
     elts: Box<[u32]>,
     elts_head: u32,
     elts_tail: u32,
-    /// One record per requested completion, in request order (DPDK's `fcqs`): the WQE's first
-    /// WQEBB (bits 0..16), the SQ tail after it (16..32) and `elts_head` after it (32..64).
-    /// Completions arrive in the order they were requested, so CQE number `cq_ci` answers record
-    /// `cq_ci`: one load, and the SQ ring is not read back.
-    comps: MaskedRing<u64>,
+    /// One record per requested completion, in request order (DPDK's `fcqs`). Completions
+    /// arrive in the order they were requested, so CQE number `cq_ci` answers record `cq_ci`,
+    /// and the SQ ring is not read back.
+    comps: MaskedRing<CompRecord>,
     comp_pi: u32,
     since_signal: u32,
     signal_every: u32,
@@ -79,9 +78,14 @@ pub struct DvTxQueue {
     fast_max: usize,
     /// `max_frame - RUNT_MAX`: the one-pass path's length test is `len - 60 < fast_span`.
     fast_span: usize,
-    /// The CPU has MOVBE: bursts run in the build for it ([`tx_burst_movbe`]).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    /// The largest power of two not above `fast_span` (0 if it is 0): where the OR of a burst's
+    /// `len - 60` is below it, every frame passes that test.
+    fast_lens_below: u32,
+    /// The CPU has MOVBE: eMPW data segments are written by the build for it ([`FillFn`]).
+    #[cfg_attr(not(all(test, feature = "model")), allow(dead_code))]
     movbe: bool,
+    /// [`fill_empw_movbe`] where the CPU has MOVBE, else [`fill_empw_plain`].
+    fill: FillFn,
     max_frame: usize,
     recover: bool,
     /// The device could not be stopped: the in-flight buffers must never go back to the pool.
@@ -91,6 +95,19 @@ pub struct DvTxQueue {
     stalled_since: Option<std::time::Instant>,
     last_wqe: u32,
     stats: QueueStats,
+}
+
+/// What a requested completion will settle ([`DvTxQueue::comps`]): three words rather than one
+/// packed, so that neither side shifts or masks (16 bytes, one shift to index).
+#[derive(Clone, Copy, Default)]
+struct CompRecord {
+    /// The WQE's first WQEBB mod 2^16, as the CQE's `wqe_counter` names it.
+    wqe: u32,
+    /// The SQ tail (free-running `pi`) after the WQE: the new `head`.
+    tail: u32,
+    /// `elts_head` after the WQE: the buffers up to it go back to the pool.
+    elts: u32,
+    _pad: u32,
 }
 
 impl DvTxQueue {
@@ -165,7 +182,7 @@ impl DvTxQueue {
             elts_head: 0,
             elts_tail: 0,
             // At most one requested completion per WQE in flight.
-            comps: MaskedRing::new(size as usize, 0),
+            comps: MaskedRing::new(size as usize, CompRecord::default()),
             comp_pi: 0,
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
@@ -184,7 +201,9 @@ impl DvTxQueue {
                 0
             },
             fast_span: (caps.max_frame as usize).saturating_sub(RUNT_MAX),
+            fast_lens_below: pow2_floor((caps.max_frame as usize).saturating_sub(RUNT_MAX)),
             movbe: crate::dv::cpu_has_movbe(),
+            fill: fill_fn(crate::dv::cpu_has_movbe()),
             max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
             recover: cfg.recover,
@@ -199,6 +218,7 @@ impl DvTxQueue {
     #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
     pub(crate) fn set_movbe(&mut self, on: bool) {
         self.movbe = on && self.movbe;
+        self.fill = fill_fn(self.movbe);
     }
 
     fn free_wqebbs(&self) -> u32 {
@@ -245,18 +265,17 @@ impl DvTxQueue {
         if run.n != 0 {
             let last = ci.wrapping_sub(1);
             let rec = self.comps.get(last);
-            let (wqe, tail16, elts_after) = (rec as u16, (rec >> 16) as u16, (rec >> 32) as u32);
-            let new_head = self.head.wrapping_add(u32::from(tail16.wrapping_sub(self.head as u16)));
+            let new_head = rec.tail;
             // A CQE that names another WQE than the request it answers, or one never requested,
             // means the device and the queue disagree: nothing it says can be trusted. (Past these
             // two tests the record is one this queue wrote for a WQE still outstanding, so its
             // tail lies between `head` and `pi`.)
-            if run.counter != u32::from(wqe) || last.wrapping_sub(ci0) >= self.comp_pi.wrapping_sub(ci0) {
+            if run.counter != rec.wqe || last.wrapping_sub(ci0) >= self.comp_pi.wrapping_sub(ci0) {
                 return Err((ci0, None));
             }
             debug_assert!(new_head.wrapping_sub(self.head) <= self.pi.wrapping_sub(self.head));
             self.head = new_head;
-            freed = self.free_elts_until(elts_after);
+            freed = self.free_elts_until(rec.elts);
             self.cq_ci = ci;
             self.cq.publish_ci(ci);
             self.stalled_since = None;
@@ -381,6 +400,9 @@ impl DvTxQueue {
                 if usize::from(p.len).wrapping_sub(threshold + 1) >= span {
                     break 'segments;
                 }
+                // The buffer index first: stored before the multiply that consumes it, it is not
+                // loaded again.
+                *slot = p.buf;
                 let (addr, h0, h1, h2) = geo.l2_header(p);
                 tags |= h2;
                 if SPECIAL {
@@ -399,7 +421,6 @@ impl DvTxQueue {
                     lkey,
                     addr,
                 );
-                *slot = p.buf;
                 bytes += u64::from(p.len);
                 index = index.wrapping_add(packed::WQE_INDEX_STEP);
                 posted += 1;
@@ -527,10 +548,10 @@ impl DvTxQueue {
     }
 
     /// The common ConnectX-5 burst in one pass: every packet a plain gather with the same
-    /// checksum flags, all of them in one eMPW WQE (DPDK `mlx5_tx_burst_empw_simple`), whose
-    /// data segments and buffer-ring slots do not wrap. Posts the WQE, asks for its completion and
-    /// rings the doorbell; returns the bytes sent. Returns None, having published nothing, for
-    /// any other burst: the general path then takes it from the start.
+    /// checksum flags, all of them in one eMPW WQE (DPDK `mlx5_tx_burst_empw_simple`). Posts the
+    /// WQE, asks for its completion and rings the doorbell; returns the bytes sent. Returns None,
+    /// having published nothing, for any other burst: the general path then takes it from the
+    /// start.
     #[inline(always)]
     fn post_empw_whole(&mut self, pkts: &[Packet]) -> Option<u64> {
         const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
@@ -540,50 +561,81 @@ impl DvTxQueue {
         if n.wrapping_sub(1) >= self.fast_max {
             return None;
         }
-        // In eMPW mode the buffer ring has exactly one slot per DS of the SQ.
-        let units = self.elts.len();
-        let (pi, e0) = (self.pi, self.elts_head);
-        let e = e0 as usize & (units - 1);
-        let d = pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS) as usize & (units - 1);
-        let bbs = wqebbs(EMPW_TITLE_DS + n as u32);
-        if bbs > self.free_wqebbs() || n > units - e.max(d) {
+        if wqebbs(EMPW_TITLE_DS + n as u32) > self.free_wqebbs() {
             return None;
         }
         // No test of the buffer ring's room: an eMPW WQE of k packets takes at least (k + 2) / 4
         // WQEBBs, so where the SQ has room for this WQE the buffer ring (4 slots per WQEBB) has
         // room for its packets.
-        debug_assert!(n <= units - e0.wrapping_sub(self.elts_tail) as usize);
-        let span = self.fast_span;
-        let geo = self.pool.geometry();
-        let lkey = Be32::from_bits(self.lkey_be);
-        let mut sq = self.sq.writer();
-        let dsegs = &mut sq.data_segs(d as u32, n)[..n];
-        let elts = &mut self.elts[e..e + n];
-        let cs = pkts[0].flags;
-        // Bursts without checksum requests (the usual case) test each packet's flags with one OR,
-        // which also finds VLAN insertion requests (eMPW has no per-packet tag; chained packets
-        // have `len` 0, which the length test refuses).
-        let (bytes, differ) = if cs & CSUM == 0 {
-            fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, span, cs)?
-        } else {
-            fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, span, cs)?
-        };
-        // `differ | cs` has TX_VLAN if any packet asks for a tag, in either build.
-        if differ & CSUM != 0 || (differ | cs) & flags::TX_VLAN != 0 {
+        debug_assert!(n <= self.elts.len() - self.elts_head.wrapping_sub(self.elts_tail) as usize);
+        let fill_fn = self.fill;
+        #[allow(unsafe_code)]
+        // SAFETY: `fill` is `fill_empw_movbe` only where the CPU reports MOVBE (`DvTxQueue::new`,
+        // `set_movbe`), the one feature it is compiled for; `fill_empw_plain` asks nothing.
+        let mut fill = unsafe { fill_fn(self, pkts) };
+        if fill.differ() & CSUM != 0 {
+            if fill.checks != EmpwFill::WRAPS.checks {
+                return None;
+            }
+            // The data segments or the buffer-ring slots wrap the ring end (about one burst in
+            // a hundred): written in pieces, into the same WQE.
+            fill = self.fill_wrapping(pkts);
+            if fill.differ() & CSUM != 0 {
+                return None;
+            }
+        }
+        if fill.lens() >= self.fast_lens_below && !lengths_fit(pkts, self.fast_span) {
             return None;
         }
+        let cs = pkts[0].flags;
+        let (pi, e0) = (self.pi, self.elts_head);
         let ds = EMPW_TITLE_DS + n as u32;
-        let (tail, elts_head) = (pi.wrapping_add(bbs), e0.wrapping_add(n as u32));
+        let (tail, elts_head) = (pi.wrapping_add(wqebbs(ds)), e0.wrapping_add(n as u32));
         // The title asks for the WQE's completion itself (what `signal` would patch in); its first
         // word is also the doorbell's.
-        let word0 = write_empw_title(&mut sq, pi, self.qpn_ds4_be, ds, cs_flags(cs), true);
+        let word0 = write_empw_title(&mut self.sq.writer(), pi, self.qpn_ds4_be, ds, cs_flags(cs), true);
         self.record_signal(pi, tail, elts_head);
         self.pi = tail;
         self.elts_head = elts_head;
         self.last_wqe = pi;
         self.since_signal = 0;
         self.sq.ring_doorbell_word(tail, word0);
-        Some(bytes)
+        Some(fill.bytes)
+    }
+
+    /// The queue's [`FillFn`] for a burst whose data segments or buffer-ring slots wrap the ring
+    /// end: in up to three pieces, none of which wraps either ring (DPDK
+    /// `mlx5_tx_burst_empw_simple` wraps its data segments the same way, by DS), by the portable
+    /// build (it is the path of about one burst in a hundred). The pieces' sums are merged; a
+    /// piece whose first packet has other checksum flags than the burst's first makes the whole
+    /// burst differ, as one pass would.
+    #[cold]
+    #[inline(never)]
+    fn fill_wrapping(&mut self, pkts: &[Packet]) -> EmpwFill {
+        const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+        let (d, e) = (self.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS), self.elts_head);
+        // In eMPW mode the buffer ring has exactly one slot per DS of the SQ.
+        let units = self.elts.len();
+        debug_assert_eq!(units, self.sq.writer().ds_units() as usize);
+        let mut acc = EmpwFill { bytes: 0, checks: 0 };
+        let mut done = 0;
+        while done < pkts.len() {
+            let (d, e) = (d.wrapping_add(done as u32), e.wrapping_add(done as u32));
+            let k = (pkts.len() - done)
+                .min(units - (d as usize & (units - 1)))
+                .min(units - (e as usize & (units - 1)));
+            let f = fill_empw_at(self, &pkts[done..done + k], d, e);
+            if (pkts[done].flags ^ pkts[0].flags) & CSUM != 0 {
+                return EmpwFill {
+                    bytes: 0,
+                    checks: u64::from(CSUM),
+                };
+            }
+            acc.bytes += f.bytes;
+            acc.checks |= f.checks;
+            done += k;
+        }
+        acc
     }
 
     /// Asks for a completion of the WQE at WQEBB `at`, recording the SQ tail and buffer-ring
@@ -597,7 +649,12 @@ impl DvTxQueue {
     /// The bookkeeping half of [`DvTxQueue::signal`], for a WQE written with its request already.
     #[inline(always)]
     fn record_signal(&mut self, at: u32, tail: u32, elts_after: u32) {
-        let rec = u64::from(at & 0xffff) | u64::from(tail & 0xffff) << 16 | u64::from(elts_after) << 32;
+        let rec = CompRecord {
+            wqe: at & 0xffff,
+            tail,
+            elts: elts_after,
+            _pad: 0,
+        };
         self.comps.set(self.comp_pi, rec);
         self.comp_pi = self.comp_pi.wrapping_add(1);
     }
@@ -837,23 +894,6 @@ impl DvTxQueue {
     }
 }
 
-/// [`TxQueue::tx_burst`] for CPUs without MOVBE. Out of line like [`tx_burst_movbe`], so
-/// that `tx_burst` itself is a dispatch and a tail call.
-#[inline(never)]
-fn tx_burst_plain(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueError> {
-    q.burst(pkts)
-}
-
-/// [`TxQueue::tx_burst`] compiled for CPUs with MOVBE (an x86-64-v3 feature: Intel since Haswell,
-/// AMD since Jaguar and Zen; any host of a ConnectX-5). The big-endian byte count and address of
-/// each eMPW data segment go out with one `movbe` store each instead of a byte swap, a merge and
-/// a store. Out of line, as a function with its own target features must be.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "movbe")]
-fn tx_burst_movbe(q: &mut DvTxQueue, pkts: &mut Burst) -> Result<usize, QueueError> {
-    q.burst(pkts)
-}
-
 /// Packets a TX queue over a send queue of `wqebbs` WQEBBs holds until their completions, the
 /// buffers it pins: a SEND takes a WQEBB per packet; an eMPW WQE packs four data segments per
 /// WQEBB (DPDK `mlx5_tx_burst_empw_simple`), so with eMPW up to four packets per WQEBB.
@@ -865,10 +905,48 @@ pub(crate) fn tx_buffers(wqebbs: u32, caps: &DvCaps) -> u32 {
     }
 }
 
+/// What [`fill_empw_dsegs`] gathers over a burst, tested once after the loop rather than per packet.
+#[derive(Clone, Copy)]
+struct EmpwAcc {
+    bytes: u64,
+    /// The OR of every packet's flags XOR `cs` (with `PLAIN`, `cs` has no checksum bits and the
+    /// flags are ORed as they are).
+    differ: u32,
+    /// The OR of every packet's `len - 60` (wrapping): below a power of two not above the
+    /// fast span, every frame is one the one-pass path takes (a runt wraps to a huge value).
+    lens: u32,
+}
+
+/// What a [`FillFn`] returns: [`EmpwAcc`] in two words, so that it comes back in two registers.
+#[derive(Clone, Copy)]
+struct EmpwFill {
+    bytes: u64,
+    /// `differ | lens << 32`.
+    checks: u64,
+}
+
+impl EmpwFill {
+    /// Nothing written: the burst's data segments or buffer-ring slots would wrap. Every flag
+    /// differs, so the caller's test of the checksum flags turns it away.
+    const WRAPS: EmpwFill = EmpwFill {
+        bytes: 0,
+        checks: u64::MAX,
+    };
+
+    fn differ(self) -> u32 {
+        self.checks as u32
+    }
+
+    fn lens(self) -> u32 {
+        (self.checks >> 32) as u32
+    }
+}
+
 /// Writes one eMPW data segment per packet (byte count, lkey, address) and its buffer into the
-/// buffer ring, for [`DvTxQueue::post_empw_whole`]. Returns the bytes and the OR of every packet's
-/// flags XOR `cs` (with `PLAIN`, `cs` has no checksum bits and the flags are ORed as they are),
-/// or None at a frame of the slow path's length.
+/// buffer ring, for [`DvTxQueue::post_empw_whole`]. Nothing is tested per packet: the lengths
+/// and flags are ORed together and the caller tests them once, and a burst that fails leaves
+/// what was written here unpublished (as DPDK `mlx5_tx_burst_empw_simple` checks a session's
+/// packets before it closes the WQE). With no branch in it, the loop runs four packets a pass.
 #[inline(always)]
 fn fill_empw_dsegs<const PLAIN: bool>(
     dsegs: &mut [DataSeg],
@@ -876,23 +954,141 @@ fn fill_empw_dsegs<const PLAIN: bool>(
     pkts: &[Packet],
     geo: BufGeometry<'_>,
     lkey: Be32,
-    span: usize,
     cs: u32,
-) -> Option<(u64, u32)> {
-    // Frames of at least the Ethernet minimum and not longer than the port's maximum: one unsigned
-    // compare against a constant lower bound.
-    const LO: usize = RUNT_MAX + 1;
-    let (mut differ, mut bytes) = (0u32, 0u64);
-    for ((d, slot), p) in dsegs.iter_mut().zip(elts.iter_mut()).zip(pkts) {
-        if usize::from(p.len).wrapping_sub(LO) >= span {
-            return None;
-        }
-        differ |= if PLAIN { p.flags } else { p.flags ^ cs };
-        d.set(u32::from(p.len), lkey, geo.addr(p));
+) -> EmpwFill {
+    const LO: u32 = RUNT_MAX as u32 + 1;
+    let mut acc = EmpwAcc {
+        bytes: 0,
+        differ: 0,
+        lens: 0,
+    };
+    #[inline(always)]
+    fn one<const PLAIN: bool>(
+        acc: &mut EmpwAcc,
+        d: &mut DataSeg,
+        slot: &mut u32,
+        p: &Packet,
+        geo: BufGeometry<'_>,
+        lkey: Be32,
+        cs: u32,
+    ) {
+        // The buffer index first: stored before the multiply that consumes it, it needs no copy.
         *slot = p.buf;
-        bytes += u64::from(p.len);
+        let len = u32::from(p.len);
+        acc.lens |= len.wrapping_sub(LO);
+        acc.differ |= if PLAIN { p.flags } else { p.flags ^ cs };
+        d.set(len, lkey, geo.addr(p));
+        acc.bytes += u64::from(len);
     }
-    Some((bytes, differ))
+    // One length for the three slices, so that the compiler splits them alike; the packets
+    // past a multiple of four first, so that nothing about them is kept across the main loop.
+    let n = pkts.len();
+    let r = n % 4;
+    let (d1, d4) = dsegs[..n].split_at_mut(r);
+    let (e1, e4) = elts[..n].split_at_mut(r);
+    let (p1, p4) = pkts.split_at(r);
+    for ((d, e), p) in d1.iter_mut().zip(e1.iter_mut()).zip(p1) {
+        one::<PLAIN>(&mut acc, d, e, p, geo, lkey, cs);
+    }
+    for ((d, e), p) in d4
+        .chunks_exact_mut(4)
+        .zip(e4.chunks_exact_mut(4))
+        .zip(p4.chunks_exact(4))
+    {
+        for k in 0..4 {
+            one::<PLAIN>(&mut acc, &mut d[k], &mut e[k], &p[k], geo, lkey, cs);
+        }
+    }
+    EmpwFill {
+        bytes: acc.bytes,
+        checks: u64::from(acc.differ) | u64::from(acc.lens) << 32,
+    }
+}
+
+/// The largest power of two not above `x` (0 for 0), at most 2^31.
+fn pow2_floor(x: usize) -> u32 {
+    match x {
+        0 => 0,
+        _ => 1 << (usize::BITS - 1 - x.leading_zeros()).min(31),
+    }
+}
+
+/// The out-of-line builds of [`fill_empw_any`], chosen once per queue: called through a pointer,
+/// the loop has every register to itself (inlined into the burst it spilled 7 instructions' worth
+/// per four packets, and as many again around it), and no compiler can inline it back
+/// (`#[inline(never)]` does not hold for a `#[target_feature]` function reached through code
+/// without the feature). Everything it needs it reads from the queue, so that the call costs no
+/// arguments on the stack.
+type FillFn = unsafe fn(&mut DvTxQueue, &[Packet]) -> EmpwFill;
+
+/// The data segments of an eMPW WQE at the queue's `pi` for the packets of `pkts` (not empty),
+/// and their buffers in the buffer ring at `elts_head` ([`fill_empw_at`]).
+#[inline(always)]
+fn fill_empw_any(q: &mut DvTxQueue, pkts: &[Packet]) -> EmpwFill {
+    let (d, e) = (q.pi.wrapping_mul(4).wrapping_add(EMPW_TITLE_DS), q.elts_head);
+    fill_empw_at(q, pkts, d, e)
+}
+
+/// The data segments of the packets of `pkts` (not empty) from DS `d` of the SQ ring on, and their
+/// buffers in the buffer ring from slot `e` on ([`fill_empw_dsegs`]; both counters free-running),
+/// or [`EmpwFill::WRAPS`] having written nothing where either range would wrap (the caller then
+/// fills the burst piece by piece, [`DvTxQueue::fill_wrapping`]). Bursts without checksum
+/// requests (the usual case) test each packet's flags with one OR.
+#[inline(always)]
+fn fill_empw_at(q: &mut DvTxQueue, pkts: &[Packet], d: u32, e: u32) -> EmpwFill {
+    const CSUM: u32 = flags::TX_L3_CSUM | flags::TX_L4_CSUM;
+    let n = pkts.len();
+    let geo = q.pool.geometry();
+    let lkey = Be32::from_bits(q.lkey_be);
+    let mut sq = q.sq.writer();
+    let Some(dsegs) = sq.try_data_segs(d, n) else {
+        return EmpwFill::WRAPS;
+    };
+    let e = e as usize & (q.elts.len() - 1);
+    let Some(elts) = q.elts.get_mut(e..e + n) else {
+        return EmpwFill::WRAPS;
+    };
+    let cs = pkts[0].flags;
+    if cs & CSUM == 0 {
+        fill_empw_dsegs::<true>(dsegs, elts, pkts, geo, lkey, cs)
+    } else {
+        fill_empw_dsegs::<false>(dsegs, elts, pkts, geo, lkey, cs)
+    }
+}
+
+/// The [`FillFn`] for a CPU with MOVBE or without.
+fn fill_fn(movbe: bool) -> FillFn {
+    #[cfg(target_arch = "x86_64")]
+    if movbe {
+        return fill_empw_movbe;
+    }
+    let _ = movbe;
+    fill_empw_plain
+}
+
+/// See [`FillFn`].
+#[inline(never)]
+fn fill_empw_plain(q: &mut DvTxQueue, pkts: &[Packet]) -> EmpwFill {
+    fill_empw_any(q, pkts)
+}
+
+/// See [`FillFn`]: compiled for CPUs with MOVBE (an x86-64-v3 feature: Intel since Haswell, AMD
+/// since Jaguar and Zen; any host of a ConnectX-5), the big-endian byte count and address of each
+/// data segment go out with one `movbe` store each instead of a byte swap, a copy and a store.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+#[inline(never)]
+fn fill_empw_movbe(q: &mut DvTxQueue, pkts: &[Packet]) -> EmpwFill {
+    fill_empw_any(q, pkts)
+}
+
+/// Whether every frame of `pkts` is one the one-pass eMPW path takes (60 bytes up to the port's
+/// maximum): the exact test, for a burst whose ORed lengths [`fill_empw_dsegs`] could not clear.
+#[cold]
+#[inline(never)]
+fn lengths_fit(pkts: &[Packet], span: usize) -> bool {
+    pkts.iter()
+        .all(|p| usize::from(p.len).wrapping_sub(RUNT_MAX + 1) < span)
 }
 
 /// Writes the title WQEBB of an eMPW WQE of `ds` DS at WQEBB `pi` ([`packed::empw_title`]; with
@@ -901,8 +1097,11 @@ fn fill_empw_dsegs<const PLAIN: bool>(
 #[inline(always)]
 fn write_empw_title(sq: &mut SqWriter<'_>, pi: u32, qpn_ds4_be: u32, ds: u32, cs_flags: u8, signal: bool) -> u64 {
     let words = packed::empw_title(pi, Be32::from_bits(qpn_ds4_be), ds, cs_flags, signal);
-    let title = sq.ds_segment(pi.wrapping_mul(4), EMPW_TITLE_DS as usize);
-    title.copy_from_slice(&words);
+    // The title is the first half of WQEBB `pi`: taken as a WQEBB, its range needs no test.
+    let bb = &mut sq.segment(pi, 1)[0];
+    for (k, w) in words.as_flattened().iter().enumerate() {
+        bb[k] = *w;
+    }
     words[0][0]
 }
 
@@ -931,14 +1130,9 @@ fn cut_at_csum_change(pkts: &[Packet], cs: u32) -> (usize, u64) {
 impl TxQueue for DvTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
-        #[cfg(target_arch = "x86_64")]
-        if self.movbe {
-            #[allow(unsafe_code)]
-            // SAFETY: `movbe` is set only where the CPU reports MOVBE (`DvTxQueue::new`), the
-            // one feature the function is compiled for.
-            return unsafe { tx_burst_movbe(self, pkts) };
-        }
-        tx_burst_plain(self, pkts)
+        // No build of the whole burst per CPU: only the data-segment loop gains from MOVBE
+        // ([`FillFn`]), and a dispatch here cost 9 instructions per burst.
+        self.burst(pkts)
     }
 
     fn reclaim(&mut self) -> Result<usize, QueueError> {
@@ -972,6 +1166,12 @@ impl DvTxQueue {
         same_pool(&self.pool, pkts)?;
         if let Err((ci, freed)) = self.reap() {
             self.completion_error(ci, freed)?;
+        }
+        // eMPW has no per-packet tag (DPDK `mlx5_tx_match_empw`): a burst with VLAN requests (or
+        // chains, which the length test would refuse anyway) takes the general path, which cuts
+        // its sessions there; one test a burst.
+        if pkts.has_special() {
+            return self.post_general(pkts);
         }
         if let Some(bytes) = self.post_empw_whole(pkts.packets()) {
             let n = pkts.len();
@@ -1074,6 +1274,7 @@ impl Drop for DvTxQueue {
 mod tests {
     use std::rc::Rc;
 
+    use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
     use crate::mem::pool::{Burst, Pool, PoolConfig};
     use crate::model::{Link, ModelConfig, Nic};
     use crate::rx::dv::DvRxQueue;
@@ -1090,35 +1291,82 @@ mod tests {
         }
     }
 
+    /// A TX queue on port 0 and an RX queue on port 1 of a model NIC pair, over one pool.
+    struct Rig {
+        tx: DvTxQueue,
+        rx: DvRxQueue,
+        pool: Rc<Pool>,
+        nic: std::sync::Arc<Nic>,
+        lkey: u32,
+        rings: (SqInfo, CqInfo, CqInfo, RwqInfo),
+    }
+
+    impl Rig {
+        fn new(dev: ModelConfig, tx_size: u32, rx_size: u32, buffers: u32) -> Rig {
+            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
+            let pool: Rc<Pool> = Pool::new(PoolConfig {
+                buffers,
+                ..PoolConfig::default()
+            })
+            .unwrap();
+            let lkey = nic.register_mr(pool.region());
+            let config = |size| QueueConfig {
+                size,
+                ..QueueConfig::default()
+            };
+            let tx_cq = nic.create_cq(tx_size).unwrap();
+            let sq = nic.create_sq(0, tx_size, tx_cq.cqn()).unwrap();
+            let (caps, ctl) = (nic.caps(), nic.control());
+            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
+            let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &config(tx_size), caps, ctl) }.unwrap();
+            let rx_cq = nic.create_cq(rx_size).unwrap();
+            let (rwq, wq) = nic.create_rq(1, rx_size, rx_cq.cqn()).unwrap();
+            let ctl = nic.control();
+            // SAFETY: as above.
+            let rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &config(rx_size), ctl) }.unwrap();
+            Rig {
+                tx,
+                rx,
+                pool,
+                nic,
+                lkey,
+                rings: (sq, tx_cq, rx_cq, rwq),
+            }
+        }
+
+        /// Lets the device finish, checks that the send queue saw no error and holds nothing,
+        /// drops the queues (the caller its bursts first) and checks that every buffer is back in
+        /// the pool.
+        fn teardown(mut self) {
+            self.nic.step();
+            self.tx.reclaim().unwrap();
+            assert_eq!(self.tx.in_flight(), 0);
+            assert_eq!(self.tx.stats().errors.total(), 0);
+            let Rig {
+                tx,
+                rx,
+                pool,
+                nic,
+                lkey,
+                rings,
+            } = self;
+            drop((tx, rx, rings));
+            assert_eq!(pool.free_count(), pool.capacity());
+            nic.deregister_mr(lkey);
+        }
+    }
+
     /// The MOVBE builds and the portable ones move the same frames: every combination of TX and
     /// RX build, on both devices, through ring wraps, with frames for the slow paths mixed in.
     #[test]
     fn movbe_and_portable_builds_move_the_same_frames() {
         for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
             for (tx_fast, rx_fast) in [(true, true), (false, false), (true, false), (false, true)] {
-                let q = QueueConfig {
-                    size: 64,
-                    ..QueueConfig::default()
-                };
-                let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev.clone()).unwrap();
-                let pool: Rc<Pool> = Pool::new(PoolConfig {
-                    buffers: 1024,
-                    ..PoolConfig::default()
-                })
-                .unwrap();
-                let lkey = nic.register_mr(pool.region());
-                let tx_cq = nic.create_cq(q.size).unwrap();
-                let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-                let (caps, ctl) = (nic.caps(), nic.control());
-                // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
-                let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, caps, ctl) }.unwrap();
-                let rx_cq = nic.create_cq(q.size).unwrap();
-                let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-                // SAFETY: as above.
-                let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
+                let mut r = Rig::new(dev.clone(), 64, 64, 1024);
+                let Rig { tx, rx, pool, nic, .. } = &mut r;
                 tx.set_movbe(tx_fast);
                 rx.set_movbe(rx_fast);
-                let (mut out, mut got) = (Burst::new(&pool, 32), Burst::new(&pool, 32));
+                let (mut out, mut got) = (Burst::new(pool, 32), Burst::new(pool, 32));
                 let mut expect = [0u8; 2048];
                 let (mut sent, mut seen) = (0u64, 0u64);
                 for round in 0..400u64 {
@@ -1165,10 +1413,137 @@ mod tests {
                 }
                 assert_eq!(seen, sent);
                 assert_eq!(tx.stats().bytes, rx.stats().bytes);
-                drop((out, got, tx, rx, sq, tx_cq, rx_cq));
-                assert_eq!(pool.free_count(), pool.capacity());
-                nic.deregister_mr(lkey);
+                drop((out, got));
+                r.teardown();
             }
+        }
+    }
+
+    /// The one-pass eMPW path tests a burst's lengths once, by ORing `len - 60` over it, and
+    /// looks at each frame only when that OR reaches the power of two below the port's span:
+    /// frames at both ends of the range still go out whole, and one frame past either end
+    /// still goes to the slow path (padded, or dropped alone), in both builds.
+    #[test]
+    fn the_one_pass_length_test_keeps_the_exact_bounds() {
+        // 1000-byte frames at most: span 941, so the OR test clears `len - 60` below 512.
+        let dev = ModelConfig {
+            max_frame: 1000,
+            ..ModelConfig::default()
+        };
+        for movbe in [true, false] {
+            let mut r = Rig::new(dev.clone(), 64, 64, 512);
+            let Rig { tx, rx, pool, nic, .. } = &mut r;
+            tx.set_movbe(movbe);
+            let mut got = Burst::new(pool, 64);
+            let mut seq = 0u64;
+            // (the length of frame k of a burst, frames expected on the wire, drops expected)
+            type Case = (fn(usize) -> usize, usize, u64);
+            let cases: [Case; 5] = [
+                (|_| 60, 32, 0),
+                (|k| if k % 2 == 0 { 1000 } else { 572 }, 32, 0),
+                (|k| 572 + k * 13, 32, 0),
+                (|k| if k == 9 { 1001 } else { 60 }, 31, 1),
+                (|k| if k == 30 { 59 } else { 1000 - k }, 32, 0),
+            ];
+            for (lens, arrive, drops) in cases {
+                let drops_before = tx.stats().drops;
+                let mut out = Burst::new(pool, 32);
+                let mut want = Vec::new();
+                for k in 0..32 {
+                    let len = lens(k);
+                    assert_eq!(out.alloc(1, len), 1);
+                    frame(seq, len, out.data_mut(k));
+                    if len <= 1000 {
+                        // A runt arrives padded with zeros to 60 bytes.
+                        let mut f = vec![0u8; len.max(60)];
+                        frame(seq, len, &mut f);
+                        want.push(f);
+                    }
+                    seq += 1;
+                }
+                assert_eq!(tx.tx_burst(&mut out).unwrap(), 32);
+                nic.step();
+                assert_eq!(rx.rx_burst(&mut got).unwrap(), arrive, "movbe {movbe}");
+                for (i, f) in want.iter().enumerate() {
+                    assert!(got.data(i) == &f[..], "frame {i} (movbe {movbe})");
+                }
+                got.clear();
+                assert_eq!(tx.stats().drops - drops_before, drops);
+            }
+            drop(got);
+            r.teardown();
+        }
+    }
+
+    /// Bursts whose eMPW data segments or buffer-ring slots wrap the ring end are written in
+    /// pieces into one WQE ([`DvTxQueue::fill_wrapping`]); where the checksum flags change
+    /// exactly at a piece boundary, the burst still goes out as two WQEs, each asking the device
+    /// for its own packets' checksums (one pass per piece would not see the change). Every frame
+    /// arrives in order with correct checksums, in both builds, at every ring position.
+    #[test]
+    fn bursts_that_wrap_the_ring_keep_their_checksum_requests() {
+        use crate::mem::pool::flags::{TX_L3_CSUM, TX_L4_CSUM};
+        for movbe in [true, false] {
+            let mut r = Rig::new(ModelConfig::default(), 64, 256, 1024);
+            let Rig { tx, rx, pool, nic, .. } = &mut r;
+            tx.set_movbe(movbe);
+            let units = tx.elts.len();
+            let (mut sent, mut seen, mut wrapped) = (0u32, 0u32, 0);
+            let mut got = Burst::new(pool, 64);
+            for round in 0..200u32 {
+                let n = 32 - (round % 7) as usize;
+                // Where this burst's data segments or buffer-ring slots would reach the ring end.
+                let d = (tx.pi * 4 + 2) as usize & (units - 1);
+                let e = tx.elts_head as usize & (units - 1);
+                let cut = (units - d).min(units - e);
+                // Every other wrapping burst switches to checksum requests at the cut.
+                let switch = cut < n && round % 2 == 0;
+                wrapped += usize::from(cut < n);
+                let mut out = Burst::new(pool, 32);
+                for k in 0..n {
+                    let mut frame = Vec::new();
+                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                        .udp(1234, 5678)
+                        .write(&mut frame, &(sent + k as u32).to_be_bytes())
+                        .unwrap();
+                    frame.resize(60, 0);
+                    let offload = switch && k >= cut;
+                    if offload {
+                        frame[24..26].copy_from_slice(&[0, 0]);
+                        frame[40..42].copy_from_slice(&[0, 0]);
+                    }
+                    assert!(out.push_copy(&frame));
+                    if offload {
+                        out.set_flags(k, TX_L3_CSUM | TX_L4_CSUM);
+                    }
+                }
+                assert_eq!(tx.tx_burst(&mut out).unwrap(), n);
+                sent += n as u32;
+                nic.step();
+                rx.rx_burst(&mut got).unwrap();
+                for i in 0..got.len() {
+                    let parsed = etherparse::SlicedPacket::from_ethernet(got.data(i)).unwrap();
+                    let Some(etherparse::NetSlice::Ipv4(ip)) = parsed.net else {
+                        panic!("not IPv4")
+                    };
+                    let hdr = ip.header().to_header();
+                    assert_eq!(hdr.header_checksum, hdr.calc_header_checksum(), "frame {seen}");
+                    let Some(etherparse::TransportSlice::Udp(udp)) = parsed.transport else {
+                        panic!("not UDP")
+                    };
+                    assert_eq!(udp.payload()[..4], seen.to_be_bytes(), "frame {seen} out of order");
+                    let want = udp.to_header().calc_checksum_ipv4(&hdr, udp.payload()).unwrap();
+                    assert_eq!(udp.checksum(), want, "frame {seen}: UDP checksum (movbe {movbe})");
+                    seen += 1;
+                }
+                got.clear();
+                tx.reclaim().unwrap();
+            }
+            assert!(wrapped >= 10, "only {wrapped} bursts wrapped a ring");
+            assert_eq!(seen, sent);
+            drop(got);
+            r.teardown();
         }
     }
 
@@ -1186,28 +1561,11 @@ mod tests {
                 enhanced_mpw: false,
                 ..ModelConfig::default()
             };
-            let q = QueueConfig {
-                size: 64,
-                ..QueueConfig::default()
-            };
-            let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
-            let pool: Rc<Pool> = Pool::new(PoolConfig {
-                buffers: 256,
-                ..PoolConfig::default()
-            })
-            .unwrap();
-            let lkey = nic.register_mr(pool.region());
-            let tx_cq = nic.create_cq(q.size).unwrap();
-            let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
-            // SAFETY: the model made these rings for these queues alone; the infos keep them alive.
-            let mut tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
-            let rx_cq = nic.create_cq(q.size).unwrap();
-            let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
-            // SAFETY: as above.
-            let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
-            let mut got = Burst::new(&pool, 8);
+            let mut r = Rig::new(dev, 64, 64, 256);
+            let Rig { tx, rx, pool, nic, .. } = &mut r;
+            let mut got = Burst::new(pool, 8);
             for (what, f, want) in inline_test_frames() {
-                let mut out = Burst::new(&pool, 1);
+                let mut out = Burst::new(pool, 1);
                 assert!(out.push_copy(&f));
                 assert_eq!(tx.tx_burst(&mut out).unwrap(), 1);
                 let inlined = tx.sq.wqe(tx.last_wqe).eth.inline_hdr_sz.get();
@@ -1218,13 +1576,8 @@ mod tests {
                 assert_eq!(got.data(0), &f[..], "{what}, mode {}", mode.name());
                 got.clear();
             }
-            assert_eq!(tx.stats().errors.total(), 0);
-            nic.step();
-            tx.reclaim().unwrap();
-            assert_eq!(tx.in_flight(), 0);
-            drop((got, tx, rx, sq, tx_cq, rx_cq));
-            assert_eq!(pool.free_count(), pool.capacity());
-            nic.deregister_mr(lkey);
+            drop(got);
+            r.teardown();
         }
     }
 
