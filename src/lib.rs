@@ -139,6 +139,12 @@ pub struct QueueConfig {
     /// (the socket option `XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+; older kernels keep their 32).
     /// From 32; the default 256 lets one call send what a burst posted. Other backends ignore it.
     pub xdp_tx_budget: u32,
+    /// Receive CQs compress completions (mlx5 DV and `model:` ports): the device may write a
+    /// title CQE and arrays of 8-byte mini-CQEs for several packets instead of a 64-byte CQE
+    /// each, halving what it writes over PCIe at small frames. On by default, as DPDK's
+    /// `rxq_cqe_comp_en`; off by itself where timestamps are asked for (mini-CQEs carry none) or
+    /// the device's `cqe_comp_caps` lack the hash format. Send CQs never compress.
+    pub rx_cqe_compression: bool,
 }
 
 impl Default for QueueConfig {
@@ -150,6 +156,7 @@ impl Default for QueueConfig {
             recover: true,
             rx_timestamps: false,
             xdp_tx_budget: 256,
+            rx_cqe_compression: true,
         }
     }
 }

@@ -1354,14 +1354,23 @@ mod tests {
         assert_eq!(k1.as_bytes().to_vec(), golden::bytes("k1_cqe_title_n11"));
         let t = Cqe64::from_bytes(&golden::bytes("k1_cqe_title_n11").try_into().unwrap());
         assert!(t.is_title() && !g1_is_title());
-        assert_eq!((t.mini_cqe_count(), t.format(), t.owner()), (11, CQE_FORMAT_COMPRESSED, 1));
+        assert_eq!(
+            (t.mini_cqe_count(), t.format(), t.owner()),
+            (11, CQE_FORMAT_COMPRESSED, 1)
+        );
         let hash: MiniArray = std::array::from_fn(|i| MiniCqe::hash(0x1122_3300 + i as u32, 60 + i as u32));
         assert_eq!(mini_array_bytes(&hash).to_vec(), golden::bytes("k2_mini_array_hash"));
         let csum: MiniArray =
             std::array::from_fn(|i| MiniCqe::csum(0xab00 + i as u16, 2 * i as u16, 1 << 16 | (60 + i as u32)));
-        assert_eq!(mini_array_bytes(&csum).to_vec(), golden::bytes("k3_mini_array_csum_stridx"));
+        assert_eq!(
+            mini_array_bytes(&csum).to_vec(),
+            golden::bytes("k3_mini_array_csum_stridx")
+        );
         let back = mini_array_from(&golden::bytes("k3_mini_array_csum_stridx").try_into().unwrap());
-        assert_eq!((back[5].checksum(), back[5].stride_idx(), back[5].byte_cnt.get()), (0xab05, 10, 1 << 16 | 65));
+        assert_eq!(
+            (back[5].checksum(), back[5].stride_idx(), back[5].byte_cnt.get()),
+            (0xab05, 10, 1 << 16 | 65)
+        );
         let back = mini_array_from(&golden::bytes("k2_mini_array_hash").try_into().unwrap());
         assert_eq!((back[7].rx_hash(), back[7].byte_cnt.get()), (0x1122_3307, 67));
         // The in-memory struct view is the byte view.
@@ -1369,8 +1378,14 @@ mod tests {
         let raw: [u8; 64] = unsafe { std::mem::transmute(hash) };
         assert_eq!(raw, mini_array_bytes(&hash));
         assert_eq!(golden::layout("priv_mini_cqe8"), (size_of::<MiniCqe>(), 4));
-        assert_eq!(golden::field("priv_mini_cqe8", "rx_hash_result"), (offset_of!(MiniCqe, w0), 4));
-        assert_eq!(golden::field("priv_mini_cqe8", "byte_cnt"), (offset_of!(MiniCqe, byte_cnt), 4));
+        assert_eq!(
+            golden::field("priv_mini_cqe8", "rx_hash_result"),
+            (offset_of!(MiniCqe, w0), 4)
+        );
+        assert_eq!(
+            golden::field("priv_mini_cqe8", "byte_cnt"),
+            (offset_of!(MiniCqe, byte_cnt), 4)
+        );
         assert_eq!(golden::field("priv_mini_cqe8", "stridx"), (2, 2));
         assert_eq!(CQE_INVALIDATE, 0xf0);
         assert_eq!((mini_array_slot(0), mini_array_slot(1), mini_array_slot(3)), (1, 8, 24));

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{Link, ModelConfig, Nic, QueueMem};
+use crate::dv::prm::MiniFormat;
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::rx::dv::DvRxQueue;
@@ -40,10 +41,16 @@ impl ModelConfig {
 impl Nic {
     /// [`Nic::alloc_cq`], described for the driver.
     pub fn create_cq(&self, requested: u32) -> Result<CqInfo, String> {
-        let q = self.alloc_cq(requested)?;
+        self.create_cq_with(requested, None)
+    }
+
+    /// [`Nic::alloc_cq_with`], described for the driver: a CQ compressing receive completions
+    /// into mini-CQEs of format `comp`.
+    pub fn create_cq_with(&self, requested: u32, comp: Option<MiniFormat>) -> Result<CqInfo, String> {
+        let q = self.alloc_cq_with(requested, comp)?;
         let r = q.raw;
         // SAFETY: the device just created this CQ; its ring and record live while `keep` does.
-        Ok(unsafe { CqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, r.num, q.keep) })
+        Ok(unsafe { CqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, r.num, q.keep) }.with_compression(comp))
     }
 
     /// [`Nic::alloc_sq`], described for the driver.
@@ -279,7 +286,10 @@ impl ModelPort {
 impl Backend for ModelPort {
     fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         let (lkey, ctl) = self.take(false, qid, pool)?;
-        let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
+        // As the mlx5 backend (`Mlx5Port::rx_cqe_comp`): the hash format unless timestamps are
+        // asked for; the model has the caps of a ConnectX-5 (and of a ConnectX-4, which has them too).
+        let comp = (cfg.rx_cqe_compression && !cfg.rx_timestamps).then_some(MiniFormat::Hash);
+        let cq = self.nic.create_cq_with(cfg.size, comp).map_err(Error::device)?;
         let (rwq, wq) = self.nic.create_rq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::REFILL_BATCH;
-use crate::dv::prm::{cqe_flags, syndrome, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::prm::{cqe_flags, mini_array_slot, syndrome, Cqe64, DataSeg, MiniArray, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
 use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
@@ -41,6 +41,26 @@ pub struct DvRxQueue {
     failed: Option<u8>,
     stats: QueueStats,
     scratch: Box<[u32]>,
+    /// The CQ compresses receive completions (created with a mini-CQE format): bursts go to
+    /// [`DvRxQueue::burst_zip`], which expands sessions.
+    zip_on: bool,
+    /// The compressed session being handed up, which may span bursts.
+    zip: Zip,
+}
+
+/// A compressed session (reference §3.11): title at CQ index `head`, `n` packets of which `done`
+/// are handed up. Flags and drop count come from the title, common to every packet (Linux
+/// `mlx5e_decompress_cqe`, DPDK `rxq_cq_decompress_v`); per packet, a mini-CQE gives the byte
+/// count and RSS hash. The array being read is copied, as VPP keeps `n_mini_cqes_left` and
+/// its state across polls: its slot may be rewritten once the consumer index is published past it.
+#[derive(Default)]
+struct Zip {
+    head: u32,
+    n: u32,
+    done: u32,
+    flags: u32,
+    drops: u8,
+    minis: MiniArray,
 }
 
 impl DvRxQueue {
@@ -88,6 +108,8 @@ impl DvRxQueue {
             None => TickClock::NANOSECONDS,
         };
         let size = rq.size();
+        // Mini-CQEs carry no timestamp: a compressing CQ is refused with timestamps on.
+        let zip_on = cq_comp(&cq, cfg)?;
         let mut q = DvRxQueue {
             rq,
             cq,
@@ -109,6 +131,8 @@ impl DvRxQueue {
             failed: None,
             stats: QueueStats::default(),
             scratch: vec![0; size as usize].into_boxed_slice(),
+            zip_on,
+            zip: Zip::default(),
         };
         // Byte count and lkey never change; a refill rewrites only the address (VPP).
         let seg = DataSeg::new(pool.data_room(), lkey, 0);
@@ -180,10 +204,7 @@ impl DvRxQueue {
             self.device_holds_buffers = true;
             return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
-        while self.cq.ready(self.cq_ci) {
-            self.cq_ci = self.cq_ci.wrapping_add(1);
-            self.stats.drops += 1;
-        }
+        self.drain_cq();
         self.cq.publish_ci(self.cq_ci);
         // Whatever was posted goes back to the pool; the refill below posts fresh buffers from
         // WQE 0.
@@ -358,6 +379,9 @@ impl DvRxQueue {
     /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
     #[inline(always)]
     fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.zip_on {
+            return self.burst_zip(out);
+        }
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
@@ -465,6 +489,185 @@ impl DvRxQueue {
         Ok(n)
     }
 
+    /// Drops every completion the CQ holds (a WQ reset made them stale), compressed sessions
+    /// slot by packet as the device counts them, their slots invalidated.
+    fn drain_cq(&mut self) {
+        let cq = self.cq.reader();
+        let left = self.zip.n - self.zip.done;
+        for k in self.zip.done.max(1)..self.zip.n {
+            cq.invalidate(self.zip.head.wrapping_add(k));
+        }
+        self.cq_ci = self.cq_ci.wrapping_add(left);
+        self.stats.drops += u64::from(left);
+        self.zip = Zip::default();
+        while self.cq.ready(self.cq_ci) {
+            let n = match self.cq.poll(self.cq_ci) {
+                Some(c) if self.zip_on && c.is_title() => c.mini_cqe_count().clamp(1, self.cq.size()),
+                _ => 1,
+            };
+            for k in 1..n {
+                cq.invalidate(self.cq_ci.wrapping_add(k));
+            }
+            self.cq_ci = self.cq_ci.wrapping_add(n);
+            self.stats.drops += u64::from(n);
+        }
+    }
+
+    /// [`DvRxQueue::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
+    /// sessions expanded ([`DvRxQueue::open_session`], [`DvRxQueue::expand`]).
+    #[inline(never)]
+    fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(failed_error(s));
+        }
+        same_pool(&self.pool, out)?;
+        let (mut n, mut bytes, mut drops, mut error) = (0, 0u64, 0u64, None);
+        let (mut ci, mut rq_ci) = (self.cq_ci, self.rq_ci);
+        let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
+        let spare = out.spare();
+        let room = spare.len().min(posted);
+        let spare = &mut spare[..room];
+        loop {
+            if self.zip.done != self.zip.n {
+                let (handed, used) = self.expand(&mut spare[n..], rq_ci, &mut bytes, &mut drops);
+                n += handed;
+                ci = ci.wrapping_add(used);
+                rq_ci = rq_ci.wrapping_add(used);
+                if self.zip.done != self.zip.n {
+                    break; // the burst is full
+                }
+            }
+            if n == spare.len() {
+                break;
+            }
+            let got = self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops);
+            n += got;
+            ci = ci.wrapping_add(got as u32);
+            rq_ci = rq_ci.wrapping_add(got as u32);
+            if n == spare.len() {
+                break;
+            }
+            match self.cq.reader().poll_rx(ci) {
+                RxPoll::Empty => break,
+                RxPoll::Packet(_) => {}
+                RxPoll::Other(c) if c.is_title() => {
+                    let title = *c;
+                    if let Err(synd) = self.open_session(&title, ci, rq_ci) {
+                        ci = ci.wrapping_add(1);
+                        error = Some(synd);
+                        break;
+                    }
+                }
+                RxPoll::Other(_) => match self.poll_other(ci, rq_ci) {
+                    Other::Empty => break,
+                    Other::Ready => {}
+                    Other::Skipped => {
+                        ci = ci.wrapping_add(1);
+                        rq_ci = rq_ci.wrapping_add(1);
+                    }
+                    Other::Fatal(synd) => {
+                        ci = ci.wrapping_add(1);
+                        error = Some(synd);
+                        break;
+                    }
+                },
+            }
+        }
+        out.commit(n);
+        if ci != self.cq_ci {
+            self.cq_ci = ci;
+            self.rq_ci = rq_ci;
+            self.cq.publish_ci(ci);
+        }
+        self.stats.packets += n as u64;
+        self.stats.bytes += bytes;
+        self.stats.drops += drops;
+        if n > 0 {
+            self.stats.bursts += 1;
+        } else if self.ctl.device_fatal() {
+            return Err(self.stop_on_fatal());
+        }
+        if let Some(synd) = error {
+            self.zip = Zip::default();
+            self.recover_or_fail(synd)?;
+        }
+        self.refill(self.refill_min);
+        Ok(n)
+    }
+
+    /// Starts the session whose title is at `ci`: its packet count, flags and drop count, and its
+    /// first mini-CQE array (at `ci + 1`). A title that claims more packets than there are posted
+    /// WQEs (or fewer than one) is a broken CQ.
+    #[inline(always)]
+    fn open_session(&mut self, title: &Cqe64, ci: u32, rq_ci: u32) -> Result<(), u8> {
+        let n = title.mini_cqe_count();
+        if n == 0 || n > self.rq_pi.wrapping_sub(rq_ci) {
+            self.stats.errors.bad_cqe += 1;
+            return Err(syndrome::LOCAL_QP_OP);
+        }
+        self.zip = Zip {
+            head: ci,
+            n,
+            done: 0,
+            flags: FLAGS_LUT[(title.hdr_type_vlan() >> 16) as usize & 0x7ff],
+            drops: title.rx_drops(),
+            minis: self.cq.reader().mini_array(ci.wrapping_add(mini_array_slot(0))),
+        };
+        Ok(())
+    }
+
+    /// Hands up the current session's next packets into `slots` (buffers from RQ index `rq_ci`
+    /// on), one mini-CQE array at a time, and invalidates the slots it consumed (all but the
+    /// title, which the device's next write of that slot replaces; DPDK stamps the same ones).
+    /// Returns the packets handed up and the CQ/RQ slots consumed (more when a mini-CQE's length
+    /// does not fit its buffer: that packet is dropped as a bad CQE, its buffer freed).
+    #[inline(always)]
+    fn expand(&mut self, slots: &mut [Packet], rq_ci: u32, bytes: &mut u64, drops: &mut u64) -> (usize, u32) {
+        let cq = self.cq.reader();
+        let (len_off, room) = (Packet::len_off(0, self.data_off), self.data_room);
+        let mask = self.bufs.len() - 1;
+        let z = &mut self.zip;
+        let take = (slots.len() as u32).min(z.n - z.done);
+        let (mut used, mut handed) = (0u32, 0usize);
+        let mut byte_sum = 0u32;
+        let mut bad = 0u64;
+        while used < take {
+            let k = z.done;
+            let pos = k % MINI;
+            if pos == 0 && k != 0 {
+                z.minis = cq.mini_array(z.head.wrapping_add(mini_array_slot(k / MINI)));
+            }
+            let cnt = (MINI - pos).min(take - used);
+            for (i, m) in z.minis[pos as usize..(pos + cnt) as usize].iter().enumerate() {
+                let buf = self.bufs[(rq_ci.wrapping_add(used + i as u32)) as usize & mask];
+                let len = m.byte_cnt.get();
+                if len > room {
+                    bad += 1;
+                    self.pool.free_one(buf);
+                    continue;
+                }
+                let slot = &mut slots[handed];
+                slot.buf = buf;
+                slot.set_len_off(len | len_off);
+                slot.rss_hash = m.rx_hash();
+                slot.flags = z.flags;
+                byte_sum += len;
+                handed += 1;
+            }
+            for c in k.max(1)..k + cnt {
+                cq.invalidate(z.head.wrapping_add(c));
+            }
+            z.done += cnt;
+            used += cnt;
+        }
+        if bad != 0 {
+            self.stats.errors.bad_cqe += bad;
+        }
+        *bytes += u64::from(byte_sum);
+        *drops += u64::from(z.drops) * u64::from(used);
+        (handed, used)
+    }
+
     /// Chooses the MOVBE build or the portable one (tests run both on a MOVBE machine).
     #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
     pub(crate) fn set_movbe(&mut self, on: bool) {
@@ -473,6 +676,25 @@ impl DvRxQueue {
 
     pub fn posted(&self) -> u32 {
         self.rq_pi.wrapping_sub(self.rq_ci)
+    }
+}
+
+/// Mini-CQEs per array slot.
+const MINI: u32 = crate::dv::prm::MINI_CQES_PER_SLOT;
+
+/// Whether the queue's CQ compresses (the hash format is the one a cyclic RQ reads), refusing a
+/// compressing CQ when timestamps are asked for: mini-CQEs carry none (DPDK `mlx5_devx.c` turns
+/// compression off for timestamps).
+fn cq_comp(cq: &CqRing, cfg: &QueueConfig) -> Result<bool, Error> {
+    match cq.compression() {
+        None => Ok(false),
+        Some(crate::dv::prm::MiniFormat::Hash) if !cfg.rx_timestamps => Ok(true),
+        Some(crate::dv::prm::MiniFormat::Hash) => Err(Error::config(
+            "receive timestamps: the CQ compresses completions, and mini-CQEs carry no timestamp",
+        )),
+        Some(f) => Err(Error::config(format!(
+            "a cyclic receive queue reads hash mini-CQEs, not the {f:?} format its CQ was created with"
+        ))),
     }
 }
 
