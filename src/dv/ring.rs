@@ -1041,6 +1041,7 @@ mod tests {
                 cqe_size: 64,
                 cqn: 1,
                 keep,
+                comp: None,
             })
         }
         .unwrap();
@@ -1062,6 +1063,7 @@ mod tests {
             cqe_size: stride,
             cqn: 1,
             keep: keep.clone(),
+            comp: None,
         };
         // SAFETY: the rings are only checked, never used.
         unsafe {

@@ -1714,6 +1714,71 @@ mod tests {
     use super::*;
     use crate::dv::golden;
 
+    /// A compressing CQ: receive completions of a step go out as sessions (the second one with
+    /// the other WQ's user index starts a new session), an error CQE ends the session before it
+    /// and is never compressed, send completions are never held or compressed, and a session
+    /// whose next WQE counter does not follow is split.
+    #[test]
+    fn sessions_end_at_errors_and_differences_and_never_take_send_completions() {
+        use crate::dv::prm::{mini_array_from, MiniFormat};
+        let nic = super::super::Nic::pair(super::super::ModelConfig::default()).unwrap();
+        let q = nic.alloc_cq_with(63, Some(MiniFormat::Hash)).unwrap();
+        let cqn = q.raw.num;
+        let rx = |counter: u16, len: u32, uidx: u32| {
+            let mut c = Cqe64::resp_send(counter, len, 0x1000 + u32::from(counter), 0x0628, 0, 0);
+            c.srqn_uidx = Be32::new(uidx);
+            c
+        };
+        let slot = |i: u32| Cqe64::from_bytes(&nic.cq_slot(cqn, i).unwrap());
+        {
+            let mut d = nic.dev();
+            for i in 0..3 {
+                assert!(d.write_cqe(cqn, rx(i, 60 + u32::from(i), 5).as_bytes()));
+            }
+            // Held until the step ends or something else is written.
+            assert_eq!(slot(0).op_own, crate::dv::prm::CQE_INIT_OP_OWN);
+            d.write_cqe(cqn, ErrCqe::resp_err(syndrome::LOCAL_LENGTH, 3, 5).as_bytes());
+            for i in 4..6 {
+                d.write_cqe(cqn, rx(i, 60, 5).as_bytes());
+            }
+            d.write_cqe(cqn, rx(6, 60, 6).as_bytes()); // another user index
+            d.write_cqe(cqn, rx(8, 60, 6).as_bytes()); // counter does not follow
+            d.write_cqe(cqn, Cqe64::req(9, 0x42, 0).as_bytes());
+            d.write_cqe(cqn, rx(10, 60, 5).as_bytes());
+            d.flush_held();
+        }
+        // Session of 3 at 0 (array at 1), the error at 3, session of 2 at 4 (array at 5), plain
+        // CQEs at 6 and 7, the send completion at 8, a plain CQE at 9.
+        let t = slot(0);
+        assert!(t.is_title());
+        assert_eq!((t.mini_cqe_count(), t.wqe_counter.get(), t.owner()), (3, 0, 0));
+        let a = mini_array_from(&nic.cq_slot(cqn, 1).unwrap());
+        assert_eq!(
+            a[..3]
+                .iter()
+                .map(|m| (m.rx_hash(), m.byte_cnt.get()))
+                .collect::<Vec<_>>(),
+            [(0x1000, 60), (0x1001, 61), (0x1002, 62)]
+        );
+        assert_eq!(slot(2).op_own, crate::dv::prm::CQE_INIT_OP_OWN, "a hole is not written");
+        assert_eq!(slot(3).opcode(), crate::dv::prm::CQE_RESP_ERR);
+        assert_eq!(
+            (slot(4).is_title(), slot(4).mini_cqe_count(), slot(4).wqe_counter.get()),
+            (true, 2, 4)
+        );
+        for (i, counter) in [(6, 6), (7, 8), (9, 10)] {
+            let c = slot(i);
+            assert_eq!(
+                (c.op_own, c.wqe_counter.get()),
+                (CQE_RESP_SEND << 4, counter),
+                "slot {i}"
+            );
+        }
+        assert_eq!(slot(8).opcode(), crate::dv::prm::CQE_REQ);
+        let c = nic.counters();
+        assert_eq!((c.cqe_sessions, c.cqe_session_packets, c.cqes), (2, 5, 10));
+    }
+
     /// The CRC-32 check value of IEEE 802.3 (and zlib): "123456789" gives 0xCBF43926.
     #[test]
     fn the_fcs_is_ieee_crc32() {
