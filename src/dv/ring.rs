@@ -681,6 +681,28 @@ impl<'a> CqReader<'a> {
     }
 }
 
+impl<'a> CqReader<'a> {
+    /// [`CqReader::invalidate`] for the `n` slots from index `ci` on (one byte store each).
+    #[inline(always)]
+    pub(crate) fn invalidate_run(&self, ci: u32, n: u32) {
+        let at = ci & self.mask;
+        if at + n <= self.mask + 1 {
+            for i in 0..n as usize {
+                // SAFETY: `at + i` < ring size; op_own is the slot's last byte, which the device
+                // does not write before the consumer index passes the slot.
+                unsafe {
+                    (*std::ptr::addr_of!((*self.base.add(at as usize + i)).op_own).cast::<AtomicU8>())
+                        .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
+                }
+            }
+        } else {
+            for i in 0..n {
+                self.invalidate(ci.wrapping_add(i));
+            }
+        }
+    }
+}
+
 /// What [`CqReader::poll_req_run`] found: the REQ CQEs of this pass from a consumer index on.
 pub(crate) struct ReqRun {
     /// How many consecutive REQ CQEs.

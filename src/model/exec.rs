@@ -1337,11 +1337,7 @@ impl Device {
     /// with the others of the step as compressed sessions ([`Device::flush_held`]); anything else
     /// (an error CQE, an injected one) first writes what is held, so a session never spans it.
     pub(super) fn write_cqe(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
-        if let Some(cq) = self
-            .cqs
-            .get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
-            .and_then(Option::as_mut)
-        {
+        if let Some(cq) = cq_of(&mut self.cqs, cqn) {
             if cq.comp.is_some() {
                 let c = Cqe64::from_bytes(cqe);
                 if c.op_own & 0xfc == crate::dv::prm::CQE_RESP_SEND << 4 {
@@ -1367,11 +1363,7 @@ impl Device {
     /// title ([`session_member`]) as a compressed session of at most [`CQE_COMP_MAX_NUM`], the
     /// rest as plain CQEs.
     fn flush_cq(&mut self, cqn: u32) {
-        let Some(cq) = self
-            .cqs
-            .get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return;
         };
         let (held, fmt) = (
@@ -1395,11 +1387,7 @@ impl Device {
             i += n;
         }
         // The buffer goes back for the next step (no allocation per step).
-        if let Some(cq) = self
-            .cqs
-            .get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
-            .and_then(Option::as_mut)
-        {
+        if let Some(cq) = cq_of(&mut self.cqs, cqn) {
             let mut held = held;
             held.clear();
             cq.held = held;
@@ -1417,11 +1405,7 @@ impl Device {
     /// strict overrun check finds fewer than `n` free slots; the caller then writes them one by
     /// one, and the overrun is counted there.
     fn write_session(&mut self, cqn: u32, run: &[Cqe64], fmt: MiniFormat) -> bool {
-        let Some(cq) = self
-            .cqs
-            .get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return false;
         };
         let n = run.len() as u32;
@@ -1472,11 +1456,7 @@ impl Device {
 
     /// Writes one CQE at the CQ's producer index (the plain path of [`Device::write_cqe`]).
     fn write_slot(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
-        let Some(cq) = self
-            .cqs
-            .get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return false;
         };
         if self.cfg.strict_cq && (cq.pi.wrapping_sub(cq.ci_seen) & 0x00ff_ffff) >= cq.cqe_cnt {
@@ -1517,6 +1497,13 @@ impl Device {
             t.event(args);
         }
     }
+}
+
+/// The live CQ `cqn` among `cqs` (a function of the field alone, so that the rest of the
+/// device stays borrowable).
+fn cq_of(cqs: &mut [Option<super::CqObj>], cqn: u32) -> Option<&mut super::CqObj> {
+    cqs.get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
+        .and_then(Option::as_mut)
 }
 
 /// Whether `c` may be packet `i` of a session titled by `t`: a plain receive completion equal to
@@ -1735,8 +1722,11 @@ mod tests {
             for i in 0..3 {
                 assert!(d.write_cqe(cqn, rx(i, 60 + u32::from(i), 5).as_bytes()));
             }
-            // Held until the step ends or something else is written.
-            assert_eq!(slot(0).op_own, crate::dv::prm::CQE_INIT_OP_OWN);
+        }
+        // Held until the step ends or something else is written.
+        assert_eq!(slot(0).op_own, crate::dv::prm::CQE_INIT_OP_OWN);
+        {
+            let mut d = nic.dev();
             d.write_cqe(cqn, ErrCqe::resp_err(syndrome::LOCAL_LENGTH, 3, 5).as_bytes());
             for i in 4..6 {
                 d.write_cqe(cqn, rx(i, 60, 5).as_bytes());
@@ -1770,7 +1760,7 @@ mod tests {
             let c = slot(i);
             assert_eq!(
                 (c.op_own, c.wqe_counter.get()),
-                (CQE_RESP_SEND << 4, counter),
+                (crate::dv::prm::CQE_RESP_SEND << 4, counter),
                 "slot {i}"
             );
         }

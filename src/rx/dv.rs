@@ -7,7 +7,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::REFILL_BATCH;
-use crate::dv::prm::{cqe_flags, mini_array_slot, syndrome, Cqe64, DataSeg, MiniArray, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::prm::{
+    cqe_flags, mini_array_slot, syndrome, Cqe64, DataSeg, MiniArray, MiniCqe, CQE_RESP_ERR, CQE_RESP_SEND,
+};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
 use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
@@ -379,9 +381,6 @@ impl DvRxQueue {
     /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
     #[inline(always)]
     fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if self.zip_on {
-            return self.burst_zip(out);
-        }
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
@@ -431,58 +430,68 @@ impl DvRxQueue {
     /// Out of line, so that the common path keeps its registers.
     #[inline(never)]
     fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        let mut n = 0;
-        let mut bytes = 0u64;
-        let mut drops = 0u64;
-        let mut error = None;
-        let mut ci = self.cq_ci;
-        let mut rq_ci = self.rq_ci;
+        let mut p = Progress::at(self);
         let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
         let spare = out.spare();
         let room = spare.len().min(posted);
         let spare = &mut spare[..room];
         loop {
+            let (n, ci, rq_ci) = (p.n, p.ci, p.rq_ci);
             let got = if self.timestamps {
-                self.poll_packets::<true>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
+                self.poll_packets::<true>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops)
             } else {
-                self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
+                self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops)
             };
-            n += got;
-            ci = ci.wrapping_add(got as u32);
-            rq_ci = rq_ci.wrapping_add(got as u32);
-            if n == spare.len() || matches!(self.cq.reader().poll_rx(ci), RxPoll::Empty) {
+            p.advance(got, got as u32);
+            if p.n == spare.len() || matches!(self.cq.reader().poll_rx(p.ci), RxPoll::Empty) {
                 break;
             }
             // Something other than a good packet (or nothing): the slow path decides.
-            match self.poll_other(ci, rq_ci) {
-                Other::Empty => break,
-                Other::Ready => {}
-                Other::Skipped => {
-                    ci = ci.wrapping_add(1);
-                    rq_ci = rq_ci.wrapping_add(1);
-                }
-                Other::Fatal(synd) => {
-                    ci = ci.wrapping_add(1);
-                    error = Some(synd);
-                    break;
-                }
+            if !self.take_other(&mut p) {
+                break;
             }
         }
+        self.finish(out, p)
+    }
+
+    /// The slow path's verdict on the CQE at `p.ci` ([`DvRxQueue::poll_other`]), applied to the
+    /// burst: whether it goes on.
+    fn take_other(&mut self, p: &mut Progress) -> bool {
+        match self.poll_other(p.ci, p.rq_ci) {
+            Other::Empty => false,
+            Other::Ready => true,
+            Other::Skipped => {
+                p.advance(0, 1);
+                true
+            }
+            Other::Fatal(synd) => {
+                p.ci = p.ci.wrapping_add(1);
+                p.error = Some(synd);
+                false
+            }
+        }
+    }
+
+    /// The end of a general burst: commit the packets, publish the consumer index, count,
+    /// recover from an error, refill.
+    fn finish(&mut self, out: &mut Burst, p: Progress) -> Result<usize, QueueError> {
+        let n = p.n;
         out.commit(n);
-        if ci != self.cq_ci {
-            self.cq_ci = ci;
-            self.rq_ci = rq_ci;
-            self.cq.publish_ci(ci);
+        if p.ci != self.cq_ci {
+            self.cq_ci = p.ci;
+            self.rq_ci = p.rq_ci;
+            self.cq.publish_ci(p.ci);
         }
         self.stats.packets += n as u64;
-        self.stats.bytes += bytes;
-        self.stats.drops += drops;
+        self.stats.bytes += p.bytes;
+        self.stats.drops += p.drops;
         if n > 0 {
             self.stats.bursts += 1;
         } else if self.ctl.device_fatal() {
             return Err(self.stop_on_fatal());
         }
-        if let Some(synd) = error {
+        if let Some(synd) = p.error {
+            self.zip = Zip::default();
             self.recover_or_fail(synd)?;
         }
         self.refill(self.refill_min);
@@ -515,84 +524,53 @@ impl DvRxQueue {
 
     /// [`DvRxQueue::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
     /// sessions expanded ([`DvRxQueue::open_session`], [`DvRxQueue::expand`]).
-    #[inline(never)]
+    #[inline(always)]
     fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
         same_pool(&self.pool, out)?;
-        let (mut n, mut bytes, mut drops, mut error) = (0, 0u64, 0u64, None);
-        let (mut ci, mut rq_ci) = (self.cq_ci, self.rq_ci);
+        let mut p = Progress::at(self);
         let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
         let spare = out.spare();
         let room = spare.len().min(posted);
         let spare = &mut spare[..room];
         loop {
             if self.zip.done != self.zip.n {
-                let (handed, used) = self.expand(&mut spare[n..], rq_ci, &mut bytes, &mut drops);
-                n += handed;
-                ci = ci.wrapping_add(used);
-                rq_ci = rq_ci.wrapping_add(used);
+                let (handed, used) = self.expand(&mut spare[p.n..], p.rq_ci, &mut p.bytes, &mut p.drops);
+                p.advance(handed, used);
                 if self.zip.done != self.zip.n {
                     break; // the burst is full
                 }
             }
-            if n == spare.len() {
+            if p.n == spare.len() {
                 break;
             }
-            let got = self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops);
-            n += got;
-            ci = ci.wrapping_add(got as u32);
-            rq_ci = rq_ci.wrapping_add(got as u32);
-            if n == spare.len() {
+            let (n, ci, rq_ci) = (p.n, p.ci, p.rq_ci);
+            let got = self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops);
+            p.advance(got, got as u32);
+            if p.n == spare.len() {
                 break;
             }
-            match self.cq.reader().poll_rx(ci) {
+            match self.cq.reader().poll_rx(p.ci) {
                 RxPoll::Empty => break,
                 RxPoll::Packet(_) => {}
                 RxPoll::Other(c) if c.is_title() => {
                     let title = *c;
-                    if let Err(synd) = self.open_session(&title, ci, rq_ci) {
-                        ci = ci.wrapping_add(1);
-                        error = Some(synd);
+                    if let Err(synd) = self.open_session(&title, p.ci, p.rq_ci) {
+                        p.ci = p.ci.wrapping_add(1);
+                        p.error = Some(synd);
                         break;
                     }
                 }
-                RxPoll::Other(_) => match self.poll_other(ci, rq_ci) {
-                    Other::Empty => break,
-                    Other::Ready => {}
-                    Other::Skipped => {
-                        ci = ci.wrapping_add(1);
-                        rq_ci = rq_ci.wrapping_add(1);
-                    }
-                    Other::Fatal(synd) => {
-                        ci = ci.wrapping_add(1);
-                        error = Some(synd);
+                RxPoll::Other(_) => {
+                    if !self.take_other(&mut p) {
                         break;
                     }
-                },
+                }
             }
         }
-        out.commit(n);
-        if ci != self.cq_ci {
-            self.cq_ci = ci;
-            self.rq_ci = rq_ci;
-            self.cq.publish_ci(ci);
-        }
-        self.stats.packets += n as u64;
-        self.stats.bytes += bytes;
-        self.stats.drops += drops;
-        if n > 0 {
-            self.stats.bursts += 1;
-        } else if self.ctl.device_fatal() {
-            return Err(self.stop_on_fatal());
-        }
-        if let Some(synd) = error {
-            self.zip = Zip::default();
-            self.recover_or_fail(synd)?;
-        }
-        self.refill(self.refill_min);
-        Ok(n)
+        self.finish(out, p)
     }
 
     /// Starts the session whose title is at `ci`: its packet count, flags and drop count, and its
@@ -625,46 +603,53 @@ impl DvRxQueue {
     fn expand(&mut self, slots: &mut [Packet], rq_ci: u32, bytes: &mut u64, drops: &mut u64) -> (usize, u32) {
         let cq = self.cq.reader();
         let (len_off, room) = (Packet::len_off(0, self.data_off), self.data_room);
-        let mask = self.bufs.len() - 1;
-        let z = &mut self.zip;
-        let take = (slots.len() as u32).min(z.n - z.done);
+        let rq_size = self.bufs.len();
+        let take = (slots.len() as u32).min(self.zip.n - self.zip.done);
         let (mut used, mut handed) = (0u32, 0usize);
         let mut byte_sum = 0u32;
-        let mut bad = 0u64;
         while used < take {
-            let k = z.done;
+            let k = self.zip.done;
             let pos = k % MINI;
             if pos == 0 && k != 0 {
-                z.minis = cq.mini_array(z.head.wrapping_add(mini_array_slot(k / MINI)));
+                self.zip.minis = cq.mini_array(self.zip.head.wrapping_add(mini_array_slot(k / MINI)));
             }
-            let cnt = (MINI - pos).min(take - used);
-            for (i, m) in z.minis[pos as usize..(pos + cnt) as usize].iter().enumerate() {
-                let buf = self.bufs[(rq_ci.wrapping_add(used + i as u32)) as usize & mask];
+            // A run within one array that crosses neither the RQ's end: plain slices, zipped.
+            let r = rq_ci.wrapping_add(used) as usize & (rq_size - 1);
+            let cnt = (MINI - pos).min(take - used).min((rq_size - r) as u32) as usize;
+            let minis = &self.zip.minis[pos as usize..pos as usize + cnt];
+            let bufs = &self.bufs[r..r + cnt];
+            let out = &mut slots[handed..handed + cnt];
+            let mut longest = 0u32;
+            let flags = self.zip.flags;
+            for ((slot, m), &buf) in out.iter_mut().zip(minis).zip(bufs) {
                 let len = m.byte_cnt.get();
-                if len > room {
-                    bad += 1;
-                    self.pool.free_one(buf);
-                    continue;
-                }
-                let slot = &mut slots[handed];
+                longest = longest.max(len);
                 slot.buf = buf;
                 slot.set_len_off(len | len_off);
                 slot.rss_hash = m.rx_hash();
-                slot.flags = z.flags;
-                byte_sum += len;
-                handed += 1;
+                slot.flags = flags;
+                byte_sum = byte_sum.wrapping_add(len);
             }
-            for c in k.max(1)..k + cnt {
-                cq.invalidate(z.head.wrapping_add(c));
-            }
-            z.done += cnt;
-            used += cnt;
-        }
-        if bad != 0 {
-            self.stats.errors.bad_cqe += bad;
+            let good = if longest > room {
+                drop_long(
+                    &self.pool,
+                    &mut self.stats.errors.bad_cqe,
+                    room,
+                    out,
+                    minis,
+                    bufs,
+                    &mut byte_sum,
+                )
+            } else {
+                cnt
+            };
+            cq.invalidate_run(self.zip.head.wrapping_add(k.max(1)), k + cnt as u32 - k.max(1));
+            self.zip.done += cnt as u32;
+            used += cnt as u32;
+            handed += good;
         }
         *bytes += u64::from(byte_sum);
-        *drops += u64::from(z.drops) * u64::from(used);
+        *drops += u64::from(self.zip.drops) * u64::from(used);
         (handed, used)
     }
 
@@ -677,6 +662,65 @@ impl DvRxQueue {
     pub fn posted(&self) -> u32 {
         self.rq_pi.wrapping_sub(self.rq_ci)
     }
+}
+
+/// Where a general burst stands: packets handed up, the CQ and RQ indices it reached, bytes and
+/// device drops counted, and the error that ends it.
+struct Progress {
+    n: usize,
+    ci: u32,
+    rq_ci: u32,
+    bytes: u64,
+    drops: u64,
+    error: Option<u8>,
+}
+
+impl Progress {
+    fn at(q: &DvRxQueue) -> Progress {
+        Progress {
+            n: 0,
+            ci: q.cq_ci,
+            rq_ci: q.rq_ci,
+            bytes: 0,
+            drops: 0,
+            error: None,
+        }
+    }
+    /// `handed` packets handed up, `used` CQ and RQ slots consumed.
+    #[inline(always)]
+    fn advance(&mut self, handed: usize, used: u32) {
+        self.n += handed;
+        self.ci = self.ci.wrapping_add(used);
+        self.rq_ci = self.rq_ci.wrapping_add(used);
+    }
+}
+
+/// Some packets of a run of [`DvRxQueue::expand`] are longer than their buffers (`room`): those
+/// are dropped (their buffers back to `pool`, counted in `bad`, their bytes taken back) and the
+/// rest moved up. Returns how many remain.
+#[cold]
+#[inline(never)]
+fn drop_long(
+    pool: &Pool,
+    bad: &mut u64,
+    room: u32,
+    out: &mut [Packet],
+    minis: &[MiniCqe],
+    bufs: &[u32],
+    byte_sum: &mut u32,
+) -> usize {
+    let mut good = 0;
+    for (i, (m, &buf)) in minis.iter().zip(bufs).enumerate() {
+        if m.byte_cnt.get() > room {
+            *byte_sum = byte_sum.wrapping_sub(m.byte_cnt.get());
+            *bad += 1;
+            pool.free_one(buf);
+        } else {
+            out[good] = out[i];
+            good += 1;
+        }
+    }
+    good
 }
 
 /// Mini-CQEs per array slot.
@@ -724,6 +768,19 @@ fn rx_burst_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueErro
 #[target_feature(enable = "movbe")]
 fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
     q.burst(out)
+}
+
+/// [`rx_burst_plain`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
+#[inline(never)]
+fn rx_zip_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip(out)
+}
+
+/// [`rx_burst_movbe`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+fn rx_zip_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip(out)
 }
 
 /// Packet flags for every value of the low 11 bits of the CQE flags word `hdr_type_etc` (the
@@ -776,6 +833,15 @@ const fn packet_flags(f: u16) -> u32 {
 impl RxQueue for DvRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.zip_on {
+            #[cfg(target_arch = "x86_64")]
+            if self.movbe {
+                #[allow(unsafe_code)]
+                // SAFETY: as below.
+                return unsafe { rx_zip_movbe(self, out) };
+            }
+            return rx_zip_plain(self, out);
+        }
         #[cfg(target_arch = "x86_64")]
         if self.movbe {
             #[allow(unsafe_code)]
