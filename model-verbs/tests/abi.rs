@@ -132,14 +132,14 @@ fn c_program_polls_extended_cqs_with_timestamps() {
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
 fn c_program_reads_compressed_cqs() {
-    let exe = build_c("cqe_comp");
-    let run = Command::new(&exe).output().expect("running the C program");
-    let out = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "the C program failed:\n{out}{}",
-        String::from_utf8_lossy(&run.stderr)
+    let run = Command::new(build_c("cqe_comp"))
+        .output()
+        .expect("running the C program");
+    let (out, err) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
     );
+    assert!(run.status.success(), "the C program failed:\n{out}{err}");
     assert!(out.contains("cqe_comp ok: 40 frames read as a DV program"), "{out}");
 }
 

@@ -1334,7 +1334,8 @@ impl Device {
     /// after an optional overrun check against the published consumer index.
     ///
     /// On a CQ created with compression, a plain receive completion is held instead, to be written
-    /// with the others of the step as compressed sessions ([`Device::flush_held`]); anything else
+    /// with the others of the step as compressed sessions ([`Device::flush_held`]), or as soon as
+    /// a session's worth ([`CQE_COMP_MAX_NUM`]) is held; anything else
     /// (an error CQE, an injected one) first writes what is held, so a session never spans it.
     pub(super) fn write_cqe(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
         if let Some(cq) = cq_of(&mut self.cqs, cqn) {
@@ -1342,6 +1343,11 @@ impl Device {
                 let c = Cqe64::from_bytes(cqe);
                 if c.op_own & 0xfc == crate::dv::prm::CQE_RESP_SEND << 4 {
                     cq.held.push(c);
+                    // A full session goes out at once: holding more would only delay the
+                    // driver's view of them (and its refill) while the step goes on.
+                    if cq.held.len() >= CQE_COMP_MAX_NUM as usize {
+                        self.flush_cq(cqn);
+                    }
                     return true;
                 }
                 self.flush_cq(cqn);
