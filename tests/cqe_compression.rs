@@ -412,3 +412,17 @@ fn a_mini_cqe_longer_than_its_buffer_is_dropped() {
     drop(got);
     r.teardown();
 }
+
+/// A plain CQE on a compressing CQ whose length is past its buffer: dropped as a bad CQE (its
+/// buffer freed), not handed up and not looped on.
+#[test]
+fn a_plain_cqe_longer_than_its_buffer_is_dropped_on_a_compressing_cq() {
+    let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+    let cqe = Cqe64::resp_send(0, 100_000, 0, 0, 0, 0);
+    assert!(r.nic.inject_cqe(r.rx_cq.cqn(), cqe.as_bytes()));
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 0);
+    assert_eq!(r.rx.stats().errors.bad_cqe, 1);
+    drop(got);
+    r.teardown();
+}

@@ -546,15 +546,20 @@ impl DvRxQueue {
             if p.n == spare.len() {
                 break;
             }
-            let (n, ci, rq_ci) = (p.n, p.ci, p.rq_ci);
-            let got = self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops);
-            p.advance(got, got as u32);
-            if p.n == spare.len() {
-                break;
-            }
+            // One look at the next CQE decides: a session (the usual case on a compressing CQ), a
+            // run of plain CQEs, nothing, or the slow path.
             match self.cq.reader().poll_rx(p.ci) {
                 RxPoll::Empty => break,
-                RxPoll::Packet(_) => {}
+                RxPoll::Packet(_) => {
+                    let (n, ci, rq_ci) = (p.n, p.ci, p.rq_ci);
+                    let got = self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops);
+                    p.advance(got, got as u32);
+                    // None taken: a length past the buffer (or a CQE never posted for), which
+                    // the slow path decides on.
+                    if got == 0 && !self.take_other(&mut p) {
+                        break;
+                    }
+                }
                 RxPoll::Other(c) if c.is_title() => {
                     let title = *c;
                     if let Err(synd) = self.open_session(&title, p.ci, p.rq_ci) {
