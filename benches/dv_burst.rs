@@ -19,6 +19,9 @@
 //! `RAWPKT_BENCH_RX=striding` puts the RX queue of `threaded` and `stepped` on a striding RQ
 //! (`DvStridingRxQueue`, 16 strides of 1 KiB per WQE, `QueueConfig::rx_striding`); the default is
 //! the cyclic RQ (`cyclic`).
+//! `--rx-mode M` chooses the receive CQs of every mode: `cyclic` (default: one 64-byte CQE per
+//! packet) or `compressed` (CQE compression, hash mini-CQEs: the model writes a step's
+//! completions as sessions, `QueueConfig::rx_cqe_compression`).
 //!
 //! Every measurement prints a table row and one JSON line (`{"bench":"dv_tx",...}`).
 //! See `docs/benchmarks.md` for what each number means.
@@ -27,6 +30,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rawpkt::dv::prm::MiniFormat;
+use rawpkt::dv::ring::CqInfo;
 use rawpkt::model::{ModelConfig, Nic};
 use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::rx::dv_striding::DvStridingRxQueue;
@@ -184,6 +189,18 @@ struct Rig {
     nic: Arc<Nic>,
 }
 
+/// The values `--rx-mode` takes (`dv_burst rx-modes` lists them).
+const RX_MODES: [&str; 2] = ["cyclic", "compressed"];
+
+/// The receive CQ format of `--rx-mode` (set once by `main`).
+static RX_COMP: std::sync::OnceLock<Option<MiniFormat>> = std::sync::OnceLock::new();
+
+/// A receive CQ as `--rx-mode` asks for it.
+fn rx_cq(nic: &Nic, q: &QueueConfig) -> CqInfo {
+    nic.create_cq_with(q.size, RX_COMP.get().copied().flatten())
+        .expect("RX CQ")
+}
+
 fn pool() -> Rc<Pool> {
     Pool::new(PoolConfig {
         buffers: POOL_BUFFERS,
@@ -232,7 +249,7 @@ impl Rig {
                 .expect("striding RX queue")
         });
         let rx = (with_rx && !striding).then(|| {
-            let rx_cq = nic.create_cq(q.size).expect("RX CQ");
+            let rx_cq = rx_cq(&nic, &q);
             let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).expect("RQ");
             // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
             unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, rx_lkey, &rx_pool, &q, nic.control()) }.expect("RX queue")
@@ -846,7 +863,7 @@ fn stepped_xc(iters: u64) {
         unsafe { DvTxQueue::new(&sq, &cq, lkey, p, &q, nic.caps(), nic.control()) }.expect("TX queue")
     };
     let rx_on = |port: usize, lkey: u32, p: &Rc<Pool>| {
-        let cq = nic.create_cq(q.size).expect("RX CQ");
+        let cq = rx_cq(&nic, &q);
         let (rwq, wq) = nic.create_rq(port, q.size, cq.cqn()).expect("RQ");
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         unsafe { DvRxQueue::new(&rwq, &cq, wq, lkey, p, &q, nic.control()) }.expect("RX queue")
@@ -909,7 +926,7 @@ fn stepped_xc(iters: u64) {
 // ---------------------------------------------------------------------------------------------
 
 fn usage() -> ! {
-    eprintln!("usage: dv_burst [threaded] [--secs S] | dv_burst stepped [N] | dv_burst stepped-tx [N] | dv_burst stepped-xc [N]   (unknown --flags are ignored)");
+    eprintln!("usage: dv_burst [threaded] [--secs S] | dv_burst stepped [N] | dv_burst stepped-tx [N] | dv_burst stepped-xc [N]   [--rx-mode cyclic|compressed]   (unknown --flags are ignored)");
     std::process::exit(2);
 }
 
@@ -939,6 +956,22 @@ fn main() {
                     _ => usage(),
                 };
                 i += 1;
+            }
+            "--rx-mode" => {
+                let comp = match args.get(i + 1).map(String::as_str) {
+                    Some("cyclic") => None,
+                    Some("compressed") => Some(MiniFormat::Hash),
+                    _ => usage(),
+                };
+                let _ = RX_COMP.set(comp);
+                i += 1;
+            }
+            "rx-modes" => {
+                // The receive modes this bench has, for scripts/callgrind.sh --json.
+                for m in RX_MODES {
+                    println!("{m}");
+                }
+                return;
             }
             "-h" | "--help" => usage(),
             a if a.starts_with('-') => {} // cargo's --bench, and anything else we do not know

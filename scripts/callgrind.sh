@@ -8,7 +8,7 @@
 # too: completion polling, pool frees, RX refill), and nothing else is collected, so the run's
 # total Ir divided by the packets the bench reports is instructions per packet.
 #
-# Usage: scripts/callgrind.sh [--iters N] [--annotate]
+# Usage: scripts/callgrind.sh [--iters N] [--annotate] [--rx-mode M] [--json]
 #   --iters N    bursts of 32 to run (default 20000, or $ITERS)
 #   --annotate   also print callgrind_annotate's inclusive profile and hottest source lines
 #   --xconnect   instead: the l2-xconnect loop (rx_burst then tx_burst of the same burst, one
@@ -17,6 +17,11 @@
 #                bytes); default: both
 # RAWPKT_BENCH_RX=striding (environment): RX on a striding RQ (`DvStridingRxQueue`, counted inside
 #                its rx_burst); default cyclic.
+#   --rx-mode M  the receive CQs of the bench: cyclic (default) or compressed (CQE compression);
+#                `dv_burst rx-modes` lists what the bench has
+#   --json       instead: every measurement (tx; rx and xconnect in every receive mode the bench
+#                has) on each device, one JSON line each: path, device, rx_mode, instr_per_pkt,
+#                ir, packets, iterations, batch, frame, target
 # Output files stay in target/callgrind/ (callgrind.tx.out, callgrind.rx.out) for
 # `callgrind_annotate --inclusive=yes target/callgrind/callgrind.tx.out`.
 set -euo pipefail
@@ -25,13 +30,17 @@ ITERS=${ITERS:-20000}
 ANNOTATE=0
 XCONNECT=0
 DEVICES="cx5 cx4"
+RX_MODE=cyclic
+JSON=0
 while [ $# -gt 0 ]; do
     case "$1" in
+        --rx-mode) RX_MODE=${2:?--rx-mode needs a mode}; shift 2 ;;
+        --json) JSON=1; shift ;;
         --iters) ITERS=${2:?--iters needs a number}; shift 2 ;;
         --annotate) ANNOTATE=1; shift ;;
         --xconnect) XCONNECT=1; shift ;;
         --device) DEVICES=${2:?--device needs cx4 or cx5}; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "callgrind.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -83,13 +92,16 @@ if command -v nm >/dev/null 2>&1; then
     grep -E 'Dv[TR]xQueue.*[tr]x_burst' <<<"$syms" | sed 's/^[0-9a-f]* [A-Za-z] /== symbol: /' >&2
 fi
 
-# run <name> <glob> [mode]: prints "<Ir> <tx packets> <rx packets>".
+MODES=$("$BIN" rx-modes 2>/dev/null) || die "the bench binary lists no receive modes (dv_burst rx-modes)"
+grep -qx -- "$RX_MODE" <<<"$MODES" || die "--rx-mode must be one of: $(echo $MODES)"
+
+# run <name> <glob> [mode]: prints "<Ir> <tx packets> <rx packets>" (receive CQs of $RX_MODE).
 run() {
     local name=$1 glob=$2 mode=${3:-stepped} out="$OUT_DIR/callgrind.$1.out" log="$OUT_DIR/bench.$1.log"
-    echo "== callgrind: $mode $ITERS, collecting inside $glob" >&2
+    echo "== callgrind: $mode $ITERS --rx-mode $RX_MODE, collecting inside $glob" >&2
     valgrind --tool=callgrind --dump-instr=no --collect-atstart=no \
         --toggle-collect="$glob" --callgrind-out-file="$out" \
-        "$BIN" "$mode" "$ITERS" >"$log" 2>"$OUT_DIR/valgrind.$name.log" ||
+        "$BIN" "$mode" "$ITERS" --rx-mode "$RX_MODE" >"$log" 2>"$OUT_DIR/valgrind.$name.log" ||
         { cat "$OUT_DIR/valgrind.$name.log" >&2; die "valgrind run ($name) failed"; }
     local ir pk
     # "totals:" (or "summary:" in older formats) is the total of the one event, Ir.
@@ -104,6 +116,37 @@ run() {
 }
 
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
+
+if [ "$JSON" = 1 ]; then
+    # json_line <path> <device> <rx_mode> <ir> <packets> <target>
+    json_line() {
+        local per
+        per=$(awk -v a="$4" -v b="$5" 'BEGIN { printf "%.1f", a / b }')
+        printf '{"path":"%s","device":"%s","rx_mode":"%s","instr_per_pkt":%s,"ir":%s,"packets":%s,"iterations":%s,"batch":32,"frame":60,"target":%s}\n' \
+            "$1" "$2" "$3" "$per" "$4" "$5" "$ITERS" "$6"
+    }
+    for DEV in $DEVICES; do
+        case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
+        export RAWPKT_BENCH_DEVICE=$DEV
+        # TX does not depend on the receive mode: measured once, next to cyclic receive queues.
+        RX_MODE=cyclic
+        res=$(run "tx.$DEV" "$TX_GLOB")
+        read -r IR PK _ <<<"$res"
+        [ "$PK" -gt 0 ] || die "the bench transmitted no packets"
+        json_line tx "$DEV" cyclic "$IR" "$PK" "$TX_TARGET"
+        for RX_MODE in $MODES; do
+            res=$(run "rx.$DEV.$RX_MODE" "$RX_GLOB")
+            read -r IR _ PK <<<"$res"
+            [ "$PK" -gt 0 ] || die "the bench received no packets ($RX_MODE)"
+            json_line rx "$DEV" "$RX_MODE" "$IR" "$PK" "$RX_TARGET"
+            res=$(run "xc.$DEV.$RX_MODE" '*xconnect_burst*' stepped-xc)
+            read -r IR PK _ <<<"$res"
+            [ "$PK" -gt 0 ] || die "the cross-connect forwarded no packets ($RX_MODE)"
+            json_line xconnect "$DEV" "$RX_MODE" "$IR" "$PK" "$XC_TARGET"
+        done
+    done
+    exit 0
+fi
 
 if [ "$XCONNECT" = 1 ]; then
     for DEV in $DEVICES; do

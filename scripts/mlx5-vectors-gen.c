@@ -901,6 +901,104 @@ static void section_i(void)
 	       " of the LAST posted WQE's first 8 bytes\n");
 }
 
+/*
+ * (k) CQE compression, basic layout (reference §3.11). rdma-core 44's public header names the
+ * API side (MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE, enum mlx5dv_cqe_comp_res_format,
+ * struct mlx5dv_cqe_comp_caps, mlx5dv_get_cqe_format) but not the 8-byte mini-CQE: that is
+ * Linux include/linux/mlx5/device.h `struct mlx5_mini_cqe8` (a union of rx_hash_result and
+ * checksum:stridx, then byte_cnt), mirrored here field for field.
+ */
+struct priv_mini_cqe8 {
+	union {
+		__be32 rx_hash_result;
+		struct {
+			__be16 checksum;
+			__be16 stridx;
+		};
+	};
+	__be32 byte_cnt;
+};
+
+enum {
+	PRIV_MLX5_COMPRESSED = 3,	/* Linux device.h: op_own[3:2] of a title */
+	PRIV_MLX5_CQE_FORMAT_HASH = 0,	/* PRM mini_cqe_res_format; DPDK MLX5_CQE_RESP_FORMAT_HASH */
+	PRIV_MLX5_CQE_FORMAT_CSUM = 1,	/* Linux MLX5_CQE_FORMAT_CSUM */
+	PRIV_MLX5_CQE_FORMAT_CSUM_STRIDX = 3,	/* Linux MLX5_CQE_FORMAT_CSUM_STRIDX */
+	PRIV_MLX5_CQE_INVALIDATE = MLX5_CQE_INVALID << 4,	/* DPDK mlx5_prm.h MLX5_CQE_INVALIDATE */
+};
+
+static void section_k(void)
+{
+	struct mlx5_cqe64 q;
+	struct priv_mini_cqe8 m[8];
+	int i;
+
+	printf("\n#### (k) CQE compression: title CQE and mini-CQE arrays (basic layout)\n");
+#define C(name, where) printf("CONST %-36s 0x%x %s\n", #name, (unsigned)(name), where)
+#define P(name, val, where) printf("CONST %-36s 0x%x NOT-IN-PUBLIC-HEADER %s\n", name, (unsigned)(val), where)
+	C(MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE, "mlx5dv.h");
+	C(MLX5DV_CONTEXT_MASK_CQE_COMPRESION, "mlx5dv.h (sic)");
+	P("MLX5_COMPRESSED", PRIV_MLX5_COMPRESSED, "Linux include/linux/mlx5/device.h (op_own[3:2])");
+	P("MLX5_CQE_FORMAT_HASH", PRIV_MLX5_CQE_FORMAT_HASH, "PRM code; DPDK mlx5_prm.h MLX5_CQE_RESP_FORMAT_HASH");
+	P("MLX5_CQE_FORMAT_CSUM", PRIV_MLX5_CQE_FORMAT_CSUM, "Linux include/linux/mlx5/device.h");
+	P("MLX5_CQE_FORMAT_CSUM_STRIDX", PRIV_MLX5_CQE_FORMAT_CSUM_STRIDX, "Linux include/linux/mlx5/device.h");
+	P("MLX5_CQE_INVALIDATE", PRIV_MLX5_CQE_INVALIDATE, "DPDK drivers/common/mlx5/mlx5_prm.h");
+#undef C
+#undef P
+
+	printf("\n## k1: title of a session of 11 packets: RESP_SEND, format %d, owner 1, byte_cnt = 11 (mini-CQE count),"
+	       " wqe_counter 0x0100 (first packet's), flags/timestamp as g1 (common to all 11)\n", PRIV_MLX5_COMPRESSED);
+	memset(&q, 0, sizeof(q));
+	q.byte_cnt = htobe32(11);
+	q.wqe_counter = htobe16(0x0100);
+	q.hds_ip_ext = MLX5_CQE_L3_OK | MLX5_CQE_L4_OK;
+	q.l4_hdr_type_etc = PRIV_CQE_L4_HDR_TYPE_UDP << PRIV_CQE_L4_HDR_TYPE_SHIFT |
+			    MLX5_CQE_L3_HDR_TYPE_IPV4 << PRIV_CQE_L3_HDR_TYPE_SHIFT;
+	q.timestamp = htobe64(0x0102030405060708ULL);
+	q.op_own = MLX5_CQE_RESP_SEND << 4 | PRIV_MLX5_COMPRESSED << 2;
+	mlx5dv_set_cqe_owner(&q, 1);
+	emit("k1_cqe_title_n11", &q, sizeof(q));
+	show_getters(&q);
+	printf("RULE a title has mlx5dv_get_cqe_format == %u and op_own & 0xfc == 0x%02x\n",
+	       mlx5dv_get_cqe_format(&q), q.op_own & 0xfc);
+
+	printf("\n## k2: mini-CQE array, hash format: mini i = { rx_hash_result 0x11223300 + i, byte_cnt 60 + i }\n");
+	for (i = 0; i < 8; i++) {
+		m[i].rx_hash_result = htobe32(0x11223300 + i);
+		m[i].byte_cnt = htobe32(60 + i);
+	}
+	emit("k2_mini_array_hash", m, sizeof(m));
+
+	printf("\n## k3: mini-CQE array, checksum/stride-index format: mini i = { checksum 0xab00 + i, stridx 2 * i,"
+	       " byte_cnt 1 << 16 | (60 + i) (one stride, MPRQ encoding) }\n");
+	for (i = 0; i < 8; i++) {
+		m[i].checksum = htobe16(0xab00 + i);
+		m[i].stridx = htobe16(2 * i);
+		m[i].byte_cnt = htobe32(1 << 16 | (60 + i));
+	}
+	emit("k3_mini_array_csum_stridx", m, sizeof(m));
+	printf("RULE mini arrays sit at title + 1, then title + 8 * j (j >= 1); byte 63 of an array slot is data\n");
+
+#define L(T) printf("LAYOUT %-24s size=%zu align=%zu\n", #T, sizeof(struct T), _Alignof(struct T))
+#define F(T, m) printf("FIELD  %-24s %-28s offset=%zu size=%zu\n", #T, #m, \
+		       offsetof(struct T, m), sizeof(((struct T *)0)->m))
+	L(priv_mini_cqe8);
+	F(priv_mini_cqe8, rx_hash_result);
+	F(priv_mini_cqe8, checksum);
+	F(priv_mini_cqe8, stridx);
+	F(priv_mini_cqe8, byte_cnt);
+	L(mlx5dv_cq_init_attr);
+	F(mlx5dv_cq_init_attr, comp_mask);
+	F(mlx5dv_cq_init_attr, cqe_comp_res_format);
+	F(mlx5dv_cq_init_attr, flags);
+	F(mlx5dv_cq_init_attr, cqe_size);
+	L(mlx5dv_cqe_comp_caps);
+	F(mlx5dv_cqe_comp_caps, max_num);
+	F(mlx5dv_cqe_comp_caps, supported_format);
+#undef L
+#undef F
+}
+
 static void section_layout(void)
 {
 	printf("\n#### (j) Layouts: sizeof / alignof / offsetof for every struct used (x86_64, gcc)\n");
@@ -1129,6 +1227,7 @@ int main(void)
 	section_i();
 	section_m();
 	section_layout();
+	section_k();
 #if defined(__SSSE3__)
 	check_x86_variants();
 #endif

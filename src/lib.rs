@@ -156,6 +156,12 @@ pub struct QueueConfig {
     /// ([`flags::VLAN_STRIPPED`], [`Packet::vlan_tci`]). Off by default; refused with one line
     /// where the device cannot (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`).
     pub rx_vlan_strip: bool,
+    /// Receive CQs compress completions (mlx5 DV and `model:` ports): the device may write a
+    /// title CQE and arrays of 8-byte mini-CQEs for several packets instead of a 64-byte CQE
+    /// each, halving what it writes over PCIe at small frames. On by default, as DPDK's
+    /// `rxq_cqe_comp_en`; off by itself where timestamps are asked for (mini-CQEs carry none) or
+    /// the device's `cqe_comp_caps` lack the hash format. Send CQs never compress.
+    pub rx_cqe_compression: bool,
 }
 
 impl Default for QueueConfig {
@@ -170,6 +176,7 @@ impl Default for QueueConfig {
             rx_striding: false,
             rx_max_frame: 0,
             rx_vlan_strip: false,
+            rx_cqe_compression: true,
         }
     }
 }

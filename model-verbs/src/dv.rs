@@ -12,8 +12,9 @@ use crate::{guard, ptr_or_errno};
 
 const EINVAL: i32 = libc::EINVAL;
 
-/// Formats of compressed CQEs the device takes (a ConnectX-5: hash and checksum mini-CQEs).
-const COMP_FORMATS: u32 = MLX5DV_CQE_RES_FORMAT_HASH | MLX5DV_CQE_RES_FORMAT_CSUM;
+/// Formats of compressed CQEs the device takes (a ConnectX-5: hash and checksum mini-CQEs, and
+/// checksum with stride index for striding RQs, as DPDK and VPP ask for there).
+const COMP_FORMATS: u32 = MLX5DV_CQE_RES_FORMAT_HASH | MLX5DV_CQE_RES_FORMAT_CSUM | MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX;
 
 #[no_mangle]
 pub unsafe extern "C" fn mlx5dv_is_supported(device: *mut ibv_device) -> bool {
@@ -45,7 +46,7 @@ pub unsafe extern "C" fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out
             );
             if asked & u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION) != 0 {
                 a.cqe_comp_caps = mlx5dv_cqe_comp_caps {
-                    max_num: 64,
+                    max_num: rawpkt::model::CQE_COMP_MAX_NUM,
                     supported_format: COMP_FORMATS,
                 };
                 out |= u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION);
@@ -166,8 +167,11 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
 
 /// rdma-core `mlx5dv_create_cq` -> `create_cq` (providers/mlx5/verbs.c) with the checks that
 /// apply here: unknown mask bits are EINVAL, a CQE size other than 64/128 is EINVAL, a
-/// compression format the device lacks is EINVAL. The model writes 64-byte CQEs only (128 is
-/// EOPNOTSUPP) and never compresses, which hardware is also free to do.
+/// compression format the device lacks is EINVAL (rdma-core: "CQE Compression is not
+/// supported"; one format flag at a time, as the kernel's `mini_cqe_res_format_to_hw` takes).
+/// The model writes 64-byte CQEs only (128 is EOPNOTSUPP). A compressing CQ gets the device's
+/// compressed sessions whenever several receive completions are ready at once; the library's
+/// own polling (`ibv_poll_cq`, `ibv_next_poll`) expands them (`CompRing::poll`).
 #[no_mangle]
 pub unsafe extern "C" fn mlx5dv_create_cq(
     context: *mut ibv_context,
@@ -183,6 +187,7 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
             // SAFETY: the caller's attribute structs (the dv one optional).
             let a = unsafe { &*cq_attr };
             crate::cq_ex::check_attr(a)?;
+            let mut comp = None;
             if !mlx5_cq_attr.is_null() {
                 // SAFETY: as above.
                 let d = unsafe { &*mlx5_cq_attr };
@@ -204,10 +209,11 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
                     if !g.dv.load(Ordering::Relaxed) || fmt == 0 || fmt & !COMP_FORMATS != 0 || fmt.count_ones() != 1 {
                         return Err(EINVAL);
                     }
+                    comp = rawpkt::dv::prm::MiniFormat::from_dv_flag(d.cqe_comp_res_format);
                 }
             }
             let cqe = i32::try_from(a.cqe).map_err(|_| EINVAL)?;
-            crate::verbs::create_cq(context, cqe, a.cq_context, a.channel.cast(), a.wc_flags)
+            crate::verbs::create_cq_comp(context, cqe, a.cq_context, a.channel.cast(), a.wc_flags, comp)
                 .map(|c| c.cast::<ibv_cq_ex>())
         })())
     })

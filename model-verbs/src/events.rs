@@ -123,8 +123,9 @@ fn watch() {
             // SAFETY: CQs leave ARMED (under this lock) before they are freed.
             let cq = unsafe { &*(p as *const Cq) };
             let ready = {
-                let poll = lock(&cq.poll);
-                poll.ring.poll(poll.ci).is_some()
+                let mut poll = lock(&cq.poll);
+                let ci = poll.ci;
+                poll.ring.poll(ci).is_some()
             };
             if !ready {
                 return true;

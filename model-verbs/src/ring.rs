@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+use rawpkt::dv::prm::{self, MiniFormat};
 use rawpkt::model::RawQueue;
 
 /// `MLX5_RCV_DBR`, `MLX5_SND_DBR`: the receive and send counters of a QP's doorbell record;
@@ -180,6 +181,22 @@ impl RecvRing {
 /// A CQ of 64-byte CQEs and the consumer index of its doorbell record.
 pub(crate) struct CompRing {
     q: RawQueue,
+    /// The CQ compresses (created with `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`): the mini-CQE
+    /// format its sessions carry.
+    comp: Option<MiniFormat>,
+    /// The compressed session being read, if any.
+    zip: Option<Session>,
+}
+
+/// A compressed session (basic layout: reference §3.11): the title at consumer index `head`,
+/// `n` packets; the mini-CQE array `arr` (of the packets `8 * arr ..`) copied, since its slot is
+/// stamped once read.
+struct Session {
+    head: u32,
+    n: u32,
+    title: [u8; CQE],
+    arr: u32,
+    minis: [u8; CQE],
 }
 
 // SAFETY: as for SendRing.
@@ -190,13 +207,111 @@ impl CompRing {
     /// `q` describes a live CQ whose consumer only this ring is, mapped while the ring lives.
     pub unsafe fn new(q: RawQueue) -> Result<CompRing, String> {
         check(&q, CQE)?;
-        Ok(CompRing { q })
+        Ok(CompRing {
+            q,
+            comp: None,
+            zip: None,
+        })
+    }
+
+    /// The same ring over a CQ created with compression in format `comp`.
+    pub fn with_compression(mut self, comp: Option<MiniFormat>) -> CompRing {
+        self.comp = comp;
+        self
     }
 
     /// `get_sw_cqe(cq, ci)`: the CQE at consumer index `ci` if software owns it — its opcode
     /// is not INVALID and its owner bit equals `!!(ci & cqe_cnt)`, the parity of the pass —
     /// read after `udma_from_device_barrier` (an acquire load of `op_own`).
-    pub fn poll(&self, ci: u32) -> Option<[u8; 64]> {
+    ///
+    /// On a compressing CQ, a session reads as one plain CQE per packet, as the kernel's
+    /// `mlx5e_decompress_cqes_start` / `mlx5e_decompress_cqe` expand it (rdma-core's own
+    /// `mlx5_get_next_cqe` does not: its CQs compress only for DV programs, which read the
+    /// sessions themselves): packet `k` is the title with the byte count (and hash or checksum)
+    /// of mini-CQE `k`, WQE counter title + `k` (or the mini's stride index), format 0, and the
+    /// owner bit of its own slot. Each slot of the session after the title is stamped
+    /// `MLX5_CQE_INVALIDATE` as its packet is read (DPDK `mlx5_rx_poll_len`), so that its stale
+    /// bytes never pass for a CQE of a later pass. Polling one index again gives the same CQE.
+    pub fn poll(&mut self, ci: u32) -> Option<[u8; 64]> {
+        if let Some(z) = &self.zip {
+            if ci.wrapping_sub(z.head) < z.n {
+                return Some(self.expand(ci));
+            }
+            self.zip = None;
+        }
+        let bytes = self.poll_slot(ci)?;
+        match self.comp {
+            Some(_) if bytes[CQE - 1] & 0xfc == prm::CQE_TITLE_OP_FMT => {
+                let n = prm::Cqe64::from_bytes(&bytes).mini_cqe_count();
+                if n == 0 || n > self.q.cnt {
+                    // Not a session a device could write: handed over as it is (an unexpected
+                    // opcode/format to the caller).
+                    return Some(bytes);
+                }
+                self.zip = Some(Session {
+                    head: ci,
+                    n,
+                    title: bytes,
+                    arr: 0,
+                    minis: self.slot(ci.wrapping_add(prm::mini_array_slot(0))),
+                });
+                Some(self.expand(ci))
+            }
+            _ => Some(bytes),
+        }
+    }
+
+    /// Packet `ci` of the current session (see [`CompRing::poll`]).
+    fn expand(&mut self, ci: u32) -> [u8; 64] {
+        let fmt = self.comp.expect("sessions only on compressing CQs");
+        let (cnt, pass) = (self.q.cnt, u8::from(ci & self.q.cnt != 0));
+        let z = self.zip.as_mut().expect("a session");
+        let k = ci.wrapping_sub(z.head);
+        let arr = k / prm::MINI_CQES_PER_SLOT;
+        if arr != z.arr {
+            let at = (z.head.wrapping_add(prm::mini_array_slot(arr)) & (cnt - 1)) as usize * CQE;
+            // SAFETY: an array slot of the session, inside the live ring; the device wrote it
+            // before the title's op_own, which `poll_slot` read with acquire.
+            unsafe { std::ptr::copy_nonoverlapping(self.q.buf.add(at), z.minis.as_mut_ptr(), CQE) };
+            z.arr = arr;
+        }
+        let m = prm::mini_array_from(&z.minis)[(k % prm::MINI_CQES_PER_SLOT) as usize];
+        let mut c = prm::Cqe64::from_bytes(&z.title);
+        c.byte_cnt = m.byte_cnt;
+        match fmt {
+            MiniFormat::Hash => {
+                c.rx_hash_res = m.w0;
+                c.wqe_counter = prm::Be16::new(c.wqe_counter.get().wrapping_add(k as u16));
+            }
+            MiniFormat::Csum => {
+                c.csum = prm::Be16::new(m.checksum());
+                c.wqe_counter = prm::Be16::new(c.wqe_counter.get().wrapping_add(k as u16));
+            }
+            MiniFormat::CsumStridx => {
+                c.csum = prm::Be16::new(m.checksum());
+                c.wqe_counter = prm::Be16::new(m.stride_idx());
+            }
+        }
+        c.op_own = (prm::CQE_RESP_SEND << 4) | pass;
+        if k != 0 {
+            let at = (ci & (cnt - 1)) as usize * CQE;
+            // SAFETY: the slot's op_own, inside the live ring, consumed now.
+            unsafe { (*self.q.buf.add(at + CQE - 1).cast::<AtomicU8>()).store(prm::CQE_INVALIDATE, Ordering::Relaxed) };
+        }
+        *c.as_bytes()
+    }
+
+    /// The 64 bytes of the slot of index `ci`, unchecked.
+    fn slot(&self, ci: u32) -> [u8; 64] {
+        let at = (ci & (self.q.cnt - 1)) as usize * CQE;
+        let mut out = [0u8; 64];
+        // SAFETY: the slot lies inside the live ring.
+        unsafe { std::ptr::copy_nonoverlapping(self.q.buf.add(at), out.as_mut_ptr(), CQE) };
+        out
+    }
+
+    /// `get_sw_cqe` on one slot (see [`CompRing::poll`]).
+    fn poll_slot(&self, ci: u32) -> Option<[u8; 64]> {
         let at = (ci & (self.q.cnt - 1)) as usize * CQE;
         // SAFETY: the slot lies inside the live ring; op_own is its last byte, which the device
         // writes last.

@@ -491,15 +491,30 @@ pub(crate) fn create_cq(
     channel: *mut c_void,
     wc_flags: u64,
 ) -> Result<*mut Cq, i32> {
+    create_cq_comp(context, cqe, cq_context, channel, wc_flags, None)
+}
+
+/// [`create_cq`] for a CQ whose receive completions the device compresses into mini-CQEs of
+/// format `comp` (`mlx5dv_create_cq` with `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`).
+pub(crate) fn create_cq_comp(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut c_void,
+    wc_flags: u64,
+    comp: Option<rawpkt::dv::prm::MiniFormat>,
+) -> Result<*mut Cq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
     let channel = crate::events::channel_for(context, channel)?;
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return Err(EINVAL);
     }
-    let info = g.nic.alloc_cq(cqe as u32).map_err(|_| libc::ENOMEM)?;
+    let info = g.nic.alloc_cq_with(cqe as u32, comp).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's CQ, which we own the consumer side of until the CQ is destroyed.
-    let ring = unsafe { CompRing::new(info.raw) }.map_err(|_| libc::ENOMEM)?;
+    let ring = unsafe { CompRing::new(info.raw) }
+        .map_err(|_| libc::ENOMEM)?
+        .with_compression(comp);
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     // SAFETY: C data, all-zero valid (zeroed mutex/cond are the static initialisers in glibc).

@@ -1083,6 +1083,165 @@ impl Default for ErrCqe {
     }
 }
 
+// ---- CQE compression (basic layout; /work/shared/reference/mlx5-dv.md §3.11-3.12) ----
+
+/// `op_own[3:2]` of a compressed session's title CQE (DPDK mlx5_prm.h `MLX5_COMPRESSED`; rdma-core
+/// `mlx5dv_get_cqe_format` returns it). Formats 1 and 2 are scatter-to-CQE.
+pub const CQE_FORMAT_COMPRESSED: u8 = 3;
+/// `op_own & 0xfc` of a title: RESP_SEND with format 3 (VPP `rdma/input.c` accepts 0x20 and 0x2c).
+pub const CQE_TITLE_OP_FMT: u8 = CQE_RESP_SEND << 4 | CQE_FORMAT_COMPRESSED << 2;
+/// `op_own` a driver writes into the slots of a session it consumed, so that their stale bytes
+/// never pass the owner test on a later pass (DPDK `MLX5_CQE_INVALIDATE`, `rxq_cq_decompress_v`
+/// and `mlx5_rx_poll_len`): opcode INVALID, owner 0.
+pub const CQE_INVALIDATE: u8 = CQE_INVALID << 4;
+/// Mini-CQEs in one 64-byte slot of a session (8 bytes each; reference §3.11).
+pub const MINI_CQES_PER_SLOT: u32 = 8;
+
+/// Mini-CQE formats as the PRM's `mini_cqe_res_format` codes them (DPDK mlx5_prm.h
+/// `MLX5_CQE_RESP_FORMAT_*`, Linux `MLX5_CQE_FORMAT_*`). The rdma-core API asks with other
+/// values, one flag each ([`MiniFormat::dv_flag`], `enum mlx5dv_cqe_comp_res_format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MiniFormat {
+    /// `rx_hash_result` BE32 @0, `byte_cnt` BE32 @4: the format for a cyclic RQ.
+    Hash = 0,
+    /// `checksum` BE16 @0, `byte_cnt` BE32 @4.
+    Csum = 1,
+    /// `checksum` BE16 @0, `stride_idx` BE16 @2, `byte_cnt` BE32 @4 (MPRQ byte-count encoding):
+    /// the format for a striding RQ (VPP 28aa9128ebd, DPDK `mlx5_devx.c`).
+    CsumStridx = 3,
+}
+
+/// `MLX5DV_CQE_RES_FORMAT_HASH` (rdma-core mlx5dv.h).
+pub const DV_CQE_RES_FORMAT_HASH: u8 = 1 << 0;
+/// `MLX5DV_CQE_RES_FORMAT_CSUM`.
+pub const DV_CQE_RES_FORMAT_CSUM: u8 = 1 << 1;
+/// `MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`.
+pub const DV_CQE_RES_FORMAT_CSUM_STRIDX: u8 = 1 << 2;
+/// `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`.
+pub const DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE: u64 = 1 << 0;
+/// `MLX5DV_CONTEXT_MASK_CQE_COMPRESION` (sic, rdma-core's spelling).
+pub const DV_CONTEXT_MASK_CQE_COMPRESSION: u64 = 1 << 0;
+
+impl MiniFormat {
+    /// The `cqe_comp_res_format` flag rdma-core's `mlx5dv_create_cq` takes for this format.
+    pub const fn dv_flag(self) -> u8 {
+        match self {
+            MiniFormat::Hash => DV_CQE_RES_FORMAT_HASH,
+            MiniFormat::Csum => DV_CQE_RES_FORMAT_CSUM,
+            MiniFormat::CsumStridx => DV_CQE_RES_FORMAT_CSUM_STRIDX,
+        }
+    }
+    /// The format one `cqe_comp_res_format` flag asks for (exactly one bit set), else None.
+    pub const fn from_dv_flag(flag: u8) -> Option<MiniFormat> {
+        match flag {
+            DV_CQE_RES_FORMAT_HASH => Some(MiniFormat::Hash),
+            DV_CQE_RES_FORMAT_CSUM => Some(MiniFormat::Csum),
+            DV_CQE_RES_FORMAT_CSUM_STRIDX => Some(MiniFormat::CsumStridx),
+            _ => None,
+        }
+    }
+}
+
+/// An 8-byte mini-CQE (Linux `struct mlx5_mini_cqe8`, DPDK `struct mlx5_mini_cqe8`; rdma-core 44's
+/// public header has none). The first word is the RSS hash in the hash format, or the checksum
+/// (high half) and stride index (low half) in the checksum formats.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MiniCqe {
+    pub w0: Be32,
+    /// Bytes of the packet (in the MPRQ encoding on a striding RQ: strides `[29:16]`, bytes `[15:0]`).
+    pub byte_cnt: Be32,
+}
+
+impl MiniCqe {
+    pub const fn hash(rx_hash: u32, byte_cnt: u32) -> MiniCqe {
+        MiniCqe {
+            w0: Be32::new(rx_hash),
+            byte_cnt: Be32::new(byte_cnt),
+        }
+    }
+    pub const fn csum(checksum: u16, stride_idx: u16, byte_cnt: u32) -> MiniCqe {
+        MiniCqe {
+            w0: Be32::new((checksum as u32) << 16 | stride_idx as u32),
+            byte_cnt: Be32::new(byte_cnt),
+        }
+    }
+    /// Hash format: `rx_hash_result`.
+    #[inline(always)]
+    pub fn rx_hash(&self) -> u32 {
+        self.w0.get()
+    }
+    /// Checksum formats: `checksum`.
+    pub fn checksum(&self) -> u16 {
+        (self.w0.get() >> 16) as u16
+    }
+    /// Checksum/stride-index format: `stride_idx`.
+    pub fn stride_idx(&self) -> u16 {
+        self.w0.get() as u16
+    }
+}
+
+/// One 64-byte slot of mini-CQEs. Its last byte is the low byte of mini #7's `byte_cnt`, not an
+/// `op_own` (reference §3.11).
+pub type MiniArray = [MiniCqe; MINI_CQES_PER_SLOT as usize];
+
+/// Offset from the title of the slot holding mini-CQE array `j`: 1 for the first, then 8, 16, ...
+/// (DPDK `mlx5_rx_poll_len`: `zip->ca = ci + 1`, then `ci + 8 * j`; VPP `process_mini_cqes`).
+#[inline(always)]
+pub const fn mini_array_slot(j: u32) -> u32 {
+    if j == 0 {
+        1
+    } else {
+        j * MINI_CQES_PER_SLOT
+    }
+}
+
+impl Cqe64 {
+    /// Whether `op_own` marks this CQE as the title of a compressed session (any owner).
+    #[inline(always)]
+    pub fn is_title(&self) -> bool {
+        self.op_own & 0xfc == CQE_TITLE_OP_FMT
+    }
+    /// A title: the number of mini-CQEs (packets) of the session, where `byte_cnt` is otherwise.
+    pub fn mini_cqe_count(&self) -> u32 {
+        self.byte_cnt.get()
+    }
+    /// Turns a plain RESP_SEND CQE into the title of a session of `n` packets.
+    pub fn make_title(&mut self, n: u32) {
+        self.byte_cnt = Be32::new(n);
+        self.op_own = (self.op_own & 0x03) | CQE_TITLE_OP_FMT;
+    }
+}
+
+/// Bytes of a mini-CQE array slot.
+pub fn mini_array_bytes(a: &MiniArray) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    for (i, m) in a.iter().enumerate() {
+        out[i * 8..i * 8 + 4].copy_from_slice(&m.w0.get().to_be_bytes());
+        out[i * 8 + 4..i * 8 + 8].copy_from_slice(&m.byte_cnt.get().to_be_bytes());
+    }
+    out
+}
+
+/// The mini-CQE array of a 64-byte slot.
+pub fn mini_array_from(b: &[u8; 64]) -> MiniArray {
+    let mut a = [MiniCqe::default(); MINI_CQES_PER_SLOT as usize];
+    for (i, m) in a.iter_mut().enumerate() {
+        let w = |o: usize| u32::from_be_bytes(b[i * 8 + o..i * 8 + o + 4].try_into().expect("4 bytes"));
+        *m = MiniCqe {
+            w0: Be32::new(w(0)),
+            byte_cnt: Be32::new(w(4)),
+        };
+    }
+    a
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<MiniCqe>() == 8);
+    assert!(std::mem::size_of::<MiniArray>() == 64);
+};
+
 /// Owner bit the NIC writes for CQ producer index `pi` on a ring of `2^log2` entries.
 #[inline(always)]
 pub const fn cqe_owner_for(pi: u32, log2: u32) -> u8 {
@@ -1454,6 +1613,62 @@ mod tests {
         let mut h4 = [0u8; 64];
         h4[63] = CQE_INIT_OP_OWN;
         assert_eq!(h4.to_vec(), golden::bytes("h4_cqe_init_slot"));
+    }
+
+    /// The compressed title and both mini-CQE formats against the generator's vectors (k1-k3),
+    /// and the mini-CQE layout against Linux's `struct mlx5_mini_cqe8` as the generator mirrors it.
+    #[test]
+    fn compressed_sessions_encode_like_the_reference() {
+        let mut k1 = Cqe64::resp_send(0x0100, 60, 0, 0x0628, 0x0102_0304_0506_0708, 0);
+        k1.op_own |= 1;
+        k1.make_title(11);
+        assert_eq!(k1.as_bytes().to_vec(), golden::bytes("k1_cqe_title_n11"));
+        let t = Cqe64::from_bytes(&golden::bytes("k1_cqe_title_n11").try_into().unwrap());
+        assert!(t.is_title() && !g1_is_title());
+        assert_eq!(
+            (t.mini_cqe_count(), t.format(), t.owner()),
+            (11, CQE_FORMAT_COMPRESSED, 1)
+        );
+        let hash: MiniArray = std::array::from_fn(|i| MiniCqe::hash(0x1122_3300 + i as u32, 60 + i as u32));
+        assert_eq!(mini_array_bytes(&hash).to_vec(), golden::bytes("k2_mini_array_hash"));
+        let csum: MiniArray =
+            std::array::from_fn(|i| MiniCqe::csum(0xab00 + i as u16, 2 * i as u16, 1 << 16 | (60 + i as u32)));
+        assert_eq!(
+            mini_array_bytes(&csum).to_vec(),
+            golden::bytes("k3_mini_array_csum_stridx")
+        );
+        let back = mini_array_from(&golden::bytes("k3_mini_array_csum_stridx").try_into().unwrap());
+        assert_eq!(
+            (back[5].checksum(), back[5].stride_idx(), back[5].byte_cnt.get()),
+            (0xab05, 10, 1 << 16 | 65)
+        );
+        let back = mini_array_from(&golden::bytes("k2_mini_array_hash").try_into().unwrap());
+        assert_eq!((back[7].rx_hash(), back[7].byte_cnt.get()), (0x1122_3307, 67));
+        // The in-memory struct view is the byte view.
+        // SAFETY: MiniArray is 64 bytes of integer fields.
+        let raw: [u8; 64] = unsafe { std::mem::transmute(hash) };
+        assert_eq!(raw, mini_array_bytes(&hash));
+        assert_eq!(golden::layout("priv_mini_cqe8"), (size_of::<MiniCqe>(), 4));
+        assert_eq!(
+            golden::field("priv_mini_cqe8", "rx_hash_result"),
+            (offset_of!(MiniCqe, w0), 4)
+        );
+        assert_eq!(
+            golden::field("priv_mini_cqe8", "byte_cnt"),
+            (offset_of!(MiniCqe, byte_cnt), 4)
+        );
+        assert_eq!(golden::field("priv_mini_cqe8", "stridx"), (2, 2));
+        assert_eq!(CQE_INVALIDATE, 0xf0);
+        assert_eq!((mini_array_slot(0), mini_array_slot(1), mini_array_slot(3)), (1, 8, 24));
+        for f in [MiniFormat::Hash, MiniFormat::Csum, MiniFormat::CsumStridx] {
+            assert_eq!(MiniFormat::from_dv_flag(f.dv_flag()), Some(f));
+        }
+        assert_eq!(MiniFormat::from_dv_flag(3), None);
+        assert_eq!(golden::field("mlx5dv_cq_init_attr", "cqe_comp_res_format"), (8, 1));
+    }
+
+    fn g1_is_title() -> bool {
+        Cqe64::from_bytes(&golden::bytes("g1_cqe_rx_ipv4_udp").try_into().unwrap()).is_title()
     }
 
     #[test]

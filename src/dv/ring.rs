@@ -80,6 +80,9 @@ pub struct CqInfo {
     pub(crate) cqe_size: u32,
     pub(crate) cqn: u32,
     pub(crate) keep: KeepAlive,
+    /// The CQ was created with CQE compression in this mini-CQE format (`mlx5dv_create_cq` with
+    /// `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`; `mlx5dv_init_obj` does not report it).
+    pub(crate) comp: Option<super::prm::MiniFormat>,
 }
 
 /// Mirrors `struct mlx5dv_rwq`.
@@ -160,7 +163,17 @@ impl CqInfo {
             cqe_size,
             cqn,
             keep,
+            comp: None,
         }
+    }
+    /// The same CQ, created with CQE compression in format `comp`.
+    pub fn with_compression(mut self, comp: Option<super::prm::MiniFormat>) -> CqInfo {
+        self.comp = comp;
+        self
+    }
+    /// The mini-CQE format the CQ was created with, if it compresses.
+    pub fn compression(&self) -> Option<super::prm::MiniFormat> {
+        self.comp
     }
     pub fn cqn(&self) -> u32 {
         self.cqn
@@ -540,6 +553,7 @@ pub struct CqRing {
     log2: u32,
     dbrec: DbrecWord,
     _keep: KeepAlive,
+    comp: Option<super::prm::MiniFormat>,
 }
 
 impl CqRing {
@@ -559,11 +573,17 @@ impl CqRing {
             // SAFETY: `mlx5dv_cq.dbrec` points at two aligned BE32 words kept alive by `keep`.
             dbrec: unsafe { DbrecWord::new(info.dbrec.add(super::prm::CQ_SET_CI)) },
             _keep: info.keep.clone(),
+            comp: info.comp,
         })
     }
 
     pub fn size(&self) -> u32 {
         self.mask + 1
+    }
+
+    /// The mini-CQE format of a compressing CQ ([`CqInfo::with_compression`]).
+    pub fn compression(&self) -> Option<super::prm::MiniFormat> {
+        self.comp
     }
 
     /// The CQE at consumer index `ci` if the device has written it on this pass: owner bit equal
@@ -648,6 +668,53 @@ impl<'a> CqReader<'a> {
         }
         // SAFETY: as above.
         RxPoll::Other(unsafe { &*slot })
+    }
+}
+
+impl<'a> CqReader<'a> {
+    /// A copy of the mini-CQE array in the slot of index `ci` (a compressed session's, at the
+    /// title + 1 or + 8j: reference §3.11). No owner test: the slot's last byte is data, and the
+    /// title's `op_own`, read with acquire, published the arrays written before it.
+    #[inline(always)]
+    pub(crate) fn mini_array(&self, ci: u32) -> super::prm::MiniArray {
+        // SAFETY: `ci & mask` keeps the pointer in the ring; a MiniArray is 64 bytes of integer
+        // fields that any bit pattern makes valid, read before the consumer index passes the slot.
+        unsafe { std::ptr::read(self.base.add((ci & self.mask) as usize).cast()) }
+    }
+
+    /// Marks the slot of index `ci`, consumed as part of a compressed session, invalid: its stale
+    /// bytes must not pass the owner test a ring pass or two later (DPDK writes
+    /// `MLX5_CQE_INVALIDATE` into `op_own` in `mlx5_rx_poll_len` and `rxq_cq_decompress_v`).
+    #[inline(always)]
+    pub(crate) fn invalidate(&self, ci: u32) {
+        // SAFETY: `ci & mask` keeps the pointer in the ring; op_own is the slot's last byte, which
+        // the device does not write before the consumer index passes the slot.
+        unsafe {
+            (*std::ptr::addr_of!((*self.base.add((ci & self.mask) as usize)).op_own).cast::<AtomicU8>())
+                .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
+        }
+    }
+}
+
+impl<'a> CqReader<'a> {
+    /// [`CqReader::invalidate`] for the `n` slots from index `ci` on (one byte store each).
+    #[inline(always)]
+    pub(crate) fn invalidate_run(&self, ci: u32, n: u32) {
+        let at = ci & self.mask;
+        if at + n <= self.mask + 1 {
+            for i in 0..n as usize {
+                // SAFETY: `at + i` < ring size; op_own is the slot's last byte, which the device
+                // does not write before the consumer index passes the slot.
+                unsafe {
+                    (*std::ptr::addr_of!((*self.base.add(at as usize + i)).op_own).cast::<AtomicU8>())
+                        .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
+                }
+            }
+        } else {
+            for i in 0..n {
+                self.invalidate(ci.wrapping_add(i));
+            }
+        }
     }
 }
 
@@ -1119,6 +1186,7 @@ mod tests {
                 cqe_size: 64,
                 cqn: 1,
                 keep,
+                comp: None,
             })
         }
         .unwrap();
@@ -1140,6 +1208,7 @@ mod tests {
             cqe_size: stride,
             cqn: 1,
             keep: keep.clone(),
+            comp: None,
         };
         // SAFETY: the rings are only checked, never used.
         unsafe {

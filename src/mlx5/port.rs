@@ -10,7 +10,7 @@ use rdma_abi::*;
 use super::discover::{self, Found};
 use super::events;
 use super::layout;
-use crate::dv::prm::InlineMode;
+use crate::dv::prm::{InlineMode, MiniFormat};
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
@@ -477,6 +477,30 @@ impl Shared {
         Ok(mr)
     }
 
+    /// The mini-CQE format a receive CQ with `sge` buffers per WQE asks for: the hash format,
+    /// where the queue can read it (`rx::dv::wants_compression`: asked for, on by default as
+    /// DPDK's `rxq_cqe_comp_en`, no timestamps, one buffer, no stripping), the datapath is DV, and
+    /// `mlx5dv_query_device`'s `cqe_comp_caps` has the format; else None, and where the queue asked
+    /// for it, one line says why. Never for send CQs (VPP learned that TX CQs must not compress).
+    fn rx_cqe_comp(&self, cfg: &QueueConfig, sge: u32) -> Option<MiniFormat> {
+        if !crate::rx::dv::wants_compression(cfg, sge) || !matches!(self.mode, Mode::Dv(_)) {
+            return None;
+        }
+        match self.ctx.mlx5dv_cqe_comp_caps() {
+            Some((max, formats)) if max >= 2 && formats & u32::from(MiniFormat::Hash.dv_flag()) != 0 => {
+                Some(MiniFormat::Hash)
+            }
+            _ => {
+                log::info!(
+                    "{}: the device reports no CQE compression in the hash format (cqe_comp_caps); \
+                     receive completions stay uncompressed",
+                    self.spec
+                );
+                None
+            }
+        }
+    }
+
     fn cq(&self, size: u32) -> Result<Arc<Cq>, Error> {
         match self.mode {
             Mode::Dv(_) => Cq::create_dv(&self.ctx, size),
@@ -657,13 +681,17 @@ impl Backend for Mlx5Port {
         }
         let striding = sh.striding_params(pool, cfg)?;
         let mr = sh.mr_for(pool)?;
-        let (cq, wq) = match &striding {
+        let (cq, wq, comp) = match &striding {
             None => {
                 let sge = sh.rx_offloads(pool, cfg)?;
-                let cq = sh.cq(cfg.size)?;
+                let comp = sh.rx_cqe_comp(cfg, sge);
+                let cq = match comp {
+                    Some(f) => Cq::create_dv_comp(&sh.ctx, cfg.size, f.dv_flag()).map_err(|e| call_err(&sh.spec, e))?,
+                    None => sh.cq(cfg.size)?,
+                };
                 let wq = Wq::create_with(&sh.pd, &cq, cfg.size, sge, cfg.rx_vlan_strip)
                     .map_err(|e| perm_err(&sh.spec, e))?;
-                (cq, wq)
+                (cq, wq, comp)
             }
             Some(p) => {
                 // `cfg.size` strides, one buffer each; every stride may complete on its own and
@@ -677,7 +705,7 @@ impl Backend for Mlx5Port {
                     two_byte_shift_en: u8::from(p.two_byte_shift),
                 };
                 let wq = Wq::create_striding(&sh.pd, &cq, wqes, n, attr).map_err(|e| perm_err(&sh.spec, e))?;
-                (cq, wq)
+                (cq, wq, None)
             }
         };
         wq.set_state(IBV_WQS_RDY).map_err(|e| call_err(&sh.spec, e))?;
@@ -692,7 +720,9 @@ impl Backend for Mlx5Port {
                 let keep: KeepAlive = Arc::new((wq.clone(), cq.clone(), mr.clone(), token));
                 let stride = striding.map(|p| crate::dv::prm::mprq::wqe_size(p.num_strides()));
                 let rwq = layout::rwq_info(&wq, keep.clone(), stride).map_err(|e| layout_err(&sh.spec, e))?;
-                let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
+                let cqi = layout::cq_info(&cq, keep)
+                    .map_err(|e| layout_err(&sh.spec, e))?
+                    .with_compression(comp);
                 let ctl = Arc::new(RqControl {
                     wq: wq.clone(),
                     health: sh.health.clone(),

@@ -4,12 +4,13 @@
 #![allow(unsafe_code)]
 
 use super::ring as dma;
-use super::{Device, Fault, Link, SpecialFlow, CQN_BASE, WQN_BASE};
+use super::{Device, Fault, Link, SpecialFlow, CQE_COMP_MAX_NUM, CQN_BASE, WQN_BASE};
 use crate::dv::prm::{
     cqe_flags, eseg_vlan_insert, syndrome, wqebbs, Be16, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES,
     EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_P_8021Q, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
     INLINE_SEG, INVALID_LKEY, MAX_WQE_DS, OPCODE_ENHANCED_MPSW, OPCODE_SEND, SEND_WQE_BB, SND_DBR,
 };
+use crate::dv::prm::{mini_array_slot, MiniCqe, MiniFormat, MINI_CQES_PER_SLOT};
 use crate::flow::wire as pkt;
 use crate::flow::wire::ETH_MIN_FRAME;
 use crate::sys::afpacket::Received;
@@ -396,6 +397,7 @@ impl Device {
         for p in 0..self.ports.len() {
             work += self.poll_wire(p);
         }
+        self.flush_held();
         work
     }
 
@@ -1401,12 +1403,137 @@ impl Device {
     /// Writes a CQE at the CQ's producer index with that pass's owner bit, `op_own` last (drivers
     /// read the owner byte, fence, then the rest, so the device must publish it after the rest),
     /// after an optional overrun check against the published consumer index.
+    ///
+    /// On a CQ created with compression, a plain receive completion is held instead, to be written
+    /// with the others of the step as compressed sessions ([`Device::flush_held`]), or as soon as
+    /// a session's worth ([`CQE_COMP_MAX_NUM`]) is held; anything else
+    /// (an error CQE, an injected one) first writes what is held, so a session never spans it.
     pub(super) fn write_cqe(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
-        let Some(cq) = self
-            .cqs
-            .get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
-            .and_then(Option::as_mut)
-        else {
+        if let Some(cq) = cq_of(&mut self.cqs, cqn) {
+            if cq.comp.is_some() {
+                let c = Cqe64::from_bytes(cqe);
+                if c.op_own & 0xfc == crate::dv::prm::CQE_RESP_SEND << 4 {
+                    cq.held.push(c);
+                    // A full session goes out at once: holding more would only delay the
+                    // driver's view of them (and its refill) while the step goes on.
+                    if cq.held.len() >= CQE_COMP_MAX_NUM as usize {
+                        self.flush_cq(cqn);
+                    }
+                    return true;
+                }
+                self.flush_cq(cqn);
+            }
+        }
+        self.write_slot(cqn, cqe)
+    }
+
+    /// Writes every CQ's held receive completions (end of a step, a WQ reset, a test's injection).
+    pub(super) fn flush_held(&mut self) {
+        for i in 0..self.cqs.len() {
+            if self.cqs[i].as_ref().is_some_and(|c| !c.held.is_empty()) {
+                self.flush_cq(CQN_BASE + i as u32);
+            }
+        }
+    }
+
+    /// Writes CQ `cqn`'s held completions in order: each run of two or more that may share a
+    /// title ([`session_member`]) as a compressed session of at most [`CQE_COMP_MAX_NUM`], the
+    /// rest as plain CQEs.
+    fn flush_cq(&mut self, cqn: u32) {
+        let Some(cq) = cq_of(&mut self.cqs, cqn) else {
+            return;
+        };
+        let (held, fmt) = (
+            std::mem::take(&mut cq.held),
+            cq.comp.expect("only compressing CQs hold"),
+        );
+        let mut i = 0;
+        while i < held.len() {
+            let mut n = 1;
+            while i + n < held.len()
+                && n < CQE_COMP_MAX_NUM as usize
+                && session_member(&held[i], &held[i + n], n as u16, fmt)
+            {
+                n += 1;
+            }
+            if n == 1 || !self.write_session(cqn, &held[i..i + n], fmt) {
+                for c in &held[i..i + n] {
+                    self.write_slot(cqn, c.as_bytes());
+                }
+            }
+            i += n;
+        }
+        // The buffer goes back for the next step (no allocation per step).
+        if let Some(cq) = cq_of(&mut self.cqs, cqn) {
+            let mut held = held;
+            held.clear();
+            cq.held = held;
+        }
+    }
+
+    /// A compressed session of the basic layout (reference §3.11-3.12; DPDK `mlx5_rx_poll_len` and
+    /// `rxq_cq_decompress_v` read it, Linux `mlx5e_decompress_cqes_start`): the title, the first
+    /// completion with `op_own` format 3 and `byte_cnt` = the number of packets, at the producer
+    /// index `h`; the mini-CQEs (byte count and hash or checksum/stride index of each packet) eight
+    /// to a slot at `h + 1`, `h + 8`, `h + 16`, ... (wrapping the ring); the other slots of the
+    /// session not written at all. The session takes one slot per packet, so the producer index
+    /// moves by `n`. The arrays are written first and the title's `op_own` last, with release:
+    /// a driver that sees the title sees its arrays. Returns false (nothing written) when the
+    /// strict overrun check finds fewer than `n` free slots; the caller then writes them one by
+    /// one, and the overrun is counted there.
+    fn write_session(&mut self, cqn: u32, run: &[Cqe64], fmt: MiniFormat) -> bool {
+        let Some(cq) = cq_of(&mut self.cqs, cqn) else {
+            return false;
+        };
+        let n = run.len() as u32;
+        if self.cfg.strict_cq {
+            // SAFETY: the record word belongs to this live CQ.
+            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
+            cq.ci_seen = ci;
+            if (cq.pi.wrapping_add(n - 1).wrapping_sub(ci) & 0x00ff_ffff) >= cq.cqe_cnt {
+                return false;
+            }
+        }
+        let h = cq.pi;
+        for (j, chunk) in run.chunks(MINI_CQES_PER_SLOT as usize).enumerate() {
+            let mut bytes = [0u8; 64];
+            for (k, c) in chunk.iter().enumerate() {
+                let m = match fmt {
+                    MiniFormat::Hash => MiniCqe::hash(c.rx_hash_res.get(), c.byte_cnt.get()),
+                    MiniFormat::Csum => MiniCqe::csum(c.csum.get(), 0, c.byte_cnt.get()),
+                    MiniFormat::CsumStridx => MiniCqe::csum(c.csum.get(), c.wqe_counter.get(), c.byte_cnt.get()),
+                };
+                bytes[k * 8..k * 8 + 4].copy_from_slice(&m.w0.get().to_be_bytes());
+                bytes[k * 8 + 4..k * 8 + 8].copy_from_slice(&m.byte_cnt.get().to_be_bytes());
+            }
+            let at = h.wrapping_add(mini_array_slot(j as u32)) & (cq.cqe_cnt - 1);
+            // Only the mini-CQEs the session has: the rest of a last, partial array is not written
+            // (the slot keeps its old bytes, as the holes of the session do).
+            let len = chunk.len() * 8;
+            // SAFETY: the slot is inside the CQ ring and, by the check above (or the driver's
+            // sizing), consumed by the driver.
+            unsafe { dma::write_bytes(cq.mem.ring().wrapping_add(at as usize * 64), &bytes[..len]) };
+        }
+        let mut title = run[0];
+        title.make_title(n);
+        let mut bytes = *title.as_bytes();
+        bytes[63] = (bytes[63] & !1) | crate::dv::prm::cqe_owner_for(h, cq.log2);
+        let slot = cq.mem.ring().wrapping_add(((h & (cq.cqe_cnt - 1)) as usize) * 64);
+        // SAFETY: as above; `op_own` goes last, with release.
+        unsafe { dma::write_cqe(slot, &bytes) };
+        cq.pi = h.wrapping_add(n);
+        self.counters.cqes += u64::from(n);
+        self.counters.cqe_sessions += 1;
+        self.counters.cqe_session_packets += u64::from(n);
+        if let Some(t) = self.trace.as_mut() {
+            t.cqe(cqn, h, &bytes);
+        }
+        true
+    }
+
+    /// Writes one CQE at the CQ's producer index (the plain path of [`Device::write_cqe`]).
+    fn write_slot(&mut self, cqn: u32, cqe: &[u8; 64]) -> bool {
+        let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return false;
         };
         if self.cfg.strict_cq && (cq.pi.wrapping_sub(cq.ci_seen) & 0x00ff_ffff) >= cq.cqe_cnt {
@@ -1447,6 +1574,52 @@ impl Device {
             t.event(args);
         }
     }
+}
+
+/// The live CQ `cqn` among `cqs` (a function of the field alone, so that the rest of the
+/// device stays borrowable).
+fn cq_of(cqs: &mut [Option<super::CqObj>], cqn: u32) -> Option<&mut super::CqObj> {
+    cqs.get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
+        .and_then(Option::as_mut)
+}
+
+/// Whether `c` may be packet `i` of a session titled by `t`: a plain receive completion equal to
+/// the title in every field a mini-CQE does not carry (drivers copy the title's flags, VLAN, hash
+/// type, user index and drop count to every packet: Linux `mlx5e_decompress_cqe`, DPDK
+/// `rxq_cq_decompress_v`), with the WQE counter `t`'s + `i` on a cyclic RQ (the driver derives it,
+/// reference §3.11) or, with stride indices in the minis, the same WQE (`wqe_id`). The timestamp
+/// is the title's for all, as mini-CQEs carry none (which is why DPDK turns compression off when
+/// timestamps are asked for). A striding RQ's filler CQE (`byte_cnt` bit 31) is never compressed
+/// (reference §9 trap 15).
+fn session_member(t: &Cqe64, c: &Cqe64, i: u16, fmt: MiniFormat) -> bool {
+    const FILLER: u32 = 1 << 31;
+    if c.byte_cnt.get() & FILLER != 0 || t.byte_cnt.get() & FILLER != 0 {
+        return false;
+    }
+    let mut a = *c;
+    a.byte_cnt = t.byte_cnt;
+    a.timestamp = t.timestamp;
+    match fmt {
+        MiniFormat::Hash => {
+            a.rx_hash_res = t.rx_hash_res;
+            if c.wqe_counter.get() != t.wqe_counter.get().wrapping_add(i) {
+                return false;
+            }
+            a.wqe_counter = t.wqe_counter;
+        }
+        MiniFormat::Csum => {
+            a.csum = t.csum;
+            if c.wqe_counter.get() != t.wqe_counter.get().wrapping_add(i) {
+                return false;
+            }
+            a.wqe_counter = t.wqe_counter;
+        }
+        MiniFormat::CsumStridx => {
+            a.csum = t.csum;
+            a.wqe_counter = t.wqe_counter;
+        }
+    }
+    a == *t
 }
 
 /// The RSS input of a TIR hashing the `IBV_RX_HASH_*` fields in `fields` (verbs.h
@@ -1604,6 +1777,74 @@ fn fcs32(frame: &[u8]) -> u32 {
 mod tests {
     use super::*;
     use crate::dv::golden;
+
+    /// A compressing CQ: receive completions of a step go out as sessions (the second one with
+    /// the other WQ's user index starts a new session), an error CQE ends the session before it
+    /// and is never compressed, send completions are never held or compressed, and a session
+    /// whose next WQE counter does not follow is split.
+    #[test]
+    fn sessions_end_at_errors_and_differences_and_never_take_send_completions() {
+        use crate::dv::prm::{mini_array_from, MiniFormat};
+        let nic = super::super::Nic::pair(super::super::ModelConfig::default()).unwrap();
+        let q = nic.alloc_cq_with(63, Some(MiniFormat::Hash)).unwrap();
+        let cqn = q.raw.num;
+        let rx = |counter: u16, len: u32, uidx: u32| {
+            let mut c = Cqe64::resp_send(counter, len, 0x1000 + u32::from(counter), 0x0628, 0, 0);
+            c.srqn_uidx = Be32::new(uidx);
+            c
+        };
+        let slot = |i: u32| Cqe64::from_bytes(&nic.cq_slot(cqn, i).unwrap());
+        {
+            let mut d = nic.dev();
+            for i in 0..3 {
+                assert!(d.write_cqe(cqn, rx(i, 60 + u32::from(i), 5).as_bytes()));
+            }
+        }
+        // Held until the step ends or something else is written.
+        assert_eq!(slot(0).op_own, crate::dv::prm::CQE_INIT_OP_OWN);
+        {
+            let mut d = nic.dev();
+            d.write_cqe(cqn, ErrCqe::resp_err(syndrome::LOCAL_LENGTH, 3, 5).as_bytes());
+            for i in 4..6 {
+                d.write_cqe(cqn, rx(i, 60, 5).as_bytes());
+            }
+            d.write_cqe(cqn, rx(6, 60, 6).as_bytes()); // another user index
+            d.write_cqe(cqn, rx(8, 60, 6).as_bytes()); // counter does not follow
+            d.write_cqe(cqn, Cqe64::req(9, 0x42, 0).as_bytes());
+            d.write_cqe(cqn, rx(10, 60, 5).as_bytes());
+            d.flush_held();
+        }
+        // Session of 3 at 0 (array at 1), the error at 3, session of 2 at 4 (array at 5), plain
+        // CQEs at 6 and 7, the send completion at 8, a plain CQE at 9.
+        let t = slot(0);
+        assert!(t.is_title());
+        assert_eq!((t.mini_cqe_count(), t.wqe_counter.get(), t.owner()), (3, 0, 0));
+        let a = mini_array_from(&nic.cq_slot(cqn, 1).unwrap());
+        assert_eq!(
+            a[..3]
+                .iter()
+                .map(|m| (m.rx_hash(), m.byte_cnt.get()))
+                .collect::<Vec<_>>(),
+            [(0x1000, 60), (0x1001, 61), (0x1002, 62)]
+        );
+        assert_eq!(slot(2).op_own, crate::dv::prm::CQE_INIT_OP_OWN, "a hole is not written");
+        assert_eq!(slot(3).opcode(), crate::dv::prm::CQE_RESP_ERR);
+        assert_eq!(
+            (slot(4).is_title(), slot(4).mini_cqe_count(), slot(4).wqe_counter.get()),
+            (true, 2, 4)
+        );
+        for (i, counter) in [(6, 6), (7, 8), (9, 10)] {
+            let c = slot(i);
+            assert_eq!(
+                (c.op_own, c.wqe_counter.get()),
+                (crate::dv::prm::CQE_RESP_SEND << 4, counter),
+                "slot {i}"
+            );
+        }
+        assert_eq!(slot(8).opcode(), crate::dv::prm::CQE_REQ);
+        let c = nic.counters();
+        assert_eq!((c.cqe_sessions, c.cqe_session_packets, c.cqes), (2, 5, 10));
+    }
 
     /// The CRC-32 check value of IEEE 802.3 (and zlib): "123456789" gives 0xCBF43926.
     #[test]

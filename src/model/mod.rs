@@ -52,10 +52,16 @@ use std::time::Instant;
 
 use crate::dv::prm::InlineMode;
 use crate::dv::prm::{cq_entries_for, BF_OFFSET, CQE_INIT_OP_OWN, SEND_WQE_BB};
+use crate::dv::prm::{Cqe64, MiniFormat};
 use crate::mem::region::Region;
 pub use link::Link;
 use ring as dma;
 pub use trace::Trace;
+
+/// Mini-CQEs per compressed session at most: the `cqe_comp_caps.max_num` the model reports, as a
+/// ConnectX-5 does (`mlx5dv_query_device`; the kernel takes it from the HCA cap
+/// `cqe_compression_max_num`).
+pub const CQE_COMP_MAX_NUM: u32 = 64;
 
 /// Bytes in each half of an SQ's BlueFlame register (`mlx5dv_qp.bf.size`): libmlx5 gives a QP
 /// half of a 512-byte register (`bf_reg_size` 1 << `log_bf_reg_size` 9, `buf_size = bf_reg_size
@@ -195,6 +201,9 @@ pub struct DeviceCounters {
     pub wqes_nonzero_imm: u64,
     pub cqes: u64,
     pub cq_overruns: u64,
+    /// Compressed sessions written (title + mini-CQE arrays), and the packets they carried.
+    pub cqe_sessions: u64,
+    pub cqe_session_packets: u64,
 }
 
 const QPN_BASE: u32 = 0x100;
@@ -463,6 +472,12 @@ pub(crate) struct CqObj {
     /// when the producer index is a ring ahead of it. The index only grows, so a stale copy can
     /// only make the model look again before calling an overrun.
     ci_seen: u32,
+    /// CQE compression asked for at creation (`mlx5dv_create_cq` with
+    /// `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`): the mini-CQE format.
+    comp: Option<MiniFormat>,
+    /// Receive completions not written yet: a compressing CQ holds a step's worth and writes
+    /// them as sessions where several are ready at once (`Device::flush_held`, exec.rs).
+    held: Vec<Cqe64>,
 }
 
 pub(crate) struct PortState {
@@ -707,6 +722,13 @@ impl Nic {
 
     /// Creates a CQ of at least `requested` entries (rounded as rdma-core does).
     pub fn alloc_cq(&self, requested: u32) -> Result<QueueMem, String> {
+        self.alloc_cq_with(requested, None)
+    }
+
+    /// Creates a CQ as [`Nic::alloc_cq`], compressing receive completions into sessions of
+    /// mini-CQEs of format `comp` when several are ready at once (at most [`CQE_COMP_MAX_NUM`]
+    /// per session, the `cqe_comp_caps.max_num` the model reports).
+    pub fn alloc_cq_with(&self, requested: u32, comp: Option<MiniFormat>) -> Result<QueueMem, String> {
         let cqe_cnt = cq_entries_for(requested);
         if cqe_cnt > 1 << 22 {
             return Err(format!("CQ of {requested} entries is larger than the device allows"));
@@ -726,6 +748,8 @@ impl Nic {
                 cqn: 0,
                 pi: 0,
                 ci_seen: 0,
+                comp,
+                held: Vec::new(),
             },
         );
         let cqn = CQN_BASE + idx as u32;
@@ -1122,6 +1146,8 @@ impl Nic {
     /// and back to RDY).
     pub fn reset_rq(&self, wq_num: u32) -> Result<(), String> {
         let mut d = self.dev();
+        // Completions the device holds for compression are written before the reset returns.
+        d.flush_held();
         let rq = d.rq_mut(wq_num).ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
         reset_rq_obj(rq);
         Ok(())
@@ -1234,7 +1260,9 @@ impl Nic {
     /// Delivers `frame` to `port` as if it arrived on the port's wire.
     pub fn inject_frame(&self, port: usize, frame: &[u8]) {
         let mut slot = exec::Piece::default();
-        self.dev().deliver(port, &exec::Frame::of_slice(frame, &mut slot));
+        let mut d = self.dev();
+        d.deliver(port, &exec::Frame::of_slice(frame, &mut slot));
+        d.flush_held();
     }
 
     /// Takes the frames a `Link::Capture` port has sent so far.
@@ -1248,7 +1276,10 @@ impl Nic {
     /// Writes an arbitrary CQE (owner bit set for its slot) as a broken device would: for testing
     /// that a driver survives whatever the rings contain.
     pub fn inject_cqe(&self, cqn: u32, cqe: &[u8; 64]) -> bool {
-        self.dev().write_cqe(cqn, cqe)
+        let mut d = self.dev();
+        let ok = d.write_cqe(cqn, cqe);
+        d.flush_held();
+        ok
     }
 
     /// The 64 bytes of slot `i` of CQ `cqn`, as they are now (for tests and debugging).

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{Link, ModelConfig, Nic, QueueMem, RqOptions};
+use crate::dv::prm::MiniFormat;
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl, TickClock};
 use crate::rx::dv::DvRxQueue;
@@ -41,10 +42,16 @@ impl ModelConfig {
 impl Nic {
     /// [`Nic::alloc_cq`], described for the driver.
     pub fn create_cq(&self, requested: u32) -> Result<CqInfo, String> {
-        let q = self.alloc_cq(requested)?;
+        self.create_cq_with(requested, None)
+    }
+
+    /// [`Nic::alloc_cq_with`], described for the driver: a CQ compressing receive completions
+    /// into mini-CQEs of format `comp`.
+    pub fn create_cq_with(&self, requested: u32, comp: Option<MiniFormat>) -> Result<CqInfo, String> {
+        let q = self.alloc_cq_with(requested, comp)?;
         let r = q.raw;
         // SAFETY: the device just created this CQ; its ring and record live while `keep` does.
-        Ok(unsafe { CqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, r.num, q.keep) })
+        Ok(unsafe { CqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, r.num, q.keep) }.with_compression(comp))
     }
 
     /// [`Nic::alloc_sq`], described for the driver.
@@ -317,11 +324,15 @@ impl Backend for ModelPort {
             return self.striding_rx_queue(qid, pool, cfg);
         }
         let (lkey, ctl) = self.take(false, qid, pool)?;
-        let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
+        let sg = crate::rx::dv::rx_segments(cfg, pool)?;
+        // As the mlx5 backend (`Mlx5Port::rx_cqe_comp`): the hash format where the queue can read
+        // it; the model has the caps of a ConnectX-5 (and of a ConnectX-4, which has them too).
+        let comp = crate::rx::dv::wants_compression(cfg, sg).then_some(MiniFormat::Hash);
+        let cq = self.nic.create_cq_with(cfg.size, comp).map_err(Error::device)?;
         // Scatter (frames longer than a buffer) and CVLAN stripping are RQ context fields, set
         // when the WQ is made (mlx5_ib `create_rq`: `log_wq_stride` from max_sge, `vsd`).
         let opts = RqOptions {
-            max_sge: crate::rx::dv::rx_segments(cfg, pool)?,
+            max_sge: sg,
             strip_cvlan: cfg.rx_vlan_strip,
             ..RqOptions::default()
         };

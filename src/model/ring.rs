@@ -55,6 +55,16 @@ pub(crate) unsafe fn write_cqe(slot: *mut u8, cqe: &[u8; 64]) {
     }
 }
 
+/// Writes `bytes` at `dst` in ring memory with plain stores (mini-CQE arrays: the driver reads
+/// them only after the title's `op_own`, which [`write_cqe`] stores afterwards with release).
+///
+/// # Safety
+/// `[dst, dst + bytes.len())` must be valid ring memory that the driver has consumed.
+pub(crate) unsafe fn write_bytes(dst: *mut u8, bytes: &[u8]) {
+    // SAFETY: per the contract; `bytes` is a distinct Rust slice.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) }
+}
+
 /// Stamps a CQ slot's `op_own` (at creation: `CQE_INIT_OP_OWN`, an invalid CQE of owner 1, as
 /// `mlx5_alloc_cq_buf` in rdma-core providers/mlx5/cq.c initialises every slot).
 ///

@@ -7,7 +7,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::REFILL_BATCH;
-use crate::dv::prm::{cqe_flags, syndrome, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::prm::{
+    cqe_flags, mini_array_slot, syndrome, Cqe64, DataSeg, MiniArray, MiniCqe, CQE_RESP_ERR, CQE_RESP_SEND,
+};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
 use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool, SegLink};
@@ -50,6 +52,26 @@ pub struct DvRxQueue {
     vlan_strip: bool,
     /// `sg > 1 || vlan_strip`: bursts go through [`DvRxQueue::burst_offload`].
     offload: bool,
+    /// The CQ compresses receive completions (created with a mini-CQE format): bursts go to
+    /// [`DvRxQueue::burst_zip`], which expands sessions.
+    zip_on: bool,
+    /// The compressed session being handed up, which may span bursts.
+    zip: Zip,
+}
+
+/// A compressed session (reference §3.11): title at CQ index `head`, `n` packets of which `done`
+/// are handed up. Flags and drop count come from the title, common to every packet (Linux
+/// `mlx5e_decompress_cqe`, DPDK `rxq_cq_decompress_v`); per packet, a mini-CQE gives the byte
+/// count and RSS hash. The array being read is copied, as VPP keeps `n_mini_cqes_left` and
+/// its state across polls: its slot may be rewritten once the consumer index is published past it.
+#[derive(Default)]
+struct Zip {
+    head: u32,
+    n: u32,
+    done: u32,
+    flags: u32,
+    drops: u8,
+    minis: MiniArray,
 }
 
 /// No buffer in a slot of a scattering queue's ring (it went up with a packet).
@@ -115,6 +137,14 @@ impl DvRxQueue {
             None => TickClock::NANOSECONDS,
         };
         let size = rq.size() / seg_stride;
+        // Mini-CQEs carry no timestamp: a compressing CQ is refused with timestamps on.
+        let zip_on = cq_comp(&cq, cfg)?;
+        if zip_on && (sg > 1 || cfg.rx_vlan_strip) {
+            return Err(Error::config(
+                "a compressing CQ cannot serve rx_max_frame beyond one buffer or rx_vlan_strip: \
+                 open the queue with rx_cqe_compression off",
+            ));
+        }
         let mut q = DvRxQueue {
             rq,
             cq,
@@ -140,6 +170,8 @@ impl DvRxQueue {
             seg_stride,
             vlan_strip: cfg.rx_vlan_strip,
             offload: sg > 1 || cfg.rx_vlan_strip,
+            zip_on,
+            zip: Zip::default(),
         };
         // Byte count and lkey never change; a refill rewrites only the address (VPP). Segments
         // past `sg` end the scatter list (rdma-core `mlx5_post_wq_recv`'s terminator).
@@ -212,10 +244,7 @@ impl DvRxQueue {
             self.device_holds_buffers = true;
             return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
-        while self.cq.ready(self.cq_ci) {
-            self.cq_ci = self.cq_ci.wrapping_add(1);
-            self.stats.drops += 1;
-        }
+        self.drain_cq();
         self.cq.publish_ci(self.cq_ci);
         // Whatever was posted goes back to the pool; the refill below posts fresh buffers from
         // WQE 0.
@@ -445,77 +474,240 @@ impl DvRxQueue {
     /// Out of line, so that the common path keeps its registers.
     #[inline(never)]
     fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        let mut n = 0;
-        let mut bytes = 0u64;
-        let mut drops = 0u64;
-        let mut error = None;
-        let mut ci = self.cq_ci;
-        let mut rq_ci = self.rq_ci;
+        let mut p = Progress::at(self);
         let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
         let spare = out.spare();
         let room = spare.len().min(posted);
         let spare = &mut spare[..room];
         loop {
+            let (n, ci, rq_ci) = (p.n, p.ci, p.rq_ci);
             let got = if self.timestamps {
-                self.poll_packets::<true>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
+                self.poll_packets::<true>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops)
             } else {
-                self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut bytes, &mut drops)
+                self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops)
             };
-            n += got;
-            ci = ci.wrapping_add(got as u32);
-            rq_ci = rq_ci.wrapping_add(got as u32);
-            if n == spare.len() || matches!(self.cq.reader().poll_rx(ci), RxPoll::Empty) {
+            p.advance(got, got as u32);
+            if p.n == spare.len() || matches!(self.cq.reader().poll_rx(p.ci), RxPoll::Empty) {
                 break;
             }
             // Something other than a good packet (or nothing): the slow path decides.
-            match self.poll_other(ci, rq_ci) {
-                Other::Empty => break,
-                Other::Ready => {}
-                Other::Skipped => {
-                    ci = ci.wrapping_add(1);
-                    rq_ci = rq_ci.wrapping_add(1);
-                }
-                Other::Fatal(synd) => {
-                    ci = ci.wrapping_add(1);
-                    error = Some(synd);
-                    break;
-                }
+            if !self.take_other(&mut p) {
+                break;
             }
         }
-        out.commit(n);
-        self.end_burst(ci, rq_ci, n, bytes, drops, error)
+        self.finish(out, p)
     }
 
-    /// The end of a burst that polled CQEs one by one, up to `ci` (and RQ WQEs up to `rq_ci`)
-    /// and handed up `n` packets: publishes the consumer index, counts, recovers after a fatal
-    /// error CQE (`error`) and refills.
-    fn end_burst(
-        &mut self,
-        ci: u32,
-        rq_ci: u32,
-        n: usize,
-        bytes: u64,
-        drops: u64,
-        error: Option<u8>,
-    ) -> Result<usize, QueueError> {
-        if ci != self.cq_ci {
-            self.cq_ci = ci;
-            self.rq_ci = rq_ci;
-            self.cq.publish_ci(ci);
+    /// The slow path's verdict on the CQE at `p.ci` ([`DvRxQueue::poll_other`]), applied to the
+    /// burst: whether it goes on.
+    fn take_other(&mut self, p: &mut Progress) -> bool {
+        match self.poll_other(p.ci, p.rq_ci) {
+            Other::Empty => false,
+            Other::Ready => true,
+            Other::Skipped => {
+                p.advance(0, 1);
+                true
+            }
+            Other::Fatal(synd) => {
+                p.ci = p.ci.wrapping_add(1);
+                p.error = Some(synd);
+                false
+            }
+        }
+    }
+
+    /// The end of a general burst: commit the packets, publish the consumer index, count,
+    /// recover from an error, refill.
+    fn finish(&mut self, out: &mut Burst, p: Progress) -> Result<usize, QueueError> {
+        let n = p.n;
+        out.commit(n);
+        self.end_burst(p)
+    }
+
+    /// The end of a burst that polled CQEs up to `p.ci` (and RQ WQEs up to `p.rq_ci`) and handed
+    /// up `p.n` packets, committed: publishes the consumer index, counts, recovers after a fatal
+    /// error CQE and refills.
+    fn end_burst(&mut self, p: Progress) -> Result<usize, QueueError> {
+        let n = p.n;
+        if p.ci != self.cq_ci {
+            self.cq_ci = p.ci;
+            self.rq_ci = p.rq_ci;
+            self.cq.publish_ci(p.ci);
         }
         self.stats.packets += n as u64;
-        self.stats.bytes += bytes;
-        self.stats.drops += drops;
+        self.stats.bytes += p.bytes;
+        self.stats.drops += p.drops;
         if n > 0 {
             self.stats.bursts += 1;
         } else if self.ctl.device_fatal() {
             return Err(self.stop_on_fatal());
         }
-        if let Some(synd) = error {
+        if let Some(synd) = p.error {
+            self.zip = Zip::default();
             self.recover_or_fail(synd)?;
         }
         self.refill_any(self.refill_min);
         Ok(n)
+    }
+
+    /// Drops every completion the CQ holds (a WQ reset made them stale), compressed sessions
+    /// slot by packet as the device counts them, their slots invalidated.
+    fn drain_cq(&mut self) {
+        let cq = self.cq.reader();
+        let left = self.zip.n - self.zip.done;
+        for k in self.zip.done.max(1)..self.zip.n {
+            cq.invalidate(self.zip.head.wrapping_add(k));
+        }
+        self.cq_ci = self.cq_ci.wrapping_add(left);
+        self.stats.drops += u64::from(left);
+        self.zip = Zip::default();
+        while self.cq.ready(self.cq_ci) {
+            let n = match self.cq.poll(self.cq_ci) {
+                Some(c) if self.zip_on && c.is_title() => c.mini_cqe_count().clamp(1, self.cq.size()),
+                _ => 1,
+            };
+            for k in 1..n {
+                cq.invalidate(self.cq_ci.wrapping_add(k));
+            }
+            self.cq_ci = self.cq_ci.wrapping_add(n);
+            self.stats.drops += u64::from(n);
+        }
+    }
+
+    /// [`DvRxQueue::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
+    /// sessions expanded ([`DvRxQueue::open_session`], [`DvRxQueue::expand`]).
+    #[inline(always)]
+    fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(failed_error(s));
+        }
+        same_pool(&self.pool, out)?;
+        let mut p = Progress::at(self);
+        let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
+        let spare = out.spare();
+        let room = spare.len().min(posted);
+        let spare = &mut spare[..room];
+        loop {
+            if self.zip.done != self.zip.n {
+                let (handed, used) = self.expand(&mut spare[p.n..], p.rq_ci, &mut p.bytes, &mut p.drops);
+                p.advance(handed, used);
+                if self.zip.done != self.zip.n {
+                    break; // the burst is full
+                }
+            }
+            if p.n == spare.len() {
+                break;
+            }
+            // One look at the next CQE decides: a session (the usual case on a compressing CQ), a
+            // run of plain CQEs, nothing, or the slow path.
+            match self.cq.reader().poll_rx(p.ci) {
+                RxPoll::Empty => break,
+                RxPoll::Packet(_) => {
+                    let (n, ci, rq_ci) = (p.n, p.ci, p.rq_ci);
+                    let got = self.poll_packets::<false>(&mut spare[n..], ci, rq_ci, &mut p.bytes, &mut p.drops);
+                    p.advance(got, got as u32);
+                    // None taken: a length past the buffer (or a CQE never posted for), which
+                    // the slow path decides on.
+                    if got == 0 && !self.take_other(&mut p) {
+                        break;
+                    }
+                }
+                RxPoll::Other(c) if c.is_title() => {
+                    let title = *c;
+                    if let Err(synd) = self.open_session(&title, p.ci, p.rq_ci) {
+                        p.ci = p.ci.wrapping_add(1);
+                        p.error = Some(synd);
+                        break;
+                    }
+                }
+                RxPoll::Other(_) => {
+                    if !self.take_other(&mut p) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.finish(out, p)
+    }
+
+    /// Starts the session whose title is at `ci`: its packet count, flags and drop count, and its
+    /// first mini-CQE array (at `ci + 1`). A title that claims more packets than there are posted
+    /// WQEs (or fewer than one) is a broken CQ.
+    #[inline(always)]
+    fn open_session(&mut self, title: &Cqe64, ci: u32, rq_ci: u32) -> Result<(), u8> {
+        let n = title.mini_cqe_count();
+        if n == 0 || n > self.rq_pi.wrapping_sub(rq_ci) {
+            self.stats.errors.bad_cqe += 1;
+            return Err(syndrome::LOCAL_QP_OP);
+        }
+        self.zip = Zip {
+            head: ci,
+            n,
+            done: 0,
+            flags: FLAGS_LUT[(title.hdr_type_vlan() >> 16) as usize & 0x7ff],
+            drops: title.rx_drops(),
+            minis: self.cq.reader().mini_array(ci.wrapping_add(mini_array_slot(0))),
+        };
+        Ok(())
+    }
+
+    /// Hands up the current session's next packets into `slots` (buffers from RQ index `rq_ci`
+    /// on), one mini-CQE array at a time, and invalidates the slots it consumed (all but the
+    /// title, which the device's next write of that slot replaces; DPDK stamps the same ones).
+    /// Returns the packets handed up and the CQ/RQ slots consumed (more when a mini-CQE's length
+    /// does not fit its buffer: that packet is dropped as a bad CQE, its buffer freed).
+    #[inline(always)]
+    fn expand(&mut self, slots: &mut [Packet], rq_ci: u32, bytes: &mut u64, drops: &mut u64) -> (usize, u32) {
+        let cq = self.cq.reader();
+        let (len_off, room) = (Packet::len_off(0, self.data_off), self.data_room);
+        let rq_size = self.bufs.len();
+        let take = (slots.len() as u32).min(self.zip.n - self.zip.done);
+        let (mut used, mut handed) = (0u32, 0usize);
+        let mut byte_sum = 0u32;
+        while used < take {
+            let k = self.zip.done;
+            let pos = k % MINI;
+            if pos == 0 && k != 0 {
+                self.zip.minis = cq.mini_array(self.zip.head.wrapping_add(mini_array_slot(k / MINI)));
+            }
+            // A run within one array that crosses neither the RQ's end: plain slices, zipped.
+            let r = rq_ci.wrapping_add(used) as usize & (rq_size - 1);
+            let cnt = (MINI - pos).min(take - used).min((rq_size - r) as u32) as usize;
+            let minis = &self.zip.minis[pos as usize..pos as usize + cnt];
+            let bufs = &self.bufs[r..r + cnt];
+            let out = &mut slots[handed..handed + cnt];
+            let mut longest = 0u32;
+            let flags = self.zip.flags;
+            for ((slot, m), &buf) in out.iter_mut().zip(minis).zip(bufs) {
+                let len = m.byte_cnt.get();
+                longest = longest.max(len);
+                slot.buf = buf;
+                slot.set_len_off(len | len_off);
+                slot.rss_hash = m.rx_hash();
+                slot.flags = flags;
+                byte_sum = byte_sum.wrapping_add(len);
+            }
+            let good = if longest > room {
+                drop_long(
+                    &self.pool,
+                    &mut self.stats.errors.bad_cqe,
+                    room,
+                    out,
+                    minis,
+                    bufs,
+                    &mut byte_sum,
+                )
+            } else {
+                cnt
+            };
+            cq.invalidate_run(self.zip.head.wrapping_add(k.max(1)), k + cnt as u32 - k.max(1));
+            self.zip.done += cnt as u32;
+            used += cnt as u32;
+            handed += good;
+        }
+        *bytes += u64::from(byte_sum);
+        *drops += u64::from(self.zip.drops) * u64::from(used);
+        (handed, used)
     }
 
     /// Chooses the MOVBE build or the portable one (tests run both on a MOVBE machine).
@@ -683,8 +875,23 @@ impl DvRxQueue {
             bytes += u64::from(len);
         }
         out.commit_chained(n, chains);
-        self.end_burst(ci, rq_ci, n, bytes, drops, error)
+        self.end_burst(Progress {
+            n,
+            ci,
+            rq_ci,
+            bytes,
+            drops,
+            error,
+        })
     }
+}
+
+/// Whether a receive CQ of a cyclic queue with `sg` buffers per WQE should compress: asked for
+/// (`QueueConfig::rx_cqe_compression`), no timestamps (mini-CQEs carry none: DPDK `mlx5_devx.c`),
+/// and the one-buffer path without VLAN stripping, the one that expands sessions (a stripped tag
+/// and a chain's buffer count are per packet, which a hash mini-CQE does not carry).
+pub(crate) fn wants_compression(cfg: &QueueConfig, sg: u32) -> bool {
+    cfg.rx_cqe_compression && !cfg.rx_timestamps && sg == 1 && !cfg.rx_vlan_strip
 }
 
 /// Buffers per receive WQE for `cfg` over `pool`: 1, or as many as an `rx_max_frame` frame
@@ -700,6 +907,84 @@ pub(crate) fn rx_segments(cfg: &QueueConfig, pool: &Pool) -> Result<u32, Error> 
         )));
     }
     Ok(sg)
+}
+
+/// Where a general burst stands: packets handed up, the CQ and RQ indices it reached, bytes and
+/// device drops counted, and the error that ends it.
+struct Progress {
+    n: usize,
+    ci: u32,
+    rq_ci: u32,
+    bytes: u64,
+    drops: u64,
+    error: Option<u8>,
+}
+
+impl Progress {
+    fn at(q: &DvRxQueue) -> Progress {
+        Progress {
+            n: 0,
+            ci: q.cq_ci,
+            rq_ci: q.rq_ci,
+            bytes: 0,
+            drops: 0,
+            error: None,
+        }
+    }
+    /// `handed` packets handed up, `used` CQ and RQ slots consumed.
+    #[inline(always)]
+    fn advance(&mut self, handed: usize, used: u32) {
+        self.n += handed;
+        self.ci = self.ci.wrapping_add(used);
+        self.rq_ci = self.rq_ci.wrapping_add(used);
+    }
+}
+
+/// Some packets of a run of [`DvRxQueue::expand`] are longer than their buffers (`room`): those
+/// are dropped (their buffers back to `pool`, counted in `bad`, their bytes taken back) and the
+/// rest moved up. Returns how many remain.
+#[cold]
+#[inline(never)]
+fn drop_long(
+    pool: &Pool,
+    bad: &mut u64,
+    room: u32,
+    out: &mut [Packet],
+    minis: &[MiniCqe],
+    bufs: &[u32],
+    byte_sum: &mut u32,
+) -> usize {
+    let mut good = 0;
+    for (i, (m, &buf)) in minis.iter().zip(bufs).enumerate() {
+        if m.byte_cnt.get() > room {
+            *byte_sum = byte_sum.wrapping_sub(m.byte_cnt.get());
+            *bad += 1;
+            pool.free_one(buf);
+        } else {
+            out[good] = out[i];
+            good += 1;
+        }
+    }
+    good
+}
+
+/// Mini-CQEs per array slot.
+const MINI: u32 = crate::dv::prm::MINI_CQES_PER_SLOT;
+
+/// Whether the queue's CQ compresses (the hash format is the one a cyclic RQ reads), refusing a
+/// compressing CQ when timestamps are asked for: mini-CQEs carry none (DPDK `mlx5_devx.c` turns
+/// compression off for timestamps).
+fn cq_comp(cq: &CqRing, cfg: &QueueConfig) -> Result<bool, Error> {
+    match cq.compression() {
+        None => Ok(false),
+        Some(crate::dv::prm::MiniFormat::Hash) if !cfg.rx_timestamps => Ok(true),
+        Some(crate::dv::prm::MiniFormat::Hash) => Err(Error::config(
+            "receive timestamps: the CQ compresses completions, and mini-CQEs carry no timestamp",
+        )),
+        Some(f) => Err(Error::config(format!(
+            "a cyclic receive queue reads hash mini-CQEs, not the {f:?} format its CQ was created with"
+        ))),
+    }
 }
 
 /// What the slow path found at a consumer index.
@@ -728,6 +1013,19 @@ fn rx_burst_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueErro
 #[target_feature(enable = "movbe")]
 fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
     q.burst(out)
+}
+
+/// [`rx_burst_plain`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
+#[inline(never)]
+fn rx_zip_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip(out)
+}
+
+/// [`rx_burst_movbe`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+fn rx_zip_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip(out)
 }
 
 /// Packet flags for every value of the low 11 bits of the CQE flags word `hdr_type_etc` (the
@@ -782,6 +1080,15 @@ impl RxQueue for DvRxQueue {
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if self.offload {
             return self.burst_offload(out);
+        }
+        if self.zip_on {
+            #[cfg(target_arch = "x86_64")]
+            if self.movbe {
+                #[allow(unsafe_code)]
+                // SAFETY: as below.
+                return unsafe { rx_zip_movbe(self, out) };
+            }
+            return rx_zip_plain(self, out);
         }
         #[cfg(target_arch = "x86_64")]
         if self.movbe {

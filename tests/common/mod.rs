@@ -4,6 +4,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use rawpkt::dv::prm::MiniFormat;
 use rawpkt::dv::ring::{CqInfo, SqInfo};
 use rawpkt::model::{Link, ModelConfig, Nic};
 use rawpkt::rx::dv::DvRxQueue;
@@ -26,6 +27,11 @@ pub struct Rig {
 }
 
 pub fn rig(q: QueueConfig, model: ModelConfig, buffers: u32) -> Rig {
+    rig_with(q, model, buffers, None)
+}
+
+/// [`rig`] with an RX CQ that compresses completions into mini-CQEs of format `rx_comp`.
+pub fn rig_with(q: QueueConfig, model: ModelConfig, buffers: u32, rx_comp: Option<MiniFormat>) -> Rig {
     let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], model).unwrap();
     let pool = Pool::new(PoolConfig {
         buffers,
@@ -37,7 +43,7 @@ pub fn rig(q: QueueConfig, model: ModelConfig, buffers: u32) -> Rig {
     let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
     // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
     let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
-    let rx_cq = nic.create_cq(q.size).unwrap();
+    let rx_cq = nic.create_cq_with(q.size, rx_comp).unwrap();
     let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
     // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
     let rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();

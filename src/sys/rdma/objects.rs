@@ -318,6 +318,20 @@ impl Context {
     }
 
     /// `mlx5dv_is_supported` + `mlx5dv_query_device`, or why DV is out.
+    /// `mlx5dv_query_device` asking for `cqe_comp_caps`: (max_num, supported_format), or None
+    /// where the device reports no compression.
+    pub(crate) fn mlx5dv_cqe_comp_caps(&self) -> Option<(u32, u32)> {
+        let dv = self.rdma.dv.as_ref()?;
+        let mut attr = mlx5dv_context {
+            comp_mask: u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION),
+            ..Default::default()
+        };
+        // SAFETY: live context, valid out struct.
+        let ret = unsafe { (dv.query_device)(self.ptr, &mut attr) };
+        (ret == 0 && attr.comp_mask & u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION) != 0)
+            .then_some((attr.cqe_comp_caps.max_num, attr.cqe_comp_caps.supported_format))
+    }
+
     pub(crate) fn mlx5dv_query(&self) -> Result<mlx5dv_context, String> {
         let Some(dv) = &self.rdma.dv else {
             return Err(self
@@ -472,6 +486,12 @@ impl Cq {
     /// under the datapath (VPP commit 844a0e8b070; rdma-core providers/mlx5/verbs.c
     /// `get_cqe_size`). No CQE compression: the DV receive path does not decode it.
     pub(crate) fn create_dv(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
+        Cq::create_dv_comp(ctx, cqe, 0)
+    }
+
+    /// [`Cq::create_dv`] with CQE compression in the mini-CQE format `comp_format` (an
+    /// `MLX5DV_CQE_RES_FORMAT_*` flag; 0 for none): `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`.
+    pub(crate) fn create_dv_comp(ctx: &Arc<Context>, cqe: u32, comp_format: u8) -> Result<Arc<Cq>, CallError> {
         let Some(dv) = &ctx.rdma.dv else {
             return Err(CallError {
                 call: "mlx5dv_create_cq",
@@ -487,6 +507,10 @@ impl Cq {
             cqe_size: 64,
             ..Default::default()
         };
+        if comp_format != 0 {
+            dv_attr.comp_mask |= u64::from(MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE);
+            dv_attr.cqe_comp_res_format = comp_format;
+        }
         // SAFETY: live context, valid attribute structs.
         let ex = unsafe { (dv.create_cq)(ctx.ptr, &mut attr, &mut dv_attr) };
         if ex.is_null() {
