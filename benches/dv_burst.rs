@@ -193,8 +193,8 @@ struct Rig {
     nic: Arc<Nic>,
 }
 
-/// A receive mode: the two `QueueConfig` fields that choose it, named as `--rx-mode` names them
-/// (and pktgen's `--rx-mode`, and `scripts/callgrind.sh --json`'s `rx_mode`).
+/// A receive mode: the two `QueueConfig` fields that choose it, named as
+/// `QueueConfig::RX_MODES` names them (pktgen's `--rx-mode` too).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct RxMode {
     striding: bool,
@@ -202,29 +202,22 @@ struct RxMode {
 }
 
 impl RxMode {
-    /// Every mode, in the order `rx-modes` lists them.
-    const ALL: [RxMode; 4] = [
-        RxMode::new(false, false),
-        RxMode::new(false, true),
-        RxMode::new(true, false),
-        RxMode::new(true, true),
-    ];
-
     const fn new(striding: bool, compressed: bool) -> RxMode {
         RxMode { striding, compressed }
     }
 
+    /// Every mode, in the order `rx-modes` lists them.
+    fn all() -> impl Iterator<Item = RxMode> {
+        QueueConfig::RX_MODES.into_iter().map(|(_, s, c)| RxMode::new(s, c))
+    }
+
     fn name(self) -> &'static str {
-        match (self.striding, self.compressed) {
-            (false, false) => "cyclic",
-            (false, true) => "compressed",
-            (true, false) => "striding",
-            (true, true) => "striding+compressed",
-        }
+        self.queue_config().rx_mode()
     }
 
     fn parse(s: &str) -> Option<RxMode> {
-        RxMode::ALL.into_iter().find(|m| m.name() == s)
+        let q = QueueConfig::default().with_rx_mode(s)?;
+        Some(RxMode::new(q.rx_striding, q.rx_cqe_compression))
     }
 
     /// The queue configuration the mode is.
@@ -1132,7 +1125,7 @@ fn main() {
         "rx-modes" => {
             // The receive modes of the device, for scripts/callgrind.sh --json; on stderr, why
             // one is left out.
-            for m in RxMode::ALL {
+            for m in RxMode::all() {
                 match m.refused_by(&device()) {
                     None => println!("{}", m.name()),
                     Some(why) => eprintln!("dv_burst: {why}"),
