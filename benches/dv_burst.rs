@@ -16,12 +16,16 @@
 //!   inside `xconnect_burst` (`scripts/callgrind.sh --xconnect`); the last line is
 //!   `packets tx=<forwarded> rx=<received by the sink>`.
 //!
-//! `RAWPKT_BENCH_RX=striding` puts the RX queue of `threaded` and `stepped` on a striding RQ
-//! (`DvStridingRxQueue`, 16 strides of 1 KiB per WQE, `QueueConfig::rx_striding`); the default is
-//! the cyclic RQ (`cyclic`).
-//! `--rx-mode M` chooses the receive CQs of every mode: `cyclic` (default: one 64-byte CQE per
-//! packet) or `compressed` (CQE compression, hash mini-CQEs: the model writes a step's
-//! completions as sessions, `QueueConfig::rx_cqe_compression`).
+//! `--rx-mode M` chooses the receive queues of every mode, as the two `QueueConfig` fields
+//! `rx_striding` and `rx_cqe_compression` do: `cyclic` (default: a cyclic RQ, one 64-byte CQE
+//! per packet), `compressed` (CQE compression, hash mini-CQEs: the model writes a step's
+//! completions as sessions), `striding` (`DvStridingRxQueue`, 16 strides of 1 KiB per WQE) or
+//! `striding+compressed` (a striding RQ whose CQ compresses, checksum/stride-index mini-CQEs).
+//! `dv_burst rx-modes` lists the modes the device (`RAWPKT_BENCH_DEVICE`) has, one a line, and
+//! says on stderr why it leaves one out (a ConnectX-4 has no striding RQ). After a stepped run
+//! the line `rx_mode=M` says what ran: a mode is `compressed` only if the device wrote compressed
+//! sessions, and a run whose queue did not hand up every frame it was sent, in order, fails in
+//! one line (exit 1) rather than print a figure.
 //!
 //! Every measurement prints a table row and one JSON line (`{"bench":"dv_tx",...}`).
 //! See `docs/benchmarks.md` for what each number means.
@@ -182,23 +186,137 @@ struct Rig {
     // Field order is drop order: queues before pools and the NIC they talk to.
     tx: DvTxQueue,
     rx: Option<DvRxQueue>,
-    /// `RAWPKT_BENCH_RX=striding`: the RX queue, on a striding RQ (and `rx` is None).
+    /// `--rx-mode striding[+compressed]`: the RX queue, on a striding RQ (and `rx` is None).
     rx_striding: Option<DvStridingRxQueue>,
     tx_pool: Rc<Pool>,
     rx_pool: Rc<Pool>,
     nic: Arc<Nic>,
 }
 
-/// The values `--rx-mode` takes (`dv_burst rx-modes` lists them).
-const RX_MODES: [&str; 2] = ["cyclic", "compressed"];
+/// A receive mode: the two `QueueConfig` fields that choose it, named as
+/// `QueueConfig::RX_MODES` names them (pktgen's `--rx-mode` too).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct RxMode {
+    striding: bool,
+    compressed: bool,
+}
 
-/// The receive CQ format of `--rx-mode` (set once by `main`).
-static RX_COMP: std::sync::OnceLock<Option<MiniFormat>> = std::sync::OnceLock::new();
+impl RxMode {
+    const fn new(striding: bool, compressed: bool) -> RxMode {
+        RxMode { striding, compressed }
+    }
 
-/// A receive CQ as `--rx-mode` asks for it.
+    /// Every mode, in the order `rx-modes` lists them.
+    fn all() -> impl Iterator<Item = RxMode> {
+        QueueConfig::RX_MODES.into_iter().map(|(_, s, c)| RxMode::new(s, c))
+    }
+
+    fn name(self) -> &'static str {
+        self.queue_config().rx_mode()
+    }
+
+    fn parse(s: &str) -> Option<RxMode> {
+        let q = QueueConfig::default().with_rx_mode(s)?;
+        Some(RxMode::new(q.rx_striding, q.rx_cqe_compression))
+    }
+
+    /// The queue configuration the mode is.
+    fn queue_config(self) -> QueueConfig {
+        QueueConfig {
+            rx_striding: self.striding,
+            rx_cqe_compression: self.compressed,
+            ..QueueConfig::default()
+        }
+    }
+
+    /// The mini-CQE format of a receive CQ in this mode: the hash format on a cyclic RQ, the
+    /// checksum/stride-index one on a striding RQ (the stride index is how a mini-CQE names its
+    /// stride: DPDK `mlx5_devx.c` `mlx5_rxq_create_devx_cq_resources`, VPP `rdma/device.c`).
+    fn cq_format(self) -> Option<MiniFormat> {
+        match (self.compressed, self.striding) {
+            (false, _) => None,
+            (true, false) => Some(MiniFormat::Hash),
+            (true, true) => Some(MiniFormat::CsumStridx),
+        }
+    }
+
+    /// Why `device` cannot run this mode, if it cannot.
+    fn refused_by(self, device: &ModelConfig) -> Option<String> {
+        (self.striding && device.striding_rq == rawpkt::dv::prm::mprq::Caps::NONE).then(|| {
+            format!(
+                "{}: the device ({}) has no striding RQ (mlx5dv_striding_rq_caps are empty: a ConnectX-4)",
+                self.name(),
+                device_name()
+            )
+        })
+    }
+}
+
+/// `--rx-mode` (set once by `main`; cyclic when not given).
+static RX_MODE: std::sync::OnceLock<RxMode> = std::sync::OnceLock::new();
+
+fn rx_mode() -> RxMode {
+    *RX_MODE.get_or_init(|| RxMode::new(false, false))
+}
+
+/// The device `RAWPKT_BENCH_DEVICE` names: `cx4` models a ConnectX-4 (18 inline bytes, one
+/// 64-byte SEND per packet, no striding RQ); anything else a ConnectX-5 (enhanced multi-packet
+/// send).
+fn device_name() -> &'static str {
+    match std::env::var("RAWPKT_BENCH_DEVICE").as_deref() {
+        Ok("cx4") => "cx4",
+        _ => "cx5",
+    }
+}
+
+fn device() -> ModelConfig {
+    let d = match device_name() {
+        "cx4" => ModelConfig::connectx4(),
+        _ => ModelConfig::default(),
+    };
+    // No trace file even if RAWPKT_MODEL_TRACE is set.
+    ModelConfig { trace: None, ..d }
+}
+
+/// A cyclic receive CQ as `--rx-mode` asks for it.
 fn rx_cq(nic: &Nic, q: &QueueConfig) -> CqInfo {
-    nic.create_cq_with(q.size, RX_COMP.get().copied().flatten())
+    nic.create_cq_with(q.size, rx_mode().cq_format().filter(|_| !rx_mode().striding))
         .expect("RX CQ")
+}
+
+/// A striding receive queue on `port` as `--rx-mode` asks for it (16 strides of 1 KiB per WQE
+/// for the default 2 KiB buffers, `rx::dv_striding::params_for`).
+fn striding_rx(nic: &Arc<Nic>, port: usize, lkey: u32, pool: &Rc<Pool>, q: &QueueConfig) -> DvStridingRxQueue {
+    let params = rawpkt::rx::dv_striding::params_for(pool, &nic.config().striding_rq).expect("striding");
+    let n = params.num_strides();
+    // Every stride may complete on its own, and every WQE may end with a filler.
+    let cq = nic
+        .create_cq_with(q.size / n * (n + 1), rx_mode().cq_format())
+        .expect("RX CQ");
+    let opts = rawpkt::model::RqOptions {
+        max_sge: n,
+        striding: Some(params),
+        ..Default::default()
+    };
+    let (rwq, wq) = nic
+        .create_rq_with(port, q.size / n, cq.cqn(), opts)
+        .expect("striding RQ");
+    // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+    unsafe { DvStridingRxQueue::new(&rwq, &cq, params, wq, lkey, pool, q, nic.control()) }
+        .unwrap_or_else(|e| fail(format_args!("{}: the striding receive queue: {e}", rx_mode().name())))
+}
+
+/// One line on stderr, exit 1: a run that cannot give a figure.
+fn fail(what: std::fmt::Arguments) -> ! {
+    eprintln!("dv_burst: {what}");
+    std::process::exit(1);
+}
+
+/// What ran, as `rx_mode=` reports it: the mode asked for, `compressed` only if the device wrote
+/// compressed sessions (`cqe_sessions`), so a CQ that was asked to compress and never did is not
+/// reported as compressed.
+fn ran(nic: &Nic) -> &'static str {
+    RxMode::new(rx_mode().striding, nic.counters().cqe_sessions > 0).name()
 }
 
 fn pool() -> Rc<Pool> {
@@ -212,15 +330,9 @@ fn pool() -> Rc<Pool> {
 impl Rig {
     fn new(with_rx: bool) -> Rig {
         // ModelConfig::default() is the strict, stepped configuration; `Nic::start` relaxes the
-        // doorbell checks itself. No trace file even if RAWPKT_MODEL_TRACE is set.
-        // RAWPKT_BENCH_DEVICE=cx4 models a ConnectX-4 (18 inline bytes, one 64-byte SEND per
-        // packet); the default is a ConnectX-5 (enhanced multi-packet send).
-        let device = match std::env::var("RAWPKT_BENCH_DEVICE").as_deref() {
-            Ok("cx4") => ModelConfig::connectx4(),
-            _ => ModelConfig::default(),
-        };
-        let nic = Nic::pair(ModelConfig { trace: None, ..device }).expect("model NIC");
-        let q = QueueConfig::default();
+        // doorbell checks itself.
+        let nic = Nic::pair(device()).expect("model NIC");
+        let q = rx_mode().queue_config();
         let tx_pool = pool();
         let rx_pool = pool();
         prefill(&tx_pool);
@@ -231,23 +343,8 @@ impl Rig {
         // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
         let tx =
             unsafe { DvTxQueue::new(&sq, &tx_cq, tx_lkey, &tx_pool, &q, nic.caps(), nic.control()) }.expect("TX queue");
-        let striding = std::env::var("RAWPKT_BENCH_RX").as_deref() == Ok("striding");
-        let rx_striding = (with_rx && striding).then(|| {
-            let params = rawpkt::rx::dv_striding::params_for(&rx_pool, &nic.config().striding_rq).expect("striding");
-            let n = params.num_strides();
-            let rx_cq = nic.create_cq(q.size / n * (n + 1)).expect("RX CQ");
-            let opts = rawpkt::model::RqOptions {
-                max_sge: n,
-                striding: Some(params),
-                ..Default::default()
-            };
-            let (rwq, wq) = nic
-                .create_rq_with(1, q.size / n, rx_cq.cqn(), opts)
-                .expect("striding RQ");
-            // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
-            unsafe { DvStridingRxQueue::new(&rwq, &rx_cq, params, wq, rx_lkey, &rx_pool, &q, nic.control()) }
-                .expect("striding RX queue")
-        });
+        let striding = rx_mode().striding;
+        let rx_striding = (with_rx && striding).then(|| striding_rx(&nic, 1, rx_lkey, &rx_pool, &q));
         let rx = (with_rx && !striding).then(|| {
             let rx_cq = rx_cq(&nic, &q);
             let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).expect("RQ");
@@ -604,7 +701,9 @@ fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
         tx_total += n as u64;
 
         let a = ticks();
-        let m = rx.rx_burst(&mut got).expect("rx_burst");
+        let m = rx
+            .rx_burst(&mut got)
+            .unwrap_or_else(|e| fail(format_args!("{}: rx_burst: {e}", rx_mode().name())));
         let b = ticks();
         if m > 0 {
             rx_pkts += m as u64;
@@ -632,7 +731,9 @@ fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
     let mut quiet = Instant::now();
     while quiet.elapsed() < Duration::from_millis(20) {
         rig.tx.reclaim().expect("reclaim");
-        let m = rx.rx_burst(&mut got).expect("rx_burst");
+        let m = rx
+            .rx_burst(&mut got)
+            .unwrap_or_else(|e| fail(format_args!("{}: rx_burst: {e}", rx_mode().name())));
         if m > 0 {
             rx_total += m as u64;
             check.burst(&got);
@@ -648,6 +749,14 @@ fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
     let p0 = rig.nic.port_counters(0);
     let p1 = rig.nic.port_counters(1);
     let rx_stats = *rx.stats();
+    if rx_total == 0 || rx_stats.errors.total() != 0 {
+        // As in stepped mode: a queue that misreads its completions gives no figure.
+        fail(format_args!(
+            "{}: the receive queue handed up {rx_total} of {tx_total} frames sent ({} completion errors): no figure",
+            rx_mode().name(),
+            rx_stats.errors.total()
+        ));
+    }
     if p0.tx_frames != tx_total {
         eprintln!(
             "WARNING: tx_burst accepted {tx_total} packets but the model sent {}",
@@ -745,6 +854,7 @@ fn stepped(iters: u64, with_rx: bool) {
     let mut out = Burst::new(&rig.tx_pool, BATCH);
     let mut got = Burst::new(&rig.rx_pool, BATCH);
     let mut seq = 0u64;
+    let mut check = SeqCheck::default();
     let (mut tx_pkts, mut rx_pkts) = (0u64, 0u64);
     let (mut tx_ticks, mut step_ticks, mut rx_ticks) = (0u64, 0u64, 0u64);
     let cpu0 = cpu_sample();
@@ -757,11 +867,14 @@ fn stepped(iters: u64, with_rx: bool) {
         rig.nic.step();
         let c = ticks();
         let n = match rx.as_mut() {
-            Some(rx) => rx.rx_burst(&mut got).expect("rx_burst"),
+            Some(rx) => rx
+                .rx_burst(&mut got)
+                .unwrap_or_else(|e| fail(format_args!("{}: rx_burst: {e}", rx_mode().name()))),
             None => 0,
         };
         let d = ticks();
         rx_pkts += n as u64;
+        check.burst(&got);
         got.clear();
         tx_ticks += b - a;
         step_ticks += c - b;
@@ -778,7 +891,8 @@ fn stepped(iters: u64, with_rx: bool) {
     let p1 = rig.nic.port_counters(1);
     let dev = rig.nic.counters();
     let delivered = if with_rx { rx_pkts } else { p1.rx_unclaimed };
-    if p0.tx_frames != tx_pkts || delivered != tx_pkts {
+    // (With a receiver, a count that differs fails the run below.)
+    if p0.tx_frames != tx_pkts || (!with_rx && delivered != tx_pkts) {
         eprintln!(
             "WARNING: tx_burst accepted {tx_pkts}, model sent {}, rx_burst returned {rx_pkts}",
             p0.tx_frames
@@ -786,6 +900,18 @@ fn stepped(iters: u64, with_rx: bool) {
     }
     if dev.doorbell_missing + dev.doorbell_mismatch + dev.cq_overruns != 0 {
         eprintln!("WARNING: model saw protocol violations: {dev:?}");
+    }
+    let rx_errors = rx.as_ref().map_or(0, |q| q.stats().errors.total());
+    if with_rx && (rx_pkts != tx_pkts || check.lost + check.reordered + rx_errors != 0) {
+        // A queue that misreads its completions (a CQ format it does not take) gives no figure.
+        fail(format_args!(
+            "{}: the receive queue handed up {rx_pkts} of {tx_pkts} frames sent ({} lost, {} out of order, \
+             {rx_errors} completion errors; the device wrote {} compressed sessions): no figure",
+            rx_mode().name(),
+            check.lost,
+            check.reordered,
+            dev.cqe_sessions
+        ));
     }
     let per = |t: u64, n: u64| t as f64 / tpn / n.max(1) as f64;
     println!(
@@ -817,6 +943,9 @@ fn stepped(iters: u64, with_rx: bool) {
         }
         .print();
     }
+    if with_rx {
+        println!("rx_mode={}", ran(&rig.nic));
+    }
     println!("packets tx={tx_pkts} rx={rx_pkts}");
 }
 
@@ -826,8 +955,10 @@ fn stepped(iters: u64, with_rx: bool) {
 /// One iteration of the cross-connect loop: what arrived on the RX queue leaves on the TX queue
 /// in the same burst, and what the TX ring does not take is dropped (as l2-xconnect's `hand_off`).
 /// Returns (forwarded, dropped).
+/// Generic over the receive queue, so that each is called directly, as l2-xconnect's loop calls
+/// its port's queue (`xconnect_burst::<DvRxQueue>` and `::<DvStridingRxQueue>` for callgrind).
 #[inline(never)]
-fn xconnect_burst(rx: &mut DvRxQueue, tx: &mut DvTxQueue, b: &mut Burst) -> (usize, usize) {
+fn xconnect_burst<R: RxQueue>(rx: &mut R, tx: &mut DvTxQueue, b: &mut Burst) -> (usize, usize) {
     if rx.rx_burst(b).expect("xconnect rx_burst") == 0 {
         return (0, 0);
     }
@@ -840,15 +971,25 @@ fn xconnect_burst(rx: &mut DvRxQueue, tx: &mut DvTxQueue, b: &mut Burst) -> (usi
 }
 
 fn stepped_xc(iters: u64) {
+    if rx_mode().striding {
+        stepped_xc_on(iters, |nic, lkey, pool, q| striding_rx(nic, 1, lkey, pool, q))
+    } else {
+        stepped_xc_on(iters, |nic, lkey, pool, q| {
+            let cq = rx_cq(nic, q);
+            let (rwq, wq) = nic.create_rq(1, q.size, cq.cqn()).expect("RQ");
+            // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
+            unsafe { DvRxQueue::new(&rwq, &cq, wq, lkey, pool, q, nic.control()) }.expect("RX queue")
+        })
+    }
+}
+
+/// The stepped cross-connect with its receive queue (on port 1) made by `xc_rx_on`.
+fn stepped_xc_on<R: RxQueue>(iters: u64, xc_rx_on: impl Fn(&Arc<Nic>, u32, &Rc<Pool>, &QueueConfig) -> R) {
     if let Some(&c) = allowed_cpus().first() {
         pin_current_thread(c);
     }
-    let device = match std::env::var("RAWPKT_BENCH_DEVICE").as_deref() {
-        Ok("cx4") => ModelConfig::connectx4(),
-        _ => ModelConfig::default(),
-    };
-    let nic = Nic::pair(ModelConfig { trace: None, ..device }).expect("model NIC");
-    let q = QueueConfig::default();
+    let nic = Nic::pair(device()).expect("model NIC");
+    let q = rx_mode().queue_config();
     let (gen_pool, xc_pool, sink_pool) = (pool(), pool(), pool());
     prefill(&gen_pool);
     let (gen_lkey, xc_lkey, sink_lkey) = (
@@ -862,14 +1003,16 @@ fn stepped_xc(iters: u64) {
         // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
         unsafe { DvTxQueue::new(&sq, &cq, lkey, p, &q, nic.caps(), nic.control()) }.expect("TX queue")
     };
+    // The sink, uncounted, on a cyclic RQ whose CQ does not compress: the device's compressed
+    // sessions (`ran`) are then the cross-connect's alone.
     let rx_on = |port: usize, lkey: u32, p: &Rc<Pool>| {
-        let cq = rx_cq(&nic, &q);
+        let cq = nic.create_cq(q.size).expect("RX CQ");
         let (rwq, wq) = nic.create_rq(port, q.size, cq.cqn()).expect("RQ");
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         unsafe { DvRxQueue::new(&rwq, &cq, wq, lkey, p, &q, nic.control()) }.expect("RX queue")
     };
     let mut gen = tx_on(0, gen_lkey, &gen_pool);
-    let mut xc_rx = rx_on(1, xc_lkey, &xc_pool);
+    let mut xc_rx = xc_rx_on(&nic, xc_lkey, &xc_pool, &q);
     let mut xc_tx = tx_on(1, xc_lkey, &xc_pool);
     let mut sink = rx_on(0, sink_lkey, &sink_pool);
     let mut out = Burst::new(&gen_pool, BATCH);
@@ -895,12 +1038,15 @@ fn stepped_xc(iters: u64) {
     }
     let end = Clock::now();
     let secs = end.wall.duration_since(t0.wall).as_secs_f64();
-    if forwarded != received || dropped != 0 || check.lost + check.reordered != 0 || sent != forwarded {
-        eprintln!(
-            "WARNING: generator sent {sent}, xconnect forwarded {forwarded} (dropped {dropped}), sink got {received} \
-             (lost {}, reordered {})",
-            check.lost, check.reordered
-        );
+    let xc_errors = xc_rx.stats().errors.total();
+    if forwarded != received || dropped != 0 || check.lost + check.reordered + xc_errors != 0 || sent != forwarded {
+        fail(format_args!(
+            "{}: generator sent {sent}, xconnect forwarded {forwarded} (dropped {dropped}, {xc_errors} receive \
+             completion errors), sink got {received} (lost {}, reordered {}): no figure",
+            rx_mode().name(),
+            check.lost,
+            check.reordered
+        ));
     }
     println!("# stepped-xc: {iters} iterations of {{generator tx; step; rx_burst + tx_burst on the cross-connect; step; sink rx}}, {FRAME}-byte frames, one CPU");
     header();
@@ -920,13 +1066,14 @@ fn stepped_xc(iters: u64) {
         let _ = gen.reclaim();
         let _ = xc_tx.reclaim();
     }
+    println!("rx_mode={}", ran(&nic));
     println!("packets tx={forwarded} rx={received}");
 }
 
 // ---------------------------------------------------------------------------------------------
 
 fn usage() -> ! {
-    eprintln!("usage: dv_burst [threaded] [--secs S] | dv_burst stepped [N] | dv_burst stepped-tx [N] | dv_burst stepped-xc [N]   [--rx-mode cyclic|compressed]   (unknown --flags are ignored)");
+    eprintln!("usage: dv_burst [threaded] [--secs S] | dv_burst stepped [N] | dv_burst stepped-tx [N] | dv_burst stepped-xc [N] | dv_burst rx-modes   [--rx-mode cyclic|compressed|striding|striding+compressed]   (unknown --flags are ignored)");
     std::process::exit(2);
 }
 
@@ -958,21 +1105,13 @@ fn main() {
                 i += 1;
             }
             "--rx-mode" => {
-                let comp = match args.get(i + 1).map(String::as_str) {
-                    Some("cyclic") => None,
-                    Some("compressed") => Some(MiniFormat::Hash),
-                    _ => usage(),
+                let Some(m) = args.get(i + 1).and_then(|a| RxMode::parse(a)) else {
+                    usage()
                 };
-                let _ = RX_COMP.set(comp);
+                let _ = RX_MODE.set(m);
                 i += 1;
             }
-            "rx-modes" => {
-                // The receive modes this bench has, for scripts/callgrind.sh --json.
-                for m in RX_MODES {
-                    println!("{m}");
-                }
-                return;
-            }
+            "rx-modes" => mode = "rx-modes",
             "-h" | "--help" => usage(),
             a if a.starts_with('-') => {} // cargo's --bench, and anything else we do not know
             a => {
@@ -982,7 +1121,29 @@ fn main() {
         }
         i += 1;
     }
+    if std::env::var_os("RAWPKT_BENCH_RX").is_some() {
+        // The variable chose the striding RQ before --rx-mode did; a run that ignored it would
+        // measure another mode under the old command.
+        eprintln!(
+            "dv_burst: RAWPKT_BENCH_RX is gone: use --rx-mode striding (or cyclic, compressed, striding+compressed)"
+        );
+        std::process::exit(2);
+    }
+    if let Some(why) = rx_mode().refused_by(&device()) {
+        eprintln!("dv_burst: {why}");
+        std::process::exit(2);
+    }
     match mode {
+        "rx-modes" => {
+            // The receive modes of the device, for scripts/callgrind.sh --json; on stderr, why
+            // one is left out.
+            for m in RxMode::all() {
+                match m.refused_by(&device()) {
+                    None => println!("{}", m.name()),
+                    Some(why) => eprintln!("dv_burst: {why}"),
+                }
+            }
+        }
         "stepped" => stepped(iters, true),
         "stepped-tx" => stepped(iters, false),
         "stepped-xc" => stepped_xc(iters),

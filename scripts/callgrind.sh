@@ -8,20 +8,24 @@
 # too: completion polling, pool frees, RX refill), and nothing else is collected, so the run's
 # total Ir divided by the packets the bench reports is instructions per packet.
 #
-# Usage: scripts/callgrind.sh [--iters N] [--annotate] [--rx-mode M] [--json]
+# Usage: scripts/callgrind.sh [--iters N] [--annotate] [--xconnect] [--device D] [--rx-mode M] [--json]
 #   --iters N    bursts of 32 to run (default 20000, or $ITERS)
 #   --annotate   also print callgrind_annotate's inclusive profile and hottest source lines
 #   --xconnect   instead: the l2-xconnect loop (rx_burst then tx_burst of the same burst, one
 #                pool; the bench's `stepped-xc` mode), counted inside `xconnect_burst`
 #   --device D   cx5 (enhanced multi-packet send) or cx4 (one 64-byte SEND per packet, 18 inline
 #                bytes); default: both
-# RAWPKT_BENCH_RX=striding (environment): RX on a striding RQ (`DvStridingRxQueue`, counted inside
-#                its rx_burst); default cyclic.
-#   --rx-mode M  the receive CQs of the bench: cyclic (default) or compressed (CQE compression);
-#                `dv_burst rx-modes` lists what the bench has
-#   --json       instead: every measurement (tx; rx and xconnect in every receive mode the bench
-#                has) on each device, one JSON line each: path, device, rx_mode, instr_per_pkt,
-#                ir, packets, iterations, batch, frame, target
+#   --rx-mode M  the receive queues of the bench (its --rx-mode, the QueueConfig fields
+#                rx_striding and rx_cqe_compression): cyclic (default), compressed (CQE
+#                compression), striding (a striding RQ: counted inside DvStridingRxQueue's
+#                rx_burst) or striding+compressed; `dv_burst rx-modes` lists what a device has
+#                (a ConnectX-4 has no striding RQ: said on stderr, and that device is skipped)
+#   --json       instead: every measurement (tx; rx and xconnect in every receive mode the
+#                device has) on each device, one JSON line each: path, device, rx_mode (what
+#                ran: `compressed` only where the device wrote compressed sessions),
+#                rx_mode_asked, instr_per_pkt, ir, packets, iterations, batch, frame, target.
+#                A mode the device lacks, or a run whose queue did not receive every frame in
+#                order, is one line on stderr and no JSON line.
 # Output files stay in target/callgrind/ (callgrind.tx.out, callgrind.rx.out) for
 # `callgrind_annotate --inclusive=yes target/callgrind/callgrind.tx.out`.
 set -euo pipefail
@@ -40,7 +44,7 @@ while [ $# -gt 0 ]; do
         --annotate) ANNOTATE=1; shift ;;
         --xconnect) XCONNECT=1; shift ;;
         --device) DEVICES=${2:?--device needs cx4 or cx5}; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "callgrind.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -76,34 +80,53 @@ echo "== binary: $BIN" >&2
 # form, e.g. "<rawpkt::tx::dv::DvTxQueue as rawpkt::TxQueue>::tx_burst". The globs below match it
 # whatever the crate path or a future `v0` mangling prints around the type and method names.
 TX_GLOB='*DvTxQueue*TxQueue*tx_burst*'
-RX_GLOB='*DvRxQueue*RxQueue*rx_burst*'
-RX_QUEUE=DvRxQueue
-case "${RAWPKT_BENCH_RX:-cyclic}" in
-    cyclic) ;;
-    striding) RX_GLOB='*DvStridingRxQueue*RxQueue*rx_burst*'; RX_QUEUE=DvStridingRxQueue ;;
-    *) echo "callgrind.sh: RAWPKT_BENCH_RX must be cyclic or striding" >&2; exit 2 ;;
+[ -z "${RAWPKT_BENCH_RX:-}" ] ||
+    { echo "callgrind.sh: RAWPKT_BENCH_RX is gone: use --rx-mode striding (or cyclic, compressed, striding+compressed)" >&2; exit 2; }
+case "$RX_MODE" in
+    cyclic|compressed|striding|striding+compressed) ;;
+    *) echo "callgrind.sh: --rx-mode must be cyclic, compressed, striding or striding+compressed" >&2; exit 2 ;;
 esac
+# rx_queue <mode>: the receive queue type the mode runs on, whose rx_burst is counted.
+rx_queue() { case "$1" in striding*) echo DvStridingRxQueue ;; *) echo DvRxQueue ;; esac; }
+rx_glob() { echo "*$(rx_queue "$1")*RxQueue*rx_burst*"; }
 if command -v nm >/dev/null 2>&1; then
     syms=$(nm -C "$BIN" 2>/dev/null || true)
     grep -q 'DvTxQueue.*TxQueue.*tx_burst' <<<"$syms" ||
         die "no DvTxQueue tx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
-    grep -q "$RX_QUEUE.*RxQueue.*rx_burst" <<<"$syms" ||
-        die "no $RX_QUEUE rx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
-    grep -E 'Dv[TR]xQueue.*[tr]x_burst' <<<"$syms" | sed 's/^[0-9a-f]* [A-Za-z] /== symbol: /' >&2
+    for q in DvRxQueue DvStridingRxQueue; do
+        grep -q "[^a-zA-Z]$q.*RxQueue.*rx_burst" <<<"$syms" ||
+            die "no $q rx_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
+    done
+    grep -E 'Dv([TR]x|StridingRx)Queue.*[tr]x_burst|xconnect_burst' <<<"$syms" | sed 's/^[0-9a-f]* [A-Za-z] /== symbol: /' >&2
 fi
 
-MODES=$("$BIN" rx-modes 2>/dev/null) || die "the bench binary lists no receive modes (dv_burst rx-modes)"
-grep -qx -- "$RX_MODE" <<<"$MODES" || die "--rx-mode must be one of: $(echo $MODES)"
+# device_modes <device>: the receive modes the device has (the bench says on stderr why it
+# leaves one out).
+device_modes() { RAWPKT_BENCH_DEVICE=$1 "$BIN" rx-modes || die "the bench binary lists no receive modes (dv_burst rx-modes)"; }
+# refused <device>: true, after one line on stderr saying why, if the device lacks $RX_MODE.
+refused() {
+    local why
+    why=$(RAWPKT_BENCH_DEVICE=$1 "$BIN" rx-modes 2>&1 >/dev/null | grep -F "dv_burst: $RX_MODE: ") || return 1
+    echo "callgrind.sh: $1 skipped: ${why#dv_burst: }" >&2
+}
 
-# run <name> <glob> [mode]: prints "<Ir> <tx packets> <rx packets>" (receive CQs of $RX_MODE).
+# run <name> <glob> [mode]: prints "<Ir> <tx packets> <rx packets> <rx mode that ran>" (receive
+# queues of $RX_MODE); a run that gives no figure prints its one line on stderr and returns 3.
 run() {
     local name=$1 glob=$2 mode=${3:-stepped} out="$OUT_DIR/callgrind.$1.out" log="$OUT_DIR/bench.$1.log"
+    local vlog="$OUT_DIR/valgrind.$name.log"
     echo "== callgrind: $mode $ITERS --rx-mode $RX_MODE, collecting inside $glob" >&2
-    valgrind --tool=callgrind --dump-instr=no --collect-atstart=no \
+    if ! valgrind --tool=callgrind --dump-instr=no --collect-atstart=no \
         --toggle-collect="$glob" --callgrind-out-file="$out" \
-        "$BIN" "$mode" "$ITERS" --rx-mode "$RX_MODE" >"$log" 2>"$OUT_DIR/valgrind.$name.log" ||
-        { cat "$OUT_DIR/valgrind.$name.log" >&2; die "valgrind run ($name) failed"; }
-    local ir pk
+        "$BIN" "$mode" "$ITERS" --rx-mode "$RX_MODE" >"$log" 2>"$vlog"; then
+        # The bench's own verdict (one "dv_burst: ..." line), else valgrind's whole log.
+        if grep -q '^dv_burst: ' "$vlog"; then
+            echo "callgrind.sh: $RAWPKT_BENCH_DEVICE $name: $(grep -m1 '^dv_burst: ' "$vlog" | sed 's/^dv_burst: //')" >&2
+            return 3
+        fi
+        cat "$vlog" >&2; die "valgrind run ($name) failed"
+    fi
+    local ir pk ran
     # "totals:" (or "summary:" in older formats) is the total of the one event, Ir.
     ir=$(sed -n 's/^totals: *\([0-9][0-9]*\).*/\1/p' "$out" | tail -n 1)
     [ -n "$ir" ] || ir=$(sed -n 's/^summary: *\([0-9][0-9]*\).*/\1/p' "$out" | tail -n 1)
@@ -112,18 +135,19 @@ run() {
         "(check: callgrind_annotate $out; nm -C $BIN | grep burst)"
     pk=$(sed -n 's/^packets tx=\([0-9][0-9]*\) rx=\([0-9][0-9]*\)$/\1 \2/p' "$log" | tail -n 1)
     [ -n "$pk" ] || { cat "$log" >&2; die "the bench printed no 'packets tx=... rx=...' line"; }
-    echo "$ir $pk"
+    ran=$(sed -n 's/^rx_mode=//p' "$log" | tail -n 1)
+    echo "$ir $pk ${ran:-none}"
 }
 
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
 
 if [ "$JSON" = 1 ]; then
-    # json_line <path> <device> <rx_mode> <ir> <packets> <target>
+    # json_line <path> <device> <rx_mode that ran> <rx_mode asked> <ir> <packets> <target>
     json_line() {
         local per
-        per=$(awk -v a="$4" -v b="$5" 'BEGIN { printf "%.1f", a / b }')
-        printf '{"path":"%s","device":"%s","rx_mode":"%s","instr_per_pkt":%s,"ir":%s,"packets":%s,"iterations":%s,"batch":32,"frame":60,"target":%s}\n' \
-            "$1" "$2" "$3" "$per" "$4" "$5" "$ITERS" "$6"
+        per=$(awk -v a="$5" -v b="$6" 'BEGIN { printf "%.1f", a / b }')
+        printf '{"path":"%s","device":"%s","rx_mode":"%s","rx_mode_asked":"%s","instr_per_pkt":%s,"ir":%s,"packets":%s,"iterations":%s,"batch":32,"frame":60,"target":%s}\n' \
+            "$1" "$2" "$3" "$4" "$per" "$5" "$6" "$ITERS" "$7"
     }
     for DEV in $DEVICES; do
         case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
@@ -133,16 +157,22 @@ if [ "$JSON" = 1 ]; then
         res=$(run "tx.$DEV" "$TX_GLOB")
         read -r IR PK _ <<<"$res"
         [ "$PK" -gt 0 ] || die "the bench transmitted no packets"
-        json_line tx "$DEV" cyclic "$IR" "$PK" "$TX_TARGET"
-        for RX_MODE in $MODES; do
-            res=$(run "rx.$DEV.$RX_MODE" "$RX_GLOB")
-            read -r IR _ PK <<<"$res"
-            [ "$PK" -gt 0 ] || die "the bench received no packets ($RX_MODE)"
-            json_line rx "$DEV" "$RX_MODE" "$IR" "$PK" "$RX_TARGET"
-            res=$(run "xc.$DEV.$RX_MODE" '*xconnect_burst*' stepped-xc)
-            read -r IR PK _ <<<"$res"
-            [ "$PK" -gt 0 ] || die "the cross-connect forwarded no packets ($RX_MODE)"
-            json_line xconnect "$DEV" "$RX_MODE" "$IR" "$PK" "$XC_TARGET"
+        json_line tx "$DEV" cyclic cyclic "$IR" "$PK" "$TX_TARGET"
+        for RX_MODE in $(device_modes "$DEV"); do
+            if res=$(run "rx.$DEV.$RX_MODE" "$(rx_glob "$RX_MODE")"); then
+                read -r IR _ PK RAN <<<"$res"
+                [ "$PK" -gt 0 ] || die "the bench received no packets ($RX_MODE)"
+                json_line rx "$DEV" "$RAN" "$RX_MODE" "$IR" "$PK" "$RX_TARGET"
+            else
+                [ $? = 3 ] || exit 1
+            fi
+            if res=$(run "xc.$DEV.$RX_MODE" '*xconnect_burst*' stepped-xc); then
+                read -r IR PK _ RAN <<<"$res"
+                [ "$PK" -gt 0 ] || die "the cross-connect forwarded no packets ($RX_MODE)"
+                json_line xconnect "$DEV" "$RAN" "$RX_MODE" "$IR" "$PK" "$XC_TARGET"
+            else
+                [ $? = 3 ] || exit 1
+            fi
         done
     done
     exit 0
@@ -152,8 +182,9 @@ if [ "$XCONNECT" = 1 ]; then
     for DEV in $DEVICES; do
         case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
         export RAWPKT_BENCH_DEVICE=$DEV
-        xc_res=$(run "xc.$DEV" '*xconnect_burst*' stepped-xc)
-        read -r XC_IR XC_PKTS _ <<<"$xc_res"
+        ! refused "$DEV" || continue
+        xc_res=$(run "xc.$DEV" '*xconnect_burst*' stepped-xc) || exit 1
+        read -r XC_IR XC_PKTS _ XC_RAN <<<"$xc_res"
         [ "$XC_PKTS" -gt 0 ] || die "the cross-connect forwarded no packets"
         if [ "$ANNOTATE" = 1 ]; then
             callgrind_annotate --inclusive=yes "$OUT_DIR/callgrind.xc.$DEV.out" 2>/dev/null | sed -n '/file:function/,/^$/p' | head -n 20
@@ -161,25 +192,21 @@ if [ "$XCONNECT" = 1 ]; then
         XC_PER=$(awk -v a="$XC_IR" -v b="$XC_PKTS" 'BEGIN { printf "%.1f", a / b }')
         echo "device: $DEV; iterations: $ITERS bursts of 32 (stepped-xc), binary: $BIN"
         echo "xconnect: $XC_IR Ir / $XC_PKTS packets forwarded"
-        echo "$DEV xconnect instructions/packet (rx_burst + tx_burst): $XC_PER (target <= $XC_TARGET: $(verdict "$XC_PER" "$XC_TARGET"))"
-        printf '{"bench":"callgrind-xconnect","device":"%s","batch":32,"frame":60,"iterations":%s,"xc_ir":%s,"xc_packets":%s,"xc_ir_per_pkt":%s,"xc_target":%s}\n' \
-            "$DEV" "$ITERS" "$XC_IR" "$XC_PKTS" "$XC_PER" "$XC_TARGET"
+        echo "$DEV xconnect ($XC_RAN) instructions/packet (rx_burst + tx_burst): $XC_PER (target <= $XC_TARGET: $(verdict "$XC_PER" "$XC_TARGET"))"
+        printf '{"bench":"callgrind-xconnect","device":"%s","rx_mode":"%s","batch":32,"frame":60,"iterations":%s,"xc_ir":%s,"xc_packets":%s,"xc_ir_per_pkt":%s,"xc_target":%s}\n' \
+            "$DEV" "$XC_RAN" "$ITERS" "$XC_IR" "$XC_PKTS" "$XC_PER" "$XC_TARGET"
     done
     exit 0
 fi
 
 for DEV in $DEVICES; do
 case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
-if [ "$RX_QUEUE" = DvStridingRxQueue ] && [ "$DEV" = cx4 ]; then
-    echo "== cx4: skipped, a ConnectX-4 has no striding RQ (RAWPKT_BENCH_RX=striding); use --device cx5" >&2
-    continue
-fi
 export RAWPKT_BENCH_DEVICE=$DEV
-# (Assignments, so that a failing run stops the script under set -e.)
-tx_res=$(run "tx.$DEV" "$TX_GLOB")
-rx_res=$(run "rx.$DEV" "$RX_GLOB")
+! refused "$DEV" || continue
+tx_res=$(run "tx.$DEV" "$TX_GLOB") || exit 1
+rx_res=$(run "rx.$DEV" "$(rx_glob "$RX_MODE")") || exit 1
 read -r TX_IR TX_PKTS _ <<<"$tx_res"
-read -r RX_IR _ RX_PKTS <<<"$rx_res"
+read -r RX_IR _ RX_PKTS RX_RAN <<<"$rx_res"
 [ "$TX_PKTS" -gt 0 ] || die "the bench transmitted no packets"
 [ "$RX_PKTS" -gt 0 ] || die "the bench received no packets"
 
@@ -219,7 +246,7 @@ echo "device: $DEV; iterations: $ITERS bursts of 32 (stepped mode), binary: $BIN
 echo "tx: $TX_IR Ir / $TX_PKTS packets"
 echo "rx: $RX_IR Ir / $RX_PKTS packets"
 echo "$DEV tx instructions/packet: $TX_PER (target <= $TX_TARGET: $(verdict "$TX_PER" "$TX_TARGET"))"
-echo "$DEV rx (${RAWPKT_BENCH_RX:-cyclic}) instructions/packet (incl. refill): $RX_PER (target <= $RX_TARGET: $(verdict "$RX_PER" "$RX_TARGET"))"
-printf '{"bench":"callgrind","device":"%s","batch":32,"frame":60,"iterations":%s,"tx_ir":%s,"tx_packets":%s,"tx_ir_per_pkt":%s,"tx_target":%s,"rx_ir":%s,"rx_packets":%s,"rx_ir_per_pkt":%s,"rx_target":%s}\n' \
-    "$DEV" "$ITERS" "$TX_IR" "$TX_PKTS" "$TX_PER" "$TX_TARGET" "$RX_IR" "$RX_PKTS" "$RX_PER" "$RX_TARGET"
+echo "$DEV rx ($RX_RAN) instructions/packet (incl. refill): $RX_PER (target <= $RX_TARGET: $(verdict "$RX_PER" "$RX_TARGET"))"
+printf '{"bench":"callgrind","device":"%s","rx_mode":"%s","batch":32,"frame":60,"iterations":%s,"tx_ir":%s,"tx_packets":%s,"tx_ir_per_pkt":%s,"tx_target":%s,"rx_ir":%s,"rx_packets":%s,"rx_ir_per_pkt":%s,"rx_target":%s}\n' \
+    "$DEV" "$RX_RAN" "$ITERS" "$TX_IR" "$TX_PKTS" "$TX_PER" "$TX_TARGET" "$RX_IR" "$RX_PKTS" "$RX_PER" "$RX_TARGET"
 done

@@ -181,6 +181,40 @@ impl Default for QueueConfig {
     }
 }
 
+/// Receive modes by name: the one naming of the two fields that choose a receive queue's kind,
+/// shared by pktgen's `--rx-mode`, the `dv_burst` bench's and `scripts/callgrind.sh --json`'s
+/// `rx_mode`.
+impl QueueConfig {
+    /// Every receive mode: (name, `rx_striding`, `rx_cqe_compression`).
+    pub const RX_MODES: [(&'static str, bool, bool); 4] = [
+        ("cyclic", false, false),
+        ("compressed", false, true),
+        ("striding", true, false),
+        ("striding+compressed", true, true),
+    ];
+
+    /// This configuration with `rx_striding` and `rx_cqe_compression` as the receive mode
+    /// `name` says; None for a name that is not one of [`QueueConfig::RX_MODES`].
+    pub fn with_rx_mode(self, name: &str) -> Option<QueueConfig> {
+        let &(_, rx_striding, rx_cqe_compression) = Self::RX_MODES.iter().find(|m| m.0 == name)?;
+        Some(QueueConfig {
+            rx_striding,
+            rx_cqe_compression,
+            ..self
+        })
+    }
+
+    /// The name of the receive mode `rx_striding` and `rx_cqe_compression` ask for (what the
+    /// device grants may be less: compression is off with timestamps, or where the device's
+    /// caps lack it).
+    pub fn rx_mode(&self) -> &'static str {
+        Self::RX_MODES
+            .iter()
+            .find(|m| (m.1, m.2) == (self.rx_striding, self.rx_cqe_compression))
+            .map_or("cyclic", |m| m.0)
+    }
+}
+
 /// Receives packets in bursts.
 pub trait RxQueue {
     /// Appends up to `out.room()` received packets to `out`; returns how many.

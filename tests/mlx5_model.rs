@@ -1300,3 +1300,32 @@ fn chained_frames_and_stripped_tags_through_the_model_library() {
     }
     assert_eq!(model.live_objects(), 0);
 }
+
+/// pktgen through the model library in every receive mode (`--rx-mode`): every frame sent
+/// arrives; a `verbs:` port, which has no receive modes, refuses one in one line (exit 2).
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn pktgen_receives_what_it_sent_in_every_receive_mode_on_mlx5_ports() {
+    let (_g, _model) = setup();
+    for (mode, _, _) in rawpkt::QueueConfig::RX_MODES {
+        let out = pktgen_on_pair("mlx5", &["--rx-mode", mode]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "--rx-mode {mode}: failed: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().expect("pktgen printed a summary");
+        let s: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"));
+        assert_eq!(s["tx_packets"], 20_000, "{mode}: {s}");
+        assert_eq!(s["rx_packets"], s["tx_packets"], "{mode}: {s}");
+        assert_eq!(
+            (s["lost"].as_u64(), s["rx_errors"].as_u64()),
+            (Some(0), Some(0)),
+            "{mode}: {s}"
+        );
+    }
+    let out = pktgen_on_pair("verbs", &["--rx-mode", "compressed"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("rawpkt: warning")).collect();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("has no receive modes"), "{stderr}");
+}

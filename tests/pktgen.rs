@@ -1142,3 +1142,49 @@ fn hardware_timestamps_measure_latency_on_the_device_clock() {
         "device-clock p50 {hw} ns against {sw} ns on the run's clock"
     );
 }
+
+/// Every receive mode (`--rx-mode`, `QueueConfig::RX_MODES`) receives on the model pair exactly
+/// what was sent; a compressed mode whose device wrote no compressed completions says what ran
+/// instead (the cyclic compressed one never may), and a mode that is not one is one line, exit 2.
+#[test]
+fn every_receive_mode_receives_what_was_sent() {
+    let _one = serial();
+    for (mode, _, _) in rawpkt::QueueConfig::RX_MODES {
+        let out = pktgen(&[
+            "--port",
+            "model:rxm/0",
+            "--rx-port",
+            "model:rxm/1",
+            "--rx-mode",
+            mode,
+            "--count",
+            "100000",
+            "--json",
+        ]);
+        let s = summary(&out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(s["streams"][0]["tx_packets"], 100_000, "{mode}: {s}");
+        assert_eq!(s["rx_packets"], s["tx_packets"], "{mode}: {s}");
+        assert_eq!(s["rx_bytes"], s["tx_bytes"], "{mode}: {s}");
+        assert_eq!(
+            (s["lost"].as_u64(), s["rx_errors"].as_u64()),
+            (Some(0), Some(0)),
+            "{mode}: {s}"
+        );
+        match err.lines().find(|l| l.contains("wrote no compressed completions")) {
+            None => {}
+            Some(l) if mode == "striding+compressed" => assert!(l.ends_with("what ran was striding"), "{l}"),
+            Some(l) => panic!("{mode}: {l}"),
+        }
+    }
+    fails_with(
+        2,
+        &["--rx-mode", "zipped"],
+        "--rx-mode zipped: expected one of cyclic, compressed, striding, striding+compressed",
+    );
+    fails_with(
+        2,
+        &["--port", "model:x/0", "--rx-mode", "striding"],
+        "--rx-mode chooses the receive queue: it needs a receive port",
+    );
+}

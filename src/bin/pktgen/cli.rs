@@ -134,6 +134,11 @@ pub(crate) struct Args {
     /// must be on one device clock (one model NIC, or one mlx5 device).
     #[arg(long)]
     pub hw_timestamps: bool,
+    /// The receive queue: cyclic (one 64-byte completion per frame), compressed (CQE
+    /// compression), striding (a striding RQ, ConnectX-5 and later) or striding+compressed;
+    /// mlx5: and model: ports [default: QueueConfig's, compressed].
+    #[arg(long, value_name = "MODE")]
+    pub rx_mode: Option<String>,
     /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
     /// address, e.g. 127.0.0.1:9101).
     #[arg(long, value_name = "ADDR")]
@@ -182,6 +187,11 @@ pub(crate) struct Config {
     pub metrics: Option<std::net::SocketAddr>,
     /// Stamps and latency on the ports' device clock (--hw-timestamps).
     pub hw_timestamps: bool,
+    /// The receive queue's configuration before its size and timestamps: `QueueConfig`'s
+    /// default, or the receive mode --rx-mode names (`QueueConfig::with_rx_mode`).
+    pub rx_queue: rawpkt::QueueConfig,
+    /// Whether --rx-mode was given.
+    pub rx_mode_asked: bool,
     pub headers: crate::template::Headers,
     pub ranges: Vec<crate::template::Range>,
 }
@@ -372,6 +382,20 @@ impl Config {
                     .into(),
             );
         }
+        let rx_queue = match a.rx_mode.as_deref() {
+            None => rawpkt::QueueConfig::default(),
+            Some(_) if rx_port.is_none() => {
+                return Err("--rx-mode chooses the receive queue: it needs a receive port".into())
+            }
+            Some(m) => rawpkt::QueueConfig::default().with_rx_mode(m).ok_or_else(|| {
+                let names: Vec<_> = rawpkt::QueueConfig::RX_MODES.iter().map(|m| m.0).collect();
+                format!(
+                    "--rx-mode {}: expected one of {}",
+                    rawpkt::spec::echo(m),
+                    names.join(", ")
+                )
+            })?,
+        };
         let latency_rate = match a.latency_rate.as_deref() {
             Some("off") => None,
             Some(r) => {
@@ -390,6 +414,8 @@ impl Config {
             pcap_speed,
             pcap_loops: a.pcap_loops,
             hw_timestamps: a.hw_timestamps,
+            rx_queue,
+            rx_mode_asked: a.rx_mode.is_some(),
             shape,
             streams: a.streams,
             latency_rate,

@@ -128,6 +128,18 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             rx.identity()
         )));
     }
+    // Receive modes are the mlx5 Direct Verbs datapath's (and the model's, which runs it): an
+    // AF_XDP or plain verbs queue would take the fields and receive as it always does.
+    if let Some(rx) = rx_port.as_ref().filter(|_| cfg.rx_mode_asked) {
+        let spec = cfg.rx_port.as_deref().unwrap_or_default();
+        if matches!(rx.identity(), rawpkt::PortIdentity::Xdp { .. }) || spec.starts_with("verbs:") {
+            return Err(Fail::Usage(format!(
+                "--rx-mode {}: {} has no receive modes (they are the mlx5 Direct Verbs datapath's: mlx5: and model: ports)",
+                cfg.rx_queue.rx_mode(),
+                rawpkt::spec::echo(spec)
+            )));
+        }
+    }
     // Device stamps compare two readings of one clock: a pair of clocks would differ by their
     // offset, however well each keeps time.
     if cfg.hw_timestamps {
@@ -254,6 +266,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         stamps: streams.iter().all(|s| s.traffic.stamped()),
         epoch,
         hw_clock: cfg.hw_timestamps,
+        rx_queue: cfg.rx_queue.clone(),
     });
     let (rx_thread, mut inline_rx) = match rx_plan {
         Some(plan) if cpus.len() > cfg.cores + model_cpus => {
@@ -353,6 +366,9 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     summary.clock = if cfg.hw_timestamps { "device" } else { "software" };
     summary.send_queues_per_core = queues_per_core;
     reporter.summary(&summary);
+    if cfg.rx_mode_asked && summary.rx[0] > 0 {
+        check_rx_mode(&cfg, rx_port.as_deref());
+    }
     // Sent and not one frame back: the frames went elsewhere (the wrong MAC, the wrong cable),
     // which is a failed run, not a lossy one. ping exits 1 for "no reply at all" the same way.
     if rx_port.is_some() && summary.tx[0] > 0 && summary.rx[0] == 0 && errors.is_empty() {
@@ -375,3 +391,29 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         None => Ok(()),
     }
 }
+
+/// Says in one line when a `model:` receive port asked to compress completions got none: the
+/// device's count of compressed sessions is what ran (a queue takes the CQ its port gives it,
+/// and a port may give an uncompressed one; the model NIC counts what it wrote, send CQs never
+/// compress). Other ports do not say what their device wrote.
+#[cfg(feature = "model")]
+fn check_rx_mode(cfg: &Config, rx_port: Option<&rawpkt::Port>) {
+    let Some((nic, _)) = rx_port.and_then(rawpkt::model::nic_of) else {
+        return;
+    };
+    if cfg.rx_queue.rx_cqe_compression && nic.counters().cqe_sessions == 0 {
+        let ran = rawpkt::QueueConfig {
+            rx_cqe_compression: false,
+            ..cfg.rx_queue.clone()
+        };
+        rawpkt::errln!(
+            "pktgen: --rx-mode {}: the model device wrote no compressed completions for --rx-port {}: what ran was {}",
+            cfg.rx_queue.rx_mode(),
+            rawpkt::spec::echo(cfg.rx_port.as_deref().unwrap_or_default()),
+            ran.rx_mode()
+        );
+    }
+}
+
+#[cfg(not(feature = "model"))]
+fn check_rx_mode(_: &Config, _: Option<&rawpkt::Port>) {}

@@ -442,6 +442,8 @@ pub(crate) struct RxPlan {
     /// The stamps are the device clock's: latency is the frame's receive timestamp minus its
     /// stamp (`QueueConfig::rx_timestamps`).
     pub hw_clock: bool,
+    /// The receive queue's configuration (--rx-mode), before its size and timestamps.
+    pub rx_queue: QueueConfig,
 }
 
 /// What the receiver measured of one stream: latency, and inter-departure times if asked for.
@@ -504,7 +506,7 @@ impl Receiver {
         let qcfg = QueueConfig {
             size: 4096,
             rx_timestamps: dev_epoch.is_some(),
-            ..QueueConfig::default()
+            ..plan.rx_queue.clone()
         };
         let pool = Pool::new(PoolConfig {
             buffers: 16384,
