@@ -680,14 +680,6 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
     );
     assert!((0.99..=1.01).contains(&mpps), "achieved {mpps} Mpps");
     assert!((990.0..=1010.0).contains(&mean), "mean gap {mean} ns");
-    // The shape itself (coefficient of variation within 5 % of 1) is asserted against a
-    // simulated clock in the pacer's unit tests, with the 250 ns a send costs here. It is not
-    // asserted end to end: on this 2-CPU VM the sender shares its CPU with the model NIC's
-    // receive side, the capture's writes and other processes, and one stall of a few ms adds a
-    // gap that the coefficient squares, and the catch-up after it sends back to back. Measured
-    // (README, Rate shapes): cv without stalls 6.6-9.9 at load 5-8; 1.07-1.13 with the CPUs
-    // given (SCHED_FIFO), 1.22-1.25 with a capture, the rest about 500 interrupts a second
-    // holding the sender 10-50 µs each. The lines above and below report what this run got.
     // pktgen's own report of the same departures agrees on the mean.
     let d = &s["streams"][0]["departures_ns"];
     assert!((d["mean"].as_f64().unwrap() - mean).abs() < 10.0, "{d}");
@@ -711,7 +703,44 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
         (cv_reported / cv_kept - 1.0).abs() < 0.1,
         "cv without stalls: {cv_reported} against {cv_kept}"
     );
+    // The sender's side: every departure it made was timed against its due time; a late one
+    // (more than `late_after_ns` after it) is one the host held up. The coefficient over all
+    // gaps above carries those holds; over the gaps between departures that both left on time
+    // it is the process's own, within 5 % of an exponential's 1. Late departures stay a small
+    // fraction on a machine whose CPUs are not taken by others (README, Rate shapes: measured
+    // ~0.1 % on the idle 2-CPU VM).
+    let tx = s["streams"][0]["tx_packets"].as_u64().unwrap();
+    let departures = d["departures"].as_u64().expect("departures timed");
+    assert!(
+        departures >= tx && departures - tx <= 256,
+        "{departures} timed, {tx} sent"
+    );
+    let late = d["late"].as_u64().unwrap();
+    let on_time = d["on_time_gaps"].as_u64().unwrap();
+    let cv_on_time = d["cv_on_time"].as_f64().unwrap();
+    eprintln!(
+        "poisson: {late} of {departures} late (> {} ns; lateness p50 {} p99 {} max {}), {on_time} on-time gaps, mean {} cv {cv_on_time}",
+        d["late_after_ns"], d["lateness_p50"], d["lateness_p99"], d["lateness_max"], d["mean_on_time"]
+    );
+    assert!(
+        late as f64 <= LATE_FRACTION * departures as f64,
+        "{late} of {departures} departures late: {d}"
+    );
+    // Each late departure takes at most two gaps out.
+    assert!(
+        on_time + 2 * late + 1 >= departures,
+        "{on_time} on-time gaps of {departures}: {d}"
+    );
+    assert!(
+        (cv_on_time - 1.0).abs() < 0.05,
+        "cv over on-time gaps {cv_on_time}: {d}"
+    );
 }
+
+/// Departures of a 1 Mpps Poisson stream that may leave more than `late_after_ns` after their
+/// due time, on an idle 2-CPU machine (the model NIC's thread on one CPU, pktgen with its
+/// receiver on the other): measured README, Rate shapes.
+const LATE_FRACTION: f64 = 0.01;
 
 /// Gaps between consecutive records of a capture, ns, sorted.
 fn capture_gaps(path: &std::path::Path) -> Vec<u64> {
