@@ -703,44 +703,80 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
         (cv_reported / cv_kept - 1.0).abs() < 0.1,
         "cv without stalls: {cv_reported} against {cv_kept}"
     );
-    // The sender's side: every departure it made was timed against its due time; a late one
-    // (more than `late_after_ns` after it) is one the host held up. The coefficient over all
-    // gaps above carries those holds; over the gaps between departures that both left on time
-    // it is the process's own, within 5 % of an exponential's 1. Late departures stay a small
-    // fraction on a machine whose CPUs are not taken by others (README, Rate shapes: measured
-    // ~0.1 % on the idle 2-CPU VM).
+    // The sender timed every departure it made against its due time.
     let tx = s["streams"][0]["tx_packets"].as_u64().unwrap();
     let departures = d["departures"].as_u64().expect("departures timed");
     assert!(
         departures >= tx && departures - tx <= 256,
         "{departures} timed, {tx} sent"
     );
-    let late = d["late"].as_u64().unwrap();
-    let on_time = d["on_time_gaps"].as_u64().unwrap();
-    let cv_on_time = d["cv_on_time"].as_f64().unwrap();
-    eprintln!(
-        "poisson: {late} of {departures} late (> {} ns; lateness p50 {} p99 {} max {}), {on_time} on-time gaps, mean {} cv {cv_on_time}",
-        d["late_after_ns"], d["lateness_p50"], d["lateness_p99"], d["lateness_max"], d["mean_on_time"]
-    );
+    eprintln!("poisson with a capture: {}", departures_line(d));
+    // Without a capture, whose writes run in the waits between departures (the receiver is in
+    // the send loop on 2 CPUs) and make some late: what the pacer keeps. A late departure
+    // (more than `late_after_ns` after its due time) is one the host held up; the coefficient
+    // over all gaps carries those holds, over the gaps between departures that both left on
+    // time it is the process's own, within 5 % of an exponential's 1.
+    let s = summary(&pktgen(&[
+        "--rate",
+        "1M",
+        "--shape",
+        "poisson",
+        "--duration",
+        "1",
+        "--json",
+    ]));
+    let d = &s["streams"][0]["departures_ns"];
+    eprintln!("poisson: {}", departures_line(d));
+    let mpps = s["streams"][0]["tx_mpps"].as_f64().unwrap();
+    assert!((0.99..=1.01).contains(&mpps), "achieved {mpps} Mpps: {d}");
+    let (departures, late) = (d["departures"].as_u64().unwrap(), d["late"].as_u64().unwrap());
     assert!(
         late as f64 <= LATE_FRACTION * departures as f64,
         "{late} of {departures} departures late: {d}"
     );
     // Each late departure takes at most two gaps out.
+    let on_time = d["on_time_gaps"].as_u64().unwrap();
     assert!(
         on_time + 2 * late + 1 >= departures,
         "{on_time} on-time gaps of {departures}: {d}"
     );
+    // Leaving them out keeps the mean (holds come at times that do not depend on the gaps)...
+    let mean_on_time = d["mean_on_time"].as_f64().unwrap();
+    assert!(
+        (mean_on_time / 1000.0 - 1.0).abs() < 0.01,
+        "mean of on-time gaps {mean_on_time}: {d}"
+    );
+    // ...and the spread is an exponential's.
+    let cv_on_time = d["cv_on_time"].as_f64().unwrap();
     assert!(
         (cv_on_time - 1.0).abs() < 0.05,
         "cv over on-time gaps {cv_on_time}: {d}"
     );
 }
 
+/// pktgen's report of a stream's departures, in a line.
+fn departures_line(d: &serde_json::Value) -> String {
+    format!(
+        "{} of {} late (> {} ns; lateness p50 {} p99 {} max {}); {} gaps cv {}, {} on time: mean {} cv {}",
+        d["late"],
+        d["departures"],
+        d["late_after_ns"],
+        d["lateness_p50"],
+        d["lateness_p99"],
+        d["lateness_max"],
+        d["gaps"],
+        d["cv"],
+        d["on_time_gaps"],
+        d["mean_on_time"],
+        d["cv_on_time"]
+    )
+}
+
 /// Departures of a 1 Mpps Poisson stream that may leave more than `late_after_ns` after their
-/// due time, on an idle 2-CPU machine (the model NIC's thread on one CPU, pktgen with its
-/// receiver on the other): measured README, Rate shapes.
-const LATE_FRACTION: f64 = 0.01;
+/// due time, without a capture, on a 2-CPU machine that runs nothing else (the model NIC's
+/// thread on one CPU, pktgen with its receiver on the other): what the host's interrupts hold
+/// up (README, Rate shapes).
+const LATE_FRACTION: f64 = 0.03;
 
 /// Gaps between consecutive records of a capture, ns, sorted.
 fn capture_gaps(path: &std::path::Path) -> Vec<u64> {
