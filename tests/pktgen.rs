@@ -644,21 +644,18 @@ fn stamps_of(path: &std::path::Path, id: u8) -> Vec<u64> {
         .collect()
 }
 
+/// The summary of a second of 1 Mpps Poisson on the model pair, with `more` arguments.
+fn poisson_second(more: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--rate", "1M", "--shape", "poisson", "--duration", "1", "--json"];
+    args.extend_from_slice(more);
+    summary(&pktgen(&args))
+}
+
 #[test]
 fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
     let _one = serial();
     let cap = TempPath::new("poisson.pcap");
-    let s = summary(&pktgen(&[
-        "--rate",
-        "1M",
-        "--shape",
-        "poisson",
-        "--duration",
-        "1",
-        "--json",
-        "--capture",
-        cap.str(),
-    ]));
+    let s = poisson_second(&["--capture", cap.str()]);
     let mut t = stamps_of(&cap.0, 0);
     assert_eq!(t.len() as u64, s["streams"][0]["rx_packets"].as_u64().unwrap());
     // The receiver takes frames in order per queue; the send times are the departures.
@@ -716,15 +713,7 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
     // (more than `late_after_ns` after its due time) is one the host held up; the coefficient
     // over all gaps carries those holds, over the gaps between departures that both left on
     // time it is the process's own, within 5 % of an exponential's 1.
-    let s = summary(&pktgen(&[
-        "--rate",
-        "1M",
-        "--shape",
-        "poisson",
-        "--duration",
-        "1",
-        "--json",
-    ]));
+    let s = poisson_second(&[]);
     let d = &s["streams"][0]["departures_ns"];
     eprintln!("poisson: {}", departures_line(d));
     let mpps = s["streams"][0]["tx_mpps"].as_f64().unwrap();
