@@ -323,9 +323,19 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     let mut errors = Vec::new();
     let mut hist = None;
+    // Each stream's departures, over the cores that timed them.
+    let mut departed: Vec<Option<worker::Departed>> = streams.iter().map(|_| None).collect();
     for t in tx_threads {
         match t.join() {
-            Ok(Ok(h)) => hist = hist.or(h),
+            Ok(Ok(done)) => {
+                hist = hist.or(done.rx);
+                for d in done.departed {
+                    match &mut departed[d.stream] {
+                        Some(all) => all.add(&d),
+                        slot => *slot = Some(d),
+                    }
+                }
+            }
             Ok(Err(e)) => errors.push(e),
             Err(_) => errors.push(Fail::Runtime("a transmit thread panicked".into())),
         }
@@ -356,6 +366,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         window,
         (&streams, &per_stream),
         hist.as_deref(),
+        &departed,
         rx_port.is_some(),
     );
     // The port's exact counter where the device has one; the CQEs' 8-bit counts add up to a

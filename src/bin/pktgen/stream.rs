@@ -351,7 +351,14 @@ pub(crate) struct Pacer {
     base: f64,
     /// Room a stream without a rate takes of each burst, when several share it.
     share: usize,
+    /// Poisson and timed: when each departure not yet made was due (ns from the start, rounded
+    /// down), departure `k` at `k % DUE_RING`; at most a burst is due ahead of those made.
+    dues: [u64; DUE_RING],
 }
+
+/// Departures a pacer remembers the due time of: the largest burst (`--burst` takes at most
+/// 256), since no more than a burst is ever due ahead of those made.
+const DUE_RING: usize = 256;
 
 impl Pacer {
     pub(crate) fn new(
@@ -383,7 +390,8 @@ impl Pacer {
             next_ns: 0.0,
             // xorshift64* needs a state other than 0.
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
-            share: share.max(1),
+            share: share.clamp(1, DUE_RING),
+            dues: [0; DUE_RING],
         };
         p.next_ns = if p.times.is_empty() { p.gap() } else { 0.0 };
         p
@@ -428,6 +436,14 @@ impl Pacer {
         }
     }
 
+    /// When departure `k` (counting from 0, one that is due and not yet made) was due, ns from
+    /// the start: what its lateness is measured against.
+    #[inline]
+    pub(crate) fn due_ns_of(&self, k: u64) -> u64 {
+        debug_assert!(k >= self.made && k < self.due, "departure {k} is not due and unmade");
+        self.dues[(k % DUE_RING as u64) as usize]
+    }
+
     /// Exponential gap of mean 1 / rate, by inversion of a uniform in (0, 1].
     fn gap(&mut self) -> f64 {
         let Some(per_ns) = self.per_ns else { return 0.0 };
@@ -465,6 +481,7 @@ impl Pacer {
         let t = elapsed_ns as f64;
         let timed = !self.times.is_empty();
         while self.next_ns <= t && self.due - self.made < room {
+            self.dues[(self.due % DUE_RING as u64) as usize] = self.next_ns as u64;
             self.due += 1;
             self.next_ns = if timed {
                 self.next_timed()
@@ -588,6 +605,14 @@ mod tests {
             now = now.max(p.next_due_ns());
             let n = p.allowed(now, 32);
             assert!(n > 0, "due at {now} and nothing allowed");
+            // Each departure was due by now, and no earlier than the cost of a send before.
+            for k in p.made..p.made + n as u64 {
+                let due = p.due_ns_of(k);
+                assert!(
+                    due <= now && now - due <= cost_ns + 1,
+                    "departure {k} due {due}, sent {now}"
+                );
+            }
             p.made += n as u64;
             t.extend(std::iter::repeat_n(now, n));
             now += cost_ns;
