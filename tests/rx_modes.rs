@@ -83,7 +83,7 @@ fn rig(size: u32, dev: ModelConfig, mode: Mode) -> Rig {
 /// The tag frame `seq` is sent with when tags are on: a third of the frames, in runs, so that
 /// sessions of one tag, of none and mixed steps all occur.
 fn tag_of(seq: u64) -> Option<u16> {
-    let r = Rng(seq / 5 * 0x9e37_79b9 | 1).next();
+    let r = Rng((seq / 5 * 0x9e37_79b9) | 1).next();
     (r % 3 == 0).then_some((r >> 8) as u16 & 0xefff)
 }
 

@@ -50,10 +50,11 @@ pub struct DvRxQueue {
     seg_stride: u32,
     /// The device strips 802.1Q tags (`QueueConfig::rx_vlan_strip`): each packet's is handed up.
     vlan_strip: bool,
-    /// `sg > 1 || vlan_strip`: bursts go through [`DvRxQueue::burst_offload`].
+    /// `sg > 1 || vlan_strip`: bursts go through [`DvRxQueue::burst_offload`], which also expands
+    /// compressed sessions on such a queue.
     offload: bool,
-    /// The CQ compresses receive completions (created with a mini-CQE format): bursts go to
-    /// [`DvRxQueue::burst_zip`], which expands sessions.
+    /// The CQ compresses receive completions (created with a mini-CQE format): bursts of a
+    /// one-buffer queue go to [`DvRxQueue::burst_zip`], which expands sessions.
     zip_on: bool,
     /// The compressed session being handed up, which may span bursts.
     zip: Zip,
