@@ -479,7 +479,7 @@ impl Shared {
 
     /// The mini-CQE format a receive CQ with `sge` buffers per WQE asks for: the hash format,
     /// where the queue can read it (`rx::dv::wants_compression`: asked for, on by default as
-    /// DPDK's `rxq_cqe_comp_en`, no timestamps, one buffer, no stripping), the datapath is DV, and
+    /// DPDK's `rxq_cqe_comp_en`, no timestamps), the datapath is DV, and
     /// `mlx5dv_query_device`'s `cqe_comp_caps` has the format; else None, and where the queue asked
     /// for it, one line says why. Never for send CQs (VPP learned that TX CQs must not compress).
     fn rx_cqe_comp(&self, cfg: &QueueConfig, sge: u32) -> Option<MiniFormat> {

@@ -1590,7 +1590,11 @@ fn cq_of(cqs: &mut [Option<super::CqObj>], cqn: u32) -> Option<&mut super::CqObj
 /// reference §3.11) or, with stride indices in the minis, the same WQE (`wqe_id`). The timestamp
 /// is the title's for all, as mini-CQEs carry none (which is why DPDK turns compression off when
 /// timestamps are asked for). A striding RQ's filler CQE (`byte_cnt` bit 31) is never compressed
-/// (reference §9 trap 15).
+/// (reference §9 trap 15). A stripped tag is among the compared fields, `vlan_info` and the
+/// VLAN-stripped bit of `hdr_type_etc` alike: no mini format but L34H carries either, and drivers
+/// hand up the title's for every mini-CQE (DPDK `mlx5_rx.c` `rxq_cq_to_mbuf` reads
+/// `cqe->vlan_info` and `MLX5_CQE_VLAN_STRIPPED` from the title unless the format is
+/// `L34H_STRIDX`), so frames of different tags, or tagged and untagged ones, never share a session.
 fn session_member(t: &Cqe64, c: &Cqe64, i: u16, fmt: MiniFormat) -> bool {
     const FILLER: u32 = 1 << 31;
     if c.byte_cnt.get() & FILLER != 0 || t.byte_cnt.get() & FILLER != 0 {
@@ -1844,6 +1848,38 @@ mod tests {
         assert_eq!(slot(8).opcode(), crate::dv::prm::CQE_REQ);
         let c = nic.counters();
         assert_eq!((c.cqe_sessions, c.cqe_session_packets, c.cqes), (2, 5, 10));
+    }
+
+    /// Completions that differ only in what a mini-CQE carries (length, hash) and the timestamp
+    /// share a session; a different stripped tag, or stripped against not stripped, does not
+    /// (the driver would hand up the title's tag for both).
+    #[test]
+    fn a_session_shares_its_titles_vlan_tag() {
+        let strip = cqe_flags::VLAN_STRIPPED;
+        let tagged = |counter: u16, len: u32, tci: u16, flags: u16| {
+            let mut c = Cqe64::resp_send(counter, len, u32::from(counter) * 7, flags, u64::from(counter), 0);
+            c.vlan_info = Be16::new(tci);
+            c
+        };
+        let t = tagged(10, 60, 0x0123, strip);
+        assert!(session_member(
+            &t,
+            &tagged(11, 9000, 0x0123, strip),
+            1,
+            MiniFormat::Hash
+        ));
+        assert!(!session_member(&t, &tagged(11, 60, 0x0124, strip), 1, MiniFormat::Hash));
+        assert!(!session_member(&t, &tagged(11, 60, 0, 0), 1, MiniFormat::Hash));
+        assert!(!session_member(
+            &tagged(10, 60, 0, 0),
+            &tagged(11, 60, 0x0123, strip),
+            1,
+            MiniFormat::Hash
+        ));
+        assert!(
+            !session_member(&t, &tagged(12, 60, 0x0123, strip), 1, MiniFormat::Hash),
+            "WQE order"
+        );
     }
 
     /// The CRC-32 check value of IEEE 802.3 (and zlib): "123456789" gives 0xCBF43926.

@@ -50,13 +50,18 @@ pub struct DvRxQueue {
     seg_stride: u32,
     /// The device strips 802.1Q tags (`QueueConfig::rx_vlan_strip`): each packet's is handed up.
     vlan_strip: bool,
-    /// `sg > 1 || vlan_strip`: bursts go through [`DvRxQueue::burst_offload`].
+    /// `sg > 1 || vlan_strip`: bursts go through [`DvRxQueue::burst_offload`], which also expands
+    /// compressed sessions on such a queue.
     offload: bool,
-    /// The CQ compresses receive completions (created with a mini-CQE format): bursts go to
-    /// [`DvRxQueue::burst_zip`], which expands sessions.
+    /// The CQ compresses receive completions (created with a mini-CQE format): bursts of a
+    /// one-buffer queue go to [`DvRxQueue::burst_zip`], which expands sessions.
     zip_on: bool,
     /// The compressed session being handed up, which may span bursts.
     zip: Zip,
+    /// The session title's `hdr_type_etc`/`vlan_info` word ([`Cqe64::hdr_type_vlan`]), for
+    /// [`DvRxQueue::burst_offload`]: a stripped tag is the title's for every packet of the
+    /// session (set there only, so the one-buffer expansion does not pay for it).
+    zip_hv: u32,
 }
 
 /// A compressed session (reference §3.11): title at CQ index `head`, `n` packets of which `done`
@@ -137,14 +142,9 @@ impl DvRxQueue {
             None => TickClock::NANOSECONDS,
         };
         let size = rq.size() / seg_stride;
-        // Mini-CQEs carry no timestamp: a compressing CQ is refused with timestamps on.
+        // Mini-CQEs carry no timestamp: a compressing CQ is refused with timestamps on. Scatter
+        // and stripping queues expand sessions in `burst_offload`.
         let zip_on = cq_comp(&cq, cfg)?;
-        if zip_on && (sg > 1 || cfg.rx_vlan_strip) {
-            return Err(Error::config(
-                "a compressing CQ cannot serve rx_max_frame beyond one buffer or rx_vlan_strip: \
-                 open the queue with rx_cqe_compression off",
-            ));
-        }
         let mut q = DvRxQueue {
             rq,
             cq,
@@ -172,6 +172,7 @@ impl DvRxQueue {
             offload: sg > 1 || cfg.rx_vlan_strip,
             zip_on,
             zip: Zip::default(),
+            zip_hv: 0,
         };
         // Byte count and lkey never change; a refill rewrites only the address (VPP). Segments
         // past `sg` end the scatter list (rdma-core `mlx5_post_wq_recv`'s terminator).
@@ -782,19 +783,42 @@ impl DvRxQueue {
         self.rq_ci = self.rq_pi;
     }
 
-    /// [`RxQueue::rx_burst`] for a queue with scatter or VLAN stripping: one CQE at a time.
+    /// [`RxQueue::rx_burst`] for a queue with scatter or VLAN stripping: one CQE at a time, and
+    /// on a compressing CQ one mini-CQE at a time. A mini-CQE's byte count says how many of its
+    /// WQE's buffers hold the frame exactly as a plain CQE's does; its flags and VLAN tag are
+    /// the title's (DPDK `mlx5_rx.c`: `mlx5_rx_burst` polls compressed sessions on scattered
+    /// queues through `mlx5_rx_poll_len`, and `rxq_cq_to_mbuf` takes `vlan_info` and the
+    /// VLAN-stripped flag from the title CQE for every mini-CQE of the hash format; Linux
+    /// `mlx5e_decompress_cqe` copies the title into each packet's CQE but for byte count and
+    /// hash), which is why the device compresses only completions equal in those fields.
     #[inline(never)]
     fn burst_offload(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
         same_pool(&self.pool, out)?;
-        let (room, sg, size) = (self.data_room, self.sg as usize, self.bufs.len() / self.sg as usize);
+        let size = self.bufs.len() / self.sg as usize;
         let (mut n, mut chains, mut bytes, mut drops) = (0, 0, 0u64, 0u64);
         let mut error = None;
         let (mut ci, mut rq_ci) = (self.cq_ci, self.rq_ci);
         let spare_len = out.spare().len();
         while n < spare_len {
+            if self.zip.done != self.zip.n {
+                // The next packet of a session (one CQ slot and one WQE each, as plain CQEs).
+                let m = self.next_mini();
+                let w = rq_ci as usize & (size - 1);
+                ci = ci.wrapping_add(1);
+                rq_ci = rq_ci.wrapping_add(1);
+                drops += u64::from(self.zip.drops);
+                let len = m.byte_cnt.get();
+                if let Some((p, chained)) = self.take_frame(w, len, m.rx_hash(), self.zip_hv) {
+                    out.spare()[n] = p;
+                    n += 1;
+                    chains += usize::from(chained);
+                    bytes += u64::from(len);
+                }
+                continue;
+            }
             let Some(cqe) = self.cq.poll(ci) else { break };
             if rq_ci == self.rq_pi {
                 // A completion for a WQE that was never posted.
@@ -802,6 +826,15 @@ impl DvRxQueue {
                 error = Some(syndrome::LOCAL_QP_OP);
                 ci = ci.wrapping_add(1);
                 break;
+            }
+            if self.zip_on && cqe.is_title() {
+                if let Err(synd) = self.open_session(&cqe, ci, rq_ci) {
+                    ci = ci.wrapping_add(1);
+                    error = Some(synd);
+                    break;
+                }
+                self.zip_hv = cqe.hdr_type_vlan();
+                continue;
             }
             ci = ci.wrapping_add(1);
             let w = rq_ci as usize & (size - 1);
@@ -823,55 +856,17 @@ impl DvRxQueue {
                 break;
             }
             let len = cqe.byte_cnt.get();
-            let used = (len.max(1)).div_ceil(room) as usize;
-            if used > sg {
-                // More than the WQE's buffers hold: the CQE cannot be trusted; the buffers
-                // stay posted.
-                self.stats.errors.bad_cqe += 1;
+            drops += u64::from(cqe.rx_drops());
+            let Some((mut p, chained)) = self.take_frame(w, len, cqe.rx_hash_res.get(), cqe.hdr_type_vlan()) else {
                 continue;
-            }
-            let slots = &mut self.bufs[w * sg..w * sg + used];
-            let head = slots[0];
-            let mut p = Packet {
-                buf: head,
-                off: self.data_off,
-                rss_hash: cqe.rx_hash_res.get(),
-                flags: FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff],
-                ..Packet::default()
             };
-            if used == 1 {
-                p.len = len as u16;
-            } else {
-                // Every buffer but the last is full; each names the next.
-                for j in 0..used {
-                    let seg_len = (len - j as u32 * room).min(room);
-                    let next = if j + 1 < used { slots[j + 1] } else { SegLink::END };
-                    self.pool.set_link(
-                        slots[j],
-                        SegLink {
-                            next,
-                            len: seg_len as u16,
-                            off: self.data_off,
-                        },
-                    );
-                }
-                p.flags |= flags::CHAINED;
-                p.chain_len = len;
-                chains += 1;
-            }
-            slots.fill(NO_BUF);
-            let hv = cqe.hdr_type_vlan();
-            if self.vlan_strip && (hv >> 16) as u16 & cqe_flags::VLAN_STRIPPED != 0 {
-                p.flags |= flags::VLAN_STRIPPED;
-                p.vlan_tci = hv as u16;
-            }
             if self.timestamps {
                 p.flags |= flags::TIMESTAMP;
                 p.timestamp = self.clock.ns(cqe.timestamp.get());
             }
-            drops += u64::from(cqe.rx_drops());
             out.spare()[n] = p;
             n += 1;
+            chains += usize::from(chained);
             bytes += u64::from(len);
         }
         out.commit_chained(n, chains);
@@ -884,14 +879,81 @@ impl DvRxQueue {
             error,
         })
     }
+
+    /// The frame of `len` bytes in WQE `w` (RSS hash `hash`, CQE flags and VLAN word `hv`) as a
+    /// packet, chained when it fills several buffers (whether it is the second value); those
+    /// buffers leave the ring, the rest of the WQE's stay posted. None when `len` is more than
+    /// the WQE's buffers hold: the completion cannot be trusted, counted as a bad CQE, and the
+    /// buffers stay posted.
+    #[inline(always)]
+    fn take_frame(&mut self, w: usize, len: u32, hash: u32, hv: u32) -> Option<(Packet, bool)> {
+        let (room, sg) = (self.data_room, self.sg as usize);
+        let used = (len.max(1)).div_ceil(room) as usize;
+        if used > sg {
+            self.stats.errors.bad_cqe += 1;
+            return None;
+        }
+        let slots = &mut self.bufs[w * sg..w * sg + used];
+        let mut p = Packet {
+            buf: slots[0],
+            off: self.data_off,
+            rss_hash: hash,
+            flags: FLAGS_LUT[(hv >> 16) as usize & 0x7ff],
+            ..Packet::default()
+        };
+        if used == 1 {
+            p.len = len as u16;
+        } else {
+            // Every buffer but the last is full; each names the next.
+            for j in 0..used {
+                let seg_len = (len - j as u32 * room).min(room);
+                let next = if j + 1 < used { slots[j + 1] } else { SegLink::END };
+                self.pool.set_link(
+                    slots[j],
+                    SegLink {
+                        next,
+                        len: seg_len as u16,
+                        off: self.data_off,
+                    },
+                );
+            }
+            p.flags |= flags::CHAINED;
+            p.chain_len = len;
+        }
+        slots.fill(NO_BUF);
+        if self.vlan_strip && (hv >> 16) as u16 & cqe_flags::VLAN_STRIPPED != 0 {
+            p.flags |= flags::VLAN_STRIPPED;
+            p.vlan_tci = hv as u16;
+        }
+        Some((p, used > 1))
+    }
+
+    /// The current session's next mini-CQE, its slot invalidated (all but the title's, as
+    /// [`DvRxQueue::expand`] does), loading the session's next array when the last is used up.
+    #[inline(always)]
+    fn next_mini(&mut self) -> MiniCqe {
+        let cq = self.cq.reader();
+        let k = self.zip.done;
+        if k % MINI == 0 && k != 0 {
+            self.zip.minis = cq.mini_array(self.zip.head.wrapping_add(mini_array_slot(k / MINI)));
+        }
+        let m = self.zip.minis[(k % MINI) as usize];
+        if k != 0 {
+            cq.invalidate(self.zip.head.wrapping_add(k));
+        }
+        self.zip.done = k + 1;
+        m
+    }
 }
 
-/// Whether a receive CQ of a cyclic queue with `sg` buffers per WQE should compress: asked for
-/// (`QueueConfig::rx_cqe_compression`), no timestamps (mini-CQEs carry none: DPDK `mlx5_devx.c`),
-/// and the one-buffer path without VLAN stripping, the one that expands sessions (a stripped tag
-/// and a chain's buffer count are per packet, which a hash mini-CQE does not carry).
-pub(crate) fn wants_compression(cfg: &QueueConfig, sg: u32) -> bool {
-    cfg.rx_cqe_compression && !cfg.rx_timestamps && sg == 1 && !cfg.rx_vlan_strip
+/// Whether a receive CQ of a cyclic queue should compress: asked for
+/// (`QueueConfig::rx_cqe_compression`) and no timestamps (mini-CQEs carry none: DPDK
+/// `mlx5_devx.c`). Any number of buffers per WQE (`_sg`): a mini-CQE's byte count says how many
+/// a frame fills, as a plain CQE's does; and with VLAN stripping, as the device compresses only
+/// completions whose tag and flags equal the title's, the title's tag is every packet's
+/// ([`DvRxQueue::burst_offload`]).
+pub(crate) fn wants_compression(cfg: &QueueConfig, _sg: u32) -> bool {
+    cfg.rx_cqe_compression && !cfg.rx_timestamps
 }
 
 /// Buffers per receive WQE for `cfg` over `pool`: 1, or as many as an `rx_max_frame` frame

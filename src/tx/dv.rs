@@ -700,7 +700,10 @@ impl DvTxQueue {
         });
         let ds = 1 + EthSeg::ds_for_inline(hdr) + u32::from(gather.is_some());
         let bbs = wqebbs(ds);
-        if bbs > *free {
+        // A free WQEBB need not mean a free slot in the buffer ring (chains hold more buffers
+        // than WQEBBs).
+        let elts_full = self.elts_head.wrapping_sub(self.elts_tail) as usize == self.elts.len();
+        if bbs > *free || (gather.is_some() && elts_full) {
             return Err(());
         }
         let mut wqe = [0u8; MAX_WQE_DS as usize * DS_BYTES];
@@ -1206,7 +1209,10 @@ impl DvTxQueue {
             let (run, b, used) = if self.empw {
                 self.post_empw(&pkts.packets()[sent..], threshold, free)
             } else {
-                let room = (n_req - sent).min(free as usize);
+                // One buffer per SEND, but chains (`post_sg`) hold more buffers in flight than
+                // WQEBBs: the buffer ring may be fuller than the send ring.
+                let elts_free = self.elts.len() - self.elts_head.wrapping_sub(self.elts_tail) as usize;
+                let room = (n_req - sent).min(free as usize).min(elts_free);
                 let run = &pkts.packets()[sent..sent + room];
                 let (run, b) = if pkts.has_special() {
                     self.post_run::<true>(run, threshold)
