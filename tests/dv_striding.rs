@@ -78,9 +78,16 @@ impl Rig {
         while next < to || !out.is_empty() {
             while next < to && out.room() > 0 {
                 let len = frame_len(next, lo, hi);
-                assert_eq!(out.alloc(1, len), 1, "pool ran dry");
-                let i = out.len() - 1;
-                fill_frame(next, out.data_mut(i));
+                if len <= self.pool.data_room() as usize {
+                    assert_eq!(out.alloc(1, len), 1, "pool ran dry");
+                    let i = out.len() - 1;
+                    fill_frame(next, out.data_mut(i));
+                } else {
+                    // A jumbo frame goes out chained over several buffers.
+                    let mut frame = vec![0u8; len];
+                    fill_frame(next, &mut frame);
+                    assert!(out.push_frame(&frame), "pool ran dry");
+                }
                 next += 1;
             }
             self.tx.tx_burst(&mut out).unwrap();
@@ -112,10 +119,13 @@ impl Rig {
 
 /// Sends `total` frames of random sizes in `lo..=hi` in random bursts and checks each received
 /// frame byte for byte, in order.
-fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u64) {
+/// Returns how many of them arrived chained.
+fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u64) -> u64 {
     let mut rng = Rng(seed);
     let mut got = Burst::new(&r.pool, 64);
     let mut expect = vec![0u8; 16384];
+    let mut data = vec![0u8; 16384];
+    let mut chained = 0u64;
     let (mut next_tx, mut next_rx) = (0u64, 0u64);
     let mut steps = 0u64;
     while next_rx < total {
@@ -129,12 +139,16 @@ fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u6
         steps += 1;
         r.rx.rx_burst(&mut got).unwrap();
         for i in 0..got.len() {
-            let data = got.data(i);
-            assert_eq!(seq_of(data), next_rx, "frame out of order or lost");
             let len = frame_len(next_rx, lo, hi);
-            assert_eq!(data.len(), len, "length of frame {next_rx}");
+            let n = got.copy_frame(i, &mut data).expect("a frame of at most 16 KiB");
+            assert_eq!(seq_of(&data[..n]), next_rx, "frame out of order or lost");
+            assert_eq!(n, len, "length of frame {next_rx}");
+            // A frame over several strides arrives as one buffer per stride, chained.
+            let strides = len.div_ceil(r.params.stride_bytes() as usize);
+            assert_eq!(got.segment_count(i), strides, "segments of frame {next_rx}");
+            chained += u64::from(strides > 1);
             fill_frame(next_rx, &mut expect[..len]);
-            assert!(data == &expect[..len], "bytes of frame {next_rx} differ");
+            assert!(data[..n] == expect[..len], "bytes of frame {next_rx} differ");
             next_rx += 1;
         }
         got.clear();
@@ -145,6 +159,7 @@ fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u6
     assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 0);
     let c = r.nic.counters();
     assert_eq!((c.doorbell_missing, c.doorbell_mismatch, c.cq_overruns), (0, 0, 0));
+    chained
 }
 
 fn big_pool() -> PoolConfig {
@@ -164,7 +179,7 @@ const KIB_STRIDES: mprq::Params = mprq::Params {
 };
 
 /// Random frames from 60 to 9000 bytes (jumbo, up to 9 strides) arrive identical: frames of one
-/// stride without a copy, longer ones gathered from their strides, fillers skipped.
+/// stride as one buffer, longer ones chained over their strides' buffers, fillers skipped.
 #[test]
 fn random_jumbo_frames_arrive_identical() {
     let q = QueueConfig {
@@ -173,8 +188,30 @@ fn random_jumbo_frames_arrive_identical() {
     };
     let mut r = rig(ModelConfig::default(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
     // At most 16 frames a burst: 16 WQEs of the 32 even if each took a whole one.
-    run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
+    let chained = run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
+    assert!(chained > 40_000, "{chained} frames chained");
     assert_eq!(r.rx.stats().no_buffers, 0);
+    r.teardown();
+}
+
+/// The same on the strides the driver picks for a default pool (16 of 1 KiB in buffers of a
+/// 1920-byte data room): a 9000-byte frame, longer than any buffer, arrives whole over 9 of them,
+/// sent chained too.
+#[test]
+fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
+    let q = QueueConfig {
+        size: 512,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 8192,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
+    let chained = run(&mut r, 100_000, 60, 9000, 16, 0x9000);
+    assert!(chained > 85_000, "{chained} frames chained");
+    assert_eq!(r.rx.stats().errors.total(), 0);
     r.teardown();
 }
 
@@ -216,10 +253,12 @@ fn a_filler_releases_the_strides_left() {
     r.send(15, 16, 1500, 1500);
     let mut got = Burst::new(&r.pool, 64);
     assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
-    assert_eq!(got.data(15).len(), 1500);
+    let mut data = vec![0u8; 2048];
+    assert_eq!(got.copy_frame(15, &mut data), Some(1500));
+    assert_eq!(got.segment_count(15), 2, "two strides, chained");
     let mut want = vec![0u8; 1500];
     fill_frame(15, &mut want);
-    assert_eq!(got.data(15), &want[..]);
+    assert_eq!(&data[..1500], &want[..]);
     // What the burst holds, what the queue holds posted, and the pool make up every buffer.
     let held = got.len() as u32 + r.rx.posted() + r.pool.free_count() + r.tx.in_flight() as u32;
     assert!(held <= r.pool.capacity());
@@ -337,9 +376,11 @@ fn model_ports_open_striding_queues() {
         rx.rx_burst(&mut got).unwrap();
     }
     assert_eq!(got.len(), 32);
+    let mut data = [0u8; 2048];
     for i in 0..32 {
-        assert_eq!(seq_of(got.data(i)), i as u64);
-        assert_eq!(got.data(i).len(), 1200);
+        assert_eq!(got.copy_frame(i, &mut data), Some(1200));
+        assert_eq!(seq_of(&data), i as u64);
+        assert_eq!(got.segment_count(i), 2);
     }
     drop((got, out, tx, rx));
     assert_eq!(pool.free_count(), pool.capacity());

@@ -14,10 +14,13 @@
 //! against this path's 44.3, README) or reference counts on the large buffer, which rawpkt's
 //! `Pool` does not have.
 //!
-//! A frame over several strides (longer than a stride) lies in several buffers: its later strides
-//! are copied behind its first (the stride is at most the data room, so up to the data room this
-//! fits), and their buffers go back to the pool; a longer frame is dropped and counted as a
-//! length error. A filler CQE gives the strides it names back to the pool.
+//! A frame over several strides (longer than a stride) lies in consecutive buffers of its WQE, one
+//! stride each: it is handed up as a chained packet over them ([`flags::CHAINED`], a `SegLink` per
+//! buffer, as the cyclic queue's multi-buffer WQEs in `DvRxQueue::burst_offload`), without a copy,
+//! so any frame up to a WQE's bytes (16 strides of 1 KiB: 16 KiB, a 9000-byte jumbo frame) arrives
+//! whole. DPDK instead copies such a frame out of its one large stride buffer, or attaches the
+//! stride to an external-buffer mbuf (`mlx5_rx.c` `mprq_buf_to_pkt`); VPP links the vlib buffers
+//! of a frame's strides into a chain (`rdma/input.c`, striding mode), as this queue does. A filler CQE gives the strides it names back to the pool.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -27,7 +30,7 @@ use super::REFILL_BATCH;
 use crate::dv::prm::{mprq, syndrome, Be16, Be64, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, StridingRqRing};
 use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
-use crate::mem::pool::{flags, Burst, Packet, Pool};
+use crate::mem::pool::{flags, Burst, Packet, Pool, SegLink};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// Strides per WQE, log2, at least: 8, the fewest a ConnectX-5 takes
@@ -41,14 +44,14 @@ pub const STRIDES_LOG: u8 = 3;
 /// from the HCA caps, which `mlx5dv_query_device` does not report).
 const LOG_MIN_WQE_BYTES: u32 = 14;
 
-/// The receive options a striding queue cannot honour, refused in one line: its frames longer
-/// than one stride are copied into one buffer (not chained), and its RQ takes no VLAN stripping
-/// (the model, like `mlx5_ib`'s striding `create_rq`, leaves `vsd` set).
-pub fn refuse_other_options(cfg: &crate::QueueConfig, pool: &Pool) -> Result<(), Error> {
-    if cfg.rx_vlan_strip || cfg.rx_max_frame > pool.data_room() {
+/// The receive options a striding queue cannot honour, refused in one line: its RQ takes no VLAN
+/// stripping (the model, like `mlx5_ib`'s striding `create_rq`, leaves `vsd` set). Frames longer
+/// than a buffer arrive chained; `rx_max_frame` beyond a WQE's bytes is refused by
+/// [`DvStridingRxQueue::new`], which knows the WQE.
+pub fn refuse_other_options(cfg: &crate::QueueConfig, _pool: &Pool) -> Result<(), Error> {
+    if cfg.rx_vlan_strip {
         return Err(Error::config(
-            "rx_striding takes neither rx_vlan_strip nor rx_max_frame beyond one buffer: \
-             ask for one or the other",
+            "rx_striding takes no rx_vlan_strip: ask for one or the other",
         ));
     }
     Ok(())
@@ -112,7 +115,6 @@ pub struct DvStridingRxQueue {
     st_ci: u32,
     cq_ci: u32,
     data_off: u16,
-    data_room: u32,
     timestamps: bool,
     clock: TickClock,
     /// Free WQEs that make a refill worth its fixed cost.
@@ -132,10 +134,12 @@ enum Other {
     Empty,
     /// A plain one-stride frame after all: the fast path takes it.
     Ready,
-    /// The CQE consumed these strides and hands up this many packets (0 or 1).
+    /// The CQE consumed these strides and hands up this many packets (0 or 1), `chains` of them
+    /// chained.
     Done {
         strides: u32,
         packets: usize,
+        chains: usize,
     },
     /// An error that needs a queue reset.
     Fatal(u8),
@@ -172,6 +176,15 @@ impl DvStridingRxQueue {
         // only past CQEs it has finished reading.
         let (rq, cq) = unsafe { (StridingRqRing::new(rwq, n), CqRing::new(cq)) };
         let (rq, cq) = (rq.map_err(Error::device)?, cq.map_err(Error::device)?);
+        let wqe_bytes = n * params.stride_bytes();
+        if cfg.rx_max_frame > wqe_bytes {
+            return Err(Error::config(format!(
+                "rx_max_frame {} is longer than a striding WQE ({n} strides of {} bytes): use \
+                 larger buffers or open the queue without rx_striding",
+                cfg.rx_max_frame,
+                params.stride_bytes()
+            )));
+        }
         let strides = rq.size() * n;
         // Every stride may complete on its own, and every WQE may end with a filler.
         if cq.size() < strides + rq.size() {
@@ -201,7 +214,6 @@ impl DvStridingRxQueue {
             st_ci: 0,
             cq_ci: 0,
             data_off: pool.headroom(),
-            data_room: pool.data_room(),
             timestamps: cfg.rx_timestamps,
             clock,
             refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
@@ -434,6 +446,7 @@ impl DvStridingRxQueue {
             return Other::Done {
                 strides: n - pos,
                 packets: 0,
+                chains: 0,
             };
         }
         let bc = cqe.byte_cnt.get();
@@ -455,54 +468,71 @@ impl DvStridingRxQueue {
             // it dropped into the next CQE, whatever it is).
             self.stats.drops += u64::from(cqe.rx_drops());
             self.free_strides(self.st_ci, strides);
-            return Other::Done { strides, packets: 0 };
+            return Other::Done {
+                strides,
+                packets: 0,
+                chains: 0,
+            };
         }
         if bc.wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT) <= self.stride_bytes {
             // What the fast path takes (it stopped before, or the device wrote it since).
             return Other::Ready;
         }
-        let smask = self.bufs.len() - 1;
-        let first = self.bufs[self.st_ci as usize & smask];
-        if len > self.data_room || len > strides * self.stride_bytes {
-            // Longer than a buffer holds (or a length the strides cannot hold): dropped.
+        let stride = self.stride_bytes;
+        let used = len.div_ceil(stride).max(1);
+        if used > strides {
+            // A length the strides cannot hold: dropped.
             self.stats.errors.local_length += 1;
             self.stats.drops += u64::from(cqe.rx_drops());
             self.free_strides(self.st_ci, strides);
-            return Other::Done { strides, packets: 0 };
+            return Other::Done {
+                strides,
+                packets: 0,
+                chains: 0,
+            };
         }
-        self.gather_strides(first, strides, len);
-        self.free_strides(self.st_ci.wrapping_add(1), strides - 1);
-        slot.buf = first;
-        slot.set_len_off(len | Packet::len_off(0, self.data_off));
-        slot.rss_hash = cqe.rx_hash_res.get();
-        slot.flags = FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff];
+        // The frame lies in the buffers of strides `st_ci ..+ used`, each full but the last:
+        // each names the next, and strides the device took beyond the frame go back.
+        let smask = self.bufs.len() - 1;
+        let buf_of = |k: u32| self.bufs[self.st_ci.wrapping_add(k) as usize & smask];
+        for k in 0..used {
+            let next = if k + 1 < used { buf_of(k + 1) } else { SegLink::END };
+            let seg_len = (len - k * stride).min(stride);
+            self.pool.set_link(
+                buf_of(k),
+                SegLink {
+                    next,
+                    len: seg_len as u16,
+                    off: self.data_off,
+                },
+            );
+        }
+        let head = buf_of(0);
+        self.free_strides(self.st_ci.wrapping_add(used), strides - used);
+        let chained = used > 1;
+        *slot = Packet {
+            buf: head,
+            off: self.data_off,
+            rss_hash: cqe.rx_hash_res.get(),
+            flags: FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff],
+            ..Packet::default()
+        };
+        if chained {
+            slot.flags |= flags::CHAINED;
+            slot.chain_len = len;
+        } else {
+            slot.set_len_off(len | Packet::len_off(0, self.data_off));
+        }
         if self.timestamps {
             slot.flags |= flags::TIMESTAMP;
             slot.timestamp = self.clock.ns(cqe.timestamp.get());
         }
         self.stats.drops += u64::from(cqe.rx_drops());
         self.stats.bytes += u64::from(len);
-        Other::Done { strides, packets: 1 }
-    }
-
-    /// Copies the later strides of a `len`-byte frame that starts in stride `st_ci` (buffer
-    /// `first`) behind its first stride, so that the frame lies whole in `first`.
-    #[allow(unsafe_code)]
-    fn gather_strides(&self, first: u32, strides: u32, len: u32) {
-        let geo = self.pool.geometry();
-        let off = u32::from(self.data_off);
-        let smask = self.bufs.len() - 1;
-        let dst = geo.buf_addr(first, off) as *mut u8;
-        for k in 1..strides {
-            let src_buf = self.bufs[(self.st_ci.wrapping_add(k)) as usize & smask];
-            let at = k * self.stride_bytes;
-            let n = (len - at).min(self.stride_bytes) as usize;
-            let src = geo.buf_addr(src_buf, off) as *const u8;
-            // Both buffers are this queue's (in its ring, their strides completed by the CQE
-            // being read, so the device is done with them), distinct, and inside the pool's
-            // region; `at + n` <= `len` <= the data room, so the copy stays in `first`'s buffer.
-            // SAFETY: as above.
-            unsafe { std::ptr::copy_nonoverlapping(src, dst.add(at as usize), n) };
+        Other::Done {
+            strides,
+            packets: 1,
+            chains: usize::from(chained),
         }
     }
 
@@ -561,7 +591,7 @@ impl DvStridingRxQueue {
     /// strides, errors.
     #[inline(never)]
     fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        let mut n = 0;
+        let (mut n, mut chains) = (0, 0);
         let (mut bytes, mut drops) = (0u64, 0u64);
         let mut error = None;
         let mut ci = self.cq_ci;
@@ -583,10 +613,15 @@ impl DvStridingRxQueue {
             match self.poll_other(ci, &mut spare[n]) {
                 Other::Empty => break,
                 Other::Ready => {}
-                Other::Done { strides, packets } => {
+                Other::Done {
+                    strides,
+                    packets,
+                    chains: c,
+                } => {
                     ci = ci.wrapping_add(1);
                     self.st_ci = self.st_ci.wrapping_add(strides);
                     n += packets;
+                    chains += c;
                 }
                 Other::Fatal(synd) => {
                     ci = ci.wrapping_add(1);
@@ -595,7 +630,7 @@ impl DvStridingRxQueue {
                 }
             }
         }
-        out.commit(n);
+        out.commit_chained(n, chains);
         if ci != self.cq_ci {
             self.cq_ci = ci;
             self.cq.publish_ci(ci);
