@@ -25,9 +25,9 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::dv::FLAGS_LUT;
+use super::dv::{Zip, FLAGS_LUT, MINI};
 use super::REFILL_BATCH;
-use crate::dv::prm::{mprq, syndrome, Be16, Be64, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::prm::{mprq, syndrome, Be16, Be64, Cqe64, DataSeg, MiniFormat, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, StridingRqRing};
 use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool, SegLink};
@@ -127,6 +127,11 @@ pub struct DvStridingRxQueue {
     failed: Option<u8>,
     stats: QueueStats,
     scratch: Box<[u32]>,
+    /// The CQ compresses receive completions in the checksum/stride-index format: bursts go to
+    /// [`DvStridingRxQueue::burst_general`], which expands sessions ([`DvStridingRxQueue::expand`]).
+    zip_on: bool,
+    /// The compressed session being handed up, which may span bursts.
+    zip: Zip,
 }
 
 /// What the slow path found at a consumer index.
@@ -141,6 +146,8 @@ enum Other {
         packets: usize,
         chains: usize,
     },
+    /// The title of a compressed session.
+    Title(Cqe64),
     /// An error that needs a queue reset.
     Fatal(u8),
 }
@@ -171,6 +178,7 @@ impl DvStridingRxQueue {
                 pool.data_room()
             )));
         }
+        let zip_on = cq_comp(cq, cfg)?;
         // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
         // only buffers of its own pool that it holds in its ring, and publishes a consumer index
         // only past CQEs it has finished reading.
@@ -223,6 +231,8 @@ impl DvStridingRxQueue {
             failed: None,
             stats: QueueStats::default(),
             scratch: vec![0; strides as usize].into_boxed_slice(),
+            zip_on,
+            zip: Zip::default(),
         };
         // The next segments and the data segments' byte counts and lkeys never change; a refill
         // rewrites only addresses. VPP links the next segments although a cyclic striding RQ
@@ -317,10 +327,9 @@ impl DvStridingRxQueue {
             self.device_holds_buffers = true;
             return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
-        while self.cq.ready(self.cq_ci) {
-            self.cq_ci = self.cq_ci.wrapping_add(1);
-            self.stats.drops += 1;
-        }
+        let (ci, dropped) = self.zip.drain(&self.cq, self.cq_ci, self.zip_on);
+        self.cq_ci = ci;
+        self.stats.drops += dropped;
         self.cq.publish_ci(self.cq_ci);
         self.release_posted();
         self.st_ci = 0;
@@ -433,6 +442,9 @@ impl DvStridingRxQueue {
             self.stats.errors.bad_cqe += 1;
             return Other::Fatal(syndrome::LOCAL_QP_OP);
         }
+        if self.zip_on && cqe.is_title() {
+            return Other::Title(cqe);
+        }
         if cqe.opcode() == CQE_RESP_ERR {
             let synd = cqe.as_err().syndrome;
             self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
@@ -478,62 +490,114 @@ impl DvStridingRxQueue {
             // What the fast path takes (it stopped before, or the device wrote it since).
             return Other::Ready;
         }
-        let stride = self.stride_bytes;
-        let used = len.div_ceil(stride).max(1);
-        if used > strides {
-            // A length the strides cannot hold: dropped.
-            self.stats.errors.local_length += 1;
-            self.stats.drops += u64::from(cqe.rx_drops());
-            self.free_strides(self.st_ci, strides);
-            return Other::Done {
-                strides,
-                packets: 0,
-                chains: 0,
-            };
-        }
-        // The frame lies in the buffers of strides `st_ci ..+ used`, each full but the last:
-        // each names the next, and strides the device took beyond the frame go back.
-        let smask = self.bufs.len() - 1;
-        let buf_of = |k: u32| self.bufs[self.st_ci.wrapping_add(k) as usize & smask];
-        for k in 0..used {
-            let next = if k + 1 < used { buf_of(k + 1) } else { SegLink::END };
-            let seg_len = (len - k * stride).min(stride);
-            self.pool.set_link(
-                buf_of(k),
-                SegLink {
-                    next,
-                    len: seg_len as u16,
-                    off: self.data_off,
-                },
-            );
-        }
-        let head = buf_of(0);
-        self.free_strides(self.st_ci.wrapping_add(used), strides - used);
-        let chained = used > 1;
-        *slot = Packet {
-            buf: head,
-            off: self.data_off,
-            rss_hash: cqe.rx_hash_res.get(),
-            flags: FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff],
-            ..Packet::default()
-        };
-        if chained {
-            slot.flags |= flags::CHAINED;
-            slot.chain_len = len;
-        } else {
-            slot.set_len_off(len | Packet::len_off(0, self.data_off));
-        }
-        if self.timestamps {
+        self.stats.drops += u64::from(cqe.rx_drops());
+        let flags = FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff];
+        let (packets, chains) = self.take_frame(slot, len, strides, cqe.rx_hash_res.get(), flags);
+        if packets == 1 && self.timestamps {
             slot.flags |= flags::TIMESTAMP;
             slot.timestamp = self.clock.ns(cqe.timestamp.get());
         }
-        self.stats.drops += u64::from(cqe.rx_drops());
-        self.stats.bytes += u64::from(len);
         Other::Done {
             strides,
-            packets: 1,
-            chains: usize::from(chained),
+            packets,
+            chains,
         }
+    }
+
+    /// Hands up in `slot` the `len`-byte frame of the `strides` strides from `st_ci` on: one
+    /// buffer, or a chain over the buffers of the strides it fills (each full but the last: each
+    /// names the next); strides the device took beyond the frame go back to the pool. A length
+    /// the strides cannot hold drops them all as a length error. Returns (packets, chains), each
+    /// 0 or 1; counts the bytes.
+    fn take_frame(&mut self, slot: &mut Packet, len: u32, strides: u32, hash: u32, flags: u32) -> (usize, usize) {
+        let stride = self.stride_bytes;
+        let used = len.div_ceil(stride).max(1);
+        if used > strides {
+            self.stats.errors.local_length += 1;
+            self.free_strides(self.st_ci, strides);
+            return (0, 0);
+        }
+        let smask = self.bufs.len() - 1;
+        let buf_of = |k: u32| self.bufs[self.st_ci.wrapping_add(k) as usize & smask];
+        let head = buf_of(0);
+        *slot = Packet {
+            buf: head,
+            off: self.data_off,
+            rss_hash: hash,
+            flags,
+            ..Packet::default()
+        };
+        if used == 1 {
+            slot.set_len_off(len | Packet::len_off(0, self.data_off));
+        } else {
+            for k in 0..used {
+                let next = if k + 1 < used { buf_of(k + 1) } else { SegLink::END };
+                let seg_len = (len - k * stride).min(stride);
+                self.pool.set_link(
+                    buf_of(k),
+                    SegLink {
+                        next,
+                        len: seg_len as u16,
+                        off: self.data_off,
+                    },
+                );
+            }
+            slot.flags |= flags::CHAINED;
+            slot.chain_len = len;
+        }
+        if used < strides {
+            self.free_strides(self.st_ci.wrapping_add(used), strides - used);
+        }
+        self.stats.bytes += u64::from(len);
+        (1, usize::from(used > 1))
+    }
+
+    /// Hands up the current session's next packets into `slots`, one mini-CQE each (stride
+    /// index and MPRQ byte count; flags, hash and drop count are the title's, as DPDK
+    /// `rxq_cq_decompress_v` fills them), and invalidates the slots it consumed (all but the
+    /// title). A mini-CQE whose byte count has the filler bit releases its strides, as a filler
+    /// CQE (DPDK `mlx5_rx_burst_mprq` tests `MLX5_MPRQ_FILLER_MASK` on the byte count whether it
+    /// came from a CQE or a mini-CQE); one whose byte count carries no stride count takes
+    /// ceil(len / stride) strides (DPDK recomputes `strd_cnt` so for its stride-index mini-CQE
+    /// format). Returns (packets, chains), or the syndrome to reset the queue with when a
+    /// mini-CQE names a stride other than the next one.
+    fn expand(&mut self, slots: &mut [Packet], drops: &mut u64) -> Result<(usize, usize), u8> {
+        let n = 1u32 << self.log_n;
+        let (mut handed, mut chains) = (0, 0);
+        while handed < slots.len() && self.zip.done != self.zip.n {
+            let k = self.zip.done;
+            self.zip.next_array(k, &self.cq);
+            let m = self.zip.minis[(k % MINI) as usize];
+            let bc = m.byte_cnt.get();
+            let pos = self.st_ci & (n - 1);
+            let len = mprq::len(bc);
+            let strides = match mprq::strides(bc) {
+                0 if !mprq::is_filler(bc) => len.div_ceil(self.stride_bytes).max(1),
+                s => s,
+            };
+            if self.st_ci == self.rq_pi << self.log_n
+                || u32::from(m.stride_idx()) != pos
+                || strides == 0
+                || pos + strides > n
+            {
+                self.stats.errors.bad_cqe += 1;
+                return Err(syndrome::LOCAL_QP_OP);
+            }
+            if mprq::is_filler(bc) {
+                self.free_strides(self.st_ci, strides);
+            } else {
+                let (p, c) = self.take_frame(&mut slots[handed], len, strides, self.zip.hash, self.zip.flags);
+                handed += p;
+                chains += c;
+            }
+            *drops += u64::from(self.zip.drops);
+            if k != 0 {
+                self.cq.reader().invalidate(self.zip.head.wrapping_add(k));
+            }
+            self.zip.done = k + 1;
+            self.st_ci = self.st_ci.wrapping_add(strides);
+        }
+        Ok((handed, chains))
     }
 
     /// The device stopped on a fatal error: every posted buffer goes back to the pool.
@@ -557,7 +621,7 @@ impl DvStridingRxQueue {
         let spare = out.spare();
         let room = spare.len().min(posted);
         let (cq_at, st_at) = (ci & (self.cq.size() - 1), st as usize & (self.bufs.len() - 1));
-        if cq_at as usize + room <= self.cq.size() as usize && st_at + room <= self.bufs.len() {
+        if !self.zip_on && cq_at as usize + room <= self.cq.size() as usize && st_at + room <= self.bufs.len() {
             let (mut bytes, mut drops) = (0u64, 0u64);
             let seg = self.cq.reader().segment(ci, room);
             let (slots, bufs) = (&mut spare[..room], &self.bufs[st_at..st_at + room]);
@@ -598,6 +662,16 @@ impl DvStridingRxQueue {
         let spare = out.spare();
         let cap = spare.len();
         loop {
+            if self.zip.done != self.zip.n {
+                match self.expand(&mut spare[n..cap], &mut drops) {
+                    Ok((h, c)) => (n, chains) = (n + h, chains + c),
+                    Err(synd) => error = Some(synd),
+                }
+                ci = self.zip.head.wrapping_add(self.zip.done);
+                if error.is_some() || self.zip.done != self.zip.n {
+                    break; // a broken session, or the burst is full
+                }
+            }
             let room = (cap - n).min(self.posted() as usize);
             let got = if self.timestamps {
                 self.poll_packets::<true>(&mut spare[n..n + room], ci, self.st_ci, &mut bytes, &mut drops)
@@ -622,6 +696,17 @@ impl DvStridingRxQueue {
                     self.st_ci = self.st_ci.wrapping_add(strides);
                     n += packets;
                     chains += c;
+                }
+                Other::Title(t) => {
+                    let posted = self.posted();
+                    if t.mini_cqe_count() == 0 || t.mini_cqe_count() > posted {
+                        // More packets than strides posted: a broken CQ.
+                        self.stats.errors.bad_cqe += 1;
+                        ci = ci.wrapping_add(1);
+                        error = Some(syndrome::LOCAL_QP_OP);
+                        break;
+                    }
+                    self.zip = Zip::open(&t, ci, &self.cq);
                 }
                 Other::Fatal(synd) => {
                     ci = ci.wrapping_add(1);
@@ -649,6 +734,31 @@ impl DvStridingRxQueue {
         }
         self.refill(self.refill_min);
         Ok(n)
+    }
+}
+
+/// Whether a striding queue's receive CQ should compress: asked for
+/// (`QueueConfig::rx_cqe_compression`, on by default) and no timestamps (mini-CQEs carry none:
+/// DPDK `mlx5_devx.c`). The format is the checksum/stride-index one
+/// (`MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`): a striding RQ needs each packet's stride index.
+pub(crate) fn wants_compression(cfg: &QueueConfig) -> bool {
+    cfg.rx_cqe_compression && !cfg.rx_timestamps
+}
+
+/// Whether the queue's CQ compresses (in the stride-index format, the one this queue reads),
+/// refusing a compressing CQ when timestamps are asked for, or one of another format, in one
+/// line.
+fn cq_comp(cq: &CqInfo, cfg: &QueueConfig) -> Result<bool, Error> {
+    match cq.compression() {
+        None => Ok(false),
+        Some(MiniFormat::CsumStridx) if !cfg.rx_timestamps => Ok(true),
+        Some(MiniFormat::CsumStridx) => Err(Error::config(
+            "receive timestamps: the CQ compresses completions, and mini-CQEs carry no timestamp",
+        )),
+        Some(f) => Err(Error::config(format!(
+            "a striding receive queue reads checksum/stride-index mini-CQEs, not the {f:?} format \
+             its CQ was created with"
+        ))),
     }
 }
 
