@@ -235,7 +235,9 @@ impl Rig {
         let rx_striding = (with_rx && striding).then(|| {
             let params = rawpkt::rx::dv_striding::params_for(&rx_pool, &nic.config().striding_rq).expect("striding");
             let n = params.num_strides();
-            let rx_cq = nic.create_cq(q.size / n * (n + 1)).expect("RX CQ");
+            // `--rx-mode compressed` on a striding RQ: the stride-index mini-CQE format.
+            let comp = RX_COMP.get().copied().flatten().map(|_| MiniFormat::CsumStridx);
+            let rx_cq = nic.create_cq_with(q.size / n * (n + 1), comp).expect("RX CQ");
             let opts = rawpkt::model::RqOptions {
                 max_sge: n,
                 striding: Some(params),

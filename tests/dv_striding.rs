@@ -545,7 +545,7 @@ fn striding_queues_compress_unless_timestamps() {
         buffers: 512,
         ..PoolConfig::default()
     };
-    let e = rig_with(ModelConfig::default(), &q, pool.clone(), None, Some(MiniFormat::Hash))
+    let e = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::Hash))
         .err()
         .unwrap();
     assert!(e.contains("stride-index") && !e.contains('\n'), "{e}");

@@ -20,7 +20,15 @@
 //! so any frame up to a WQE's bytes (16 strides of 1 KiB: 16 KiB, a 9000-byte jumbo frame) arrives
 //! whole. DPDK instead copies such a frame out of its one large stride buffer, or attaches the
 //! stride to an external-buffer mbuf (`mlx5_rx.c` `mprq_buf_to_pkt`); VPP links the vlib buffers
-//! of a frame's strides into a chain (`rdma/input.c`, striding mode), as this queue does. A filler CQE gives the strides it names back to the pool.
+//! of a frame's strides into a chain (`rdma/input.c`, striding mode), as this queue does. A filler
+//! CQE gives the strides it names back to the pool.
+//!
+//! Compressed completions (striding + compressed): where the CQ was created with the
+//! checksum/stride-index mini-CQE format (`MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`;
+//! `QueueConfig::rx_cqe_compression`, not with timestamps), a session's mini-CQEs each carry the
+//! stride index and MPRQ byte count of one frame, and the title the rest (DPDK
+//! `mlx5_rxtx_vec_sse.h` `rxq_cq_decompress_v`; VPP `rdma/input.c` on striding RQs). Sessions are
+//! expanded as the cyclic queue's (`rx::dv::Zip`), each frame taking its strides as above.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -555,49 +563,105 @@ impl DvStridingRxQueue {
     /// Hands up the current session's next packets into `slots`, one mini-CQE each (stride
     /// index and MPRQ byte count; flags, hash and drop count are the title's, as DPDK
     /// `rxq_cq_decompress_v` fills them), and invalidates the slots it consumed (all but the
-    /// title). A mini-CQE whose byte count has the filler bit releases its strides, as a filler
-    /// CQE (DPDK `mlx5_rx_burst_mprq` tests `MLX5_MPRQ_FILLER_MASK` on the byte count whether it
-    /// came from a CQE or a mini-CQE); one whose byte count carries no stride count takes
-    /// ceil(len / stride) strides (DPDK recomputes `strd_cnt` so for its stride-index mini-CQE
-    /// format). Returns (packets, chains), or the syndrome to reset the queue with when a
-    /// mini-CQE names a stride other than the next one.
-    fn expand(&mut self, slots: &mut [Packet], drops: &mut u64) -> Result<(usize, usize), u8> {
+    /// title, as the cyclic queue's `expand`). Runs of one-stride frames at the next strides are
+    /// zipped with their buffers as the uncompressed fast path does; anything else goes one
+    /// mini-CQE at a time through [`Self::expand_one`]. Returns (packets, chains), or the
+    /// syndrome to reset the queue with.
+    #[inline(always)]
+    fn expand(&mut self, slots: &mut [Packet], bytes: &mut u64, drops: &mut u64) -> Result<(usize, usize), u8> {
         let n = 1u32 << self.log_n;
+        let (total, stride) = (self.bufs.len(), self.stride_bytes);
+        let len_off = Packet::len_off(0, self.data_off);
+        let (hash, flags) = (self.zip.hash, self.zip.flags);
         let (mut handed, mut chains) = (0, 0);
+        let mut byte_sum = 0u32;
         while handed < slots.len() && self.zip.done != self.zip.n {
             let k = self.zip.done;
             self.zip.next_array(k, &self.cq);
-            let m = self.zip.minis[(k % MINI) as usize];
-            let bc = m.byte_cnt.get();
-            let pos = self.st_ci & (n - 1);
-            let len = mprq::len(bc);
-            let strides = match mprq::strides(bc) {
-                0 if !mprq::is_filler(bc) => len.div_ceil(self.stride_bytes).max(1),
-                s => s,
-            };
-            if self.st_ci == self.rq_pi << self.log_n
-                || u32::from(m.stride_idx()) != pos
-                || strides == 0
-                || pos + strides > n
-            {
-                self.stats.errors.bad_cqe += 1;
-                return Err(syndrome::LOCAL_QP_OP);
+            let pos = (k % MINI) as usize;
+            let s = self.st_ci as usize & (total - 1);
+            let cnt = (MINI as usize - pos)
+                .min((self.zip.n - k) as usize)
+                .min(slots.len() - handed)
+                .min(total - s)
+                .min(self.posted() as usize);
+            let minis = &self.zip.minis[pos..pos + cnt];
+            let bufs = &self.bufs[s..s + cnt];
+            let mut at = self.st_ci & (n - 1);
+            let mut j = 0u32;
+            for ((slot, m), &buf) in slots[handed..handed + cnt].iter_mut().zip(minis).zip(bufs) {
+                // One stride, no filler, at the next stride: as in `poll_segment`.
+                let len = m.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
+                if len > stride || u32::from(m.stride_idx()) != at {
+                    break;
+                }
+                slot.buf = buf;
+                slot.set_len_off(len | len_off);
+                slot.rss_hash = hash;
+                slot.flags = flags;
+                byte_sum += len;
+                at += 1;
+                j += 1;
             }
-            if mprq::is_filler(bc) {
-                self.free_strides(self.st_ci, strides);
-            } else {
-                let (p, c) = self.take_frame(&mut slots[handed], len, strides, self.zip.hash, self.zip.flags);
+            let from = k.max(1);
+            self.cq
+                .reader()
+                .invalidate_run(self.zip.head.wrapping_add(from), (k + j).saturating_sub(from));
+            self.zip.done = k + j;
+            self.st_ci = self.st_ci.wrapping_add(j);
+            *drops += u64::from(self.zip.drops) * u64::from(j);
+            handed += j as usize;
+            if (j as usize) < cnt {
+                let (p, c) = self.expand_one(&mut slots[handed])?;
+                *drops += u64::from(self.zip.drops);
                 handed += p;
                 chains += c;
             }
-            *drops += u64::from(self.zip.drops);
-            if k != 0 {
-                self.cq.reader().invalidate(self.zip.head.wrapping_add(k));
-            }
-            self.zip.done = k + 1;
-            self.st_ci = self.st_ci.wrapping_add(strides);
         }
+        *bytes += u64::from(byte_sum);
         Ok((handed, chains))
+    }
+
+    /// The session's next mini-CQE when it is not a one-stride frame at the next stride: a
+    /// frame over several strides (chained by [`Self::take_frame`]), a mini-CQE whose byte count
+    /// has the filler bit (its strides released, as a filler CQE: DPDK `mlx5_rx_burst_mprq`
+    /// tests `MLX5_MPRQ_FILLER_MASK` on the byte count whether it came from a CQE or a mini-CQE),
+    /// one whose byte count carries no stride count (ceil(len / stride) strides, as DPDK
+    /// recomputes `strd_cnt` for its stride-index mini-CQE format), or one naming a stride other
+    /// than the next: a broken CQ.
+    #[cold]
+    #[inline(never)]
+    fn expand_one(&mut self, slot: &mut Packet) -> Result<(usize, usize), u8> {
+        let n = 1u32 << self.log_n;
+        let k = self.zip.done;
+        let m = self.zip.minis[(k % MINI) as usize];
+        let bc = m.byte_cnt.get();
+        let pos = self.st_ci & (n - 1);
+        let len = mprq::len(bc);
+        let strides = match mprq::strides(bc) {
+            0 if !mprq::is_filler(bc) => len.div_ceil(self.stride_bytes).max(1),
+            s => s,
+        };
+        if self.st_ci == self.rq_pi << self.log_n
+            || u32::from(m.stride_idx()) != pos
+            || strides == 0
+            || pos + strides > n
+        {
+            self.stats.errors.bad_cqe += 1;
+            return Err(syndrome::LOCAL_QP_OP);
+        }
+        let got = if mprq::is_filler(bc) {
+            self.free_strides(self.st_ci, strides);
+            (0, 0)
+        } else {
+            self.take_frame(slot, len, strides, self.zip.hash, self.zip.flags)
+        };
+        if k != 0 {
+            self.cq.reader().invalidate(self.zip.head.wrapping_add(k));
+        }
+        self.zip.done = k + 1;
+        self.st_ci = self.st_ci.wrapping_add(strides);
+        Ok(got)
     }
 
     /// The device stopped on a fatal error: every posted buffer goes back to the pool.
@@ -621,7 +685,7 @@ impl DvStridingRxQueue {
         let spare = out.spare();
         let room = spare.len().min(posted);
         let (cq_at, st_at) = (ci & (self.cq.size() - 1), st as usize & (self.bufs.len() - 1));
-        if !self.zip_on && cq_at as usize + room <= self.cq.size() as usize && st_at + room <= self.bufs.len() {
+        if cq_at as usize + room <= self.cq.size() as usize && st_at + room <= self.bufs.len() {
             let (mut bytes, mut drops) = (0u64, 0u64);
             let seg = self.cq.reader().segment(ci, room);
             let (slots, bufs) = (&mut spare[..room], &self.bufs[st_at..st_at + room]);
@@ -651,8 +715,19 @@ impl DvStridingRxQueue {
         self.burst_general(out)
     }
 
+    /// [`RxQueue::rx_burst`] on a compressing CQ: every burst through [`Self::burst_general`],
+    /// which expands sessions (the one-segment path reads plain CQEs only).
+    #[inline(never)]
+    fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(failed_error(s));
+        }
+        same_pool(&self.pool, out)?;
+        self.burst_general(out)
+    }
+
     /// Every burst the one-segment path does not take: ring wraps, fillers, frames over several
-    /// strides, errors.
+    /// strides, errors, compressed sessions.
     #[inline(never)]
     fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         let (mut n, mut chains) = (0, 0);
@@ -663,13 +738,24 @@ impl DvStridingRxQueue {
         let cap = spare.len();
         loop {
             if self.zip.done != self.zip.n {
-                match self.expand(&mut spare[n..cap], &mut drops) {
+                match self.expand(&mut spare[n..cap], &mut bytes, &mut drops) {
                     Ok((h, c)) => (n, chains) = (n + h, chains + c),
                     Err(synd) => error = Some(synd),
                 }
                 ci = self.zip.head.wrapping_add(self.zip.done);
                 if error.is_some() || self.zip.done != self.zip.n {
                     break; // a broken session, or the burst is full
+                }
+            }
+            if self.zip_on && n < cap {
+                // On a compressing CQ the next CQE is most often a title: open its session here
+                // rather than through the plain run and the slow path.
+                if let RxPoll::Other(t) = self.cq.reader().poll_rx(ci) {
+                    if t.is_title() && t.mini_cqe_count() != 0 && t.mini_cqe_count() <= self.posted() {
+                        let t = *t;
+                        self.zip = Zip::open(&t, ci, &self.cq);
+                        continue;
+                    }
                 }
             }
             let room = (cap - n).min(self.posted() as usize);
@@ -779,6 +865,9 @@ fn rx_burst_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, Q
 impl RxQueue for DvStridingRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.zip_on {
+            return self.burst_zip(out);
+        }
         #[cfg(target_arch = "x86_64")]
         if self.movbe {
             #[allow(unsafe_code)]
