@@ -587,22 +587,29 @@ impl DvStridingRxQueue {
                 .min(self.posted() as usize);
             let minis = &self.zip.minis[pos..pos + cnt];
             let bufs = &self.bufs[s..s + cnt];
-            let mut at = self.st_ci & (n - 1);
             let mut j = 0u32;
+            let mut run_bytes = 0u32;
             for ((slot, m), &buf) in slots[handed..handed + cnt].iter_mut().zip(minis).zip(bufs) {
-                // One stride, no filler, at the next stride: as in `poll_segment`.
+                // One stride, no filler: as in `poll_segment`, one subtract and one compare.
                 let len = m.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
-                if len > stride || u32::from(m.stride_idx()) != at {
+                if len > stride {
                     break;
                 }
                 slot.buf = buf;
                 slot.set_len_off(len | len_off);
                 slot.rss_hash = hash;
                 slot.flags = flags;
-                byte_sum += len;
-                at += 1;
+                run_bytes += len;
                 j += 1;
             }
+            // One-stride frames take the strides in order, so the run is where the queue is
+            // when its last frame names the stride `j - 1` after the next one; otherwise nothing
+            // of it is taken and `expand_one` finds the first that is not.
+            if j != 0 && u32::from(minis[j as usize - 1].stride_idx()) != (self.st_ci & (n - 1)) + j - 1 {
+                j = 0;
+                run_bytes = 0;
+            }
+            byte_sum += run_bytes;
             let from = k.max(1);
             self.cq
                 .reader()
