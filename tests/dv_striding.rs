@@ -558,3 +558,39 @@ fn striding_queues_compress_unless_timestamps() {
         .unwrap();
     assert!(e.contains("timestamp") && !e.contains('\n'), "{e}");
 }
+
+/// A broken session: its second mini-CQE names a stride other than the next. The frame of the
+/// first is handed up, the second is a bad CQE that resets the queue, and no buffer is lost.
+#[test]
+fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
+    use rawpkt::dv::prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let cqn = r.keep.2.cqn();
+    let mut title = Cqe64::resp_send(0, 60, 0, 0, 0, 0);
+    title.make_title(3);
+    assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
+    let one = |stride: u16| MiniCqe::csum(0, stride, mprq::byte_cnt(60, 1, false).get());
+    let mut minis: MiniArray = [MiniCqe::default(); 8];
+    minis[..3].copy_from_slice(&[one(0), one(5), one(2)]);
+    assert!(r.nic.inject_cqe(cqn, &mini_array_bytes(&minis)));
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(
+        r.rx.rx_burst(&mut got).unwrap(),
+        1,
+        "the frame before the broken mini-CQE"
+    );
+    assert_eq!(got.packet(0).len(), 60);
+    assert_eq!(r.rx.stats().errors.bad_cqe, 1);
+    assert_eq!(r.rx.stats().recoveries, 1);
+    assert_eq!(r.rx.posted(), 64, "posted again from WQE 0");
+    drop(got);
+    r.teardown();
+}

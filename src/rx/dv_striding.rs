@@ -565,10 +565,11 @@ impl DvStridingRxQueue {
     /// `rxq_cq_decompress_v` fills them), and invalidates the slots it consumed (all but the
     /// title, as the cyclic queue's `expand`). Runs of one-stride frames at the next strides are
     /// zipped with their buffers as the uncompressed fast path does; anything else goes one
-    /// mini-CQE at a time through [`Self::expand_one`]. Returns (packets, chains), or the
-    /// syndrome to reset the queue with.
+    /// mini-CQE at a time through [`Self::expand_one`]. Returns (packets, chains) handed up,
+    /// and the syndrome to reset the queue with where a mini-CQE is broken (the packets before
+    /// it are handed up all the same).
     #[inline(always)]
-    fn expand(&mut self, slots: &mut [Packet], bytes: &mut u64, drops: &mut u64) -> Result<(usize, usize), u8> {
+    fn expand(&mut self, slots: &mut [Packet], bytes: &mut u64, drops: &mut u64) -> (usize, usize, Option<u8>) {
         let n = 1u32 << self.log_n;
         let (total, stride) = (self.bufs.len(), self.stride_bytes);
         let len_off = Packet::len_off(0, self.data_off);
@@ -589,6 +590,8 @@ impl DvStridingRxQueue {
             let bufs = &self.bufs[s..s + cnt];
             let mut j = 0u32;
             let mut run_bytes = 0u32;
+            // Each frame's stride index against the stride it must be at, ORed without a branch.
+            let (mut at, mut wrong) = (self.st_ci & (n - 1), 0u32);
             for ((slot, m), &buf) in slots[handed..handed + cnt].iter_mut().zip(minis).zip(bufs) {
                 // One stride, no filler: as in `poll_segment`, one subtract and one compare.
                 let len = m.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
@@ -600,12 +603,13 @@ impl DvStridingRxQueue {
                 slot.rss_hash = hash;
                 slot.flags = flags;
                 run_bytes += len;
+                wrong |= u32::from(m.stride_idx()) ^ at;
+                at += 1;
                 j += 1;
             }
-            // One-stride frames take the strides in order, so the run is where the queue is
-            // when its last frame names the stride `j - 1` after the next one; otherwise nothing
-            // of it is taken and `expand_one` finds the first that is not.
-            if j != 0 && u32::from(minis[j as usize - 1].stride_idx()) != (self.st_ci & (n - 1)) + j - 1 {
+            // A run not at the strides it must take (a broken CQ) is not taken: `expand_one`
+            // finds its first wrong mini-CQE.
+            if wrong != 0 {
                 j = 0;
                 run_bytes = 0;
             }
@@ -619,14 +623,21 @@ impl DvStridingRxQueue {
             *drops += u64::from(self.zip.drops) * u64::from(j);
             handed += j as usize;
             if (j as usize) < cnt {
-                let (p, c) = self.expand_one(&mut slots[handed])?;
-                *drops += u64::from(self.zip.drops);
-                handed += p;
-                chains += c;
+                match self.expand_one(&mut slots[handed]) {
+                    Ok((p, c)) => {
+                        *drops += u64::from(self.zip.drops);
+                        handed += p;
+                        chains += c;
+                    }
+                    Err(synd) => {
+                        *bytes += u64::from(byte_sum);
+                        return (handed, chains, Some(synd));
+                    }
+                }
             }
         }
         *bytes += u64::from(byte_sum);
-        Ok((handed, chains))
+        (handed, chains, None)
     }
 
     /// The session's next mini-CQE when it is not a one-stride frame at the next stride: a
@@ -634,8 +645,9 @@ impl DvStridingRxQueue {
     /// has the filler bit (its strides released, as a filler CQE: DPDK `mlx5_rx_burst_mprq`
     /// tests `MLX5_MPRQ_FILLER_MASK` on the byte count whether it came from a CQE or a mini-CQE),
     /// one whose byte count carries no stride count (ceil(len / stride) strides, as DPDK
-    /// recomputes `strd_cnt` for its stride-index mini-CQE format), or one naming a stride other
-    /// than the next: a broken CQ.
+    /// `mlx5_rx_burst_mprq` recomputes `strd_cnt` from the length for its flow-tag/stride-index
+    /// mini-CQE format, whose byte count field is shared), or one naming a stride other than the
+    /// next: a broken CQ.
     #[cold]
     #[inline(never)]
     fn expand_one(&mut self, slot: &mut Packet) -> Result<(usize, usize), u8> {
@@ -745,10 +757,8 @@ impl DvStridingRxQueue {
         let cap = spare.len();
         loop {
             if self.zip.done != self.zip.n {
-                match self.expand(&mut spare[n..cap], &mut bytes, &mut drops) {
-                    Ok((h, c)) => (n, chains) = (n + h, chains + c),
-                    Err(synd) => error = Some(synd),
-                }
+                let (h, c, e) = self.expand(&mut spare[n..cap], &mut bytes, &mut drops);
+                (n, chains, error) = (n + h, chains + c, e);
                 ci = self.zip.head.wrapping_add(self.zip.done);
                 if error.is_some() || self.zip.done != self.zip.n {
                     break; // a broken session, or the burst is full
