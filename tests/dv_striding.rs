@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use common::{fill_frame, frame_len, seq_of, Rng};
-use rawpkt::dv::prm::{mprq, syndrome};
+use rawpkt::dv::prm::{mprq, syndrome, MiniFormat};
 use rawpkt::dv::ring::{CqInfo, SqInfo};
 use rawpkt::model::{Fault, Link, ModelConfig, Nic, RqOptions};
 use rawpkt::rx::dv_striding::{params_for, DvStridingRxQueue};
@@ -27,6 +27,17 @@ struct Rig {
 /// A send queue on port 0 and a striding receive queue of `q.size` strides on port 1; `params`
 /// as the driver picks them for the pool when None.
 fn rig(dev: ModelConfig, q: &QueueConfig, pool: PoolConfig, params: Option<mprq::Params>) -> Result<Rig, String> {
+    rig_with(dev, q, pool, params, None)
+}
+
+/// [`rig`] with the receive CQ compressing in format `comp`.
+fn rig_with(
+    dev: ModelConfig,
+    q: &QueueConfig,
+    pool: PoolConfig,
+    params: Option<mprq::Params>,
+    comp: Option<MiniFormat>,
+) -> Result<Rig, String> {
     let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
     let pool = Pool::new(pool).unwrap();
     let params = match params {
@@ -40,7 +51,7 @@ fn rig(dev: ModelConfig, q: &QueueConfig, pool: PoolConfig, params: Option<mprq:
     let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, q, nic.caps(), nic.control()) }.unwrap();
     let n = params.num_strides();
     let wqes = q.size / n;
-    let rx_cq = nic.create_cq(wqes * (n + 1)).unwrap();
+    let rx_cq = nic.create_cq_with(wqes * (n + 1), comp).unwrap();
     let opts = RqOptions {
         max_sge: n,
         striding: Some(params),
@@ -78,9 +89,16 @@ impl Rig {
         while next < to || !out.is_empty() {
             while next < to && out.room() > 0 {
                 let len = frame_len(next, lo, hi);
-                assert_eq!(out.alloc(1, len), 1, "pool ran dry");
-                let i = out.len() - 1;
-                fill_frame(next, out.data_mut(i));
+                if len <= self.pool.data_room() as usize {
+                    assert_eq!(out.alloc(1, len), 1, "pool ran dry");
+                    let i = out.len() - 1;
+                    fill_frame(next, out.data_mut(i));
+                } else {
+                    // A jumbo frame goes out chained over several buffers.
+                    let mut frame = vec![0u8; len];
+                    fill_frame(next, &mut frame);
+                    assert!(out.push_frame(&frame), "pool ran dry");
+                }
                 next += 1;
             }
             self.tx.tx_burst(&mut out).unwrap();
@@ -112,10 +130,13 @@ impl Rig {
 
 /// Sends `total` frames of random sizes in `lo..=hi` in random bursts and checks each received
 /// frame byte for byte, in order.
-fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u64) {
+/// Returns how many of them arrived chained.
+fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u64) -> u64 {
     let mut rng = Rng(seed);
     let mut got = Burst::new(&r.pool, 64);
     let mut expect = vec![0u8; 16384];
+    let mut data = vec![0u8; 16384];
+    let mut chained = 0u64;
     let (mut next_tx, mut next_rx) = (0u64, 0u64);
     let mut steps = 0u64;
     while next_rx < total {
@@ -129,12 +150,16 @@ fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u6
         steps += 1;
         r.rx.rx_burst(&mut got).unwrap();
         for i in 0..got.len() {
-            let data = got.data(i);
-            assert_eq!(seq_of(data), next_rx, "frame out of order or lost");
             let len = frame_len(next_rx, lo, hi);
-            assert_eq!(data.len(), len, "length of frame {next_rx}");
+            let n = got.copy_frame(i, &mut data).expect("a frame of at most 16 KiB");
+            assert_eq!(seq_of(&data[..n]), next_rx, "frame out of order or lost");
+            assert_eq!(n, len, "length of frame {next_rx}");
+            // A frame over several strides arrives as one buffer per stride, chained.
+            let strides = len.div_ceil(r.params.stride_bytes() as usize);
+            assert_eq!(got.segment_count(i), strides, "segments of frame {next_rx}");
+            chained += u64::from(strides > 1);
             fill_frame(next_rx, &mut expect[..len]);
-            assert!(data == &expect[..len], "bytes of frame {next_rx} differ");
+            assert!(data[..n] == expect[..len], "bytes of frame {next_rx} differ");
             next_rx += 1;
         }
         got.clear();
@@ -145,6 +170,7 @@ fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u6
     assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 0);
     let c = r.nic.counters();
     assert_eq!((c.doorbell_missing, c.doorbell_mismatch, c.cq_overruns), (0, 0, 0));
+    chained
 }
 
 fn big_pool() -> PoolConfig {
@@ -164,7 +190,7 @@ const KIB_STRIDES: mprq::Params = mprq::Params {
 };
 
 /// Random frames from 60 to 9000 bytes (jumbo, up to 9 strides) arrive identical: frames of one
-/// stride without a copy, longer ones gathered from their strides, fillers skipped.
+/// stride as one buffer, longer ones chained over their strides' buffers, fillers skipped.
 #[test]
 fn random_jumbo_frames_arrive_identical() {
     let q = QueueConfig {
@@ -173,8 +199,30 @@ fn random_jumbo_frames_arrive_identical() {
     };
     let mut r = rig(ModelConfig::default(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
     // At most 16 frames a burst: 16 WQEs of the 32 even if each took a whole one.
-    run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
+    let chained = run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
+    assert!(chained > 40_000, "{chained} frames chained");
     assert_eq!(r.rx.stats().no_buffers, 0);
+    r.teardown();
+}
+
+/// The same on the strides the driver picks for a default pool (16 of 1 KiB in buffers of a
+/// 1920-byte data room): a 9000-byte frame, longer than any buffer, arrives whole over 9 of them,
+/// sent chained too.
+#[test]
+fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
+    let q = QueueConfig {
+        size: 512,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 8192,
+        ..PoolConfig::default()
+    };
+    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
+    let chained = run(&mut r, 100_000, 60, 9000, 16, 0x9000);
+    assert!(chained > 85_000, "{chained} frames chained");
+    assert_eq!(r.rx.stats().errors.total(), 0);
     r.teardown();
 }
 
@@ -216,10 +264,12 @@ fn a_filler_releases_the_strides_left() {
     r.send(15, 16, 1500, 1500);
     let mut got = Burst::new(&r.pool, 64);
     assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
-    assert_eq!(got.data(15).len(), 1500);
+    let mut data = vec![0u8; 2048];
+    assert_eq!(got.copy_frame(15, &mut data), Some(1500));
+    assert_eq!(got.segment_count(15), 2, "two strides, chained");
     let mut want = vec![0u8; 1500];
     fill_frame(15, &mut want);
-    assert_eq!(got.data(15), &want[..]);
+    assert_eq!(&data[..1500], &want[..]);
     // What the burst holds, what the queue holds posted, and the pool make up every buffer.
     let held = got.len() as u32 + r.rx.posted() + r.pool.free_count() + r.tx.in_flight() as u32;
     assert!(held <= r.pool.capacity());
@@ -337,9 +387,11 @@ fn model_ports_open_striding_queues() {
         rx.rx_burst(&mut got).unwrap();
     }
     assert_eq!(got.len(), 32);
+    let mut data = [0u8; 2048];
     for i in 0..32 {
-        assert_eq!(seq_of(got.data(i)), i as u64);
-        assert_eq!(got.data(i).len(), 1200);
+        assert_eq!(got.copy_frame(i, &mut data), Some(1200));
+        assert_eq!(seq_of(&data), i as u64);
+        assert_eq!(got.segment_count(i), 2);
     }
     drop((got, out, tx, rx));
     assert_eq!(pool.free_count(), pool.capacity());
@@ -367,6 +419,178 @@ fn drops_reported_by_a_filler_are_counted() {
     assert_eq!(seq_of(got.data(15)), 17);
     assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 2);
     assert_eq!(r.rx.stats().drops, 2, "the filler's drop count");
+    drop(got);
+    r.teardown();
+}
+
+/// Striding + compressed: the CQ writes sessions of checksum/stride-index mini-CQEs whenever
+/// several frames complete in one device step; random frames from 60 to 9000 bytes (one stride,
+/// or chained over up to 9) arrive byte-identical through them, over many CQ wraps (sessions
+/// crossing the ring end), and every buffer is back at the end.
+#[test]
+fn random_frames_arrive_identical_through_compressed_sessions() {
+    let q = QueueConfig {
+        size: 512,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 8192,
+        ..PoolConfig::default()
+    };
+    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let chained = run(&mut r, 100_000, 60, 9000, 16, 0xc0de);
+    assert!(chained > 85_000, "{chained} frames chained");
+    let c = r.nic.counters();
+    assert!(c.cqe_sessions > 1000, "{} sessions", c.cqe_sessions);
+    assert!(
+        c.cqe_session_packets > 20_000,
+        "{} packets in sessions",
+        c.cqe_session_packets
+    );
+    r.teardown();
+}
+
+/// Small frames through sessions (most of a WQE's 16 strides in one session), a million of them:
+/// sessions wrap the CQ end and span its owner flips.
+#[test]
+fn a_million_small_frames_through_compressed_sessions() {
+    let q = QueueConfig {
+        size: 256,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 4096,
+        ..PoolConfig::default()
+    };
+    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    run(&mut r, 1_000_000, 60, 1000, 48, 0x5eed5);
+    let c = r.nic.counters();
+    assert!(
+        c.cqe_session_packets > 800_000,
+        "{} of a million packets in sessions",
+        c.cqe_session_packets
+    );
+    r.teardown();
+}
+
+/// An error CQE between sessions: a non-fatal one releases the rest of its WQE and the sessions
+/// on either side arrive; a fatal one after a session resets the queue; frames after the reset
+/// arrive, and no buffer is lost.
+#[test]
+fn error_cqes_amid_compressed_sessions() {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut got = Burst::new(&r.pool, 128);
+    r.send(0, 4, 60, 60);
+    r.nic.inject(
+        1,
+        Fault::RxError {
+            syndrome: syndrome::LOCAL_LENGTH,
+        },
+    );
+    r.send(4, 10, 60, 60);
+    assert_eq!(
+        r.nic.counters().cqe_sessions,
+        2,
+        "a session on either side of the error"
+    );
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 9);
+    let seqs: Vec<u64> = (0..got.len()).map(|i| seq_of(got.data(i))).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 5, 6, 7, 8, 9]);
+    assert_eq!(r.rx.stats().errors.local_length, 1);
+    got.clear();
+    // A session, then a fatal error.
+    r.send(10, 13, 60, 60);
+    r.nic.inject(
+        1,
+        Fault::RxError {
+            syndrome: syndrome::LOCAL_PROT,
+        },
+    );
+    r.send(13, 14, 60, 60);
+    r.send(14, 17, 60, 60);
+    let drops = r.rx.stats().drops;
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 3);
+    assert_eq!(seq_of(got.data(2)), 12);
+    assert_eq!(r.rx.stats().recoveries, 1);
+    // The device's WQ went to the error state with the fatal CQE: what came after was not
+    // placed (and so is neither handed up nor a stale session).
+    assert_eq!(r.rx.stats().drops, drops);
+    assert_eq!(r.nic.port_counters(1).rx_wq_error, 3);
+    assert_eq!(r.rx.posted(), 64, "posted again from WQE 0");
+    got.clear();
+    r.send(17, 20, 60, 60);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 3);
+    assert_eq!(seq_of(got.data(0)), 17);
+    drop(got);
+    r.teardown();
+}
+
+/// The `model:` backend compresses a striding queue's CQ in the stride-index format by default
+/// and not with timestamps; a striding queue refuses a CQ of the hash format in one line.
+#[test]
+fn striding_queues_compress_unless_timestamps() {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let e = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::Hash))
+        .err()
+        .unwrap();
+    assert!(e.contains("stride-index") && !e.contains('\n'), "{e}");
+    let ts = QueueConfig {
+        rx_timestamps: true,
+        ..q.clone()
+    };
+    let e = rig_with(ModelConfig::default(), &ts, pool, None, Some(MiniFormat::CsumStridx))
+        .err()
+        .unwrap();
+    assert!(e.contains("timestamp") && !e.contains('\n'), "{e}");
+}
+
+/// A broken session: its second mini-CQE names a stride other than the next. The frame of the
+/// first is handed up, the second is a bad CQE that resets the queue, and no buffer is lost.
+#[test]
+fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
+    use rawpkt::dv::prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let cqn = r.keep.2.cqn();
+    let mut title = Cqe64::resp_send(0, 60, 0, 0, 0, 0);
+    title.make_title(3);
+    assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
+    let one = |stride: u16| MiniCqe::csum(0, stride, mprq::byte_cnt(60, 1, false).get());
+    let mut minis: MiniArray = [MiniCqe::default(); 8];
+    minis[..3].copy_from_slice(&[one(0), one(5), one(2)]);
+    assert!(r.nic.inject_cqe(cqn, &mini_array_bytes(&minis)));
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(
+        r.rx.rx_burst(&mut got).unwrap(),
+        1,
+        "the frame before the broken mini-CQE"
+    );
+    assert_eq!(got.packet(0).len(), 60);
+    assert_eq!(r.rx.stats().errors.bad_cqe, 1);
+    assert_eq!(r.rx.stats().recoveries, 1);
+    assert_eq!(r.rx.posted(), 64, "posted again from WQE 0");
     drop(got);
     r.teardown();
 }

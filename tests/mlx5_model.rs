@@ -171,7 +171,8 @@ fn receive(rx: &mut dyn RxQueue, pool: &Rc<Pool>, want: usize) -> Vec<Vec<u8>> {
             std::thread::sleep(Duration::from_micros(200));
         }
         for i in 0..b.len() {
-            got.push(b.data(i).to_vec());
+            // The whole frame, every segment of a chained one.
+            got.push(b.segments(i).flatten().copied().collect());
         }
         b.clear();
     }
@@ -1143,19 +1144,21 @@ fn mlx5_receive_timestamps_are_nanoseconds_of_the_device_clock() {
 }
 
 /// A striding receive queue on the Direct Verbs datapath through the model library
-/// (`mlx5dv_create_wq` with the striding caps `mlx5dv_query_device` reports): frames of one and
-/// of two strides arrive identical, the pool is full after teardown; plain verbs ports refuse
-/// `rx_striding` in one line.
+/// (`mlx5dv_create_wq` with the striding caps `mlx5dv_query_device` reports), with its CQ
+/// uncompressed and compressed in the checksum/stride-index format (`mlx5dv_create_cq`,
+/// `MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`): frames of one and of two strides (chained) arrive
+/// identical, the pool is full after teardown; plain verbs ports refuse `rx_striding` in one line.
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn striding_receive_queues_direct_verbs() {
     let (_g, model) = setup();
-    {
+    for compressed in [false, true] {
         let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
         let b = open("mlx5:mdl1", &opts(1, &[]));
         let pool = pool();
         let striding = QueueConfig {
             rx_striding: true,
+            rx_cqe_compression: compressed,
             ..qcfg()
         };
         let mut a_tx = a.tx_queue(0, &pool, &qcfg()).unwrap();

@@ -483,16 +483,26 @@ impl Shared {
     /// `mlx5dv_query_device`'s `cqe_comp_caps` has the format; else None, and where the queue asked
     /// for it, one line says why. Never for send CQs (VPP learned that TX CQs must not compress).
     fn rx_cqe_comp(&self, cfg: &QueueConfig, sge: u32) -> Option<MiniFormat> {
-        if !crate::rx::dv::wants_compression(cfg, sge) || !matches!(self.mode, Mode::Dv(_)) {
+        self.rx_cqe_comp_in(crate::rx::dv::wants_compression(cfg, sge), MiniFormat::Hash)
+    }
+
+    /// [`Self::rx_cqe_comp`] for a striding queue: the checksum/stride-index format
+    /// (`rx::dv_striding::wants_compression`), where `cqe_comp_caps` has it.
+    fn rx_cqe_comp_striding(&self, cfg: &QueueConfig) -> Option<MiniFormat> {
+        self.rx_cqe_comp_in(crate::rx::dv_striding::wants_compression(cfg), MiniFormat::CsumStridx)
+    }
+
+    /// `fmt` when `wanted`, the datapath is DV and the device's `cqe_comp_caps` has the format;
+    /// else None, with one line where it was wanted.
+    fn rx_cqe_comp_in(&self, wanted: bool, fmt: MiniFormat) -> Option<MiniFormat> {
+        if !wanted || !matches!(self.mode, Mode::Dv(_)) {
             return None;
         }
         match self.ctx.mlx5dv_cqe_comp_caps() {
-            Some((max, formats)) if max >= 2 && formats & u32::from(MiniFormat::Hash.dv_flag()) != 0 => {
-                Some(MiniFormat::Hash)
-            }
+            Some((max, formats)) if max >= 2 && formats & u32::from(fmt.dv_flag()) != 0 => Some(fmt),
             _ => {
                 log::info!(
-                    "{}: the device reports no CQE compression in the hash format (cqe_comp_caps); \
+                    "{}: the device reports no CQE compression in the {fmt:?} format (cqe_comp_caps); \
                      receive completions stay uncompressed",
                     self.spec
                 );
@@ -698,14 +708,20 @@ impl Backend for Mlx5Port {
                 // every WQE end with a filler.
                 let n = p.num_strides();
                 let wqes = (cfg.size / n).max(1);
-                let cq = sh.cq(wqes * (n + 1))?;
+                let comp = sh.rx_cqe_comp_striding(cfg);
+                let cq = match comp {
+                    Some(f) => {
+                        Cq::create_dv_comp(&sh.ctx, wqes * (n + 1), f.dv_flag()).map_err(|e| call_err(&sh.spec, e))?
+                    }
+                    None => sh.cq(wqes * (n + 1))?,
+                };
                 let attr = mlx5dv_striding_rq_init_attr {
                     single_stride_log_num_of_bytes: u32::from(p.log_stride_bytes),
                     single_wqe_log_num_of_strides: u32::from(p.log_num_strides),
                     two_byte_shift_en: u8::from(p.two_byte_shift),
                 };
                 let wq = Wq::create_striding(&sh.pd, &cq, wqes, n, attr).map_err(|e| perm_err(&sh.spec, e))?;
-                (cq, wq, None)
+                (cq, wq, comp)
             }
         };
         wq.set_state(IBV_WQS_RDY).map_err(|e| call_err(&sh.spec, e))?;

@@ -301,7 +301,13 @@ impl ModelPort {
         let strides = params.num_strides();
         let wqes = (cfg.size / strides).max(1);
         // Every stride may complete on its own, and every WQE may end with a filler.
-        let cq = self.nic.create_cq(wqes * (strides + 1)).map_err(Error::device)?;
+        // Compressed in the checksum/stride-index format (the one a striding RQ reads) where
+        // the queue wants it (`rx::dv_striding::wants_compression`).
+        let comp = crate::rx::dv_striding::wants_compression(cfg).then_some(MiniFormat::CsumStridx);
+        let cq = self
+            .nic
+            .create_cq_with(wqes * (strides + 1), comp)
+            .map_err(Error::device)?;
         let opts = RqOptions {
             max_sge: strides,
             striding: Some(params),

@@ -69,14 +69,71 @@ pub struct DvRxQueue {
 /// `mlx5e_decompress_cqe`, DPDK `rxq_cq_decompress_v`); per packet, a mini-CQE gives the byte
 /// count and RSS hash. The array being read is copied, as VPP keeps `n_mini_cqes_left` and
 /// its state across polls: its slot may be rewritten once the consumer index is published past it.
+/// Shared with the striding queue (`rx::dv_striding`), whose stride-index mini-CQEs carry no hash:
+/// there every packet takes the title's (`hash`).
 #[derive(Default)]
-struct Zip {
-    head: u32,
-    n: u32,
-    done: u32,
-    flags: u32,
-    drops: u8,
-    minis: MiniArray,
+pub(crate) struct Zip {
+    pub(crate) head: u32,
+    pub(crate) n: u32,
+    pub(crate) done: u32,
+    pub(crate) flags: u32,
+    pub(crate) drops: u8,
+    pub(crate) hash: u32,
+    pub(crate) minis: MiniArray,
+}
+
+impl Zip {
+    /// The session titled by `title` at CQ index `ci`, its first mini-CQE array read (at `ci + 1`).
+    #[inline(always)]
+    pub(crate) fn open(title: &Cqe64, ci: u32, cq: &CqRing) -> Zip {
+        Zip {
+            head: ci,
+            n: title.mini_cqe_count(),
+            done: 0,
+            flags: FLAGS_LUT[(title.hdr_type_vlan() >> 16) as usize & 0x7ff],
+            drops: title.rx_drops(),
+            hash: title.rx_hash_res.get(),
+            minis: cq.reader().mini_array(ci.wrapping_add(mini_array_slot(0))),
+        }
+    }
+
+    /// Drops every completion `cq` holds from consumer index `ci` on (a WQ reset made them stale):
+    /// the rest of this session, then each CQE, a session (on a compressing CQ, `zip_on`) as
+    /// many as its packets, their slots invalidated. Returns the new consumer index and the
+    /// packets dropped; the session is closed.
+    pub(crate) fn drain(&mut self, cq: &CqRing, ci: u32, zip_on: bool) -> (u32, u64) {
+        let r = cq.reader();
+        let left = self.n - self.done;
+        for k in self.done.max(1)..self.n {
+            r.invalidate(self.head.wrapping_add(k));
+        }
+        let mut ci = ci.wrapping_add(left);
+        let mut dropped = u64::from(left);
+        *self = Zip::default();
+        while cq.ready(ci) {
+            let n = match cq.poll(ci) {
+                Some(c) if zip_on && c.is_title() => c.mini_cqe_count().clamp(1, cq.size()),
+                _ => 1,
+            };
+            for k in 1..n {
+                r.invalidate(ci.wrapping_add(k));
+            }
+            ci = ci.wrapping_add(n);
+            dropped += u64::from(n);
+        }
+        (ci, dropped)
+    }
+
+    /// The mini-CQE array holding packet `k` of the session, read when `k` starts one (the first
+    /// was read by [`Zip::open`]).
+    #[inline(always)]
+    pub(crate) fn next_array(&mut self, k: u32, cq: &CqRing) {
+        if k % MINI == 0 && k != 0 {
+            self.minis = cq
+                .reader()
+                .mini_array(self.head.wrapping_add(mini_array_slot(k / MINI)));
+        }
+    }
 }
 
 /// No buffer in a slot of a scattering queue's ring (it went up with a packet).
@@ -554,25 +611,9 @@ impl DvRxQueue {
     /// Drops every completion the CQ holds (a WQ reset made them stale), compressed sessions
     /// slot by packet as the device counts them, their slots invalidated.
     fn drain_cq(&mut self) {
-        let cq = self.cq.reader();
-        let left = self.zip.n - self.zip.done;
-        for k in self.zip.done.max(1)..self.zip.n {
-            cq.invalidate(self.zip.head.wrapping_add(k));
-        }
-        self.cq_ci = self.cq_ci.wrapping_add(left);
-        self.stats.drops += u64::from(left);
-        self.zip = Zip::default();
-        while self.cq.ready(self.cq_ci) {
-            let n = match self.cq.poll(self.cq_ci) {
-                Some(c) if self.zip_on && c.is_title() => c.mini_cqe_count().clamp(1, self.cq.size()),
-                _ => 1,
-            };
-            for k in 1..n {
-                cq.invalidate(self.cq_ci.wrapping_add(k));
-            }
-            self.cq_ci = self.cq_ci.wrapping_add(n);
-            self.stats.drops += u64::from(n);
-        }
+        let (ci, dropped) = self.zip.drain(&self.cq, self.cq_ci, self.zip_on);
+        self.cq_ci = ci;
+        self.stats.drops += dropped;
     }
 
     /// [`DvRxQueue::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
@@ -641,14 +682,7 @@ impl DvRxQueue {
             self.stats.errors.bad_cqe += 1;
             return Err(syndrome::LOCAL_QP_OP);
         }
-        self.zip = Zip {
-            head: ci,
-            n,
-            done: 0,
-            flags: FLAGS_LUT[(title.hdr_type_vlan() >> 16) as usize & 0x7ff],
-            drops: title.rx_drops(),
-            minis: self.cq.reader().mini_array(ci.wrapping_add(mini_array_slot(0))),
-        };
+        self.zip = Zip::open(title, ci, &self.cq);
         Ok(())
     }
 
@@ -668,9 +702,7 @@ impl DvRxQueue {
         while used < take {
             let k = self.zip.done;
             let pos = k % MINI;
-            if pos == 0 && k != 0 {
-                self.zip.minis = cq.mini_array(self.zip.head.wrapping_add(mini_array_slot(k / MINI)));
-            }
+            self.zip.next_array(k, &self.cq);
             // A run within one array that crosses neither the RQ's end: plain slices, zipped.
             let r = rq_ci.wrapping_add(used) as usize & (rq_size - 1);
             let cnt = (MINI - pos).min(take - used).min((rq_size - r) as u32) as usize;
@@ -1031,7 +1063,7 @@ fn drop_long(
 }
 
 /// Mini-CQEs per array slot.
-const MINI: u32 = crate::dv::prm::MINI_CQES_PER_SLOT;
+pub(crate) const MINI: u32 = crate::dv::prm::MINI_CQES_PER_SLOT;
 
 /// Whether the queue's CQ compresses (the hash format is the one a cyclic RQ reads), refusing a
 /// compressing CQ when timestamps are asked for: mini-CQEs carry none (DPDK `mlx5_devx.c` turns

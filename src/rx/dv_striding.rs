@@ -14,20 +14,31 @@
 //! against this path's 44.3, README) or reference counts on the large buffer, which rawpkt's
 //! `Pool` does not have.
 //!
-//! A frame over several strides (longer than a stride) lies in several buffers: its later strides
-//! are copied behind its first (the stride is at most the data room, so up to the data room this
-//! fits), and their buffers go back to the pool; a longer frame is dropped and counted as a
-//! length error. A filler CQE gives the strides it names back to the pool.
+//! A frame over several strides (longer than a stride) lies in consecutive buffers of its WQE, one
+//! stride each: it is handed up as a chained packet over them ([`flags::CHAINED`], a `SegLink` per
+//! buffer, as the cyclic queue's multi-buffer WQEs in `DvRxQueue::burst_offload`), without a copy,
+//! so any frame up to a WQE's bytes (16 strides of 1 KiB: 16 KiB, a 9000-byte jumbo frame) arrives
+//! whole. DPDK instead copies such a frame out of its one large stride buffer, or attaches the
+//! stride to an external-buffer mbuf (`mlx5_rx.c` `mprq_buf_to_pkt`); VPP links the vlib buffers
+//! of a frame's strides into a chain (`rdma/input.c`, striding mode), as this queue does. A filler
+//! CQE gives the strides it names back to the pool.
+//!
+//! Compressed completions (striding + compressed): where the CQ was created with the
+//! checksum/stride-index mini-CQE format (`MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`;
+//! `QueueConfig::rx_cqe_compression`, not with timestamps), a session's mini-CQEs each carry the
+//! stride index and MPRQ byte count of one frame, and the title the rest (DPDK
+//! `mlx5_rxtx_vec_sse.h` `rxq_cq_decompress_v`; VPP `rdma/input.c` on striding RQs). Sessions are
+//! expanded as the cyclic queue's (`rx::dv::Zip`), each frame taking its strides as above.
 
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::dv::FLAGS_LUT;
+use super::dv::{Zip, FLAGS_LUT, MINI};
 use super::REFILL_BATCH;
-use crate::dv::prm::{mprq, syndrome, Be16, Be64, DataSeg, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::prm::{mprq, syndrome, Be16, Be64, Cqe64, DataSeg, MiniFormat, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, StridingRqRing};
 use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
-use crate::mem::pool::{flags, Burst, Packet, Pool};
+use crate::mem::pool::{flags, Burst, Packet, Pool, SegLink};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// Strides per WQE, log2, at least: 8, the fewest a ConnectX-5 takes
@@ -41,14 +52,14 @@ pub const STRIDES_LOG: u8 = 3;
 /// from the HCA caps, which `mlx5dv_query_device` does not report).
 const LOG_MIN_WQE_BYTES: u32 = 14;
 
-/// The receive options a striding queue cannot honour, refused in one line: its frames longer
-/// than one stride are copied into one buffer (not chained), and its RQ takes no VLAN stripping
-/// (the model, like `mlx5_ib`'s striding `create_rq`, leaves `vsd` set).
-pub fn refuse_other_options(cfg: &crate::QueueConfig, pool: &Pool) -> Result<(), Error> {
-    if cfg.rx_vlan_strip || cfg.rx_max_frame > pool.data_room() {
+/// The receive options a striding queue cannot honour, refused in one line: its RQ takes no VLAN
+/// stripping (the model, like `mlx5_ib`'s striding `create_rq`, leaves `vsd` set). Frames longer
+/// than a buffer arrive chained; `rx_max_frame` beyond a WQE's bytes is refused by
+/// [`DvStridingRxQueue::new`], which knows the WQE.
+pub fn refuse_other_options(cfg: &crate::QueueConfig, _pool: &Pool) -> Result<(), Error> {
+    if cfg.rx_vlan_strip {
         return Err(Error::config(
-            "rx_striding takes neither rx_vlan_strip nor rx_max_frame beyond one buffer: \
-             ask for one or the other",
+            "rx_striding takes no rx_vlan_strip: ask for one or the other",
         ));
     }
     Ok(())
@@ -112,7 +123,6 @@ pub struct DvStridingRxQueue {
     st_ci: u32,
     cq_ci: u32,
     data_off: u16,
-    data_room: u32,
     timestamps: bool,
     clock: TickClock,
     /// Free WQEs that make a refill worth its fixed cost.
@@ -125,6 +135,11 @@ pub struct DvStridingRxQueue {
     failed: Option<u8>,
     stats: QueueStats,
     scratch: Box<[u32]>,
+    /// The CQ compresses receive completions in the checksum/stride-index format: bursts go to
+    /// [`DvStridingRxQueue::burst_general`], which expands sessions ([`DvStridingRxQueue::expand`]).
+    zip_on: bool,
+    /// The compressed session being handed up, which may span bursts.
+    zip: Zip,
 }
 
 /// What the slow path found at a consumer index.
@@ -132,11 +147,15 @@ enum Other {
     Empty,
     /// A plain one-stride frame after all: the fast path takes it.
     Ready,
-    /// The CQE consumed these strides and hands up this many packets (0 or 1).
+    /// The CQE consumed these strides and hands up this many packets (0 or 1), `chains` of them
+    /// chained.
     Done {
         strides: u32,
         packets: usize,
+        chains: usize,
     },
+    /// The title of a compressed session.
+    Title(Cqe64),
     /// An error that needs a queue reset.
     Fatal(u8),
 }
@@ -167,11 +186,21 @@ impl DvStridingRxQueue {
                 pool.data_room()
             )));
         }
+        let zip_on = cq_comp(cq, cfg)?;
         // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
         // only buffers of its own pool that it holds in its ring, and publishes a consumer index
         // only past CQEs it has finished reading.
         let (rq, cq) = unsafe { (StridingRqRing::new(rwq, n), CqRing::new(cq)) };
         let (rq, cq) = (rq.map_err(Error::device)?, cq.map_err(Error::device)?);
+        let wqe_bytes = n * params.stride_bytes();
+        if cfg.rx_max_frame > wqe_bytes {
+            return Err(Error::config(format!(
+                "rx_max_frame {} is longer than a striding WQE ({n} strides of {} bytes): use \
+                 larger buffers or open the queue without rx_striding",
+                cfg.rx_max_frame,
+                params.stride_bytes()
+            )));
+        }
         let strides = rq.size() * n;
         // Every stride may complete on its own, and every WQE may end with a filler.
         if cq.size() < strides + rq.size() {
@@ -201,7 +230,6 @@ impl DvStridingRxQueue {
             st_ci: 0,
             cq_ci: 0,
             data_off: pool.headroom(),
-            data_room: pool.data_room(),
             timestamps: cfg.rx_timestamps,
             clock,
             refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
@@ -211,6 +239,8 @@ impl DvStridingRxQueue {
             failed: None,
             stats: QueueStats::default(),
             scratch: vec![0; strides as usize].into_boxed_slice(),
+            zip_on,
+            zip: Zip::default(),
         };
         // The next segments and the data segments' byte counts and lkeys never change; a refill
         // rewrites only addresses. VPP links the next segments although a cyclic striding RQ
@@ -305,10 +335,9 @@ impl DvStridingRxQueue {
             self.device_holds_buffers = true;
             return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
         }
-        while self.cq.ready(self.cq_ci) {
-            self.cq_ci = self.cq_ci.wrapping_add(1);
-            self.stats.drops += 1;
-        }
+        let (ci, dropped) = self.zip.drain(&self.cq, self.cq_ci, self.zip_on);
+        self.cq_ci = ci;
+        self.stats.drops += dropped;
         self.cq.publish_ci(self.cq_ci);
         self.release_posted();
         self.st_ci = 0;
@@ -421,6 +450,9 @@ impl DvStridingRxQueue {
             self.stats.errors.bad_cqe += 1;
             return Other::Fatal(syndrome::LOCAL_QP_OP);
         }
+        if self.zip_on && cqe.is_title() {
+            return Other::Title(cqe);
+        }
         if cqe.opcode() == CQE_RESP_ERR {
             let synd = cqe.as_err().syndrome;
             self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
@@ -434,6 +466,7 @@ impl DvStridingRxQueue {
             return Other::Done {
                 strides: n - pos,
                 packets: 0,
+                chains: 0,
             };
         }
         let bc = cqe.byte_cnt.get();
@@ -455,55 +488,199 @@ impl DvStridingRxQueue {
             // it dropped into the next CQE, whatever it is).
             self.stats.drops += u64::from(cqe.rx_drops());
             self.free_strides(self.st_ci, strides);
-            return Other::Done { strides, packets: 0 };
+            return Other::Done {
+                strides,
+                packets: 0,
+                chains: 0,
+            };
         }
         if bc.wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT) <= self.stride_bytes {
             // What the fast path takes (it stopped before, or the device wrote it since).
             return Other::Ready;
         }
-        let smask = self.bufs.len() - 1;
-        let first = self.bufs[self.st_ci as usize & smask];
-        if len > self.data_room || len > strides * self.stride_bytes {
-            // Longer than a buffer holds (or a length the strides cannot hold): dropped.
-            self.stats.errors.local_length += 1;
-            self.stats.drops += u64::from(cqe.rx_drops());
-            self.free_strides(self.st_ci, strides);
-            return Other::Done { strides, packets: 0 };
-        }
-        self.gather_strides(first, strides, len);
-        self.free_strides(self.st_ci.wrapping_add(1), strides - 1);
-        slot.buf = first;
-        slot.set_len_off(len | Packet::len_off(0, self.data_off));
-        slot.rss_hash = cqe.rx_hash_res.get();
-        slot.flags = FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff];
-        if self.timestamps {
+        self.stats.drops += u64::from(cqe.rx_drops());
+        let flags = FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff];
+        let (packets, chains) = self.take_frame(slot, len, strides, cqe.rx_hash_res.get(), flags);
+        if packets == 1 && self.timestamps {
             slot.flags |= flags::TIMESTAMP;
             slot.timestamp = self.clock.ns(cqe.timestamp.get());
         }
-        self.stats.drops += u64::from(cqe.rx_drops());
-        self.stats.bytes += u64::from(len);
-        Other::Done { strides, packets: 1 }
+        Other::Done {
+            strides,
+            packets,
+            chains,
+        }
     }
 
-    /// Copies the later strides of a `len`-byte frame that starts in stride `st_ci` (buffer
-    /// `first`) behind its first stride, so that the frame lies whole in `first`.
-    #[allow(unsafe_code)]
-    fn gather_strides(&self, first: u32, strides: u32, len: u32) {
-        let geo = self.pool.geometry();
-        let off = u32::from(self.data_off);
-        let smask = self.bufs.len() - 1;
-        let dst = geo.buf_addr(first, off) as *mut u8;
-        for k in 1..strides {
-            let src_buf = self.bufs[(self.st_ci.wrapping_add(k)) as usize & smask];
-            let at = k * self.stride_bytes;
-            let n = (len - at).min(self.stride_bytes) as usize;
-            let src = geo.buf_addr(src_buf, off) as *const u8;
-            // Both buffers are this queue's (in its ring, their strides completed by the CQE
-            // being read, so the device is done with them), distinct, and inside the pool's
-            // region; `at + n` <= `len` <= the data room, so the copy stays in `first`'s buffer.
-            // SAFETY: as above.
-            unsafe { std::ptr::copy_nonoverlapping(src, dst.add(at as usize), n) };
+    /// Hands up in `slot` the `len`-byte frame of the `strides` strides from `st_ci` on: one
+    /// buffer, or a chain over the buffers of the strides it fills (each full but the last: each
+    /// names the next); strides the device took beyond the frame go back to the pool. A length
+    /// the strides cannot hold drops them all as a length error. Returns (packets, chains), each
+    /// 0 or 1; counts the bytes.
+    fn take_frame(&mut self, slot: &mut Packet, len: u32, strides: u32, hash: u32, flags: u32) -> (usize, usize) {
+        let stride = self.stride_bytes;
+        let used = len.div_ceil(stride).max(1);
+        if used > strides {
+            self.stats.errors.local_length += 1;
+            self.free_strides(self.st_ci, strides);
+            return (0, 0);
         }
+        let smask = self.bufs.len() - 1;
+        let buf_of = |k: u32| self.bufs[self.st_ci.wrapping_add(k) as usize & smask];
+        let head = buf_of(0);
+        *slot = Packet {
+            buf: head,
+            off: self.data_off,
+            rss_hash: hash,
+            flags,
+            ..Packet::default()
+        };
+        if used == 1 {
+            slot.set_len_off(len | Packet::len_off(0, self.data_off));
+        } else {
+            for k in 0..used {
+                let next = if k + 1 < used { buf_of(k + 1) } else { SegLink::END };
+                let seg_len = (len - k * stride).min(stride);
+                self.pool.set_link(
+                    buf_of(k),
+                    SegLink {
+                        next,
+                        len: seg_len as u16,
+                        off: self.data_off,
+                    },
+                );
+            }
+            slot.flags |= flags::CHAINED;
+            slot.chain_len = len;
+        }
+        if used < strides {
+            self.free_strides(self.st_ci.wrapping_add(used), strides - used);
+        }
+        self.stats.bytes += u64::from(len);
+        (1, usize::from(used > 1))
+    }
+
+    /// Hands up the current session's next packets into `slots`, one mini-CQE each (stride
+    /// index and MPRQ byte count; flags, hash and drop count are the title's, as DPDK
+    /// `rxq_cq_decompress_v` fills them), and invalidates the slots it consumed (all but the
+    /// title, as the cyclic queue's `expand`). Runs of one-stride frames at the next strides are
+    /// zipped with their buffers as the uncompressed fast path does; anything else goes one
+    /// mini-CQE at a time through [`Self::expand_one`]. Returns (packets, chains) handed up,
+    /// and the syndrome to reset the queue with where a mini-CQE is broken (the packets before
+    /// it are handed up all the same).
+    #[inline(always)]
+    fn expand(&mut self, slots: &mut [Packet], bytes: &mut u64, drops: &mut u64) -> (usize, usize, Option<u8>) {
+        let n = 1u32 << self.log_n;
+        let (total, stride) = (self.bufs.len(), self.stride_bytes);
+        let len_off = Packet::len_off(0, self.data_off);
+        let (hash, flags) = (self.zip.hash, self.zip.flags);
+        let (mut handed, mut chains) = (0, 0);
+        let mut byte_sum = 0u32;
+        while handed < slots.len() && self.zip.done != self.zip.n {
+            let k = self.zip.done;
+            self.zip.next_array(k, &self.cq);
+            let pos = (k % MINI) as usize;
+            let s = self.st_ci as usize & (total - 1);
+            let cnt = (MINI as usize - pos)
+                .min((self.zip.n - k) as usize)
+                .min(slots.len() - handed)
+                .min(total - s)
+                .min(self.posted() as usize);
+            let minis = &self.zip.minis[pos..pos + cnt];
+            let bufs = &self.bufs[s..s + cnt];
+            let mut j = 0u32;
+            let mut run_bytes = 0u32;
+            // Each frame's stride index against the stride it must be at, ORed without a branch.
+            let (mut at, mut wrong) = (self.st_ci & (n - 1), 0u32);
+            for ((slot, m), &buf) in slots[handed..handed + cnt].iter_mut().zip(minis).zip(bufs) {
+                // One stride, no filler: as in `poll_segment`, one subtract and one compare.
+                let len = m.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
+                if len > stride {
+                    break;
+                }
+                slot.buf = buf;
+                slot.set_len_off(len | len_off);
+                slot.rss_hash = hash;
+                slot.flags = flags;
+                run_bytes += len;
+                wrong |= u32::from(m.stride_idx()) ^ at;
+                at += 1;
+                j += 1;
+            }
+            // A run not at the strides it must take (a broken CQ) is not taken: `expand_one`
+            // finds its first wrong mini-CQE.
+            if wrong != 0 {
+                j = 0;
+                run_bytes = 0;
+            }
+            byte_sum += run_bytes;
+            let from = k.max(1);
+            self.cq
+                .reader()
+                .invalidate_run(self.zip.head.wrapping_add(from), (k + j).saturating_sub(from));
+            self.zip.done = k + j;
+            self.st_ci = self.st_ci.wrapping_add(j);
+            *drops += u64::from(self.zip.drops) * u64::from(j);
+            handed += j as usize;
+            if (j as usize) < cnt {
+                match self.expand_one(&mut slots[handed]) {
+                    Ok((p, c)) => {
+                        *drops += u64::from(self.zip.drops);
+                        handed += p;
+                        chains += c;
+                    }
+                    Err(synd) => {
+                        *bytes += u64::from(byte_sum);
+                        return (handed, chains, Some(synd));
+                    }
+                }
+            }
+        }
+        *bytes += u64::from(byte_sum);
+        (handed, chains, None)
+    }
+
+    /// The session's next mini-CQE when it is not a one-stride frame at the next stride: a
+    /// frame over several strides (chained by [`Self::take_frame`]), a mini-CQE whose byte count
+    /// has the filler bit (its strides released, as a filler CQE: DPDK `mlx5_rx_burst_mprq`
+    /// tests `MLX5_MPRQ_FILLER_MASK` on the byte count whether it came from a CQE or a mini-CQE),
+    /// one whose byte count carries no stride count (ceil(len / stride) strides, as DPDK
+    /// `mlx5_rx_burst_mprq` recomputes `strd_cnt` from the length for its flow-tag/stride-index
+    /// mini-CQE format, whose byte count field is shared), or one naming a stride other than the
+    /// next: a broken CQ.
+    #[cold]
+    #[inline(never)]
+    fn expand_one(&mut self, slot: &mut Packet) -> Result<(usize, usize), u8> {
+        let n = 1u32 << self.log_n;
+        let k = self.zip.done;
+        let m = self.zip.minis[(k % MINI) as usize];
+        let bc = m.byte_cnt.get();
+        let pos = self.st_ci & (n - 1);
+        let len = mprq::len(bc);
+        let strides = match mprq::strides(bc) {
+            0 if !mprq::is_filler(bc) => len.div_ceil(self.stride_bytes).max(1),
+            s => s,
+        };
+        if self.st_ci == self.rq_pi << self.log_n
+            || u32::from(m.stride_idx()) != pos
+            || strides == 0
+            || pos + strides > n
+        {
+            self.stats.errors.bad_cqe += 1;
+            return Err(syndrome::LOCAL_QP_OP);
+        }
+        let got = if mprq::is_filler(bc) {
+            self.free_strides(self.st_ci, strides);
+            (0, 0)
+        } else {
+            self.take_frame(slot, len, strides, self.zip.hash, self.zip.flags)
+        };
+        if k != 0 {
+            self.cq.reader().invalidate(self.zip.head.wrapping_add(k));
+        }
+        self.zip.done = k + 1;
+        self.st_ci = self.st_ci.wrapping_add(strides);
+        Ok(got)
     }
 
     /// The device stopped on a fatal error: every posted buffer goes back to the pool.
@@ -557,17 +734,47 @@ impl DvStridingRxQueue {
         self.burst_general(out)
     }
 
+    /// [`RxQueue::rx_burst`] on a compressing CQ: every burst through [`Self::burst_general`],
+    /// which expands sessions (the one-segment path reads plain CQEs only).
+    #[inline(never)]
+    fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if let Some(s) = self.failed {
+            return Err(failed_error(s));
+        }
+        same_pool(&self.pool, out)?;
+        self.burst_general(out)
+    }
+
     /// Every burst the one-segment path does not take: ring wraps, fillers, frames over several
-    /// strides, errors.
+    /// strides, errors, compressed sessions.
     #[inline(never)]
     fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        let mut n = 0;
+        let (mut n, mut chains) = (0, 0);
         let (mut bytes, mut drops) = (0u64, 0u64);
         let mut error = None;
         let mut ci = self.cq_ci;
         let spare = out.spare();
         let cap = spare.len();
         loop {
+            if self.zip.done != self.zip.n {
+                let (h, c, e) = self.expand(&mut spare[n..cap], &mut bytes, &mut drops);
+                (n, chains, error) = (n + h, chains + c, e);
+                ci = self.zip.head.wrapping_add(self.zip.done);
+                if error.is_some() || self.zip.done != self.zip.n {
+                    break; // a broken session, or the burst is full
+                }
+            }
+            if self.zip_on && n < cap {
+                // On a compressing CQ the next CQE is most often a title: open its session here
+                // rather than through the plain run and the slow path.
+                if let RxPoll::Other(t) = self.cq.reader().poll_rx(ci) {
+                    if t.is_title() && t.mini_cqe_count() != 0 && t.mini_cqe_count() <= self.posted() {
+                        let t = *t;
+                        self.zip = Zip::open(&t, ci, &self.cq);
+                        continue;
+                    }
+                }
+            }
             let room = (cap - n).min(self.posted() as usize);
             let got = if self.timestamps {
                 self.poll_packets::<true>(&mut spare[n..n + room], ci, self.st_ci, &mut bytes, &mut drops)
@@ -583,10 +790,26 @@ impl DvStridingRxQueue {
             match self.poll_other(ci, &mut spare[n]) {
                 Other::Empty => break,
                 Other::Ready => {}
-                Other::Done { strides, packets } => {
+                Other::Done {
+                    strides,
+                    packets,
+                    chains: c,
+                } => {
                     ci = ci.wrapping_add(1);
                     self.st_ci = self.st_ci.wrapping_add(strides);
                     n += packets;
+                    chains += c;
+                }
+                Other::Title(t) => {
+                    let posted = self.posted();
+                    if t.mini_cqe_count() == 0 || t.mini_cqe_count() > posted {
+                        // More packets than strides posted: a broken CQ.
+                        self.stats.errors.bad_cqe += 1;
+                        ci = ci.wrapping_add(1);
+                        error = Some(syndrome::LOCAL_QP_OP);
+                        break;
+                    }
+                    self.zip = Zip::open(&t, ci, &self.cq);
                 }
                 Other::Fatal(synd) => {
                     ci = ci.wrapping_add(1);
@@ -595,7 +818,7 @@ impl DvStridingRxQueue {
                 }
             }
         }
-        out.commit(n);
+        out.commit_chained(n, chains);
         if ci != self.cq_ci {
             self.cq_ci = ci;
             self.cq.publish_ci(ci);
@@ -617,6 +840,31 @@ impl DvStridingRxQueue {
     }
 }
 
+/// Whether a striding queue's receive CQ should compress: asked for
+/// (`QueueConfig::rx_cqe_compression`, on by default) and no timestamps (mini-CQEs carry none:
+/// DPDK `mlx5_devx.c`). The format is the checksum/stride-index one
+/// (`MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`): a striding RQ needs each packet's stride index.
+pub(crate) fn wants_compression(cfg: &QueueConfig) -> bool {
+    cfg.rx_cqe_compression && !cfg.rx_timestamps
+}
+
+/// Whether the queue's CQ compresses (in the stride-index format, the one this queue reads),
+/// refusing a compressing CQ when timestamps are asked for, or one of another format, in one
+/// line.
+fn cq_comp(cq: &CqInfo, cfg: &QueueConfig) -> Result<bool, Error> {
+    match cq.compression() {
+        None => Ok(false),
+        Some(MiniFormat::CsumStridx) if !cfg.rx_timestamps => Ok(true),
+        Some(MiniFormat::CsumStridx) => Err(Error::config(
+            "receive timestamps: the CQ compresses completions, and mini-CQEs carry no timestamp",
+        )),
+        Some(f) => Err(Error::config(format!(
+            "a striding receive queue reads checksum/stride-index mini-CQEs, not the {f:?} format \
+             its CQ was created with"
+        ))),
+    }
+}
+
 /// [`RxQueue::rx_burst`] for CPUs without MOVBE, out of line as the cyclic queue's.
 #[inline(never)]
 fn rx_burst_plain(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
@@ -634,6 +882,9 @@ fn rx_burst_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, Q
 impl RxQueue for DvStridingRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.zip_on {
+            return self.burst_zip(out);
+        }
         #[cfg(target_arch = "x86_64")]
         if self.movbe {
             #[allow(unsafe_code)]
