@@ -356,6 +356,9 @@ pub(crate) struct Timing {
     pub departures: u64,
     /// Departures that left more than [`LATE_NS`] after their due time.
     pub late: u64,
+    /// Departures that left early, with the send before them, and the most any did, ns.
+    pub early: u64,
+    pub early_max: u64,
     pub lateness_p50: u64,
     pub lateness_p99: u64,
     pub lateness_max: u64,
@@ -385,6 +388,8 @@ impl Timing {
         Timing {
             departures: d.departures,
             late: d.late,
+            early: d.early,
+            early_max: d.early_max,
             lateness_p50: d.lateness.value_at_quantile(0.5),
             lateness_p99: d.lateness.value_at_quantile(0.99),
             lateness_max: d.lateness.max(),
@@ -430,8 +435,8 @@ impl Departures {
     fn json(&self) -> String {
         let timing = self.timing.as_ref().map_or(String::new(), |t| {
             format!(
-                ",\"departures\":{},\"late\":{},\"late_after_ns\":{LATE_NS},\"lateness_p50\":{},\"lateness_p99\":{},\"lateness_max\":{},\"on_time_gaps\":{},\"mean_on_time\":{:.1},\"cv_on_time\":{:.4}",
-                t.departures, t.late, t.lateness_p50, t.lateness_p99, t.lateness_max, t.on_time_gaps, t.mean_on_time, t.cv_on_time
+                ",\"departures\":{},\"late\":{},\"late_after_ns\":{LATE_NS},\"early\":{},\"early_max\":{},\"lateness_p50\":{},\"lateness_p99\":{},\"lateness_max\":{},\"on_time_gaps\":{},\"mean_on_time\":{:.1},\"cv_on_time\":{:.4}",
+                t.departures, t.late, t.early, t.early_max, t.lateness_p50, t.lateness_p99, t.lateness_max, t.on_time_gaps, t.mean_on_time, t.cv_on_time
             )
         });
         format!(
@@ -448,13 +453,15 @@ impl Departures {
         );
         if let Some(t) = &self.timing {
             line += &format!(
-                "; {} of {} late (> {} µs after due; lateness ns p50 {} p99 {} max {}), on-time gaps mean {:.1} cv {:.3}",
+                "; {} of {} late (> {} µs after due; lateness ns p50 {} p99 {} max {}), {} early (with the send before; at most {} ns), on-time gaps mean {:.1} cv {:.3}",
                 t.late,
                 t.departures,
                 LATE_NS / 1000,
                 t.lateness_p50,
                 t.lateness_p99,
                 t.lateness_max,
+                t.early,
+                t.early_max,
                 t.mean_on_time,
                 t.cv_on_time
             );
