@@ -426,3 +426,114 @@ fn a_plain_cqe_longer_than_its_buffer_is_dropped_on_a_compressing_cq() {
     drop(got);
     r.teardown();
 }
+
+/// A session in the ring behind a critical error CQE (a device that wrote on after the error;
+/// the model's own WQ stops at one): the WQ reset drops the session as its title's packet count
+/// says, stamps the slots it spans invalid, and the traffic after the reset arrives whole over
+/// them, the device's producer index and the driver's consumer index still in step.
+#[test]
+fn a_wq_reset_drops_a_whole_session_behind_the_error() {
+    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+        let mut r = rig_with(cfg(16), dev, 512, HASH);
+        let cqn = r.rx_cq.cqn();
+        let mut got = Burst::new(&r.pool, 64);
+        let (mut next_tx, mut next_rx) = (0u64, 0u64);
+        // Slots 0..2: a session of 3, received.
+        send(&mut r, &mut next_tx, 3, 60, 60);
+        r.nic.step();
+        assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 3);
+        check(&got, &mut next_rx, 60, 60);
+        got.clear();
+        // Slot 3: a critical error; slots 4..8: a session of 5 (title, one array, three holes
+        // with whatever the device leaves there).
+        let err = rawpkt::dv::prm::ErrCqe::resp_err(syndrome::LOCAL_PROT, 3, 0);
+        assert!(r.nic.inject_cqe(cqn, err.as_bytes()));
+        let mut title = Cqe64::resp_send(4, 0, 0, 0, 0, 0);
+        title.make_title(5);
+        assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
+        let minis = [rawpkt::dv::prm::MiniCqe::hash(9, 60); 8];
+        assert!(r.nic.inject_cqe(cqn, &rawpkt::dv::prm::mini_array_bytes(&minis)));
+        for _ in 0..3 {
+            assert!(r.nic.inject_cqe(cqn, Cqe64::resp_send(0, 60, 0, 0, 0, 0).as_bytes()));
+        }
+        let drops = r.rx.stats().drops;
+        assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 0);
+        let s = *r.rx.stats();
+        assert_eq!((s.errors.local_prot, s.recoveries), (1, 1));
+        assert_eq!(s.drops - drops, 5, "the session's 5 packets dropped as stale");
+        for slot in 5..=8 {
+            assert_eq!(
+                r.nic.cq_slot(cqn, slot).unwrap()[63],
+                CQE_INVALIDATE,
+                "slot {slot} stamped"
+            );
+        }
+        assert_eq!(r.rx.posted(), 16, "every RQ slot posted again");
+        // Traffic after the reset: sessions and plain CQEs from slot 9 on, over several passes
+        // of the 32-entry CQ.
+        for k in 0..60 {
+            send(&mut r, &mut next_tx, 1 + k % 9, 60, 60);
+            r.nic.step();
+            while r.rx.rx_burst(&mut got).unwrap() > 0 {
+                // The frames the reset lost (none was sent) leave the sequence unbroken.
+                check(&got, &mut next_rx, 60, 60);
+                got.clear();
+            }
+            let _ = r.tx.reclaim();
+        }
+        assert_eq!(next_rx, next_tx);
+        assert_eq!(r.rx.stats().recoveries, 1);
+        drop(got);
+        drain_tx(&mut r);
+        r.teardown();
+    }
+}
+
+/// A plain CQE in the last slot of a compressing CQ, then a session from slot 0 on the next
+/// pass (owner bit flipped), pass after pass: the driver takes the plain CQE by its owner bit,
+/// wraps, and opens the session there.
+#[test]
+fn a_plain_cqe_at_the_cq_end_then_a_session_across_the_wrap() {
+    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+        let mut r = rig_with(cfg(16), dev, 512, HASH);
+        let cqn = r.rx_cq.cqn();
+        let mut got = Burst::new(&r.pool, 64);
+        let (mut next_tx, mut next_rx) = (0u64, 0u64);
+        let mut step = |r: &mut Rig, n: usize| {
+            send(r, &mut next_tx, n, 60, 60);
+            r.nic.step();
+            assert_eq!(r.rx.rx_burst(&mut got).unwrap(), n);
+            check(&got, &mut next_rx, 60, 60);
+            got.clear();
+            let _ = r.tx.reclaim();
+        };
+        // Each round takes two passes of the 32-entry CQ: the plain CQE ends an even one.
+        for round in 0u8..6 {
+            let pass = 2 * round;
+            // 28 slots in sessions of 7, then single completions at 28..31.
+            for _ in 0..4 {
+                step(&mut r, 7);
+            }
+            for _ in 0..4 {
+                step(&mut r, 1);
+            }
+            let last = Cqe64::from_bytes(&r.nic.cq_slot(cqn, 31).unwrap());
+            assert!(!last.is_title(), "pass {pass}: slot 31 holds a plain CQE");
+            assert_eq!(last.op_own & 1, pass & 1, "pass {pass}: its owner bit");
+            // The next session starts at slot 0 of the next pass.
+            step(&mut r, 5);
+            let title = Cqe64::from_bytes(&r.nic.cq_slot(cqn, 0).unwrap());
+            assert!(title.is_title() && title.mini_cqe_count() == 5, "pass {pass}");
+            assert_eq!(title.op_own & 1, (pass + 1) & 1, "pass {pass}: the title's owner bit");
+            // To the end of the odd pass: 27 more slots.
+            for n in [7, 7, 7, 6] {
+                step(&mut r, n);
+            }
+        }
+        assert_eq!(r.nic.counters().cqe_sessions, 6 * 9);
+        drop(step);
+        drop(got);
+        drain_tx(&mut r);
+        r.teardown();
+    }
+}
