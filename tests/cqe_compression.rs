@@ -531,7 +531,6 @@ fn a_plain_cqe_at_the_cq_end_then_a_session_across_the_wrap() {
             }
         }
         assert_eq!(r.nic.counters().cqe_sessions, 6 * 9);
-        drop(step);
         drop(got);
         drain_tx(&mut r);
         r.teardown();
