@@ -59,6 +59,57 @@ fn drain_tx(r: &mut Rig) {
     }
 }
 
+/// Frames of 60 bytes sent and received step by step, checked in order.
+struct Steps {
+    got: Burst,
+    next_tx: u64,
+    next_rx: u64,
+}
+
+impl Steps {
+    fn new(r: &Rig) -> Steps {
+        Steps {
+            got: Burst::new(&r.pool, 64),
+            next_tx: 0,
+            next_rx: 0,
+        }
+    }
+
+    /// Sends `n` frames, steps the model, and receives them in one burst.
+    fn exact(&mut self, r: &mut Rig, n: usize) {
+        send(r, &mut self.next_tx, n, 60, 60);
+        r.nic.step();
+        assert_eq!(r.rx.rx_burst(&mut self.got).unwrap(), n);
+        self.take();
+        let _ = r.tx.reclaim();
+    }
+
+    /// Sends `n` frames, steps the model, and receives until nothing is left.
+    fn all(&mut self, r: &mut Rig, n: usize) {
+        send(r, &mut self.next_tx, n, 60, 60);
+        r.nic.step();
+        while r.rx.rx_burst(&mut self.got).unwrap() > 0 {
+            self.take();
+        }
+        let _ = r.tx.reclaim();
+    }
+
+    /// Checks and empties the burst.
+    fn take(&mut self) {
+        check(&self.got, &mut self.next_rx, 60, 60);
+        self.got.clear();
+    }
+
+    /// Every frame sent arrived; the burst's buffers go back, the sends complete, and the rig
+    /// is torn down (every buffer back in the pool).
+    fn end(self, mut r: Rig) {
+        assert_eq!(self.next_rx, self.next_tx);
+        drop(self.got);
+        drain_tx(&mut r);
+        r.teardown();
+    }
+}
+
 /// Random traffic: per step, 1..=`max_step` frames sent (several TX bursts, so a session can
 /// reach the 64 of `cqe_comp_caps.max_num` and go on in the next), received with bursts of
 /// random room (1..=256), so that sessions are split across bursts at every position.
@@ -171,18 +222,13 @@ fn a_step_of_100_completions_makes_sessions_of_64_and_36() {
 fn the_worked_example_session_wraps_the_cq_end() {
     let mut r = rig_with(cfg(16), ModelConfig::default(), 512, HASH);
     let cqn = r.rx_cq.cqn();
-    let mut got = Burst::new(&r.pool, 64);
-    let (mut next_tx, mut next_rx) = (0u64, 0u64);
+    let mut t = Steps::new(&r);
     for _ in 0..29 {
-        send(&mut r, &mut next_tx, 1, 60, 60);
-        r.nic.step();
-        assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 1);
-        check(&got, &mut next_rx, 60, 60);
-        got.clear();
+        t.exact(&mut r, 1);
     }
     assert_eq!(r.nic.counters().cqe_sessions, 0, "one completion per step: plain CQEs");
     let slot5_before = r.nic.cq_slot(cqn, 5).unwrap();
-    send(&mut r, &mut next_tx, 11, 60, 60);
+    send(&mut r, &mut t.next_tx, 11, 60, 60);
     r.nic.step();
     let title = Cqe64::from_bytes(&r.nic.cq_slot(cqn, 29).unwrap());
     assert_eq!(title.op_own, 0x2c, "RESP_SEND, format 3, owner 0");
@@ -199,28 +245,18 @@ fn the_worked_example_session_wraps_the_cq_end() {
     for hole in [0u32, 1, 2, 3, 4, 6, 7] {
         assert_eq!(r.nic.cq_slot(cqn, hole).unwrap()[63] & 0xfd, 0x20, "slot {hole}");
     }
-    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 11);
-    check(&got, &mut next_rx, 60, 60);
-    got.clear();
+    assert_eq!(r.rx.rx_burst(&mut t.got).unwrap(), 11);
+    t.take();
     for s in [30u32, 31, 0, 1, 2, 3, 4, 5, 6, 7] {
         assert_eq!(r.nic.cq_slot(cqn, s).unwrap()[63], CQE_INVALIDATE, "slot {s} stamped");
     }
     assert_eq!(r.nic.cq_slot(cqn, 29).unwrap()[63], 0x2c, "the title is left");
     // Nothing more is there, and traffic goes on over the stamped slots.
-    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 0);
+    assert_eq!(r.rx.rx_burst(&mut t.got).unwrap(), 0);
     for _ in 0..40 {
-        send(&mut r, &mut next_tx, 7, 60, 60);
-        r.nic.step();
-        while r.rx.rx_burst(&mut got).unwrap() > 0 {
-            check(&got, &mut next_rx, 60, 60);
-            got.clear();
-        }
-        let _ = r.tx.reclaim();
+        t.all(&mut r, 7);
     }
-    assert_eq!(next_rx, next_tx);
-    drop(got);
-    drain_tx(&mut r);
-    r.teardown();
+    t.end(r);
 }
 
 /// An error CQE between compressed sessions (never inside one): the frame it stands for is lost,
@@ -436,14 +472,9 @@ fn a_wq_reset_drops_a_whole_session_behind_the_error() {
     for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
         let mut r = rig_with(cfg(16), dev, 512, HASH);
         let cqn = r.rx_cq.cqn();
-        let mut got = Burst::new(&r.pool, 64);
-        let (mut next_tx, mut next_rx) = (0u64, 0u64);
+        let mut t = Steps::new(&r);
         // Slots 0..2: a session of 3, received.
-        send(&mut r, &mut next_tx, 3, 60, 60);
-        r.nic.step();
-        assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 3);
-        check(&got, &mut next_rx, 60, 60);
-        got.clear();
+        t.exact(&mut r, 3);
         // Slot 3: a critical error; slots 4..8: a session of 5 (title, one array, three holes
         // with whatever the device leaves there).
         let err = rawpkt::dv::prm::ErrCqe::resp_err(syndrome::LOCAL_PROT, 3, 0);
@@ -457,7 +488,7 @@ fn a_wq_reset_drops_a_whole_session_behind_the_error() {
             assert!(r.nic.inject_cqe(cqn, Cqe64::resp_send(0, 60, 0, 0, 0, 0).as_bytes()));
         }
         let drops = r.rx.stats().drops;
-        assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 0);
+        assert_eq!(r.rx.rx_burst(&mut t.got).unwrap(), 0);
         let s = *r.rx.stats();
         assert_eq!((s.errors.local_prot, s.recoveries), (1, 1));
         assert_eq!(s.drops - drops, 5, "the session's 5 packets dropped as stale");
@@ -470,22 +501,12 @@ fn a_wq_reset_drops_a_whole_session_behind_the_error() {
         }
         assert_eq!(r.rx.posted(), 16, "every RQ slot posted again");
         // Traffic after the reset: sessions and plain CQEs from slot 9 on, over several passes
-        // of the 32-entry CQ.
+        // of the 32-entry CQ; the frames the reset lost were never sent, so the sequence goes on.
         for k in 0..60 {
-            send(&mut r, &mut next_tx, 1 + k % 9, 60, 60);
-            r.nic.step();
-            while r.rx.rx_burst(&mut got).unwrap() > 0 {
-                // The frames the reset lost (none was sent) leave the sequence unbroken.
-                check(&got, &mut next_rx, 60, 60);
-                got.clear();
-            }
-            let _ = r.tx.reclaim();
+            t.all(&mut r, 1 + k % 9);
         }
-        assert_eq!(next_rx, next_tx);
         assert_eq!(r.rx.stats().recoveries, 1);
-        drop(got);
-        drain_tx(&mut r);
-        r.teardown();
+        t.end(r);
     }
 }
 
@@ -497,42 +518,31 @@ fn a_plain_cqe_at_the_cq_end_then_a_session_across_the_wrap() {
     for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
         let mut r = rig_with(cfg(16), dev, 512, HASH);
         let cqn = r.rx_cq.cqn();
-        let mut got = Burst::new(&r.pool, 64);
-        let (mut next_tx, mut next_rx) = (0u64, 0u64);
-        let mut step = |r: &mut Rig, n: usize| {
-            send(r, &mut next_tx, n, 60, 60);
-            r.nic.step();
-            assert_eq!(r.rx.rx_burst(&mut got).unwrap(), n);
-            check(&got, &mut next_rx, 60, 60);
-            got.clear();
-            let _ = r.tx.reclaim();
-        };
+        let mut t = Steps::new(&r);
         // Each round takes two passes of the 32-entry CQ: the plain CQE ends an even one.
         for round in 0u8..6 {
             let pass = 2 * round;
             // 28 slots in sessions of 7, then single completions at 28..31.
             for _ in 0..4 {
-                step(&mut r, 7);
+                t.exact(&mut r, 7);
             }
             for _ in 0..4 {
-                step(&mut r, 1);
+                t.exact(&mut r, 1);
             }
             let last = Cqe64::from_bytes(&r.nic.cq_slot(cqn, 31).unwrap());
             assert!(!last.is_title(), "pass {pass}: slot 31 holds a plain CQE");
             assert_eq!(last.op_own & 1, pass & 1, "pass {pass}: its owner bit");
             // The next session starts at slot 0 of the next pass.
-            step(&mut r, 5);
+            t.exact(&mut r, 5);
             let title = Cqe64::from_bytes(&r.nic.cq_slot(cqn, 0).unwrap());
             assert!(title.is_title() && title.mini_cqe_count() == 5, "pass {pass}");
             assert_eq!(title.op_own & 1, (pass + 1) & 1, "pass {pass}: the title's owner bit");
             // To the end of the odd pass: 27 more slots.
             for n in [7, 7, 7, 6] {
-                step(&mut r, n);
+                t.exact(&mut r, n);
             }
         }
         assert_eq!(r.nic.counters().cqe_sessions, 6 * 9);
-        drop(got);
-        drain_tx(&mut r);
-        r.teardown();
+        t.end(r);
     }
 }
