@@ -10,40 +10,16 @@
  * taken before and after, the timestamps do not go back, and the device clock runs at
  * hca_core_clock kHz against CLOCK_MONOTONIC.
  */
-#include <errno.h>
 #include <infiniband/verbs.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                                     \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                        \
-			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));         \
-			exit(1);                                                             \
-		}                                                                            \
-	} while (0)
+#include "common.h"
 
-static const uint8_t MAC1[6] = {0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01};
+
 
 #define NFRAMES 16
 #define BUF 2048
-
-static struct ibv_context *open_by_name(const char *name)
-{
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *c = NULL;
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			c = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return c;
-}
 
 static uint64_t device_clock(struct ibv_context *c)
 {
@@ -58,16 +34,6 @@ static uint64_t mono_ns(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static void to_rts(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT) == 0, "INIT");
-	a.qp_state = IBV_QPS_RTR;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "RTR");
-	a.qp_state = IBV_QPS_RTS;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "RTS");
 }
 
 /*
@@ -191,15 +157,7 @@ int main(void)
 		CHECK(ibv_post_recv(rxqp, &w, &bad_r) == 0, "post_recv %d", i);
 	}
 	to_rts(rxqp);
-	struct {
-		struct ibv_flow_attr attr;
-		struct ibv_flow_spec_eth eth;
-	} fa = {
-		.attr = {.type = IBV_FLOW_ATTR_NORMAL, .size = sizeof fa, .num_of_specs = 1, .port = 1},
-		.eth = {.type = IBV_FLOW_SPEC_ETH, .size = sizeof(struct ibv_flow_spec_eth)},
-	};
-	memcpy(fa.eth.val.dst_mac, MAC1, 6);
-	memset(fa.eth.mask.dst_mac, 0xff, 6);
+	struct eth_flow fa = mac1_flow();
 	struct ibv_flow *flow = ibv_create_flow(rxqp, &fa.attr);
 	CHECK(flow, "flow");
 

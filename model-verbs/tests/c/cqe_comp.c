@@ -12,51 +12,17 @@
  * the device has them all at once, and may compress); mlx5_1 receives them on a raw QP.
  */
 #include <endian.h>
-#include <errno.h>
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                                     \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                        \
-			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));         \
-			exit(1);                                                             \
-		}                                                                            \
-	} while (0)
+#include "common.h"
 
-static const uint8_t MAC1[6] = {0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01};
+
 
 #define NFRAMES 40
 #define BUF 2048
 #define LEN(i) (60u + 7u * (uint32_t)(i))
-
-static struct ibv_context *open_by_name(const char *name)
-{
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *c = NULL;
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			c = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return c;
-}
-
-static void to_rts(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT) == 0, "INIT");
-	a.qp_state = IBV_QPS_RTR;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "RTR");
-	a.qp_state = IBV_QPS_RTS;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "RTS");
-}
 
 struct tx {
 	struct ibv_cq *cq;
@@ -128,15 +94,7 @@ static struct rx rx_open(struct ibv_context *c1, struct ibv_pd *pd, struct ibv_c
 		CHECK(ibv_post_recv(r.qp, &w, &bad_r) == 0, "post_recv %d", i);
 	}
 	to_rts(r.qp);
-	struct {
-		struct ibv_flow_attr attr;
-		struct ibv_flow_spec_eth eth;
-	} fa = {
-		.attr = {.type = IBV_FLOW_ATTR_NORMAL, .size = sizeof fa, .num_of_specs = 1, .port = 1},
-		.eth = {.type = IBV_FLOW_SPEC_ETH, .size = sizeof(struct ibv_flow_spec_eth)},
-	};
-	memcpy(fa.eth.val.dst_mac, MAC1, 6);
-	memset(fa.eth.mask.dst_mac, 0xff, 6);
+	struct eth_flow fa = mac1_flow();
 	r.flow = ibv_create_flow(r.qp, &fa.attr);
 	CHECK(r.flow, "flow");
 	return r;

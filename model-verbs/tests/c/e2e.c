@@ -9,31 +9,17 @@
  * mlx5_0 sends with a RAW_PACKET QP; mlx5_1 receives through a WQ, an indirection table, an RSS
  * QP and a flow on its MAC. The two are wired back to back.
  */
-#include <errno.h>
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-uint64_t rawpkt_model_live_objects(void);
+#include "common.h"
+
 int rawpkt_model_set(const char *key, const char *value);
 uint64_t rawpkt_model_linux_frames(const char *ibdev, uint8_t port_num);
 uint64_t rawpkt_model_wire_frames(const char *ibdev, uint8_t port_num);
 
-#define CHECK(cond, ...)                                                                     \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                        \
-			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));         \
-			exit(1);                                                             \
-		}                                                                            \
-	} while (0)
 
-static const uint8_t MAC0[6] = {0x02, 0x4d, 0x4c, 0x35, 0x00, 0x00};
-static const uint8_t MAC1[6] = {0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01};
 
 #define NFRAMES 8
 #define FRAME_LEN 106
@@ -75,14 +61,6 @@ static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int want)
 	return got;
 }
 
-static struct ibv_context *open_by_name(struct ibv_device **list, int n, const char *name)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			return ibv_open_device(list[i]);
-	return NULL;
-}
-
 int main(void)
 {
 	int n = 0;
@@ -108,8 +86,8 @@ int main(void)
 	fclose(fp);
 	CHECK(!strcmp(mac, "02:4d:4c:35:00:03\n"), "mac %s", mac);
 
-	struct ibv_context *c0 = open_by_name(list, n, "mlx5_0");
-	struct ibv_context *c1 = open_by_name(list, n, "mlx5_1");
+	struct ibv_context *c0 = open_in(list, n, "mlx5_0");
+	struct ibv_context *c1 = open_in(list, n, "mlx5_1");
 	CHECK(c0 && c1, "open");
 	ibv_free_device_list(list);
 
@@ -212,17 +190,7 @@ int main(void)
 	struct ibv_qp *rss = ibv_create_qp_ex(c1, &qx);
 	CHECK(rss, "rss qp");
 
-	struct {
-		struct ibv_flow_attr attr;
-		struct ibv_flow_spec_eth eth;
-	} fa = {
-		.attr = {.type = IBV_FLOW_ATTR_NORMAL, .size = sizeof fa, .num_of_specs = 1, .port = 1},
-		.eth = {.type = IBV_FLOW_SPEC_ETH, .size = sizeof(struct ibv_flow_spec_eth)},
-	};
-	_Static_assert(sizeof fa == sizeof(struct ibv_flow_attr) + sizeof(struct ibv_flow_spec_eth),
-		       "the spec follows the attribute with no padding");
-	memcpy(fa.eth.val.dst_mac, MAC1, 6);
-	memset(fa.eth.mask.dst_mac, 0xff, 6);
+	struct eth_flow fa = mac1_flow();
 	fa.attr.priority = 16;
 	errno = 0;
 	CHECK(ibv_create_flow(rss, &fa.attr) == NULL && errno == ENOMEM, "priority 16: ENOMEM");

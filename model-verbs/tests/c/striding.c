@@ -13,26 +13,14 @@
  * for stride 7 and places the frame in strides 0..1 of WQE 1.
  */
 #include <endian.h>
-#include <errno.h>
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                                     \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                        \
-			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));         \
-			exit(1);                                                             \
-		}                                                                            \
-	} while (0)
+#include "common.h"
 
-uint64_t rawpkt_model_live_objects(void);
+
 
 /* DPDK drivers/common/mlx5/mlx5_prm.h: the byte count of a striding completion. */
 #define MPRQ_LEN_MASK 0x0000ffffu
@@ -47,19 +35,6 @@ uint64_t rawpkt_model_live_objects(void);
 #define WQES 4
 #define BUF 4096
 
-static const uint8_t MAC1[6] = {0x02, 0x4d, 0x4c, 0x35, 0x00, 0x01};
-
-static struct ibv_context *open_by_name(const char *name)
-{
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *c = NULL;
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			c = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return c;
-}
 
 static void frame(uint8_t *f, uint32_t len, int seq)
 {
@@ -174,15 +149,7 @@ int main(void)
 	};
 	struct ibv_qp *rss = ibv_create_qp_ex(c1, &qx);
 	CHECK(rss, "rss qp");
-	struct {
-		struct ibv_flow_attr attr;
-		struct ibv_flow_spec_eth eth;
-	} fa = {
-		.attr = {.type = IBV_FLOW_ATTR_NORMAL, .size = sizeof fa, .num_of_specs = 1, .port = 1},
-		.eth = {.type = IBV_FLOW_SPEC_ETH, .size = sizeof(struct ibv_flow_spec_eth)},
-	};
-	memcpy(fa.eth.val.dst_mac, MAC1, 6);
-	memset(fa.eth.mask.dst_mac, 0xff, 6);
+	struct eth_flow fa = mac1_flow();
 	struct ibv_flow *flow = ibv_create_flow(rss, &fa.attr);
 	CHECK(flow, "flow");
 
