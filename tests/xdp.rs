@@ -262,6 +262,46 @@ fn bad_input_gives_one_line_errors() {
         .unwrap()
         .to_string();
     assert!(e.contains("queue 1 out of range"), "{e}");
+    // Receive options an AF_XDP socket has no way to honour: each named, in one line.
+    let asks = [
+        (
+            QueueConfig {
+                rx_striding: true,
+                ..QueueConfig::default()
+            },
+            "rx_striding",
+        ),
+        (
+            QueueConfig {
+                rx_timestamps: true,
+                ..QueueConfig::default()
+            },
+            "rx_timestamps",
+        ),
+        (
+            QueueConfig {
+                rx_vlan_strip: true,
+                ..QueueConfig::default()
+            },
+            "rx_vlan_strip",
+        ),
+        (
+            QueueConfig {
+                rx_max_frame: 9000,
+                ..QueueConfig::default()
+            },
+            "rx_max_frame 9000",
+        ),
+    ];
+    for (cfg, what) in asks {
+        let e = port.rx_queue(0, &pl, &cfg).err().expect(what).to_string();
+        assert!(
+            !e.contains('\n') && e.contains(what) && e.contains("xdp ports do not take"),
+            "{e}"
+        );
+        let e = port.queue_pair(0, &pl, &cfg).err().expect(what).to_string();
+        assert!(e.contains(what), "{e}");
+    }
     // Buffers that are not one UMEM chunk.
     let big = Pool::new(PoolConfig {
         buffers: 64,
