@@ -858,43 +858,7 @@ impl DvStridingRxQueue {
     /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
     #[inline(always)]
     fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(failed_error(s));
-        }
-        same_pool(&self.pool, out)?;
-        let (ci, st) = (self.cq_ci, self.st_ci);
-        let posted = self.posted() as usize;
-        let spare = out.spare();
-        let room = spare.len().min(posted);
-        let (cq_at, st_at) = (ci & (self.cq.size() - 1), st as usize & (self.bufs.len() - 1));
-        if cq_at as usize + room <= self.cq.size() as usize && st_at + room <= self.bufs.len() {
-            let (mut bytes, mut drops) = (0u64, 0u64);
-            let seg = self.cq.reader().segment(ci, room);
-            let (slots, bufs) = (&mut spare[..room], &self.bufs[st_at..st_at + room]);
-            let n = if self.timestamps {
-                self.poll_segment::<true>(slots, bufs, seg, &mut bytes, &mut drops)
-            } else {
-                self.poll_segment::<false>(slots, bufs, seg, &mut bytes, &mut drops)
-            };
-            if n == room || matches!(self.cq.reader().poll_rx(ci.wrapping_add(n as u32)), RxPoll::Empty) {
-                out.commit(n);
-                if n > 0 {
-                    let ci = ci.wrapping_add(n as u32);
-                    self.cq_ci = ci;
-                    self.st_ci = st.wrapping_add(n as u32);
-                    self.cq.publish_ci(ci);
-                    self.stats.packets += n as u64;
-                    self.stats.bytes += bytes;
-                    self.stats.drops += drops;
-                    self.stats.bursts += 1;
-                } else if self.ctl.device_fatal() {
-                    return Err(self.stop_on_fatal());
-                }
-                self.refill(self.refill_min);
-                return Ok(n);
-            }
-        }
-        self.burst_general(out, Taken::at(self.cq_ci))
+        super::dv_burst::burst(self, out)
     }
 
     /// [`RxQueue::rx_burst`] on a compressing CQ: whole sessions in place ([`Self::sessions`]),
@@ -914,20 +878,10 @@ impl DvStridingRxQueue {
         let room = spare.len();
         let t = self.sessions(spare);
         if t.n == room || t.empty {
-            out.commit(t.n);
-            if t.n > 0 {
-                self.cq_ci = t.ci;
-                self.cq.publish_ci(t.ci);
-                self.stats.packets += t.n as u64;
-                self.stats.bytes += t.bytes;
-                self.stats.drops += t.drops;
-                self.stats.bursts += 1;
-            } else if self.ctl.device_fatal() {
-                return Err(self.stop_on_fatal());
-            }
-            self.refill(self.refill_min);
-            return Ok(t.n);
+            let from = (self.cq_ci, self.st_ci);
+            return super::dv_burst::done(self, out, t.n, from, t.bytes, t.drops);
         }
+        self.st_ci = self.st_ci.wrapping_add(t.n as u32);
         self.burst_general(out, t)
     }
 
@@ -941,7 +895,7 @@ impl DvStridingRxQueue {
     /// bursts instead (`mlx5_rx.c` `mlx5_rx_poll_len`, `rxq_zip`). Stops at anything else,
     /// before it: the CQE at the returned index is untouched and [`Self::burst_general`] takes
     /// it (a frame over several strides, a filler, a broken stride index is found there again).
-    /// Moves `st_ci`; the caller publishes the consumer index.
+    /// The caller moves `st_ci` and the consumer index.
     #[inline(always)]
     fn sessions(&mut self, slots: &mut [Packet]) -> Taken {
         let cq = self.cq.reader();
@@ -985,7 +939,6 @@ impl DvStridingRxQueue {
             drops += u64::from(title_drops) * u64::from(cnt);
             n += cnt;
         };
-        self.st_ci = st0.wrapping_add(n);
         Taken {
             n: n as usize,
             ci: ci0.wrapping_add(n),
@@ -998,7 +951,7 @@ impl DvStridingRxQueue {
     /// Every burst the one-segment path does not take: ring wraps, fillers, frames over several
     /// strides, errors, compressed sessions.
     /// `from` is what the burst took before (packets in `out`'s spare slots, not committed; the
-    /// consumer index reached, not published; `st_ci` already moved).
+    /// consumer index reached, not published; `st_ci` already moved past them).
     #[inline(never)]
     fn burst_general(&mut self, out: &mut Burst, from: Taken) -> Result<usize, QueueError> {
         let (mut n, mut chains) = (from.n, 0);
@@ -1089,6 +1042,71 @@ impl DvStridingRxQueue {
         }
         self.refill(self.refill_min);
         Ok(n)
+    }
+}
+
+/// The striding queue in the shared burst: one stride per frame, the buffer index the stride
+/// counter.
+impl super::dv_burst::SegmentRx for DvStridingRxQueue {
+    #[inline(always)]
+    fn failed(&self) -> Option<u8> {
+        self.failed
+    }
+    #[inline(always)]
+    fn pool(&self) -> &Rc<Pool> {
+        &self.pool
+    }
+    #[inline(always)]
+    fn cq(&self) -> &CqRing {
+        &self.cq
+    }
+    #[inline(always)]
+    fn bufs(&self) -> &[u32] {
+        &self.bufs
+    }
+    #[inline(always)]
+    fn at(&self) -> (u32, u32, usize) {
+        (self.cq_ci, self.st_ci, self.posted() as usize)
+    }
+    #[inline(always)]
+    fn timestamps(&self) -> bool {
+        self.timestamps
+    }
+    #[inline(always)]
+    fn poll_segment<const TIMESTAMPS: bool>(
+        &self,
+        slots: &mut [Packet],
+        bufs: &[u32],
+        seg: CqSegment<'_>,
+        bytes: &mut u64,
+        drops: &mut u64,
+    ) -> usize {
+        DvStridingRxQueue::poll_segment::<TIMESTAMPS>(self, slots, bufs, seg, bytes, drops)
+    }
+    #[inline(always)]
+    fn advance(&mut self, ci: u32, bi: u32) {
+        self.cq_ci = ci;
+        self.st_ci = bi;
+    }
+    #[inline(always)]
+    fn stats_mut(&mut self) -> &mut QueueStats {
+        &mut self.stats
+    }
+    #[inline(always)]
+    fn device_fatal(&self) -> bool {
+        self.ctl.device_fatal()
+    }
+    #[inline(always)]
+    fn stop_on_fatal(&mut self) -> QueueError {
+        DvStridingRxQueue::stop_on_fatal(self)
+    }
+    #[inline(always)]
+    fn refill_after_burst(&mut self) {
+        self.refill(self.refill_min);
+    }
+    #[inline(always)]
+    fn general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        self.burst_general(out, Taken::at(self.cq_ci))
     }
 }
 
