@@ -715,61 +715,16 @@ impl DvRxQueue {
 
 /// The one-buffer queue in the shared burst: the buffer index is the RQ's consumer index.
 impl super::dv_burst::SegmentRx for DvRxQueue {
-    #[inline(always)]
-    fn failed(&self) -> Option<u8> {
-        self.failed
-    }
-    #[inline(always)]
-    fn pool(&self) -> &Rc<Pool> {
-        &self.pool
-    }
-    #[inline(always)]
-    fn cq(&self) -> &CqRing {
-        &self.cq
-    }
-    #[inline(always)]
-    fn bufs(&self) -> &[u32] {
-        &self.bufs
-    }
+    super::dv_burst::segment_rx_fields!(DvRxQueue);
+
     #[inline(always)]
     fn at(&self) -> (u32, u32, usize) {
         (self.cq_ci, self.rq_ci, self.rq_pi.wrapping_sub(self.rq_ci) as usize)
     }
     #[inline(always)]
-    fn timestamps(&self) -> bool {
-        self.timestamps
-    }
-    #[inline(always)]
-    fn poll_segment<const TIMESTAMPS: bool>(
-        &self,
-        slots: &mut [Packet],
-        bufs: &[u32],
-        seg: CqSegment<'_>,
-        bytes: &mut u64,
-        drops: &mut u64,
-    ) -> usize {
-        DvRxQueue::poll_segment::<TIMESTAMPS>(self, slots, bufs, seg, bytes, drops)
-    }
-    #[inline(always)]
     fn advance(&mut self, ci: u32, bi: u32) {
         self.cq_ci = ci;
         self.rq_ci = bi;
-    }
-    #[inline(always)]
-    fn stats_mut(&mut self) -> &mut QueueStats {
-        &mut self.stats
-    }
-    #[inline(always)]
-    fn device_fatal(&self) -> bool {
-        self.ctl.device_fatal()
-    }
-    #[inline(always)]
-    fn stop_on_fatal(&mut self) -> QueueError {
-        DvRxQueue::stop_on_fatal(self)
-    }
-    #[inline(always)]
-    fn refill_after_burst(&mut self) {
-        self.refill(self.refill_min);
     }
     #[inline(always)]
     fn general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {

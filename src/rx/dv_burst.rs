@@ -50,6 +50,63 @@ pub(super) trait SegmentRx {
     fn general(&mut self, out: &mut Burst) -> Result<usize, QueueError>;
 }
 
+/// The [`SegmentRx`] methods both queues implement alike, over fields of the same names
+/// (`failed`, `pool`, `cq`, `bufs`, `timestamps`, `stats`, `ctl`, `refill_min`) and their own
+/// `poll_segment`, `stop_on_fatal` and `refill`; each queue writes `at`, `advance` and
+/// `general` itself.
+macro_rules! segment_rx_fields {
+    ($q:ident) => {
+        #[inline(always)]
+        fn failed(&self) -> Option<u8> {
+            self.failed
+        }
+        #[inline(always)]
+        fn pool(&self) -> &Rc<Pool> {
+            &self.pool
+        }
+        #[inline(always)]
+        fn cq(&self) -> &CqRing {
+            &self.cq
+        }
+        #[inline(always)]
+        fn bufs(&self) -> &[u32] {
+            &self.bufs
+        }
+        #[inline(always)]
+        fn timestamps(&self) -> bool {
+            self.timestamps
+        }
+        #[inline(always)]
+        fn poll_segment<const TIMESTAMPS: bool>(
+            &self,
+            slots: &mut [Packet],
+            bufs: &[u32],
+            seg: CqSegment<'_>,
+            bytes: &mut u64,
+            drops: &mut u64,
+        ) -> usize {
+            $q::poll_segment::<TIMESTAMPS>(self, slots, bufs, seg, bytes, drops)
+        }
+        #[inline(always)]
+        fn stats_mut(&mut self) -> &mut QueueStats {
+            &mut self.stats
+        }
+        #[inline(always)]
+        fn device_fatal(&self) -> bool {
+            self.ctl.device_fatal()
+        }
+        #[inline(always)]
+        fn stop_on_fatal(&mut self) -> QueueError {
+            $q::stop_on_fatal(self)
+        }
+        #[inline(always)]
+        fn refill_after_burst(&mut self) {
+            self.refill(self.refill_min);
+        }
+    };
+}
+pub(super) use segment_rx_fields;
+
 /// `RxQueue::rx_burst`: the common burst in one segment (neither ring wraps within the room, and
 /// the CQEs run to its end or to one the device has not written yet), else the queue's general
 /// path, which starts again from the queue's indices: nothing is published before that.
