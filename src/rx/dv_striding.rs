@@ -143,10 +143,10 @@ pub struct DvStridingRxQueue {
 }
 
 /// Hands up the `out.len()` frames of compressed session `sess` (stride-index mini-CQEs, title's
-/// hash and flags `hf`), at strides `pos ..` whose buffers are `bufs`, each a one-stride frame at
-/// the stride it names ([`at_strides`]);
-/// their bytes, the session's slots invalidated, or None (nothing invalidated) at anything else.
-/// Whole arrays in straight-line code, a session's last, partial one in a loop.
+/// hash and flags `hf`) at strides `pos ..`, whose buffers are `bufs`, when each is a one-stride
+/// frame at the stride it names ([`at_strides`]): their bytes, the session's slots invalidated;
+/// else None, nothing invalidated. Whole arrays in straight-line code, a session's last,
+/// partial one in a loop.
 #[inline(always)]
 fn take_session(
     sess: Session<'_>,
@@ -889,13 +889,16 @@ impl DvStridingRxQueue {
     /// and lies in the strides left in its WQE (with stride-index mini-CQEs a session never
     /// spans WQEs, `model::exec` `session_member`), each a straight loop over its mini-CQE
     /// arrays with no per-session state: one-stride frames at the next strides, as
-    /// [`Self::poll_segment`] takes plain CQEs. VPP reads its striding RQ's mini-CQEs the same
-    /// way, a whole session at a time (`rdma/input.c` `rdma_device_poll_cq_mlx5dv`,
-    /// `cqe_set_owner`/`compressed_cqe_reset_owner`); DPDK keeps a session's state across
-    /// bursts instead (`mlx5_rx.c` `mlx5_rx_poll_len`, `rxq_zip`). Stops at anything else,
-    /// before it: the CQE at the returned index is untouched and [`Self::burst_general`] takes
-    /// it (a frame over several strides, a filler, a broken stride index is found there again).
-    /// The caller moves `st_ci` and the consumer index.
+    /// [`Self::poll_segment`] takes plain CQEs. VPP's `rdma_device_poll_cq_mlx5dv`
+    /// (`rdma/input.c`) likewise takes a session whole when it fits the frame, then resets the
+    /// owner byte of its slots but the title (`compressed_cqe_reset_owner`), and keeps state
+    /// (`n_mini_cqes_left`) only for one that does not fit, as [`Self::burst_general`] does
+    /// here with [`Zip`]; DPDK keeps every session's state across bursts (`struct rxq_zip`,
+    /// `mlx5_rx.c` `mlx5_rx_poll_len`). VPP trusts the stride counts; this path also checks
+    /// each mini-CQE's stride index ([`at_strides`]). Stops before anything else: the CQE at
+    /// the returned index is untouched and [`Self::burst_general`] takes it (a frame over
+    /// several strides, a filler, a broken stride index is found there again). The caller
+    /// moves `st_ci` and the consumer index.
     #[inline(always)]
     fn sessions(&mut self, slots: &mut [Packet]) -> Taken {
         let cq = self.cq.reader();
