@@ -595,3 +595,87 @@ fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
     drop(got);
     r.teardown();
 }
+
+/// Injects, on the rig's compressing receive CQ, a session of `strides.len()` one-stride frames
+/// of 60 bytes at the given stride indices: the title, then one slot per packet, a mini-CQE array
+/// at title + 1 and + 8j, zeros in the holes (which the driver must invalidate).
+fn inject_session(r: &Rig, strides: &[u16]) {
+    use rawpkt::dv::prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
+    let cqn = r.keep.2.cqn();
+    let mut title = Cqe64::resp_send(0, 60, 0, 0, 0, 0);
+    title.make_title(strides.len() as u32);
+    assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
+    let one = |stride: u16| MiniCqe::csum(0, stride, mprq::byte_cnt(60, 1, false).get());
+    for k in 1..strides.len() {
+        let j = if k == 1 { Some(0) } else { (k % 8 == 0).then_some(k / 8) };
+        let slot = match j {
+            Some(j) => {
+                let mut minis: MiniArray = [MiniCqe::default(); 8];
+                for (m, &s) in minis.iter_mut().zip(&strides[j * 8..]) {
+                    *m = one(s);
+                }
+                mini_array_bytes(&minis)
+            }
+            None => [0u8; 64],
+        };
+        assert!(r.nic.inject_cqe(cqn, &slot));
+    }
+}
+
+fn compressing_rig() -> Rig {
+    let q = QueueConfig {
+        size: 64,
+        ..QueueConfig::default()
+    };
+    let pool = PoolConfig {
+        buffers: 512,
+        ..PoolConfig::default()
+    };
+    let r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    assert_eq!(r.params.num_strides(), 16, "a session of a whole WQE is 16 frames");
+    r
+}
+
+/// A session of a whole WQE (16 frames, two mini-CQE arrays, the fast path's straight-line
+/// case): every frame handed up, every slot but the title invalidated, nothing counted as bad.
+#[test]
+fn a_whole_wqe_session_is_handed_up_and_its_slots_invalidated() {
+    let mut r = compressing_rig();
+    inject_session(&r, &(0..16).collect::<Vec<u16>>());
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
+    assert!(got.packets().iter().all(|p| p.len() == 60));
+    assert_eq!((r.rx.stats().errors.bad_cqe, r.rx.stats().bytes), (0, 16 * 60));
+    let cqn = r.keep.2.cqn();
+    for s in 1..16 {
+        let op_own = r.nic.cq_slot(cqn, s).unwrap()[63];
+        assert_eq!(op_own, rawpkt::dv::prm::CQE_INVALIDATE, "slot {s}");
+    }
+    assert_eq!(r.nic.cq_slot(cqn, 0).unwrap()[63] & 0xfc, 0x2c, "the title is left");
+    drop(got);
+    r.teardown();
+}
+
+/// A session of a whole WQE whose 13th mini-CQE (inside the second array, whose first and the
+/// session's last are right) names a stride other than the next: the 12 frames before it are
+/// handed up, it is a bad CQE that resets the queue, and no buffer is lost. Every mini-CQE's
+/// stride is checked, not only an array's or a session's ends.
+#[test]
+fn a_mini_cqe_inside_a_whole_wqe_session_at_the_wrong_stride_resets_the_queue() {
+    let mut r = compressing_rig();
+    let mut strides: Vec<u16> = (0..16).collect();
+    strides[12] = 3;
+    inject_session(&r, &strides);
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(
+        r.rx.rx_burst(&mut got).unwrap(),
+        12,
+        "the frames before the broken mini-CQE"
+    );
+    assert!(got.packets().iter().all(|p| p.len() == 60));
+    assert_eq!(r.rx.stats().errors.bad_cqe, 1);
+    assert_eq!(r.rx.stats().recoveries, 1);
+    assert_eq!(r.rx.posted(), 64, "posted again from WQE 0");
+    drop(got);
+    r.teardown();
+}

@@ -718,6 +718,95 @@ impl<'a> CqReader<'a> {
     }
 }
 
+impl<'a> CqReader<'a> {
+    /// The compressed session of `n` packets titled at `ci`, read in place, when its slots do
+    /// not cross the ring's end (a striding queue's fast path, `rx::dv_striding`; the slow
+    /// path, and the cyclic queue, copy arrays with [`CqReader::mini_array`]).
+    #[inline(always)]
+    pub(crate) fn session(&self, ci: u32, n: u32) -> Option<Session<'a>> {
+        let at = ci & self.mask;
+        // A session of one packet still has its array at title + 1.
+        (at + n.max(2) <= self.mask + 1).then(|| Session {
+            // SAFETY: `at` < ring size keeps the pointer in the ring.
+            title: unsafe { self.base.add(at as usize) },
+            n,
+            _ring: std::marker::PhantomData,
+        })
+    }
+
+    /// The CQE at `ci` if it is the title of a compressed receive session of this pass
+    /// (`op_own & 0xfd == 0x2c | parity`: one load and one compare, as [`CqReader::poll_rx`]);
+    /// else whether the slot is still the device's (`Err(true)`) or holds something else.
+    #[inline(always)]
+    pub(crate) fn poll_title(&self, ci: u32) -> Result<&'a Cqe64, bool> {
+        // SAFETY: `ci & mask` keeps the pointer in the ring, which is 64-byte aligned.
+        let slot = unsafe { self.base.add((ci & self.mask) as usize) };
+        // SAFETY: a slot of this ring.
+        let op_own = unsafe { load_op_own(slot) };
+        let parity = ((ci >> self.log2) & 1) as u8;
+        if op_own & 0xfd == super::prm::CQE_TITLE_OP_FMT | parity {
+            // SAFETY: as in `poll_rx`.
+            return Ok(unsafe { &*slot });
+        }
+        Err(!written_in_pass(op_own, parity))
+    }
+}
+
+/// See [`CqReader::session`]: slots `title .. title + n`, all in the ring.
+pub(crate) struct Session<'a> {
+    title: *const Cqe64,
+    n: u32,
+    _ring: std::marker::PhantomData<&'a CqRing>,
+}
+
+impl<'a> Session<'a> {
+    /// Mini-CQE array `j` (slot `mini_array_slot(j)`), a slot before the session's end: its
+    /// packets `8j ..`, all 8 positions (past the session's last packet, stale bytes).
+    #[inline(always)]
+    pub(crate) fn array(&self, j: u32) -> &'a super::prm::MiniArray {
+        let at = super::prm::mini_array_slot(j);
+        assert!(at < self.n.max(2));
+        // SAFETY: the slot is title + 1 or + 8j, inside the session's slots (asserted: a session
+        // of one packet has its array at title + 1 all the same), so inside the ring
+        // (`session`); a MiniArray is 64 bytes of integer fields, any bit pattern valid. The
+        // title's acquire published the arrays, and the device does not rewrite them before the
+        // consumer index passes them.
+        unsafe { &*self.title.add(at as usize).cast() }
+    }
+
+    /// [`CqReader::invalidate`] for every slot of the session but the title (which the device's
+    /// next write of the slot replaces), as [`CqReader::invalidate_run`], without the wrap test.
+    /// Sessions of 8 and 16 (a striding WQE's strides) in straight-line code.
+    #[inline(always)]
+    pub(crate) fn invalidate(self) {
+        match self.n {
+            16 => self.invalidate_n::<16>(),
+            8 => self.invalidate_n::<8>(),
+            n => (1..n as usize).for_each(|i| self.invalidate_slot(i)),
+        }
+    }
+
+    #[inline(always)]
+    fn invalidate_n<const N: usize>(&self) {
+        for i in 1..N {
+            self.invalidate_slot(i);
+        }
+    }
+
+    /// Slot `i` < n of the session.
+    #[inline(always)]
+    fn invalidate_slot(&self, i: usize) {
+        debug_assert!(i < self.n as usize);
+        // SAFETY: `i` < n (the callers' loops) keeps the slot in the ring (`session`); op_own is
+        // the slot's last byte, which the device does not write before the consumer index passes
+        // the slot.
+        unsafe {
+            (*std::ptr::addr_of!((*self.title.add(i)).op_own).cast::<AtomicU8>())
+                .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
+        }
+    }
+}
+
 /// What [`CqReader::poll_req_run`] found: the REQ CQEs of this pass from a consumer index on.
 pub(crate) struct ReqRun {
     /// How many consecutive REQ CQEs.

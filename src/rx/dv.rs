@@ -480,52 +480,11 @@ impl DvRxQueue {
         QueueError::DeviceFatal
     }
 
-    /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
+    /// [`RxQueue::rx_burst`]: hand up what completed, then refill (the burst both DV queues
+    /// share, `rx::dv_burst`).
     #[inline(always)]
     fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(failed_error(s));
-        }
-        same_pool(&self.pool, out)?;
-        let (ci, rq_ci) = (self.cq_ci, self.rq_ci);
-        // A device cannot complete more WQEs than were posted: a CQ that says otherwise is
-        // broken, and the slots past the posted ones hold no buffer of ours.
-        let posted = self.rq_pi.wrapping_sub(rq_ci) as usize;
-        let spare = out.spare();
-        let room = spare.len().min(posted);
-        let (cq_at, rq_at) = (ci & (self.cq.size() - 1), rq_ci as usize & (self.bufs.len() - 1));
-        // The common burst in one segment: neither ring wraps within `room`, and the CQEs run
-        // from `ci` to the end of `room` or to one the device has not written yet. Anything else
-        // (a wrap, an error or odd CQE) goes to the general path, which starts again from `ci`:
-        // nothing is published before this point.
-        if cq_at as usize + room <= self.cq.size() as usize && rq_at + room <= self.bufs.len() {
-            let (mut bytes, mut drops) = (0u64, 0u64);
-            let seg = self.cq.reader().segment(ci, room);
-            let (slots, bufs) = (&mut spare[..room], &self.bufs[rq_at..rq_at + room]);
-            let n = if self.timestamps {
-                self.poll_segment::<true>(slots, bufs, seg, &mut bytes, &mut drops)
-            } else {
-                self.poll_segment::<false>(slots, bufs, seg, &mut bytes, &mut drops)
-            };
-            if n == room || matches!(self.cq.reader().poll_rx(ci.wrapping_add(n as u32)), RxPoll::Empty) {
-                out.commit(n);
-                if n > 0 {
-                    let ci = ci.wrapping_add(n as u32);
-                    self.cq_ci = ci;
-                    self.rq_ci = rq_ci.wrapping_add(n as u32);
-                    self.cq.publish_ci(ci);
-                    self.stats.packets += n as u64;
-                    self.stats.bytes += bytes;
-                    self.stats.drops += drops;
-                    self.stats.bursts += 1;
-                } else if self.ctl.device_fatal() {
-                    return Err(self.stop_on_fatal());
-                }
-                self.refill(self.refill_min);
-                return Ok(n);
-            }
-        }
-        self.burst_general(out)
+        super::dv_burst::burst(self, out)
     }
 
     /// Every burst the one-segment path does not take: ring wraps, error and unexpected CQEs.
@@ -751,6 +710,25 @@ impl DvRxQueue {
 
     pub fn posted(&self) -> u32 {
         self.rq_pi.wrapping_sub(self.rq_ci)
+    }
+}
+
+/// The one-buffer queue in the shared burst: the buffer index is the RQ's consumer index.
+impl super::dv_burst::SegmentRx for DvRxQueue {
+    super::dv_burst::segment_rx_fields!(DvRxQueue);
+
+    #[inline(always)]
+    fn at(&self) -> (u32, u32, usize) {
+        (self.cq_ci, self.rq_ci, self.rq_pi.wrapping_sub(self.rq_ci) as usize)
+    }
+    #[inline(always)]
+    fn advance(&mut self, ci: u32, bi: u32) {
+        self.cq_ci = ci;
+        self.rq_ci = bi;
+    }
+    #[inline(always)]
+    fn general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        self.burst_general(out)
     }
 }
 

@@ -35,10 +35,10 @@ use std::sync::Arc;
 
 use super::dv::{Zip, FLAGS_LUT, MINI};
 use super::REFILL_BATCH;
-use crate::dv::prm::{mprq, syndrome, Be16, Be64, Cqe64, DataSeg, MiniFormat, CQE_RESP_ERR, CQE_RESP_SEND};
-use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, StridingRqRing};
+use crate::dv::prm::{mprq, syndrome, Be16, Be64, Cqe64, DataSeg, MiniCqe, MiniFormat, CQE_RESP_ERR, CQE_RESP_SEND};
+use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, Session, StridingRqRing};
 use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
-use crate::mem::pool::{flags, Burst, Packet, Pool, SegLink};
+use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool, SegLink};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// Strides per WQE, log2, at least: 8, the fewest a ConnectX-5 takes
@@ -140,6 +140,166 @@ pub struct DvStridingRxQueue {
     zip_on: bool,
     /// The compressed session being handed up, which may span bursts.
     zip: Zip,
+}
+
+/// Hands up the `out.len()` frames of compressed session `sess` (stride-index mini-CQEs, title's
+/// hash and flags `hf`) at strides `pos ..`, whose buffers are `bufs`, when each is a one-stride
+/// frame at the stride it names ([`at_strides`]): their bytes, the session's slots invalidated;
+/// else None, nothing invalidated. Whole arrays in straight-line code, a session's last,
+/// partial one in a loop.
+#[inline(always)]
+fn take_session(
+    sess: Session<'_>,
+    out: &mut [Packet],
+    bufs: &[u32],
+    pos: u32,
+    stride: u32,
+    len_off: u32,
+    hf: u64,
+) -> Option<u32> {
+    let cnt = out.len();
+    let (full, rest) = (cnt / MINI as usize, cnt % MINI as usize);
+    let mut run = 0u32;
+    for j in 0..full {
+        let at = j * MINI as usize;
+        let o: &mut [Packet; MINI as usize] = (&mut out[at..at + MINI as usize]).try_into().expect("8");
+        let b: &[u32; MINI as usize] = bufs[at..at + MINI as usize].try_into().expect("8");
+        let m = sess.array(j as u32);
+        if !at_strides(m, pos + at as u32) {
+            return None;
+        }
+        run = run.wrapping_add(one_stride_frames(o, m, b, stride, len_off, hf)?);
+    }
+    if rest != 0 {
+        let at = full * MINI as usize;
+        let m = &sess.array(full as u32)[..rest];
+        if !at_strides(m, pos + at as u32) {
+            return None;
+        }
+        run = run.wrapping_add(one_stride_frames(&mut out[at..], m, &bufs[at..], stride, len_off, hf)?);
+    }
+    sess.invalidate();
+    Some(run)
+}
+
+/// Whether the stride indices of `minis` (checksum/stride-index format) are `at, at + 1, ...`,
+/// each tested with no branch: the expected index's bytes XORed with the mini-CQE's, ORed over
+/// the array, and one test at the end (`at` + the count is at most a WQE's 16 strides, so each
+/// index is one byte). On whole 8-byte mini-CQEs, so that the compiler may test several at once.
+#[inline(always)]
+fn at_strides(minis: &[MiniCqe], at: u32) -> bool {
+    let mut acc = 0u64;
+    for (k, m) in minis.iter().enumerate() {
+        // The mini-CQE's 8 bytes as they lie, byte i at bits 8i (one load on a little-endian
+        // host): the stride index (big-endian) is bytes 2 and 3.
+        let [a, b, c, d] = m.w0.get().to_be_bytes();
+        let [e, f, g, h] = m.byte_cnt.get().to_be_bytes();
+        let bytes = u64::from_le_bytes([a, b, c, d, e, f, g, h]);
+        acc |= bytes ^ u64::from(at + k as u32) << 24;
+    }
+    acc & 0xffff_0000 == 0
+}
+
+/// Hands up the frames of `minis` (a compressed session's, in the checksum/stride-index format)
+/// in `out` with the buffers `bufs`, when each is a one-stride frame (the MPRQ byte count `1 << 16
+/// | len`, no filler, `len` within the stride: one subtract and one compare, as
+/// `DvStridingRxQueue::poll_segment`); their bytes, or None at the first that is not.
+#[inline(always)]
+fn one_stride_frames(
+    out: &mut [Packet],
+    minis: &[MiniCqe],
+    bufs: &[u32],
+    stride: u32,
+    len_off: u32,
+    hf: u64,
+) -> Option<u32> {
+    let mut run = 0u32;
+    for ((slot, m), &buf) in out.iter_mut().zip(minis).zip(bufs) {
+        let len = m.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
+        if len > stride {
+            return None;
+        }
+        slot.buf = buf;
+        slot.set_len_off(len | len_off);
+        set_hash_flags(slot, hf);
+        run = run.wrapping_add(len);
+    }
+    Some(run)
+}
+
+/// Writes the addresses of the buffers `bufs` (at offset `off`) into the data segments `segs` of
+/// a striding WQE, when they are `N` (any number for 0); whether it did.
+#[inline(always)]
+fn fill_wqe<const N: usize>(segs: &mut [DataSeg], bufs: &[u32], geo: BufGeometry<'_>, off: u32) -> bool {
+    fn fill(segs: &mut [DataSeg], bufs: &[u32], geo: BufGeometry<'_>, off: u32) {
+        for (seg, &idx) in segs.iter_mut().zip(bufs) {
+            seg.addr = Be64::new(geo.buf_addr(idx, off));
+        }
+    }
+    if N == 0 {
+        fill(segs, bufs, geo, off);
+        return true;
+    }
+    match (<&mut [DataSeg; N]>::try_from(segs), <&[u32; N]>::try_from(bufs)) {
+        (Ok(s), Ok(b)) => {
+            fill(s, b, geo, off);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `rss_hash` and `flags` of a [`Packet`] as one word, for [`set_hash_flags`].
+#[inline(always)]
+const fn hash_flags(hash: u32, flags: u32) -> u64 {
+    if cfg!(target_endian = "little") {
+        (flags as u64) << 32 | hash as u64
+    } else {
+        (hash as u64) << 32 | flags as u64
+    }
+}
+
+const _: () = assert!(
+    std::mem::offset_of!(Packet, flags) == std::mem::offset_of!(Packet, rss_hash) + 4
+        && std::mem::offset_of!(Packet, rss_hash) % 4 == 0
+);
+
+/// Sets a packet's `rss_hash` and `flags` (adjacent, asserted above) with one store: a session
+/// gives every packet the title's, and one store less per packet is one instruction less (as
+/// `Packet::set_len_off`).
+#[inline(always)]
+fn set_hash_flags(p: &mut Packet, v: u64) {
+    #[allow(unsafe_code)]
+    // SAFETY: `rss_hash` and `flags` are adjacent u32 of the repr(C) `Packet` (asserted above):
+    // together 8 bytes inside `p`, written unaligned (the struct guarantees 4-byte alignment).
+    unsafe {
+        std::ptr::addr_of_mut!(p.rss_hash).cast::<u64>().write_unaligned(v)
+    }
+}
+
+/// What a burst took before [`DvStridingRxQueue::burst_general`] goes on from there.
+struct Taken {
+    /// Packets written to the burst's spare slots.
+    n: usize,
+    /// The consumer index reached.
+    ci: u32,
+    bytes: u64,
+    drops: u64,
+    /// It stopped at a slot the device has not written.
+    empty: bool,
+}
+
+impl Taken {
+    /// Nothing taken yet, at consumer index `ci`.
+    fn at(ci: u32) -> Taken {
+        Taken {
+            n: 0,
+            ci,
+            bytes: 0,
+            drops: 0,
+            empty: false,
+        }
+    }
 }
 
 /// What the slow path found at a consumer index.
@@ -301,8 +461,11 @@ impl DvStridingRxQueue {
         for w in 0..wqes {
             let pi = self.rq_pi.wrapping_add(w);
             let at = (pi << self.log_n) as usize & smask;
-            for (seg, &idx) in self.rq.segs(pi).iter_mut().zip(&self.bufs[at..at + n]) {
-                seg.addr = Be64::new(geo.buf_addr(idx, off));
+            let (segs, bufs) = (self.rq.segs(pi), &self.bufs[at..at + n]);
+            // The stride counts of `params_for` in straight-line code (one load, multiply, add
+            // and store per buffer), anything else in a loop.
+            if !fill_wqe::<16>(segs, bufs, geo, off) && !fill_wqe::<8>(segs, bufs, geo, off) {
+                fill_wqe::<0>(segs, bufs, geo, off);
             }
         }
         self.rq_pi = self.rq_pi.wrapping_add(wqes);
@@ -695,64 +858,109 @@ impl DvStridingRxQueue {
     /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
     #[inline(always)]
     fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if let Some(s) = self.failed {
-            return Err(failed_error(s));
-        }
-        same_pool(&self.pool, out)?;
-        let (ci, st) = (self.cq_ci, self.st_ci);
-        let posted = self.posted() as usize;
-        let spare = out.spare();
-        let room = spare.len().min(posted);
-        let (cq_at, st_at) = (ci & (self.cq.size() - 1), st as usize & (self.bufs.len() - 1));
-        if cq_at as usize + room <= self.cq.size() as usize && st_at + room <= self.bufs.len() {
-            let (mut bytes, mut drops) = (0u64, 0u64);
-            let seg = self.cq.reader().segment(ci, room);
-            let (slots, bufs) = (&mut spare[..room], &self.bufs[st_at..st_at + room]);
-            let n = if self.timestamps {
-                self.poll_segment::<true>(slots, bufs, seg, &mut bytes, &mut drops)
-            } else {
-                self.poll_segment::<false>(slots, bufs, seg, &mut bytes, &mut drops)
-            };
-            if n == room || matches!(self.cq.reader().poll_rx(ci.wrapping_add(n as u32)), RxPoll::Empty) {
-                out.commit(n);
-                if n > 0 {
-                    let ci = ci.wrapping_add(n as u32);
-                    self.cq_ci = ci;
-                    self.st_ci = st.wrapping_add(n as u32);
-                    self.cq.publish_ci(ci);
-                    self.stats.packets += n as u64;
-                    self.stats.bytes += bytes;
-                    self.stats.drops += drops;
-                    self.stats.bursts += 1;
-                } else if self.ctl.device_fatal() {
-                    return Err(self.stop_on_fatal());
-                }
-                self.refill(self.refill_min);
-                return Ok(n);
-            }
-        }
-        self.burst_general(out)
+        super::dv_burst::burst(self, out)
     }
 
-    /// [`RxQueue::rx_burst`] on a compressing CQ: every burst through [`Self::burst_general`],
-    /// which expands sessions (the one-segment path reads plain CQEs only).
-    #[inline(never)]
+    /// [`RxQueue::rx_burst`] on a compressing CQ: whole sessions in place ([`Self::sessions`]),
+    /// then, unless that ended at an empty slot or a full burst, [`Self::burst_general`] from
+    /// where it stopped (a session left open by the last burst, a plain or error CQE, a session
+    /// of several-stride frames or fillers).
+    #[inline(always)]
     fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
         same_pool(&self.pool, out)?;
-        self.burst_general(out)
+        if self.zip.done != self.zip.n {
+            return self.burst_general(out, Taken::at(self.cq_ci));
+        }
+        let spare = out.spare();
+        let room = spare.len();
+        let t = self.sessions(spare);
+        if t.n == room || t.empty {
+            let from = (self.cq_ci, self.st_ci);
+            return super::dv_burst::done(self, out, t.n, from, t.bytes, t.drops);
+        }
+        self.st_ci = self.st_ci.wrapping_add(t.n as u32);
+        self.burst_general(out, t)
+    }
+
+    /// Hands up every whole compressed session from the consumer index on that fits in `slots`
+    /// and lies in the strides left in its WQE (with stride-index mini-CQEs a session never
+    /// spans WQEs, `model::exec` `session_member`), each a straight loop over its mini-CQE
+    /// arrays with no per-session state: one-stride frames at the next strides, as
+    /// [`Self::poll_segment`] takes plain CQEs. VPP's `rdma_device_poll_cq_mlx5dv`
+    /// (`rdma/input.c`) likewise takes a session whole when it fits the frame, then resets the
+    /// owner byte of its slots but the title (`compressed_cqe_reset_owner`), and keeps state
+    /// (`n_mini_cqes_left`) only for one that does not fit, as [`Self::burst_general`] does
+    /// here with [`Zip`]; DPDK keeps every session's state across bursts (`struct rxq_zip`,
+    /// `mlx5_rx.c` `mlx5_rx_poll_len`). VPP trusts the stride counts; this path also checks
+    /// each mini-CQE's stride index ([`at_strides`]). Stops before anything else: the CQE at
+    /// the returned index is untouched and [`Self::burst_general`] takes it (a frame over
+    /// several strides, a filler, a broken stride index is found there again). The caller
+    /// moves `st_ci` and the consumer index.
+    #[inline(always)]
+    fn sessions(&mut self, slots: &mut [Packet]) -> Taken {
+        let cq = self.cq.reader();
+        let (nmask, stride) = ((1u32 << self.log_n) - 1, self.stride_bytes);
+        let len_off = Packet::len_off(0, self.data_off);
+        let smask = self.bufs.len() - 1;
+        // Every frame taken here has one CQ slot and one stride: both indices are the burst's
+        // first plus the frames taken so far.
+        let (ci0, st0) = (self.cq_ci, self.st_ci);
+        let room = slots.len().min(self.posted() as usize) as u32;
+        let (mut n, mut byte_sum, mut drops) = (0u32, 0u32, 0u64);
+        let empty = loop {
+            let ci = ci0.wrapping_add(n);
+            let t = match cq.poll_title(ci) {
+                Ok(t) => t,
+                Err(empty) => break empty,
+            };
+            let cnt = t.mini_cqe_count();
+            let st = st0.wrapping_add(n);
+            let pos = st & nmask;
+            // 1 ..= the room left (posted strides too) and the strides left in the WQE, and not
+            // over the CQ's end.
+            let Some(sess) = cq.session(ci, cnt) else { break false };
+            if cnt.wrapping_sub(1) >= (room - n).min(nmask + 1 - pos) {
+                break false;
+            }
+            let hf = hash_flags(
+                t.rx_hash_res.get(),
+                FLAGS_LUT[(t.hdr_type_vlan() >> 16) as usize & 0x7ff],
+            );
+            let title_drops = t.rx_drops();
+            // WQEs start at multiples of the stride count in `bufs` and the session stays in
+            // one: no wrap.
+            let s = st as usize & smask;
+            let out = &mut slots[n as usize..(n + cnt) as usize];
+            let bufs = &self.bufs[s..s + cnt as usize];
+            let Some(run) = take_session(sess, out, bufs, pos, stride, len_off, hf) else {
+                break false;
+            };
+            byte_sum = byte_sum.wrapping_add(run);
+            drops += u64::from(title_drops) * u64::from(cnt);
+            n += cnt;
+        };
+        Taken {
+            n: n as usize,
+            ci: ci0.wrapping_add(n),
+            bytes: u64::from(byte_sum),
+            drops,
+            empty,
+        }
     }
 
     /// Every burst the one-segment path does not take: ring wraps, fillers, frames over several
     /// strides, errors, compressed sessions.
+    /// `from` is what the burst took before (packets in `out`'s spare slots, not committed; the
+    /// consumer index reached, not published; `st_ci` already moved past them).
     #[inline(never)]
-    fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        let (mut n, mut chains) = (0, 0);
-        let (mut bytes, mut drops) = (0u64, 0u64);
+    fn burst_general(&mut self, out: &mut Burst, from: Taken) -> Result<usize, QueueError> {
+        let (mut n, mut chains) = (from.n, 0);
+        let (mut bytes, mut drops) = (from.bytes, from.drops);
         let mut error = None;
-        let mut ci = self.cq_ci;
+        let mut ci = from.ci;
         let spare = out.spare();
         let cap = spare.len();
         loop {
@@ -840,6 +1048,26 @@ impl DvStridingRxQueue {
     }
 }
 
+/// The striding queue in the shared burst: one stride per frame, the buffer index the stride
+/// counter.
+impl super::dv_burst::SegmentRx for DvStridingRxQueue {
+    super::dv_burst::segment_rx_fields!(DvStridingRxQueue);
+
+    #[inline(always)]
+    fn at(&self) -> (u32, u32, usize) {
+        (self.cq_ci, self.st_ci, self.posted() as usize)
+    }
+    #[inline(always)]
+    fn advance(&mut self, ci: u32, bi: u32) {
+        self.cq_ci = ci;
+        self.st_ci = bi;
+    }
+    #[inline(always)]
+    fn general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        self.burst_general(out, Taken::at(self.cq_ci))
+    }
+}
+
 /// Whether a striding queue's receive CQ should compress: asked for
 /// (`QueueConfig::rx_cqe_compression`, on by default) and no timestamps (mini-CQEs carry none:
 /// DPDK `mlx5_devx.c`). The format is the checksum/stride-index one
@@ -879,11 +1107,30 @@ fn rx_burst_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, Q
     q.burst(out)
 }
 
+/// [`rx_burst_plain`] for a compressing CQ ([`DvStridingRxQueue::burst_zip`]).
+#[inline(never)]
+fn rx_zip_plain(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip(out)
+}
+
+/// [`rx_burst_movbe`] for a compressing CQ ([`DvStridingRxQueue::burst_zip`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "movbe")]
+fn rx_zip_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip(out)
+}
+
 impl RxQueue for DvStridingRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if self.zip_on {
-            return self.burst_zip(out);
+            #[cfg(target_arch = "x86_64")]
+            if self.movbe {
+                #[allow(unsafe_code)]
+                // SAFETY: as below.
+                return unsafe { rx_zip_movbe(self, out) };
+            }
+            return rx_zip_plain(self, out);
         }
         #[cfg(target_arch = "x86_64")]
         if self.movbe {

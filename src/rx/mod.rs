@@ -6,6 +6,7 @@
 pub(crate) const REFILL_BATCH: u32 = 64;
 
 pub mod dv;
+mod dv_burst;
 pub mod dv_striding;
 #[cfg(feature = "mlx5")]
 pub(crate) mod verbs;
