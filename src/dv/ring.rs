@@ -718,6 +718,60 @@ impl<'a> CqReader<'a> {
     }
 }
 
+impl<'a> CqReader<'a> {
+    /// The `n` slots of a compressed session titled at index `ci`, which must not cross the ring
+    /// end (asserted): its mini-CQE arrays are read in place, as DPDK `rxq_cq_decompress_v`
+    /// does, rather than copied, which is sound while the consumer index has not passed them.
+    #[inline(always)]
+    pub(crate) fn zip_run(&self, ci: u32, n: u32) -> ZipRun<'a> {
+        let at = ci & self.mask;
+        assert!(n >= 1 && at + n <= self.mask + 1);
+        ZipRun {
+            // SAFETY: `at` < ring size, so the pointer stays in the ring.
+            title: unsafe { self.base.add(at as usize) },
+            n,
+            _ring: std::marker::PhantomData,
+        }
+    }
+}
+
+/// See [`CqReader::zip_run`].
+pub(crate) struct ZipRun<'a> {
+    title: *const Cqe64,
+    n: u32,
+    _ring: std::marker::PhantomData<&'a CqRing>,
+}
+
+impl<'a> ZipRun<'a> {
+    /// Mini-CQE array `j` of the session (at the title + 1, then + 8j: reference §3.11), in place.
+    /// No owner test: the title's `op_own`, read with acquire, published the arrays before it.
+    #[inline(always)]
+    pub(crate) fn array(&self, j: u32) -> &'a super::prm::MiniArray {
+        let slot = super::prm::mini_array_slot(j);
+        assert!(slot < self.n);
+        // SAFETY: slot < n keeps it inside the run, hence the ring; a MiniArray is 64 bytes of
+        // integer fields that any bit pattern makes valid, with the slot's alignment; the device
+        // does not rewrite the slot before the consumer index passes it.
+        unsafe { &*self.title.add(slot as usize).cast() }
+    }
+
+    /// [`CqReader::invalidate`] for slots `from .. to` of the session (`1 <= from <= to <= n`,
+    /// asserted: never the title's, which the device's next write of it replaces), once the
+    /// arrays among them are read. One byte store each.
+    #[inline(always)]
+    pub(crate) fn invalidate(&self, from: usize, to: usize) {
+        assert!(from >= 1 && from <= to && to <= self.n as usize);
+        for i in from..to {
+            // SAFETY: i < n keeps the slot inside the run; op_own is the slot's last byte, which
+            // the device does not write before the consumer index passes the slot.
+            unsafe {
+                (*std::ptr::addr_of!((*self.title.add(i)).op_own).cast::<AtomicU8>())
+                    .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
+            }
+        }
+    }
+}
+
 /// What [`CqReader::poll_req_run`] found: the REQ CQEs of this pass from a consumer index on.
 pub(crate) struct ReqRun {
     /// How many consecutive REQ CQEs.

@@ -438,6 +438,24 @@ impl Packet {
         unsafe { std::ptr::addr_of_mut!(self.len).cast::<u32>().write(len_off) }
     }
 
+    /// Sets `len`, `off` and `rss_hash` with one store, from `hash_len` (`hash << 32 | len`, as
+    /// the compressed receive path loads an 8-byte mini-CQE:
+    /// [`MiniCqe::hash_len`](crate::dv::prm::MiniCqe::hash_len)) and `off_bits`
+    /// ([`Packet::len_off`] with a `len` of 0). `len` < 2^16. On a little-endian host the word
+    /// stored is `hash_len | off_bits`: one OR per packet.
+    #[inline(always)]
+    pub(crate) fn set_len_off_hash(&mut self, hash_len: u64, off_bits: u32) {
+        const _: () = assert!(std::mem::offset_of!(Packet, rss_hash) == 8);
+        let w = if cfg!(target_endian = "little") {
+            hash_len | u64::from(off_bits)
+        } else {
+            u64::from((hash_len as u32) << 16 | off_bits) << 32 | hash_len >> 32
+        };
+        // SAFETY: `len`/`off` (offsets 4 and 6) and `rss_hash` (offset 8) are adjacent fields of
+        // a repr(C) struct (asserted): 8 bytes inside `self`, 4-byte aligned, hence unaligned.
+        unsafe { std::ptr::addr_of_mut!(self.len).cast::<u64>().write_unaligned(w) }
+    }
+
     /// The frame's length (all segments of a chained packet).
     pub fn len(&self) -> usize {
         if self.flags & flags::CHAINED != 0 {

@@ -655,6 +655,22 @@ impl DvRxQueue {
                     }
                 }
                 RxPoll::Other(c) if c.is_title() => {
+                    // The usual session: all of it fits the burst, and neither ring wraps inside
+                    // it. It is expanded whole, its arrays read in place.
+                    let n = c.mini_cqe_count();
+                    let (cq_size, rq_size) = (self.cq.size(), self.bufs.len() as u32);
+                    if n.wrapping_sub(1) < (spare.len() - p.n) as u32
+                        && n <= self.rq_pi.wrapping_sub(p.rq_ci)
+                        && (p.ci & (cq_size - 1)) + n <= cq_size
+                        && (p.rq_ci & (rq_size - 1)) + n <= rq_size
+                    {
+                        let flags = FLAGS_LUT[(c.hdr_type_vlan() >> 16) as usize & 0x7ff];
+                        p.drops += u64::from(c.rx_drops()) * u64::from(n);
+                        let slots = &mut spare[p.n..p.n + n as usize];
+                        let handed = self.expand_whole(slots, p.ci, p.rq_ci, flags, &mut p.bytes);
+                        p.advance(handed, n);
+                        continue;
+                    }
                     let title = *c;
                     if let Err(synd) = self.open_session(&title, p.ci, p.rq_ci) {
                         p.ci = p.ci.wrapping_add(1);
@@ -741,6 +757,62 @@ impl DvRxQueue {
         *bytes += u64::from(byte_sum);
         *drops += u64::from(self.zip.drops) * u64::from(used);
         (handed, used)
+    }
+
+    /// [`DvRxQueue::expand`] for a whole session of `slots.len()` packets titled at CQ index
+    /// `ci` (with buffers from RQ index `rq_ci` on, `flags` every packet's), which crosses
+    /// neither ring's end: each full array of eight is one straight-line body ([`zip_chunk`]),
+    /// its mini-CQEs read in place and its slots invalidated right after. Returns the packets
+    /// handed up (fewer when a mini-CQE's length does not fit its buffer, as in `expand`).
+    #[inline(always)]
+    fn expand_whole(&mut self, slots: &mut [Packet], ci: u32, rq_ci: u32, flags: u32, bytes: &mut u64) -> usize {
+        const M: usize = MINI as usize;
+        let n = slots.len();
+        let run = self.cq.reader().zip_run(ci, n as u32);
+        let r = rq_ci as usize & (self.bufs.len() - 1);
+        let bufs = &self.bufs[r..r + n];
+        let z = ZipChunk {
+            lo: Packet::len_off(0, self.data_off),
+            room: self.data_room,
+            flags,
+        };
+        // Bytes: the low half of the sum of the mini-CQE words is the sum of their byte counts
+        // (mod 2^32, as `expand` keeps it), one add per packet.
+        let mut sum = 0u64;
+        let mut long = false;
+        let full = n / M * M;
+        let (s_full, s_rest) = slots.split_at_mut(full);
+        let (b_full, b_rest) = bufs.split_at(full);
+        let mut chunks = s_full.chunks_exact_mut(M).zip(b_full.chunks_exact(M));
+        if let Some((o, b)) = chunks.next() {
+            // The first array's chunk leaves the title's slot (0) as it is.
+            long |= zip_chunk::<1>(&z, &run, 0, o, b, &mut sum, &self.pool, &mut self.stats);
+        }
+        for (j, (o, b)) in chunks.enumerate() {
+            long |= zip_chunk::<0>(&z, &run, j + 1, o, b, &mut sum, &self.pool, &mut self.stats);
+        }
+        if !s_rest.is_empty() {
+            // The last array, partly used.
+            let minis = run.array((full / M) as u32);
+            let mut longest = 0u32;
+            for ((slot, m), &buf) in s_rest.iter_mut().zip(minis).zip(b_rest) {
+                let w = m.hash_len();
+                longest = longest.max(w as u32);
+                sum = sum.wrapping_add(w);
+                z.put(slot, w, buf);
+            }
+            if longest > z.room {
+                long = true;
+                mark_long(&z, s_rest, minis, &mut sum, &self.pool, &mut self.stats);
+            }
+            run.invalidate(full.max(1), n);
+        }
+        *bytes += u64::from(sum as u32);
+        if long {
+            compact(slots)
+        } else {
+            n
+        }
     }
 
     /// Chooses the MOVBE build or the portable one (tests run both on a MOVBE machine).
@@ -1056,6 +1128,93 @@ fn drop_long(
             pool.free_one(buf);
         } else {
             out[good] = out[i];
+            good += 1;
+        }
+    }
+    good
+}
+
+/// What every packet of a session expanded by [`DvRxQueue::expand_whole`] shares: `off` as
+/// [`Packet::len_off`] bits, the buffers' data room and the title's flags.
+struct ZipChunk {
+    lo: u32,
+    room: u32,
+    flags: u32,
+}
+
+impl ZipChunk {
+    /// One packet from its mini-CQE word `w` (`hash << 32 | byte_cnt`) and buffer.
+    #[inline(always)]
+    fn put(&self, slot: &mut Packet, w: u64, buf: u32) {
+        slot.buf = buf;
+        slot.set_len_off_hash(w, self.lo);
+        slot.flags = self.flags;
+    }
+}
+
+/// The eight packets of mini-CQE array `j` of `run` into `out` (buffers `bufs`), their bytes
+/// added to `sum`; then the array's slots from `FIRST` on are invalidated (1 for the first
+/// array: not the title's). Returns whether some length did not fit its buffer (those packets
+/// are marked by [`mark_long`]). Straight-line: the compiler unrolls the eight.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn zip_chunk<const FIRST: usize>(
+    z: &ZipChunk,
+    run: &crate::dv::ring::ZipRun<'_>,
+    j: usize,
+    out: &mut [Packet],
+    bufs: &[u32],
+    sum: &mut u64,
+    pool: &Pool,
+    stats: &mut QueueStats,
+) -> bool {
+    const M: usize = MINI as usize;
+    let minis = run.array(j as u32);
+    let (out, bufs): (&mut [Packet; M], &[u32; M]) = (out.try_into().unwrap(), bufs.try_into().unwrap());
+    let mut longest = 0u32;
+    for i in 0..M {
+        let w = minis[i].hash_len();
+        longest = longest.max(w as u32);
+        z.put(&mut out[i], w, bufs[i]);
+    }
+    let long = longest > z.room;
+    if long {
+        mark_long(z, out, minis, sum, pool, stats);
+    }
+    // Summed after the branch above, the lengths are loaded again (one load per packet) but
+    // the compiler no longer keeps all eight live to add them as a tree, which spilled.
+    for m in minis {
+        *sum = sum.wrapping_add(u64::from(m.byte_cnt.get()));
+    }
+    run.invalidate(j * M + FIRST, j * M + M);
+    long
+}
+
+/// Some packets `out` (from `minis`) of [`DvRxQueue::expand_whole`] are longer than their
+/// buffers: each such buffer goes back to the pool, the packet is counted as a bad CQE, its
+/// bytes are taken back from `sum` and its slot marked (`buf` [`NO_BUF`]) for [`compact`].
+#[cold]
+#[inline(never)]
+fn mark_long(z: &ZipChunk, out: &mut [Packet], minis: &[MiniCqe], sum: &mut u64, pool: &Pool, stats: &mut QueueStats) {
+    for (slot, m) in out.iter_mut().zip(minis) {
+        let len = m.byte_cnt.get();
+        if len > z.room {
+            *sum = sum.wrapping_sub(u64::from(len));
+            stats.errors.bad_cqe += 1;
+            pool.free_one(slot.buf);
+            slot.buf = NO_BUF;
+        }
+    }
+}
+
+/// Moves the packets not marked by [`mark_long`] up; returns how many there are.
+#[cold]
+#[inline(never)]
+fn compact(slots: &mut [Packet]) -> usize {
+    let mut good = 0;
+    for i in 0..slots.len() {
+        if slots[i].buf != NO_BUF {
+            slots[good] = slots[i];
             good += 1;
         }
     }
