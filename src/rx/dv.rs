@@ -276,11 +276,17 @@ impl DvRxQueue {
         while done < got {
             let at = (pi0 as usize + done) & mask as usize;
             let n = (got - done).min(size as usize - at);
-            for (wqe, &idx) in rq
-                .segment(pi0.wrapping_add(done as u32), n)
-                .iter_mut()
-                .zip(&self.bufs[at..at + n])
-            {
+            let (segs, bufs) = (rq.segment(pi0.wrapping_add(done as u32), n), &self.bufs[at..at + n]);
+            // Four WQEs per iteration: the loop's own count and pointer steps per WQE fall from
+            // about two instructions to a half.
+            let mut s4 = segs.chunks_exact_mut(4);
+            let mut b4 = bufs.chunks_exact(4);
+            for (s, b) in (&mut s4).zip(&mut b4) {
+                for i in 0..4 {
+                    s[i].addr = crate::dv::prm::Be64::new(geo.buf_addr(b[i], off));
+                }
+            }
+            for (wqe, &idx) in s4.into_remainder().iter_mut().zip(b4.remainder()) {
                 wqe.addr = crate::dv::prm::Be64::new(geo.buf_addr(idx, off));
             }
             done += n;
@@ -576,6 +582,7 @@ impl DvRxQueue {
 
     /// The end of a general burst: commit the packets, publish the consumer index, count,
     /// recover from an error, refill.
+    #[inline(always)]
     fn finish(&mut self, out: &mut Burst, p: Progress) -> Result<usize, QueueError> {
         let n = p.n;
         out.commit(n);
@@ -584,7 +591,9 @@ impl DvRxQueue {
 
     /// The end of a burst that polled CQEs up to `p.ci` (and RQ WQEs up to `p.rq_ci`) and handed
     /// up `p.n` packets, committed: publishes the consumer index, counts, recovers after a fatal
-    /// error CQE and refills.
+    /// error CQE and refills. Inline, so that the refill runs in the MOVBE build of a burst
+    /// (one `movbe` store per WQE address instead of a byte swap and a store).
+    #[inline(always)]
     fn end_burst(&mut self, p: Progress) -> Result<usize, QueueError> {
         let n = p.n;
         if p.ci != self.cq_ci {
@@ -834,6 +843,7 @@ impl DvRxQueue {
 /// are replaced, the rest stay posted in their WQE.
 impl DvRxQueue {
     /// [`DvRxQueue::refill`] for either kind of WQE.
+    #[inline(always)]
     fn refill_any(&mut self, min: u32) {
         if self.sg > 1 {
             self.refill_sg(min);
