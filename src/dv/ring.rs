@@ -755,6 +755,25 @@ impl<'a> ZipRun<'a> {
         unsafe { &*self.title.add(slot as usize).cast() }
     }
 
+    /// The mini-CQE arrays of the session's whole groups of eight packets (`n / 8` of them):
+    /// the first (at the title + 1), then the others (at + 8j), each with the slots of its
+    /// eight packets to invalidate once it is read.
+    #[inline(always)]
+    pub(crate) fn full_arrays(&self) -> (Option<ZipArray<'a, 1>>, impl Iterator<Item = ZipArray<'a, 0>> + 'a) {
+        const M: usize = super::prm::MINI_CQES_PER_SLOT as usize;
+        let (title, groups) = (self.title, self.n as usize / M);
+        let first = (groups > 0).then_some(ZipArray {
+            group: title,
+            _ring: std::marker::PhantomData,
+        });
+        let rest = (1..groups).map(move |j| ZipArray {
+            // SAFETY: j < n / 8, so the group's eight slots lie inside the run, hence the ring.
+            group: unsafe { title.add(j * M) },
+            _ring: std::marker::PhantomData,
+        });
+        (first, rest)
+    }
+
     /// [`CqReader::invalidate`] for slots `from .. to` of the session (`1 <= from <= to <= n`,
     /// asserted: never the title's, which the device's next write of it replaces), once the
     /// arrays among them are read. One byte store each.
@@ -766,6 +785,37 @@ impl<'a> ZipRun<'a> {
             // the device does not write before the consumer index passes the slot.
             unsafe {
                 (*std::ptr::addr_of!((*self.title.add(i)).op_own).cast::<AtomicU8>())
+                    .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
+            }
+        }
+    }
+}
+
+/// One whole group of eight packets of a [`ZipRun`]: its mini-CQE array is in the group's slot
+/// `FIRST` (1 for the first group, whose slot 0 is the title; 0 for the others).
+pub(crate) struct ZipArray<'a, const FIRST: usize> {
+    /// The slot of the group's first packet; the seven after it are the group's too.
+    group: *const Cqe64,
+    _ring: std::marker::PhantomData<&'a CqRing>,
+}
+
+impl<'a, const FIRST: usize> ZipArray<'a, FIRST> {
+    /// The group's mini-CQEs, in place (as [`ZipRun::array`]).
+    #[inline(always)]
+    pub(crate) fn minis(&self) -> &'a super::prm::MiniArray {
+        // SAFETY: FIRST < 8 keeps the slot inside the group, hence the ring; as in
+        // `ZipRun::array`, any bits are a valid MiniArray and the slot is not rewritten yet.
+        unsafe { &*self.group.add(FIRST).cast() }
+    }
+
+    /// Invalidates the group's slots from `FIRST` on (not the title), once its array is read.
+    #[inline(always)]
+    pub(crate) fn invalidate(self) {
+        for i in FIRST..super::prm::MINI_CQES_PER_SLOT as usize {
+            // SAFETY: i < 8 keeps the slot inside the group; op_own is the slot's last byte,
+            // which the device does not write before the consumer index passes the slot.
+            unsafe {
+                (*std::ptr::addr_of!((*self.group.add(i)).op_own).cast::<AtomicU8>())
                     .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
             }
         }

@@ -788,17 +788,18 @@ impl DvRxQueue {
         // Bytes: the low half of the sum of the mini-CQE words is the sum of their byte counts
         // (mod 2^32, as `expand` keeps it), one add per packet.
         let mut sum = 0u64;
-        let mut long = false;
         let full = n / M * M;
         let (s_full, s_rest) = slots.split_at_mut(full);
         let (b_full, b_rest) = bufs.split_at(full);
+        let (pool, stats) = (&*self.pool, &mut self.stats);
+        let bad = stats.errors.bad_cqe;
         let mut chunks = s_full.chunks_exact_mut(M).zip(b_full.chunks_exact(M));
-        if let Some((o, b)) = chunks.next() {
-            // The first array's chunk leaves the title's slot (0) as it is.
-            long |= zip_chunk::<1>(&z, &run, 0, o, b, &mut sum, &self.pool, &mut self.stats);
+        let (first, rest) = run.full_arrays();
+        if let (Some(a), Some((o, b))) = (first, chunks.next()) {
+            zip_chunk(&z, a, o, b, &mut sum, pool, stats);
         }
-        for (j, (o, b)) in chunks.enumerate() {
-            long |= zip_chunk::<0>(&z, &run, j + 1, o, b, &mut sum, &self.pool, &mut self.stats);
+        for (a, (o, b)) in rest.zip(chunks) {
+            zip_chunk(&z, a, o, b, &mut sum, pool, stats);
         }
         if !s_rest.is_empty() {
             // The last array, partly used.
@@ -811,13 +812,13 @@ impl DvRxQueue {
                 z.put(slot, w, buf);
             }
             if longest > z.room {
-                long = true;
-                mark_long(&z, s_rest, minis, &mut sum, &self.pool, &mut self.stats);
+                mark_long(&z, s_rest, minis, &mut sum, pool, stats);
             }
             run.invalidate(full.max(1), n);
         }
         *bytes += u64::from(sum as u32);
-        if long {
+        // Packets were marked (and counted as bad CQEs): move the others up.
+        if stats.errors.bad_cqe != bad {
             compact(slots)
         } else {
             n
@@ -1162,24 +1163,22 @@ impl ZipChunk {
     }
 }
 
-/// The eight packets of mini-CQE array `j` of `run` into `out` (buffers `bufs`), their bytes
-/// added to `sum`; then the array's slots from `FIRST` on are invalidated (1 for the first
-/// array: not the title's). Returns whether some length did not fit its buffer (those packets
-/// are marked by [`mark_long`]). Straight-line: the compiler unrolls the eight.
+/// The eight packets of mini-CQE array `a` into `out` (buffers `bufs`), their bytes added to
+/// `sum`; then the array's slots are invalidated. A length that does not fit its buffer is
+/// marked by [`mark_long`] (and counted in `stats` as a bad CQE). Straight-line: the compiler
+/// unrolls the eight.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn zip_chunk<const FIRST: usize>(
     z: &ZipChunk,
-    run: &crate::dv::ring::ZipRun<'_>,
-    j: usize,
+    a: crate::dv::ring::ZipArray<'_, FIRST>,
     out: &mut [Packet],
     bufs: &[u32],
     sum: &mut u64,
     pool: &Pool,
     stats: &mut QueueStats,
-) -> bool {
+) {
     const M: usize = MINI as usize;
-    let minis = run.array(j as u32);
+    let minis = a.minis();
     let (out, bufs): (&mut [Packet; M], &[u32; M]) = (out.try_into().unwrap(), bufs.try_into().unwrap());
     let mut longest = 0u32;
     let mut acc = *sum;
@@ -1190,12 +1189,10 @@ fn zip_chunk<const FIRST: usize>(
         z.put(&mut out[i], w, bufs[i]);
     }
     *sum = acc;
-    let long = longest > z.room;
-    if long {
+    if longest > z.room {
         mark_long(z, out, minis, sum, pool, stats);
     }
-    run.invalidate(j * M + FIRST, j * M + M);
-    long
+    a.invalidate();
 }
 
 /// `v`, through an empty asm statement the compiler cannot see into: a running sum passed through
