@@ -277,12 +277,12 @@ impl DvRxQueue {
             let at = (pi0 as usize + done) & mask as usize;
             let n = (got - done).min(size as usize - at);
             let (segs, bufs) = (rq.segment(pi0.wrapping_add(done as u32), n), &self.bufs[at..at + n]);
-            // Four WQEs per iteration: the loop's own count and pointer steps per WQE fall from
-            // about two instructions to a half.
-            let mut s4 = segs.chunks_exact_mut(4);
-            let mut b4 = bufs.chunks_exact(4);
+            // Eight WQEs per iteration: the loop's own count and pointer steps per WQE fall from
+            // about two instructions to a quarter.
+            let mut s4 = segs.chunks_exact_mut(8);
+            let mut b4 = bufs.chunks_exact(8);
             for (s, b) in (&mut s4).zip(&mut b4) {
-                for i in 0..4 {
+                for i in 0..8 {
                     s[i].addr = crate::dv::prm::Be64::new(geo.buf_addr(b[i], off));
                 }
             }
