@@ -329,6 +329,13 @@ pub(crate) struct BufGeometry<'a> {
 }
 
 impl BufGeometry<'_> {
+    /// [`BufGeometry::buf_addr`] as `base + idx * size`: the two terms, for code that computes
+    /// many addresses at once (the AVX2 receive refill) with the same formula.
+    #[inline(always)]
+    pub(crate) fn base_and_size(&self, off: u32) -> (u64, u64) {
+        (self.base as u64 + u64::from(off), self.size)
+    }
+
     /// Bus address of packet `p`'s first byte.
     #[inline(always)]
     pub(crate) fn addr(&self, p: &Packet) -> u64 {
