@@ -271,43 +271,55 @@ impl DvRxQueue {
         if got == 0 {
             return;
         }
-        let geo = self.pool.geometry();
-        let off = u32::from(self.data_off);
         let pi0 = self.rq_pi;
-        let mut rq = self.rq.writer();
         // At most two wrap-free pieces, matching how the pool filled the buffer slots.
-        let mut done = 0usize;
-        while done < got {
-            let at = (pi0 as usize + done) & mask as usize;
-            let n = (got - done).min(size as usize - at);
-            let (segs, bufs) = (rq.segment(pi0.wrapping_add(done as u32), n), &self.bufs[at..at + n]);
-            #[cfg(target_arch = "x86_64")]
-            let (segs, bufs) = if self.avx2 {
-                let (base, bsize) = geo.base_and_size(off);
-                let bsize = u32::try_from(bsize).expect("a pool's buffer size is a u32");
-                // SAFETY: `avx2` is set only where the CPU reports AVX2 (`DvRxQueue::new`).
-                #[allow(unsafe_code)]
-                let k = unsafe { post_addrs_avx2(segs, bufs, base, bsize) };
-                (&mut segs[k..], &bufs[k..])
-            } else {
-                (segs, bufs)
-            };
-            // Eight WQEs per iteration: the loop's own count and pointer steps per WQE fall from
-            // about two instructions to a quarter.
-            let mut s4 = segs.chunks_exact_mut(8);
-            let mut b4 = bufs.chunks_exact(8);
-            for (s, b) in (&mut s4).zip(&mut b4) {
-                for i in 0..8 {
-                    s[i].addr = crate::dv::prm::Be64::new(geo.buf_addr(b[i], off));
-                }
-            }
-            for (wqe, &idx) in s4.into_remainder().iter_mut().zip(b4.remainder()) {
-                wqe.addr = crate::dv::prm::Be64::new(geo.buf_addr(idx, off));
-            }
-            done += n;
+        let n1 = got.min(first);
+        self.post(pi0, from, n1);
+        if got > n1 {
+            self.post_wrapped(pi0.wrapping_add(n1 as u32), got - n1);
         }
         self.rq_pi = pi0.wrapping_add(got as u32);
         self.rq.ring_doorbell(self.rq_pi);
+    }
+
+    /// Writes the addresses of the buffers in slots `at .. at + n` of the ring (which must not
+    /// wrap) into their WQEs, from RQ index `pi` on.
+    #[inline(always)]
+    fn post(&mut self, pi: u32, at: usize, n: usize) {
+        let geo = self.pool.geometry();
+        let off = u32::from(self.data_off);
+        let mut rq = self.rq.writer();
+        let (segs, bufs) = (rq.segment(pi, n), &self.bufs[at..at + n]);
+        #[cfg(target_arch = "x86_64")]
+        let (segs, bufs) = if self.avx2 {
+            let (base, bsize) = geo.base_and_size(off);
+            let bsize = u32::try_from(bsize).expect("a pool's buffer size is a u32");
+            // SAFETY: `avx2` is set only where the CPU reports AVX2 (`DvRxQueue::new`).
+            #[allow(unsafe_code)]
+            let k = unsafe { post_addrs_avx2(segs, bufs, base, bsize) };
+            (&mut segs[k..], &bufs[k..])
+        } else {
+            (segs, bufs)
+        };
+        // Eight WQEs per iteration: the loop's own count and pointer steps per WQE fall from
+        // about two instructions to a quarter.
+        let mut s8 = segs.chunks_exact_mut(8);
+        let mut b8 = bufs.chunks_exact(8);
+        for (s, b) in (&mut s8).zip(&mut b8) {
+            for i in 0..8 {
+                s[i].addr = Be64::new(geo.buf_addr(b[i], off));
+            }
+        }
+        for (wqe, &idx) in s8.into_remainder().iter_mut().zip(b8.remainder()) {
+            wqe.addr = Be64::new(geo.buf_addr(idx, off));
+        }
+    }
+
+    /// [`DvRxQueue::post`] for the piece of a refill after the ring's end (slots from 0), out
+    /// of line: most refills do not wrap.
+    #[inline(never)]
+    fn post_wrapped(&mut self, pi: u32, n: usize) {
+        self.post(pi, 0, n);
     }
 
     /// DPDK `mlx5_rx_err_handle` for critical syndromes: reset the WQ, drop completions that
