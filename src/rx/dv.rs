@@ -665,6 +665,19 @@ impl DvRxQueue {
         let spare = out.spare();
         let room = spare.len().min(posted);
         let spare = &mut spare[..room];
+        // The usual burst: no session open, and the CQE at the consumer index titles one that
+        // fills the burst: expanded and done, without the general loop's bookkeeping.
+        if self.zip.done == self.zip.n {
+            if let Some((n, flags, drops)) = self.whole_session(p.ci, p.rq_ci, room) {
+                if n as usize == room {
+                    p.n = self.expand_whole(spare, p.ci, p.rq_ci, flags, &mut p.bytes);
+                    p.drops = drops;
+                    p.ci = p.ci.wrapping_add(n);
+                    p.rq_ci = p.rq_ci.wrapping_add(n);
+                    return self.finish(out, p);
+                }
+            }
+        }
         loop {
             if self.zip.done != self.zip.n {
                 let (handed, used) = self.expand(&mut spare[p.n..], p.rq_ci, &mut p.bytes, &mut p.drops);
@@ -691,17 +704,8 @@ impl DvRxQueue {
                     }
                 }
                 RxPoll::Other(c) if c.is_title() => {
-                    // The usual session: all of it fits the burst, and neither ring wraps inside
-                    // it. It is expanded whole, its arrays read in place.
-                    let n = c.mini_cqe_count();
-                    let (cq_size, rq_size) = (self.cq.size(), self.bufs.len() as u32);
-                    if n.wrapping_sub(1) < (spare.len() - p.n) as u32
-                        && n <= self.rq_pi.wrapping_sub(p.rq_ci)
-                        && (p.ci & (cq_size - 1)) + n <= cq_size
-                        && (p.rq_ci & (rq_size - 1)) + n <= rq_size
-                    {
-                        let flags = FLAGS_LUT[(c.hdr_type_vlan() >> 16) as usize & 0x7ff];
-                        p.drops += u64::from(c.rx_drops()) * u64::from(n);
+                    if let Some((n, flags, drops)) = self.whole_session(p.ci, p.rq_ci, spare.len() - p.n) {
+                        p.drops += drops;
                         let slots = &mut spare[p.n..p.n + n as usize];
                         let handed = self.expand_whole(slots, p.ci, p.rq_ci, flags, &mut p.bytes);
                         p.advance(handed, n);
@@ -722,6 +726,28 @@ impl DvRxQueue {
             }
         }
         self.finish(out, p)
+    }
+
+    /// The session titled at CQ index `ci` (buffers from RQ index `rq_ci` on) if there is one
+    /// that [`DvRxQueue::expand_whole`] takes: all of it fits `left` slots of the burst and the
+    /// posted WQEs, and neither ring wraps inside it. Its packet count, the title's flags (every
+    /// packet's) and the device drops it reports (the title's count, per packet).
+    #[inline(always)]
+    fn whole_session(&self, ci: u32, rq_ci: u32, left: usize) -> Option<(u32, u32, u64)> {
+        let RxPoll::Other(c) = self.cq.reader().poll_rx(ci) else {
+            return None;
+        };
+        let n = c.mini_cqe_count();
+        let (cq_size, rq_size) = (self.cq.size(), self.bufs.len() as u32);
+        (c.is_title()
+            && n.wrapping_sub(1) < left as u32
+            && n <= self.rq_pi.wrapping_sub(rq_ci)
+            && (ci & (cq_size - 1)) + n <= cq_size
+            && (rq_ci & (rq_size - 1)) + n <= rq_size)
+            .then(|| {
+                let flags = FLAGS_LUT[(c.hdr_type_vlan() >> 16) as usize & 0x7ff];
+                (n, flags, u64::from(c.rx_drops()) * u64::from(n))
+            })
     }
 
     /// Starts the session whose title is at `ci`: its packet count, flags and drop count, and its
