@@ -420,6 +420,14 @@ fn a_mini_cqe_longer_than_its_buffer_is_dropped() {
 /// every slot but the title's is stamped invalid, and no buffer is lost.
 #[test]
 fn long_mini_cqes_inside_full_arrays_are_dropped() {
+    // A burst of 64 (the session expanded in the general loop) and one of 19, which the
+    // session fills (expanded before it).
+    for cap in [64, 19] {
+        long_minis_in_a_burst_of(cap);
+    }
+}
+
+fn long_minis_in_a_burst_of(cap: usize) {
     let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
     let cqn = r.rx_cq.cqn();
     let n = 19u32;
@@ -446,7 +454,7 @@ fn long_mini_cqes_inside_full_arrays_are_dropped() {
         };
         assert!(r.nic.inject_cqe(cqn, &bytes));
     }
-    let mut got = Burst::new(&r.pool, 64);
+    let mut got = Burst::new(&r.pool, cap);
     assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
     let good: Vec<u32> = (0..n).filter(|&k| len(k) <= 2048).collect();
     for (i, &k) in good.iter().enumerate() {
