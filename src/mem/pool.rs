@@ -448,8 +448,9 @@ impl Packet {
     /// Sets `len`, `off` and `rss_hash` with one store, from `hash_len` (`hash << 32 | len`, as
     /// the compressed receive path loads an 8-byte mini-CQE:
     /// [`MiniCqe::hash_len`](crate::dv::prm::MiniCqe::hash_len)) and `off_bits`
-    /// ([`Packet::len_off`] with a `len` of 0). `len` < 2^16. On a little-endian host the word
-    /// stored is `hash_len | off_bits`: one OR per packet.
+    /// ([`Packet::len_off`] with a `len` of 0). A `len` of 2^16 or more spills into `off`: the
+    /// caller stores it only for a packet it then drops (one longer than its buffer). On a
+    /// little-endian host the word stored is `hash_len | off_bits`: one OR per packet.
     #[inline(always)]
     pub(crate) fn set_len_off_hash(&mut self, hash_len: u64, off_bits: u32) {
         const _: () = assert!(std::mem::offset_of!(Packet, rss_hash) == 8);
