@@ -332,6 +332,7 @@ impl BufGeometry<'_> {
     /// [`BufGeometry::buf_addr`] as `base + idx * size`: the two terms, for code that computes
     /// many addresses at once (the AVX2 receive refill) with the same formula.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) fn base_and_size(&self, off: u32) -> (u64, u64) {
         (self.base as u64 + u64::from(off), self.size)
     }
