@@ -676,6 +676,18 @@ impl DvRxQueue {
                     p.rq_ci = p.rq_ci.wrapping_add(n);
                     return self.finish(out, p);
                 }
+            } else if let Some((title, take)) = self.session_prefix(p.ci, p.rq_ci, room) {
+                // A session longer than the burst: its first whole groups of eight here, the
+                // rest (from a group's start) in the next bursts, one array at a time.
+                let mut zip = Zip::open(&title, p.ci, &self.cq);
+                let slots = &mut spare[..take as usize];
+                p.n = self.expand_whole(slots, p.ci, p.rq_ci, zip.flags, &mut p.bytes);
+                p.drops = u64::from(zip.drops) * u64::from(take);
+                zip.done = take;
+                self.zip = zip;
+                p.ci = p.ci.wrapping_add(take);
+                p.rq_ci = p.rq_ci.wrapping_add(take);
+                return self.finish(out, p);
             }
         }
         loop {
@@ -748,6 +760,26 @@ impl DvRxQueue {
                 let flags = FLAGS_LUT[(c.hdr_type_vlan() >> 16) as usize & 0x7ff];
                 (n, flags, u64::from(c.rx_drops()) * u64::from(n))
             })
+    }
+
+    /// The session titled at CQ index `ci` (buffers from RQ index `rq_ci` on) when it is longer
+    /// than the `room` of the burst: its title and how many of its packets, the whole groups of
+    /// eight that fit (at least one), [`DvRxQueue::expand_whole`] takes now, as neither ring
+    /// wraps inside them and it claims no more packets than there are posted WQEs.
+    #[inline(never)]
+    fn session_prefix(&self, ci: u32, rq_ci: u32, room: usize) -> Option<(Cqe64, u32)> {
+        let RxPoll::Other(c) = self.cq.reader().poll_rx(ci) else {
+            return None;
+        };
+        let (n, take) = (c.mini_cqe_count(), room as u32 / MINI * MINI);
+        let (cq_size, rq_size) = (self.cq.size(), self.bufs.len() as u32);
+        (c.is_title()
+            && n > room as u32
+            && take > 0
+            && n <= self.rq_pi.wrapping_sub(rq_ci)
+            && (ci & (cq_size - 1)) + take <= cq_size
+            && (rq_ci & (rq_size - 1)) + take <= rq_size)
+            .then_some((*c, take))
     }
 
     /// Starts the session whose title is at `ci`: its packet count, flags and drop count, and its
