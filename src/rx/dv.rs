@@ -1550,9 +1550,9 @@ mod tests {
     /// Compressed sessions through the MOVBE build (with the AVX2 refill where the CPU has it)
     /// and the portable one: frames of many lengths arrive byte-identical and in order, with
     /// bursts that one session fills exactly (`expand_whole` before the general loop), bursts
-    /// that hold a session with room to spare, and sessions larger than the burst (`expand`,
-    /// across bursts), through ring wraps; the byte counts of both ends agree and every buffer
-    /// comes back.
+    /// that hold a session with room to spare, and sessions larger than the burst (their first
+    /// whole groups of eight in place, the rest by `expand` across bursts), through ring wraps;
+    /// the byte counts of both ends agree and every buffer comes back.
     #[test]
     fn movbe_and_portable_builds_expand_the_same_sessions() {
         for fast in [true, false] {
