@@ -449,6 +449,71 @@ fn a_mini_cqe_longer_than_its_buffer_is_dropped() {
     r.teardown();
 }
 
+/// Long mini-CQEs inside full arrays of eight (a session of 19: two full arrays and three more),
+/// where the driver expands each array as one straight-line body: the long packets (first of
+/// the session, one in the middle of the second array, one in the last partial array) are
+/// dropped as bad CQEs, the others go up in order with their lengths, hashes and bytes counted,
+/// every slot but the title's is stamped invalid, and no buffer is lost.
+#[test]
+fn long_mini_cqes_inside_full_arrays_are_dropped() {
+    // A burst of 64 (the session expanded in the general loop) and one of 19, which the
+    // session fills (expanded before it).
+    for cap in [64, 19] {
+        long_minis_in_a_burst_of(cap);
+    }
+}
+
+fn long_minis_in_a_burst_of(cap: usize) {
+    let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+    let cqn = r.rx_cq.cqn();
+    let n = 19u32;
+    let len = |k: u32| match k {
+        0 => 70_000,
+        11 => 100_000,
+        17 => 2_049_000,
+        // Even: `inject_cqe` sets the owner bit of each slot's last byte, which in an array
+        // slot is the low byte of its last mini-CQE's byte count.
+        _ => 60 + 2 * k,
+    };
+    let mut title = Cqe64::resp_send(0, 0, 0, 0, 0, 0);
+    title.make_title(n);
+    assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
+    // Slot s of the session holds array s / 8 where s is 1, 8 or 16; the others are holes.
+    for s in 1..n {
+        let bytes = if s == 1 || s % 8 == 0 {
+            let j = s / 8;
+            let minis: [rawpkt::dv::prm::MiniCqe; 8] =
+                std::array::from_fn(|i| rawpkt::dv::prm::MiniCqe::hash(1000 + j * 8 + i as u32, len(j * 8 + i as u32)));
+            rawpkt::dv::prm::mini_array_bytes(&minis)
+        } else {
+            [0u8; 64]
+        };
+        assert!(r.nic.inject_cqe(cqn, &bytes));
+    }
+    let mut got = Burst::new(&r.pool, cap);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
+    let good: Vec<u32> = (0..n).filter(|&k| len(k) <= 2048).collect();
+    for (i, &k) in good.iter().enumerate() {
+        assert_eq!(
+            (got.data(i).len(), got.packet(i).rss_hash()),
+            (len(k) as usize, 1000 + k),
+            "packet {k}"
+        );
+    }
+    let stats = r.rx.stats();
+    assert_eq!(stats.errors.bad_cqe, 3);
+    assert_eq!(
+        (stats.packets, stats.bytes),
+        (16, good.iter().map(|&k| u64::from(len(k))).sum())
+    );
+    for s in 1..n {
+        assert_eq!(r.nic.cq_slot(cqn, s).unwrap()[63], CQE_INVALIDATE, "slot {s} stamped");
+    }
+    assert_eq!(r.nic.cq_slot(cqn, 0).unwrap()[63] & 0xfc, 0x2c, "the title is left");
+    drop(got);
+    r.teardown();
+}
+
 /// A plain CQE on a compressing CQ whose length is past its buffer: dropped as a bad CQE (its
 /// buffer freed), not handed up and not looped on.
 #[test]

@@ -329,6 +329,14 @@ pub(crate) struct BufGeometry<'a> {
 }
 
 impl BufGeometry<'_> {
+    /// [`BufGeometry::buf_addr`] as `base + idx * size`: the two terms, for code that computes
+    /// many addresses at once (the AVX2 receive refill) with the same formula.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) fn base_and_size(&self, off: u32) -> (u64, u64) {
+        (self.base as u64 + u64::from(off), self.size)
+    }
+
     /// Bus address of packet `p`'s first byte.
     #[inline(always)]
     pub(crate) fn addr(&self, p: &Packet) -> u64 {
@@ -436,6 +444,25 @@ impl Packet {
         // SAFETY: `len` and `off` are adjacent u16 at offsets 4 and 6 of a repr(C) struct
         // aligned to at least 4 (asserted above): together one aligned u32 inside `self`.
         unsafe { std::ptr::addr_of_mut!(self.len).cast::<u32>().write(len_off) }
+    }
+
+    /// Sets `len`, `off` and `rss_hash` with one store, from `hash_len` (`hash << 32 | len`, as
+    /// the compressed receive path loads an 8-byte mini-CQE:
+    /// [`MiniCqe::hash_len`](crate::dv::prm::MiniCqe::hash_len)) and `off_bits`
+    /// ([`Packet::len_off`] with a `len` of 0). A `len` of 2^16 or more spills into `off`: the
+    /// caller stores it only for a packet it then drops (one longer than its buffer). On a
+    /// little-endian host the word stored is `hash_len | off_bits`: one OR per packet.
+    #[inline(always)]
+    pub(crate) fn set_len_off_hash(&mut self, hash_len: u64, off_bits: u32) {
+        const _: () = assert!(std::mem::offset_of!(Packet, rss_hash) == 8);
+        let w = if cfg!(target_endian = "little") {
+            hash_len | u64::from(off_bits)
+        } else {
+            u64::from((hash_len as u32) << 16 | off_bits) << 32 | hash_len >> 32
+        };
+        // SAFETY: `len`/`off` (offsets 4 and 6) and `rss_hash` (offset 8) are adjacent fields of
+        // a repr(C) struct (asserted): 8 bytes inside `self`, 4-byte aligned, hence unaligned.
+        unsafe { std::ptr::addr_of_mut!(self.len).cast::<u64>().write_unaligned(w) }
     }
 
     /// The frame's length (all segments of a chained packet).
