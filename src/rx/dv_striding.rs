@@ -130,6 +130,9 @@ pub struct DvStridingRxQueue {
     /// The CPU has MOVBE: bursts run in the build for it (as the cyclic queue's).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
+    /// The CPU has AVX2: the refill writes four data segments per vector ([`fill_wqes_avx2`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    avx2: bool,
     device_holds_buffers: bool,
     recover: bool,
     failed: Option<u8>,
@@ -246,6 +249,103 @@ fn fill_wqe<const N: usize>(segs: &mut [DataSeg], bufs: &[u32], geo: BufGeometry
             true
         }
         _ => false,
+    }
+}
+
+/// Whether the CPU has AVX2 ([`fill_wqes_avx2`]).
+fn cpu_has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
+/// What [`fill_wqes_avx2`] writes besides the addresses: a buffer's address is `base + idx *
+/// size` ([`BufGeometry::buf_addr`] with the data offset in `base`), and every data segment of
+/// the queue starts with the same byte count and lkey (`head`, the first 8 bytes as they lie,
+/// written by [`DvStridingRxQueue::new`] and never changed).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Wide {
+    base: u64,
+    size: u32,
+    head: u64,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Wide {
+    /// For buffers of `geo` at data offset `off`, segments like `seg`; None where a buffer's
+    /// size does not fit the 32-bit multiply (the scalar loop then writes every address).
+    fn new(geo: BufGeometry<'_>, off: u32, seg: DataSeg) -> Option<Wide> {
+        let base = geo.buf_addr(0, off);
+        let size = u32::try_from(geo.buf_addr(1, off) - base).ok()?;
+        // The two big-endian words' bytes in memory order, read as one little-endian word.
+        let head = u64::from(seg.byte_count.get().to_be()) | u64::from(seg.lkey.get().to_be()) << 32;
+        Some(Wide { base, size, head })
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<DataSeg>() == 16 && std::mem::align_of::<DataSeg>() <= 16);
+
+/// The refill's data segments with AVX2, whole, in the `wqes` WQEs from `pi0` on (their
+/// buffers in `bufs`, indexed by the free-running stride counter as
+/// [`DvStridingRxQueue::refill`] keeps them; a WQE's strides a multiple of four), by
+/// [`segs_avx2`]; a WQE of 16 strides in straight-line code. Compiled for AVX2, which the
+/// caller must have checked.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn fill_wqes_avx2(rq: &mut StridingRqRing, bufs: &[u32], pi0: u32, wqes: u32, log_n: u32, w: Wide) {
+    let n = 1usize << log_n;
+    let smask = bufs.len() - 1;
+    for k in 0..wqes {
+        let pi = pi0.wrapping_add(k);
+        let at = (pi << log_n) as usize & smask;
+        let (segs, b) = (rq.segs(pi), &bufs[at..at + n]);
+        if n == 16 {
+            segs_avx2(&mut segs[..16], &b[..16], w);
+        } else {
+            segs_avx2(segs, b, w);
+        }
+    }
+}
+
+/// The data segments `segs` for the buffers `bufs`, four at a time (the rest, past a multiple
+/// of four, left alone): for four buffer indices, a widening load, a multiply, an add and a byte
+/// swap give their four big-endian addresses, a permute and two unpacks put them beside the
+/// constant byte count and lkey as four 16-byte segments, and two 32-byte stores write them
+/// (nine instructions where the scalar [`fill_wqe`] takes sixteen: a load, multiply, add and
+/// `movbe` store per address). Compiled for AVX2, which the caller must have checked.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn segs_avx2(segs: &mut [DataSeg], bufs: &[u32], w: Wide) {
+    use std::arch::x86_64::*;
+    // `size` < 2^32 in each lane: the 32x32-bit multiply of an index by it is exact.
+    let (size, base) = (_mm256_set1_epi64x(i64::from(w.size)), _mm256_set1_epi64x(w.base as i64));
+    let head = _mm256_set1_epi64x(w.head as i64);
+    // Reverses the bytes of each 64-bit lane (the shuffle works within each 128-bit half).
+    let swap = _mm256_setr_epi8(
+        7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8,
+    );
+    for (s, b) in segs.chunks_exact_mut(4).zip(bufs.chunks_exact(4)) {
+        #[allow(unsafe_code)]
+        // SAFETY: `b` is four u32, 16 readable bytes; the load takes any alignment.
+        let idx = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
+        let be = _mm256_shuffle_epi8(
+            _mm256_add_epi64(_mm256_mul_epu32(_mm256_cvtepu32_epi64(idx), size), base),
+            swap,
+        );
+        // Addresses 0, 2 | 1, 3: each 128-bit half's low words are then segments 0 and 1, its
+        // high words 2 and 3.
+        let a = _mm256_permute4x64_epi64::<0b11_01_10_00>(be);
+        let (s01, s23) = (_mm256_unpacklo_epi64(head, a), _mm256_unpackhi_epi64(head, a));
+        #[allow(unsafe_code)]
+        // SAFETY: `s` is four 16-byte `DataSeg`s (asserted above), 64 writable bytes, which the
+        // two unaligned 32-byte stores fill; any bit pattern is a valid `DataSeg`.
+        unsafe {
+            _mm256_storeu_si256(s.as_mut_ptr().cast(), s01);
+            _mm256_storeu_si256(s.as_mut_ptr().add(2).cast(), s23);
+        }
     }
 }
 
@@ -394,6 +494,7 @@ impl DvStridingRxQueue {
             clock,
             refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
             movbe: crate::dv::cpu_has_movbe(),
+            avx2: cpu_has_avx2(),
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
@@ -458,6 +559,20 @@ impl DvStridingRxQueue {
         let geo = self.pool.geometry();
         let off = u32::from(self.data_off);
         let n = 1usize << self.log_n;
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 && n % 4 == 0 {
+            if let Some(wide) = Wide::new(geo, off, self.rq.segs(self.rq_pi)[0]) {
+                #[allow(unsafe_code)]
+                // SAFETY: `avx2` is set only where the CPU reports AVX2 (`new`), the one feature
+                // the function is compiled for.
+                unsafe {
+                    fill_wqes_avx2(&mut self.rq, &self.bufs, self.rq_pi, wqes, self.log_n, wide)
+                };
+                self.rq_pi = self.rq_pi.wrapping_add(wqes);
+                self.rq.ring_doorbell(self.rq_pi);
+                return;
+            }
+        }
         for w in 0..wqes {
             let pi = self.rq_pi.wrapping_add(w);
             let at = (pi << self.log_n) as usize & smask;
@@ -935,9 +1050,13 @@ impl DvStridingRxQueue {
             let s = st as usize & smask;
             let out = &mut slots[n as usize..(n + cnt) as usize];
             let bufs = &self.bufs[s..s + cnt as usize];
-            let Some(run) = take_session(sess, out, bufs, pos, stride, len_off, hf) else {
-                break false;
+            // A session of a whole 16-stride WQE (the default pool's, and the most common) in
+            // straight-line code.
+            let run = match (<&mut [Packet; 16]>::try_from(&mut *out), <&[u32; 16]>::try_from(bufs)) {
+                (Ok(o), Ok(b)) => take_session(sess, o, b, pos, stride, len_off, hf),
+                _ => take_session(sess, out, bufs, pos, stride, len_off, hf),
             };
+            let Some(run) = run else { break false };
             byte_sum = byte_sum.wrapping_add(run);
             drops += u64::from(title_drops) * u64::from(cnt);
             n += cnt;
@@ -1168,6 +1287,36 @@ mod tests {
             headroom: 128,
         })
         .unwrap()
+    }
+
+    /// The AVX2 refill writes the very segments the scalar one does (byte count and lkey kept,
+    /// each address `base + idx * size` big-endian), four at a time, and leaves a rest past a
+    /// multiple of four alone; indices up to the top of the u32 range.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_refill_writes_what_the_scalar_one_does() {
+        if !cpu_has_avx2() {
+            eprintln!("no AVX2 on this CPU: the scalar refill alone runs");
+            return;
+        }
+        let p = pool(2048);
+        let geo = p.geometry();
+        let (off, head) = (128, DataSeg::new(1024, 0x1234_5678, 0));
+        let wide = Wide::new(geo, off, head).expect("a 2 KiB buffer fits the multiply");
+        let bufs: Vec<u32> = (0..18u32)
+            .map(|k| k.wrapping_mul(0x9e37_79b9) | u32::from(k == 5) << 31)
+            .collect();
+        let mut want = vec![head; 18];
+        assert!(fill_wqe::<0>(&mut want, &bufs, geo, off));
+        let stale = DataSeg::new(7, 7, 7);
+        let mut got = vec![stale; 18];
+        #[allow(unsafe_code)]
+        // SAFETY: the CPU has AVX2 (tested above).
+        unsafe {
+            segs_avx2(&mut got, &bufs, wide)
+        };
+        assert_eq!(&got[..16], &want[..16]);
+        assert_eq!(&got[16..], &[stale, stale], "the rest is the caller's");
     }
 
     /// Strides as large as a buffer's data room allows, enough of them for a 16 KiB WQE; one
