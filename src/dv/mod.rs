@@ -20,6 +20,15 @@ pub(crate) fn cpu_has_movbe() -> bool {
     return false;
 }
 
+/// Whether the receive refills may write WQE addresses with AVX2 (`rx::dv`'s `post_addrs_avx2`,
+/// `rx::dv_striding`'s `fill_wqes_avx2`); decided once per queue.
+pub(crate) fn cpu_has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
 /// What the device requires and offers the send path: on hardware, the inline mode the device
 /// reports (`mlx5::inline`: DevX, else DPDK's PCI-device table) and
 /// `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` from `mlx5dv_query_device`.

@@ -221,7 +221,7 @@ impl DvRxQueue {
             clock,
             refill_min: REFILL_BATCH.min(size / 4).max(1),
             movbe: crate::dv::cpu_has_movbe(),
-            avx2: cpu_has_avx2(),
+            avx2: crate::dv::cpu_has_avx2(),
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
@@ -1258,14 +1258,6 @@ fn zip_chunk<const FIRST: usize>(
         mark_long(z, out, minis, sum, pool, stats);
     }
     a.invalidate();
-}
-
-/// Whether the CPU has AVX2 ([`post_addrs_avx2`]).
-fn cpu_has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx2");
-    #[cfg(not(target_arch = "x86_64"))]
-    return false;
 }
 
 /// The refill's address stores with AVX2, four WQEs per vector and eight per loop step: each

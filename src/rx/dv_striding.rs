@@ -224,7 +224,7 @@ fn one_stride_frames(
         }
         slot.buf = buf;
         slot.set_len_off(len | len_off);
-        set_hash_flags(slot, hf);
+        slot.set_hash_flags(hf);
         run = run.wrapping_add(len);
     }
     Some(run)
@@ -250,14 +250,6 @@ fn fill_wqe<const N: usize>(segs: &mut [DataSeg], bufs: &[u32], geo: BufGeometry
         }
         _ => false,
     }
-}
-
-/// Whether the CPU has AVX2 ([`fill_wqes_avx2`]).
-fn cpu_has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx2");
-    #[cfg(not(target_arch = "x86_64"))]
-    return false;
 }
 
 /// What [`fill_wqes_avx2`] writes besides the addresses: a buffer's address is `base + idx *
@@ -346,34 +338,6 @@ fn segs_avx2(segs: &mut [DataSeg], bufs: &[u32], w: Wide) {
             _mm256_storeu_si256(s.as_mut_ptr().cast(), s01);
             _mm256_storeu_si256(s.as_mut_ptr().add(2).cast(), s23);
         }
-    }
-}
-
-/// `rss_hash` and `flags` of a [`Packet`] as one word, for [`set_hash_flags`].
-#[inline(always)]
-const fn hash_flags(hash: u32, flags: u32) -> u64 {
-    if cfg!(target_endian = "little") {
-        (flags as u64) << 32 | hash as u64
-    } else {
-        (hash as u64) << 32 | flags as u64
-    }
-}
-
-const _: () = assert!(
-    std::mem::offset_of!(Packet, flags) == std::mem::offset_of!(Packet, rss_hash) + 4
-        && std::mem::offset_of!(Packet, rss_hash) % 4 == 0
-);
-
-/// Sets a packet's `rss_hash` and `flags` (adjacent, asserted above) with one store: a session
-/// gives every packet the title's, and one store less per packet is one instruction less (as
-/// `Packet::set_len_off`).
-#[inline(always)]
-fn set_hash_flags(p: &mut Packet, v: u64) {
-    #[allow(unsafe_code)]
-    // SAFETY: `rss_hash` and `flags` are adjacent u32 of the repr(C) `Packet` (asserted above):
-    // together 8 bytes inside `p`, written unaligned (the struct guarantees 4-byte alignment).
-    unsafe {
-        std::ptr::addr_of_mut!(p.rss_hash).cast::<u64>().write_unaligned(v)
     }
 }
 
@@ -494,7 +458,7 @@ impl DvStridingRxQueue {
             clock,
             refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
             movbe: crate::dv::cpu_has_movbe(),
-            avx2: cpu_has_avx2(),
+            avx2: crate::dv::cpu_has_avx2(),
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
@@ -1040,7 +1004,7 @@ impl DvStridingRxQueue {
             if cnt.wrapping_sub(1) >= (room - n).min(nmask + 1 - pos) {
                 break false;
             }
-            let hf = hash_flags(
+            let hf = Packet::hash_flags(
                 t.rx_hash_res.get(),
                 FLAGS_LUT[(t.hdr_type_vlan() >> 16) as usize & 0x7ff],
             );
@@ -1295,7 +1259,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_refill_writes_what_the_scalar_one_does() {
-        if !cpu_has_avx2() {
+        if !crate::dv::cpu_has_avx2() {
             eprintln!("no AVX2 on this CPU: the scalar refill alone runs");
             return;
         }
