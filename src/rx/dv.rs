@@ -1505,7 +1505,8 @@ impl Drop for DvRxQueue {
     }
 }
 
-#[cfg(all(test, feature = "model"))]
+#[cfg(test)]
+#[cfg(feature = "model")] // queues over the model's rings
 #[allow(unsafe_code)] // building queues over the model's rings
 mod tests {
     use std::rc::Rc;
