@@ -611,3 +611,24 @@ fn a_plain_cqe_at_the_cq_end_then_a_session_across_the_wrap() {
         t.end(r);
     }
 }
+
+/// A session of one packet (a title whose count is 1, its array at the next slot), as a device
+/// might write it: handed up like any other, on both the burst it fills and a larger one.
+#[test]
+fn a_session_of_one_packet_is_handed_up() {
+    for room in [1usize, 64] {
+        let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+        let cqn = r.rx_cq.cqn();
+        let mut title = Cqe64::resp_send(0, 0, 0, 0, 0, 0);
+        title.make_title(1);
+        let mut minis = [rawpkt::dv::prm::MiniCqe::default(); 8];
+        minis[0] = rawpkt::dv::prm::MiniCqe::hash(7, 60);
+        assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
+        assert!(r.nic.inject_cqe(cqn, &rawpkt::dv::prm::mini_array_bytes(&minis)));
+        let mut got = Burst::new(&r.pool, room);
+        assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 1, "room {room}");
+        assert_eq!((got.data(0).len(), got.packet(0).rss_hash()), (60, 7));
+        drop(got);
+        r.teardown();
+    }
+}

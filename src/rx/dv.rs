@@ -700,8 +700,8 @@ impl DvRxQueue {
     }
 
     /// The session titled at CQ index `ci` (buffers from RQ index `rq_ci` on) if there is one
-    /// that [`DvRxQueue::expand_whole`] takes: all of it fits `left` slots of the burst and the
-    /// posted WQEs, and neither ring wraps inside it. Its packet count, the title's flags (every
+    /// that [`DvRxQueue::expand_whole`] takes: at least two packets, all of it fits `left` slots
+    /// of the burst and the posted WQEs, and neither ring wraps inside it. Its packet count, the title's flags (every
     /// packet's) and the device drops it reports (the title's count, per packet).
     #[inline(always)]
     fn whole_session(&self, ci: u32, rq_ci: u32, left: usize) -> Option<(u32, u32, u64)> {
@@ -710,8 +710,10 @@ impl DvRxQueue {
         };
         let n = c.mini_cqe_count();
         let (cq_size, rq_size) = (self.cq.size(), self.bufs.len() as u32);
+        // A session of one packet has its array past its one slot (at the title + 1): the
+        // general path takes it (`open_session`), reading the array wherever the ring puts it.
         (c.is_title()
-            && n.wrapping_sub(1) < left as u32
+            && (2..=left as u32).contains(&n)
             && n <= self.rq_pi.wrapping_sub(rq_ci)
             && (ci & (cq_size - 1)) + n <= cq_size
             && (rq_ci & (rq_size - 1)) + n <= rq_size)
