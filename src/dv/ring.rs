@@ -719,9 +719,10 @@ impl<'a> CqReader<'a> {
 }
 
 impl<'a> CqReader<'a> {
-    /// The compressed session of `n` packets titled at `ci`, read in place, when its slots do
-    /// not cross the ring's end (a striding queue's fast path, `rx::dv_striding`; the slow
-    /// path, and the cyclic queue, copy arrays with [`CqReader::mini_array`]).
+    /// The compressed session of `n` packets titled at `ci`, its mini-CQE arrays read in place
+    /// (as DPDK `rxq_cq_decompress_v`: sound while the consumer index has not passed them), when
+    /// its slots do not cross the ring's end: both queues' whole-session fast paths. Their slow
+    /// paths copy arrays with [`CqReader::mini_array`], wherever the ring puts them.
     #[inline(always)]
     pub(crate) fn session(&self, ci: u32, n: u32) -> Option<Session<'a>> {
         let at = ci & self.mask;
@@ -750,21 +751,6 @@ impl<'a> CqReader<'a> {
         }
         Err(!written_in_pass(op_own, parity))
     }
-
-    /// The `n` slots of a compressed session titled at index `ci`, which must not cross the ring
-    /// end (asserted): its mini-CQE arrays are read in place, as DPDK `rxq_cq_decompress_v`
-    /// does, rather than copied, which is sound while the consumer index has not passed them.
-    #[inline(always)]
-    pub(crate) fn zip_run(&self, ci: u32, n: u32) -> ZipRun<'a> {
-        let at = ci & self.mask;
-        assert!(n >= 1 && at + n <= self.mask + 1);
-        ZipRun {
-            // SAFETY: `at` < ring size, so the pointer stays in the ring.
-            title: unsafe { self.base.add(at as usize) },
-            n,
-            _ring: std::marker::PhantomData,
-        }
-    }
 }
 
 /// See [`CqReader::session`]: slots `title .. title + n`, all in the ring.
@@ -787,6 +773,36 @@ impl<'a> Session<'a> {
         // title's acquire published the arrays, and the device does not rewrite them before the
         // consumer index passes them.
         unsafe { &*self.title.add(at as usize).cast() }
+    }
+
+    /// The mini-CQE arrays of the session's whole groups of eight packets (`n / 8` of them):
+    /// the first (at the title + 1), then the others (at + 8j), each with the slots of its
+    /// eight packets to invalidate once it is read.
+    #[inline(always)]
+    pub(crate) fn full_arrays(&self) -> (Option<ZipArray<'a, 1>>, impl Iterator<Item = ZipArray<'a, 0>> + 'a) {
+        const M: usize = super::prm::MINI_CQES_PER_SLOT as usize;
+        let (title, groups) = (self.title, self.n as usize / M);
+        let first = (groups > 0).then_some(ZipArray {
+            group: title,
+            _ring: std::marker::PhantomData,
+        });
+        let rest = (1..groups).map(move |j| ZipArray {
+            // SAFETY: j < n / 8, so the group's eight slots lie inside the run, hence the ring.
+            group: unsafe { title.add(j * M) },
+            _ring: std::marker::PhantomData,
+        });
+        (first, rest)
+    }
+
+    /// [`CqReader::invalidate`] for slots `from .. to` of the session (`1 <= from <= to <= n`,
+    /// asserted: never the title's, which the device's next write of it replaces), once the
+    /// arrays among them are read. One byte store each.
+    #[inline(always)]
+    pub(crate) fn invalidate_range(&self, from: usize, to: usize) {
+        assert!(from >= 1 && from <= to && to <= self.n as usize);
+        for i in from..to {
+            self.invalidate_slot(i);
+        }
     }
 
     /// [`CqReader::invalidate`] for every slot of the session but the title (which the device's
@@ -822,63 +838,7 @@ impl<'a> Session<'a> {
     }
 }
 
-/// See [`CqReader::zip_run`].
-pub(crate) struct ZipRun<'a> {
-    title: *const Cqe64,
-    n: u32,
-    _ring: std::marker::PhantomData<&'a CqRing>,
-}
-
-impl<'a> ZipRun<'a> {
-    /// Mini-CQE array `j` of the session (at the title + 1, then + 8j: reference §3.11), in place.
-    /// No owner test: the title's `op_own`, read with acquire, published the arrays before it.
-    #[inline(always)]
-    pub(crate) fn array(&self, j: u32) -> &'a super::prm::MiniArray {
-        let slot = super::prm::mini_array_slot(j);
-        assert!(slot < self.n);
-        // SAFETY: slot < n keeps it inside the run, hence the ring; a MiniArray is 64 bytes of
-        // integer fields that any bit pattern makes valid, with the slot's alignment; the device
-        // does not rewrite the slot before the consumer index passes it.
-        unsafe { &*self.title.add(slot as usize).cast() }
-    }
-
-    /// The mini-CQE arrays of the session's whole groups of eight packets (`n / 8` of them):
-    /// the first (at the title + 1), then the others (at + 8j), each with the slots of its
-    /// eight packets to invalidate once it is read.
-    #[inline(always)]
-    pub(crate) fn full_arrays(&self) -> (Option<ZipArray<'a, 1>>, impl Iterator<Item = ZipArray<'a, 0>> + 'a) {
-        const M: usize = super::prm::MINI_CQES_PER_SLOT as usize;
-        let (title, groups) = (self.title, self.n as usize / M);
-        let first = (groups > 0).then_some(ZipArray {
-            group: title,
-            _ring: std::marker::PhantomData,
-        });
-        let rest = (1..groups).map(move |j| ZipArray {
-            // SAFETY: j < n / 8, so the group's eight slots lie inside the run, hence the ring.
-            group: unsafe { title.add(j * M) },
-            _ring: std::marker::PhantomData,
-        });
-        (first, rest)
-    }
-
-    /// [`CqReader::invalidate`] for slots `from .. to` of the session (`1 <= from <= to <= n`,
-    /// asserted: never the title's, which the device's next write of it replaces), once the
-    /// arrays among them are read. One byte store each.
-    #[inline(always)]
-    pub(crate) fn invalidate(&self, from: usize, to: usize) {
-        assert!(from >= 1 && from <= to && to <= self.n as usize);
-        for i in from..to {
-            // SAFETY: i < n keeps the slot inside the run; op_own is the slot's last byte, which
-            // the device does not write before the consumer index passes the slot.
-            unsafe {
-                (*std::ptr::addr_of!((*self.title.add(i)).op_own).cast::<AtomicU8>())
-                    .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
-            }
-        }
-    }
-}
-
-/// One whole group of eight packets of a [`ZipRun`]: its mini-CQE array is in the group's slot
+/// One whole group of eight packets of a [`Session`]: its mini-CQE array is in the group's slot
 /// `FIRST` (1 for the first group, whose slot 0 is the title; 0 for the others).
 pub(crate) struct ZipArray<'a, const FIRST: usize> {
     /// The slot of the group's first packet; the seven after it are the group's too.
@@ -887,11 +847,11 @@ pub(crate) struct ZipArray<'a, const FIRST: usize> {
 }
 
 impl<'a, const FIRST: usize> ZipArray<'a, FIRST> {
-    /// The group's mini-CQEs, in place (as [`ZipRun::array`]).
+    /// The group's mini-CQEs, in place (as [`Session::array`]).
     #[inline(always)]
     pub(crate) fn minis(&self) -> &'a super::prm::MiniArray {
         // SAFETY: FIRST < 8 keeps the slot inside the group, hence the ring; as in
-        // `ZipRun::array`, any bits are a valid MiniArray and the slot is not rewritten yet.
+        // `Session::array`, any bits are a valid MiniArray and the slot is not rewritten yet.
         unsafe { &*self.group.add(FIRST).cast() }
     }
 

@@ -823,7 +823,8 @@ impl DvRxQueue {
     fn expand_whole(&mut self, slots: &mut [Packet], ci: u32, rq_ci: u32, flags: u32, bytes: &mut u64) -> usize {
         const M: usize = MINI as usize;
         let n = slots.len();
-        let run = self.cq.reader().zip_run(ci, n as u32);
+        let run = (self.cq.reader().session(ci, n as u32))
+            .expect("`whole_session` and `session_prefix` checked the CQ's end");
         let r = rq_ci as usize & (self.bufs.len() - 1);
         let bufs = &self.bufs[r..r + n];
         let z = ZipChunk {
@@ -860,7 +861,7 @@ impl DvRxQueue {
             if longest > z.room {
                 mark_long(&z, s_rest, minis, &mut sum, pool, stats);
             }
-            run.invalidate(full.max(1), n);
+            run.invalidate_range(full.max(1), n);
         }
         *bytes += u64::from(sum as u32);
         // Packets were marked (and counted as bad CQEs): move the others up.
