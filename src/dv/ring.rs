@@ -35,9 +35,9 @@ use super::prm::{Cqe64, CtrlSeg, DataSeg, SendWqe, CQE_INVALID, SEND_WQE_BB};
 /// `slot` points at a slot of a live CQ ring.
 #[inline(always)]
 unsafe fn load_op_own(slot: *const Cqe64) -> u8 {
-    // SAFETY: per the contract; op_own is byte 63 of the slot, which the device stores atomically.
     // Acquire is what the Rust memory model needs against the model's release store; on x86-64
     // and aarch64 it is the barrier below that orders the reads against the device's DMA.
+    // SAFETY: per the contract; op_own is byte 63 of the slot, which the device stores atomically.
     let v = unsafe { (*std::ptr::addr_of!((*slot).op_own).cast::<AtomicU8>()).load(Ordering::Acquire) };
     barrier::udma_from_device_barrier();
     v
@@ -231,9 +231,10 @@ impl DbrecWord {
     #[inline(always)]
     fn store_be(&self, v: u32) {
         barrier::udma_to_device_barrier();
-        // SAFETY: valid and aligned per `new`; the device only reads the word. Release keeps the
-        // Rust memory model's promise to the model device; it is the barrier above that orders
-        // the word against DMA on hardware (on aarch64 `stlr` alone is inner-shareable only).
+        // Release keeps the Rust memory model's promise to the model device; it is the barrier
+        // above that orders the word against DMA on hardware (on aarch64 `stlr` alone is
+        // inner-shareable only).
+        // SAFETY: valid and aligned per `new`; the device only reads the word.
         unsafe { (*self.0).store(v.to_be(), Ordering::Release) }
     }
 
@@ -272,9 +273,9 @@ pub mod barrier {
     /// is not `nomem`, so the compiler keeps every memory access on its side of it.
     macro_rules! barrier_insn {
         ($insn:literal) => {
+            // The instructions used are in the x86-64 (SSE `sfence`) and ARMv8 baselines.
             // SAFETY: a barrier instruction (or an empty string) takes no operands and accesses
-            // no memory; the instructions used are in the x86-64 (SSE `sfence`) and ARMv8
-            // baselines.
+            // no memory.
             unsafe { core::arch::asm!($insn, options(nostack, preserves_flags)) }
         };
     }
@@ -370,9 +371,9 @@ impl SqRing {
     /// between the device's consumer index and `pi + size`, which the device does not read.
     #[inline(always)]
     pub fn wqe(&mut self, pi: u32) -> &mut SendWqe {
-        // SAFETY: in the ring (`pi & mask`), 64-byte aligned (checked in `new`); the caller of
-        // `new` writes only WQEBBs not yet doorbelled, which are the driver's alone, and `&mut
-        // self` makes this the only reference.
+        // The caller of `new` writes only WQEBBs not yet doorbelled, which are the driver's alone.
+        // SAFETY: in the ring (`pi & mask`), 64-byte aligned (checked in `new`), not the device's
+        // (above), and `&mut self` makes this the only reference.
         unsafe { &mut *self.base.add((pi & self.mask) as usize) }
     }
 
@@ -419,10 +420,10 @@ impl SqRing {
         // `mlx5_doorbell_ring` with `flash`: `rte_wmb` after the write).
         self.dbrec.store_be(next_pi & 0xffff);
         barrier::mmio_wc_start();
-        // SAFETY: bf_reg is an 8-byte aligned register (checked in `new`) kept alive by `keep`.
         // One 8-byte store, as the device requires (rdma-core `mmio_write64_be`: a relaxed
         // 8-byte atomic store; the barriers on either side order it); the bytes go out in
         // memory order.
+        // SAFETY: bf_reg is an 8-byte aligned register (checked in `new`) kept alive by `keep`.
         unsafe { (*self.uar).store(ctrl_word, Ordering::Relaxed) };
         barrier::mmio_flush_writes();
     }
@@ -767,11 +768,11 @@ impl<'a> Session<'a> {
     pub(crate) fn array(&self, j: u32) -> &'a super::prm::MiniArray {
         let at = super::prm::mini_array_slot(j);
         assert!(at < self.n.max(2));
-        // SAFETY: the slot is title + 1 or + 8j, inside the session's slots (asserted: a session
-        // of one packet has its array at title + 1 all the same), so inside the ring
-        // (`session`); a MiniArray is 64 bytes of integer fields, any bit pattern valid. The
-        // title's acquire published the arrays, and the device does not rewrite them before the
-        // consumer index passes them.
+        // The title's acquire published the arrays, and the device does not rewrite them
+        // before the consumer index passes them. A session of one packet has its array at
+        // title + 1 all the same, hence `max(2)` in the assert and in `session`.
+        // SAFETY: the slot (title + 1 or + 8j) is inside the session's slots (asserted), so in
+        // the ring (`session`); a MiniArray is 64 bytes of integers, any bit pattern valid.
         unsafe { &*self.title.add(at as usize).cast() }
     }
 
@@ -828,9 +829,9 @@ impl<'a> Session<'a> {
     #[inline(always)]
     fn invalidate_slot(&self, i: usize) {
         debug_assert!(i < self.n as usize);
-        // SAFETY: `i` < n (the callers' loops) keeps the slot in the ring (`session`); op_own is
-        // the slot's last byte, which the device does not write before the consumer index passes
-        // the slot.
+        // op_own is the slot's last byte, which the device does not write before the consumer
+        // index passes the slot.
+        // SAFETY: `i` < n (the callers' loops) keeps the slot in the ring (`session`).
         unsafe {
             (*std::ptr::addr_of!((*self.title.add(i)).op_own).cast::<AtomicU8>())
                 .store(super::prm::CQE_INVALIDATE, Ordering::Relaxed)
@@ -1125,8 +1126,9 @@ impl StridingRqRing {
     /// The next segment of WQE `pi` (free-running), not posted yet.
     #[inline(always)]
     pub fn next_seg(&mut self, pi: u32) -> &mut super::prm::mprq::NextSeg {
-        // SAFETY: in the ring by the mask, at a WQE's start (16-byte aligned: the ring is and
-        // WQEs are a power of two of at least 32 bytes apart); unposted WQEs are not read by the
+        // A WQE's start is 16-byte aligned: the ring is, and WQEs are a power of two of at least
+        // 32 bytes apart.
+        // SAFETY: in the ring by the mask, aligned (above); unposted WQEs are not read by the
         // device, and `&mut self` makes this the only reference.
         unsafe { &mut *self.base.add((pi & self.mask) as usize * self.stride).cast() }
     }

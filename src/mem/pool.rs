@@ -772,9 +772,10 @@ impl Burst {
     pub fn segments(&self, i: usize) -> impl Iterator<Item = &[u8]> + '_ {
         let p = self.packets()[i];
         self.pool.segments_of(&p).map(move |(buf, off, len)| {
+            // Every buffer of the chain belongs to this burst's packet, so no device or other
+            // burst writes it while `&self` lives.
             // SAFETY: each segment lies inside its buffer (the chain's builder checked
-            // off + len <= buf_size), and every buffer of the chain belongs to this burst's
-            // packet, so no device or other burst writes it while `&self` lives.
+            // off + len <= buf_size), written by no one else (above).
             unsafe { std::slice::from_raw_parts(self.pool.buf_ptr(buf, u32::from(off)), usize::from(len)) }
         })
     }

@@ -411,9 +411,9 @@ impl DvStridingRxQueue {
             )));
         }
         let zip_on = cq_comp(cq, cfg)?;
-        // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
-        // only buffers of its own pool that it holds in its ring, and publishes a consumer index
-        // only past CQEs it has finished reading.
+        // The queue posts only buffers of its own pool that it holds in its ring, and publishes
+        // a consumer index only past CQEs it has finished reading.
+        // SAFETY: the rings are live and this queue's alone (the caller's contract).
         let (rq, cq) = unsafe { (StridingRqRing::new(rwq, n), CqRing::new(cq)) };
         let (rq, cq) = (rq.map_err(Error::device)?, cq.map_err(Error::device)?);
         let wqe_bytes = n * params.stride_bytes();

@@ -150,9 +150,9 @@ impl DvTxQueue {
         caps: DvCaps,
         ctl: Arc<dyn DvControl>,
     ) -> Result<DvTxQueue, Error> {
-        // SAFETY: the rings are live and this queue's alone (the caller's contract); it posts
-        // only buffers of its own pool that it holds in `elts` until their completion, and
-        // publishes a consumer index only past CQEs it has read.
+        // The queue posts only buffers of its own pool that it holds in `elts` until their
+        // completion, and publishes a consumer index only past CQEs it has read.
+        // SAFETY: the rings are live and this queue's alone (the caller's contract).
         let (sq_ring, cq_ring) = unsafe { (SqRing::new(sq), CqRing::new(cq)) };
         let (sq_ring, cq_ring) = (sq_ring.map_err(Error::device)?, cq_ring.map_err(Error::device)?);
         // Worst case one CQE per WQEBB: the CQ must never overrun.
