@@ -52,8 +52,8 @@ case "$ITERS" in ''|*[!0-9]*) echo "callgrind.sh: --iters must be a positive int
 
 # Targets, instructions per packet: issue 15's where it sets one (TX on a ConnectX-5 25; RX
 # with compressed CQEs, cyclic or striding, 25; the cross-connect on a ConnectX-5's best receive
-# mode, compressed, 55: on a ConnectX-4 the SEND path alone costs more), the datapath design's
-# elsewhere (TX 30, RX 40, cross-connect 80).
+# modes, the compressed ones, 55: on a ConnectX-4 the SEND path alone costs more), the datapath
+# design's elsewhere (TX 30, RX 40, cross-connect 80).
 # target <path> <device> <rx mode>
 target() {
     case "$1:$2:$3" in
@@ -61,7 +61,7 @@ target() {
         tx:*) echo 30 ;;
         rx:*:compressed | rx:*:striding+compressed) echo 25 ;;
         rx:*) echo 40 ;;
-        xconnect:cx5:compressed) echo 55 ;;
+        xconnect:cx5:compressed | xconnect:cx5:striding+compressed) echo 55 ;;
         xconnect:*) echo 80 ;;
     esac
 }

@@ -489,6 +489,24 @@ impl Packet {
         unsafe { std::ptr::addr_of_mut!(self.rss_hash).cast::<u64>().write_unaligned(v) }
     }
 
+    /// The descriptor's first 16 bytes, `buf`, `len`, `off`, `rss_hash` and `flags` in that
+    /// order (little-endian host: `buf | len_off << 32`, then [`Packet::hash_flags`]), for a
+    /// receive path that writes them with one 16-byte vector store per packet.
+    #[inline(always)]
+    pub(crate) fn head_mut(&mut self) -> &mut [u8; 16] {
+        const _: () = assert!(
+            std::mem::offset_of!(Packet, buf) == 0
+                && std::mem::offset_of!(Packet, rss_hash) == 8
+                && std::mem::offset_of!(Packet, flags) == 12
+                && std::mem::offset_of!(Packet, timestamp) == 16
+        );
+        // SAFETY: bytes 0..16 of this repr(C) struct are `buf`, `len`, `off`, `rss_hash`, `flags`
+        // (asserted with `len` at 4 and `off` at 6 above): integers with no padding between, so
+        // every byte is initialised and any bytes written make valid fields; the borrow of
+        // `self` keeps the view exclusive.
+        unsafe { &mut *(self as *mut Packet).cast::<[u8; 16]>() }
+    }
+
     /// The frame's length (all segments of a chained packet).
     pub fn len(&self) -> usize {
         if self.flags & flags::CHAINED != 0 {

@@ -145,6 +145,9 @@ pub struct DvStridingRxQueue {
     zip: Zip,
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Hands up the `out.len()` frames of compressed session `sess` (stride-index mini-CQEs, title's
 /// hash and flags `hf`) at strides `pos ..`, whose buffers are `bufs`, when each is a one-stride
 /// frame at the stride it names ([`at_strides`]): their bytes, the session's slots invalidated;
@@ -478,6 +481,14 @@ impl DvStridingRxQueue {
         }
         q.refill(0);
         Ok(q)
+    }
+
+    /// Runs the portable builds where `on` is false, as the cyclic queue's `set_movbe` (tests
+    /// compare them with the MOVBE and AVX2 ones on one CPU).
+    #[cfg(test)]
+    pub(crate) fn set_cpu_features(&mut self, movbe: bool, avx2: bool) {
+        self.movbe = movbe && self.movbe;
+        self.avx2 = avx2 && self.avx2;
     }
 
     /// Strides the queue holds posted (for tests: all of them once refilled).
@@ -944,8 +955,13 @@ impl DvStridingRxQueue {
     /// then, unless that ended at an empty slot or a full burst, [`Self::burst_general`] from
     /// where it stopped (a session left open by the last burst, a plain or error CQE, a session
     /// of several-stride frames or fillers).
+    /// `first` takes what it can before (the AVX2 whole-WQE sessions, [`avx2`]), or nothing.
     #[inline(always)]
-    fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+    fn burst_zip(
+        &mut self,
+        out: &mut Burst,
+        first: impl FnOnce(&mut Self, &mut [Packet]) -> Taken,
+    ) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
@@ -955,7 +971,12 @@ impl DvStridingRxQueue {
         }
         let spare = out.spare();
         let room = spare.len();
-        let t = self.sessions(spare);
+        let t = first(self, spare);
+        let t = if t.n == room || t.empty {
+            t
+        } else {
+            self.sessions(spare, t)
+        };
         if t.n == room || t.empty {
             let from = (self.cq_ci, self.st_ci);
             return super::dv_burst::done(self, out, t.n, from, t.bytes, t.drops);
@@ -979,16 +1000,16 @@ impl DvStridingRxQueue {
     /// several strides, a filler, a broken stride index is found there again). The caller
     /// moves `st_ci` and the consumer index.
     #[inline(always)]
-    fn sessions(&mut self, slots: &mut [Packet]) -> Taken {
+    fn sessions(&mut self, slots: &mut [Packet], from: Taken) -> Taken {
         let cq = self.cq.reader();
         let (nmask, stride) = ((1u32 << self.log_n) - 1, self.stride_bytes);
         let len_off = Packet::len_off(0, self.data_off);
         let smask = self.bufs.len() - 1;
         // Every frame taken here has one CQ slot and one stride: both indices are the burst's
-        // first plus the frames taken so far.
+        // first plus the frames taken so far (`from`'s too).
         let (ci0, st0) = (self.cq_ci, self.st_ci);
         let room = slots.len().min(self.posted() as usize) as u32;
-        let (mut n, mut byte_sum, mut drops) = (0u32, 0u32, 0u64);
+        let (mut n, mut byte_sum, mut drops) = (from.n as u32, 0u32, from.drops);
         let empty = loop {
             let ci = ci0.wrapping_add(n);
             let t = match cq.poll_title(ci) {
@@ -1028,7 +1049,7 @@ impl DvStridingRxQueue {
         Taken {
             n: n as usize,
             ci: ci0.wrapping_add(n),
-            bytes: u64::from(byte_sum),
+            bytes: from.bytes + u64::from(byte_sum),
             drops,
             empty,
         }
@@ -1193,20 +1214,39 @@ fn rx_burst_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, Q
 /// [`rx_burst_plain`] for a compressing CQ ([`DvStridingRxQueue::burst_zip`]).
 #[inline(never)]
 fn rx_zip_plain(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip(out)
+    q.burst_zip(out, |q, _| Taken::at(q.cq_ci))
 }
 
 /// [`rx_burst_movbe`] for a compressing CQ ([`DvStridingRxQueue::burst_zip`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "movbe")]
 fn rx_zip_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip(out)
+    q.burst_zip(out, |q, _| Taken::at(q.cq_ci))
+}
+
+/// [`rx_zip_movbe`] taking whole-WQE sessions of `N` strides with AVX2 first
+/// ([`DvStridingRxQueue::wqe_sessions`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,movbe")]
+fn rx_zip_avx2<const N: usize>(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip(out, |q, slots| q.wqe_sessions::<N>(slots))
 }
 
 impl RxQueue for DvStridingRxQueue {
     #[inline(never)]
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if self.zip_on {
+            #[cfg(target_arch = "x86_64")]
+            if self.movbe && self.avx2 {
+                #[allow(unsafe_code)]
+                // SAFETY: `movbe` and `avx2` are set only where the CPU reports them (`new`), the
+                // features the functions are compiled for.
+                match self.log_n {
+                    4 => return unsafe { rx_zip_avx2::<16>(self, out) },
+                    3 => return unsafe { rx_zip_avx2::<8>(self, out) },
+                    _ => {}
+                }
+            }
             #[cfg(target_arch = "x86_64")]
             if self.movbe {
                 #[allow(unsafe_code)]
@@ -1310,5 +1350,140 @@ mod tests {
         assert!(params_for(&pool(4096), &no_ext).is_err());
         let e = params_for(&pool(2048), &mprq::Caps::NONE).unwrap_err().to_string();
         assert!(e.contains("no striding receive queue") && !e.contains("  "), "{e}");
+    }
+}
+
+#[cfg(test)]
+#[cfg(feature = "model")] // queues over the model's rings
+#[allow(unsafe_code)] // building queues over the model's rings
+mod builds {
+    use std::rc::Rc;
+
+    use super::{params_for, DvStridingRxQueue};
+    use crate::dv::prm::MiniFormat;
+    use crate::mem::pool::{Burst, Pool, PoolConfig};
+    use crate::model::{Link, ModelConfig, Nic, RqOptions};
+    use crate::tx::dv::DvTxQueue;
+    use crate::{QueueConfig, RxQueue, TxQueue};
+
+    /// The AVX2 build (whole-WQE sessions four mini-CQEs a step), the MOVBE one and the portable
+    /// one hand up the same frames from a compressing striding queue, on WQEs of 16 strides
+    /// (2 KiB buffers) and of 8 (4 KiB): one-stride frames mostly, whole-WQE sessions with them,
+    /// and now and then a frame over several strides, which makes sessions of other shapes
+    /// and fillers; bursts of the step, of 64 and of 16. Frames arrive byte-identical and in
+    /// order, both ends count the same bytes, nothing is an error, every buffer comes back.
+    #[test]
+    fn vector_and_scalar_builds_expand_the_same_sessions() {
+        for buf_size in [2048u32, 4096] {
+            for (movbe, avx2) in [(true, true), (true, false), (false, false)] {
+                let case = format!("{buf_size}-byte buffers, movbe {movbe}, avx2 {avx2}");
+                let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], ModelConfig::default()).unwrap();
+                let pool: Rc<Pool> = Pool::new(PoolConfig {
+                    buffers: 2048,
+                    buf_size,
+                    headroom: 128,
+                })
+                .unwrap();
+                let params = params_for(&pool, &nic.config().striding_rq).unwrap();
+                let (n, stride) = (params.num_strides(), params.stride_bytes() as usize);
+                let lkey = nic.register_mr(pool.region());
+                let cfg = QueueConfig {
+                    size: 256,
+                    ..QueueConfig::default()
+                };
+                let tx_cq = nic.create_cq(256).unwrap();
+                let sq = nic.create_sq(0, 256, tx_cq.cqn()).unwrap();
+                // SAFETY: the model made these rings for these queues alone; the infos keep them
+                // alive.
+                let mut tx =
+                    unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &cfg, nic.caps(), nic.control()) }.unwrap();
+                let wqes = cfg.size / n;
+                let rx_cq = nic
+                    .create_cq_with(wqes * (n + 1), Some(MiniFormat::CsumStridx))
+                    .unwrap();
+                let opts = RqOptions {
+                    max_sge: n,
+                    striding: Some(params),
+                    ..RqOptions::default()
+                };
+                let (rwq, wq) = nic.create_rq_with(1, wqes, rx_cq.cqn(), opts).unwrap();
+                // SAFETY: as above.
+                let mut rx =
+                    unsafe { DvStridingRxQueue::new(&rwq, &rx_cq, params, wq, lkey, &pool, &cfg, nic.control()) }
+                        .unwrap();
+                assert!(rx.zip_on);
+                rx.set_cpu_features(movbe, avx2);
+                let len_of = |seq: u64| {
+                    if seq % 97 == 13 {
+                        stride + 1 + (seq as usize * 131) % (2 * stride)
+                    } else {
+                        60 + (seq as usize * 37) % (stride - 60)
+                    }
+                };
+                let (mut sent, mut seen) = (0u64, 0u64);
+                let mut expect = vec![0u8; 4 * stride];
+                let mut data = vec![0u8; 4 * stride];
+                for round in 0..600u64 {
+                    // Every other step fills the WQE in use, then whole WQEs, so that whole-WQE
+                    // sessions are common.
+                    let to_wqe_end = ((n - rx.st_ci % n) % n) as usize;
+                    let step = match round % 2 {
+                        0 => to_wqe_end + n as usize * (1 + (round as usize / 2) % 3),
+                        _ => 1 + (round * 7 % 48) as usize,
+                    };
+                    let cap = match round % 3 {
+                        0 => step,
+                        1 => 64,
+                        _ => 16,
+                    };
+                    let mut out = Burst::new(&pool, step);
+                    for i in 0..step {
+                        let seq = sent + i as u64;
+                        let len = len_of(seq);
+                        if len <= stride {
+                            assert_eq!(out.alloc(1, len), 1);
+                            let d = out.data_mut(i);
+                            d.fill(seq as u8);
+                            d[..8].copy_from_slice(&seq.to_be_bytes());
+                        } else {
+                            expect[..len].fill(seq as u8);
+                            expect[..8].copy_from_slice(&seq.to_be_bytes());
+                            assert!(out.push_frame(&expect[..len]), "{case}");
+                        }
+                    }
+                    sent += step as u64;
+                    while !out.is_empty() {
+                        tx.tx_burst(&mut out).unwrap();
+                    }
+                    nic.step();
+                    let mut got = Burst::new(&pool, cap);
+                    while seen < sent {
+                        assert!(rx.rx_burst(&mut got).unwrap() > 0, "frame {seen} missing ({case})");
+                        for i in 0..got.len() {
+                            let len = len_of(seen);
+                            expect[..len].fill(seen as u8);
+                            expect[..8].copy_from_slice(&seen.to_be_bytes());
+                            let k = got.copy_frame(i, &mut data).unwrap();
+                            assert!(data[..k] == expect[..len], "frame {seen} ({case})");
+                            seen += 1;
+                        }
+                        got.clear();
+                    }
+                    tx.reclaim().unwrap();
+                }
+                assert_eq!(tx.stats().bytes, rx.stats().bytes, "{case}");
+                assert_eq!(rx.stats().errors.total(), 0, "{case}");
+                assert!(nic.counters().cqe_sessions > 1000, "{case}");
+                nic.step();
+                tx.reclaim().unwrap();
+                drop((tx, rx, sq, tx_cq, rx_cq, rwq));
+                assert_eq!(
+                    pool.free_count(),
+                    pool.capacity(),
+                    "pool not full after teardown ({case})"
+                );
+                nic.deregister_mr(lkey);
+            }
+        }
     }
 }

@@ -1,0 +1,190 @@
+//! Compressed sessions of whole striding WQEs expanded with AVX2: the common case of a
+//! striding+compressed queue (the device fills a WQE's strides one frame each and reports them
+//! in one session of as many mini-CQEs; with stride-index mini-CQEs a session never spans WQEs).
+//! Four mini-CQEs are one 32-byte load; a byte shuffle puts each one's byte count and stride
+//! index in host order side by side, one subtract turns them into the frame's length and its
+//! distance from the stride it must be at, and one unsigned min and compare check both for the
+//! four at once, where the scalar path ([`super::take_session`]) checks each mini-CQE with
+//! several scalar instructions. Each packet's first 16 bytes (buffer, length and offset, the
+//! title's hash and flags) are then one store. DPDK's `rxq_cq_decompress_v`
+//! (`mlx5_rxtx_vec_sse.h`) expands mini-CQEs with the same shuffles, four to a step.
+//! Sessions of any other shape, and CPUs without AVX2 and MOVBE, take the scalar path.
+
+use std::arch::x86_64::*;
+
+use super::{DvStridingRxQueue, Taken};
+use crate::dv::prm::{mprq, MiniCqe};
+use crate::dv::ring::Session;
+use crate::mem::pool::Packet;
+use crate::rx::dv::FLAGS_LUT;
+
+// The byte order the shuffle assumes: a mini-CQE is the big-endian checksum, stride index and
+// byte count, 2, 2 and 4 bytes.
+const _: () = assert!(
+    std::mem::size_of::<MiniCqe>() == 8
+        && std::mem::offset_of!(MiniCqe, w0) == 0
+        && std::mem::offset_of!(MiniCqe, byte_cnt) == 4
+);
+
+/// The queue's constants for [`expand_wqe`], built once a burst.
+#[derive(Clone, Copy)]
+pub(super) struct Consts {
+    /// Per 8-byte lane: bytes 7..4 (the byte count) then 3, 2 (the stride index) of the lane's
+    /// mini-CQE, zero-extended: `byte_cnt | stride_idx << 32` in host order.
+    order: __m256i,
+    /// Per lane: the largest length a one-stride frame has, and 0 for the index's distance.
+    limit: __m256i,
+    /// Per lane: the offset half of [`Packet::len_off`], above the buffer index.
+    off_bits: __m256i,
+}
+
+impl Consts {
+    #[target_feature(enable = "avx2")]
+    pub(super) fn new(stride: u32, data_off: u16) -> Consts {
+        #[rustfmt::skip]
+        let order = _mm256_setr_epi8(
+            7, 6, 5, 4, 3, 2, -128, -128, 15, 14, 13, 12, 11, 10, -128, -128,
+            7, 6, 5, 4, 3, 2, -128, -128, 15, 14, 13, 12, 11, 10, -128, -128,
+        );
+        Consts {
+            order,
+            limit: _mm256_set1_epi64x(i64::from(stride)),
+            off_bits: _mm256_set1_epi64x((u64::from(Packet::len_off(0, data_off)) << 32) as i64),
+        }
+    }
+}
+
+/// Per lane of group `g` (mini-CQEs `4g ..= 4g + 3` of a session at the start of its WQE): the
+/// stride bit of a one-stride frame's MPRQ byte count, and the stride index the mini-CQE must
+/// name, to subtract.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn expected(g: usize) -> __m256i {
+    let one = 1i64 << mprq::STRIDE_NUM_SHIFT;
+    let at = |i: usize| one | ((4 * g + i) as i64) << 32;
+    _mm256_setr_epi64x(at(0), at(1), at(2), at(3))
+}
+
+/// Hands up the `N` frames of `sess`, a compressed session of `N` stride-index mini-CQEs that
+/// begins its WQE of `N` strides (whose buffers are `bufs`) into `out`, when each is a
+/// one-stride frame at the stride of its place (the test of [`super::at_strides`] and
+/// [`super::one_stride_frames`]): adds their bytes to `sum`'s lanes and returns true. Else
+/// false, `sum` untouched (what it wrote in `out` is not committed: the caller's scalar path
+/// takes the session again).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn expand_wqe<const N: usize>(
+    sess: &Session<'_>,
+    out: &mut [Packet; N],
+    bufs: &[u32; N],
+    k: Consts,
+    hf: __m256i,
+    sum: &mut __m256i,
+) -> bool {
+    const { assert!(N % 8 == 0) };
+    let mut ok = _mm256_set1_epi32(-1);
+    let mut bytes = _mm256_setzero_si256();
+    for g in 0..N / 4 {
+        let minis = &sess.array((g / 2) as u32)[(g % 2) * 4..][..4];
+        // SAFETY: `minis` is four 8-byte mini-CQEs, 32 readable bytes; the load takes any
+        // alignment.
+        #[allow(unsafe_code)]
+        let raw = unsafe { _mm256_loadu_si256(minis.as_ptr().cast()) };
+        // Per lane: the length (the byte count less its one stride), and the stride index less
+        // the one expected: 0 when right.
+        let x = _mm256_sub_epi32(_mm256_shuffle_epi8(raw, k.order), expected(g));
+        ok = _mm256_and_si256(ok, _mm256_cmpeq_epi32(_mm256_min_epu32(x, k.limit), x));
+        bytes = _mm256_add_epi32(bytes, x);
+        let b: &[u32; 4] = bufs[4 * g..][..4].try_into().expect("4");
+        // SAFETY: `b` is four u32, 16 readable bytes; the load takes any alignment.
+        #[allow(unsafe_code)]
+        let idx = _mm256_cvtepu32_epi64(unsafe { _mm_loadu_si128(b.as_ptr().cast()) });
+        // Per lane `buf | len_off << 32`: a packet's first 8 bytes.
+        let head = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi64::<32>(x), k.off_bits), idx);
+        let (even, odd) = (_mm256_unpacklo_epi64(head, hf), _mm256_unpackhi_epi64(head, hf));
+        let o: &mut [Packet; 4] = (&mut out[4 * g..][..4]).try_into().expect("4");
+        let [p0, p1, p2, p3] = o;
+        store(p0, _mm256_castsi256_si128(even));
+        store(p1, _mm256_castsi256_si128(odd));
+        store(p2, _mm256_extracti128_si256::<1>(even));
+        store(p3, _mm256_extracti128_si256::<1>(odd));
+    }
+    if _mm256_movemask_epi8(ok) != -1 {
+        return false;
+    }
+    *sum = _mm256_add_epi32(*sum, bytes);
+    true
+}
+
+/// A packet's first 16 bytes ([`Packet::head_mut`]).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn store(p: &mut Packet, v: __m128i) {
+    // SAFETY: the head is 16 writable bytes; the store takes any alignment.
+    #[allow(unsafe_code)]
+    unsafe {
+        _mm_storeu_si128(p.head_mut().as_mut_ptr().cast(), v)
+    }
+}
+
+/// The sum of `v`'s eight 32-bit lanes.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn lanes_sum(v: __m256i) -> u64 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
+    u64::from(_mm_cvtsi128_si32(s) as u32)
+}
+
+impl DvStridingRxQueue {
+    /// Takes every compressed session from the consumer index on that is a whole WQE of `N`
+    /// strides ([`expand_wqe`]) and fits `slots`, as [`Self::sessions`] does, with its state in
+    /// locals. Stops at anything else (the CQE there untouched, for the scalar path), at an
+    /// empty slot, or when the burst is full. The caller moves `st_ci` and the consumer index.
+    #[target_feature(enable = "avx2,movbe")]
+    #[inline]
+    pub(super) fn wqe_sessions<const N: usize>(&mut self, slots: &mut [Packet]) -> Taken {
+        let (ci0, st0) = (self.cq_ci, self.st_ci);
+        let mut t = Taken::at(ci0);
+        if st0 as usize % N != 0 {
+            return t;
+        }
+        let cq = self.cq.reader();
+        let k = Consts::new(self.stride_bytes, self.data_off);
+        let room = slots.len().min(self.posted() as usize);
+        let smask = self.bufs.len() - 1;
+        let (mut n, mut sum, mut drops) = (0usize, _mm256_setzero_si256(), 0u64);
+        while n + N <= room {
+            let ci = ci0.wrapping_add(n as u32);
+            let title = match cq.poll_title(ci) {
+                Ok(title) => title,
+                Err(empty) => {
+                    t.empty = empty;
+                    break;
+                }
+            };
+            if title.mini_cqe_count() != N as u32 {
+                break;
+            }
+            let Some(sess) = cq.session(ci, N as u32) else { break };
+            let flags = FLAGS_LUT[(title.hdr_type_vlan() >> 16) as usize & 0x7ff];
+            let hf = _mm256_set1_epi64x(Packet::hash_flags(title.rx_hash_res.get(), flags) as i64);
+            // A WQE's strides start at a multiple of N in `bufs`, whose length is one too.
+            let s = st0.wrapping_add(n as u32) as usize & smask;
+            let out: &mut [Packet; N] = (&mut slots[n..n + N]).try_into().expect("N");
+            let bufs: &[u32; N] = self.bufs[s..s + N].try_into().expect("N");
+            if !expand_wqe::<N>(&sess, out, bufs, k, hf, &mut sum) {
+                break;
+            }
+            sess.invalidate();
+            drops += u64::from(title.rx_drops()) * N as u64;
+            n += N;
+        }
+        t.n = n;
+        t.ci = ci0.wrapping_add(n as u32);
+        t.bytes = lanes_sum(sum);
+        t.drops = drops;
+        t
+    }
+}
