@@ -591,7 +591,7 @@ impl Window {
     /// Called once per loop iteration.
     fn tick(&mut self) -> Tick {
         self.iter = self.iter.wrapping_add(1);
-        if self.iter % CLOCK_EVERY != 0 {
+        if !self.iter.is_multiple_of(CLOCK_EVERY) {
             return Tick::Keep;
         }
         let now = Instant::now();

@@ -75,7 +75,7 @@ fn rig(size: u32, dev: ModelConfig, mode: Mode) -> Rig {
 /// sessions of one tag, of none and mixed steps all occur.
 fn tag_of(seq: u64) -> Option<u16> {
     let r = Rng((seq / 5 * 0x9e37_79b9) | 1).next();
-    (r % 3 == 0).then_some((r >> 8) as u16 & 0xefff)
+    r.is_multiple_of(3).then_some((r >> 8) as u16 & 0xefff)
 }
 
 /// Frame `seq` (`common::fill_frame`) with an experimental EtherType (0x88b5), so that no random

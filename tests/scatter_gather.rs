@@ -112,13 +112,13 @@ fn run(dev: ModelConfig, total: u64, tags: bool, seed: u64) {
                 if sent.len() as u64 == total {
                     break;
                 }
-                let len = if next(&mut rng) % 3 == 0 {
+                let len = if next(&mut rng).is_multiple_of(3) {
                     60 + next(&mut rng) as usize % 1455
                 } else {
                     60 + next(&mut rng) as usize % 8941
                 };
                 assert!(out.push_frame(&frame(sent.len() as u64, len)), "pool ran dry");
-                let tci = (tags && next(&mut rng) % 3 == 0).then(|| next(&mut rng) as u16);
+                let tci = (tags && next(&mut rng).is_multiple_of(3)).then(|| next(&mut rng) as u16);
                 if tci.is_some() {
                     out.set_vlan(out.len() - 1, tci);
                 }

@@ -64,7 +64,7 @@ impl SendRing {
     /// a BlueFlame register of two halves of `q.bf_size` bytes at `q.bf_reg`.
     pub unsafe fn new(q: RawQueue) -> Result<SendRing, String> {
         check(&q, WQEBB)?;
-        if q.bf_reg.is_null() || (q.bf_reg as usize) % 8 != 0 || q.bf_size % 64 != 0 {
+        if q.bf_reg.is_null() || !(q.bf_reg as usize).is_multiple_of(8) || !q.bf_size.is_multiple_of(64) {
             return Err("SQ without a doorbell register".into());
         }
         Ok(SendRing { q, bf_offset: 0 })

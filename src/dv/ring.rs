@@ -210,7 +210,7 @@ fn check_ring(what: &str, cnt: u32, stride: u32, want_stride: u32, buf: *mut u8,
     if stride != want_stride {
         return Err(format!("{what}: stride {stride}, the datapath needs {want_stride}"));
     }
-    if buf.is_null() || (buf as usize) % align != 0 {
+    if buf.is_null() || !(buf as usize).is_multiple_of(align) {
         return Err(format!("{what}: ring buffer is not {align}-byte aligned"));
     }
     Ok(())
@@ -345,7 +345,7 @@ impl SqRing {
     ///   index and `pi + size` that no doorbell has published yet.
     pub unsafe fn new(info: &SqInfo) -> Result<SqRing, String> {
         check_ring("SQ", info.wqe_cnt, info.stride, SEND_WQE_BB as u32, info.buf, 64)?;
-        if info.bf_reg.is_null() || (info.bf_reg as usize) % 8 != 0 || info.dbrec.is_null() {
+        if info.bf_reg.is_null() || !(info.bf_reg as usize).is_multiple_of(8) || info.dbrec.is_null() {
             return Err("SQ: doorbell register or record missing".into());
         }
         Ok(SqRing {

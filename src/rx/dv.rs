@@ -131,7 +131,7 @@ impl Zip {
     /// was read by [`Zip::open`]).
     #[inline(always)]
     pub(crate) fn next_array(&mut self, k: u32, cq: &CqRing) {
-        if k % MINI == 0 && k != 0 {
+        if k.is_multiple_of(MINI) && k != 0 {
             self.minis = cq
                 .reader()
                 .mini_array(self.head.wrapping_add(mini_array_slot(k / MINI)));
@@ -1117,7 +1117,7 @@ impl DvRxQueue {
     fn next_mini(&mut self) -> MiniCqe {
         let cq = self.cq.reader();
         let k = self.zip.done;
-        if k % MINI == 0 && k != 0 {
+        if k.is_multiple_of(MINI) && k != 0 {
             self.zip.minis = cq.mini_array(self.zip.head.wrapping_add(mini_array_slot(k / MINI)));
         }
         let m = self.zip.minis[(k % MINI) as usize];

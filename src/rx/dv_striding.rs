@@ -535,7 +535,7 @@ impl DvStridingRxQueue {
         let off = u32::from(self.data_off);
         let n = 1usize << self.log_n;
         #[cfg(target_arch = "x86_64")]
-        if self.avx2 && n % 4 == 0 {
+        if self.avx2 && n.is_multiple_of(4) {
             if let Some(wide) = Wide::new(geo, off, self.rq.segs(self.rq_pi)[0]) {
                 #[allow(unsafe_code)]
                 // SAFETY: `avx2` is set only where the CPU reports AVX2 (`new`), the one feature

@@ -193,7 +193,7 @@ const LOG_SIZE: usize = 1 << 20;
 /// the kernel (`license_is_gpl_compatible`) and honest about the generated code.
 pub(crate) fn load_xdp(insns: &[u8], name: &str) -> io::Result<OwnedFd> {
     assert!(
-        insns.len() % 8 == 0,
+        insns.len().is_multiple_of(8),
         "an eBPF image is a whole number of 8-byte instructions"
     );
     let license = c"Dual MIT/GPL";

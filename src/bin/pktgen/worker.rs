@@ -465,7 +465,7 @@ pub(crate) fn transmit(
         let room = if waiting { 0 } else { plan.burst - burst.len() };
         // The latency stream is looked at every 8th burst: its departures are then a few
         // hundred ns late at most, and its stamps say when each left.
-        let lat_turn = latency.is_some() && iter % 8 == 0;
+        let lat_turn = latency.is_some() && iter.is_multiple_of(8);
         if room > 0 || lat_turn {
             // One clock read per burst: the rates' credit and the send stamp of every packet.
             let now = due_at.unwrap_or_else(Instant::now);
@@ -505,7 +505,7 @@ pub(crate) fn transmit(
             // A send alone, timed from its due time to the next look at the clock: what a
             // departure that joins it saves (not a turn of the latency stream, a catch-up poll
             // or a publication, which the next departure waits for as it would for a hold).
-            if !lat_turn && !behind && iter % PUBLISH_EVERY != 0 {
+            if !lat_turn && !behind && !iter.is_multiple_of(PUBLISH_EVERY) {
                 sent_at = due_at;
             }
         } else {
@@ -536,7 +536,7 @@ pub(crate) fn transmit(
                 sent_since_poll = 0;
             }
         }
-        if iter % PUBLISH_EVERY == 0 {
+        if iter.is_multiple_of(PUBLISH_EVERY) {
             let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
             out.publish(p, b, d, e);
             publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
@@ -784,7 +784,7 @@ impl Receiver {
             }
             self.got.clear();
         }
-        if n == 0 || self.iter % PUBLISH_EVERY == 0 {
+        if n == 0 || self.iter.is_multiple_of(PUBLISH_EVERY) {
             self.publish();
         }
         Ok(n)
@@ -792,7 +792,7 @@ impl Receiver {
 
     fn publish(&mut self) {
         // Quantiles walk the histogram (some µs): every 16th publication, and at the end.
-        let quantiles = self.iter % (PUBLISH_EVERY * 16) == 0 || self.iter == u32::MAX;
+        let quantiles = self.iter.is_multiple_of(PUBLISH_EVERY * 16) || self.iter == u32::MAX;
         let s = self.rx.stats();
         self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
         for (st, c) in self.streams.iter_mut().zip(self.shared.iter()) {

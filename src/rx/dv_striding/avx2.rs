@@ -81,7 +81,7 @@ pub(super) fn expand_wqe<const N: usize>(
     hf: __m256i,
     sum: &mut __m256i,
 ) -> bool {
-    const { assert!(N % 8 == 0) };
+    const { assert!(N.is_multiple_of(8)) };
     let mut ok = _mm256_set1_epi32(-1);
     let mut bytes = _mm256_setzero_si256();
     for g in 0..N / 4 {
@@ -147,7 +147,7 @@ impl DvStridingRxQueue {
     pub(super) fn wqe_sessions<const N: usize>(&mut self, slots: &mut [Packet]) -> Taken {
         let (ci0, st0) = (self.cq_ci, self.st_ci);
         let mut t = Taken::at(ci0);
-        if st0 as usize % N != 0 {
+        if !(st0 as usize).is_multiple_of(N) {
             return t;
         }
         let cq = self.cq.reader();
