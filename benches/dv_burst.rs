@@ -27,6 +27,9 @@
 //! sessions, and a run whose queue did not hand up every frame it was sent, in order, fails in
 //! one line (exit 1) rather than print a figure.
 //!
+//! `RAWPKT_NO_SIMD=1` opens every queue with `QueueConfig::cpu_vector` off: the portable builds,
+//! as a CPU without MOVBE and AVX2 runs them.
+//!
 //! Every measurement prints a table row and one JSON line (`{"bench":"dv_tx",...}`).
 //! See `docs/benchmarks.md` for what each number means.
 
@@ -225,6 +228,7 @@ impl RxMode {
         QueueConfig {
             rx_striding: self.striding,
             rx_cqe_compression: self.compressed,
+            cpu_vector: cpu_vector(),
             ..QueueConfig::default()
         }
     }
@@ -257,6 +261,12 @@ static RX_MODE: std::sync::OnceLock<RxMode> = std::sync::OnceLock::new();
 
 fn rx_mode() -> RxMode {
     *RX_MODE.get_or_init(|| RxMode::new(false, false))
+}
+
+/// `QueueConfig::cpu_vector`: off where `RAWPKT_NO_SIMD` is set to anything but empty or `0`
+/// (`scripts/callgrind.sh --portable`), so that the portable builds are measured on this CPU.
+fn cpu_vector() -> bool {
+    std::env::var_os("RAWPKT_NO_SIMD").is_none_or(|v| v.is_empty() || v == "0")
 }
 
 /// The device `RAWPKT_BENCH_DEVICE` names: `cx4` models a ConnectX-4 (18 inline bytes, one

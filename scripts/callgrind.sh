@@ -20,10 +20,13 @@
 #                compression), striding (a striding RQ: counted inside DvStridingRxQueue's
 #                rx_burst) or striding+compressed; `dv_burst rx-modes` lists what a device has
 #                (a ConnectX-4 has no striding RQ: said on stderr, and that device is skipped)
+#   --portable   run the portable builds (RAWPKT_NO_SIMD=1, which the bench turns into
+#                QueueConfig::cpu_vector off: no MOVBE, no AVX2), as a CPU without them would
 #   --json       instead: every measurement (tx; rx and xconnect in every receive mode the
 #                device has) on each device, one JSON line each: path, device, rx_mode (what
 #                ran: `compressed` only where the device wrote compressed sessions),
-#                rx_mode_asked, instr_per_pkt, ir, packets, iterations, batch, frame, target.
+#                rx_mode_asked, instr_per_pkt, ir, packets, iterations, batch, frame, target,
+#                cpu (the builds that ran: movbe+avx2, movbe, avx2 or portable).
 #                A mode the device lacks, or a run whose queue did not receive every frame in
 #                order, is one line on stderr and no JSON line.
 # Output files stay in target/callgrind/ (callgrind.tx.out, callgrind.rx.out) for
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --rx-mode) RX_MODE=${2:?--rx-mode needs a mode}; shift 2 ;;
         --json) JSON=1; shift ;;
+        --portable) export RAWPKT_NO_SIMD=1; shift ;;
         --iters) ITERS=${2:?--iters needs a number}; shift 2 ;;
         --annotate) ANNOTATE=1; shift ;;
         --xconnect) XCONNECT=1; shift ;;
@@ -67,6 +71,18 @@ target() {
 }
 
 die() { echo "callgrind.sh: error: $*" >&2; exit 1; }
+
+# The builds the queues pick (`dv::cpu_has_movbe`, `dv::cpu_has_avx2`): the CPU's flags, unless
+# RAWPKT_NO_SIMD rules them out (the bench's `cpu_vector`).
+cpu_builds() {
+    if [ -n "${RAWPKT_NO_SIMD:-}" ] && [ "$RAWPKT_NO_SIMD" != 0 ]; then echo portable; return; fi
+    local flags b=""
+    flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+    case "$flags" in *" movbe "*) b=movbe ;; esac
+    case "$flags" in *" avx2 "*) b=${b:+$b+}avx2 ;; esac
+    echo "${b:-portable}"
+}
+CPU=$(cpu_builds)
 
 command -v valgrind >/dev/null 2>&1 ||
     die "valgrind is not installed (Debian/Ubuntu: apt-get install valgrind)"
@@ -157,8 +173,8 @@ if [ "$JSON" = 1 ]; then
     json_line() {
         local per
         per=$(awk -v a="$5" -v b="$6" 'BEGIN { printf "%.1f", a / b }')
-        printf '{"path":"%s","device":"%s","rx_mode":"%s","rx_mode_asked":"%s","instr_per_pkt":%s,"ir":%s,"packets":%s,"iterations":%s,"batch":32,"frame":60,"target":%s}\n' \
-            "$1" "$2" "$3" "$4" "$per" "$5" "$6" "$ITERS" "$7"
+        printf '{"path":"%s","device":"%s","rx_mode":"%s","rx_mode_asked":"%s","instr_per_pkt":%s,"ir":%s,"packets":%s,"iterations":%s,"batch":32,"frame":60,"target":%s,"cpu":"%s"}\n' \
+            "$1" "$2" "$3" "$4" "$per" "$5" "$6" "$ITERS" "$7" "$CPU"
     }
     for DEV in $DEVICES; do
         case "$DEV" in cx4|cx5) ;; *) die "--device must be cx4 or cx5" ;; esac
@@ -202,7 +218,7 @@ if [ "$XCONNECT" = 1 ]; then
         fi
         XC_PER=$(awk -v a="$XC_IR" -v b="$XC_PKTS" 'BEGIN { printf "%.1f", a / b }')
         XC_TARGET=$(target xconnect "$DEV" "$XC_RAN")
-        echo "device: $DEV; iterations: $ITERS bursts of 32 (stepped-xc), binary: $BIN"
+        echo "device: $DEV; builds: $CPU; iterations: $ITERS bursts of 32 (stepped-xc), binary: $BIN"
         echo "xconnect: $XC_IR Ir / $XC_PKTS packets forwarded"
         echo "$DEV xconnect ($XC_RAN) instructions/packet (rx_burst + tx_burst): $XC_PER (target <= $XC_TARGET: $(verdict "$XC_PER" "$XC_TARGET"))"
         printf '{"bench":"callgrind-xconnect","device":"%s","rx_mode":"%s","batch":32,"frame":60,"iterations":%s,"xc_ir":%s,"xc_packets":%s,"xc_ir_per_pkt":%s,"xc_target":%s}\n' \
@@ -256,7 +272,7 @@ fi
 
 TX_TARGET=$(target tx "$DEV" cyclic)
 RX_TARGET=$(target rx "$DEV" "$RX_RAN")
-echo "device: $DEV; iterations: $ITERS bursts of 32 (stepped mode), binary: $BIN"
+echo "device: $DEV; builds: $CPU; iterations: $ITERS bursts of 32 (stepped mode), binary: $BIN"
 echo "tx: $TX_IR Ir / $TX_PKTS packets"
 echo "rx: $RX_IR Ir / $RX_PKTS packets"
 echo "$DEV tx instructions/packet: $TX_PER (target <= $TX_TARGET: $(verdict "$TX_PER" "$TX_TARGET"))"

@@ -162,6 +162,11 @@ pub struct QueueConfig {
     /// `rxq_cqe_comp_en`; off by itself where timestamps are asked for (mini-CQEs carry none) or
     /// the device's `cqe_comp_caps` lack the hash format. Send CQs never compress.
     pub rx_cqe_compression: bool,
+    /// The Direct Verbs burst paths run their builds for the CPU's MOVBE and AVX2 where it has
+    /// them (detected once per queue). False keeps the portable builds, as DPDK's
+    /// `--force-max-simd-bitwidth=64`: to compare them on one machine (`scripts/callgrind.sh
+    /// --portable`) or to rule the vector code out. On by default.
+    pub cpu_vector: bool,
 }
 
 impl Default for QueueConfig {
@@ -177,6 +182,7 @@ impl Default for QueueConfig {
             rx_max_frame: 0,
             rx_vlan_strip: false,
             rx_cqe_compression: true,
+            cpu_vector: true,
         }
     }
 }

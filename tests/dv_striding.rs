@@ -670,8 +670,8 @@ fn compressing_rig() -> Rig {
     r
 }
 
-/// A session of a whole WQE (16 frames, two mini-CQE arrays, the fast path's straight-line
-/// case): every frame handed up, every slot but the title invalidated, nothing counted as bad.
+/// A session of a whole WQE (16 frames, two mini-CQE arrays: the AVX2 path's case where the CPU
+/// has it, else the scalar path's straight-line one): every frame handed up, every slot but the title invalidated, nothing counted as bad.
 #[test]
 fn a_whole_wqe_session_is_handed_up_and_its_slots_invalidated() {
     let mut r = compressing_rig();
@@ -776,5 +776,78 @@ fn a_one_stride_mini_cqe_longer_than_its_stride_in_a_whole_wqe_session_is_droppe
     let s = r.rx.stats();
     assert_eq!((s.errors.local_length, s.recoveries), (1, 0));
     drop(got);
+    r.teardown();
+}
+
+/// Whole-WQE sessions the vector path does not take and hands on to the scalar one, with the
+/// scalar one's result: one whose fourth mini-CQE carries no stride count (its strides then come
+/// from its length, as DPDK `mlx5_rx_burst_mprq` reads such mini-CQEs: one stride for 100
+/// bytes, handed up), and one whose last mini-CQE is a filler of the last stride (given back).
+/// 31 frames in order, nothing an error, no reset, every stride posted again.
+#[test]
+fn whole_wqe_sessions_with_a_strideless_or_filler_mini_cqe_take_the_scalar_path() {
+    use rawpkt::dv::prm::{Cqe64, MiniCqe};
+    let mut r = compressing_rig();
+    let len_of = |wqe: u16, s: u16| 60 + 2 * u32::from(16 * wqe + s);
+    let strideless: Vec<MiniCqe> = (0..16u16)
+        .map(|s| match s {
+            3 => MiniCqe::csum(0, s, mprq::byte_cnt(100, 0, false).get()),
+            _ => MiniCqe::csum(0, s, mprq::byte_cnt(len_of(0, s), 1, false).get()),
+        })
+        .collect();
+    let filler_last: Vec<MiniCqe> = (0..16u16)
+        .map(|s| match s {
+            15 => MiniCqe::csum(0, s, mprq::byte_cnt(0, 1, true).get()),
+            _ => MiniCqe::csum(0, s, mprq::byte_cnt(len_of(1, s), 1, false).get()),
+        })
+        .collect();
+    inject_session_of(&r, Cqe64::resp_send(0, 60, 0, 0, 0, 0), &strideless);
+    inject_session_of(&r, Cqe64::resp_send(1, 60, 0, 0, 0, 0), &filler_last);
+    let mut got = Burst::new(&r.pool, 64);
+    assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 31);
+    let lens: Vec<usize> = got.packets().iter().map(|p| p.len()).collect();
+    let mut want: Vec<usize> = (0..16)
+        .map(|s| if s == 3 { 100 } else { len_of(0, s) as usize })
+        .collect();
+    want.extend((0..15).map(|s| len_of(1, s) as usize));
+    assert_eq!(lens, want);
+    let s = r.rx.stats();
+    assert_eq!((s.errors.total(), s.recoveries), (0, 0));
+    drop(got);
+    assert_eq!(r.rx.posted(), 64, "both WQEs posted again");
+    r.teardown();
+}
+
+/// Two whole-WQE sessions and bursts of room 20: the first burst takes the first session whole
+/// and the first 4 frames of the second (which then stays open), the next burst the other 12;
+/// frames in order with their lengths, bytes counted once, every slot but the titles stamped.
+#[test]
+fn a_burst_with_room_for_one_whole_wqe_session_and_part_of_the_next() {
+    use rawpkt::dv::prm::{Cqe64, MiniCqe, CQE_INVALIDATE};
+    let mut r = compressing_rig();
+    let len_of = |k: u16| 60 + 2 * u32::from(k);
+    for wqe in 0..2u16 {
+        let minis: Vec<MiniCqe> = (0..16u16)
+            .map(|s| MiniCqe::csum(0, s, mprq::byte_cnt(len_of(16 * wqe + s), 1, false).get()))
+            .collect();
+        inject_session_of(&r, Cqe64::resp_send(wqe, 60, 0, 0, 0, 0), &minis);
+    }
+    let mut lens = Vec::new();
+    for want in [20, 12] {
+        let mut got = Burst::new(&r.pool, 20);
+        assert_eq!(r.rx.rx_burst(&mut got).unwrap(), want);
+        lens.extend(got.packets().iter().map(|p| p.len()));
+    }
+    let want: Vec<usize> = (0..32).map(|k| len_of(k) as usize).collect();
+    assert_eq!(lens, want);
+    let s = r.rx.stats();
+    assert_eq!(
+        (s.packets, s.bytes, s.errors.total()),
+        (32, want.iter().sum::<usize>() as u64, 0)
+    );
+    let cqn = r.keep.2.cqn();
+    for slot in (1..32).filter(|&i| i != 16) {
+        assert_eq!(r.nic.cq_slot(cqn, slot).unwrap()[63], CQE_INVALIDATE, "slot {slot}");
+    }
     r.teardown();
 }

@@ -501,7 +501,8 @@ impl Packet {
                 && std::mem::offset_of!(Packet, timestamp) == 16
         );
         // SAFETY: bytes 0..16 of this repr(C) struct are `buf`, `len`, `off`, `rss_hash`, `flags`
-        // (asserted with `len` at 4 and `off` at 6 above): integers with no padding between, so
+        // (asserted here and, `len` at 4 and `off` at 6, after the struct): integers with no
+        // padding between, so
         // every byte is initialised and any bytes written make valid fields; the borrow of
         // `self` keeps the view exclusive.
         unsafe { &mut *(self as *mut Packet).cast::<[u8; 16]>() }

@@ -130,7 +130,10 @@ pub struct DvStridingRxQueue {
     /// The CPU has MOVBE: bursts run in the build for it (as the cyclic queue's).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
-    /// The CPU has AVX2: the refill writes four data segments per vector ([`fill_wqes_avx2`]).
+    /// The CPU has AVX2 (and `QueueConfig::cpu_vector` allows it): the refill writes four data
+    /// segments per vector ([`fill_wqes_avx2`]), and with `movbe` a compressing queue takes
+    /// whole-WQE sessions with AVX2 ([`avx2`]); `rx_burst` relies on it for its dispatch
+    /// (`set_cpu_features` can only clear it).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     avx2: bool,
     device_holds_buffers: bool,
@@ -139,10 +142,15 @@ pub struct DvStridingRxQueue {
     stats: QueueStats,
     scratch: Box<[u32]>,
     /// The CQ compresses receive completions in the checksum/stride-index format: bursts go to
-    /// [`DvStridingRxQueue::burst_general`], which expands sessions ([`DvStridingRxQueue::expand`]).
+    /// [`DvStridingRxQueue::burst_zip`] (whole-WQE sessions with AVX2, then whole sessions in
+    /// place, then [`DvStridingRxQueue::burst_general`], which expands the rest,
+    /// [`DvStridingRxQueue::expand`]).
     zip_on: bool,
     /// The compressed session being handed up, which may span bursts.
     zip: Zip,
+    /// Sessions the AVX2 path took (tests check that it ran).
+    #[cfg(test)]
+    vector_sessions: u64,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -460,8 +468,8 @@ impl DvStridingRxQueue {
             timestamps: cfg.rx_timestamps,
             clock,
             refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
-            movbe: crate::dv::cpu_has_movbe(),
-            avx2: crate::dv::cpu_has_avx2(),
+            movbe: cfg.cpu_vector && crate::dv::cpu_has_movbe(),
+            avx2: cfg.cpu_vector && crate::dv::cpu_has_avx2(),
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
@@ -469,6 +477,8 @@ impl DvStridingRxQueue {
             scratch: vec![0; strides as usize].into_boxed_slice(),
             zip_on,
             zip: Zip::default(),
+            #[cfg(test)]
+            vector_sessions: 0,
         };
         // The next segments and the data segments' byte counts and lkeys never change; a refill
         // rewrites only addresses. VPP links the next segments although a cyclic striding RQ
@@ -997,8 +1007,10 @@ impl DvStridingRxQueue {
     /// `mlx5_rx.c` `mlx5_rx_poll_len`). VPP trusts the stride counts; this path also checks
     /// each mini-CQE's stride index ([`at_strides`]). Stops before anything else: the CQE at
     /// the returned index is untouched and [`Self::burst_general`] takes it (a frame over
-    /// several strides, a filler, a broken stride index is found there again). The caller
-    /// moves `st_ci` and the consumer index.
+    /// several strides, a filler, a broken stride index is found there again). Goes on from
+    /// `from`: its `n` packets are in `slots` already, not committed, and neither `cq_ci` nor
+    /// `st_ci` has moved past them (its `ci` is `cq_ci + n`). The caller moves `st_ci` and the
+    /// consumer index.
     #[inline(always)]
     fn sessions(&mut self, slots: &mut [Packet], from: Taken) -> Taken {
         let cq = self.cq.reader();
@@ -1009,6 +1021,7 @@ impl DvStridingRxQueue {
         // first plus the frames taken so far (`from`'s too).
         let (ci0, st0) = (self.cq_ci, self.st_ci);
         let room = slots.len().min(self.posted() as usize) as u32;
+        debug_assert_eq!(from.ci, ci0.wrapping_add(from.n as u32));
         let (mut n, mut byte_sum, mut drops) = (from.n as u32, 0u32, from.drops);
         let empty = loop {
             let ci = ci0.wrapping_add(n);
@@ -1371,9 +1384,12 @@ mod builds {
     /// (2 KiB buffers) and of 8 (4 KiB): one-stride frames mostly, whole-WQE sessions with them,
     /// and now and then a frame over several strides, which makes sessions of other shapes
     /// and fillers; bursts of the step, of 64 and of 16. Frames arrive byte-identical and in
-    /// order, both ends count the same bytes, nothing is an error, every buffer comes back.
+    /// order with the same hashes and flags in every build, both ends count the same bytes,
+    /// nothing is an error, every buffer comes back, and the AVX2 build took whole-WQE
+    /// sessions (where the CPU has it) while the others took none.
     #[test]
     fn vector_and_scalar_builds_expand_the_same_sessions() {
+        let mut digests = std::collections::HashMap::new();
         for buf_size in [2048u32, 4096] {
             for (movbe, avx2) in [(true, true), (true, false), (false, false)] {
                 let case = format!("{buf_size}-byte buffers, movbe {movbe}, avx2 {avx2}");
@@ -1420,7 +1436,7 @@ mod builds {
                         60 + (seq as usize * 37) % (stride - 60)
                     }
                 };
-                let (mut sent, mut seen) = (0u64, 0u64);
+                let (mut sent, mut seen, mut digest) = (0u64, 0u64, 0u64);
                 let mut expect = vec![0u8; 4 * stride];
                 let mut data = vec![0u8; 4 * stride];
                 for round in 0..600u64 {
@@ -1465,6 +1481,8 @@ mod builds {
                             expect[..8].copy_from_slice(&seen.to_be_bytes());
                             let k = got.copy_frame(i, &mut data).unwrap();
                             assert!(data[..k] == expect[..len], "frame {seen} ({case})");
+                            let p = got.packet(i);
+                            digest = digest.rotate_left(5) ^ u64::from(p.rss_hash()) << 32 ^ u64::from(p.flags());
                             seen += 1;
                         }
                         got.clear();
@@ -1472,6 +1490,21 @@ mod builds {
                     tx.reclaim().unwrap();
                 }
                 assert_eq!(tx.stats().bytes, rx.stats().bytes, "{case}");
+                assert_eq!(
+                    *digests.entry(buf_size).or_insert(digest),
+                    digest,
+                    "hashes and flags ({case})"
+                );
+                let vector = movbe && avx2 && crate::dv::cpu_has_movbe() && crate::dv::cpu_has_avx2();
+                if !crate::dv::cpu_has_avx2() {
+                    eprintln!("no AVX2 on this CPU: the scalar builds alone run ({case})");
+                }
+                assert_eq!(
+                    rx.vector_sessions > 100,
+                    vector,
+                    "{} vector sessions ({case})",
+                    rx.vector_sessions
+                );
                 assert_eq!(rx.stats().errors.total(), 0, "{case}");
                 assert!(nic.counters().cqe_sessions > 1000, "{case}");
                 nic.step();

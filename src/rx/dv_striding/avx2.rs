@@ -8,7 +8,8 @@
 //! several scalar instructions. Each packet's first 16 bytes (buffer, length and offset, the
 //! title's hash and flags) are then one store. DPDK's `rxq_cq_decompress_v`
 //! (`mlx5_rxtx_vec_sse.h`) expands mini-CQEs with the same shuffles, four to a step.
-//! Sessions of any other shape, and CPUs without AVX2 and MOVBE, take the scalar path.
+//! Sessions of any other shape, WQEs of other than 8 or 16 strides, and CPUs without AVX2 or
+//! without MOVBE take the scalar path.
 
 use std::arch::x86_64::*;
 
@@ -142,6 +143,10 @@ impl DvStridingRxQueue {
     /// strides ([`expand_wqe`]) and fits `slots`, as [`Self::sessions`] does, with its state in
     /// locals. Stops at anything else (the CQE there untouched, for the scalar path), at an
     /// empty slot, or when the burst is full. The caller moves `st_ci` and the consumer index.
+    /// It runs first in a burst, and takes nothing unless `st_ci` is at a WQE's start: once the
+    /// scalar path has taken part of a WQE (a burst whose room is not a multiple of `N`, a
+    /// session split by the device), the rest of that burst is scalar, and the next burst whose
+    /// first session starts a WQE is vector again.
     #[target_feature(enable = "avx2,movbe")]
     #[inline]
     pub(super) fn wqe_sessions<const N: usize>(&mut self, slots: &mut [Packet]) -> Taken {
@@ -180,6 +185,10 @@ impl DvStridingRxQueue {
             sess.invalidate();
             drops += u64::from(title.rx_drops()) * N as u64;
             n += N;
+        }
+        #[cfg(test)]
+        {
+            self.vector_sessions += (n / N) as u64;
         }
         t.n = n;
         t.ci = ci0.wrapping_add(n as u32);
