@@ -32,7 +32,11 @@ pub(super) fn sq_info(qp: &Arc<Qp>, keep: KeepAlive) -> Result<SqInfo, LayoutErr
     let q = qp.dv_info().map_err(LayoutError::Call)?;
     // rdma-core: the SQ stride is always one 64-byte WQEBB and wqe_cnt a power of two
     // (providers/mlx5/verbs.c `mlx5_calc_sq_size`); VPP refuses the queue otherwise.
-    if q.sq.stride != 64 || !q.sq.wqe_cnt.is_power_of_two() || q.sq.buf.is_null() || !(q.sq.buf as usize).is_multiple_of(64) {
+    if q.sq.stride != 64
+        || !q.sq.wqe_cnt.is_power_of_two()
+        || q.sq.buf.is_null()
+        || !(q.sq.buf as usize).is_multiple_of(64)
+    {
         return Err(LayoutError::Unexpected(format!(
             "unexpected send queue layout from mlx5dv_init_obj (stride {}, {} WQEBBs)",
             q.sq.stride, q.sq.wqe_cnt
