@@ -21,8 +21,8 @@ pub(crate) fn cpu_has_movbe() -> bool {
 }
 
 /// Whether the receive paths may use AVX2: the refills' WQE addresses (`rx::dv`'s
-/// `post_addrs_avx2`, `rx::dv_striding`'s `fill_wqes_avx2`) and the striding queue's whole-WQE
-/// compressed sessions (`rx::dv_striding`'s `avx2` module); decided once per queue.
+/// `post_addrs_avx2`) and the striding queue's refill and whole-WQE compressed sessions (the
+/// `rx::dv_striding::avx2` module); decided once per queue.
 pub(crate) fn cpu_has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     return std::arch::is_x86_feature_detected!("avx2");

@@ -131,7 +131,7 @@ pub struct DvStridingRxQueue {
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
     /// The CPU has AVX2 (and `QueueConfig::cpu_vector` allows it): the refill writes four data
-    /// segments per vector ([`fill_wqes_avx2`]), and with `movbe` a compressing queue takes
+    /// segments per vector ([`avx2::fill_wqes_avx2`]), and with `movbe` a compressing queue takes
     /// whole-WQE sessions with AVX2 ([`avx2`]); `rx_burst` relies on it for its dispatch
     /// (`set_cpu_features` can only clear it).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -260,95 +260,6 @@ fn fill_wqe<const N: usize>(segs: &mut [DataSeg], bufs: &[u32], geo: BufGeometry
             true
         }
         _ => false,
-    }
-}
-
-/// What [`fill_wqes_avx2`] writes besides the addresses: a buffer's address is `base + idx *
-/// size` ([`BufGeometry::buf_addr`] with the data offset in `base`), and every data segment of
-/// the queue starts with the same byte count and lkey (`head`, the first 8 bytes as they lie,
-/// written by [`DvStridingRxQueue::new`] and never changed).
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-struct Wide {
-    base: u64,
-    size: u32,
-    head: u64,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Wide {
-    /// For buffers of `geo` at data offset `off`, segments like `seg`; None where a buffer's
-    /// size does not fit the 32-bit multiply (the scalar loop then writes every address).
-    fn new(geo: BufGeometry<'_>, off: u32, seg: DataSeg) -> Option<Wide> {
-        let base = geo.buf_addr(0, off);
-        let size = u32::try_from(geo.buf_addr(1, off) - base).ok()?;
-        // The two big-endian words' bytes in memory order, read as one little-endian word.
-        let head = u64::from(seg.byte_count.get().to_be()) | u64::from(seg.lkey.get().to_be()) << 32;
-        Some(Wide { base, size, head })
-    }
-}
-
-const _: () = assert!(std::mem::size_of::<DataSeg>() == 16 && std::mem::align_of::<DataSeg>() <= 16);
-
-/// The refill's data segments with AVX2, whole, in the `wqes` WQEs from `pi0` on (their
-/// buffers in `bufs`, indexed by the free-running stride counter as
-/// [`DvStridingRxQueue::refill`] keeps them; a WQE's strides a multiple of four), by
-/// [`segs_avx2`]; a WQE of 16 strides in straight-line code. Compiled for AVX2, which the
-/// caller must have checked.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn fill_wqes_avx2(rq: &mut StridingRqRing, bufs: &[u32], pi0: u32, wqes: u32, log_n: u32, w: Wide) {
-    let n = 1usize << log_n;
-    let smask = bufs.len() - 1;
-    for k in 0..wqes {
-        let pi = pi0.wrapping_add(k);
-        let at = (pi << log_n) as usize & smask;
-        let (segs, b) = (rq.segs(pi), &bufs[at..at + n]);
-        if n == 16 {
-            segs_avx2(&mut segs[..16], &b[..16], w);
-        } else {
-            segs_avx2(segs, b, w);
-        }
-    }
-}
-
-/// The data segments `segs` for the buffers `bufs`, four at a time (the rest, past a multiple
-/// of four, left alone): for four buffer indices, a widening load, a multiply, an add and a byte
-/// swap give their four big-endian addresses, a permute and two unpacks put them beside the
-/// constant byte count and lkey as four 16-byte segments, and two 32-byte stores write them
-/// (nine instructions where the scalar [`fill_wqe`] takes sixteen: a load, multiply, add and
-/// `movbe` store per address). Compiled for AVX2, which the caller must have checked.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-fn segs_avx2(segs: &mut [DataSeg], bufs: &[u32], w: Wide) {
-    use std::arch::x86_64::*;
-    // `size` < 2^32 in each lane: the 32x32-bit multiply of an index by it is exact.
-    let (size, base) = (_mm256_set1_epi64x(i64::from(w.size)), _mm256_set1_epi64x(w.base as i64));
-    let head = _mm256_set1_epi64x(w.head as i64);
-    // Reverses the bytes of each 64-bit lane (the shuffle works within each 128-bit half).
-    let swap = _mm256_setr_epi8(
-        7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8,
-    );
-    for (s, b) in segs.chunks_exact_mut(4).zip(bufs.chunks_exact(4)) {
-        #[allow(unsafe_code)]
-        // SAFETY: `b` is four u32, 16 readable bytes; the load takes any alignment.
-        let idx = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
-        let be = _mm256_shuffle_epi8(
-            _mm256_add_epi64(_mm256_mul_epu32(_mm256_cvtepu32_epi64(idx), size), base),
-            swap,
-        );
-        // Addresses 0, 2 | 1, 3: each 128-bit half's low words are then segments 0 and 1, its
-        // high words 2 and 3.
-        let a = _mm256_permute4x64_epi64::<0b11_01_10_00>(be);
-        let (s01, s23) = (_mm256_unpacklo_epi64(head, a), _mm256_unpackhi_epi64(head, a));
-        #[allow(unsafe_code)]
-        // SAFETY: `s` is four 16-byte `DataSeg`s (asserted above), 64 writable bytes, which the
-        // two unaligned 32-byte stores fill; any bit pattern is a valid `DataSeg`.
-        unsafe {
-            _mm256_storeu_si256(s.as_mut_ptr().cast(), s01);
-            _mm256_storeu_si256(s.as_mut_ptr().add(2).cast(), s23);
-        }
     }
 }
 
@@ -546,12 +457,12 @@ impl DvStridingRxQueue {
         let n = 1usize << self.log_n;
         #[cfg(target_arch = "x86_64")]
         if self.avx2 && n.is_multiple_of(4) {
-            if let Some(wide) = Wide::new(geo, off, self.rq.segs(self.rq_pi)[0]) {
+            if let Some(wide) = avx2::Wide::new(geo, off, self.rq.segs(self.rq_pi)[0]) {
                 #[allow(unsafe_code)]
                 // SAFETY: `avx2` is set only where the CPU reports AVX2 (`new`), the one feature
                 // the function is compiled for.
                 unsafe {
-                    fill_wqes_avx2(&mut self.rq, &self.bufs, self.rq_pi, wqes, self.log_n, wide)
+                    avx2::fill_wqes_avx2(&mut self.rq, &self.bufs, self.rq_pi, wqes, self.log_n, wide)
                 };
                 self.rq_pi = self.rq_pi.wrapping_add(wqes);
                 self.rq.ring_doorbell(self.rq_pi);
@@ -1319,7 +1230,7 @@ mod tests {
         let p = pool(2048);
         let geo = p.geometry();
         let (off, head) = (128, DataSeg::new(1024, 0x1234_5678, 0));
-        let wide = Wide::new(geo, off, head).expect("a 2 KiB buffer fits the multiply");
+        let wide = super::avx2::Wide::new(geo, off, head).expect("a 2 KiB buffer fits the multiply");
         let bufs: Vec<u32> = (0..18u32)
             .map(|k| k.wrapping_mul(0x9e37_79b9) | u32::from(k == 5) << 31)
             .collect();
@@ -1330,7 +1241,7 @@ mod tests {
         #[allow(unsafe_code)]
         // SAFETY: the CPU has AVX2 (tested above).
         unsafe {
-            segs_avx2(&mut got, &bufs, wide)
+            super::avx2::segs_avx2(&mut got, &bufs, wide)
         };
         assert_eq!(&got[..16], &want[..16]);
         assert_eq!(&got[16..], &[stale, stale], "the rest is the caller's");

@@ -1,4 +1,6 @@
-//! Compressed sessions of whole striding WQEs expanded with AVX2: the common case of a
+//! The striding queue's AVX2 code: its refill's data segments, four a step ([`fill_wqes_avx2`]),
+//! and compressed sessions of whole striding WQEs ([`DvStridingRxQueue::wqe_sessions`]), the
+//! common case of a
 //! striding+compressed queue (the device fills a WQE's strides one frame each and reports them
 //! in one session of as many mini-CQEs; with stride-index mini-CQEs a session never spans WQEs).
 //! Four mini-CQEs are one 32-byte load; a byte shuffle puts each one's byte count and stride
@@ -14,9 +16,9 @@
 use std::arch::x86_64::*;
 
 use super::{DvStridingRxQueue, Taken};
-use crate::dv::prm::{mprq, MiniCqe};
-use crate::dv::ring::Session;
-use crate::mem::pool::Packet;
+use crate::dv::prm::{mprq, DataSeg, MiniCqe};
+use crate::dv::ring::{Session, StridingRqRing};
+use crate::mem::pool::{BufGeometry, Packet};
 use crate::rx::dv::FLAGS_LUT;
 
 // The byte order the shuffle assumes: a mini-CQE is the big-endian checksum, stride index and
@@ -195,5 +197,89 @@ impl DvStridingRxQueue {
         t.bytes = lanes_sum(sum);
         t.drops = drops;
         t
+    }
+}
+
+/// What [`fill_wqes_avx2`] writes besides the addresses: a buffer's address is `base + idx *
+/// size` ([`BufGeometry::buf_addr`] with the data offset in `base`), and every data segment of
+/// the queue starts with the same byte count and lkey (`head`, the first 8 bytes as they lie,
+/// written by [`DvStridingRxQueue::new`] and never changed).
+#[derive(Clone, Copy)]
+pub(super) struct Wide {
+    base: u64,
+    size: u32,
+    head: u64,
+}
+
+impl Wide {
+    /// For buffers of `geo` at data offset `off`, segments like `seg`; None where a buffer's
+    /// size does not fit the 32-bit multiply (the scalar loop then writes every address).
+    pub(super) fn new(geo: BufGeometry<'_>, off: u32, seg: DataSeg) -> Option<Wide> {
+        let base = geo.buf_addr(0, off);
+        let size = u32::try_from(geo.buf_addr(1, off) - base).ok()?;
+        // The two big-endian words' bytes in memory order, read as one little-endian word.
+        let head = u64::from(seg.byte_count.get().to_be()) | u64::from(seg.lkey.get().to_be()) << 32;
+        Some(Wide { base, size, head })
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<DataSeg>() == 16 && std::mem::align_of::<DataSeg>() <= 16);
+
+/// The refill's data segments with AVX2, whole, in the `wqes` WQEs from `pi0` on (their
+/// buffers in `bufs`, indexed by the free-running stride counter as
+/// [`DvStridingRxQueue::refill`] keeps them; a WQE's strides a multiple of four), by
+/// [`segs_avx2`]; a WQE of 16 strides in straight-line code. Compiled for AVX2, which the
+/// caller must have checked.
+#[target_feature(enable = "avx2")]
+pub(super) fn fill_wqes_avx2(rq: &mut StridingRqRing, bufs: &[u32], pi0: u32, wqes: u32, log_n: u32, w: Wide) {
+    let n = 1usize << log_n;
+    let smask = bufs.len() - 1;
+    for k in 0..wqes {
+        let pi = pi0.wrapping_add(k);
+        let at = (pi << log_n) as usize & smask;
+        let (segs, b) = (rq.segs(pi), &bufs[at..at + n]);
+        if n == 16 {
+            segs_avx2(&mut segs[..16], &b[..16], w);
+        } else {
+            segs_avx2(segs, b, w);
+        }
+    }
+}
+
+/// The data segments `segs` for the buffers `bufs`, four at a time (the rest, past a multiple
+/// of four, left alone): for four buffer indices, a widening load, a multiply, an add and a byte
+/// swap give their four big-endian addresses, a permute and two unpacks put them beside the
+/// constant byte count and lkey as four 16-byte segments, and two 32-byte stores write them
+/// (nine instructions where the scalar [`super::fill_wqe`] takes sixteen: a load, multiply, add and
+/// `movbe` store per address). Compiled for AVX2, which the caller must have checked.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn segs_avx2(segs: &mut [DataSeg], bufs: &[u32], w: Wide) {
+    // `size` < 2^32 in each lane: the 32x32-bit multiply of an index by it is exact.
+    let (size, base) = (_mm256_set1_epi64x(i64::from(w.size)), _mm256_set1_epi64x(w.base as i64));
+    let head = _mm256_set1_epi64x(w.head as i64);
+    // Reverses the bytes of each 64-bit lane (the shuffle works within each 128-bit half).
+    let swap = _mm256_setr_epi8(
+        7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8,
+    );
+    for (s, b) in segs.chunks_exact_mut(4).zip(bufs.chunks_exact(4)) {
+        #[allow(unsafe_code)]
+        // SAFETY: `b` is four u32, 16 readable bytes; the load takes any alignment.
+        let idx = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
+        let be = _mm256_shuffle_epi8(
+            _mm256_add_epi64(_mm256_mul_epu32(_mm256_cvtepu32_epi64(idx), size), base),
+            swap,
+        );
+        // Addresses 0, 2 | 1, 3: each 128-bit half's low words are then segments 0 and 1, its
+        // high words 2 and 3.
+        let a = _mm256_permute4x64_epi64::<0b11_01_10_00>(be);
+        let (s01, s23) = (_mm256_unpacklo_epi64(head, a), _mm256_unpackhi_epi64(head, a));
+        #[allow(unsafe_code)]
+        // SAFETY: `s` is four 16-byte `DataSeg`s (asserted above), 64 writable bytes, which the
+        // two unaligned 32-byte stores fill; any bit pattern is a valid `DataSeg`.
+        unsafe {
+            _mm256_storeu_si256(s.as_mut_ptr().cast(), s01);
+            _mm256_storeu_si256(s.as_mut_ptr().add(2).cast(), s23);
+        }
     }
 }
