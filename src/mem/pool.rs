@@ -500,11 +500,10 @@ impl Packet {
                 && std::mem::offset_of!(Packet, flags) == 12
                 && std::mem::offset_of!(Packet, timestamp) == 16
         );
-        // SAFETY: bytes 0..16 of this repr(C) struct are `buf`, `len`, `off`, `rss_hash`, `flags`
-        // (asserted here and, `len` at 4 and `off` at 6, after the struct): integers with no
-        // padding between, so
-        // every byte is initialised and any bytes written make valid fields; the borrow of
-        // `self` keeps the view exclusive.
+        // Bytes 0..16 of this repr(C) struct are `buf`, `len`, `off`, `rss_hash`, `flags` (asserted
+        // here and, `len` at 4 and `off` at 6, after the struct).
+        // SAFETY: those are integers with no padding between: every byte is initialised, any bytes
+        // written make valid fields, and the borrow of `self` keeps the view exclusive.
         unsafe { &mut *(self as *mut Packet).cast::<[u8; 16]>() }
     }
 

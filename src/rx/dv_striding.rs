@@ -1162,11 +1162,12 @@ impl RxQueue for DvStridingRxQueue {
         if self.zip_on {
             #[cfg(target_arch = "x86_64")]
             if self.movbe && self.avx2 {
+                // `movbe` and `avx2` are set only where the CPU reports them (`new`).
                 #[allow(unsafe_code)]
-                // SAFETY: `movbe` and `avx2` are set only where the CPU reports them (`new`), the
-                // features the functions are compiled for.
                 match self.log_n {
+                    // SAFETY: the CPU has the features the function is compiled for (above).
                     4 => return unsafe { rx_zip_avx2::<16>(self, out) },
+                    // SAFETY: as for 16.
                     3 => return unsafe { rx_zip_avx2::<8>(self, out) },
                     _ => {}
                 }
@@ -1320,9 +1321,8 @@ mod builds {
                 };
                 let tx_cq = nic.create_cq(256).unwrap();
                 let sq = nic.create_sq(0, 256, tx_cq.cqn()).unwrap();
-                // SAFETY: the model made these rings for these queues alone; the infos keep them
-                // alive.
                 let mut tx =
+                    // SAFETY: the model made these rings for this queue; the infos keep them alive.
                     unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &cfg, nic.caps(), nic.control()) }.unwrap();
                 let wqes = cfg.size / n;
                 let rx_cq = nic

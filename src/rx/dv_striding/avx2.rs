@@ -89,9 +89,9 @@ pub(super) fn expand_wqe<const N: usize>(
     let mut bytes = _mm256_setzero_si256();
     for g in 0..N / 4 {
         let minis = &sess.array((g / 2) as u32)[(g % 2) * 4..][..4];
+        #[allow(unsafe_code)]
         // SAFETY: `minis` is four 8-byte mini-CQEs, 32 readable bytes; the load takes any
         // alignment.
-        #[allow(unsafe_code)]
         let raw = unsafe { _mm256_loadu_si256(minis.as_ptr().cast()) };
         // Per lane: the length (the byte count less its one stride), and the stride index less
         // the one expected: 0 when right.
