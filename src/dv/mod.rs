@@ -20,9 +20,8 @@ pub(crate) fn cpu_has_movbe() -> bool {
     return false;
 }
 
-/// Whether the receive paths may use AVX2: the refills' WQE addresses (`rx::dv`'s
-/// `post_addrs_avx2`) and the striding queue's refill and whole-WQE compressed sessions (the
-/// `rx::dv_striding::avx2` module); decided once per queue.
+/// Whether the receive paths may use AVX2: both queues' refills and compressed sessions (the
+/// `rx::dv::avx2` and `rx::dv_striding::avx2` modules); decided once per queue.
 pub(crate) fn cpu_has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     return std::arch::is_x86_feature_detected!("avx2");

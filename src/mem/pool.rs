@@ -489,11 +489,12 @@ impl Packet {
         unsafe { std::ptr::addr_of_mut!(self.rss_hash).cast::<u64>().write_unaligned(v) }
     }
 
-    /// The descriptor's first 16 bytes, `buf`, `len`, `off`, `rss_hash` and `flags` in that
-    /// order (little-endian host: `buf | len_off << 32`, then [`Packet::hash_flags`]), for a
-    /// receive path that writes them with one 16-byte vector store per packet.
+    /// Sets the descriptor's first 16 bytes, `buf`, `len`, `off`, `rss_hash` and `flags` in that
+    /// order (`buf | len_off << 32`, then [`Packet::hash_flags`], little-endian), with one vector
+    /// store: the AVX2 receive paths build them four packets at a time.
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    pub(crate) fn head_mut(&mut self) -> &mut [u8; 16] {
+    pub(crate) fn set_head(&mut self, v: std::arch::x86_64::__m128i) {
         const _: () = assert!(
             std::mem::offset_of!(Packet, buf) == 0
                 && std::mem::offset_of!(Packet, rss_hash) == 8
@@ -501,10 +502,9 @@ impl Packet {
                 && std::mem::offset_of!(Packet, timestamp) == 16
         );
         // Bytes 0..16 of this repr(C) struct are `buf`, `len`, `off`, `rss_hash`, `flags` (asserted
-        // here and, `len` at 4 and `off` at 6, after the struct).
-        // SAFETY: those are integers with no padding between: every byte is initialised, any bytes
-        // written make valid fields, and the borrow of `self` keeps the view exclusive.
-        unsafe { &mut *(self as *mut Packet).cast::<[u8; 16]>() }
+        // here and, `len` at 4 and `off` at 6, after the struct): integers, no padding between.
+        // SAFETY: 16 bytes inside `self`, written unaligned; any bytes make valid fields.
+        unsafe { std::arch::x86_64::_mm_storeu_si128((self as *mut Packet).cast(), v) }
     }
 
     /// The frame's length (all segments of a chained packet).

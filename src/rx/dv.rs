@@ -37,9 +37,14 @@ pub struct DvRxQueue {
     /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`]).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
-    /// The CPU has AVX2: the refill computes WQE addresses four at a time ([`post_addrs_avx2`]).
+    /// The CPU has AVX2: the refill computes WQE addresses four at a time ([`avx2::post_addrs_avx2`]),
+    /// and with `movbe` compressed sessions' full arrays are expanded four mini-CQEs a step
+    /// ([`avx2::zip_chunk`]); `rx_burst` relies on it for its dispatch.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     avx2: bool,
+    /// Mini-CQE arrays the AVX2 path expanded (tests check that it ran).
+    #[cfg(test)]
+    vector_arrays: u64,
     /// The device could not be stopped: the posted buffers must never go back to the pool.
     device_holds_buffers: bool,
     recover: bool,
@@ -233,6 +238,8 @@ impl DvRxQueue {
             offload: sg > 1 || cfg.rx_vlan_strip,
             zip_on,
             zip: Zip::default(),
+            #[cfg(test)]
+            vector_arrays: 0,
             zip_hv: 0,
         };
         // Byte count and lkey never change; a refill rewrites only the address (VPP). Segments
@@ -296,7 +303,7 @@ impl DvRxQueue {
             let bsize = u32::try_from(bsize).expect("a pool's buffer size is a u32");
             // SAFETY: `avx2` is set only where the CPU reports AVX2 (`DvRxQueue::new`).
             #[allow(unsafe_code)]
-            let k = unsafe { post_addrs_avx2(segs, bufs, base, bsize) };
+            let k = unsafe { avx2::post_addrs_avx2(segs, bufs, base, bsize) };
             (&mut segs[k..], &bufs[k..])
         } else {
             (segs, bufs)
@@ -614,7 +621,7 @@ impl DvRxQueue {
     /// [`DvRxQueue::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
     /// sessions expanded ([`DvRxQueue::open_session`], [`DvRxQueue::expand`]).
     #[inline(always)]
-    fn burst_zip(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+    fn burst_zip<const V: bool>(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
@@ -629,7 +636,7 @@ impl DvRxQueue {
         if self.zip.done == self.zip.n {
             if let Some((n, flags, drops)) = self.whole_session(p.ci, p.rq_ci, room) {
                 if n as usize == room {
-                    p.n = self.expand_whole(spare, p.ci, p.rq_ci, flags, &mut p.bytes);
+                    p.n = self.expand_whole::<V>(spare, p.ci, p.rq_ci, flags, &mut p.bytes);
                     p.drops = drops;
                     p.ci = p.ci.wrapping_add(n);
                     p.rq_ci = p.rq_ci.wrapping_add(n);
@@ -640,7 +647,7 @@ impl DvRxQueue {
                 // rest (from a group's start) in the next bursts, one array at a time.
                 let mut zip = Zip::open(&title, p.ci, &self.cq);
                 let slots = &mut spare[..take as usize];
-                p.n = self.expand_whole(slots, p.ci, p.rq_ci, zip.flags, &mut p.bytes);
+                p.n = self.expand_whole::<V>(slots, p.ci, p.rq_ci, zip.flags, &mut p.bytes);
                 p.drops = u64::from(zip.drops) * u64::from(take);
                 zip.done = take;
                 self.zip = zip;
@@ -678,7 +685,7 @@ impl DvRxQueue {
                     if let Some((n, flags, drops)) = self.whole_session(p.ci, p.rq_ci, spare.len() - p.n) {
                         p.drops += drops;
                         let slots = &mut spare[p.n..p.n + n as usize];
-                        let handed = self.expand_whole(slots, p.ci, p.rq_ci, flags, &mut p.bytes);
+                        let handed = self.expand_whole::<V>(slots, p.ci, p.rq_ci, flags, &mut p.bytes);
                         p.advance(handed, n);
                         continue;
                     }
@@ -820,7 +827,14 @@ impl DvRxQueue {
     /// its mini-CQEs read in place and its slots invalidated right after. Returns the packets
     /// handed up (fewer when a mini-CQE's length does not fit its buffer, as in `expand`).
     #[inline(always)]
-    fn expand_whole(&mut self, slots: &mut [Packet], ci: u32, rq_ci: u32, flags: u32, bytes: &mut u64) -> usize {
+    fn expand_whole<const V: bool>(
+        &mut self,
+        slots: &mut [Packet],
+        ci: u32,
+        rq_ci: u32,
+        flags: u32,
+        bytes: &mut u64,
+    ) -> usize {
         const M: usize = MINI as usize;
         let n = slots.len();
         let run = (self.cq.reader().session(ci, n as u32))
@@ -843,10 +857,14 @@ impl DvRxQueue {
         let mut chunks = s_full.chunks_exact_mut(M).zip(b_full.chunks_exact(M));
         let (first, rest) = run.full_arrays();
         if let (Some(a), Some((o, b))) = (first, chunks.next()) {
-            zip_chunk(&z, a, o, b, &mut sum, pool, stats);
+            chunk::<V, 1>(&z, a, o, b, &mut sum, pool, stats);
         }
         for (a, (o, b)) in rest.zip(chunks) {
-            zip_chunk(&z, a, o, b, &mut sum, pool, stats);
+            chunk::<V, 0>(&z, a, o, b, &mut sum, pool, stats);
+        }
+        #[cfg(test)]
+        if V {
+            self.vector_arrays += (full / M) as u64;
         }
         if !s_rest.is_empty() {
             // The last array, partly used.
@@ -876,8 +894,14 @@ impl DvRxQueue {
     /// (tests run both on a MOVBE machine).
     #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
     pub(crate) fn set_movbe(&mut self, on: bool) {
-        self.movbe = on && self.movbe;
-        self.avx2 = on && self.avx2;
+        self.set_cpu_features(on, on);
+    }
+
+    /// Runs the portable build where `movbe` is false, and no AVX2 where `avx2` is false.
+    #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
+    pub(crate) fn set_cpu_features(&mut self, movbe: bool, avx2: bool) {
+        self.movbe = movbe && self.movbe;
+        self.avx2 = avx2 && self.avx2;
     }
 
     pub fn posted(&self) -> u32 {
@@ -1231,6 +1255,30 @@ impl ZipChunk {
     }
 }
 
+/// [`zip_chunk`], or [`avx2::zip_chunk`] in the AVX2 build (`V`).
+#[inline(always)]
+fn chunk<const V: bool, const FIRST: usize>(
+    z: &ZipChunk,
+    a: crate::dv::ring::ZipArray<'_, FIRST>,
+    out: &mut [Packet],
+    bufs: &[u32],
+    sum: &mut u64,
+    pool: &Pool,
+    stats: &mut QueueStats,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if V {
+        #[allow(unsafe_code)]
+        // SAFETY: `V` is true only inside `rx_zip_avx2`, compiled for AVX2 and called only where
+        // the CPU reports it.
+        unsafe {
+            avx2::zip_chunk(z, a, out, bufs, sum, pool, stats)
+        };
+        return;
+    }
+    zip_chunk(z, a, out, bufs, sum, pool, stats)
+}
+
 /// The eight packets of mini-CQE array `a` into `out` (buffers `bufs`), their bytes added to
 /// `sum`; then the array's slots are invalidated. A length that does not fit its buffer is
 /// marked by [`mark_long`] (and counted in `stats` as a bad CQE). Straight-line: the compiler
@@ -1261,55 +1309,6 @@ fn zip_chunk<const FIRST: usize>(
         mark_long(z, out, minis, sum, pool, stats);
     }
     a.invalidate();
-}
-
-/// The refill's address stores with AVX2, four WQEs per vector and eight per loop step: each
-/// buffer index of `bufs` becomes the big-endian address `base + idx * size`
-/// ([`BufGeometry::buf_addr`](crate::mem::pool::BufGeometry::buf_addr), `base` with the data
-/// offset in it) in the WQE of `segs` beside it. Per four WQEs: a widening load of the indices,
-/// a multiply, an add, a byte swap and four 8-byte stores, where the scalar loop takes a load, a
-/// multiply, an add and a `movbe` store each (RX cx5 compressed 26.9 -> 25.5 instructions per
-/// packet; `scripts/callgrind.sh`). Returns how many it wrote (a multiple of eight); the caller
-/// writes the rest. Compiled for AVX2, which the caller must have checked.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn post_addrs_avx2(segs: &mut [DataSeg], bufs: &[u32], base: u64, size: u32) -> usize {
-    use std::arch::x86_64::*;
-    let n = segs.len().min(bufs.len()) / 8 * 8;
-    // `size` < 2^32 in each lane: the 32x32-bit multiply of an index by it is exact.
-    let (size, base) = (_mm256_set1_epi64x(i64::from(size)), _mm256_set1_epi64x(base as i64));
-    // Reverses the bytes of each 64-bit lane (the shuffle works within each 128-bit half).
-    let swap = _mm256_setr_epi8(
-        7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8,
-    );
-    // Four WQEs from four indices: their addresses, big-endian, as two halves of two each.
-    let four = |idx: __m128i| {
-        let be = _mm256_shuffle_epi8(
-            _mm256_add_epi64(_mm256_mul_epu32(_mm256_cvtepu32_epi64(idx), size), base),
-            swap,
-        );
-        (_mm256_castsi256_si128(be), _mm256_extracti128_si256::<1>(be))
-    };
-    let put = |s: &mut [DataSeg], (lo, hi): (__m128i, __m128i)| {
-        s[0].addr = Be64::from_bits(_mm_cvtsi128_si64(lo) as u64);
-        s[1].addr = Be64::from_bits(_mm_extract_epi64::<1>(lo) as u64);
-        s[2].addr = Be64::from_bits(_mm_cvtsi128_si64(hi) as u64);
-        s[3].addr = Be64::from_bits(_mm_extract_epi64::<1>(hi) as u64);
-    };
-    for (s, b) in segs[..n].chunks_exact_mut(8).zip(bufs[..n].chunks_exact(8)) {
-        #[allow(unsafe_code)]
-        // SAFETY: `b` is eight u32, 32 readable bytes; the loads take any alignment.
-        let (i0, i1) = unsafe {
-            (
-                _mm_loadu_si128(b.as_ptr().cast()),
-                _mm_loadu_si128(b.as_ptr().add(4).cast()),
-            )
-        };
-        let (s0, s1) = s.split_at_mut(4);
-        put(s0, four(i0));
-        put(s1, four(i1));
-    }
-    n
 }
 
 /// `v`, through an empty asm statement the compiler cannot see into: a running sum passed through
@@ -1364,6 +1363,9 @@ fn compact(slots: &mut [Packet]) -> usize {
 /// Mini-CQEs per array slot.
 pub(crate) const MINI: u32 = crate::dv::prm::MINI_CQES_PER_SLOT;
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Whether the queue's CQ compresses (the hash format is the one a cyclic RQ reads), refusing a
 /// compressing CQ when timestamps are asked for: mini-CQEs carry none (DPDK `mlx5_devx.c` turns
 /// compression off for timestamps).
@@ -1411,14 +1413,21 @@ fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueErro
 /// [`rx_burst_plain`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
 #[inline(never)]
 fn rx_zip_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip(out)
+    q.burst_zip::<false>(out)
 }
 
 /// [`rx_burst_movbe`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "movbe")]
 fn rx_zip_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip(out)
+    q.burst_zip::<false>(out)
+}
+
+/// [`rx_zip_movbe`] with sessions' full mini-CQE arrays expanded with AVX2 ([`avx2::zip_chunk`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,movbe")]
+fn rx_zip_avx2(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    q.burst_zip::<true>(out)
 }
 
 /// Packet flags for every value of the low 11 bits of the CQE flags word `hdr_type_etc` (the
@@ -1476,6 +1485,12 @@ impl RxQueue for DvRxQueue {
         }
         if self.zip_on {
             #[cfg(target_arch = "x86_64")]
+            if self.movbe && self.avx2 {
+                #[allow(unsafe_code)]
+                // SAFETY: `movbe` and `avx2` are set only where the CPU reports them (`new`).
+                return unsafe { rx_zip_avx2(self, out) };
+            }
+            #[cfg(target_arch = "x86_64")]
             if self.movbe {
                 #[allow(unsafe_code)]
                 // SAFETY: as below.
@@ -1521,15 +1536,18 @@ mod tests {
     use crate::tx::dv::DvTxQueue;
     use crate::{QueueConfig, RxQueue, TxQueue};
 
-    /// Compressed sessions through the MOVBE build (with the AVX2 refill where the CPU has it)
-    /// and the portable one: frames of many lengths arrive byte-identical and in order, with
+    /// Compressed sessions through the AVX2 build (full mini-CQE arrays four a step, where the
+    /// CPU has AVX2), the MOVBE one and the portable one: frames of many lengths arrive byte-identical and in order, with
     /// bursts that one session fills exactly (`expand_whole` before the general loop), bursts
     /// that hold a session with room to spare, and sessions larger than the burst (their first
     /// whole groups of eight in place, the rest by `expand` across bursts), through ring wraps;
-    /// the byte counts of both ends agree and every buffer comes back.
+    /// the byte counts of both ends agree, every build hands up the same hashes and flags, and
+    /// every buffer comes back; the AVX2 build expanded arrays, the others none.
     #[test]
     fn movbe_and_portable_builds_expand_the_same_sessions() {
-        for fast in [true, false] {
+        let mut digests = Vec::new();
+        for (movbe, avx2) in [(true, true), (true, false), (false, false)] {
+            let fast = format!("movbe {movbe}, avx2 {avx2}");
             let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], ModelConfig::default()).unwrap();
             let pool: Rc<Pool> = Pool::new(PoolConfig {
                 buffers: 1024,
@@ -1550,7 +1568,8 @@ mod tests {
             // SAFETY: as above.
             let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &cfg, nic.control()) }.unwrap();
             assert!(rx.zip_on);
-            rx.set_movbe(fast);
+            rx.set_cpu_features(movbe, avx2);
+            let mut digest = 0u64;
             let len_of = |seq: u64| 60 + (seq * 37 % 1400) as usize;
             let (mut sent, mut seen) = (0u64, 0u64);
             let mut expect = [0u8; 2048];
@@ -1584,6 +1603,8 @@ mod tests {
                         expect[..len].fill(seen as u8);
                         expect[..8].copy_from_slice(&seen.to_be_bytes());
                         assert!(got.data(i) == &expect[..len], "frame {seen} ({fast})");
+                        let p = got.packet(i);
+                        digest = digest.rotate_left(5) ^ u64::from(p.rss_hash()) << 32 ^ u64::from(p.flags());
                         seen += 1;
                     }
                     got.clear();
@@ -1592,6 +1613,18 @@ mod tests {
             }
             assert_eq!(tx.stats().bytes, rx.stats().bytes);
             assert_eq!(rx.stats().errors.bad_cqe, 0);
+            digests.push(digest);
+            assert!(digests.iter().all(|&d| d == digest), "hashes and flags ({fast})");
+            let vector = movbe && avx2 && crate::dv::cpu_has_movbe() && crate::dv::cpu_has_avx2();
+            if !crate::dv::cpu_has_avx2() {
+                eprintln!("no AVX2 on this CPU: the scalar builds alone run ({fast})");
+            }
+            assert_eq!(
+                rx.vector_arrays > 100,
+                vector,
+                "{} vector arrays ({fast})",
+                rx.vector_arrays
+            );
             nic.step();
             tx.reclaim().unwrap();
             drop((tx, rx, sq, tx_cq, rx_cq, rwq));

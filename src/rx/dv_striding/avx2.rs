@@ -107,27 +107,16 @@ pub(super) fn expand_wqe<const N: usize>(
         let (even, odd) = (_mm256_unpacklo_epi64(head, hf), _mm256_unpackhi_epi64(head, hf));
         let o: &mut [Packet; 4] = (&mut out[4 * g..][..4]).try_into().expect("4");
         let [p0, p1, p2, p3] = o;
-        store(p0, _mm256_castsi256_si128(even));
-        store(p1, _mm256_castsi256_si128(odd));
-        store(p2, _mm256_extracti128_si256::<1>(even));
-        store(p3, _mm256_extracti128_si256::<1>(odd));
+        p0.set_head(_mm256_castsi256_si128(even));
+        p1.set_head(_mm256_castsi256_si128(odd));
+        p2.set_head(_mm256_extracti128_si256::<1>(even));
+        p3.set_head(_mm256_extracti128_si256::<1>(odd));
     }
     if _mm256_movemask_epi8(ok) != -1 {
         return false;
     }
     *sum = _mm256_add_epi32(*sum, bytes);
     true
-}
-
-/// A packet's first 16 bytes ([`Packet::head_mut`]).
-#[target_feature(enable = "avx2")]
-#[inline]
-fn store(p: &mut Packet, v: __m128i) {
-    // SAFETY: the head is 16 writable bytes; the store takes any alignment.
-    #[allow(unsafe_code)]
-    unsafe {
-        _mm_storeu_si128(p.head_mut().as_mut_ptr().cast(), v)
-    }
 }
 
 /// The sum of `v`'s eight 32-bit lanes.
