@@ -1364,7 +1364,7 @@ fn compact(slots: &mut [Packet]) -> usize {
 pub(crate) const MINI: u32 = crate::dv::prm::MINI_CQES_PER_SLOT;
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(super) mod avx2;
 
 /// Whether the queue's CQ compresses (the hash format is the one a cyclic RQ reads), refusing a
 /// compressing CQ when timestamps are asked for: mini-CQEs carry none (DPDK `mlx5_devx.c` turns

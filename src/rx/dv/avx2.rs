@@ -61,21 +61,15 @@ pub(super) fn zip_chunk<const FIRST: usize>(
         let x = _mm256_shuffle_epi8(raw, order);
         ok = _mm256_and_si256(ok, _mm256_cmpeq_epi32(_mm256_min_epu32(x, limit), x));
         lens = _mm256_add_epi32(lens, x);
-        let b: &[u32; 4] = bufs[4 * g..][..4].try_into().expect("4");
-        #[allow(unsafe_code)]
-        // SAFETY: `b` is four u32, 16 readable bytes; the load takes any alignment.
-        let idx = _mm256_cvtepu32_epi64(unsafe { _mm_loadu_si128(b.as_ptr().cast()) });
-        // Per lane a packet's first 8 bytes, `buf | len_off << 32`, and its next 8, `hash |
-        // flags << 32`.
-        let head = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi64::<32>(x), off_bits), idx);
+        // Per lane a packet's next 8 bytes, `hash | flags << 32`.
         let tail = _mm256_or_si256(_mm256_srli_epi64::<32>(x), flags);
-        let (even, odd) = (_mm256_unpacklo_epi64(head, tail), _mm256_unpackhi_epi64(head, tail));
-        let o: &mut [Packet; 4] = (&mut out[4 * g..][..4]).try_into().expect("4");
-        let [p0, p1, p2, p3] = o;
-        p0.set_head(_mm256_castsi256_si128(even));
-        p1.set_head(_mm256_castsi256_si128(odd));
-        p2.set_head(_mm256_extracti128_si256::<1>(even));
-        p3.set_head(_mm256_extracti128_si256::<1>(odd));
+        put_four(
+            (&mut out[4 * g..][..4]).try_into().expect("4"),
+            bufs[4 * g..][..4].try_into().expect("4"),
+            x,
+            off_bits,
+            tail,
+        );
     }
     // The lengths' lanes (the even 32-bit ones) summed, as the scalar body's low half.
     let l = _mm_add_epi32(_mm256_castsi256_si128(lens), _mm256_extracti128_si256::<1>(lens));
@@ -132,4 +126,24 @@ pub(super) fn post_addrs_avx2(segs: &mut [DataSeg], bufs: &[u32], base: u64, siz
         put(s1, four(i1));
     }
     n
+}
+
+/// Four packets' first 16 bytes ([`Packet::set_head`]) into `out`, with the buffers `bufs`: per
+/// 64-bit lane of `x` the packet's length in the low half (the high half is dropped), `off_bits`
+/// its offset bits above it ([`Packet::len_off`] `<< 32`), and `tail` its hash and flags
+/// ([`Packet::hash_flags`]). Both queues' AVX2 session paths end with it.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(in crate::rx) fn put_four(out: &mut [Packet; 4], bufs: &[u32; 4], x: __m256i, off_bits: __m256i, tail: __m256i) {
+    #[allow(unsafe_code)]
+    // SAFETY: `bufs` is four u32, 16 readable bytes; the load takes any alignment.
+    let idx = _mm256_cvtepu32_epi64(unsafe { _mm_loadu_si128(bufs.as_ptr().cast()) });
+    // Per lane `buf | len_off << 32`: a packet's first 8 bytes.
+    let head = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi64::<32>(x), off_bits), idx);
+    let (even, odd) = (_mm256_unpacklo_epi64(head, tail), _mm256_unpackhi_epi64(head, tail));
+    let [p0, p1, p2, p3] = out;
+    p0.set_head(_mm256_castsi256_si128(even));
+    p1.set_head(_mm256_castsi256_si128(odd));
+    p2.set_head(_mm256_extracti128_si256::<1>(even));
+    p3.set_head(_mm256_extracti128_si256::<1>(odd));
 }

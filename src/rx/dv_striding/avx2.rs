@@ -19,6 +19,7 @@ use super::{DvStridingRxQueue, Taken};
 use crate::dv::prm::{mprq, DataSeg, MiniCqe};
 use crate::dv::ring::{Session, StridingRqRing};
 use crate::mem::pool::{BufGeometry, Packet};
+use crate::rx::dv::avx2::put_four;
 use crate::rx::dv::FLAGS_LUT;
 
 // The byte order the shuffle assumes: a mini-CQE is the big-endian checksum, stride index and
@@ -98,19 +99,13 @@ pub(super) fn expand_wqe<const N: usize>(
         let x = _mm256_sub_epi32(_mm256_shuffle_epi8(raw, k.order), expected(g));
         ok = _mm256_and_si256(ok, _mm256_cmpeq_epi32(_mm256_min_epu32(x, k.limit), x));
         bytes = _mm256_add_epi32(bytes, x);
-        let b: &[u32; 4] = bufs[4 * g..][..4].try_into().expect("4");
-        // SAFETY: `b` is four u32, 16 readable bytes; the load takes any alignment.
-        #[allow(unsafe_code)]
-        let idx = _mm256_cvtepu32_epi64(unsafe { _mm_loadu_si128(b.as_ptr().cast()) });
-        // Per lane `buf | len_off << 32`: a packet's first 8 bytes.
-        let head = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi64::<32>(x), k.off_bits), idx);
-        let (even, odd) = (_mm256_unpacklo_epi64(head, hf), _mm256_unpackhi_epi64(head, hf));
-        let o: &mut [Packet; 4] = (&mut out[4 * g..][..4]).try_into().expect("4");
-        let [p0, p1, p2, p3] = o;
-        p0.set_head(_mm256_castsi256_si128(even));
-        p1.set_head(_mm256_castsi256_si128(odd));
-        p2.set_head(_mm256_extracti128_si256::<1>(even));
-        p3.set_head(_mm256_extracti128_si256::<1>(odd));
+        put_four(
+            (&mut out[4 * g..][..4]).try_into().expect("4"),
+            bufs[4 * g..][..4].try_into().expect("4"),
+            x,
+            k.off_bits,
+            hf,
+        );
     }
     if _mm256_movemask_epi8(ok) != -1 {
         return false;
