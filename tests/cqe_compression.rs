@@ -6,9 +6,9 @@
 mod common;
 
 use common::{fill_frame, frame_len, rig_with, seq_of, Rig, Rng};
-use rawpkt::dv::prm::{syndrome, Cqe64, MiniFormat, CQE_INVALIDATE};
+use rawpkt::dv::prm::{cqe_flags, syndrome, Cqe64, MiniFormat, CQE_INVALIDATE};
 use rawpkt::model::{Fault, ModelConfig};
-use rawpkt::{Burst, QueueConfig, RxQueue, TxQueue};
+use rawpkt::{flags, Burst, QueueConfig, RxQueue, TxQueue};
 
 const HASH: Option<MiniFormat> = Some(MiniFormat::Hash);
 
@@ -457,14 +457,18 @@ fn a_mini_cqe_longer_than_its_buffer_is_dropped() {
 #[test]
 fn long_mini_cqes_inside_full_arrays_are_dropped() {
     // A burst of 64 (the session expanded in the general loop) and one of 19, which the
-    // session fills (expanded before it).
-    for cap in [64, 19] {
-        long_minis_in_a_burst_of(cap);
+    // session fills (expanded before it); the builds for the CPU's MOVBE and AVX2 (full arrays
+    // four mini-CQEs a step) and the portable one.
+    for cpu_vector in [true, false] {
+        for cap in [64, 19] {
+            long_minis_in_a_burst_of(cap, cpu_vector);
+        }
     }
 }
 
-fn long_minis_in_a_burst_of(cap: usize) {
-    let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+fn long_minis_in_a_burst_of(cap: usize, cpu_vector: bool) {
+    let q = QueueConfig { cpu_vector, ..cfg(64) };
+    let mut r = rig_with(q, ModelConfig::default(), 512, HASH);
     let cqn = r.rx_cq.cqn();
     let n = 19u32;
     let len = |k: u32| match k {
@@ -475,7 +479,11 @@ fn long_minis_in_a_burst_of(cap: usize) {
         // slot is the low byte of its last mini-CQE's byte count.
         _ => 60 + 2 * k,
     };
-    let mut title = Cqe64::resp_send(0, 0, 0, 0, 0, 0);
+    let udp4 = cqe_flags::L4_OK
+        | cqe_flags::L3_OK
+        | cqe_flags::L4_UDP << cqe_flags::L4_TYPE_SHIFT
+        | cqe_flags::L3_IPV4 << cqe_flags::L3_TYPE_SHIFT;
+    let mut title = Cqe64::resp_send(0, 0, 0, udp4, 0, 0);
     title.make_title(n);
     assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
     // Slot s of the session holds array s / 8 where s is 1, 8 or 16; the others are holes.
@@ -493,11 +501,13 @@ fn long_minis_in_a_burst_of(cap: usize) {
     let mut got = Burst::new(&r.pool, cap);
     assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
     let good: Vec<u32> = (0..n).filter(|&k| len(k) <= 2048).collect();
+    let udp4_flags = flags::RSS_HASH | flags::IPV4 | flags::L3_CSUM_OK | flags::UDP | flags::L4_CSUM_OK;
     for (i, &k) in good.iter().enumerate() {
+        let p = got.packet(i);
         assert_eq!(
-            (got.data(i).len(), got.packet(i).rss_hash()),
-            (len(k) as usize, 1000 + k),
-            "packet {k}"
+            (got.data(i).len(), p.rss_hash(), p.flags()),
+            (len(k) as usize, 1000 + k, udp4_flags),
+            "packet {k} (cpu_vector {cpu_vector})"
         );
     }
     let stats = r.rx.stats();

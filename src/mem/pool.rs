@@ -491,7 +491,9 @@ impl Packet {
 
     /// Sets the descriptor's first 16 bytes, `buf`, `len`, `off`, `rss_hash` and `flags` in that
     /// order (`buf | len_off << 32`, then [`Packet::hash_flags`], little-endian), with one vector
-    /// store: the AVX2 receive paths build them four packets at a time.
+    /// store: the AVX2 receive paths build them four packets at a time. As with
+    /// [`Packet::set_len_off_hash`], a `len` of 2^16 or more spills into `off`, and a `len` past
+    /// the buffer's data room is stored only for a packet the caller then drops.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(crate) fn set_head(&mut self, v: std::arch::x86_64::__m128i) {

@@ -34,7 +34,8 @@ pub struct DvRxQueue {
     clock: TickClock,
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
-    /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`]).
+    /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`], [`rx_zip_movbe`],
+    /// and with `avx2` [`rx_zip_avx2`]).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     movbe: bool,
     /// The CPU has AVX2: the refill computes WQE addresses four at a time ([`avx2::post_addrs_avx2`]),
@@ -619,9 +620,12 @@ impl DvRxQueue {
     }
 
     /// [`DvRxQueue::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
-    /// sessions expanded ([`DvRxQueue::open_session`], [`DvRxQueue::expand`]).
+    /// sessions expanded ([`DvRxQueue::open_session`], [`DvRxQueue::expand`]). `V`: the AVX2
+    /// build ([`rx_zip_avx2`], the one caller with it), whose whole sessions' full arrays
+    /// [`avx2::zip_chunk`] expands.
     #[inline(always)]
     fn burst_zip<const V: bool>(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        debug_assert!(!V || (self.movbe && self.avx2), "the AVX2 build on a CPU without it");
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
@@ -823,9 +827,11 @@ impl DvRxQueue {
 
     /// [`DvRxQueue::expand`] for a whole session of `slots.len()` packets titled at CQ index
     /// `ci` (with buffers from RQ index `rq_ci` on, `flags` every packet's), which crosses
-    /// neither ring's end: each full array of eight is one straight-line body ([`zip_chunk`]),
-    /// its mini-CQEs read in place and its slots invalidated right after. Returns the packets
-    /// handed up (fewer when a mini-CQE's length does not fit its buffer, as in `expand`).
+    /// neither ring's end: each full array of eight is one straight-line body ([`zip_chunk`],
+    /// or four mini-CQEs a step with AVX2, [`avx2::zip_chunk`], where `V`: only in the AVX2 build,
+    /// `rx_zip_avx2`), its mini-CQEs read in place and its slots invalidated right after.
+    /// Returns the packets handed up (fewer when a mini-CQE's length does not fit its buffer, as
+    /// in `expand`).
     #[inline(always)]
     fn expand_whole<const V: bool>(
         &mut self,
@@ -890,8 +896,8 @@ impl DvRxQueue {
         }
     }
 
-    /// Chooses the MOVBE build (with the AVX2 refill where the CPU has it) or the portable one
-    /// (tests run both on a MOVBE machine).
+    /// Chooses the builds for the CPU's MOVBE and AVX2 (the AVX2 refill and session expansion
+    /// where it has it) or the portable one (tests run both on a MOVBE machine).
     #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
     pub(crate) fn set_movbe(&mut self, on: bool) {
         self.set_cpu_features(on, on);
@@ -1255,7 +1261,8 @@ impl ZipChunk {
     }
 }
 
-/// [`zip_chunk`], or [`avx2::zip_chunk`] in the AVX2 build (`V`).
+/// [`zip_chunk`], or [`avx2::zip_chunk`] in the AVX2 build (`V`, true only under
+/// [`rx_zip_avx2`], which `rx_burst` calls only where the CPU has AVX2 and MOVBE).
 #[inline(always)]
 fn chunk<const V: bool, const FIRST: usize>(
     z: &ZipChunk,
@@ -1536,6 +1543,21 @@ mod tests {
     use crate::tx::dv::DvTxQueue;
     use crate::{QueueConfig, RxQueue, TxQueue};
 
+    /// Frame `seq`: an IPv4/UDP header whose addresses and ports follow `seq` (so that the
+    /// device's RSS hash and flags differ from frame to frame), the rest `seq`'s low byte.
+    fn udp4_frame(seq: u64, d: &mut [u8]) {
+        let len = d.len() as u16;
+        d.fill(seq as u8);
+        d[..8].copy_from_slice(&seq.to_be_bytes());
+        d[12..16].copy_from_slice(&[0x08, 0x00, 0x45, 0]);
+        d[16..18].copy_from_slice(&(len - 14).to_be_bytes());
+        d[22..26].copy_from_slice(&[64, 17, 0, 0]);
+        d[26..30].copy_from_slice(&(seq as u32).to_be_bytes());
+        d[30..34].copy_from_slice(&[10, 0, 0, 1]);
+        d[34..38].copy_from_slice(&(seq as u32 ^ 0x5a5a_1234).to_be_bytes());
+        d[38..40].copy_from_slice(&(len - 34).to_be_bytes());
+    }
+
     /// Compressed sessions through the AVX2 build (full mini-CQE arrays four a step, where the
     /// CPU has AVX2), the MOVBE one and the portable one: frames of many lengths arrive byte-identical and in order, with
     /// bursts that one session fills exactly (`expand_whole` before the general loop), bursts
@@ -1569,7 +1591,7 @@ mod tests {
             let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &cfg, nic.control()) }.unwrap();
             assert!(rx.zip_on);
             rx.set_cpu_features(movbe, avx2);
-            let mut digest = 0u64;
+            let (mut digest, mut hashes) = (0u64, 0u64);
             let len_of = |seq: u64| 60 + (seq * 37 % 1400) as usize;
             let (mut sent, mut seen) = (0u64, 0u64);
             let mut expect = [0u8; 2048];
@@ -1586,9 +1608,7 @@ mod tests {
                 for i in 0..n {
                     let len = len_of(sent + i as u64);
                     out.set_len(i, len).unwrap();
-                    let d = out.data_mut(i);
-                    d.fill((sent + i as u64) as u8);
-                    d[..8].copy_from_slice(&(sent + i as u64).to_be_bytes());
+                    udp4_frame(sent + i as u64, out.data_mut(i));
                 }
                 sent += n as u64;
                 while !out.is_empty() {
@@ -1600,11 +1620,11 @@ mod tests {
                     assert!(rx.rx_burst(&mut got).unwrap() > 0, "frame {seen} missing ({fast})");
                     for i in 0..got.len() {
                         let len = len_of(seen);
-                        expect[..len].fill(seen as u8);
-                        expect[..8].copy_from_slice(&seen.to_be_bytes());
+                        udp4_frame(seen, &mut expect[..len]);
                         assert!(got.data(i) == &expect[..len], "frame {seen} ({fast})");
                         let p = got.packet(i);
                         digest = digest.rotate_left(5) ^ u64::from(p.rss_hash()) << 32 ^ u64::from(p.flags());
+                        hashes += u64::from(p.rss_hash() != 0);
                         seen += 1;
                     }
                     got.clear();
@@ -1613,6 +1633,7 @@ mod tests {
             }
             assert_eq!(tx.stats().bytes, rx.stats().bytes);
             assert_eq!(rx.stats().errors.bad_cqe, 0);
+            assert!(hashes > 1000, "{hashes} frames with an RSS hash ({fast})");
             digests.push(digest);
             assert!(digests.iter().all(|&d| d == digest), "hashes and flags ({fast})");
             let vector = movbe && avx2 && crate::dv::cpu_has_movbe() && crate::dv::cpu_has_avx2();

@@ -1,11 +1,13 @@
 //! The cyclic queue's AVX2 code: its refill's WQE addresses ([`post_addrs_avx2`]), and its
 //! compressed sessions' full arrays of eight hash-format mini-CQEs expanded four a step
-//! ([`zip_chunk`]), as DPDK's `rxq_cq_decompress_v` (`mlx5_rxtx_vec_sse.h`) does. A 32-byte load takes four mini-CQEs, a byte shuffle turns each
-//! one's big-endian hash and byte count into `byte_cnt | hash << 32` in host order, one unsigned
-//! min and compare checks the four lengths against the buffers' data room, and each packet's first
-//! 16 bytes (buffer, length and offset, hash, the title's flags) are one store. The scalar
-//! [`super::zip_chunk`] takes a `movbe` load and three stores per packet. Partial arrays, and
-//! CPUs without AVX2 or without MOVBE, take the scalar path.
+//! ([`zip_chunk`]), as DPDK's `rxq_cq_decompress_v` (`mlx5_rxtx_vec_sse.h`) does. A 32-byte
+//! load takes four mini-CQEs, a byte shuffle turns each one's big-endian hash and byte count
+//! into `byte_cnt | hash << 32` in host order, one unsigned min and compare checks the four
+//! lengths against the buffers' data room, and each packet's first 16 bytes (buffer, length and
+//! offset, hash, the title's flags) are one store ([`put_four`], which the striding queue's
+//! AVX2 path shares). The scalar [`super::zip_chunk`] takes a `movbe` load and three stores per
+//! packet. Partial arrays, sessions carried across bursts (`DvRxQueue::expand`), and CPUs
+//! without AVX2 or without MOVBE take the scalar path.
 
 use std::arch::x86_64::*;
 
