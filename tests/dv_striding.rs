@@ -456,45 +456,41 @@ fn random_frames_arrive_identical_through_compressed_sessions() {
 /// sessions wrap the CQ end and span its owner flips.
 #[test]
 fn a_million_small_frames_through_compressed_sessions() {
-    let q = QueueConfig {
-        size: 256,
-        ..QueueConfig::default()
-    };
     let pool = PoolConfig {
         buffers: 4096,
         ..PoolConfig::default()
     };
-    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
-    run(&mut r, 1_000_000, 60, 1000, 48, 0x5eed5);
-    let c = r.nic.counters();
-    assert!(
-        c.cqe_session_packets > 800_000,
-        "{} of a million packets in sessions",
-        c.cqe_session_packets
-    );
-    r.teardown();
+    small_frames_through_sessions(pool, 16, 1_000_000, 1000, 800_000, 0x5eed5);
 }
 
 /// As [`a_million_small_frames_through_compressed_sessions`] on WQEs of 8 strides of 2 KiB (what
-/// the driver picks for 4 KiB buffers): whole-WQE sessions of 8, and 2·10^5 frames of 60 to 2000 bytes, one stride each, byte-identical.
+/// the driver picks for 4 KiB buffers): whole-WQE sessions of 8, and 2·10^5 frames of 60 to 2000
+/// bytes, one stride each, byte-identical.
 #[test]
 fn small_frames_through_compressed_sessions_of_8_stride_wqes() {
-    let q = QueueConfig {
-        size: 256,
-        ..QueueConfig::default()
-    };
     let pool = PoolConfig {
         buffers: 4096,
         buf_size: 4096,
         headroom: 128,
     };
+    small_frames_through_sessions(pool, 8, 200_000, 2000, 150_000, 0x8_5eed);
+}
+
+/// `frames` frames of 60 to `hi` bytes through a compressing striding queue of 256 strides over
+/// buffers of `pool` (the driver's parameters for it: `strides` a WQE), byte-identical, at least
+/// `in_sessions` of them in compressed sessions.
+fn small_frames_through_sessions(pool: PoolConfig, strides: u32, frames: u64, hi: usize, in_sessions: u64, seed: u64) {
+    let q = QueueConfig {
+        size: 256,
+        ..QueueConfig::default()
+    };
     let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
-    assert_eq!(r.params.num_strides(), 8);
-    run(&mut r, 200_000, 60, 2000, 48, 0x8_5eed);
+    assert_eq!(r.params.num_strides(), strides);
+    run(&mut r, frames, 60, hi, 48, seed);
     let c = r.nic.counters();
     assert!(
-        c.cqe_session_packets > 150_000,
-        "{} of 2·10^5 packets in sessions",
+        c.cqe_session_packets > in_sessions,
+        "{} of {frames} packets in sessions",
         c.cqe_session_packets
     );
     r.teardown();
