@@ -73,10 +73,7 @@ pub(super) fn zip_chunk<const FIRST: usize>(
             tail,
         );
     }
-    // The lengths' lanes (the even 32-bit ones) summed, as the scalar body's low half.
-    let l = _mm_add_epi32(_mm256_castsi256_si128(lens), _mm256_extracti128_si256::<1>(lens));
-    let l = _mm_add_epi32(l, _mm_unpackhi_epi64(l, l));
-    *sum = sum.wrapping_add(u64::from(_mm_cvtsi128_si32(l) as u32));
+    *sum = sum.wrapping_add(u64::from(lengths_sum(lens)));
     if _mm256_movemask_epi8(ok) != -1 {
         mark_long(z, out, minis, sum, pool, stats);
     }
@@ -148,4 +145,14 @@ pub(in crate::rx) fn put_four(out: &mut [Packet; 4], bufs: &[u32; 4], x: __m256i
     p1.set_head(_mm256_castsi256_si128(odd));
     p2.set_head(_mm256_extracti128_si256::<1>(even));
     p3.set_head(_mm256_extracti128_si256::<1>(odd));
+}
+
+/// The sum (mod 2^32) of the low 32-bit halves of `v`'s four 64-bit lanes: the lengths both
+/// queues' AVX2 session paths add up, each lane's high half being something else.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(in crate::rx) fn lengths_sum(v: __m256i) -> u32 {
+    let l = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let l = _mm_add_epi32(l, _mm_unpackhi_epi64(l, l));
+    _mm_cvtsi128_si32(l) as u32
 }

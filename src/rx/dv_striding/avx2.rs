@@ -19,7 +19,7 @@ use super::{DvStridingRxQueue, Taken};
 use crate::dv::prm::{mprq, DataSeg, MiniCqe};
 use crate::dv::ring::{Session, StridingRqRing};
 use crate::mem::pool::{BufGeometry, Packet};
-use crate::rx::dv::avx2::put_four;
+use crate::rx::dv::avx2::{lengths_sum, put_four};
 use crate::rx::dv::FLAGS_LUT;
 
 // The byte order the shuffle assumes: a mini-CQE is the big-endian checksum, stride index and
@@ -114,16 +114,6 @@ pub(super) fn expand_wqe<const N: usize>(
     true
 }
 
-/// The sum of `v`'s eight 32-bit lanes.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn lanes_sum(v: __m256i) -> u64 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
-    u64::from(_mm_cvtsi128_si32(s) as u32)
-}
-
 impl DvStridingRxQueue {
     /// Takes every compressed session from the consumer index on that is a whole WQE of `N`
     /// strides ([`expand_wqe`]) and fits `slots`, as [`Self::sessions`] does, with its state in
@@ -178,7 +168,7 @@ impl DvStridingRxQueue {
         }
         t.n = n;
         t.ci = ci0.wrapping_add(n as u32);
-        t.bytes = lanes_sum(sum);
+        t.bytes = u64::from(lengths_sum(sum));
         t.drops = drops;
         t
     }
