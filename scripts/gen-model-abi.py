@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Writes model-verbs/abi/exports.tsv: every symbol rdma-core 44's libibverbs.so.1 and
+"""Writes crates/model-verbs/abi/exports.tsv: every symbol rdma-core 44's libibverbs.so.1 and
 libmlx5.so.1 export, with its version, whether that version is the default one (`@@`) or a
 hidden compat one (`@`), and how the model answers it when it does not implement it (the C
 return type, from the prototypes in <infiniband/verbs.h> and <infiniband/mlx5dv.h>; the
 private provider interface of libibverbs/driver.h, which is not installed, by hand below).
 
 The list comes from the installed libraries themselves (`readelf --dyn-syms`), so it is what
-Debian ships, not what a map file says it should be. model-verbs/build.rs turns the file into
+Debian ships, not what a map file says it should be. crates/model-verbs/build.rs turns the file into
 the version script, the `.symver` directives and the stubs; docs/model-library.md's table is
 written from it by scripts/model-abi-table.sh.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 libdir = Path(sys.argv[1] if len(sys.argv) > 1 else "/usr/lib/x86_64-linux-gnu")
 root = Path(__file__).resolve().parent.parent
-out = root / "model-verbs/abi/exports.tsv"
+out = root / "crates/model-verbs/abi/exports.tsv"
 
 # libibverbs/driver.h (rdma-core 44), not installed: the provider-private symbols' return types.
 PRIVATE = {

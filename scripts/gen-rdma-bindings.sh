@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates rdma-abi/src/generated.rs from the system's rdma-core headers and shows the diff.
+# Regenerates crates/rdma-abi/src/generated.rs from the system's rdma-core headers and shows the diff.
 #
 # Needs: bindgen-cli (cargo install bindgen-cli), libclang (apt-get install libclang-dev),
 # rdma-core headers (apt-get install libibverbs-dev). The output is committed, so neither
@@ -9,7 +9,7 @@
 # the header-only verbs are re-implemented in Rust over the op tables.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=$root/rdma-abi/src/generated.rs
+out=$root/crates/rdma-abi/src/generated.rs
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp.h"' EXIT
 
@@ -38,9 +38,9 @@ version=$(dpkg-query -W -f '${Version}' libibverbs-dev 2>/dev/null || echo unkno
 } >"$tmp"
 rustfmt --edition 2021 --config-path "$root/rustfmt.toml" "$tmp"
 if [ -f "$out" ] && cmp -s "$out" "$tmp"; then
-    echo "rdma-abi/src/generated.rs is up to date"
+    echo "crates/rdma-abi/src/generated.rs is up to date"
 else
     [ -f "$out" ] && { diff -u "$out" "$tmp" | sed -n 1,400p || true; }
     cp "$tmp" "$out"
-    echo "rdma-abi/src/generated.rs regenerated (diff above)"
+    echo "crates/rdma-abi/src/generated.rs regenerated (diff above)"
 fi

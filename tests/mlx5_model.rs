@@ -1,5 +1,5 @@
 //! mlx5 and verbs ports against the model library that stands in for libibverbs/libmlx5 at the C
-//! ABI (`model-verbs/`, see docs/model-library.md): discovery, bring-up, both
+//! ABI (`crates/model-verbs/`, see docs/model-library.md): discovery, bring-up, both
 //! datapaths, flow steering, RSS, teardown and the error messages.
 //!
 //! The model is process-global, so every test holds `LOCK`. Its library comes from

@@ -1,5 +1,5 @@
 //! The l2-xconnect example, the real binary, on `mlx5:` (and `verbs:`) ports of the model library
-//! (`model-verbs/`, docs/model-library.md), which stands in for rdma-core in the child process:
+//! (`crates/model-verbs/`, docs/model-library.md), which stands in for rdma-core in the child process:
 //!
 //! ```text
 //!   mlx5_0 ==wire==> mlx5_1 [l2-xconnect] mlx5_2 ==wire==> mlx5_3

@@ -296,7 +296,7 @@ fn exports_table() -> String {
 /// (scripts/model-abi-table.sh).
 #[test]
 fn docs_table_lists_every_export() {
-    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/model-library.md");
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/model-library.md");
     let text = std::fs::read_to_string(&doc).expect("docs/model-library.md");
     let (begin, end) = ("<!-- exports:begin -->\n", "<!-- exports:end -->");
     let (Some(a), Some(b)) = (text.find(begin), text.find(end)) else {

@@ -4,7 +4,7 @@
 //! run unchanged against the model.
 //!
 //! The interface with rawpkt's binding (`src/sys/rdma/`) is rdma-core's own C ABI, as the
-//! rdma-core 44 headers define it (the bindgen types of `rdma-abi/`);
+//! rdma-core 44 headers define it (the bindgen types of `crates/rdma-abi/`);
 //! `docs/model-library.md` describes what is exported, the fake sysfs tree, the knobs and the
 //! kernel rules enforced. In short:
 //! - Four RDMA devices are the ports of one model [`Nic`], in two back-to-back pairs (`mlx5_0`
@@ -104,7 +104,7 @@ pub fn library_path() -> PathBuf {
     PATH.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .parent()
-            .expect("model-verbs sits in the workspace root")
+            .expect("model-verbs sits in the workspace")
             .to_path_buf();
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
         let out = std::process::Command::new(cargo)
