@@ -102,10 +102,7 @@ pub(crate) fn int_errno(r: Result<(), i32>) -> libc::c_int {
 pub fn library_path() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("model-verbs sits in the workspace")
-            .to_path_buf();
+        let root = workspace_root();
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
         let out = std::process::Command::new(cargo)
             .args(["build", "-p", "rawpkt-model-verbs", "--release"])
@@ -126,6 +123,15 @@ pub fn library_path() -> PathBuf {
         lib
     })
     .clone()
+}
+
+/// The workspace's root directory: this crate sits in `crates/model-verbs`.
+pub fn workspace_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .nth(2)
+        .expect("model-verbs sits in crates/ of the workspace")
+        .to_path_buf()
 }
 
 /// The sonames the library stands in for: a program finds them in [`soname_dir`].

@@ -254,7 +254,7 @@ fn raw_ethernet_lat_server_and_client_over_a_veth() {
 /// paths.
 fn rawpkt_tools() -> (std::path::PathBuf, std::path::PathBuf) {
     let lib = rawpkt_model_verbs::library_path();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = rawpkt_model_verbs::workspace_root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .args([
