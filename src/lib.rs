@@ -40,7 +40,7 @@ pub mod rx;
 pub mod spec;
 pub mod stats;
 mod sys;
-mod text;
+use rawpkt_wire::text;
 pub mod tool;
 pub mod tx;
 #[cfg(feature = "xdp")]

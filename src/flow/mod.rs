@@ -12,8 +12,4 @@
 pub(crate) mod bpf;
 #[cfg(feature = "mlx5")]
 pub mod ibv_spec;
-pub mod matcher;
-pub mod rss;
-pub mod rule;
-pub mod syntax;
-pub mod wire;
+pub use rawpkt_wire::{matcher, rss, rule, syntax, wire};

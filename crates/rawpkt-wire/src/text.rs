@@ -34,7 +34,7 @@ impl std::fmt::Display for Echo<'_> {
 /// format and separator characters that make a terminal break or reorder a line (zero-width
 /// spaces and joiners, bidirectional overrides and isolates, the line and paragraph separators,
 /// the byte-order mark).
-pub(crate) fn needs_escape(c: char) -> bool {
+pub fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
