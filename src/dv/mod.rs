@@ -6,9 +6,9 @@
 //! `mlx5dv_init_obj` returns ([`ring::SqInfo`], [`ring::CqInfo`], [`ring::RwqInfo`]) and a way to
 //! reset a queue after a completion error ([`DvControl`]).
 
+pub use mlx5_prm as prm;
 #[cfg(test)]
-pub(crate) mod golden;
-pub mod prm;
+pub(crate) use mlx5_prm::vectors as golden;
 pub mod ring;
 
 /// Whether the burst paths may run their MOVBE builds (big-endian PRM fields loaded and stored

@@ -1698,7 +1698,7 @@ fn ctrl_of(wqe: &[u8]) -> CtrlSeg {
 /// The CQE flags word the NIC's parser reports (BE16 at 0x1c, rdma-core `hds_ip_ext` and
 /// `l4_hdr_type_etc`; l4 types from Linux `device.h`; layout in `docs/mlx5-notes.md`).
 /// L2_OK stays clear: no source read says when the hardware sets it, the golden RX CQE
-/// (`g1_cqe_rx_ipv4_udp` in `tests/data/mlx5-vectors.txt`) leaves it 0, and no driver we follow
+/// (`g1_cqe_rx_ipv4_udp` in `mlx5_prm::vectors`) leaves it 0, and no driver we follow
 /// reads it.
 pub fn hdr_type_etc(frame: &[u8], p: &pkt::Parsed) -> u16 {
     let mut f = 0;

@@ -1558,7 +1558,8 @@ mod tests {
     /// enforces the same mode, sends every frame unchanged.
     #[test]
     fn wqes_inline_exactly_the_headers_each_mode_asks_for() {
-        use crate::dv::prm::{inline_test_frames, InlineMode};
+        use crate::dv::golden::inline_test_frames;
+        use crate::dv::prm::InlineMode;
         let modes = [InlineMode::None, InlineMode::L2, InlineMode::Ip, InlineMode::TcpUdp];
         for (col, mode) in modes.into_iter().enumerate() {
             // SEND WQEs in every mode (no eMPW), so that each frame has its own Ethernet segment.

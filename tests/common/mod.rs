@@ -100,18 +100,9 @@ pub fn seq_of(frame: &[u8]) -> u64 {
     u64::from_be_bytes(frame[14..22].try_into().unwrap())
 }
 
-/// Vector `name` from `tests/data/mlx5-vectors.txt` (generated with rdma-core's own helpers).
+/// Vector `name` of rdma-core's own encoders (`mlx5_prm::vectors`).
 pub fn golden(name: &str) -> Vec<u8> {
-    let text = include_str!("../data/mlx5-vectors.txt");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("VEC ") && l.split_whitespace().nth(1) == Some(name))
-        .unwrap_or_else(|| panic!("no vector {name}"));
-    let hex = line.split_whitespace().nth(3).unwrap();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
+    mlx5_prm::vectors::bytes(name)
 }
 
 /// IEEE 802 local experimental EtherType: no kernel protocol answers it.

@@ -17,7 +17,7 @@
  * tests/data/mlx5-vectors.txt.
  *
  * Build and run (from the repository root; needs libibverbs-dev):
- *   cc -O0 -Wall -o /tmp/gen scripts/mlx5-vectors-gen.c && /tmp/gen > tests/data/mlx5-vectors.txt
+ *   cc -O0 -Wall -o /tmp/gen tests/data/mlx5-vectors-gen.c && /tmp/gen > tests/data/mlx5-vectors.txt
  * The ignored test dv::golden::generator_reproduces_the_vectors does this and
  * compares (CI runs it).
  *

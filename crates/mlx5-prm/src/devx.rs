@@ -1,0 +1,56 @@
+//! The two DevX commands that say which inline mode a device needs, as DPDK issues them
+//! (`mlx5_devx_cmd_query_hca_attr`, `mlx5_devx_cmd_query_nic_vport_context`) through
+//! `mlx5dv_devx_general_cmd`, with the field positions of Linux `mlx5_ifc.h`. Commands and
+//! answers are big-endian PRM mailboxes; every answer starts with a status byte (0 = OK).
+pub const QUERY_HCA_CAP: u16 = 0x100;
+pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
+/// `op_mod` of QUERY_HCA_CAP: `MLX5_GET_HCA_CAP_OP_MOD_ETHERNET_OFFLOAD_CAPS` (1) << 1 |
+/// `MLX5_HCA_CAP_OPMOD_GET_CUR` (1): the current per-protocol networking offload caps.
+pub const OP_MOD_ETH_OFFLOAD_CAPS_CUR: u16 = 1 << 1 | 1;
+/// Bytes of a command (`query_hca_cap_in`, `query_nic_vport_context_in`).
+pub const IN_LEN: usize = 16;
+/// Bytes of an answer: the 16-byte header, then the capability or context.
+pub const OUT_LEN: usize = 16 + 0x1000;
+/// `per_protocol_networking_offload_caps.wqe_inline_mode` (bits 18..20 of the first dword)
+/// values, `MLX5_CAP_INLINE_MODE_*`.
+pub const CAP_INLINE_MODE_L2: u8 = 0;
+pub const CAP_INLINE_MODE_VPORT_CONTEXT: u8 = 1;
+pub const CAP_INLINE_MODE_NOT_REQUIRED: u8 = 2;
+
+/// A command: opcode in bytes 0..2, op_mod in bytes 6..8 (own vport: the rest 0).
+pub fn command(opcode: u16, op_mod: u16) -> [u8; IN_LEN] {
+    let mut c = [0u8; IN_LEN];
+    c[0..2].copy_from_slice(&opcode.to_be_bytes());
+    c[6..8].copy_from_slice(&op_mod.to_be_bytes());
+    c
+}
+
+/// The opcode and op_mod of a command.
+pub fn opcode_of(cmd: &[u8]) -> Option<(u16, u16)> {
+    Some((
+        u16::from_be_bytes(cmd.get(0..2)?.try_into().ok()?),
+        u16::from_be_bytes(cmd.get(6..8)?.try_into().ok()?),
+    ))
+}
+
+/// `wqe_inline_mode` of a QUERY_HCA_CAP (ethernet offload caps) answer.
+pub fn wqe_inline_mode(out: &[u8]) -> u8 {
+    (u32::from_be_bytes(out[16..20].try_into().expect("4 bytes")) >> 12) as u8 & 3
+}
+
+/// Sets `wqe_inline_mode` in an answer (the device side).
+pub fn set_wqe_inline_mode(out: &mut [u8], v: u8) {
+    let w = u32::from_be_bytes(out[16..20].try_into().expect("4 bytes")) & !(3 << 12) | u32::from(v & 3) << 12;
+    out[16..20].copy_from_slice(&w.to_be_bytes());
+}
+
+/// `nic_vport_context.min_wqe_inline_mode` (bits 5..8 of its first byte) of a
+/// QUERY_NIC_VPORT_CONTEXT answer.
+pub fn min_wqe_inline_mode(out: &[u8]) -> u8 {
+    out[16] & 7
+}
+
+/// Sets `min_wqe_inline_mode` in an answer (the device side).
+pub fn set_min_wqe_inline_mode(out: &mut [u8], v: u8) {
+    out[16] = out[16] & !7 | v & 7;
+}
