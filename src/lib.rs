@@ -39,7 +39,9 @@ pub mod pcap;
 pub mod rx;
 pub mod spec;
 pub mod stats;
-mod sys;
+use rawpkt_sys as sys;
+#[cfg(feature = "tools")]
+pub use rawpkt_sys::{errln, outln};
 use rawpkt_wire::text;
 pub mod tool;
 pub mod tx;

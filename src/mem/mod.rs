@@ -1,4 +1,4 @@
 //! Memory a NIC can reach: mapped regions and the packet-buffer pools carved from them.
 
 pub mod pool;
-pub mod region;
+pub use rawpkt_sys::region;

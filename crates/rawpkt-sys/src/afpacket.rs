@@ -34,7 +34,7 @@ impl AfPacket {
             } else {
                 format!("AF_PACKET socket on {ifname}: {e}")
             };
-            return Err(super::context(e, text));
+            return Err(crate::context(e, text));
         }
         // SAFETY: raw is a fresh, valid descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -81,7 +81,7 @@ impl AfPacket {
         if rc != 0 {
             let e = io::Error::last_os_error();
             let text = format!("bind AF_PACKET to {ifname}: {e}");
-            return Err(super::context(e, text));
+            return Err(crate::context(e, text));
         }
         Ok(AfPacket {
             fd,

@@ -14,9 +14,9 @@ use libloading::Library;
 use rdma_abi::*;
 
 /// Soname of libibverbs (rdma-core's `libibverbs/libibverbs.map.in`: IBVERBS_1.x).
-pub(crate) const LIBIBVERBS: &str = "libibverbs.so.1";
+pub const LIBIBVERBS: &str = "libibverbs.so.1";
 /// Soname of the mlx5 provider, which also exports the `mlx5dv_*` functions (MLX5_1.x).
-pub(crate) const LIBMLX5: &str = "libmlx5.so.1";
+pub const LIBMLX5: &str = "libmlx5.so.1";
 
 const INSTALL_HINT: &str =
     "install it with `apt-get install ibverbs-providers libibverbs1` (Debian/Ubuntu) or `dnf install libibverbs`";
@@ -69,7 +69,7 @@ impl Default for LibPaths {
 }
 
 /// Function pointers of libibverbs' exported (non-inline) verbs, with the library kept loaded.
-pub(crate) struct Ibverbs {
+pub struct Ibverbs {
     pub get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device,
     pub free_device_list: unsafe extern "C" fn(*mut *mut ibv_device),
     pub get_device_name: unsafe extern "C" fn(*mut ibv_device) -> *const c_char,
@@ -96,7 +96,7 @@ pub(crate) struct Ibverbs {
 }
 
 /// Function pointers of libmlx5's Direct Verbs exports.
-pub(crate) struct Mlx5dv {
+pub struct Mlx5dv {
     pub is_supported: unsafe extern "C" fn(*mut ibv_device) -> bool,
     pub query_device: unsafe extern "C" fn(*mut ibv_context, *mut mlx5dv_context) -> c_int,
     pub init_obj: unsafe extern "C" fn(*mut mlx5dv_obj, u64) -> c_int,
@@ -116,7 +116,7 @@ pub(crate) struct Mlx5dv {
 
 /// rdma-core as loaded: libibverbs always, libmlx5 when present (without it only the ibverbs
 /// datapath is possible, and `dv_missing` says why).
-pub(crate) struct Rdma {
+pub struct Rdma {
     pub ibv: Ibverbs,
     pub dv: Option<Mlx5dv>,
     pub dv_missing: Option<String>,
@@ -160,7 +160,7 @@ unsafe fn sym<T: Copy>(lib: &Library, libname: &str, name: &'static str) -> Resu
 
 impl Rdma {
     /// Loads rdma-core from `paths`. A missing libmlx5 is not an error: it only rules out DV.
-    pub(crate) fn load(paths: &LibPaths) -> Result<Rdma, LoadError> {
+    pub fn load(paths: &LibPaths) -> Result<Rdma, LoadError> {
         let lib = open(&paths.ibverbs)?;
         // Errors name the file loaded, which is not the soname when the environment chose it.
         let name = paths.ibverbs.to_string_lossy();
@@ -240,7 +240,7 @@ static LOADED: Mutex<Vec<(LibPaths, Arc<Rdma>)>> = Mutex::new(Vec::new());
 static CHOSEN: Mutex<Option<LibPaths>> = Mutex::new(None);
 
 /// Loads (or returns the already loaded) rdma-core from `paths`.
-pub(crate) fn load_from(paths: &LibPaths) -> Result<Arc<Rdma>, LoadError> {
+pub fn load_from(paths: &LibPaths) -> Result<Arc<Rdma>, LoadError> {
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, r)) = loaded.iter().find(|(p, _)| p == paths) {
         return Ok(r.clone());
@@ -252,13 +252,13 @@ pub(crate) fn load_from(paths: &LibPaths) -> Result<Arc<Rdma>, LoadError> {
 
 /// Where ports find rdma-core from now on when their options name no files (instead of the
 /// sonames).
-pub(crate) fn use_libraries(paths: LibPaths) {
+pub fn use_libraries(paths: LibPaths) {
     *CHOSEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(paths);
 }
 
 /// rdma-core for opening a port: the files its options name, else [`use_libraries`]'s choice,
 /// else the sonames.
-pub(crate) fn rdma(paths: Option<&LibPaths>) -> Result<Arc<Rdma>, LoadError> {
+pub fn rdma(paths: Option<&LibPaths>) -> Result<Arc<Rdma>, LoadError> {
     match paths {
         Some(p) => load_from(p),
         None => {

@@ -19,7 +19,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Installs SIGINT and SIGTERM handlers that set the returned flag (once per process).
-pub(crate) fn stop_flag() -> &'static AtomicBool {
+pub fn stop_flag() -> &'static AtomicBool {
     INSTALL.call_once(|| {
         for sig in [libc::SIGINT, libc::SIGTERM] {
             // SAFETY: sigaction is plain data; zero is a valid start. The handler only performs
@@ -92,7 +92,7 @@ pub fn finish_stdout() -> io::Result<()> {
 #[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => {
-        $crate::print_line(::std::format_args!($($arg)*))
+        $crate::signal::print_line(::std::format_args!($($arg)*))
     };
 }
 
@@ -100,7 +100,7 @@ macro_rules! outln {
 #[macro_export]
 macro_rules! errln {
     ($($arg:tt)*) => {
-        $crate::eprint_line(::std::format_args!($($arg)*))
+        $crate::signal::eprint_line(::std::format_args!($($arg)*))
     };
 }
 

@@ -39,8 +39,8 @@ unsafe impl Sync for Region {}
 
 // SAFETY: the mapping is owned by the Region and unmapped only when it drops, so base..base+len
 // stays mapped, readable and writable while the MR's Arc of it lives.
-#[cfg(feature = "mlx5")]
-unsafe impl crate::sys::rdma::Registrable for Region {
+#[cfg(feature = "rdma")]
+unsafe impl crate::rdma::Registrable for Region {
     fn base(&self) -> *mut u8 {
         self.base.as_ptr()
     }

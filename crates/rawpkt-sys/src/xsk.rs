@@ -11,41 +11,41 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-pub(crate) const AF_XDP: libc::c_int = 44;
-pub(crate) const SOL_XDP: libc::c_int = 283;
+pub const AF_XDP: libc::c_int = 44;
+pub const SOL_XDP: libc::c_int = 283;
 
 // Socket options (if_xdp.h).
-pub(crate) const XDP_MMAP_OFFSETS: libc::c_int = 1;
-pub(crate) const XDP_RX_RING: libc::c_int = 2;
-pub(crate) const XDP_TX_RING: libc::c_int = 3;
-pub(crate) const XDP_UMEM_REG: libc::c_int = 4;
-pub(crate) const XDP_UMEM_FILL_RING: libc::c_int = 5;
-pub(crate) const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
-pub(crate) const XDP_STATISTICS: libc::c_int = 7;
-pub(crate) const XDP_OPTIONS: libc::c_int = 8;
+pub const XDP_MMAP_OFFSETS: libc::c_int = 1;
+pub const XDP_RX_RING: libc::c_int = 2;
+pub const XDP_TX_RING: libc::c_int = 3;
+pub const XDP_UMEM_REG: libc::c_int = 4;
+pub const XDP_UMEM_FILL_RING: libc::c_int = 5;
+pub const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+pub const XDP_STATISTICS: libc::c_int = 7;
+pub const XDP_OPTIONS: libc::c_int = 8;
 /// Frames one `sendto` may send in copy mode (`xs->max_tx_budget`, Linux 6.17+). Before it, and
 /// by default, `__xsk_generic_xmit` stops after `TX_BATCH_SIZE` (32) descriptors with EAGAIN.
-pub(crate) const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+pub const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 
 // `sxdp_flags` of bind.
-pub(crate) const XDP_COPY: u16 = 1 << 1;
-pub(crate) const XDP_ZEROCOPY: u16 = 1 << 2;
-pub(crate) const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+pub const XDP_COPY: u16 = 1 << 1;
+pub const XDP_ZEROCOPY: u16 = 1 << 2;
+pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 
 /// `flags` word of a ring: the kernel wants a syscall to make progress.
-pub(crate) const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
-pub(crate) const XDP_OPTIONS_ZEROCOPY: u32 = 1 << 0;
+pub const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
+pub const XDP_OPTIONS_ZEROCOPY: u32 = 1 << 0;
 
 // mmap page offsets of the four rings.
-pub(crate) const XDP_PGOFF_RX_RING: libc::off_t = 0;
-pub(crate) const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
-pub(crate) const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
-pub(crate) const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
+pub const XDP_PGOFF_RX_RING: libc::off_t = 0;
+pub const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
+pub const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
+pub const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
 
 /// `struct sockaddr_xdp`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-pub(crate) struct SockaddrXdp {
+pub struct SockaddrXdp {
     pub family: u16,
     pub flags: u16,
     pub ifindex: u32,
@@ -56,7 +56,7 @@ pub(crate) struct SockaddrXdp {
 /// `struct xdp_ring_offset`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RingOffset {
+pub struct RingOffset {
     pub producer: u64,
     pub consumer: u64,
     pub desc: u64,
@@ -66,7 +66,7 @@ pub(crate) struct RingOffset {
 /// `struct xdp_mmap_offsets`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct MmapOffsets {
+pub struct MmapOffsets {
     pub rx: RingOffset,
     pub tx: RingOffset,
     pub fr: RingOffset,
@@ -78,7 +78,7 @@ pub(crate) struct MmapOffsets {
 /// as "no metadata" (net/xdp/xsk.c, `xsk_setsockopt`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-pub(crate) struct UmemReg {
+pub struct UmemReg {
     pub addr: u64,
     pub len: u64,
     pub chunk_size: u32,
@@ -90,7 +90,7 @@ pub(crate) struct UmemReg {
 /// `struct xdp_statistics`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct XdpStatistics {
+pub struct XdpStatistics {
     pub rx_dropped: u64,
     pub rx_invalid_descs: u64,
     pub tx_invalid_descs: u64,
@@ -102,7 +102,7 @@ pub(crate) struct XdpStatistics {
 /// `struct xdp_desc`: one RX or TX descriptor.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct XdpDesc {
+pub struct XdpDesc {
     pub addr: u64,
     pub len: u32,
     pub options: u32,
@@ -127,7 +127,7 @@ const _: () = {
 };
 
 /// A fresh, unbound AF_XDP socket.
-pub(crate) fn socket() -> io::Result<OwnedFd> {
+pub fn socket() -> io::Result<OwnedFd> {
     // SAFETY: plain syscall with constant arguments; the result is checked.
     let fd = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -171,7 +171,7 @@ fn getsockopt<T: Default>(fd: &impl AsRawFd, opt: libc::c_int) -> io::Result<T> 
 
 /// `XDP_UMEM_REG`: registers `[addr, addr + len)` as the socket's UMEM in `chunk`-byte frames.
 /// The memory must stay mapped until the socket is closed (the kernel pins the pages).
-pub(crate) fn umem_reg(fd: &OwnedFd, addr: u64, len: u64, chunk: u32, headroom: u32) -> io::Result<()> {
+pub fn umem_reg(fd: &OwnedFd, addr: u64, len: u64, chunk: u32, headroom: u32) -> io::Result<()> {
     let reg = UmemReg {
         addr,
         len,
@@ -183,25 +183,25 @@ pub(crate) fn umem_reg(fd: &OwnedFd, addr: u64, len: u64, chunk: u32, headroom: 
 }
 
 /// Sets the size (descriptors, a power of two) of one of the four rings.
-pub(crate) fn ring_size(fd: &OwnedFd, which: libc::c_int, size: u32) -> io::Result<()> {
+pub fn ring_size(fd: &OwnedFd, which: libc::c_int, size: u32) -> io::Result<()> {
     setsockopt(fd, which, &size)
 }
 
-pub(crate) fn mmap_offsets(fd: &OwnedFd) -> io::Result<MmapOffsets> {
+pub fn mmap_offsets(fd: &OwnedFd) -> io::Result<MmapOffsets> {
     getsockopt(fd, XDP_MMAP_OFFSETS)
 }
 
-pub(crate) fn statistics(fd: RawFd) -> io::Result<XdpStatistics> {
+pub fn statistics(fd: RawFd) -> io::Result<XdpStatistics> {
     getsockopt(&fd, XDP_STATISTICS)
 }
 
 /// Whether the bound socket runs in zero-copy mode (`XDP_OPTIONS`, Linux 5.3+).
-pub(crate) fn is_zerocopy(fd: &OwnedFd) -> io::Result<bool> {
+pub fn is_zerocopy(fd: &OwnedFd) -> io::Result<bool> {
     getsockopt::<u32>(fd, XDP_OPTIONS).map(|f| f & XDP_OPTIONS_ZEROCOPY != 0)
 }
 
 /// Maps one ring of `len` bytes at page offset `pgoff`.
-pub(crate) fn mmap_ring(fd: &OwnedFd, len: usize, pgoff: libc::off_t) -> io::Result<*mut u8> {
+pub fn mmap_ring(fd: &OwnedFd, len: usize, pgoff: libc::off_t) -> io::Result<*mut u8> {
     // SAFETY: a shared mapping of the socket's ring at a kernel-chosen address aliases no Rust
     // object; the result is checked.
     let p = unsafe {
@@ -225,14 +225,14 @@ pub(crate) fn mmap_ring(fd: &OwnedFd, len: usize, pgoff: libc::off_t) -> io::Res
 ///
 /// # Safety
 /// `ptr`/`len` must be exactly a live mapping from `mmap_ring`, and nothing may use it afterwards.
-pub(crate) unsafe fn munmap_ring(ptr: *mut u8, len: usize) {
+pub unsafe fn munmap_ring(ptr: *mut u8, len: usize) {
     // SAFETY: guaranteed by the caller.
     unsafe {
         libc::munmap(ptr.cast(), len);
     }
 }
 
-pub(crate) fn bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+pub fn bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
     let sa = SockaddrXdp {
         family: AF_XDP as u16,
         flags,
@@ -258,7 +258,7 @@ pub(crate) fn bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Re
 /// Lets one copy-mode `sendto` send up to `budget` frames. The kernel takes 32 ..= the TX ring's
 /// size and answers EACCES outside that range or before the TX ring exists
 /// (`xsk_setsockopt`, net/xdp/xsk.c); kernels before 6.17 answer ENOPROTOOPT.
-pub(crate) fn set_tx_budget(fd: &OwnedFd, budget: u32) -> io::Result<()> {
+pub fn set_tx_budget(fd: &OwnedFd, budget: u32) -> io::Result<()> {
     setsockopt(fd, XDP_MAX_TX_SKB_BUDGET, &budget)
 }
 
@@ -266,7 +266,7 @@ pub(crate) fn set_tx_budget(fd: &OwnedFd, budget: u32) -> io::Result<()> {
 /// `af_xdp` PMD do (`kick_tx`). Returns the errno on failure; EAGAIN, EBUSY and ENOBUFS mean
 /// "the kernel is busy, try again later" and are not errors.
 #[inline]
-pub(crate) fn kick_tx(fd: RawFd) -> Result<(), i32> {
+pub fn kick_tx(fd: RawFd) -> Result<(), i32> {
     // SAFETY: a zero-length send with null buffer and address; the kernel reads nothing.
     let r = unsafe { libc::sendto(fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
     if r < 0 {
@@ -281,7 +281,7 @@ pub(crate) fn kick_tx(fd: RawFd) -> Result<(), i32> {
 /// interface is gone (the socket unbound), ENETDOWN while it is down (net/xdp/xsk.c
 /// `__xsk_recvmsg`).
 #[inline]
-pub(crate) fn kick_rx(fd: RawFd) -> Result<(), i32> {
+pub fn kick_rx(fd: RawFd) -> Result<(), i32> {
     // SAFETY: a zero-length receive into a null buffer; the kernel writes nothing.
     let r = unsafe {
         libc::recvfrom(
@@ -302,7 +302,7 @@ pub(crate) fn kick_rx(fd: RawFd) -> Result<(), i32> {
 
 /// Waits up to `timeout_ms` for the socket to become readable (`poll(POLLIN)`); returns whether
 /// it did.
-pub(crate) fn wait_readable(fd: RawFd, timeout_ms: i32) -> bool {
+pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> bool {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,

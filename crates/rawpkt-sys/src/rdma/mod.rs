@@ -2,10 +2,10 @@
 //! re-implemented over the op tables ([`ops`]), and safe owners of the objects ([`objects`]).
 //! Types come from the `rdma-abi` crate (bindgen output of rdma-core 44's verbs.h and mlx5dv.h).
 
-pub(crate) mod load;
-pub(crate) mod objects;
-pub(crate) mod ops;
+pub mod load;
+pub mod objects;
+pub mod ops;
 
-pub(crate) use load::{load_from, rdma, use_libraries, Rdma};
+pub use load::{load_from, rdma, use_libraries, Rdma};
 pub use load::{LibPaths, LoadError}; // rawpkt::mlx5 re-exports them
-pub(crate) use objects::{CallError, Context, Cq, DeviceList, Flow, FlowAttr, IndTable, Mr, Pd, Qp, Registrable, Wq};
+pub use objects::{CallError, Context, Cq, DeviceList, Flow, FlowAttr, IndTable, Mr, Pd, Qp, Registrable, Wq};

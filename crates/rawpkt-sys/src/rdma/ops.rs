@@ -17,7 +17,7 @@ use super::load::Ibverbs;
 
 /// `__VERBS_ABI_IS_EXTENDED` (verbs.h): `((void *)UINTPTR_MAX)` in `ibv_context.abi_compat`
 /// marks a context embedded in a `struct verbs_context`.
-pub(crate) const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
+pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
 
 /// Sets errno, as the inline verbs do before returning NULL.
 fn set_errno(e: c_int) {
@@ -30,7 +30,7 @@ fn set_errno(e: c_int) {
 ///
 /// # Safety
 /// `ctx` must be a live context from `ibv_open_device`.
-pub(crate) unsafe fn verbs_get_ctx(ctx: *mut ibv_context) -> *mut verbs_context {
+pub unsafe fn verbs_get_ctx(ctx: *mut ibv_context) -> *mut verbs_context {
     // SAFETY: ctx is live (caller); reading abi_compat is always allowed.
     if unsafe { (*ctx).abi_compat } != VERBS_ABI_IS_EXTENDED {
         return null_mut();
@@ -60,7 +60,7 @@ macro_rules! verbs_get_ctx_op {
 /// # Safety
 /// `qp` live; `wr` a valid chain whose SGEs point into registered memory.
 #[inline(always)]
-pub(crate) unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+pub unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
     // SAFETY: qp and its context are live (caller).
     match unsafe { (*(*qp).context).ops.post_send } {
         // SAFETY: the provider's op, called with the arguments verbs.h passes.
@@ -76,7 +76,7 @@ pub(crate) unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *
 /// `qp` live; `wr` a valid chain whose SGEs point into registered memory.
 #[allow(dead_code)]
 #[inline(always)]
-pub(crate) unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+pub unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     // SAFETY: qp and its context are live (caller).
     match unsafe { (*(*qp).context).ops.post_recv } {
         // SAFETY: the provider's op, called with the arguments verbs.h passes.
@@ -90,7 +90,7 @@ pub(crate) unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *
 /// # Safety
 /// `wq` live; `wr` a valid chain whose SGEs point into registered memory.
 #[inline(always)]
-pub(crate) unsafe fn ibv_post_wq_recv(wq: *mut ibv_wq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+pub unsafe fn ibv_post_wq_recv(wq: *mut ibv_wq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     // SAFETY: wq is live (caller).
     match unsafe { (*wq).post_recv } {
         // SAFETY: the provider's op, called with the arguments verbs.h passes.
@@ -104,7 +104,7 @@ pub(crate) unsafe fn ibv_post_wq_recv(wq: *mut ibv_wq, wr: *mut ibv_recv_wr, bad
 /// # Safety
 /// `cq` live; `wc` holds at least `n` entries.
 #[inline(always)]
-pub(crate) unsafe fn ibv_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: cq and its context are live (caller).
     match unsafe { (*(*cq).context).ops.poll_cq } {
         // SAFETY: the provider's op, called with the arguments verbs.h passes.
@@ -117,7 +117,7 @@ pub(crate) unsafe fn ibv_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> 
 ///
 /// # Safety
 /// `qp` live; `attr` points at an `ibv_flow_attr` followed by its specs.
-pub(crate) unsafe fn ibv_create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *mut ibv_flow {
+pub unsafe fn ibv_create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *mut ibv_flow {
     // SAFETY: qp and its context are live (caller).
     let op = unsafe { verbs_get_ctx_op!((*qp).context, ibv_create_flow) };
     match op {
@@ -134,7 +134,7 @@ pub(crate) unsafe fn ibv_create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) 
 ///
 /// # Safety
 /// `flow` live and not used afterwards.
-pub(crate) unsafe fn ibv_destroy_flow(flow: *mut ibv_flow) -> c_int {
+pub unsafe fn ibv_destroy_flow(flow: *mut ibv_flow) -> c_int {
     // SAFETY: flow and its context are live (caller).
     let op = unsafe { verbs_get_ctx_op!((*flow).context, ibv_destroy_flow) };
     match op {
@@ -150,7 +150,7 @@ pub(crate) unsafe fn ibv_destroy_flow(flow: *mut ibv_flow) -> c_int {
 ///
 /// # Safety
 /// `ctx` live; `attr` valid.
-pub(crate) unsafe fn ibv_create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
+pub unsafe fn ibv_create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
     // SAFETY: ctx is live (caller).
     let op = unsafe { verbs_get_ctx_op!(ctx, create_wq) };
     let Some(f) = op else {
@@ -172,7 +172,7 @@ pub(crate) unsafe fn ibv_create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init
 ///
 /// # Safety
 /// `wq` a WQ just created from `attr`, not yet shared.
-pub(crate) unsafe fn init_wq(wq: *mut ibv_wq, attr: *const ibv_wq_init_attr) {
+pub unsafe fn init_wq(wq: *mut ibv_wq, attr: *const ibv_wq_init_attr) {
     // SAFETY: per the contract.
     unsafe {
         (*wq).wq_context = (*attr).wq_context;
@@ -186,7 +186,7 @@ pub(crate) unsafe fn init_wq(wq: *mut ibv_wq, attr: *const ibv_wq_init_attr) {
 ///
 /// # Safety
 /// `wq` live; `attr` valid.
-pub(crate) unsafe fn ibv_modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
+pub unsafe fn ibv_modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c_int {
     // SAFETY: wq and its context are live (caller).
     let op = unsafe { verbs_get_ctx_op!((*wq).context, modify_wq) };
     match op {
@@ -200,7 +200,7 @@ pub(crate) unsafe fn ibv_modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr) -> c
 ///
 /// # Safety
 /// `wq` live and not used afterwards.
-pub(crate) unsafe fn ibv_destroy_wq(wq: *mut ibv_wq) -> c_int {
+pub unsafe fn ibv_destroy_wq(wq: *mut ibv_wq) -> c_int {
     // SAFETY: wq and its context are live (caller).
     let op = unsafe { verbs_get_ctx_op!((*wq).context, destroy_wq) };
     match op {
@@ -214,7 +214,7 @@ pub(crate) unsafe fn ibv_destroy_wq(wq: *mut ibv_wq) -> c_int {
 ///
 /// # Safety
 /// `ctx` live; `attr` valid, its table holding `1 << log_ind_tbl_size` live WQs.
-pub(crate) unsafe fn ibv_create_rwq_ind_table(
+pub unsafe fn ibv_create_rwq_ind_table(
     ctx: *mut ibv_context,
     attr: *mut ibv_rwq_ind_table_init_attr,
 ) -> *mut ibv_rwq_ind_table {
@@ -234,7 +234,7 @@ pub(crate) unsafe fn ibv_create_rwq_ind_table(
 ///
 /// # Safety
 /// `t` live and not used afterwards.
-pub(crate) unsafe fn ibv_destroy_rwq_ind_table(t: *mut ibv_rwq_ind_table) -> c_int {
+pub unsafe fn ibv_destroy_rwq_ind_table(t: *mut ibv_rwq_ind_table) -> c_int {
     // SAFETY: t and its context are live (caller).
     let op = unsafe { verbs_get_ctx_op!((*t).context, destroy_rwq_ind_table) };
     match op {
@@ -249,11 +249,7 @@ pub(crate) unsafe fn ibv_destroy_rwq_ind_table(t: *mut ibv_rwq_ind_table) -> c_i
 ///
 /// # Safety
 /// `ctx` live; `attr` valid.
-pub(crate) unsafe fn ibv_create_qp_ex(
-    ibv: &Ibverbs,
-    ctx: *mut ibv_context,
-    attr: *mut ibv_qp_init_attr_ex,
-) -> *mut ibv_qp {
+pub unsafe fn ibv_create_qp_ex(ibv: &Ibverbs, ctx: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
     // SAFETY: attr is valid (caller).
     if unsafe { (*attr).comp_mask } == IBV_QP_INIT_ATTR_PD {
         // SAFETY: ibv_qp_init_attr is the prefix of ibv_qp_init_attr_ex, as verbs.h's cast assumes.
@@ -276,7 +272,7 @@ pub(crate) unsafe fn ibv_create_qp_ex(
 ///
 /// # Safety
 /// `ctx` live.
-pub(crate) unsafe fn ibv_query_device_ex(ibv: &Ibverbs, ctx: *mut ibv_context, attr: &mut ibv_device_attr_ex) -> c_int {
+pub unsafe fn ibv_query_device_ex(ibv: &Ibverbs, ctx: *mut ibv_context, attr: &mut ibv_device_attr_ex) -> c_int {
     // SAFETY: ctx is live (caller).
     let op = unsafe { verbs_get_ctx_op!(ctx, query_device_ex) };
     if let Some(f) = op {
@@ -297,7 +293,7 @@ pub(crate) unsafe fn ibv_query_device_ex(ibv: &Ibverbs, ctx: *mut ibv_context, a
 ///
 /// # Safety
 /// `ctx` live.
-pub(crate) unsafe fn ibv_query_rt_values_ex(ctx: *mut ibv_context, values: &mut ibv_values_ex) -> c_int {
+pub unsafe fn ibv_query_rt_values_ex(ctx: *mut ibv_context, values: &mut ibv_values_ex) -> c_int {
     // SAFETY: ctx is live (caller).
     let op = unsafe { verbs_get_ctx_op!(ctx, query_rt_values) };
     match op {
@@ -312,7 +308,7 @@ pub(crate) unsafe fn ibv_query_rt_values_ex(ctx: *mut ibv_context, values: &mut 
 ///
 /// # Safety
 /// `ctx` live.
-pub(crate) unsafe fn ibv_query_port(ibv: &Ibverbs, ctx: *mut ibv_context, port: u8, attr: &mut ibv_port_attr) -> c_int {
+pub unsafe fn ibv_query_port(ibv: &Ibverbs, ctx: *mut ibv_context, port: u8, attr: &mut ibv_port_attr) -> c_int {
     // SAFETY: ctx is live (caller).
     let op = unsafe { verbs_get_ctx_op!(ctx, query_port) };
     match op {

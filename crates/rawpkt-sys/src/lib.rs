@@ -1,23 +1,32 @@
-//! The syscall corner: thin, checked wrappers over libc that the rest of the crate uses safely.
-#![allow(unsafe_code)]
+//! rawpkt's syscall corner: thin, checked wrappers over libc and rdma-core that the engine, the
+//! device model and the tools use safely (as quinn-udp holds quinn's socket calls). A leaf: it
+//! depends on no other crate of the workspace but rdma-core's types (`rdma-abi`).
+//!
+//! - [`region`]: memory mappings a NIC can reach (hugepages, or 4 KiB pages where there are none).
+//! - [`rdma`] (feature `rdma`): rdma-core loaded at run time and safe owners of its objects.
+//! - [`afpacket`] (feature `afpacket`): the AF_PACKET sockets the device model's wires use.
+//! - [`bpf`], [`netdev`], [`xsk`] (feature `xdp`): eBPF programs and maps, interface queries,
+//!   AF_XDP sockets.
+//! - [`signal`]: Ctrl-C and SIGTERM as a flag, and standard output that a closed pipe ends quietly.
+//! - CPU pinning and interface indices, below.
 
-// Only the model's wires use AF_PACKET sockets.
-#[cfg(feature = "model")]
-pub(crate) mod afpacket;
+// The device model's wires.
+#[cfg(feature = "afpacket")]
+pub mod afpacket;
 #[cfg(feature = "xdp")]
-pub(crate) mod bpf;
+pub mod bpf;
 #[cfg(feature = "xdp")]
-pub(crate) mod netdev;
-#[cfg(feature = "mlx5")]
-pub(crate) mod rdma;
-pub(crate) mod signal;
+pub mod netdev;
+#[cfg(feature = "rdma")]
+pub mod rdma;
+pub mod region;
+pub mod signal;
 #[cfg(feature = "xdp")]
-pub(crate) mod xsk;
+pub mod xsk;
 
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
 /// in the allowed set).
-#[cfg_attr(not(feature = "model"), allow(dead_code))] // the model's thread
-pub(crate) fn pin_current_thread(core: usize) -> bool {
+pub fn pin_current_thread(core: usize) -> bool {
     if core >= libc::CPU_SETSIZE as usize {
         return false;
     }
@@ -31,8 +40,7 @@ pub(crate) fn pin_current_thread(core: usize) -> bool {
 }
 
 /// Index of a network interface; ENODEV if there is none of that name.
-#[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
-pub(crate) fn if_index(name: &str) -> std::io::Result<u32> {
+pub fn if_index(name: &str) -> std::io::Result<u32> {
     // A name with a NUL in it names no interface.
     let c = std::ffi::CString::new(name).map_err(|_| std::io::Error::from_raw_os_error(libc::ENODEV))?;
     // SAFETY: c is a valid NUL-terminated string for the duration of the call.
@@ -47,8 +55,7 @@ pub(crate) fn if_index(name: &str) -> std::io::Result<u32> {
 /// `e` with the words of the call site in front (`text`, which usually ends with `e` itself),
 /// still an `io::Error` of the same kind whose errno stays readable through `source()` (as
 /// `rawpkt::Error::os_error` reads it), where `io::Error::new(kind, text)` would drop it.
-#[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
-pub(crate) fn context(e: std::io::Error, text: String) -> std::io::Error {
+pub fn context(e: std::io::Error, text: String) -> std::io::Error {
     std::io::Error::new(e.kind(), Context { text, errno: e })
 }
 

@@ -69,18 +69,18 @@ fn ioctl(req: libc::c_ulong, r: &mut IfReq) -> io::Result<()> {
 }
 
 /// `SIOCGIFFLAGS`.
-pub(crate) fn flags(name: &str) -> io::Result<u32> {
+pub fn flags(name: &str) -> io::Result<u32> {
     let mut r = ifreq(name)?;
     ioctl(libc::SIOCGIFFLAGS as _, &mut r)?;
     Ok(u32::from(u16::from_ne_bytes([r.data[0], r.data[1]])))
 }
 
-pub(crate) fn is_up(name: &str) -> io::Result<bool> {
+pub fn is_up(name: &str) -> io::Result<bool> {
     flags(name).map(|f| f & libc::IFF_UP as u32 != 0)
 }
 
 /// `SIOCGIFHWADDR`: the interface's MAC address.
-pub(crate) fn mac(name: &str) -> io::Result<[u8; 6]> {
+pub fn mac(name: &str) -> io::Result<[u8; 6]> {
     let mut r = ifreq(name)?;
     ioctl(libc::SIOCGIFHWADDR as _, &mut r)?;
     // struct sockaddr: sa_family (2 bytes), then the address.
@@ -91,7 +91,7 @@ pub(crate) fn mac(name: &str) -> io::Result<[u8; 6]> {
 
 /// Receive queues in use: `max(rx_count, combined_count)` of `ETHTOOL_GCHANNELS`, or None when
 /// the driver does not report channels.
-pub(crate) fn rx_queues(name: &str) -> io::Result<Option<u32>> {
+pub fn rx_queues(name: &str) -> io::Result<Option<u32>> {
     let mut ch = EthtoolChannels {
         cmd: ETHTOOL_GCHANNELS,
         ..Default::default()
@@ -107,7 +107,7 @@ pub(crate) fn rx_queues(name: &str) -> io::Result<Option<u32>> {
 
 /// The interface's driver (`ETHTOOL_GDRVINFO`'s `driver`: "veth", "mlx5_core"), or None when
 /// it does not say.
-pub(crate) fn driver(name: &str) -> Option<String> {
+pub fn driver(name: &str) -> Option<String> {
     const ETHTOOL_GDRVINFO: u32 = 0x3;
     // struct ethtool_drvinfo (include/uapi/linux/ethtool.h): cmd, then driver[32], the rest
     // (version, firmware, bus, erom, reserved, five u32 counts) unread: 196 bytes in all.
@@ -122,7 +122,7 @@ pub(crate) fn driver(name: &str) -> Option<String> {
 }
 
 /// Names of the interfaces of the calling thread's namespace.
-pub(crate) fn names() -> Vec<String> {
+pub fn names() -> Vec<String> {
     // SAFETY: if_nameindex returns a heap array terminated by a zero entry, or null; it is
     // read before if_freenameindex releases it.
     unsafe {
@@ -142,12 +142,12 @@ pub(crate) fn names() -> Vec<String> {
 }
 
 /// The calling thread's network namespace, as an open descriptor.
-pub(crate) fn current_netns() -> io::Result<OwnedFd> {
+pub fn current_netns() -> io::Result<OwnedFd> {
     std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
 }
 
 /// `setns(fd, CLONE_NEWNET)` for the calling thread.
-pub(crate) fn enter_netns(fd: &OwnedFd) -> io::Result<()> {
+pub fn enter_netns(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: fd is a live namespace descriptor; setns only changes this thread's namespace.
     if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
         return Err(io::Error::last_os_error());
@@ -156,7 +156,7 @@ pub(crate) fn enter_netns(fd: &OwnedFd) -> io::Result<()> {
 }
 
 /// The namespace a descriptor names, as its nsfs device and inode.
-pub(crate) fn ns_id(fd: &OwnedFd) -> Option<(u64, u64)> {
+pub fn ns_id(fd: &OwnedFd) -> Option<(u64, u64)> {
     // SAFETY: fstat into a zeroed, live stat buffer.
     unsafe {
         let mut s: libc::stat = std::mem::zeroed();
@@ -165,13 +165,13 @@ pub(crate) fn ns_id(fd: &OwnedFd) -> Option<(u64, u64)> {
 }
 
 /// Whether two namespace descriptors name the same namespace (same nsfs inode).
-pub(crate) fn same_ns(a: &OwnedFd, b: &OwnedFd) -> bool {
+pub fn same_ns(a: &OwnedFd, b: &OwnedFd) -> bool {
     matches!((ns_id(a), ns_id(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// Runs `f` with the calling thread in namespace `ns` (if it is not there already), then
 /// returns the thread to where it was.
-pub(crate) fn in_netns<T>(ns: &OwnedFd, f: impl FnOnce() -> T) -> io::Result<T> {
+pub fn in_netns<T>(ns: &OwnedFd, f: impl FnOnce() -> T) -> io::Result<T> {
     let here = current_netns()?;
     if same_ns(&here, ns) {
         return Ok(f());

@@ -15,15 +15,14 @@ const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
-#[cfg(test)] // only the tests run programs in the kernel
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_LINK_CREATE: libc::c_long = 28;
 
 /// `enum bpf_attach_type`: `BPF_XDP`, the attach type of an XDP link.
 const BPF_XDP: u32 = 37;
 /// `XDP_FLAGS_SKB_MODE` and `XDP_FLAGS_DRV_MODE` (include/uapi/linux/if_link.h).
-pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+pub const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
@@ -62,7 +61,6 @@ struct ProgLoadAttr {
 }
 
 /// `bpf_attr` for `BPF_PROG_TEST_RUN` (the `test` struct), through `batch_size`.
-#[cfg(test)]
 #[repr(C)]
 #[derive(Default)]
 struct TestRunAttr {
@@ -118,7 +116,6 @@ const _: () = {
     assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
 };
 
-#[cfg(test)]
 const _: () = {
     assert!(std::mem::offset_of!(TestRunAttr, repeat) == 32);
     assert!(std::mem::offset_of!(TestRunAttr, batch_size) == 72);
@@ -156,7 +153,7 @@ fn with_context(e: io::Error, what: &str) -> io::Error {
         _ => "",
     };
     let text = format!("bpf({what}): {e}{hint}");
-    super::context(e, text)
+    crate::context(e, text)
 }
 
 fn own_fd(r: libc::c_long) -> OwnedFd {
@@ -165,7 +162,7 @@ fn own_fd(r: libc::c_long) -> OwnedFd {
 }
 
 /// `BPF_MAP_CREATE` of a `BPF_MAP_TYPE_XSKMAP`: key = queue index (u32), value = XSK fd (u32).
-pub(crate) fn create_xskmap(entries: u32, name: &str) -> io::Result<OwnedFd> {
+pub fn create_xskmap(entries: u32, name: &str) -> io::Result<OwnedFd> {
     let mut attr = MapCreateAttr {
         map_type: BPF_MAP_TYPE_XSKMAP,
         key_size: 4,
@@ -191,7 +188,7 @@ const LOG_SIZE: usize = 1 << 20;
 /// License: the only helper used, `bpf_redirect_map`, is not `gpl_only` (net/core/filter.c,
 /// `bpf_xdp_redirect_map_proto`), so any string would do; "Dual MIT/GPL" is GPL-compatible for
 /// the kernel (`license_is_gpl_compatible`) and honest about the generated code.
-pub(crate) fn load_xdp(insns: &[u8], name: &str) -> io::Result<OwnedFd> {
+pub fn load_xdp(insns: &[u8], name: &str) -> io::Result<OwnedFd> {
     assert!(
         insns.len().is_multiple_of(8),
         "an eBPF image is a whole number of 8-byte instructions"
@@ -221,7 +218,7 @@ pub(crate) fn load_xdp(insns: &[u8], name: &str) -> io::Result<OwnedFd> {
                 Err(_) => {
                     let e = with_context(first, "BPF_PROG_LOAD xdp");
                     let text = format!("{e}; verifier log:\n{}", text.trim_end());
-                    Err(super::context(e, text))
+                    Err(crate::context(e, text))
                 }
             }
         }
@@ -231,8 +228,9 @@ pub(crate) fn load_xdp(insns: &[u8], name: &str) -> io::Result<OwnedFd> {
 /// `BPF_PROG_TEST_RUN`: runs the program once on `frame` (as received on queue 0) and returns
 /// its return value, for XDP the verdict (`XDP_DROP` 1, `XDP_PASS` 2, `XDP_REDIRECT` 4). The
 /// kernel refuses frames shorter than an Ethernet header (`ETH_HLEN`, 14) with `EINVAL`.
-#[cfg(test)] // the tests check the XDP program's verdicts against the software matcher
-pub(crate) fn test_run(prog: &OwnedFd, frame: &[u8]) -> io::Result<u32> {
+/// Runs a loaded program once over `frame` (`BPF_PROG_TEST_RUN`) and returns its verdict: how
+/// rawpkt's tests check an XDP program against the software matcher.
+pub fn test_run(prog: &OwnedFd, frame: &[u8]) -> io::Result<u32> {
     let mut attr = TestRunAttr {
         prog_fd: prog.as_raw_fd() as u32,
         data_size_in: frame.len() as u32,
@@ -246,7 +244,7 @@ pub(crate) fn test_run(prog: &OwnedFd, frame: &[u8]) -> io::Result<u32> {
 
 /// `BPF_MAP_UPDATE_ELEM` of an XSKMAP: queue `key` to AF_XDP socket `sock`. The value must be
 /// the socket's descriptor (anything else fails with `ENOTSOCK`).
-pub(crate) fn xskmap_set(map: &OwnedFd, key: u32, sock: std::os::fd::RawFd) -> io::Result<()> {
+pub fn xskmap_set(map: &OwnedFd, key: u32, sock: std::os::fd::RawFd) -> io::Result<()> {
     let value = sock as u32;
     let mut attr = MapElemAttr {
         map_fd: map.as_raw_fd() as u32,
@@ -260,7 +258,7 @@ pub(crate) fn xskmap_set(map: &OwnedFd, key: u32, sock: std::os::fd::RawFd) -> i
 }
 
 /// `BPF_MAP_DELETE_ELEM`: unbinds queue `key` in an XSKMAP (a missing key is not an error).
-pub(crate) fn xskmap_clear(map: &OwnedFd, key: u32) -> io::Result<()> {
+pub fn xskmap_clear(map: &OwnedFd, key: u32) -> io::Result<()> {
     let mut attr = MapElemAttr {
         map_fd: map.as_raw_fd() as u32,
         key: &key as *const u32 as u64,
@@ -277,7 +275,7 @@ pub(crate) fn xskmap_clear(map: &OwnedFd, key: u32) -> io::Result<()> {
 /// as long as the returned descriptor is open, so a killed process leaves nothing behind.
 /// Linux 5.9+ (commit aa8d3a716b59 "bpf, xdp: Add bpf_link-based XDP attachment API"); the
 /// raw errno is kept so that callers can tell "no such mode" from "not permitted".
-pub(crate) fn xdp_link_create(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+pub fn xdp_link_create(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
     let mut attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
         target_ifindex: ifindex,

@@ -15,7 +15,7 @@ use super::ops;
 
 /// A verbs call that failed: which call and the errno it left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CallError {
+pub struct CallError {
     pub call: &'static str,
     pub errno: i32,
 }
@@ -62,21 +62,21 @@ fn check(call: &'static str, ret: c_int) -> Result<(), CallError> {
 
 /// What `ibv_get_device_list` returned: name, the sysfs paths, and whether mlx5dv drives it.
 #[derive(Clone, Debug)]
-pub(crate) struct DeviceInfo {
+pub struct DeviceInfo {
     pub name: String,
     pub ibdev_path: String,
     pub dv_supported: bool,
 }
 
 /// The device list, freed on drop (devices stay valid while a context opened on them lives).
-pub(crate) struct DeviceList<'a> {
+pub struct DeviceList<'a> {
     rdma: &'a Rdma,
     list: *mut *mut ibv_device,
     n: usize,
 }
 
 impl<'a> DeviceList<'a> {
-    pub(crate) fn get(rdma: &'a Rdma) -> Result<DeviceList<'a>, CallError> {
+    pub fn get(rdma: &'a Rdma) -> Result<DeviceList<'a>, CallError> {
         let mut n: c_int = 0;
         // SAFETY: exported function; n is a valid out pointer.
         let list = unsafe { (rdma.ibv.get_device_list)(&mut n) };
@@ -100,8 +100,12 @@ impl<'a> DeviceList<'a> {
         })
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
     }
 
     fn raw(&self, i: usize) -> *mut ibv_device {
@@ -110,7 +114,7 @@ impl<'a> DeviceList<'a> {
         unsafe { *self.list.add(i) }
     }
 
-    pub(crate) fn info(&self, i: usize) -> DeviceInfo {
+    pub fn info(&self, i: usize) -> DeviceInfo {
         let dev = self.raw(i);
         // SAFETY: dev is a live device of the list; name and ibdev_path are NUL-terminated
         // arrays inside it (rdma-core fills them from sysfs).
@@ -133,7 +137,7 @@ impl<'a> DeviceList<'a> {
     /// Opens device `i`: with DevX where libmlx5 and the kernel offer it (`mlx5dv_open_device`
     /// with `MLX5DV_CONTEXT_FLAGS_DEVX`, as DPDK's `mlx5_os_open_device` does first), else
     /// `ibv_open_device`.
-    pub(crate) fn open(&self, i: usize, rdma: &Arc<Rdma>) -> Result<Arc<Context>, CallError> {
+    pub fn open(&self, i: usize, rdma: &Arc<Rdma>) -> Result<Arc<Context>, CallError> {
         let dev = self.raw(i);
         if let Some(open_dv) = rdma.dv.as_ref().and_then(|dv| dv.open_device) {
             let mut attr = mlx5dv_context_attr {
@@ -178,7 +182,7 @@ impl Drop for DeviceList<'_> {
 }
 
 /// An open device (`ibv_open_device`), closed on drop.
-pub(crate) struct Context {
+pub struct Context {
     rdma: Arc<Rdma>,
     ptr: *mut ibv_context,
     dev: *mut ibv_device,
@@ -196,7 +200,7 @@ impl Context {
     /// Runs a DevX command (`mlx5dv_devx_general_cmd`): `cmd` in, the answer into `out`.
     /// Err(EOPNOTSUPP) on a context opened without DevX; Err(EIO) when the device answers
     /// with a bad status.
-    pub(crate) fn devx_cmd(&self, cmd: &[u8], out: &mut [u8]) -> Result<(), CallError> {
+    pub fn devx_cmd(&self, cmd: &[u8], out: &mut [u8]) -> Result<(), CallError> {
         let f = self
             .rdma
             .dv
@@ -230,13 +234,13 @@ impl Context {
     }
 
     /// The context's `async_fd`, readable when an asynchronous event waits.
-    pub(crate) fn async_fd(&self) -> c_int {
+    pub fn async_fd(&self) -> c_int {
         // SAFETY: live context; async_fd is a plain field libibverbs set at open.
         unsafe { (*self.ptr).async_fd }
     }
 
     /// Some(()) where libibverbs exports `ibv_get_async_event` and `ibv_ack_async_event`.
-    pub(crate) fn get_async_event_fn(&self) -> Option<()> {
+    pub fn get_async_event_fn(&self) -> Option<()> {
         self.rdma
             .ibv
             .get_async_event
@@ -246,7 +250,7 @@ impl Context {
 
     /// The next asynchronous event (its type, and the port number for port events), acked; None
     /// when none waits (the fd is non-blocking) or the call fails.
-    pub(crate) fn next_async_event(&self) -> Option<(ibv_event_type, c_int)> {
+    pub fn next_async_event(&self) -> Option<(ibv_event_type, c_int)> {
         let (get, ack) = (self.rdma.ibv.get_async_event?, self.rdma.ibv.ack_async_event?);
         // SAFETY: ibv_async_event is C data (a union of pointers and an int, an enum): all zero
         // is valid.
@@ -265,7 +269,7 @@ impl Context {
     }
 
     /// `___ibv_query_port`.
-    pub(crate) fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
+    pub fn query_port(&self, port: u8) -> Result<ibv_port_attr, CallError> {
         let mut attr = ibv_port_attr::default();
         // SAFETY: live context.
         let ret = unsafe { ops::ibv_query_port(&self.rdma.ibv, self.ptr, port, &mut attr) };
@@ -273,7 +277,7 @@ impl Context {
     }
 
     /// `ibv_query_device_ex` (legacy fallback included).
-    pub(crate) fn query_device_ex(&self) -> Result<ibv_device_attr_ex, CallError> {
+    pub fn query_device_ex(&self) -> Result<ibv_device_attr_ex, CallError> {
         let mut attr = ibv_device_attr_ex::default();
         // SAFETY: live context.
         let ret = unsafe { ops::ibv_query_device_ex(&self.rdma.ibv, self.ptr, &mut attr) };
@@ -282,7 +286,7 @@ impl Context {
 
     /// The device clock's raw ticks now (`ibv_query_rt_values_ex` with
     /// `IBV_VALUES_MASK_RAW_CLOCK`), or None where the provider does not read it.
-    pub(crate) fn raw_clock(&self) -> Option<u64> {
+    pub fn raw_clock(&self) -> Option<u64> {
         let mut v = ibv_values_ex {
             comp_mask: IBV_VALUES_MASK_RAW_CLOCK,
             ..Default::default()
@@ -302,7 +306,7 @@ impl Context {
 
     /// The striding RQ caps `mlx5dv_query_device` reports (`MLX5DV_CONTEXT_MASK_STRIDING_RQ`);
     /// all zero (none) where the library does not answer for them.
-    pub(crate) fn striding_caps(&self) -> mlx5dv_striding_rq_caps {
+    pub fn striding_caps(&self) -> mlx5dv_striding_rq_caps {
         let none = mlx5dv_striding_rq_caps::default();
         let Some(dv) = &self.rdma.dv else { return none };
         let mut attr = mlx5dv_context {
@@ -320,7 +324,7 @@ impl Context {
     /// `mlx5dv_is_supported` + `mlx5dv_query_device`, or why DV is out.
     /// `mlx5dv_query_device` asking for `cqe_comp_caps`: (max_num, supported_format), or None
     /// where the device reports no compression.
-    pub(crate) fn mlx5dv_cqe_comp_caps(&self) -> Option<(u32, u32)> {
+    pub fn mlx5dv_cqe_comp_caps(&self) -> Option<(u32, u32)> {
         let dv = self.rdma.dv.as_ref()?;
         let mut attr = mlx5dv_context {
             comp_mask: u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION),
@@ -332,7 +336,7 @@ impl Context {
             .then_some((attr.cqe_comp_caps.max_num, attr.cqe_comp_caps.supported_format))
     }
 
-    pub(crate) fn mlx5dv_query(&self) -> Result<mlx5dv_context, String> {
+    pub fn mlx5dv_query(&self) -> Result<mlx5dv_context, String> {
         let Some(dv) = &self.rdma.dv else {
             return Err(self
                 .rdma
@@ -363,7 +367,7 @@ impl Drop for Context {
 }
 
 /// A protection domain.
-pub(crate) struct Pd {
+pub struct Pd {
     ctx: Arc<Context>,
     ptr: *mut ibv_pd,
 }
@@ -374,7 +378,7 @@ unsafe impl Send for Pd {}
 unsafe impl Sync for Pd {}
 
 impl Pd {
-    pub(crate) fn alloc(ctx: &Arc<Context>) -> Result<Arc<Pd>, CallError> {
+    pub fn alloc(ctx: &Arc<Context>) -> Result<Arc<Pd>, CallError> {
         // SAFETY: live context.
         let ptr = unsafe { (ctx.rdma.ibv.alloc_pd)(ctx.ptr) };
         if ptr.is_null() {
@@ -396,13 +400,16 @@ impl Drop for Pd {
 /// # Safety
 /// `base()..base() + len()` must be mapped, readable and writable memory that stays mapped for
 /// as long as the value lives (the Mr holds an `Arc` of it until the registration is gone).
-pub(crate) unsafe trait Registrable: Send + Sync + 'static {
+pub unsafe trait Registrable: Send + Sync + 'static {
     fn base(&self) -> *mut u8;
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A memory region over a whole buffer pool (one per pool, as VPP registers its buffer arena).
-pub(crate) struct Mr {
+pub struct Mr {
     pd: Arc<Pd>,
     ptr: *mut ibv_mr,
     lkey: u32,
@@ -417,7 +424,7 @@ unsafe impl Sync for Mr {}
 
 impl Mr {
     /// `ibv_reg_mr(pd, base, len, IBV_ACCESS_LOCAL_WRITE)`: the NIC writes received frames.
-    pub(crate) fn register<M: Registrable>(pd: &Arc<Pd>, memory: &Arc<M>) -> Result<Arc<Mr>, CallError> {
+    pub fn register<M: Registrable>(pd: &Arc<Pd>, memory: &Arc<M>) -> Result<Arc<Mr>, CallError> {
         // SAFETY: `Registrable` promises base..base+len mapped while the Arc (kept below) lives.
         let ptr = unsafe {
             (pd.ctx.rdma.ibv.reg_mr)(
@@ -440,12 +447,12 @@ impl Mr {
         }))
     }
 
-    pub(crate) fn lkey(&self) -> u32 {
+    pub fn lkey(&self) -> u32 {
         self.lkey
     }
 
     /// The start of the registered memory (to find a pool's MR again).
-    pub(crate) fn base(&self) -> *mut u8 {
+    pub fn base(&self) -> *mut u8 {
         self.memory.base()
     }
 }
@@ -458,7 +465,7 @@ impl Drop for Mr {
 }
 
 /// A completion queue.
-pub(crate) struct Cq {
+pub struct Cq {
     ctx: Arc<Context>,
     ptr: *mut ibv_cq,
 }
@@ -471,7 +478,7 @@ unsafe impl Sync for Cq {}
 
 impl Cq {
     /// `ibv_create_cq(ctx, cqe, NULL, NULL, 0)`.
-    pub(crate) fn create(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
+    pub fn create(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
         let cqe = c_int::try_from(cqe).unwrap_or(c_int::MAX);
         // SAFETY: live context; no channel, no completion vector.
         let ptr = unsafe { (ctx.rdma.ibv.create_cq)(ctx.ptr, cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
@@ -485,13 +492,13 @@ impl Cq {
     /// otherwise the `MLX5_CQE_SIZE` environment variable (DPDK sets 128) changes the layout
     /// under the datapath (VPP commit 844a0e8b070; rdma-core providers/mlx5/verbs.c
     /// `get_cqe_size`). No CQE compression: the DV receive path does not decode it.
-    pub(crate) fn create_dv(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
+    pub fn create_dv(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
         Cq::create_dv_comp(ctx, cqe, 0)
     }
 
     /// [`Cq::create_dv`] with CQE compression in the mini-CQE format `comp_format` (an
     /// `MLX5DV_CQE_RES_FORMAT_*` flag; 0 for none): `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`.
-    pub(crate) fn create_dv_comp(ctx: &Arc<Context>, cqe: u32, comp_format: u8) -> Result<Arc<Cq>, CallError> {
+    pub fn create_dv_comp(ctx: &Arc<Context>, cqe: u32, comp_format: u8) -> Result<Arc<Cq>, CallError> {
         let Some(dv) = &ctx.rdma.dv else {
             return Err(CallError {
                 call: "mlx5dv_create_cq",
@@ -524,7 +531,7 @@ impl Cq {
     }
 
     /// `mlx5dv_init_obj(MLX5DV_OBJ_CQ)`. From then on the caller owns the consumer index.
-    pub(crate) fn dv_info(&self) -> Result<mlx5dv_cq, CallError> {
+    pub fn dv_info(&self) -> Result<mlx5dv_cq, CallError> {
         let dv = self.ctx.rdma.dv.as_ref().ok_or(CallError {
             call: "mlx5dv_init_obj",
             errno: libc::EOPNOTSUPP,
@@ -541,7 +548,7 @@ impl Cq {
     /// verbs.h `ibv_poll_cq`: completions written to the front of `wc`, or < 0 on error. Not for
     /// a CQ handed to the DV datapath (`dv_info`), whose consumer index the datapath owns.
     #[inline(always)]
-    pub(crate) fn poll(&self, wc: &mut [ibv_wc]) -> c_int {
+    pub fn poll(&self, wc: &mut [ibv_wc]) -> c_int {
         let n = c_int::try_from(wc.len()).unwrap_or(c_int::MAX);
         // SAFETY: live CQ; wc holds n writable entries; the provider serialises pollers with
         // the CQ's own lock (rdma-core providers/mlx5/cq.c `mlx5_poll_cq`).
@@ -557,7 +564,7 @@ impl Drop for Cq {
 }
 
 /// A queue pair: a raw-packet send queue or an RSS (hash) QP.
-pub(crate) struct Qp {
+pub struct Qp {
     pd: Arc<Pd>,
     ptr: *mut ibv_qp,
     _cq: Option<Arc<Cq>>,
@@ -575,7 +582,7 @@ impl Qp {
     /// `mlx5_txq_ibv_qp_create`): send and receive CQ both `cq`, one SGE, and `max_inline` the
     /// largest frame the queue copies into a WQE, so that rdma-core sizes the WQEs for it and
     /// refuses (EINVAL) what the device's `max_wqe_sz_sq` cannot take (`mlx5_calc_send_wqe`).
-    pub(crate) fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32, max_inline: u32) -> Result<Arc<Qp>, CallError> {
+    pub fn create_raw_tx(pd: &Arc<Pd>, cq: &Arc<Cq>, depth: u32, max_inline: u32) -> Result<Arc<Qp>, CallError> {
         let mut attr = ibv_qp_init_attr {
             send_cq: cq.ptr,
             recv_cq: cq.ptr,
@@ -615,7 +622,7 @@ impl Qp {
     /// `max_inline` inline bytes (`mlx5_calc_send_wqe`: control and Ethernet segments, then the
     /// larger of one gather entry and the inline segment, in 64-byte units; the ring a power of
     /// two), so that its CQ can be sized before the QP exists.
-    pub(crate) fn raw_tx_wqebbs(depth: u32, max_inline: u32) -> u32 {
+    pub fn raw_tx_wqebbs(depth: u32, max_inline: u32) -> u32 {
         const OVERHEAD: u32 = 16 + 32;
         let inline = if max_inline > 0 {
             OVERHEAD + (4 + max_inline).div_ceil(16) * 16
@@ -628,12 +635,7 @@ impl Qp {
 
     /// An RSS QP over `ind` (VPP `rdma_rxq_finalize`): ibv_create_qp_ex with PD | IND_TABLE |
     /// RX_HASH, Toeplitz over a 40-byte key, no send or receive queue of its own.
-    pub(crate) fn create_rss(
-        pd: &Arc<Pd>,
-        ind: &Arc<IndTable>,
-        key: &[u8; 40],
-        fields: u64,
-    ) -> Result<Arc<Qp>, CallError> {
+    pub fn create_rss(pd: &Arc<Pd>, ind: &Arc<IndTable>, key: &[u8; 40], fields: u64) -> Result<Arc<Qp>, CallError> {
         let mut key = *key;
         let mut attr = ibv_qp_init_attr_ex {
             qp_type: IBV_QPT_RAW_PACKET,
@@ -661,7 +663,7 @@ impl Qp {
         }))
     }
 
-    pub(crate) fn qp_num(&self) -> u32 {
+    pub fn qp_num(&self) -> u32 {
         // SAFETY: live QP; qp_num never changes.
         unsafe { (*self.ptr).qp_num }
     }
@@ -683,7 +685,7 @@ impl Qp {
 
     /// RESET → INIT (with the port) → RTR → RTS, the RAW_PACKET send-queue bring-up (VPP
     /// `rdma_txq_init`, rdma-pktgen common.c, perftest: INIT takes STATE|PORT only).
-    pub(crate) fn to_rts(&self, port: u8) -> Result<(), CallError> {
+    pub fn to_rts(&self, port: u8) -> Result<(), CallError> {
         self.modify(IBV_QPS_INIT, Some(port))?;
         self.modify(IBV_QPS_RTR, None)?;
         self.modify(IBV_QPS_RTS, None)
@@ -691,12 +693,12 @@ impl Qp {
 
     /// Any state → RESET: the device stops reading the send queue; rdma-core's mlx5_modify_qp
     /// also zeroes the doorbell records and the provider's indices (providers/mlx5/verbs.c).
-    pub(crate) fn reset(&self) -> Result<(), CallError> {
+    pub fn reset(&self) -> Result<(), CallError> {
         self.modify(IBV_QPS_RESET, None)
     }
 
     /// `mlx5dv_init_obj(MLX5DV_OBJ_QP)`.
-    pub(crate) fn dv_info(&self) -> Result<mlx5dv_qp, CallError> {
+    pub fn dv_info(&self) -> Result<mlx5dv_qp, CallError> {
         let dv = self.pd.ctx.rdma.dv.as_ref().ok_or(CallError {
             call: "mlx5dv_init_obj",
             errno: libc::EOPNOTSUPP,
@@ -717,7 +719,7 @@ impl Qp {
     /// Only the QP's owning queue posts (one thread); the WRs' SGEs lie in registered memory
     /// that stays untouched until their completion.
     #[inline(always)]
-    pub(crate) unsafe fn post_send(&self, wr: *mut ibv_send_wr, bad: &mut *mut ibv_send_wr) -> c_int {
+    pub unsafe fn post_send(&self, wr: *mut ibv_send_wr, bad: &mut *mut ibv_send_wr) -> c_int {
         // SAFETY: live QP; the caller vouches for the chain.
         unsafe { ops::ibv_post_send(self.ptr, wr, bad) }
     }
@@ -731,7 +733,7 @@ impl Drop for Qp {
 }
 
 /// A receive work queue (`IBV_WQT_RQ`).
-pub(crate) struct Wq {
+pub struct Wq {
     pd: Arc<Pd>,
     ptr: *mut ibv_wq,
     _cq: Arc<Cq>,
@@ -747,7 +749,7 @@ impl Wq {
     /// WQ's stride: rdma-core `mlx5_calc_rwq_size`, 16 bytes per segment rounded up to a power
     /// of two; 1 gives 16-byte WQEs) and, with
     /// `cvlan_strip`, `IBV_WQ_FLAGS_CVLAN_STRIPPING` (the kernel clears the RQ context's `vsd`).
-    pub(crate) fn create_with(
+    pub fn create_with(
         pd: &Arc<Pd>,
         cq: &Arc<Cq>,
         depth: u32,
@@ -782,7 +784,7 @@ impl Wq {
     /// of `depth` WQEs of `sges` data segments each (after the next segment), strides as
     /// `striding` says; then what the inline `ibv_create_wq` would have initialised
     /// (`ops::init_wq`).
-    pub(crate) fn create_striding(
+    pub fn create_striding(
         pd: &Arc<Pd>,
         cq: &Arc<Cq>,
         depth: u32,
@@ -824,7 +826,7 @@ impl Wq {
         }))
     }
 
-    pub(crate) fn wq_num(&self) -> u32 {
+    pub fn wq_num(&self) -> u32 {
         // SAFETY: live WQ; wq_num never changes.
         unsafe { (*self.ptr).wq_num }
     }
@@ -832,7 +834,7 @@ impl Wq {
     /// verbs.h `ibv_modify_wq` with IBV_WQ_ATTR_STATE. Going to RESET, rdma-core's
     /// `mlx5_modify_wq` also cleans the CQ of the WQ's entries (unless the CQ is DV-owned) and
     /// zeroes the doorbell record.
-    pub(crate) fn set_state(&self, state: ibv_wq_state) -> Result<(), CallError> {
+    pub fn set_state(&self, state: ibv_wq_state) -> Result<(), CallError> {
         let mut attr = ibv_wq_attr {
             attr_mask: IBV_WQ_ATTR_STATE,
             wq_state: state,
@@ -844,7 +846,7 @@ impl Wq {
     }
 
     /// `mlx5dv_init_obj(MLX5DV_OBJ_RWQ)`.
-    pub(crate) fn dv_info(&self) -> Result<mlx5dv_rwq, CallError> {
+    pub fn dv_info(&self) -> Result<mlx5dv_rwq, CallError> {
         let dv = self.pd.ctx.rdma.dv.as_ref().ok_or(CallError {
             call: "mlx5dv_init_obj",
             errno: libc::EOPNOTSUPP,
@@ -864,7 +866,7 @@ impl Wq {
     /// Only the WQ's owning queue posts; the SGEs lie in registered memory the device may write
     /// until their completion.
     #[inline(always)]
-    pub(crate) unsafe fn post_recv(&self, wr: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr) -> c_int {
+    pub unsafe fn post_recv(&self, wr: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr) -> c_int {
         // SAFETY: live WQ; the caller vouches for the chain.
         unsafe { ops::ibv_post_wq_recv(self.ptr, wr, bad) }
     }
@@ -878,7 +880,7 @@ impl Drop for Wq {
 }
 
 /// A receive WQ indirection table: the RSS spread.
-pub(crate) struct IndTable {
+pub struct IndTable {
     ctx: Arc<Context>,
     ptr: *mut ibv_rwq_ind_table,
     _wqs: Vec<Arc<Wq>>,
@@ -891,7 +893,7 @@ unsafe impl Sync for IndTable {}
 
 impl IndTable {
     /// verbs.h `ibv_create_rwq_ind_table` over `wqs`, whose length must be a power of two.
-    pub(crate) fn create(ctx: &Arc<Context>, wqs: &[Arc<Wq>]) -> Result<Arc<IndTable>, CallError> {
+    pub fn create(ctx: &Arc<Context>, wqs: &[Arc<Wq>]) -> Result<Arc<IndTable>, CallError> {
         debug_assert!(wqs.len().is_power_of_two());
         let mut tbl: Vec<*mut ibv_wq> = wqs.iter().map(|w| w.ptr).collect();
         let mut attr = ibv_rwq_ind_table_init_attr {
@@ -925,12 +927,12 @@ impl Drop for IndTable {
 /// # Safety
 /// `as_attr_ptr` must return an 8-aligned `ibv_flow_attr`, writable, followed by the
 /// `num_of_specs` specs its `size` counts, all valid while the borrow lasts.
-pub(crate) unsafe trait FlowAttr {
+pub unsafe trait FlowAttr {
     fn as_attr_ptr(&mut self) -> *mut ibv_flow_attr;
 }
 
 /// An installed steering rule.
-pub(crate) struct Flow {
+pub struct Flow {
     ptr: *mut ibv_flow,
     _qp: Arc<Qp>,
 }
@@ -943,7 +945,7 @@ unsafe impl Sync for Flow {}
 impl Flow {
     /// verbs.h `ibv_create_flow` with a compiled attribute blob, on port `port` of the QP's
     /// device (the port the QP was brought up on).
-    pub(crate) fn create<A: FlowAttr + ?Sized>(qp: &Arc<Qp>, attr: &mut A, port: u8) -> Result<Flow, CallError> {
+    pub fn create<A: FlowAttr + ?Sized>(qp: &Arc<Qp>, attr: &mut A, port: u8) -> Result<Flow, CallError> {
         let attr = attr.as_attr_ptr();
         // SAFETY: `FlowAttr` promises an 8-aligned, writable ibv_flow_attr at the pointer.
         unsafe { (*attr).port = port };
