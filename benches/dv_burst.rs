@@ -12,7 +12,7 @@
 //!   burst functions; the last line is `packets tx=... rx=...`.
 //! - `stepped-xc [N]`: the l2-xconnect loop, stepped. A generator sends on port 0; the
 //!   cross-connect receives on port 1 and sends the same burst back out of port 1 (zero-copy, one
-//!   pool, as `examples/l2-xconnect.rs` forwards); a sink receives on port 0. callgrind counts
+//!   pool, as l2-xconnect (`crates/rawpkt-tools`) forwards); a sink receives on port 0. callgrind counts
 //!   inside `xconnect_burst` (`scripts/callgrind.sh --xconnect`); the last line is
 //!   `packets tx=<forwarded> rx=<received by the sink>`.
 //!
@@ -37,12 +37,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rawpkt::dv::prm::MiniFormat;
-use rawpkt::dv::ring::CqInfo;
-use rawpkt::model::{ModelConfig, Nic};
-use rawpkt::rx::dv::DvRxQueue;
-use rawpkt::rx::dv_striding::DvStridingRxQueue;
-use rawpkt::tx::dv::DvTxQueue;
+use mlx5_model::{ModelConfig, Nic};
+use mlx5_prm::MiniFormat;
+use rawpkt::internals::ring::CqInfo;
+use rawpkt::internals::DvRxQueue;
+use rawpkt::internals::DvStridingRxQueue;
+use rawpkt::internals::DvTxQueue;
+use rawpkt::internals::NicQueues;
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 
 const BATCH: usize = 32;
@@ -167,21 +168,6 @@ fn warn_interference(bench: &str, others: f64, steal: f64) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU pinning, as pktgen does it.
-
-fn allowed_cpus() -> Vec<usize> {
-    core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.id)
-        .collect()
-}
-
-fn pin_current_thread(core: usize) -> bool {
-    core_affinity::set_for_current(core_affinity::CoreId { id: core })
-}
-
-// ---------------------------------------------------------------------------------------------
 // The rig: a two-port model NIC, port 0 wired to port 1, a TX queue on port 0 and (optionally)
 // an RX queue on port 1, each with its own pool as two cores would have.
 
@@ -246,7 +232,7 @@ impl RxMode {
 
     /// Why `device` cannot run this mode, if it cannot.
     fn refused_by(self, device: &ModelConfig) -> Option<String> {
-        (self.striding && device.striding_rq == rawpkt::dv::prm::mprq::Caps::NONE).then(|| {
+        (self.striding && device.striding_rq == mlx5_prm::mprq::Caps::NONE).then(|| {
             format!(
                 "{}: the device ({}) has no striding RQ (mlx5dv_striding_rq_caps are empty: a ConnectX-4)",
                 self.name(),
@@ -297,13 +283,13 @@ fn rx_cq(nic: &Nic, q: &QueueConfig) -> CqInfo {
 /// A striding receive queue on `port` as `--rx-mode` asks for it (16 strides of 1 KiB per WQE
 /// for the default 2 KiB buffers, `rx::dv_striding::params_for`).
 fn striding_rx(nic: &Arc<Nic>, port: usize, lkey: u32, pool: &Rc<Pool>, q: &QueueConfig) -> DvStridingRxQueue {
-    let params = rawpkt::rx::dv_striding::params_for(pool, &nic.config().striding_rq).expect("striding");
+    let params = rawpkt::internals::params_for(pool, &nic.config().striding_rq).expect("striding");
     let n = params.num_strides();
     // Every stride may complete on its own, and every WQE may end with a filler.
     let cq = nic
         .create_cq_with(q.size / n * (n + 1), rx_mode().cq_format())
         .expect("RX CQ");
-    let opts = rawpkt::model::RqOptions {
+    let opts = mlx5_model::RqOptions {
         max_sge: n,
         striding: Some(params),
         ..Default::default()
@@ -821,14 +807,14 @@ fn bench_rx(secs: f64, model_core: Option<usize>, overhead: u64) -> (Row, Row) {
 }
 
 fn threaded(secs: f64) {
-    let cpus = allowed_cpus();
+    let cpus = rawpkt::cpu::allowed();
     let (bench_core, model_core) = match cpus.as_slice() {
         [a, b, ..] => (Some(*a), Some(*b)),
         [a] => (Some(*a), None),
         [] => (None, None),
     };
     if let Some(c) = bench_core {
-        if !pin_current_thread(c) {
+        if !rawpkt::cpu::pin(c) {
             eprintln!("WARNING: could not pin the bench thread to CPU {c}");
         }
     }
@@ -856,8 +842,8 @@ fn threaded(secs: f64) {
 /// `with_rx == false` (`stepped-tx`): nothing receives on port 1, so the model only executes the
 /// send WQEs (the frames are counted as unclaimed): the model's cost of transmitting alone.
 fn stepped(iters: u64, with_rx: bool) {
-    if let Some(&c) = allowed_cpus().first() {
-        pin_current_thread(c);
+    if let Some(&c) = rawpkt::cpu::allowed().first() {
+        rawpkt::cpu::pin(c);
     }
     let mut rig = Rig::new(with_rx);
     let mut rx = rig.take_rx();
@@ -995,8 +981,8 @@ fn stepped_xc(iters: u64) {
 
 /// The stepped cross-connect with its receive queue (on port 1) made by `xc_rx_on`.
 fn stepped_xc_on<R: RxQueue>(iters: u64, xc_rx_on: impl Fn(&Arc<Nic>, u32, &Rc<Pool>, &QueueConfig) -> R) {
-    if let Some(&c) = allowed_cpus().first() {
-        pin_current_thread(c);
+    if let Some(&c) = rawpkt::cpu::allowed().first() {
+        rawpkt::cpu::pin(c);
     }
     let nic = Nic::pair(device()).expect("model NIC");
     let q = rx_mode().queue_config();

@@ -93,7 +93,7 @@ OUT_DIR=${OUT_DIR:-target/callgrind}
 mkdir -p "$OUT_DIR"
 
 echo "== building the dv_burst bench (bench profile)" >&2
-build_log=$(cargo bench --bench dv_burst --no-run 2>&1) || { echo "$build_log" >&2; die "build failed"; }
+build_log=$(cargo bench -p rawpkt --features internals --bench dv_burst --no-run 2>&1) || { echo "$build_log" >&2; die "build failed"; }
 # cargo prints "Executable benches/dv_burst.rs (target/release/deps/dv_burst-<hash>)".
 BIN=$(printf '%s\n' "$build_log" | sed -n 's/.*Executable .*(\(.*dv_burst-[0-9a-f]*\))$/\1/p' | tail -n 1)
 if [ -z "$BIN" ] || [ ! -x "$BIN" ]; then

@@ -164,7 +164,7 @@ fwd_cmd() { # forwarder -> CMD; forwarding on CPU1
   local tp=(ip netns exec "$NS_X" "${TPMD[@]}" -l "0,1" --main-lcore 0 "${EAL[@]}" --file-prefix "rpxcx$$")
   case "$1" in
   rawpkt-xdp) # 1 core: the worker pins itself to CPU1, the stats thread sleeps
-    CMD=(ip netns exec "$NS_X" "$ROOT/target/release/examples/l2-xconnect"
+    CMD=(ip netns exec "$NS_X" "$ROOT/target/release/l2-xconnect"
       --port-a "xdp:$IF_XA,rule=any" --port-b "xdp:$IF_XB,rule=any" --stats-interval 1) ;;
   tpmd-afxdp)
     CMD=("${tp[@]}" --vdev "net_af_xdp0,iface=$IF_XA,start_queue=0,queue_count=1"
@@ -282,7 +282,7 @@ for napi, fwd in sorted(order, key=lambda o: (-int(o[0]), list(names).index(o[1]
 EOF
 
 echo "== build $(date +%T)"
-(cd "$ROOT" && cargo build --release --bin pktgen --example l2-xconnect 2>&1 | tail -1)
+(cd "$ROOT" && cargo build --release -p rawpkt-tools --bin pktgen --bin l2-xconnect 2>&1 | tail -1)
 
 exec 9>"$LOCK"
 if ! flock -n 9; then

@@ -8,7 +8,7 @@
 #       rawpkt pktgen --port xdp:ga0 | trafgen | testpmd txonly net_af_xdp | testpmd txonly net_af_packet
 #       Mpps = sa0 rx_packets per second (frames the sink's XDP program saw).
 #   RX: testpmd txonly net_af_xdp on CPU0 -> receiver on sa0, CPU1 (shared with sa0's NAPI thread)
-#       rawpkt examples/rx-sink xdp:sa0 | testpmd rxonly net_af_xdp | testpmd rxonly net_af_packet
+#       rawpkt rx-sink xdp:sa0 | testpmd rxonly net_af_xdp | testpmd rxonly net_af_packet
 #       Mpps = what the receiver itself reports per second (rawpkt "rx-pps", testpmd "Rx-pps"),
 #       median over the window, since the sink interface's counter also counts frames dropped
 #       before reaching the application.
@@ -36,9 +36,9 @@ for t in trafgen dpdk-testpmd clang ethtool python3 taskset; do
 done
 rm -rf "$W"; mkdir -p "$W/logs" "$W/dpdk-run"
 
-(cd "$ROOT" && cargo build --release --bin pktgen --example rx-sink 2>&1 | tail -1)
+(cd "$ROOT" && cargo build --release -p rawpkt-tools --bin pktgen --bin rx-sink 2>&1 | tail -1)
 PKTGEN=$ROOT/target/release/pktgen
-SINK=$ROOT/target/release/examples/rx-sink
+SINK=$ROOT/target/release/rx-sink
 clang -O2 -g -target bpf -I"/usr/include/$(uname -m)-linux-gnu" -c "$TB/xdp_prog.c" -o "$W/xdp_prog.o"
 
 SA0_MAC=02:52:51:01:00:02

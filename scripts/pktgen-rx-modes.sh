@@ -26,7 +26,7 @@ case "$ROUNDS" in ''|*[!0-9]*|0) echo "pktgen-rx-modes.sh: --rounds must be a po
 
 cd "$(dirname "$0")/.."
 echo "== building pktgen and the model library (release)" >&2
-cargo build -q --release --bin pktgen >&2
+cargo build -q --release -p rawpkt-tools --bin pktgen >&2
 cargo build -q --release -p rawpkt-model-verbs >&2
 target="${CARGO_TARGET_DIR:-target}"
 PKTGEN="$target/release/pktgen"

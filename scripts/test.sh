@@ -104,7 +104,7 @@ ignored=$(awk '
         print FILENAME "\t" substr($0, RSTART + 3, RLENGTH - 3) "\t" reason; reason = ""
     }' $(git ls-files '*.rs' 2>/dev/null || find . -name '*.rs' -not -path './target/*'))
 # Tests that are not ignored but call a tool outside Rust's reach: "file<TAB>name<TAB>package".
-extra=$'tests/pktgen.rs\tctrl_c_prints_the_summary_and_exits_cleanly\tprocps'
+extra=$'crates/rawpkt-tools/tests/pktgen.rs\tctrl_c_prints_the_summary_and_exits_cleanly\tprocps'
 
 skip=()
 notrun=()
@@ -124,13 +124,13 @@ while IFS=$'\t' read -r file name pkg; do
 done <<<"$extra"
 
 if [ $dry = 1 ]; then
-    echo "cargo test --workspace --no-fail-fast $* -- --include-ignored ${skip[*]}"
+    echo "cargo test --workspace --features rawpkt/internals --no-fail-fast $* -- --include-ignored ${skip[*]}"
     [ ${#notrun[@]} = 0 ] || printf 'not run: %s\n' "${notrun[@]}"
     exit 0
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace --no-fail-fast "$@" -- --include-ignored "${skip[@]}" 2>&1 | tee "$log"
+cargo test --workspace --features rawpkt/internals --no-fail-fast "$@" -- --include-ignored "${skip[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
 read -r passed failed < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' "$log")

@@ -35,15 +35,11 @@ pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model;
 mod open;
-pub mod pcap;
 pub mod rx;
 pub mod spec;
 pub mod stats;
 use rawpkt_sys as sys;
-#[cfg(feature = "tools")]
-pub use rawpkt_sys::{errln, outln};
 use rawpkt_wire::text;
-pub mod tool;
 pub mod tx;
 #[cfg(feature = "xdp")]
 mod xdp;
@@ -52,10 +48,6 @@ mod xsk;
 
 use std::rc::Rc;
 
-// The fuzz driver under tests/ names the crate `rawpkt`; flow::bpf's unit tests include it.
-#[cfg(test)]
-extern crate self as rawpkt;
-
 pub use error::{Error, ErrorKind};
 pub use failure::{Failure, FailureKind};
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig, TakeError};
@@ -63,15 +55,42 @@ pub use open::{open, open_with};
 pub use spec::{ModelOptions, Port, PortIdentity, PortOptions};
 pub use stats::QueueStats;
 
-/// A flag set by Ctrl-C (SIGINT) or SIGTERM, for loops that poll: install once, check per burst.
-pub fn stop_flag() -> &'static std::sync::atomic::AtomicBool {
-    sys::signal::stop_flag()
+/// The Direct Verbs datapath's parts, for rawpkt's own tests and benchmark (feature
+/// `internals`): DV queues built over raw rings, the ring views, and the model's queues described
+/// for the driver. Not a stable API: a program opens ports with [`open()`] and asks them for
+/// queues.
+#[cfg(feature = "internals")]
+pub mod internals {
+    pub use crate::dv::ring;
+    pub use crate::dv::{DvCaps, DvControl, TickClock};
+    pub use crate::model::{dv_caps, NicQueues};
+    pub use crate::rx::dv::DvRxQueue;
+    pub use crate::rx::dv_striding::{params_for, DvStridingRxQueue, STRIDES_LOG};
+    pub use crate::tx::dv::{DvTxQueue, MAX_TX_INLINE};
 }
 
-/// Standard output and error for tools that run until stopped, without `println!`'s panic when
-/// the reader has gone (`pktgen | head -1`): [`outln!`] stops the run as Ctrl-C does, and
-/// [`finish_stdout`] ends the process quietly at the end of `main` (see `sys::signal`).
-pub use sys::signal::{eprint_line, finish_stdout, print_line, stdout_ok, SetOnDrop};
+/// The CPUs a pinned loop may run on, and pinning to one: a queue pair's loop belongs on a CPU of
+/// its own, as VPP's and DPDK's workers are.
+///
+/// ```
+/// let cpus = rawpkt::cpu::allowed();
+/// assert!(!cpus.is_empty());
+/// assert!(rawpkt::cpu::pin(cpus[0]));
+/// assert!(!rawpkt::cpu::pin(usize::MAX));
+/// ```
+pub mod cpu {
+    /// The CPUs the calling thread may run on (its affinity mask), ascending; empty if the
+    /// kernel will not say.
+    pub fn allowed() -> Vec<usize> {
+        rawpkt_sys::allowed_cpus()
+    }
+
+    /// Pins the calling thread to `cpu`; false if the kernel refused or `cpu` is no CPU of the
+    /// machine.
+    pub fn pin(cpu: usize) -> bool {
+        rawpkt_sys::pin_current_thread(cpu)
+    }
+}
 
 /// Errors of the data path, returned by bursts. Everything else (drops, pool exhaustion,
 /// completion errors that were recovered) is counted in [`QueueStats`] instead.

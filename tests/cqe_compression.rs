@@ -6,8 +6,9 @@
 mod common;
 
 use common::{fill_frame, frame_len, rig_with, seq_of, Rig, Rng};
-use rawpkt::dv::prm::{cqe_flags, syndrome, Cqe64, MiniFormat, CQE_INVALIDATE};
-use rawpkt::model::{Fault, ModelConfig};
+use mlx5_model::{Fault, ModelConfig};
+use mlx5_prm::{cqe_flags, syndrome, Cqe64, MiniFormat, CQE_INVALIDATE};
+use rawpkt::internals::NicQueues;
 use rawpkt::{flags, Burst, QueueConfig, RxQueue, TxQueue};
 
 const HASH: Option<MiniFormat> = Some(MiniFormat::Hash);
@@ -233,15 +234,15 @@ fn the_worked_example_session_wraps_the_cq_end() {
     let title = Cqe64::from_bytes(&r.nic.cq_slot(cqn, 29).unwrap());
     assert_eq!(title.op_own, 0x2c, "RESP_SEND, format 3, owner 0");
     assert_eq!((title.mini_cqe_count(), title.wqe_counter.get()), (11, 29));
-    let a0 = rawpkt::dv::prm::mini_array_from(&r.nic.cq_slot(cqn, 30).unwrap());
+    let a0 = mlx5_prm::mini_array_from(&r.nic.cq_slot(cqn, 30).unwrap());
     assert!(a0.iter().all(|m| m.byte_cnt.get() == 60));
     let slot5 = r.nic.cq_slot(cqn, 5).unwrap();
-    let a1 = rawpkt::dv::prm::mini_array_from(&slot5);
+    let a1 = mlx5_prm::mini_array_from(&slot5);
     assert!(a1[..3].iter().all(|m| m.byte_cnt.get() == 60));
     assert_eq!(slot5[24..], slot5_before[24..], "unused mini positions are not written");
     // Holes keep what they had: slot 31 its initial INVALID, slots 0..7 but 5 pass-0 plain CQEs
     // (owner 0), which pass 2 would take for new ones unless the driver stamps them.
-    assert_eq!(r.nic.cq_slot(cqn, 31).unwrap()[63], rawpkt::dv::prm::CQE_INIT_OP_OWN);
+    assert_eq!(r.nic.cq_slot(cqn, 31).unwrap()[63], mlx5_prm::CQE_INIT_OP_OWN);
     for hole in [0u32, 1, 2, 3, 4, 6, 7] {
         assert_eq!(r.nic.cq_slot(cqn, hole).unwrap()[63] & 0xfd, 0x20, "slot {hole}");
     }
@@ -280,7 +281,7 @@ fn an_error_cqe_between_sessions_loses_one_frame() {
         let c = r.nic.counters();
         assert_eq!((c.cqe_sessions, c.cqe_session_packets), (2, 19));
         let err = r.nic.cq_slot(r.rx_cq.cqn(), 10).unwrap();
-        assert_eq!(err[63] >> 4, rawpkt::dv::prm::CQE_RESP_ERR);
+        assert_eq!(err[63] >> 4, mlx5_prm::CQE_RESP_ERR);
         let mut got = Burst::new(&r.pool, 64);
         assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 19);
         let seqs: Vec<u64> = (0..got.len()).map(|i| seq_of(got.data(i))).collect();
@@ -352,7 +353,7 @@ fn timestamps_and_compression_do_not_mix() {
         rx_timestamps: true,
         ..cfg(64)
     };
-    let nic = rawpkt::model::Nic::pair(ModelConfig::default()).unwrap();
+    let nic = mlx5_model::Nic::pair(ModelConfig::default()).unwrap();
     let pool = rawpkt::Pool::new(rawpkt::PoolConfig {
         buffers: 256,
         ..rawpkt::PoolConfig::default()
@@ -362,7 +363,7 @@ fn timestamps_and_compression_do_not_mix() {
     let cq = nic.create_cq_with(64, HASH).unwrap();
     let (rwq, wq) = nic.create_rq(1, 64, cq.cqn()).unwrap();
     // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
-    let e = unsafe { rawpkt::rx::dv::DvRxQueue::new(&rwq, &cq, wq, lkey, &pool, &q, nic.control()) }
+    let e = unsafe { rawpkt::internals::DvRxQueue::new(&rwq, &cq, wq, lkey, &pool, &q, nic.control()) }
         .err()
         .expect("refused");
     assert!(e.to_string().contains("mini-CQEs carry no timestamp"), "{e}");
@@ -426,9 +427,9 @@ fn a_mini_cqe_longer_than_its_buffer_is_dropped() {
     let mut title = Cqe64::resp_send(0, 0, 0, 0, 0, 0);
     title.make_title(3);
     let minis = [
-        rawpkt::dv::prm::MiniCqe::hash(1, 60),
-        rawpkt::dv::prm::MiniCqe::hash(2, 100_000),
-        rawpkt::dv::prm::MiniCqe::hash(3, 61),
+        mlx5_prm::MiniCqe::hash(1, 60),
+        mlx5_prm::MiniCqe::hash(2, 100_000),
+        mlx5_prm::MiniCqe::hash(3, 61),
         Default::default(),
         Default::default(),
         Default::default(),
@@ -437,7 +438,7 @@ fn a_mini_cqe_longer_than_its_buffer_is_dropped() {
     ];
     // The device writes the title at 0 and the array at 1; slot 2 is the session's third.
     assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
-    assert!(r.nic.inject_cqe(cqn, &rawpkt::dv::prm::mini_array_bytes(&minis)));
+    assert!(r.nic.inject_cqe(cqn, &mlx5_prm::mini_array_bytes(&minis)));
     let mut got = Burst::new(&r.pool, 64);
     // The session is not complete in the ring until its third slot's index is reached; its
     // packets are all described by the title and the array, so the driver hands them up now.
@@ -490,9 +491,9 @@ fn long_minis_in_a_burst_of(cap: usize, cpu_vector: bool) {
     for s in 1..n {
         let bytes = if s == 1 || s % 8 == 0 {
             let j = s / 8;
-            let minis: [rawpkt::dv::prm::MiniCqe; 8] =
-                std::array::from_fn(|i| rawpkt::dv::prm::MiniCqe::hash(1000 + j * 8 + i as u32, len(j * 8 + i as u32)));
-            rawpkt::dv::prm::mini_array_bytes(&minis)
+            let minis: [mlx5_prm::MiniCqe; 8] =
+                std::array::from_fn(|i| mlx5_prm::MiniCqe::hash(1000 + j * 8 + i as u32, len(j * 8 + i as u32)));
+            mlx5_prm::mini_array_bytes(&minis)
         } else {
             [0u8; 64]
         };
@@ -552,13 +553,13 @@ fn a_wq_reset_drops_a_whole_session_behind_the_error() {
         t.exact(&mut r, 3);
         // Slot 3: a critical error; slots 4..8: a session of 5 (title, one array, three holes
         // with whatever the device leaves there).
-        let err = rawpkt::dv::prm::ErrCqe::resp_err(syndrome::LOCAL_PROT, 3, 0);
+        let err = mlx5_prm::ErrCqe::resp_err(syndrome::LOCAL_PROT, 3, 0);
         assert!(r.nic.inject_cqe(cqn, err.as_bytes()));
         let mut title = Cqe64::resp_send(4, 0, 0, 0, 0, 0);
         title.make_title(5);
         assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
-        let minis = [rawpkt::dv::prm::MiniCqe::hash(9, 60); 8];
-        assert!(r.nic.inject_cqe(cqn, &rawpkt::dv::prm::mini_array_bytes(&minis)));
+        let minis = [mlx5_prm::MiniCqe::hash(9, 60); 8];
+        assert!(r.nic.inject_cqe(cqn, &mlx5_prm::mini_array_bytes(&minis)));
         for _ in 0..3 {
             assert!(r.nic.inject_cqe(cqn, Cqe64::resp_send(0, 60, 0, 0, 0, 0).as_bytes()));
         }
@@ -631,10 +632,10 @@ fn a_session_of_one_packet_is_handed_up() {
         let cqn = r.rx_cq.cqn();
         let mut title = Cqe64::resp_send(0, 0, 0, 0, 0, 0);
         title.make_title(1);
-        let mut minis = [rawpkt::dv::prm::MiniCqe::default(); 8];
-        minis[0] = rawpkt::dv::prm::MiniCqe::hash(7, 60);
+        let mut minis = [mlx5_prm::MiniCqe::default(); 8];
+        minis[0] = mlx5_prm::MiniCqe::hash(7, 60);
         assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
-        assert!(r.nic.inject_cqe(cqn, &rawpkt::dv::prm::mini_array_bytes(&minis)));
+        assert!(r.nic.inject_cqe(cqn, &mlx5_prm::mini_array_bytes(&minis)));
         let mut got = Burst::new(&r.pool, room);
         assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 1, "room {room}");
         assert_eq!((got.data(0).len(), got.packet(0).rss_hash()), (60, 7));

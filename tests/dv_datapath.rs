@@ -4,7 +4,7 @@
 mod common;
 
 use common::{fill_frame, frame_len, rig, seq_of, Rng};
-use rawpkt::model::ModelConfig;
+use mlx5_model::ModelConfig;
 use rawpkt::{Burst, QueueConfig, RxQueue, TxQueue};
 
 /// Sends `total` frames of random sizes in `lo..=hi` in random bursts of 1..=max_burst and checks each
@@ -271,7 +271,7 @@ fn a_burst_mixing_checksum_offload_flags_arrives_whole_and_in_order() {
 /// inlines fewer header bytes than its mode asks, and none is refused.
 #[test]
 fn every_inline_mode_carries_the_headers_it_asks_for() {
-    use rawpkt::dv::prm::InlineMode;
+    use mlx5_prm::InlineMode;
     use rawpkt::{Burst, RxQueue, TxQueue};
     for mode in [InlineMode::None, InlineMode::L2, InlineMode::Ip, InlineMode::TcpUdp] {
         let dev = ModelConfig {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{fill_frame, rig, Rig};
-use rawpkt::dv::prm::syndrome;
-use rawpkt::model::{Fault, ModelConfig};
+use mlx5_model::{Fault, ModelConfig};
+use mlx5_prm::syndrome;
 use rawpkt::{Burst, Failure, FailureKind, Pool, PoolConfig, QueueConfig, QueueError, RxQueue, TxQueue};
 
 fn q(recover: bool) -> QueueConfig {
@@ -452,7 +452,7 @@ fn a_failed_queue_stops_the_device_before_its_buffers_are_reused() {
     // user owns afterwards.
     let mut r2 = rig(q(false), ModelConfig::default(), 256);
     let mut bogus = [0u8; 64];
-    bogus[63] = rawpkt::dv::prm::CQE_REQ << 4;
+    bogus[63] = mlx5_prm::CQE_REQ << 4;
     r2.nic.inject_cqe(r2.rx_cq.cqn(), &bogus);
     let mut got = Burst::new(&r2.pool, 64);
     assert!(r2.rx.rx_burst(&mut got).is_err());
@@ -483,7 +483,7 @@ fn more_completions_than_posted_wqes_are_refused_not_believed() {
     let posted = r.rx.posted();
     assert!(posted <= 10);
     for k in 0..20u16 {
-        let cqe = rawpkt::dv::prm::Cqe64::resp_send(k, 60, 0, 0, 0, 0);
+        let cqe = mlx5_prm::Cqe64::resp_send(k, 60, 0, 0, 0, 0);
         r.nic.inject_cqe(r.rx_cq.cqn(), cqe.as_bytes());
     }
     let mut got = Burst::new(&r.pool, 64);
@@ -529,7 +529,7 @@ fn an_oversized_frame_is_dropped_alone_and_the_queue_goes_on() {
 /// lost. With the mode it was built for, traffic flows again.
 #[test]
 fn a_wqe_inlining_fewer_headers_than_the_vport_asks_is_refused() {
-    use rawpkt::dv::prm::InlineMode;
+    use mlx5_prm::InlineMode;
     let mut r = rig(q(true), ModelConfig::connectx4(), 512);
     flows_again(&mut r);
     r.nic.set_inline_mode(0, InlineMode::TcpUdp);

@@ -7,11 +7,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use common::{fill_frame, frame_len, seq_of, Rng};
-use rawpkt::dv::prm::{mprq, syndrome, MiniFormat};
-use rawpkt::dv::ring::{CqInfo, SqInfo};
-use rawpkt::model::{Fault, Link, ModelConfig, Nic, RqOptions};
-use rawpkt::rx::dv_striding::{params_for, DvStridingRxQueue};
-use rawpkt::tx::dv::DvTxQueue;
+use mlx5_model::{Fault, Link, ModelConfig, Nic, RqOptions};
+use mlx5_prm::{mprq, syndrome, MiniFormat};
+use rawpkt::internals::ring::{CqInfo, SqInfo};
+use rawpkt::internals::DvTxQueue;
+use rawpkt::internals::NicQueues;
+use rawpkt::internals::{params_for, DvStridingRxQueue};
 use rawpkt::{flags, Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 
 struct Rig {
@@ -586,7 +587,7 @@ fn striding_queues_compress_unless_timestamps() {
 /// first is handed up, the second is a bad CQE that resets the queue, and no buffer is lost.
 #[test]
 fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
-    use rawpkt::dv::prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
+    use mlx5_prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
     let q = QueueConfig {
         size: 64,
         ..QueueConfig::default()
@@ -622,7 +623,7 @@ fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
 /// of 60 bytes at the given stride indices: the title, then one slot per packet, a mini-CQE array
 /// at title + 1 and + 8j, zeros in the holes (which the driver must invalidate).
 fn inject_session(r: &Rig, strides: &[u16]) {
-    use rawpkt::dv::prm::{Cqe64, MiniCqe};
+    use mlx5_prm::{Cqe64, MiniCqe};
     let one = |stride: u16| MiniCqe::csum(0, stride, mprq::byte_cnt(60, 1, false).get());
     let minis: Vec<MiniCqe> = strides.iter().map(|&s| one(s)).collect();
     inject_session_of(r, Cqe64::resp_send(0, 60, 0, 0, 0, 0), &minis);
@@ -631,8 +632,8 @@ fn inject_session(r: &Rig, strides: &[u16]) {
 /// Injects a session of the mini-CQEs `minis` under `title` (made a title of that many). The
 /// model stamps its owner bit into every slot it is given, so the last byte of each array (the low
 /// byte of its eighth mini-CQE's byte count) must be even.
-fn inject_session_of(r: &Rig, mut title: rawpkt::dv::prm::Cqe64, minis: &[rawpkt::dv::prm::MiniCqe]) {
-    use rawpkt::dv::prm::{mini_array_bytes, MiniArray, MiniCqe};
+fn inject_session_of(r: &Rig, mut title: mlx5_prm::Cqe64, minis: &[mlx5_prm::MiniCqe]) {
+    use mlx5_prm::{mini_array_bytes, MiniArray, MiniCqe};
     let cqn = r.keep.2.cqn();
     title.make_title(minis.len() as u32);
     assert!(r.nic.inject_cqe(cqn, title.as_bytes()));
@@ -679,7 +680,7 @@ fn a_whole_wqe_session_is_handed_up_and_its_slots_invalidated() {
     let cqn = r.keep.2.cqn();
     for s in 1..16 {
         let op_own = r.nic.cq_slot(cqn, s).unwrap()[63];
-        assert_eq!(op_own, rawpkt::dv::prm::CQE_INVALIDATE, "slot {s}");
+        assert_eq!(op_own, mlx5_prm::CQE_INVALIDATE, "slot {s}");
     }
     assert_eq!(r.nic.cq_slot(cqn, 0).unwrap()[63] & 0xfc, 0x2c, "the title is left");
     drop(got);
@@ -715,7 +716,7 @@ fn a_mini_cqe_inside_a_whole_wqe_session_at_the_wrong_stride_resets_the_queue() 
 /// the drops of each title counted once per frame, as the scalar expansion counts them.
 #[test]
 fn whole_wqe_sessions_hand_up_their_titles_hash_flags_and_drops() {
-    use rawpkt::dv::prm::{cqe_flags, Cqe64, MiniCqe};
+    use mlx5_prm::{cqe_flags, Cqe64, MiniCqe};
     let mut r = compressing_rig();
     let minis = |wqe: u16| -> Vec<MiniCqe> {
         (0..16)
@@ -754,7 +755,7 @@ fn whole_wqe_sessions_hand_up_their_titles_hash_flags_and_drops() {
 /// others are handed up in order, the queue goes on without a reset, and no buffer is lost.
 #[test]
 fn a_one_stride_mini_cqe_longer_than_its_stride_in_a_whole_wqe_session_is_dropped() {
-    use rawpkt::dv::prm::{Cqe64, MiniCqe};
+    use mlx5_prm::{Cqe64, MiniCqe};
     let mut r = compressing_rig();
     let stride = r.params.stride_bytes();
     let minis: Vec<MiniCqe> = (0..16u16)
@@ -782,7 +783,7 @@ fn a_one_stride_mini_cqe_longer_than_its_stride_in_a_whole_wqe_session_is_droppe
 /// 31 frames in order, nothing an error, no reset, every stride posted again.
 #[test]
 fn whole_wqe_sessions_with_a_strideless_or_filler_mini_cqe_take_the_scalar_path() {
-    use rawpkt::dv::prm::{Cqe64, MiniCqe};
+    use mlx5_prm::{Cqe64, MiniCqe};
     let mut r = compressing_rig();
     let len_of = |wqe: u16, s: u16| 60 + 2 * u32::from(16 * wqe + s);
     let strideless: Vec<MiniCqe> = (0..16u16)
@@ -819,7 +820,7 @@ fn whole_wqe_sessions_with_a_strideless_or_filler_mini_cqe_take_the_scalar_path(
 /// frames in order with their lengths, bytes counted once, every slot but the titles stamped.
 #[test]
 fn a_burst_with_room_for_one_whole_wqe_session_and_part_of_the_next() {
-    use rawpkt::dv::prm::{Cqe64, MiniCqe, CQE_INVALIDATE};
+    use mlx5_prm::{Cqe64, MiniCqe, CQE_INVALIDATE};
     let mut r = compressing_rig();
     let len_of = |k: u16| 60 + 2 * u32::from(k);
     for wqe in 0..2u16 {

@@ -22,17 +22,18 @@
 //! and the rest of both MRs are compared byte for byte); every port and device counter equals
 //! the reference's count; no panic; every model object is gone at the end.
 
-mod fuzz;
+use rawpkt_test_support::fuzz;
 
 use std::sync::Arc;
 
-use rawpkt::dv::prm::{
+use mlx5_model::{Fault, Link, ModelConfig, Nic};
+use mlx5_prm::{
     syndrome, DataSeg, CQE_REQ, CQE_REQ_ERR, CQE_RESP_ERR, CQE_RESP_SEND, INVALID_LKEY, OPCODE_ENHANCED_MPSW,
     OPCODE_SEND,
 };
-use rawpkt::dv::ring::{CqRing, RqRing, SqRing};
+use rawpkt::internals::ring::{CqRing, RqRing, SqRing};
+use rawpkt::internals::NicQueues;
 use rawpkt::mem::region::Region;
-use rawpkt::model::{Fault, Link, ModelConfig, Nic};
 
 const REGION: usize = 16384;
 const SQ_BBS: u32 = 64;
@@ -345,7 +346,7 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
     let small = 60 + rng.below(200);
     cfg.max_frame = *rng.pick(&[1514, 1514, 9216, 9216, 9216, small]);
     let m = Model {
-        l2_inline: cfg.inline_mode == rawpkt::dv::prm::InlineMode::L2,
+        l2_inline: cfg.inline_mode == mlx5_prm::InlineMode::L2,
         empw: cfg.enhanced_mpw,
         max_frame: cfg.max_frame,
         pad,

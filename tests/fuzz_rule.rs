@@ -10,7 +10,7 @@
 //!   whatever the input's length, and the carets start inside the shown rule (or just past
 //!   its end, for a value missing after the last word).
 
-mod fuzz;
+use rawpkt_test_support::fuzz;
 
 use rawpkt::flow::rule::FlowRule;
 use rawpkt::flow::syntax::parse;

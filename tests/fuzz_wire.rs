@@ -11,7 +11,7 @@
 //! fields often taken from the frame so that they match, and matched here with plain integer
 //! masks. Invariant: ours and the independent reading agree on every frame.
 
-mod fuzz;
+use rawpkt_test_support::fuzz;
 
 use fuzz::frames::{frame, rule};
 

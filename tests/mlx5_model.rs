@@ -286,7 +286,7 @@ fn a_port_by_device_and_by_netdev_is_the_same_port() {
     }
     assert_eq!(model.live_objects(), 0);
     let lib = common::model_verbs_lib();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+    let out = std::process::Command::new(common::tool("pktgen"))
         .env("RAWPKT_LIBIBVERBS", lib)
         .env("RAWPKT_LIBMLX5", lib)
         .args(["--port", "mlx5:mlx5_1/1", "--rx-port", "mlx5:mdl1", "--count", "10"])
@@ -569,7 +569,7 @@ fn a_port_the_device_does_not_have_is_a_usage_error() {
     }
     assert_eq!(model.live_objects(), 0);
     let lib = common::model_verbs_lib();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+    let out = std::process::Command::new(common::tool("pktgen"))
         .env("RAWPKT_LIBIBVERBS", lib)
         .env("RAWPKT_LIBMLX5", lib)
         .args(["--port", "mlx5:mlx5_0/2", "--count", "10"])
@@ -780,7 +780,7 @@ fn with_model_nic_cpu(cmd: &mut std::process::Command) {
 /// latency stream pktgen sends beside the load by default, so that the port counts are the 20 000.
 fn pktgen_on_pair(kind: &str, args: &[&str]) -> std::process::Output {
     let lib = common::model_verbs_lib();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"));
+    let mut cmd = std::process::Command::new(common::tool("pktgen"));
     cmd.env("RAWPKT_LIBIBVERBS", lib)
         .env("RAWPKT_LIBMLX5", lib)
         .args([
@@ -831,7 +831,7 @@ fn pktgen_takes_a_ctrl_c_while_it_opens_mlx5_ports() {
     let (_g, _model) = setup();
     let lib = common::model_verbs_lib();
     for run in 0..5 {
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        let child = std::process::Command::new(common::tool("pktgen"))
             .env("RAWPKT_LIBIBVERBS", lib)
             .env("RAWPKT_LIBMLX5", lib)
             .args(["--port", "mlx5:mlx5_0/1", "--rx-port", "mlx5:mlx5_1/1", "--json"])

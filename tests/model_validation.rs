@@ -6,12 +6,13 @@ mod common;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rawpkt::dv::prm::{
+use mlx5_model::{Link, ModelConfig, Nic};
+use mlx5_prm::{
     syndrome, Be32, CtrlSeg, DataSeg, ErrCqe, InlineMode, SendWqe, CQE_REQ, CQE_REQ_ERR, OPCODE_ENHANCED_MPSW,
     OPCODE_SEND, OPCODE_SEND_IMM, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
-use rawpkt::dv::ring::{CqInfo, CqRing, SqInfo, SqRing};
-use rawpkt::model::{Link, ModelConfig, Nic};
+use rawpkt::internals::ring::{CqInfo, CqRing, SqInfo, SqRing};
+use rawpkt::internals::NicQueues;
 use rawpkt::{Burst, Pool, PoolConfig};
 
 struct Sq {
@@ -160,7 +161,7 @@ fn each_malformed_wqe_gets_the_error_cqe_and_later_wqes_are_flushed() {
         ),
         (
             "address outside the MR",
-            |w, _| w.data.addr = rawpkt::dv::prm::Be64::new(0x1000),
+            |w, _| w.data.addr = mlx5_prm::Be64::new(0x1000),
             syndrome::LOCAL_PROT,
         ),
         (
@@ -172,7 +173,7 @@ fn each_malformed_wqe_gets_the_error_cqe_and_later_wqes_are_flushed() {
             "gather past the MR end",
             |w, s| {
                 let end = s.pool.region().base() as u64 + s.pool.region().len() as u64;
-                w.data.addr = rawpkt::dv::prm::Be64::new(end - 10);
+                w.data.addr = mlx5_prm::Be64::new(end - 10);
             },
             syndrome::LOCAL_PROT,
         ),
@@ -213,9 +214,9 @@ fn minimum_inline_is_enforced_as_configured() {
             ..ModelConfig::default()
         });
         let mut w = s.good(0);
-        w.eth.inline_hdr_sz = rawpkt::dv::prm::Be16::new(14);
+        w.eth.inline_hdr_sz = mlx5_prm::Be16::new(14);
         w.data.byte_count = Be32::new(46);
-        w.data.addr = rawpkt::dv::prm::Be64::new(w.data.addr.get() - 4);
+        w.data.addr = mlx5_prm::Be64::new(w.data.addr.get() - 4);
         s.post(0, w);
         assert_eq!(s.next_cqe(), expect, "inline mode {inline_mode:?}");
         let sent = s.sent();

@@ -187,7 +187,7 @@ fn bad_specs_and_configs_are_one_clear_error() {
 /// A sender that never waits, into a model NIC on its own thread: completions lag behind
 /// posting, the receive queue overflows and the device drops. What arrives must still be in
 /// order and intact, and what was sent must equal what arrived plus what the device dropped.
-fn overload(dev: rawpkt::model::ModelConfig) {
+fn overload(dev: mlx5_model::ModelConfig) {
     use rawpkt::{RxQueue, TxQueue};
     let q = QueueConfig::default();
     let mut r = common::rig(q, dev, 8192);
@@ -245,12 +245,12 @@ fn overload(dev: rawpkt::model::ModelConfig) {
 
 #[test]
 fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx4() {
-    overload(rawpkt::model::ModelConfig::connectx4());
+    overload(mlx5_model::ModelConfig::connectx4());
 }
 
 #[test]
 fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx5() {
-    overload(rawpkt::model::ModelConfig::default());
+    overload(mlx5_model::ModelConfig::default());
 }
 
 #[test]
@@ -329,7 +329,7 @@ fn ports_are_the_same_by_identity_not_by_text() {
 /// pktgen and l2-xconnect refuse one port twice, in one line, as a usage error (exit 2).
 #[test]
 fn tools_refuse_the_same_port_twice() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pktgen"))
+    let out = std::process::Command::new(common::tool("pktgen"))
         .args([
             "--port",
             "model:same-pg/0",
@@ -347,7 +347,7 @@ fn tools_refuse_the_same_port_twice() {
         "{err}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    let out = std::process::Command::new(common::example("l2-xconnect"))
+    let out = std::process::Command::new(common::tool("l2-xconnect"))
         .args([
             "--port-a",
             "model:same-xc/0",
@@ -370,13 +370,13 @@ fn tools_refuse_the_same_port_twice() {
 fn tools_repeat_a_bad_spec_on_one_line() {
     let bad = "xdp:lo,rule=dst-port\n53";
     let runs: [(std::path::PathBuf, Vec<&str>); 4] = [
-        (env!("CARGO_BIN_EXE_pktgen").into(), vec!["--port", bad, "--count", "1"]),
+        (common::tool("pktgen"), vec!["--port", bad, "--count", "1"]),
         (
-            env!("CARGO_BIN_EXE_pktgen").into(),
+            common::tool("pktgen"),
             vec!["--port", "model:esc/0", "--rx-port", bad, "--count", "1"],
         ),
-        (common::example("l2-xconnect"), vec!["--port-a", bad, "--duration", "1"]),
-        (common::example("rx-sink"), vec![bad]),
+        (common::tool("l2-xconnect"), vec!["--port-a", bad, "--duration", "1"]),
+        (common::tool("rx-sink"), vec![bad]),
     ];
     for (tool, args) in &runs {
         let out = std::process::Command::new(tool).args(args).output().unwrap();

@@ -8,7 +8,8 @@ mod common;
 #[path = "common/runts.rs"]
 mod runts;
 
-use rawpkt::model::ModelConfig;
+use mlx5_model::ModelConfig;
+use rawpkt::internals::NicQueues;
 use rawpkt::{open, Pool, PoolConfig, QueueConfig, RxQueue};
 
 const DST: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -65,9 +66,9 @@ fn runts_on_model_ports_opened_by_spec() {
 /// bytes, as a MAC pads it, and the port counts 60 bytes.
 #[test]
 fn the_model_wire_pads_a_runt_to_60_bytes() {
-    use rawpkt::dv::prm::{Be32, CtrlSeg, SendWqe};
-    use rawpkt::dv::ring::SqRing;
-    use rawpkt::model::{Link, Nic};
+    use mlx5_model::{Link, Nic};
+    use mlx5_prm::{Be32, CtrlSeg, SendWqe};
+    use rawpkt::internals::ring::SqRing;
     use rawpkt::Burst;
     let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
     let pool = Pool::new(PoolConfig {

@@ -9,10 +9,11 @@
 mod common;
 
 use common::{fill_frame, frame_len, seq_of, Rig, Rng};
-use rawpkt::dv::prm::{syndrome, MiniFormat};
-use rawpkt::model::{Fault, Link, ModelConfig, Nic, RqOptions};
-use rawpkt::rx::dv::DvRxQueue;
-use rawpkt::tx::dv::DvTxQueue;
+use mlx5_model::{Fault, Link, ModelConfig, Nic, RqOptions};
+use mlx5_prm::{syndrome, MiniFormat};
+use rawpkt::internals::DvRxQueue;
+use rawpkt::internals::DvTxQueue;
+use rawpkt::internals::NicQueues;
 use rawpkt::{flags, Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 
 const MAX: usize = 9000;

@@ -6,10 +6,11 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rawpkt::dv::ring::{CqInfo, SqInfo};
-use rawpkt::model::{Fault, Link, ModelConfig, Nic, RqOptions};
-use rawpkt::rx::dv::DvRxQueue;
-use rawpkt::tx::dv::DvTxQueue;
+use mlx5_model::{Fault, Link, ModelConfig, Nic, RqOptions};
+use rawpkt::internals::ring::{CqInfo, SqInfo};
+use rawpkt::internals::DvRxQueue;
+use rawpkt::internals::DvTxQueue;
+use rawpkt::internals::NicQueues;
 use rawpkt::{flags, Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 
 struct Rig {

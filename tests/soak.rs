@@ -23,11 +23,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::Rng;
-use rawpkt::dv::prm::syndrome;
-use rawpkt::dv::ring::{CqInfo, SqInfo};
-use rawpkt::model::{Fault, Link, ModelConfig, Nic};
-use rawpkt::rx::dv::DvRxQueue;
-use rawpkt::tx::dv::DvTxQueue;
+use mlx5_model::{Fault, Link, ModelConfig, Nic};
+use mlx5_prm::syndrome;
+use rawpkt::internals::ring::{CqInfo, SqInfo};
+use rawpkt::internals::DvRxQueue;
+use rawpkt::internals::DvTxQueue;
+use rawpkt::internals::NicQueues;
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 
 const BURST: usize = 32;

@@ -1050,7 +1050,7 @@ fn pktgen_exits_1_when_its_interface_is_deleted() {
     assert!(is_root(), "needs root");
     for mode in [["--count", "1000000000"], ["--duration", "120"]] {
         let p = Pair::create();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        let mut child = Command::new(common::tool("pktgen"))
             .args(["--port", &format!("xdp:{},netns={}", p.a, p.ns_a), "--rate", "200k"])
             .args(mode)
             .stdout(Stdio::null())
@@ -1107,7 +1107,7 @@ fn an_interface_opened_twice_is_refused_as_the_same_port() {
         drop(first);
     }
     drop(rawpkt::open(&spec).expect("open again once the first is gone"));
-    let out = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+    let out = Command::new(common::tool("pktgen"))
         .args([
             "--port",
             &spec,

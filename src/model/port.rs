@@ -1,14 +1,11 @@
-//! The model backend's control path: `model:` ports opened by spec, and the glue that hands a
-//! queue the device created ([`QueueMem`]) to the driver's DV datapath as `mlx5dv_init_obj` hands
-//! a hardware queue over (`dv::ring::SqInfo` and the rest), so that the device itself
-//! (`mod.rs`, `exec.rs`, `ring.rs`) knows nothing of the driver's queues or rings
-//! (`scripts/modgraph.py` checks that).
+//! `model:` ports opened by spec, and the glue that hands a queue the device created
+//! ([`QueueMem`]) to the driver's DV datapath as `mlx5dv_init_obj` hands a hardware queue over
+//! (`dv::ring::SqInfo` and the rest).
 
 use std::any::Any;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{Link, ModelConfig, Nic, QueueMem, RqOptions};
 use crate::dv::prm::MiniFormat;
 use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use crate::dv::{DvCaps, DvControl, TickClock};
@@ -17,72 +14,84 @@ use crate::rx::dv_striding::{params_for, DvStridingRxQueue};
 use crate::spec::{echo, Backend, ModelOptions, Port, PortIdentity, PortOptions};
 use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
+use mlx5_model::{Link, ModelConfig, Nic, QueueMem, RqOptions};
 
-impl ModelConfig {
-    /// The default device ([`ModelConfig::default`]) run as `opts` say (trace, receive rate).
-    pub fn with_options(opts: &ModelOptions) -> ModelConfig {
-        ModelConfig {
-            trace: opts.trace.clone(),
-            rx_capacity_pps: opts.rx_capacity_pps,
-            ..ModelConfig::default()
-        }
-    }
-
-    /// What the datapath learns from this device (`mlx5dv_query_device` and `eth_min_inline` on
-    /// hardware).
-    pub fn caps(&self) -> DvCaps {
-        DvCaps {
-            inline_mode: self.inline_mode,
-            enhanced_mpw: self.enhanced_mpw,
-            max_frame: self.max_frame as u32,
-        }
+/// The default device ([`ModelConfig::default`]) run as `opts` say (trace, receive rate).
+fn model_config(opts: &ModelOptions) -> ModelConfig {
+    ModelConfig {
+        trace: opts.trace.clone(),
+        rx_capacity_pps: opts.rx_capacity_pps,
+        ..ModelConfig::default()
     }
 }
 
-impl Nic {
+/// What the datapath learns from a model device (`mlx5dv_query_device` and `eth_min_inline` on
+/// hardware).
+pub fn dv_caps(cfg: &ModelConfig) -> DvCaps {
+    DvCaps {
+        inline_mode: cfg.inline_mode,
+        enhanced_mpw: cfg.enhanced_mpw,
+        max_frame: cfg.max_frame as u32,
+    }
+}
+
+/// A model NIC's queues described for the DV datapath, as `mlx5dv_init_obj` describes a
+/// hardware queue: what the `model:` ports build their queues from, and the DV tests theirs.
+pub trait NicQueues {
     /// [`Nic::alloc_cq`], described for the driver.
-    pub fn create_cq(&self, requested: u32) -> Result<CqInfo, String> {
+    fn create_cq(&self, requested: u32) -> Result<CqInfo, String>;
+    /// [`Nic::alloc_cq_with`], described for the driver: a CQ compressing receive completions
+    /// into mini-CQEs of format `comp`.
+    fn create_cq_with(&self, requested: u32, comp: Option<MiniFormat>) -> Result<CqInfo, String>;
+    /// [`Nic::alloc_sq`], described for the driver.
+    fn create_sq(&self, port: usize, wqebbs: u32, cqn: u32) -> Result<SqInfo, String>;
+    /// [`Nic::alloc_rq`], described for the driver, with the WQ's number.
+    fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String>;
+    /// [`Nic::alloc_rq_with`], described for the driver, with the WQ's number.
+    fn create_rq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<(RwqInfo, u32), String>;
+    /// [`Nic::alloc_wq`], described for the driver, with the WQ's number.
+    fn create_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String>;
+    /// The device's send-path capabilities.
+    fn caps(&self) -> DvCaps;
+    /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
+    /// thread) alive as long as a queue holds it, as an open verbs context would.
+    fn control(self: &Arc<Self>) -> Arc<dyn DvControl>;
+}
+
+impl NicQueues for Nic {
+    fn create_cq(&self, requested: u32) -> Result<CqInfo, String> {
         self.create_cq_with(requested, None)
     }
 
-    /// [`Nic::alloc_cq_with`], described for the driver: a CQ compressing receive completions
-    /// into mini-CQEs of format `comp`.
-    pub fn create_cq_with(&self, requested: u32, comp: Option<MiniFormat>) -> Result<CqInfo, String> {
+    fn create_cq_with(&self, requested: u32, comp: Option<MiniFormat>) -> Result<CqInfo, String> {
         let q = self.alloc_cq_with(requested, comp)?;
         let r = q.raw;
         // SAFETY: the device just created this CQ; its ring and record live while `keep` does.
         Ok(unsafe { CqInfo::from_raw(r.buf, r.dbrec, r.cnt, r.stride, r.num, q.keep) }.with_compression(comp))
     }
 
-    /// [`Nic::alloc_sq`], described for the driver.
-    pub fn create_sq(&self, port: usize, wqebbs: u32, cqn: u32) -> Result<SqInfo, String> {
+    fn create_sq(&self, port: usize, wqebbs: u32, cqn: u32) -> Result<SqInfo, String> {
         let q = self.alloc_sq(port, wqebbs, cqn)?;
         Ok(sq_info(q))
     }
 
-    /// [`Nic::alloc_rq`], described for the driver, with the WQ's number.
-    pub fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+    fn create_rq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
         Ok(rwq_info(self.alloc_rq(port, wqes, cqn)?))
     }
 
-    /// [`Nic::alloc_rq_with`], described for the driver, with the WQ's number.
-    pub fn create_rq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<(RwqInfo, u32), String> {
+    fn create_rq_with(&self, port: usize, wqes: u32, cqn: u32, opts: RqOptions) -> Result<(RwqInfo, u32), String> {
         Ok(rwq_info(self.alloc_rq_with(port, wqes, cqn, opts)?))
     }
 
-    /// [`Nic::alloc_wq`], described for the driver, with the WQ's number.
-    pub fn create_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
+    fn create_wq(&self, port: usize, wqes: u32, cqn: u32) -> Result<(RwqInfo, u32), String> {
         Ok(rwq_info(self.alloc_wq(port, wqes, cqn)?))
     }
 
-    /// The device's send-path capabilities.
-    pub fn caps(&self) -> DvCaps {
-        self.config().caps()
+    fn caps(&self) -> DvCaps {
+        dv_caps(&self.config())
     }
 
-    /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
-    /// thread) alive as long as a queue holds it, as an open verbs context would.
-    pub fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
+    fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
         Arc::new(ModelControl {
             nic: self.clone(),
             lkey: None,
@@ -134,8 +143,8 @@ impl DvControl for ModelControl {
 }
 
 /// The model device's clock (`HCA_CORE_CLOCK_KHZ`), as the driver reads its CQEs.
-pub(super) fn model_clock() -> TickClock {
-    TickClock::from_khz(super::HCA_CORE_CLOCK_KHZ).expect("a non-zero frequency")
+fn model_clock() -> TickClock {
+    TickClock::from_khz(mlx5_model::HCA_CORE_CLOCK_KHZ).expect("a non-zero frequency")
 }
 
 /// For a `model:` port: the model NIC behind it and the port's number on it (counters, fault
@@ -226,7 +235,7 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
                     echo(spec)
                 )));
             }
-            let cfg = ModelConfig::with_options(m);
+            let cfg = model_config(m);
             let nic = Nic::new(wires, cfg).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
             nic.start(m.cpu);
             let ids = Arc::new(QueueIds::default());

@@ -1538,7 +1538,8 @@ mod tests {
 
     use crate::dv::prm::MiniFormat;
     use crate::mem::pool::{Burst, Pool, PoolConfig};
-    use crate::model::{Link, ModelConfig, Nic};
+    use crate::model::device::{Link, ModelConfig, Nic};
+    use crate::model::NicQueues;
     use crate::rx::dv::DvRxQueue;
     use crate::tx::dv::DvTxQueue;
     use crate::{QueueConfig, RxQueue, TxQueue};

@@ -1287,7 +1287,8 @@ mod builds {
     use super::{params_for, DvStridingRxQueue};
     use crate::dv::prm::MiniFormat;
     use crate::mem::pool::{Burst, Pool, PoolConfig};
-    use crate::model::{Link, ModelConfig, Nic, RqOptions};
+    use crate::model::device::{Link, ModelConfig, Nic, RqOptions};
+    use crate::model::NicQueues;
     use crate::tx::dv::DvTxQueue;
     use crate::{QueueConfig, RxQueue, TxQueue};
 

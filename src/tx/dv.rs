@@ -1282,7 +1282,8 @@ mod tests {
 
     use crate::dv::ring::{CqInfo, RwqInfo, SqInfo};
     use crate::mem::pool::{Burst, Pool, PoolConfig};
-    use crate::model::{Link, ModelConfig, Nic};
+    use crate::model::device::{Link, ModelConfig, Nic};
+    use crate::model::NicQueues;
     use crate::rx::dv::DvRxQueue;
     use crate::tx::dv::DvTxQueue;
     use crate::{QueueConfig, RxQueue, TxQueue};

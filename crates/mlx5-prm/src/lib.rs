@@ -9,7 +9,7 @@
 //! byte order in the type so that no field can be stored in host order by accident (a model that
 //! accepted host-order flags would agree with a buggy driver and disagree with the hardware).
 //! Layouts are asserted at compile time and checked against rdma-core's `LAYOUT`/`FIELD` lines in
-//! the golden vectors ([`vectors`], generated with rdma-core's own helpers).
+//! the golden vectors (`vectors`, feature `vectors`; generated with rdma-core's own helpers).
 #![allow(unsafe_code)] // byte views of these DMA formats
 
 /// A big-endian 16-bit field as it lies in NIC memory.

@@ -4,7 +4,7 @@
 //! `mlx5_cq_fill_pfns`: the readers of what `wc_flags` asked for); and `ibv_query_rt_values_ex`
 //! (providers/mlx5/verbs.c `mlx5_query_rt_values`: the HCA's free-running clock in
 //! `raw_clock.tv_nsec`). Completion timestamps and the raw clock are one clock, the model
-//! device's, in ticks of `hca_core_clock` kHz ([`rawpkt::model::HCA_CORE_CLOCK_KHZ`]).
+//! device's, in ticks of `hca_core_clock` kHz ([`mlx5_model::HCA_CORE_CLOCK_KHZ`]).
 
 use std::ffi::c_int;
 

@@ -5,7 +5,8 @@
 
 use std::ffi::c_int;
 
-use rawpkt::dv::prm::{self, CtrlSeg, DataSeg, ErrCqe, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM};
+use mlx5_prm as prm;
+use mlx5_prm::{CtrlSeg, DataSeg, ErrCqe, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM};
 use rdma_abi::*;
 
 use crate::global::{global, Kind};
@@ -257,7 +258,7 @@ unsafe fn post_rq(w: &Wq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -
     let mut rx = lock(&w.rx);
     let (size, max_gs) = (rx.ring.size(), rx.ring.max_gs());
     let (mut cur, mut nreq, mut err) = (wr, 0u32, 0);
-    let mut segs = [[0u8; 16]; rawpkt::model::MAX_RQ_SGE as usize];
+    let mut segs = [[0u8; 16]; mlx5_model::MAX_RQ_SGE as usize];
     while !cur.is_null() {
         // SAFETY: a WR of the caller's chain.
         let r = unsafe { &*cur };

@@ -30,7 +30,7 @@ use crate::{guard, set_errno};
 pub(crate) const FW_VER: &str = "16.35.2000";
 pub(crate) const BOARD_ID: &str = "MT_0000000008";
 /// `hca_core_clock` in kHz and `completion_timestamp_mask` (see the module docs).
-pub(crate) const HCA_CORE_CLOCK_KHZ: u64 = rawpkt::model::HCA_CORE_CLOCK_KHZ;
+pub(crate) const HCA_CORE_CLOCK_KHZ: u64 = mlx5_model::HCA_CORE_CLOCK_KHZ;
 pub(crate) const TIMESTAMP_MASK: u64 = 0x7fff_ffff_ffff_ffff;
 /// Packet pacing: the QP rate limits `ibv_modify_qp(IBV_QP_RATE_LIMIT)` accepts, in kbit/s
 /// (mlx5_core `mlx5_rl_is_in_range`; 0 means unlimited). The model accepts them and does not

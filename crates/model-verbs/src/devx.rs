@@ -3,7 +3,7 @@
 //!   with EOPNOTSUPP on a device whose `devx` knob is off, as on a kernel without DevX;
 //! - `mlx5dv_devx_general_cmd` answering the two commands a driver asks the inline mode with
 //!   (QUERY_HCA_CAP for the ethernet offload caps' `wqe_inline_mode`, QUERY_NIC_VPORT_CONTEXT
-//!   for `min_wqe_inline_mode`; layouts in `rawpkt::dv::prm::devx`) from the device's `inline`
+//!   for `min_wqe_inline_mode`; layouts in `mlx5_prm::devx`) from the device's `inline`
 //!   knob, which is also what the model then enforces on the port's send WQEs;
 //! - `ibv_get_async_event` / `ibv_ack_async_event`, delivering events queued by the
 //!   `async_event` knob through the context's `async_fd` (an eventfd, readable while events wait).
@@ -19,7 +19,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Mutex;
 
-use rawpkt::dv::prm::{devx, InlineMode};
+use mlx5_prm::{devx, InlineMode};
 use rdma_abi::*;
 
 use crate::global::{global, ibdev_index, Kind, DEVS};

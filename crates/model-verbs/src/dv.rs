@@ -46,7 +46,7 @@ pub unsafe extern "C" fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out
             );
             if asked & u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION) != 0 {
                 a.cqe_comp_caps = mlx5dv_cqe_comp_caps {
-                    max_num: rawpkt::model::CQE_COMP_MAX_NUM,
+                    max_num: mlx5_model::CQE_COMP_MAX_NUM,
                     supported_format: COMP_FORMATS,
                 };
                 out |= u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION);
@@ -209,7 +209,7 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
                     if !g.dv.load(Ordering::Relaxed) || fmt == 0 || fmt & !COMP_FORMATS != 0 || fmt.count_ones() != 1 {
                         return Err(EINVAL);
                     }
-                    comp = rawpkt::dv::prm::MiniFormat::from_dv_flag(d.cqe_comp_res_format);
+                    comp = mlx5_prm::MiniFormat::from_dv_flag(d.cqe_comp_res_format);
                 }
             }
             let cqe = i32::try_from(a.cqe).map_err(|_| EINVAL)?;

@@ -2,7 +2,7 @@
 //! receive WQ, striding when `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ` asks for it, and the striding
 //! caps `mlx5dv_query_device` reports (`MLX5DV_CONTEXT_MASK_STRIDING_RQ`).
 
-use rawpkt::dv::prm::mprq;
+use mlx5_prm::mprq;
 use rdma_abi::*;
 
 use crate::global::Global;

@@ -5,7 +5,7 @@ use std::ffi::{c_char, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use rawpkt::model::{Link, ModelConfig, Nic};
+use mlx5_model::{Link, ModelConfig, Nic};
 use rdma_abi::ibv_device;
 
 /// One RDMA device of the model (contract table).
@@ -222,9 +222,9 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
 fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
-    // The library reads no environment; this stand-in for libibverbs does, as the tools do.
-    let opts = rawpkt::tool::env::model_options();
-    let nic = Nic::new(wires, ModelConfig::with_options(&opts)).map_err(|e| e.to_string())?;
+    // This stand-in for libibverbs reads the model's variables, as the tools do.
+    let opts = mlx5_model::env::EnvOptions::read();
+    let nic = Nic::new(wires, opts.apply(ModelConfig::default())).map_err(|e| e.to_string())?;
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.

@@ -16,7 +16,7 @@
 //! - `ibv_post_send`/`ibv_post_wq_recv`/`ibv_poll_cq` write real WQEs into the model's rings and
 //!   read real CQEs, as libmlx5 does, so the fallback datapath runs on the same device model.
 //!
-//! [`Nic`]: rawpkt::model::Nic
+//! [`Nic`]: mlx5_model::Nic
 #![allow(unsafe_code)]
 // Every unsafe operation sits in its own block with its own SAFETY comment, even in unsafe fns.
 #![deny(unsafe_op_in_unsafe_fn)]

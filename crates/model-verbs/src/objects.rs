@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::mem::offset_of;
 use std::sync::{Mutex, MutexGuard};
 
-use rawpkt::model::QueueMem;
+use mlx5_model::QueueMem;
 
 use crate::ring::{CompRing, RecvRing, SendRing};
-use rawpkt::mem::region::Region;
+use rawpkt_sys::region::Region;
 use rdma_abi::*;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -125,7 +125,7 @@ pub(crate) struct Qp {
     /// The capabilities create returned and `sq_sig_all`, for `ibv_query_qp`.
     pub cap: ibv_qp_cap,
     pub sq_sig_all: i32,
-    /// The self-loopback bits of the QP's TIR (`rawpkt::model::TIR_SELF_LB_*`), from
+    /// The self-loopback bits of the QP's TIR (`mlx5_model::TIR_SELF_LB_*`), from
     /// `mlx5dv_create_qp`'s ALLOW_SELF_LOOPBACK flags; 0 also for a QP without a TIR.
     pub self_lb: u8,
 }

@@ -3,16 +3,17 @@
 //! `get_sw_cqe`, `update_cons_index`) and the layouts of mlx5dv.h, not from rawpkt's driver
 //! rings (`src/dv/ring.rs`): the ibverbs datapath then checks the model against rdma-core's
 //! rules rather than the driver against itself. The formats of the entries (WQE segments, CQE
-//! fields) are the shared `rawpkt::dv::prm` definitions, checked against rdma-core's own byte
+//! fields) are the shared `mlx5_prm` definitions, checked against rdma-core's own byte
 //! vectors.
 //!
 //! The addresses are what `mlx5dv_init_obj` hands over ([`RawQueue`]); the object owning the
-//! queue (its `rawpkt::model::QueueMem`) keeps them mapped for as long as the ring lives.
+//! queue (its `mlx5_model::QueueMem`) keeps them mapped for as long as the ring lives.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use rawpkt::dv::prm::{self, MiniFormat};
-use rawpkt::model::RawQueue;
+use mlx5_model::RawQueue;
+use mlx5_prm as prm;
+use mlx5_prm::MiniFormat;
 
 /// `MLX5_RCV_DBR`, `MLX5_SND_DBR`: the receive and send counters of a QP's doorbell record;
 /// `MLX5_CQ_SET_CI`: the consumer index of a CQ's (mlx5dv.h).

@@ -19,10 +19,19 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use rawpkt::flow::rule::FlowRule;
-// The environment's rdma-core files (`RAWPKT_LIBIBVERBS`: this library) as the tools take them.
-use rawpkt::tool::env::open_with;
-use rawpkt::{Burst, Pool, PoolConfig, PortOptions, QueueConfig, RxQueue, TxQueue};
+use rawpkt::mlx5::LibPaths;
+use rawpkt::{Burst, Pool, PoolConfig, Port, PortOptions, QueueConfig, RxQueue, TxQueue};
+use rawpkt_wire::rule::FlowRule;
+
+/// [`rawpkt::open_with`] on the environment's rdma-core files (`RAWPKT_LIBIBVERBS`: this
+/// library), as the tools take them.
+fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, rawpkt::Error> {
+    let opts = PortOptions {
+        rdma_core: LibPaths::from_env().or_else(|| opts.rdma_core.clone()),
+        ..opts.clone()
+    };
+    rawpkt::open_with(spec, &opts)
+}
 
 /// The frames' EtherType (IEEE 802 local experimental 1) and the tag after it.
 const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
@@ -62,7 +71,7 @@ fn parse(s: &str) -> Result<Plan, String> {
             "tx" => p.tx = v.into(),
             "rx" => p.rx = v.into(),
             "dst" => {
-                p.dst = rawpkt::flow::rule::parse_mac(v).ok_or_else(|| format!("dst={v}: not a MAC"))?;
+                p.dst = rawpkt_wire::rule::parse_mac(v).ok_or_else(|| format!("dst={v}: not a MAC"))?;
             }
             "count" => p.count = num(k, v)?,
             "pps" => p.pps = num(k, v)?.max(1),

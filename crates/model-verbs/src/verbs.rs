@@ -7,12 +7,12 @@ use std::ffi::{c_char, c_int, c_void};
 use std::mem::size_of;
 use std::sync::Mutex;
 
-use rawpkt::model::RqState;
-use rawpkt::model::SpecialFlow;
-use rawpkt::model::{TIR_SELF_LB_MC, TIR_SELF_LB_UC};
+use mlx5_model::RqState;
+use mlx5_model::SpecialFlow;
+use mlx5_model::{TIR_SELF_LB_MC, TIR_SELF_LB_UC};
 
 use crate::ring::{CompRing, RecvRing, SendRing};
-use rawpkt::mem::region::Region;
+use rawpkt_sys::region::Region;
 use rdma_abi::*;
 
 use crate::global::{global, Global, Kind, DEVS};
@@ -502,7 +502,7 @@ pub(crate) fn create_cq_comp(
     cq_context: *mut c_void,
     channel: *mut c_void,
     wc_flags: u64,
-    comp: Option<rawpkt::dv::prm::MiniFormat>,
+    comp: Option<mlx5_prm::MiniFormat>,
 ) -> Result<*mut Cq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
@@ -796,7 +796,7 @@ fn create_qp(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*
 ///   PCI_WRITE_END_PADDING (`end_pad`), all of which a ConnectX-5 has (DPDK's mlx5 guide lists
 ///   it for Rx packet padding, `rxq_pkt_pad_en`); what is left is EOPNOTSUPP.
 ///
-/// FCS scatter and CVLAN stripping act on the QP's own RQ ([`rawpkt::model::RqOptions`]);
+/// FCS scatter and CVLAN stripping act on the QP's own RQ ([`mlx5_model::RqOptions`]);
 /// end padding changes nothing a program may read; multicast loopback blocking lands in a QP
 /// context field (`block_lb_mc`) that a RAW_PACKET QP's SQ, RQ and TIR do not take, so it
 /// changes nothing either.
@@ -901,7 +901,7 @@ fn create_raw(
     }
     let rq = if want_rq {
         // mlx5_ib `create_raw_packet_qp`: an RQ, and a TIR over it alone for the QP's flows.
-        let opts = rawpkt::model::RqOptions {
+        let opts = mlx5_model::RqOptions {
             max_sge: a.cap.max_recv_sge,
             scatter_fcs: a.create_flags & IBV_QP_CREATE_SCATTER_FCS != 0,
             strip_cvlan: a.create_flags & IBV_QP_CREATE_CVLAN_STRIPPING != 0,
@@ -1180,7 +1180,7 @@ unsafe extern "C" fn create_wq(context: *mut ibv_context, attr: *mut ibv_wq_init
 pub(crate) fn create_wq_inner(
     context: *mut ibv_context,
     a: &mut ibv_wq_init_attr,
-    striding: Option<rawpkt::dv::prm::mprq::Params>,
+    striding: Option<mlx5_prm::mprq::Params>,
 ) -> Result<*mut ibv_wq, i32> {
     let g = g()?;
     live(g, context.cast(), Kind::Context)?;
@@ -1226,12 +1226,12 @@ pub(crate) fn create_wq_inner(
 /// nothing a program may read (the device may write up to the cache line's end past a frame;
 /// the model writes nothing there); delay drop needs `IBV_RAW_PACKET_CAP_DELAY_DROP`, which
 /// the model does not report: EOPNOTSUPP, as for any unknown flag.
-fn wq_flags(flags: u32, max_sge: u32) -> Result<rawpkt::model::RqOptions, i32> {
+fn wq_flags(flags: u32, max_sge: u32) -> Result<mlx5_model::RqOptions, i32> {
     let known = IBV_WQ_FLAGS_CVLAN_STRIPPING | IBV_WQ_FLAGS_SCATTER_FCS | IBV_WQ_FLAGS_PCI_WRITE_END_PADDING;
     if flags & !known != 0 {
         return Err(libc::EOPNOTSUPP);
     }
-    Ok(rawpkt::model::RqOptions {
+    Ok(mlx5_model::RqOptions {
         max_sge,
         scatter_fcs: flags & IBV_WQ_FLAGS_SCATTER_FCS != 0,
         strip_cvlan: flags & IBV_WQ_FLAGS_CVLAN_STRIPPING != 0,
@@ -1251,7 +1251,7 @@ fn new_wq(
     port: usize,
     max_wr: u32,
     owner_qpn: Option<u32>,
-    opts: rawpkt::model::RqOptions,
+    opts: mlx5_model::RqOptions,
 ) -> Result<Box<Wq>, i32> {
     let cq = cq.cast::<Cq>();
     // SAFETY: a live CQ (the callers check).

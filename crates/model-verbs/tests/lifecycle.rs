@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex};
 
 use rawpkt::dv::ring::{CqInfo, RwqInfo, SqInfo};
 use rawpkt::dv::{DvCaps, DvControl};
-use rawpkt::flow::rule::FlowRule;
 use rawpkt::rx::dv::DvRxQueue;
 use rawpkt::tx::dv::DvTxQueue;
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 use rawpkt_model_verbs::*;
+use rawpkt_wire::rule::FlowRule;
 use rdma_abi::*;
 
 static TURN: Mutex<()> = Mutex::new(());

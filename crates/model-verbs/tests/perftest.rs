@@ -261,10 +261,10 @@ fn rawpkt_tools() -> (std::path::PathBuf, std::path::PathBuf) {
             "build",
             "--release",
             "-p",
-            "rawpkt",
+            "rawpkt-tools",
             "--bin",
             "pktgen",
-            "--example",
+            "--bin",
             "rx-sink",
         ])
         .current_dir(root)
@@ -272,7 +272,7 @@ fn rawpkt_tools() -> (std::path::PathBuf, std::path::PathBuf) {
         .expect("cargo");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = lib.parent().unwrap();
-    (dir.join("pktgen"), dir.join("examples/rx-sink"))
+    (dir.join("pktgen"), dir.join("rx-sink"))
 }
 
 /// raw_ethernet_fs_rate, server and client over the veth: each creates and destroys 50 flows on

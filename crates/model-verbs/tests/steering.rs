@@ -7,8 +7,8 @@ use std::ptr::null_mut;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rawpkt::flow::rule::FlowRule;
 use rawpkt_model_verbs::*;
+use rawpkt_wire::rule::FlowRule;
 use rdma_abi::*;
 
 static TURN: Mutex<()> = Mutex::new(());

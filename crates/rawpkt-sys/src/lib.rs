@@ -24,8 +24,27 @@ pub mod signal;
 #[cfg(feature = "xdp")]
 pub mod xsk;
 
+/// The CPUs the calling thread may run on (its affinity mask), ascending; empty if the kernel
+/// will not say.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data and zero is an empty set; sched_getaffinity writes at most
+    // size_of::<cpu_set_t>() bytes into it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        set
+    };
+    // SAFETY: CPU_ISSET reads the set within CPU_SETSIZE, the bound of the loop.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
 /// Pins the calling thread to one CPU. Returns false if the kernel refused (no such CPU, or not
-/// in the allowed set).
+/// in the allowed set), or the number is past what a `cpu_set_t` holds, rather than panic as an
+/// out-of-range index would.
 pub fn pin_current_thread(core: usize) -> bool {
     if core >= libc::CPU_SETSIZE as usize {
         return false;

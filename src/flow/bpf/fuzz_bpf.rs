@@ -9,10 +9,8 @@
 //! program costs far more than running one), and is derived from the seed and the case number
 //! alone, so `RAWPKT_FUZZ_CASE` replays a case with its rule set.
 
-// The fuzz driver the tests/fuzz_*.rs targets share (it names this crate `rawpkt`: lib.rs).
-#[path = "../../../tests/fuzz/mod.rs"]
-#[allow(unreachable_pub)]
-mod fuzz;
+// The fuzz driver the fuzz_*.rs targets share.
+use rawpkt_test_support::fuzz;
 
 use crate::flow::bpf::{compile_xdp, LoadedProgram, StealAction, XskMap, XDP_DROP, XDP_PASS};
 use crate::flow::matcher::RuleSet;

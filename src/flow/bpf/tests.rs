@@ -2,18 +2,14 @@
 //! corpus (random frames built with etherparse plus edge cases) must get from
 //! `BPF_PROG_TEST_RUN` exactly the verdict `RuleSet::classify` gives.
 
-// The integration tests' generator, so that the corpus stays the one these tests always used.
-#[path = "../../../tests/common/rng.rs"]
-#[allow(unreachable_pub, dead_code)] // shared: not every method serves here
-mod rng;
-
 use crate::flow::bpf::{
     compile_xdp, Asm, AsmError, CompileError, LoadedProgram, StealAction, XskMap, BPF_JEQ, R0, R1, XDP_DROP, XDP_PASS,
 };
 use crate::flow::matcher::RuleSet;
 use crate::flow::rule::FlowRule;
 use etherparse::PacketBuilder;
-use rng::Rng;
+// The integration tests' generator, so that the corpus stays the one these tests always used.
+use rawpkt_test_support::Rng;
 
 // ---- assembler (no root needed) ----
 

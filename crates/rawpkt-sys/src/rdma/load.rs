@@ -68,6 +68,26 @@ impl Default for LibPaths {
     }
 }
 
+impl LibPaths {
+    /// The files `RAWPKT_LIBIBVERBS` and `RAWPKT_LIBMLX5` name (a private copy of rdma-core, or
+    /// the model library), the soname for the one not set; None if neither is. The library never
+    /// reads them itself: the tools and the model library's own traffic do.
+    pub fn from_env() -> Option<LibPaths> {
+        let (ibverbs, mlx5) = (
+            std::env::var_os("RAWPKT_LIBIBVERBS"),
+            std::env::var_os("RAWPKT_LIBMLX5"),
+        );
+        if ibverbs.is_none() && mlx5.is_none() {
+            return None;
+        }
+        let sonames = LibPaths::default();
+        Some(LibPaths {
+            ibverbs: ibverbs.unwrap_or(sonames.ibverbs),
+            mlx5: mlx5.unwrap_or(sonames.mlx5),
+        })
+    }
+}
+
 /// Function pointers of libibverbs' exported (non-inline) verbs, with the library kept loaded.
 pub struct Ibverbs {
     pub get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device,

@@ -1,0 +1,883 @@
+//! The pinned loops: transmit cores and the receiver. They share nothing with the reporting
+//! thread but a few atomics, published every few hundred bursts; the per-burst path neither
+//! allocates nor locks.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
+
+use crate::fail::Fail;
+use crate::stream::{Pacer, Stream};
+use crate::traffic::{read_stamp, Traffic};
+
+/// Totals a worker publishes for the reporter.
+#[derive(Default)]
+pub(crate) struct Counters {
+    /// Nanoseconds this worker spent sending (its start to its last burst).
+    pub active_ns: AtomicU64,
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    pub drops: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Counters {
+    fn publish(&self, packets: u64, bytes: u64, drops: u64, errors: u64) {
+        self.packets.store(packets, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.drops.store(drops, Ordering::Relaxed);
+        self.errors.store(errors, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> [u64; 4] {
+        [&self.packets, &self.bytes, &self.drops, &self.errors].map(|a| a.load(Ordering::Relaxed))
+    }
+}
+
+/// Per-stream totals: sent per core (each slot written by its core only), received, and the
+/// receiver's latency figures, published as the port counters are.
+pub(crate) struct StreamCounters {
+    /// Packets and bytes, one pair per transmit core.
+    pub tx: Vec<[AtomicU64; 2]>,
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    /// Sum and number of latency samples so far, for a mean over any interval.
+    pub lat_sum_ns: AtomicU64,
+    pub lat_samples: AtomicU64,
+    /// Largest latency since the reporter last took it (it swaps in 0).
+    pub lat_max_ns: AtomicU64,
+    /// RFC 3550 interarrival jitter, ns.
+    pub jitter_ns: AtomicU64,
+    /// Latency quantiles over the run so far, refreshed every few thousand receive bursts
+    /// (for the metrics endpoint).
+    pub lat_p50_ns: AtomicU64,
+    pub lat_p99_ns: AtomicU64,
+    pub lat_p999_ns: AtomicU64,
+    /// Whether the receiver records the gaps between the stream's send stamps (its
+    /// inter-departure times): for shaped streams, where they are the point.
+    pub gaps: bool,
+}
+
+impl StreamCounters {
+    pub(crate) fn new(cores: usize, gaps: bool) -> StreamCounters {
+        StreamCounters {
+            gaps,
+            tx: (0..cores).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+            rx_packets: AtomicU64::new(0),
+            rx_bytes: AtomicU64::new(0),
+            lat_sum_ns: AtomicU64::new(0),
+            lat_samples: AtomicU64::new(0),
+            lat_max_ns: AtomicU64::new(0),
+            jitter_ns: AtomicU64::new(0),
+            lat_p50_ns: AtomicU64::new(0),
+            lat_p99_ns: AtomicU64::new(0),
+            lat_p999_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Packets and bytes sent, over all cores.
+    pub(crate) fn tx_total(&self) -> [u64; 2] {
+        self.tx.iter().fold([0, 0], |a, c| {
+            [a[0] + c[0].load(Ordering::Relaxed), a[1] + c[1].load(Ordering::Relaxed)]
+        })
+    }
+
+    pub(crate) fn rx_total(&self) -> [u64; 2] {
+        [
+            self.rx_packets.load(Ordering::Relaxed),
+            self.rx_bytes.load(Ordering::Relaxed),
+        ]
+    }
+}
+
+/// What one transmit core does.
+pub(crate) struct TxPlan {
+    pub core: usize,
+    pub cores: usize,
+    pub cpu: Option<usize>,
+    pub queues: u16,
+    pub burst: usize,
+    pub deadline: Option<Instant>,
+    pub per_stream: Arc<Vec<StreamCounters>>,
+    /// Stamp with the port's device clock (`Port::device_clock_ns`), not the run's.
+    pub hw_clock: bool,
+}
+
+const PUBLISH_EVERY: u32 = 256;
+/// Pacing per departure: the receiver is polled (and the send queues reclaimed) while the next
+/// departure is further away than this, ns: several times what a receive burst of a few frames
+/// takes (about 200 ns on the model pair), and at 1 Mpps about one exponential gap in seven
+/// (e^-2) is longer.
+const RX_SLACK_NS: u64 = 2_000;
+/// Packets a receive burst takes at most.
+const RX_BURST: usize = 256;
+/// Packets a receive burst takes at most in the waits of a loop that paces per departure: a
+/// poll starts only with `RX_SLACK_NS` to go and must end within it. Measured per departure
+/// (model pair, SCHED_FIFO, load 4-7): 32 frames took 1.8-5 µs and made ~2,500 departures a
+/// second late by 2.5 µs; 8 take about 0.6 µs, and the wait polls again while slack is left.
+const RX_BURST_BETWEEN_DEPARTURES: usize = 8;
+/// A send time no frame carries (they count nanoseconds from the start).
+const NO_STAMP: u64 = u64::MAX;
+
+fn totals<'a>(qs: impl Iterator<Item = &'a rawpkt::QueueStats>) -> (u64, u64, u64, u64) {
+    qs.fold((0, 0, 0, 0), |(p, b, d, e), s| {
+        (p + s.packets, b + s.bytes, d + s.drops, e + s.errors.total())
+    })
+}
+
+/// A departure that leaves more than this after its due time is late, ns: the pacer's own
+/// delays stay under it (the spin's clock reads, some tens of ns; a departure due while the one
+/// before it is sent, and not within half of that send, waits for it, ~300-450 ns on the model
+/// pair: building the frame ~110, `tx_burst` 280-340, measured per departure; a receive poll,
+/// which only starts with more slack than it takes), so a late departure is one the host held up (an interrupt,
+/// another thread on the CPU), or one a loop that fell behind sends in its catch-up.
+pub(crate) const LATE_NS: u64 = 2_000;
+
+/// What sending one departure costs the loop, ns, from its due time to the next reading of the
+/// clock (building the frame, `tx_burst`): a departure due within half of that after the one
+/// being sent leaves with it, a little early, rather than after it, later by more. Each then
+/// leaves at the time nearest its due time that the loop can make: waiting for the send before
+/// stretches the short gaps of an exponential (a Poisson process with a minimum spacing, whose
+/// coefficient of variation a simulation puts 5 % low at 400 ns a send), joining it at half a
+/// send keeps the coefficient within 1 % of 1 in the same simulation (100-500 ns a send).
+#[derive(Default)]
+struct SendCost {
+    /// Exponentially weighted mean of the sends timed, ns × 16.
+    mean16: u64,
+}
+
+impl SendCost {
+    /// One send, `ns` long; one held up past `LATE_NS` (an interrupt, another thread) is the
+    /// host's, not the send's, and left out.
+    #[inline]
+    fn sample(&mut self, ns: u64) {
+        if ns <= LATE_NS {
+            self.mean16 = self.mean16 - self.mean16 / 16 + ns;
+        }
+    }
+
+    /// Departures due by this time leave with a send made at `elapsed_ns`.
+    #[inline]
+    fn joins_within(&self, elapsed_ns: u64) -> u64 {
+        elapsed_ns + self.mean16 / 32
+    }
+}
+
+/// A histogram of times in ns, 1 ns to a minute, three significant digits: latencies, gaps
+/// between departures, lateness.
+fn time_hist() -> Result<Histogram<u64>, Fail> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| Fail::Runtime(e.to_string()))
+}
+
+/// What a transmit core saw of one stream's departures, when they have due times (Poisson,
+/// timed replay): how late each left, and the gaps between consecutive departures that both
+/// left on time.
+pub(crate) struct Departed {
+    pub stream: usize,
+    pub departures: u64,
+    pub late: u64,
+    /// Departures that left before their due time, with a send made less than half a send's
+    /// cost before it (`SendCost`), and the most any left early, ns.
+    pub early: u64,
+    pub early_max: u64,
+    /// Send stamp minus due time of every departure, ns (the loop's clock; 0 for an early one).
+    pub lateness: Histogram<u64>,
+    /// Gaps between consecutive departures of this core that both left within `LATE_NS` of
+    /// their due times, ns.
+    pub on_time_gaps: Histogram<u64>,
+    /// The last departure's time (ns from the start) and whether it was on time.
+    last: Option<(u64, bool)>,
+}
+
+impl Departed {
+    fn new(stream: usize) -> Result<Departed, Fail> {
+        Ok(Departed {
+            stream,
+            departures: 0,
+            late: 0,
+            early: 0,
+            early_max: 0,
+            lateness: time_hist()?,
+            on_time_gaps: time_hist()?,
+            last: None,
+        })
+    }
+
+    /// One departure, due at `due` and sent at `at` (ns from the start; `at` may be before `due`
+    /// when it joined the send of the one before): departures of one core come in the order
+    /// they were due, and at times that do not go back.
+    #[inline]
+    fn record(&mut self, due: u64, at: u64) {
+        let lateness = at.saturating_sub(due);
+        let on_time = lateness <= LATE_NS;
+        self.departures += 1;
+        self.late += u64::from(!on_time);
+        if at < due {
+            self.early += 1;
+            self.early_max = self.early_max.max(due - at);
+        }
+        self.lateness.saturating_record(lateness);
+        if let Some((last, true)) = self.last {
+            if on_time {
+                self.on_time_gaps.saturating_record(at - last);
+            }
+        }
+        self.last = Some((at, on_time));
+    }
+
+    /// Adds another core's record of the same stream.
+    pub(crate) fn add(&mut self, o: &Departed) {
+        self.departures += o.departures;
+        self.late += o.late;
+        self.early += o.early;
+        self.early_max = self.early_max.max(o.early_max);
+        // Histograms of the same bounds (`time_hist`) always add.
+        let _ = self.lateness.add(&o.lateness);
+        let _ = self.on_time_gaps.add(&o.on_time_gaps);
+    }
+}
+
+/// One stream as a transmit core sends it.
+struct Lane {
+    stream: usize,
+    pacer: Pacer,
+    cursor: crate::traffic::Cursor,
+    bytes: u64,
+    fixed_len: Option<usize>,
+    /// Departures with due times: how late they left.
+    departed: Option<Departed>,
+}
+
+impl Lane {
+    /// Makes up to what the pacer allows by `due_by_ns` into `burst`, stamped as leaving at
+    /// `elapsed_ns` (`now_ns` on the stamps' clock); returns how many.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn fill(
+        &mut self,
+        t: &Traffic,
+        burst: &mut Burst,
+        held: &mut crate::traffic::Held,
+        elapsed_ns: u64,
+        due_by_ns: u64,
+        now_ns: u64,
+        stride: u64,
+        core: u64,
+        room: usize,
+    ) -> Result<usize, Fail> {
+        let want = self.pacer.allowed(due_by_ns, room);
+        if want == 0 {
+            return Ok(0);
+        }
+        let have = burst.len();
+        let got = burst.alloc(want, self.fixed_len.unwrap_or(t.largest()));
+        // The lane's state in locals for the loop, written back after it: kept in registers
+        // rather than loaded and stored through `self` for every packet.
+        let (mut k, mut bytes, mut cursor, fixed_len, flags) =
+            (self.pacer.made, self.bytes, self.cursor, self.fixed_len, t.tx_flags);
+        for i in have..have + got {
+            // Sequence numbers interleave across cores, so every packet's number is unique.
+            let seq = k * stride + core;
+            if fixed_len.is_none() {
+                let n = t.len_at(&cursor);
+                burst
+                    .set_len(i, n)
+                    .map_err(|e| Fail::Runtime(format!("set_len: {e}")))?;
+                bytes += n as u64;
+            }
+            let tag = held.of(burst.packet(i).buffer_index());
+            t.write(&mut cursor, tag, seq, now_ns, burst.data_mut(i));
+            if flags != 0 {
+                burst.set_flags(i, flags);
+            }
+            k += 1;
+        }
+        if let Some(n) = fixed_len {
+            bytes += (got * n) as u64;
+        }
+        if let Some(d) = self.departed.as_mut() {
+            for k in self.pacer.made..k {
+                d.record(self.pacer.due_ns_of(k), elapsed_ns);
+            }
+        }
+        (self.pacer.made, self.bytes, self.cursor) = (k, bytes, cursor);
+        Ok(got)
+    }
+}
+
+/// Takes the packets still in `burst` (made, never sent) off their streams' counts.
+fn unsent(lanes: &mut [Lane], burst: &Burst) {
+    for i in 0..burst.len() {
+        let d = burst.data(i);
+        let id = read_stamp(d).map_or(0, |(s, _, _)| usize::from(s));
+        // A replay is one unstamped stream: lane 0.
+        let k = lanes.iter().position(|l| l.stream == id).unwrap_or(0);
+        if let Some(l) = lanes.get_mut(k) {
+            l.pacer.made -= 1;
+            l.bytes -= d.len() as u64;
+        }
+    }
+}
+
+/// A transmit core: its own pool and `queues` send queues, round robin per burst; the first
+/// core also sends the latency stream, if any, on a queue of its own.
+pub(crate) fn transmit(
+    plan: TxPlan,
+    port: Arc<Port>,
+    streams: Arc<Vec<Stream>>,
+    epoch: Instant,
+    stop: &AtomicBool,
+    out: &Counters,
+    inline_rx: Option<RxPlan>,
+) -> Result<TxDone, Fail> {
+    if let Some(cpu) = plan.cpu {
+        if !rawpkt_tools::cpu::pin(cpu) {
+            rawpkt_sys::errln!(
+                "pktgen: core {}: could not pin to CPU {}; running unpinned",
+                plan.core,
+                cpu
+            );
+        }
+    }
+    let qcfg = QueueConfig::default();
+    // The latency stream's queue, on the first core, holds buffers too.
+    let lat_queue = u16::from(plan.core == 0 && streams.iter().any(|s| s.spec.latency));
+    let buffers = (u32::from(plan.queues + lat_queue) * qcfg.size * 2 + 4 * plan.burst as u32).next_power_of_two();
+    let pool = Pool::new(PoolConfig {
+        buffers,
+        ..PoolConfig::default()
+    })
+    .map_err(|e| Fail::rawpkt(format_args!("core {}: packet pool", plan.core), e))?;
+    let largest = streams.iter().map(|s| s.traffic.largest()).max().unwrap_or(0);
+    if largest > pool.data_room() as usize {
+        return Err(Fail::Runtime(format!(
+            "frames of {largest} bytes do not fit {}-byte buffers",
+            pool.data_room()
+        )));
+    }
+    let mut queues: Vec<Box<dyn TxQueue>> = (0..plan.queues)
+        .map(|q| port.tx_queue((plan.core as u16) * plan.queues + q, &pool, &qcfg))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Fail::rawpkt(port.spec(), e))?;
+    let cores = plan.cores as u64;
+    let core = plan.core as u64;
+    // This core's share of each stream's count and rate; streams with no rate split the room of
+    // each burst between them.
+    let unpaced = streams
+        .iter()
+        .filter(|s| !s.spec.latency && s.spec.rate.is_none())
+        .count();
+    let lane = |i: usize, s: &Stream, share_of: u64| -> Result<Lane, Fail> {
+        let pacer = Pacer::new(
+            s.spec.rate.map(|r| r / share_of as f64),
+            s.spec.shape,
+            s.spec.count.map(|t| t / share_of + u64::from(core < t % share_of)),
+            (i as u64) << 32 | core,
+            plan.burst / unpaced.max(1),
+            &s.traffic.times,
+        );
+        Ok(Lane {
+            stream: i,
+            departed: if pacer.per_departure() {
+                Some(Departed::new(i)?)
+            } else {
+                None
+            },
+            pacer,
+            cursor: crate::traffic::Cursor::default(),
+            bytes: 0,
+            fixed_len: s.traffic.fixed_len(),
+        })
+    };
+    let mut lanes: Vec<Lane> = streams
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.spec.latency)
+        .map(|(i, s)| lane(i, s, cores))
+        .collect::<Result<_, _>>()?;
+    // The latency stream: first core only, its own queue and burst, so that it never waits
+    // behind the load in a ring of ours.
+    let mut latency = match streams.iter().position(|s| s.spec.latency) {
+        Some(i) if plan.core == 0 => {
+            let q = port
+                .tx_queue(plan.cores as u16 * plan.queues, &pool, &qcfg)
+                .map_err(|e| Fail::rawpkt(format_args!("{}: the latency stream's queue", port.spec()), e))?;
+            Some((vec![lane(i, &streams[i], 1)?], q, Burst::new(&pool, 4)))
+        }
+        _ => None,
+    };
+    let mut burst = Burst::new(&pool, plan.burst);
+    let mut held = crate::traffic::Held::new(pool.capacity());
+    // Departures with times of their own (Poisson, a timed replay) leave at those times, each
+    // alone when the next is not due yet: the loop waits for the earliest due departure,
+    // polling the receiver and reclaiming only while it is more than `RX_SLACK_NS` away and
+    // spinning on the clock for the rest; the reading that ends the wait is the frames' send
+    // stamp, taken just before they are built and handed to the queue. Frames due by then
+    // (the loop was late) or within half a send after it (`SendCost`) go in that one burst,
+    // stamped alike, as they leave: gaps of 0.
+    let per_departure = !lanes.is_empty() && lanes.iter().all(|l| l.pacer.per_departure());
+    // A receiver in this loop takes small bursts when it polls in the waits between
+    // departures: a full one costs several µs, and the departure after it would leave that
+    // late.
+    let rx_burst = if per_departure {
+        RX_BURST_BETWEEN_DEPARTURES
+    } else {
+        RX_BURST
+    };
+    let mut receiver = inline_rx.map(|p| Receiver::new(p, rx_burst)).transpose()?;
+    let mut sent_since_poll = 0;
+    let (mut send_cost, mut sent_at) = (SendCost::default(), None::<Instant>);
+    let start = Instant::now();
+    let mut rr = 0;
+    let mut iter = 0u32;
+    loop {
+        iter = iter.wrapping_add(1);
+        // From the first iteration on: a Ctrl-C that came while the ports opened sends nothing.
+        if iter % 64 == 1 && (stop.load(Ordering::Relaxed) || plan.deadline.is_some_and(|d| Instant::now() >= d)) {
+            break;
+        }
+        // Per departure: whether the next one is far enough away to poll the receiver, else
+        // the clock's reading once it is due.
+        let (mut waiting, mut due_at, mut behind, mut due_by) = (false, None, false, 0);
+        if per_departure {
+            let next = lanes.iter().map(|l| l.pacer.next_due_ns()).min().unwrap_or(u64::MAX);
+            let mut now = Instant::now();
+            if let Some(t) = sent_at.take() {
+                send_cost.sample((now - t).as_nanos() as u64);
+            }
+            let mut elapsed = (now - start).as_nanos() as u64;
+            if next > elapsed.saturating_add(RX_SLACK_NS) {
+                waiting = true;
+            } else {
+                while elapsed < next {
+                    std::hint::spin_loop();
+                    now = Instant::now();
+                    elapsed = (now - start).as_nanos() as u64;
+                }
+                due_at = Some(now);
+                behind = elapsed - next > LATE_NS;
+                due_by = send_cost.joins_within(elapsed);
+            }
+        }
+        let room = if waiting { 0 } else { plan.burst - burst.len() };
+        // The latency stream is looked at every 8th burst: its departures are then a few
+        // hundred ns late at most, and its stamps say when each left.
+        let lat_turn = latency.is_some() && iter.is_multiple_of(8);
+        if room > 0 || lat_turn {
+            // One clock read per burst: the rates' credit and the send stamp of every packet.
+            let now = due_at.unwrap_or_else(Instant::now);
+            let elapsed = (now - start).as_nanos() as u64;
+            let now_ns = if plan.hw_clock {
+                // `main` checked that the port has a device clock.
+                port.device_clock_ns().unwrap_or(0)
+            } else {
+                (now - epoch).as_nanos() as u64
+            };
+            if room > 0 {
+                let due_by = due_by.max(elapsed);
+                for l in lanes.iter_mut() {
+                    let room = plan.burst - burst.len();
+                    if room == 0 {
+                        break;
+                    }
+                    let t = &streams[l.stream].traffic;
+                    l.fill(t, &mut burst, &mut held, elapsed, due_by, now_ns, cores, core, room)?;
+                }
+            }
+            if let Some((lat, q, b)) = latency.as_mut().filter(|_| lat_turn) {
+                let t = &streams[lat[0].stream].traffic;
+                let room = b.room();
+                lat[0].fill(t, b, &mut held, elapsed, elapsed, now_ns, 1, 0, room)?;
+                if !b.is_empty() {
+                    q.tx_burst(b)
+                        .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
+                }
+            }
+        }
+        if !burst.is_empty() {
+            sent_since_poll += queues[rr]
+                .tx_burst(&mut burst)
+                .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
+            rr = (rr + 1) % queues.len();
+            // A send alone, timed from its due time to the next look at the clock: what a
+            // departure that joins it saves (not a turn of the latency stream, a catch-up poll
+            // or a publication, which the next departure waits for as it would for a hold).
+            if !lat_turn && !behind && !iter.is_multiple_of(PUBLISH_EVERY) {
+                sent_at = due_at;
+            }
+        } else {
+            for q in queues.iter_mut() {
+                q.reclaim()
+                    .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
+            }
+            if lanes.iter().all(|l| l.pacer.done()) {
+                break;
+            }
+        }
+        // Per departure, the receiver takes the waits. When the loop is behind (after a stall:
+        // the departure it just sent was already late) and has not polled for half a receive
+        // burst's worth of frames, it takes up to eight bursts, so that its ring drains while
+        // the sends catch up. Not when the loop is on time: a run of short gaps (16 under 2 µs
+        // in a row, one time in eleven at 1 Mpps) then made the next departure several µs late,
+        // ~5,500 late departures a second (measured per departure, SCHED_FIFO, load 4).
+        if let Some(r) = receiver.as_mut() {
+            if !per_departure || waiting {
+                r.poll()?;
+                sent_since_poll = 0;
+            } else if behind && sent_since_poll >= rx_burst / 2 {
+                for _ in 0..8 {
+                    if r.poll()? < rx_burst {
+                        break;
+                    }
+                }
+                sent_since_poll = 0;
+            }
+        }
+        if iter.is_multiple_of(PUBLISH_EVERY) {
+            let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
+            out.publish(p, b, d, e);
+            publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
+        }
+    }
+    let sending_ns = start.elapsed().as_nanos() as u64;
+    // Unsent packets go back to the pool; sent ones complete before the queues close.
+    unsent(&mut lanes, &burst);
+    burst.clear();
+    if let Some((lat, _, b)) = latency.as_mut() {
+        unsent(lat, b);
+        b.clear();
+    }
+    let give_up = Instant::now() + Duration::from_secs(2);
+    let in_flight = |qs: &[Box<dyn TxQueue>], lat: &Option<(Vec<Lane>, Box<dyn TxQueue>, Burst)>| {
+        qs.iter().chain(lat.as_ref().map(|l| &l.1)).any(|q| q.in_flight() > 0)
+    };
+    while in_flight(&queues, &latency) && Instant::now() < give_up {
+        for q in queues.iter_mut().chain(latency.as_mut().map(|l| &mut l.1)) {
+            let _ = q.reclaim();
+        }
+        if let Some(r) = receiver.as_mut() {
+            r.poll()?;
+        }
+    }
+    let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
+    out.publish(p, b, d, e);
+    publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
+    out.active_ns.store(sending_ns, Ordering::Relaxed);
+    Ok(TxDone {
+        rx: receiver.map(Receiver::finish).transpose()?,
+        departed: lanes.into_iter().filter_map(|l| l.departed).collect(),
+    })
+}
+
+/// What a transmit core hands back: the receiver's histograms if it ran the receiver, and
+/// the departures it timed.
+pub(crate) struct TxDone {
+    pub rx: Option<Vec<RxHists>>,
+    pub departed: Vec<Departed>,
+}
+
+fn publish_lanes(lanes: &[Lane], latency: Option<&[Lane]>, per_stream: &[StreamCounters], core: usize) {
+    for l in lanes.iter().chain(latency.into_iter().flatten()) {
+        let c = &per_stream[l.stream].tx[core];
+        c[0].store(l.pacer.made, Ordering::Relaxed);
+        c[1].store(l.bytes, Ordering::Relaxed);
+    }
+}
+
+pub(crate) type Capture = rawpkt_tools::pcap::Writer<std::io::BufWriter<std::fs::File>>;
+
+/// What a receiver is built from; it is built in the thread that polls it (pools are per core).
+pub(crate) struct RxPlan {
+    pub port: Arc<Port>,
+    pub capture: Option<Capture>,
+    pub counters: Arc<Counters>,
+    pub streams: Arc<Vec<StreamCounters>>,
+    /// Whether to read stamps: not in a replay, whose frames may carry another run's.
+    pub stamps: bool,
+    pub epoch: Instant,
+    /// The stamps are the device clock's: latency is the frame's receive timestamp minus its
+    /// stamp (`QueueConfig::rx_timestamps`).
+    pub hw_clock: bool,
+    /// The receive queue's configuration (--rx-mode), before its size and timestamps.
+    pub rx_queue: QueueConfig,
+}
+
+/// What the receiver measured of one stream: latency, and inter-departure times if asked for.
+pub(crate) struct RxHists {
+    pub latency: Histogram<u64>,
+    pub gaps: Option<Histogram<u64>>,
+}
+
+/// What the receiver knows of one stream between publications.
+struct RxStream {
+    packets: u64,
+    bytes: u64,
+    hist: Histogram<u64>,
+    lat_sum: u64,
+    lat_max: u64,
+    /// RFC 3550 section 6.4.1: J += (|D| - J) / 16, D the change in transit time between
+    /// consecutive frames of the stream; the last transit time.
+    jitter: f64,
+    transit: Option<i64>,
+    /// Inter-departure times (gaps between consecutive send stamps), when asked for, and the
+    /// last send stamp.
+    gaps: Option<Histogram<u64>>,
+    sent: u64,
+}
+
+/// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
+/// thread when a CPU is free for it, else from the first transmit core's loop.
+pub(crate) struct Receiver {
+    port: Arc<Port>,
+    rx: Box<dyn rawpkt::RxQueue>,
+    got: Burst,
+    streams: Vec<RxStream>,
+    shared: Arc<Vec<StreamCounters>>,
+    capture: Option<Capture>,
+    capture_error: Option<String>,
+    counters: Arc<Counters>,
+    epoch: Instant,
+    /// Unix time of `epoch` in ns: captures are dated in wall-clock time, as pcap readers expect.
+    unix_base_ns: u64,
+    iter: u32,
+    stamps: bool,
+    hw_clock: bool,
+    /// With receive timestamps: the device clock's reading at `epoch`, to date captured frames
+    /// by their own arrival rather than by the burst that took them.
+    dev_epoch: Option<u64>,
+}
+
+impl Receiver {
+    /// A receiver that takes at most `burst` (up to `RX_BURST`) frames a poll.
+    pub(crate) fn new(plan: RxPlan, burst: usize) -> Result<Receiver, Fail> {
+        // A capture takes each frame's device timestamp where the port has them: a receive
+        // burst's frames arrived at different times, and the gaps between them are what a
+        // capture is read for (a timed replay reproduces them).
+        let dev_epoch = match plan.port.device_clock_ns() {
+            Some(now) if plan.hw_clock || plan.capture.is_some() => {
+                Some(now.wrapping_sub(plan.epoch.elapsed().as_nanos() as u64))
+            }
+            _ => None,
+        };
+        let qcfg = QueueConfig {
+            size: 4096,
+            rx_timestamps: dev_epoch.is_some(),
+            ..plan.rx_queue.clone()
+        };
+        let pool = Pool::new(PoolConfig {
+            buffers: 16384,
+            ..PoolConfig::default()
+        })
+        .map_err(|e| Fail::rawpkt("receiver: packet pool", e))?;
+        let rx = plan
+            .port
+            .rx_queue(0, &pool, &qcfg)
+            .map_err(|e| Fail::rawpkt(plan.port.spec(), e))?;
+        let streams = plan
+            .streams
+            .iter()
+            .map(|c| {
+                Ok(RxStream {
+                    packets: 0,
+                    bytes: 0,
+                    hist: time_hist()?,
+                    gaps: if c.gaps { Some(time_hist()?) } else { None },
+                    sent: NO_STAMP,
+                    lat_sum: 0,
+                    lat_max: 0,
+                    jitter: 0.0,
+                    transit: None,
+                })
+            })
+            .collect::<Result<_, Fail>>()?;
+        Ok(Receiver {
+            rx,
+            got: Burst::new(&pool, burst.min(RX_BURST)),
+            streams,
+            shared: plan.streams,
+            port: plan.port,
+            capture: plan.capture,
+            capture_error: None,
+            counters: plan.counters,
+            unix_base_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+                .saturating_sub(plan.epoch.elapsed().as_nanos() as u64),
+            epoch: plan.epoch,
+            iter: 0,
+            stamps: plan.stamps,
+            hw_clock: plan.hw_clock,
+            dev_epoch,
+        })
+    }
+
+    /// One receive burst; returns the packets it took.
+    #[inline]
+    pub(crate) fn poll(&mut self) -> Result<usize, Fail> {
+        self.iter = self.iter.wrapping_add(1);
+        let n = self
+            .rx
+            .rx_burst(&mut self.got)
+            .map_err(|e| Fail::Runtime(format!("{}: {e}", self.port.spec())))?;
+        if n > 0 {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            // The stamps first, in a loop that does nothing else: every frame is a cache miss
+            // (the NIC just wrote it from the other core), and a short loop body lets the CPU
+            // have many of them in flight at once.
+            let count = if self.stamps { self.got.len().min(RX_BURST) } else { 0 };
+            let mut sent = [NO_STAMP; RX_BURST];
+            let mut ids = [0u8; RX_BURST];
+            for (i, (s, id)) in sent[..count].iter_mut().zip(&mut ids[..count]).enumerate() {
+                if let Some((stream, _, t)) = read_stamp(self.got.data(i)) {
+                    (*s, *id) = (t, stream);
+                }
+            }
+            for (i, (&t, &id)) in sent[..count].iter().zip(&ids[..count]).enumerate() {
+                // Frames of no stream of ours (unstamped, or a stream id we did not send) count
+                // at the port only.
+                let Some(st) = self.streams.get_mut(usize::from(id)).filter(|_| t != NO_STAMP) else {
+                    continue;
+                };
+                // With device stamps, the time this frame reached the device, on the clock the
+                // sender stamped it with; else the time of the burst, on the run's clock.
+                let now = if self.hw_clock {
+                    self.got.packet(i).timestamp()
+                } else {
+                    now
+                };
+                let lat = now.saturating_sub(t).max(1);
+                st.packets += 1;
+                st.bytes += self.got.data(i).len() as u64;
+                st.hist.saturating_record(lat);
+                st.lat_sum += lat;
+                st.lat_max = st.lat_max.max(lat);
+                let transit = now as i64 - t as i64;
+                if let Some(prev) = st.transit.replace(transit) {
+                    st.jitter += ((transit - prev).unsigned_abs() as f64 - st.jitter) / 16.0;
+                }
+                if let Some(g) = st.gaps.as_mut() {
+                    // Frames of one core arrive in the order they left; a frame of another
+                    // core that left earlier is not a gap.
+                    if st.sent != NO_STAMP && t >= st.sent {
+                        g.saturating_record(t - st.sent);
+                    }
+                    st.sent = t;
+                }
+            }
+            if let Some(w) = self.capture.as_mut() {
+                for i in 0..self.got.len() {
+                    let at = match self.dev_epoch {
+                        Some(e) => self.got.packet(i).timestamp().wrapping_sub(e),
+                        None => now,
+                    };
+                    if let Err(e) = w.write(self.unix_base_ns.wrapping_add(at), self.got.data(i)) {
+                        self.capture_error.get_or_insert(e.to_string());
+                        break;
+                    }
+                }
+                if self.capture_error.is_some() {
+                    self.capture = None;
+                }
+            }
+            self.got.clear();
+        }
+        if n == 0 || self.iter.is_multiple_of(PUBLISH_EVERY) {
+            self.publish();
+        }
+        Ok(n)
+    }
+
+    fn publish(&mut self) {
+        // Quantiles walk the histogram (some µs): every 16th publication, and at the end.
+        let quantiles = self.iter.is_multiple_of(PUBLISH_EVERY * 16) || self.iter == u32::MAX;
+        let s = self.rx.stats();
+        self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+        for (st, c) in self.streams.iter_mut().zip(self.shared.iter()) {
+            c.rx_packets.store(st.packets, Ordering::Relaxed);
+            c.rx_bytes.store(st.bytes, Ordering::Relaxed);
+            c.lat_sum_ns.store(st.lat_sum, Ordering::Relaxed);
+            c.lat_samples.store(st.hist.len(), Ordering::Relaxed);
+            c.lat_max_ns.fetch_max(st.lat_max, Ordering::Relaxed);
+            c.jitter_ns.store(st.jitter as u64, Ordering::Relaxed);
+            st.lat_max = 0;
+            if quantiles && !st.hist.is_empty() {
+                c.lat_p50_ns.store(st.hist.value_at_quantile(0.5), Ordering::Relaxed);
+                c.lat_p99_ns.store(st.hist.value_at_quantile(0.99), Ordering::Relaxed);
+                c.lat_p999_ns.store(st.hist.value_at_quantile(0.999), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
+    /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
+    /// Returns each stream's latency histogram.
+    pub(crate) fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
+        let mut quiet_since = Instant::now();
+        let give_up = quiet_since + Duration::from_secs(2);
+        let stop = rawpkt_sys::signal::stop_flag();
+        while quiet_since.elapsed() < Duration::from_millis(200) && Instant::now() < give_up {
+            if self.poll()? > 0 {
+                quiet_since = Instant::now();
+            }
+            if stop.load(Ordering::Relaxed) && quiet_since.elapsed() > Duration::from_millis(50) {
+                break;
+            }
+        }
+        self.iter = u32::MAX;
+        self.publish();
+        if let Some(mut w) = self.capture.take() {
+            w.flush().map_err(|e| Fail::Runtime(e.to_string()))?;
+        }
+        match self.capture_error {
+            Some(e) => Err(Fail::Runtime(format!("capture stopped: {e}"))),
+            None => Ok(self
+                .streams
+                .into_iter()
+                .map(|s| RxHists {
+                    latency: s.hist,
+                    gaps: s.gaps,
+                })
+                .collect()),
+        }
+    }
+}
+
+/// A receiver on its own thread: says when its queue exists (frames that arrive before it are
+/// not ours to count), polls until the senders are done, then finishes.
+pub(crate) fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<RxHists>, Fail> {
+    let r = Receiver::new(plan, RX_BURST);
+    ready.store(true, Ordering::Release);
+    let mut r = r?;
+    while !tx_done.load(Ordering::Relaxed) {
+        r.poll()?;
+    }
+    r.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lateness is the send time minus the due time; a gap counts as on time only when both
+    /// its ends do.
+    #[test]
+    fn late_departures_are_counted_and_their_gaps_left_out() {
+        let mut d = Departed::new(0).unwrap();
+        // Due at 0, 1000, 2000, 3000, 9000; the third leaves 5 µs late, the fourth with it.
+        for (due, at) in [(0, 10), (1000, 1100), (2000, 7000), (3000, 7000), (9000, 9050)] {
+            d.record(due, at);
+        }
+        assert_eq!((d.departures, d.late), (5, 2));
+        assert_eq!(d.lateness.max(), d.lateness.highest_equivalent(5000));
+        // Only 10 -> 1100 has two on-time ends (7000 -> 9050 starts late).
+        assert_eq!(d.on_time_gaps.len(), 1);
+        assert_eq!(d.on_time_gaps.max(), d.on_time_gaps.highest_equivalent(1090));
+        let mut all = Departed::new(0).unwrap();
+        all.add(&d);
+        all.add(&d);
+        assert_eq!((all.departures, all.late, all.on_time_gaps.len()), (10, 4, 2));
+    }
+}
