@@ -211,12 +211,10 @@ impl RxMode {
 
     /// The queue configuration the mode is.
     fn queue_config(self) -> QueueConfig {
-        QueueConfig {
-            rx_striding: self.striding,
-            rx_cqe_compression: self.compressed,
-            cpu_vector: cpu_vector(),
-            ..QueueConfig::default()
-        }
+        QueueConfig::default()
+            .rx_striding(self.striding)
+            .rx_cqe_compression(self.compressed)
+            .cpu_vector(cpu_vector())
     }
 
     /// The mini-CQE format of a receive CQ in this mode: the hash format on a cyclic RQ, the
@@ -316,11 +314,7 @@ fn ran(nic: &Nic) -> &'static str {
 }
 
 fn pool() -> Rc<Pool> {
-    Pool::new(PoolConfig {
-        buffers: POOL_BUFFERS,
-        ..PoolConfig::default()
-    })
-    .expect("pool")
+    Pool::new(PoolConfig::default().buffers(POOL_BUFFERS)).expect("pool")
 }
 
 impl Rig {
@@ -332,8 +326,8 @@ impl Rig {
         let tx_pool = pool();
         let rx_pool = pool();
         prefill(&tx_pool);
-        let tx_lkey = nic.register_mr(tx_pool.region());
-        let rx_lkey = nic.register_mr(rx_pool.region());
+        let tx_lkey = nic.register_mr(rawpkt::internals::pool_region(&tx_pool));
+        let rx_lkey = nic.register_mr(rawpkt::internals::pool_region(&rx_pool));
         let tx_cq = nic.create_cq(q.size).expect("TX CQ");
         let sq = nic.create_sq(0, q.size, tx_cq.cqn()).expect("SQ");
         // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
@@ -989,9 +983,9 @@ fn stepped_xc_on<R: RxQueue>(iters: u64, xc_rx_on: impl Fn(&Arc<Nic>, u32, &Rc<P
     let (gen_pool, xc_pool, sink_pool) = (pool(), pool(), pool());
     prefill(&gen_pool);
     let (gen_lkey, xc_lkey, sink_lkey) = (
-        nic.register_mr(gen_pool.region()),
-        nic.register_mr(xc_pool.region()),
-        nic.register_mr(sink_pool.region()),
+        nic.register_mr(rawpkt::internals::pool_region(&gen_pool)),
+        nic.register_mr(rawpkt::internals::pool_region(&xc_pool)),
+        nic.register_mr(rawpkt::internals::pool_region(&sink_pool)),
     );
     let tx_on = |port: usize, lkey: u32, p: &Rc<Pool>| {
         let cq = nic.create_cq(q.size).expect("TX CQ");

@@ -1,17 +1,15 @@
 //! How a queue fails, in words every backend shares: a [`Failure`] says what went wrong as a
 //! neutral [`FailureKind`] and keeps the device's own code (the mlx5 completion syndrome) as
-//! detail. The ibverbs receive and send paths also take their completion-status mapping and the
-//! device-fatal probe from here, so neither imports the other.
+//! detail.
 
-use rdma_abi::*;
-
-use crate::dv::prm::syndrome;
+use mlx5_prm::syndrome;
 
 /// What went wrong with a completion, whichever backend reported it. The kinds are those a
 /// raw-packet queue meets; mlx5 names them in its completion syndromes (PRM "Completion with
 /// Error" table; rdma-core providers/mlx5/cq.c `mlx5_handle_error_cqe` maps them to the
 /// `IBV_WC_*` statuses one to one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FailureKind {
     /// A frame longer than the queue or the device takes (mlx5 `LOCAL_LENGTH`,
     /// `IBV_WC_LOC_LEN_ERR`).
@@ -41,19 +39,39 @@ impl std::fmt::Display for FailureKind {
 }
 
 /// A failed completion: its neutral kind, and the device's own code where it has one.
+///
+/// ```
+/// use rawpkt::{Failure, FailureKind};
+/// fn explain(f: Failure) -> String {
+///     match f.kind {
+///         FailureKind::LocalLength => format!("a frame was too long: {f}"),
+///         _ => format!("the queue failed: {f}"),
+///     }
+/// }
+/// # let _ = explain;
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Failure {
+    /// What went wrong.
     pub kind: FailureKind,
     /// The mlx5 completion syndrome (for the ibverbs datapath, the one its `IBV_WC_*` status
     /// stands for); None where the backend has no such code.
     pub syndrome: Option<u8>,
 }
 
-/// What [`wc_syndrome`] returns for a status that stands for no mlx5 syndrome (none is 0xff).
+/// The syndrome of a completion status that stands for no mlx5 syndrome (none is 0xff).
 pub(crate) const NO_SYNDROME: u8 = 0xff;
 
 impl Failure {
-    /// The failure an mlx5 completion syndrome reports.
+    /// The failure an mlx5 completion syndrome reports (the PRM's "Completion with Error"
+    /// table; rdma-core `mlx5_handle_error_cqe`).
+    ///
+    /// ```
+    /// use rawpkt::{Failure, FailureKind};
+    /// let f = Failure::from_mlx5(0x04);
+    /// assert_eq!((f.kind, f.syndrome), (FailureKind::Protection, Some(0x04)));
+    /// ```
     pub fn from_mlx5(syndrome: u8) -> Failure {
         let kind = match syndrome {
             syndrome::LOCAL_LENGTH => FailureKind::LocalLength,
@@ -75,46 +93,5 @@ impl std::fmt::Display for Failure {
             Some(s) => write!(f, "{} (completion syndrome {s:#04x})", self.kind),
             None => write!(f, "{}", self.kind),
         }
-    }
-}
-
-/// Asks the port whether its device reported a fatal error and stopped.
-#[cfg(feature = "mlx5")]
-pub(crate) type DeviceFatal = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// The mlx5 syndrome an ibverbs completion status stands for (rdma-core
-/// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps them one to one), for [`Failure::from_mlx5`].
-#[cfg_attr(not(feature = "mlx5"), allow(dead_code))] // the ibverbs queues
-pub(crate) fn wc_syndrome(status: ibv_wc_status) -> u8 {
-    match status {
-        IBV_WC_LOC_LEN_ERR => syndrome::LOCAL_LENGTH,
-        IBV_WC_LOC_QP_OP_ERR => syndrome::LOCAL_QP_OP,
-        IBV_WC_LOC_PROT_ERR => syndrome::LOCAL_PROT,
-        IBV_WC_WR_FLUSH_ERR => syndrome::WR_FLUSH,
-        _ => NO_SYNDROME,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_ibverbs_status_and_syndrome_has_its_kind() {
-        let cases = [
-            (IBV_WC_LOC_LEN_ERR, FailureKind::LocalLength),
-            (IBV_WC_LOC_QP_OP_ERR, FailureKind::LocalOperation),
-            (IBV_WC_LOC_PROT_ERR, FailureKind::Protection),
-            (IBV_WC_WR_FLUSH_ERR, FailureKind::Flushed),
-            (IBV_WC_REM_ACCESS_ERR, FailureKind::Other),
-        ];
-        for (status, kind) in cases {
-            let f = Failure::from_mlx5(wc_syndrome(status));
-            assert_eq!(f.kind, kind, "{status}");
-            assert_eq!(f.syndrome.is_some(), kind != FailureKind::Other, "{status}");
-        }
-        let f = Failure::from_mlx5(syndrome::REMOTE_ACCESS);
-        assert_eq!((f.kind, f.syndrome), (FailureKind::Other, Some(0x13)));
-        assert_eq!(f.to_string(), "completion error (completion syndrome 0x13)");
     }
 }

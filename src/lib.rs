@@ -2,45 +2,134 @@
 //!
 //! A [`Port`] is opened from a spec string ([`open()`]); each pinned loop builds its own [`Pool`]
 //! and asks the port for an [`RxQueue`] and a [`TxQueue`] over it; packets move in [`Burst`]es
-//! that own their buffers. Every backend (mlx5 Direct Verbs, ibverbs, the mlx5 device model and
-//! AF_XDP) implements the same two traits.
+//! that own their buffers. Every backend implements the same two traits:
+//!
+//! | spec | port |
+//! |---|---|
+//! | `model:NAME/P` | port P (0 or 1) of a software ConnectX named NAME whose two ports are back to back (feature `model`) |
+//! | `model:afpacket=IFNAME` | a one-port model NIC wired to the Linux interface IFNAME |
+//! | `mlx5:NETDEV`, `mlx5:mlx5_0/1` | a ConnectX-4 or later through rdma-core: raw-packet queues on the Direct Verbs datapath, flow rules steering what they name while the netdev keeps the rest (feature `mlx5`) |
+//! | `verbs:NETDEV`, `verbs:mlx5_0/1` | the same port on the ibverbs datapath |
+//! | `xdp:IFNAME[/QUEUE][,rule=RULE]…[,netns=NS][,mode=native\|generic][,bind=copy\|zerocopy]` | AF_XDP sockets on an interface's queues (feature `xdp`) |
+//!
+//! # A first program
+//!
+//! Numbered frames from one port of the model NIC to the other, each checked on arrival (the
+//! `library` example is this program with its error handling):
 //!
 // The example runs on the model: a build without it only compiles the example.
 #![cfg_attr(feature = "model", doc = "```")]
 #![cfg_attr(not(feature = "model"), doc = "```no_run")]
 //! use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig};
-//! let port = open("model:doc0/0").unwrap();
-//! let peer = open("model:doc0/1").unwrap();
-//! let pool = Pool::new(PoolConfig { buffers: 4096, ..Default::default() }).unwrap();
-//! let mut tx = port.tx_queue(0, &pool, &QueueConfig::default()).unwrap();
-//! let mut rx = peer.rx_queue(0, &pool, &QueueConfig::default()).unwrap();
-//! let mut out = Burst::new(&pool, 32);
-//! out.push_copy(&[0xffu8; 60]);
-//! while tx.tx_burst(&mut out).unwrap() == 0 {}
-//! let mut got = Burst::new(&pool, 32);
-//! while rx.rx_burst(&mut got).unwrap() == 0 {}
-//! assert_eq!(got.data(0), &[0xffu8; 60][..]);
+//! // Broadcast, from a local MAC, EtherType 0x88b5 (IEEE local experimental).
+//! const HEADER: [u8; 14] = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x88, 0xb5];
+//! let (a, b) = (open("model:first/0").unwrap(), open("model:first/1").unwrap());
+//! let q = QueueConfig::default().size(4096);
+//! let pool = Pool::new(PoolConfig::default().buffers(16384)).unwrap();
+//! let mut tx = a.tx_queue(0, &pool, &q).unwrap();
+//! let mut rx = b.rx_queue(0, &pool, &q).unwrap();
+//! let (mut out, mut got) = (Burst::new(&pool, 32), Burst::new(&pool, 32));
+//! let (mut sent, mut received) = (0u64, 0u64);
+//! while received < 100_000 {
+//!     // Never more frames on the way than the receive ring holds.
+//!     while sent < 100_000 && sent - received < 2048 && out.room() > 0 {
+//!         out.alloc(1, 60);
+//!         let f = out.data_mut(out.len() - 1);
+//!         f[..14].copy_from_slice(&HEADER);
+//!         f[14..22].copy_from_slice(&sent.to_be_bytes());
+//!         sent += 1;
+//!     }
+//!     tx.tx_burst(&mut out).unwrap(); // what did not fit stays in `out`
+//!     // Drain the receive queue before sending more.
+//!     while rx.rx_burst(&mut got).unwrap() > 0 {
+//!         for i in 0..got.len() {
+//!             assert_eq!(got.data(i)[14..22], received.to_be_bytes());
+//!             received += 1;
+//!         }
+//!         got.clear(); // buffers back to the pool
+//!     }
+//! }
+//! assert_eq!((rx.stats().drops, b.device_drops()), (0, Some(0)));
 //! ```
+//!
+//! # What a loop must do
+//!
+//! - **Size the receive ring for what can be on the way.** A device drops a frame that finds no
+//!   posted buffer ([`Port::device_drops`], [`QueueStats::drops`]). The receive ring must hold
+//!   what a sender can have in flight towards it between two polls: at least the sender's burst
+//!   times the polls it may miss, and, where the sender is ours, a window of frames sent and not
+//!   yet received no larger than the ring. The default ring is 1024; 4096 suits a sender that
+//!   runs ahead.
+//! - **Drain, then send.** Call `rx_burst` until it returns 0 before the next send burst; one
+//!   receive burst per send burst falls behind as soon as the device delivers in steps.
+//! - **Give the pool enough buffers**: each queue keeps its ring posted or in flight, and each
+//!   burst holds its packets ([`Port::buffers_pinned`] says how many a queue pair takes).
+//! - **One pool, one queue pair, one thread per core.** A `Pool` is not `Send`; open the port
+//!   once and share it, and let each pinned loop ([`cpu::pin`]) build its own pool and queues
+//!   (the `multicore` example).
+//!
+//! # Warnings and errors
+//!
+//! Opening and configuring return [`Error`]s of one line, whose [`ErrorKind`] says whether the
+//! caller's input was wrong. What the library chooses silently on the caller's behalf it reports
+//! through the `log` crate (`warn!`): a pool on 4 KiB pages for want of hugepages
+//! ([`Pool::page_kind`] says it too), a device without the Direct Verbs datapath. A program with
+//! no logger installed can read the same facts from [`Pool::page_kind`] and
+//! [`Port::description`].
+//!
+//! # Features
+//!
+//! `model`, `mlx5` and `xdp` (the backends, on by default) and `internals` (the Direct Verbs
+//! datapath's parts, for rawpkt's own tests and benchmark: not a stable API). The library's
+//! dependencies are `libc` and `log` and the workspace's own crates; the tools (pktgen,
+//! l2-xconnect, rx-sink) and their command-line dependencies are the `rawpkt-tools` crate.
 #![deny(unsafe_code)]
-// What is not the public API is `pub(crate)`, so the compiler sees dead code (CI denies it).
-#![warn(unreachable_pub)]
+#![deny(missing_docs)]
+// What is not the public API is `pub(crate)`, so the compiler sees dead code (CI denies it). The
+// DV parts `internals` exports are `pub`: the lint runs where they are reachable.
+#![cfg_attr(feature = "internals", warn(unreachable_pub))]
+// A build without any backend has the common parts only (CI builds it, to keep them free of
+// every backend); what only backends use is unused there.
+#![cfg_attr(
+    not(any(feature = "model", feature = "mlx5", feature = "xdp")),
+    allow(dead_code, unused_imports)
+)]
 
-pub mod dv;
+/// Builder methods for a config struct, one per field: `T::default().field(value)`, so that a
+/// `#[non_exhaustive]` config can be built outside the crate and gain fields without breaking it.
+macro_rules! setters {
+    ($t:ty { $($field:ident: $ty:ty),* $(,)? }) => {
+        impl $t {
+            $(
+                #[doc = concat!("This value with [`", stringify!($field), "`](Self::", stringify!($field), ") set to `value`.")]
+                #[must_use]
+                pub fn $field(mut self, value: $ty) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+#[cfg(any(feature = "model", feature = "mlx5"))]
+mod dv;
 mod error;
-pub mod failure;
+mod failure;
 pub mod flow;
-pub mod mem;
+mod mem;
 #[cfg(feature = "mlx5")]
 pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model;
 mod open;
-pub mod rx;
-pub mod spec;
-pub mod stats;
+mod rx;
+mod spec;
+mod stats;
+#[cfg(any(feature = "mlx5", feature = "xdp"))]
 use rawpkt_sys as sys;
 use rawpkt_wire::text;
-pub mod tx;
+mod tx;
 #[cfg(feature = "xdp")]
 mod xdp;
 #[cfg(feature = "xdp")]
@@ -52,8 +141,9 @@ pub use error::{Error, ErrorKind};
 pub use failure::{Failure, FailureKind};
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig, TakeError};
 pub use open::{open, open_with};
-pub use spec::{ModelOptions, Port, PortIdentity, PortOptions};
-pub use stats::QueueStats;
+pub use rawpkt_sys::region::PageKind;
+pub use spec::{LibPaths, ModelOptions, Port, PortIdentity, PortOptions};
+pub use stats::{ErrorCounts, QueueStats};
 
 /// The Direct Verbs datapath's parts, for rawpkt's own tests and benchmark (feature
 /// `internals`): DV queues built over raw rings, the ring views, and the model's queues described
@@ -67,6 +157,11 @@ pub mod internals {
     pub use crate::rx::dv::DvRxQueue;
     pub use crate::rx::dv_striding::{params_for, DvStridingRxQueue, STRIDES_LOG};
     pub use crate::tx::dv::{DvTxQueue, MAX_TX_INLINE};
+
+    /// The memory region behind a pool, for a model NIC to register (`Nic::register_mr`).
+    pub fn pool_region(pool: &crate::Pool) -> &std::sync::Arc<rawpkt_sys::region::Region> {
+        pool.region()
+    }
 }
 
 /// The CPUs a pinned loop may run on, and pinning to one: a queue pair's loop belongs on a CPU of
@@ -95,6 +190,7 @@ pub mod cpu {
 /// Errors of the data path, returned by bursts. Everything else (drops, pool exhaustion,
 /// completion errors that were recovered) is counted in [`QueueStats`] instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum QueueError {
     /// The queue hit a completion error it could not recover from (or recovery is off): what
     /// kind, and the device's code for it. The queue's buffers are back in the pool.
@@ -107,7 +203,10 @@ pub enum QueueError {
     /// The queue's device is gone (its interface deleted: `errno` ENXIO) or down (ENETDOWN), so
     /// the queue can move nothing more; it has failed, as on a completion error it cannot
     /// recover from. The buffers the kernel held come back when the queue is dropped.
-    DeviceGone { errno: i32 },
+    DeviceGone {
+        /// ENXIO (the interface was deleted) or ENETDOWN (it is down).
+        errno: i32,
+    },
 }
 
 impl std::fmt::Display for QueueError {
@@ -138,7 +237,14 @@ impl std::fmt::Display for QueueError {
 impl std::error::Error for QueueError {}
 
 /// Per-queue settings.
+///
+/// ```
+/// use rawpkt::QueueConfig;
+/// let q = QueueConfig::default().size(4096).rx_timestamps(true);
+/// assert_eq!((q.size, q.rx_mode()), (4096, "compressed"));
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct QueueConfig {
     /// Descriptors in the ring (a power of two).
     pub size: u32,
@@ -189,6 +295,20 @@ pub struct QueueConfig {
     /// --portable`) or to rule the vector code out. On by default.
     pub cpu_vector: bool,
 }
+
+setters!(QueueConfig {
+    size: u32,
+    tx_inline: u16,
+    tx_completion_every: u32,
+    recover: bool,
+    rx_timestamps: bool,
+    xdp_tx_budget: u32,
+    rx_striding: bool,
+    rx_max_frame: u32,
+    rx_vlan_strip: bool,
+    rx_cqe_compression: bool,
+    cpu_vector: bool,
+});
 
 impl Default for QueueConfig {
     fn default() -> Self {
@@ -246,6 +366,7 @@ impl QueueConfig {
 pub trait RxQueue {
     /// Appends up to `out.room()` received packets to `out`; returns how many.
     fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError>;
+    /// The queue's counters: packets and bytes received, drops the device reported, errors.
     fn stats(&self) -> &QueueStats;
     /// Sleeps until packets may have arrived or `timeout` passes, for loops that would rather
     /// give the CPU away than spin on an empty queue (VPP's interrupt mode). Returns false at
@@ -272,6 +393,7 @@ pub trait TxQueue {
     fn reclaim(&mut self) -> Result<usize, QueueError>;
     /// Packets handed to the device and not yet completed.
     fn in_flight(&self) -> usize;
+    /// The queue's counters: packets and bytes sent, drops, errors, recoveries.
     fn stats(&self) -> &QueueStats;
 }
 

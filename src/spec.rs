@@ -15,9 +15,10 @@ use std::any::Any;
 use std::rc::Rc;
 
 use crate::flow::rule::FlowRule;
+pub(crate) use crate::text::echo;
 pub(crate) use crate::text::needs_escape;
-pub use crate::text::{echo, Echo, ECHO_MAX};
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
+pub use rawpkt_sys::LibPaths;
 
 /// What a backend must provide to be opened as a port.
 pub(crate) trait Backend: Send + Sync {
@@ -59,17 +60,37 @@ pub(crate) trait Backend: Send + Sync {
 /// Which device port an open port is, resolved from its spec: `model:q/0` and `model:q/00` are
 /// one port, and so are `mlx5:mlx5_1/1` and `mlx5:NETDEV` for the netdev on that port. Compare
 /// ports with [`Port::same_port`].
+///
+/// ```
+/// use rawpkt::{open, PortIdentity};
+/// let port = open("model:ident-doc/01").unwrap();
+/// assert_eq!(port.identity(), PortIdentity::Model { nic: "ident-doc".into(), port: 1 });
+/// assert_eq!(port.identity().to_string(), "port 1 of model NIC ident-doc");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PortIdentity {
-    /// Port `port` of the model NIC opened under `nic` (a name, or `afpacket=IFNAME`).
-    Model { nic: String, port: usize },
-    /// Port `port` (from 1) of RDMA device `ibdev`.
-    Rdma { ibdev: String, port: u8 },
-    /// Interface `ifindex` of the network namespace whose nsfs inode is `netns` (device, inode);
-    /// `queue` is the one queue the port takes, or None for all of them.
+    /// A port of a model NIC.
+    Model {
+        /// The name the NIC was opened under (`NAME` of `model:NAME/P`, or `afpacket=IFNAME`).
+        nic: String,
+        /// 0 or 1.
+        port: usize,
+    },
+    /// A port of an RDMA device.
+    Rdma {
+        /// The device, `mlx5_0`.
+        ibdev: String,
+        /// Its port, from 1.
+        port: u8,
+    },
+    /// An interface's queues through AF_XDP.
     Xdp {
+        /// The network namespace, as its nsfs inode (device, inode).
         netns: (u64, u64),
+        /// The interface's index in that namespace.
         ifindex: u32,
+        /// The one queue the port takes, or None for all of them.
         queue: Option<u32>,
     },
 }
@@ -101,15 +122,39 @@ impl std::fmt::Debug for Port {
 }
 
 impl Port {
+    /// The spec the port was opened with, as given.
     pub fn spec(&self) -> &str {
         &self.spec
     }
 
+    /// Receive queue `qid` (from 0; below [`PortOptions::rx_queues`] on ports with RSS) over
+    /// `pool`, whose buffers it keeps posted: `cfg.size` of them (a power of two) plus what its
+    /// bursts hold. A queue id already in use, a config the backend cannot honour, a pool too
+    /// small: one-line errors.
+    ///
+    /// ```
+    /// use rawpkt::{open, Pool, PoolConfig, QueueConfig};
+    /// let port = open("model:rxq-doc/1").unwrap();
+    /// let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+    /// let rx = port.rx_queue(0, &pool, &QueueConfig::default()).unwrap();
+    /// assert_eq!(rx.stats().packets, 0);
+    /// assert!(port.rx_queue(0, &pool, &QueueConfig::default()).is_err(), "in use");
+    /// ```
     pub fn rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         check_queue_config(cfg)?;
         self.backend.rx_queue(qid, pool, cfg)
     }
 
+    /// Send queue `qid` (from 0) over `pool`: sent buffers come back to it as the device
+    /// completes them. Errors as for [`Port::rx_queue`].
+    ///
+    /// ```
+    /// use rawpkt::{open, Pool, PoolConfig, QueueConfig};
+    /// let port = open("model:txq-doc/0").unwrap();
+    /// let pool = Pool::new(PoolConfig::default().buffers(2048)).unwrap();
+    /// let tx = port.tx_queue(0, &pool, &QueueConfig::default()).unwrap();
+    /// assert_eq!(tx.in_flight(), 0);
+    /// ```
     pub fn tx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn TxQueue>, Error> {
         check_queue_config(cfg)?;
         self.backend.tx_queue(qid, pool, cfg)
@@ -246,7 +291,15 @@ pub(crate) fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
 /// How a port is opened: which traffic it takes from Linux and how many receive queues it
 /// spreads that traffic over. What each backend does with each field is said below; a value a
 /// backend cannot honour makes opening the port fail with one line rather than be ignored.
+///
+/// ```
+/// use rawpkt::{flow::FlowRule, PortOptions};
+/// let rule: FlowRule = "ipv4 udp dst-port 4789".parse().unwrap();
+/// let opts = PortOptions::default().rules(vec![rule]).rx_queues(4);
+/// assert_eq!(opts.rx_queues, 4);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PortOptions {
     /// Flow rules: which frames the port takes.
     /// - `mlx5:`/`verbs:`: installed besides the defaults ([`FlowRule::own_mac`] stolen,
@@ -271,21 +324,35 @@ pub struct PortOptions {
     /// How a `model:` port's NIC runs; ignored by the other kinds.
     pub model: ModelOptions,
     /// Where `mlx5:`/`verbs:` ports find rdma-core (`libibverbs` and `libmlx5`); None: the files
-    /// [`crate::mlx5::use_libraries`] named, else the sonames (`libibverbs.so.1`,
+    /// `rawpkt::mlx5::use_libraries` named, else the sonames (`libibverbs.so.1`,
     /// `libmlx5.so.1`). The files are loaded by the first port that names them and stay loaded
     /// for the life of the process, so in practice the first `mlx5:`/`verbs:` port opened
     /// decides: give every port of a process the same files. Ignored by the other kinds. The
     /// library reads no environment; the tools fill this from `RAWPKT_LIBIBVERBS` and
-    /// `RAWPKT_LIBMLX5` (`rawpkt::tool::env::rdma_core`).
-    #[cfg(feature = "mlx5")]
-    pub rdma_core: Option<crate::sys::rdma::LibPaths>,
+    /// `RAWPKT_LIBMLX5` ([`LibPaths::from_env`]).
+    pub rdma_core: Option<LibPaths>,
 }
+
+setters!(PortOptions {
+    rules: Vec<FlowRule>,
+    promiscuous: bool,
+    rx_queues: u16,
+    model: ModelOptions,
+    rdma_core: Option<LibPaths>,
+});
 
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
 /// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
 /// it is. The library reads no environment; the tools fill this from `RAWPKT_MODEL_CPU`,
-/// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS` (`rawpkt::tool::env::model_options`).
+/// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS`.
+///
+/// ```
+/// use rawpkt::{ModelOptions, PortOptions};
+/// let opts = PortOptions::default().model(ModelOptions::default().rx_capacity_pps(Some(1e6)));
+/// assert_eq!(opts.model.rx_capacity_pps, Some(1e6));
+/// ```
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct ModelOptions {
     /// The CPU the NIC's polling thread is pinned to; None: unpinned.
     pub cpu: Option<usize>,
@@ -296,6 +363,12 @@ pub struct ModelOptions {
     pub rx_capacity_pps: Option<f64>,
 }
 
+setters!(ModelOptions {
+    cpu: Option<usize>,
+    trace: Option<std::path::PathBuf>,
+    rx_capacity_pps: Option<f64>,
+});
+
 impl Default for PortOptions {
     fn default() -> Self {
         PortOptions {
@@ -303,7 +376,6 @@ impl Default for PortOptions {
             promiscuous: false,
             rx_queues: 1,
             model: ModelOptions::default(),
-            #[cfg(feature = "mlx5")]
             rdma_core: None,
         }
     }

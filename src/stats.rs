@@ -1,10 +1,14 @@
 //! Per-queue counters. Plain integers owned by the queue's core: the hot path bumps them without
 //! atomics, and a stats thread gets copies through the application.
 
+// `ErrorCounts::count` serves the completion paths of the mlx5 and model backends.
+#![cfg_attr(not(any(feature = "model", feature = "mlx5")), allow(dead_code))]
+
 use crate::failure::FailureKind;
 
 /// Completion errors by [`FailureKind`] (whatever the backend's own code for them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ErrorCounts {
     /// [`FailureKind::LocalLength`].
     pub local_length: u64,
@@ -22,7 +26,7 @@ pub struct ErrorCounts {
 }
 
 impl ErrorCounts {
-    pub fn count(&mut self, kind: FailureKind) {
+    pub(crate) fn count(&mut self, kind: FailureKind) {
         match kind {
             FailureKind::LocalLength => self.local_length += 1,
             FailureKind::LocalOperation => self.local_qp_op += 1,
@@ -32,14 +36,36 @@ impl ErrorCounts {
         }
     }
 
+    /// Every error counted, of whatever kind.
+    ///
+    /// ```
+    /// let stats = rawpkt::QueueStats::default();
+    /// assert_eq!(stats.errors.total(), 0);
+    /// ```
     pub fn total(&self) -> u64 {
         self.local_length + self.local_qp_op + self.local_prot + self.flushed + self.other + self.bad_cqe
     }
 }
 
+/// A queue's counters ([`RxQueue::stats`](crate::RxQueue::stats),
+/// [`TxQueue::stats`](crate::TxQueue::stats)). A receive loop that loses nothing keeps `drops` at
+/// 0; the port's own count of frames the device dropped is
+/// [`Port::device_drops`](crate::Port::device_drops).
+///
+/// ```
+/// use rawpkt::{open, Pool, PoolConfig, QueueConfig};
+/// let port = open("model:stats-doc/1").unwrap();
+/// let pool = Pool::new(PoolConfig::default().buffers(2048)).unwrap();
+/// let rx = port.rx_queue(0, &pool, &QueueConfig::default()).unwrap();
+/// let s = rx.stats();
+/// assert_eq!((s.packets, s.drops, s.errors.total()), (0, 0, 0));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueStats {
+    /// Packets received (RX) or handed to the device (TX).
     pub packets: u64,
+    /// Their bytes (frames without FCS).
     pub bytes: u64,
     /// RX: frames the device dropped for lack of posted buffers, as the CQEs report them (an
     /// 8-bit count carried by the next completion: a lower bound under heavy loss; the port's
@@ -48,10 +74,14 @@ pub struct QueueStats {
     pub drops: u64,
     /// Times the pool had fewer buffers than a refill wanted.
     pub no_buffers: u64,
+    /// Completion errors by kind.
     pub errors: ErrorCounts,
     /// Queue resets after a completion error.
     pub recoveries: u64,
-    /// TX doorbells rung again because completions stopped coming (a lost doorbell).
+    /// TX: times the queue rang its doorbell again because no completion had come for 10 ms
+    /// while frames were in flight. A lost doorbell is one cause; a paused or slow link, or a
+    /// device thread of the model that was not scheduled, are others. Not an error by itself:
+    /// nothing is lost.
     pub doorbell_retries: u64,
     /// 1 once the queue stopped on the device's fatal error (`IBV_EVENT_DEVICE_FATAL`).
     pub device_fatal: u64,

@@ -14,10 +14,7 @@ use rawpkt::{flags, Burst, QueueConfig, RxQueue, TxQueue};
 const HASH: Option<MiniFormat> = Some(MiniFormat::Hash);
 
 fn cfg(size: u32) -> QueueConfig {
-    QueueConfig {
-        size,
-        ..QueueConfig::default()
-    }
+    QueueConfig::default().size(size)
 }
 
 /// Checks received frames in `got` against the sequence from `*next`, byte for byte.
@@ -349,17 +346,10 @@ fn drops_reported_in_a_session_are_counted() {
 /// clear error, and a `model:` port does not ask for compression when timestamps are on.
 #[test]
 fn timestamps_and_compression_do_not_mix() {
-    let q = QueueConfig {
-        rx_timestamps: true,
-        ..cfg(64)
-    };
+    let q = cfg(64).rx_timestamps(true);
     let nic = mlx5_model::Nic::pair(ModelConfig::default()).unwrap();
-    let pool = rawpkt::Pool::new(rawpkt::PoolConfig {
-        buffers: 256,
-        ..rawpkt::PoolConfig::default()
-    })
-    .unwrap();
-    let lkey = nic.register_mr(pool.region());
+    let pool = rawpkt::Pool::new(rawpkt::PoolConfig::default().buffers(256)).unwrap();
+    let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let cq = nic.create_cq_with(64, HASH).unwrap();
     let (rwq, wq) = nic.create_rq(1, 64, cq.cqn()).unwrap();
     // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
@@ -382,12 +372,10 @@ fn model_ports_follow_the_queue_option() {
         let a = rawpkt::open(&format!("model:{name}/0")).unwrap();
         let b = rawpkt::open(&format!("model:{name}/1")).unwrap();
         let pool = rawpkt::Pool::new(rawpkt::PoolConfig::default()).unwrap();
-        let q = QueueConfig {
-            size: 256,
-            rx_cqe_compression: comp,
-            rx_timestamps: ts,
-            ..QueueConfig::default()
-        };
+        let q = QueueConfig::default()
+            .size(256)
+            .rx_cqe_compression(comp)
+            .rx_timestamps(ts);
         let mut tx = a.tx_queue(0, &pool, &q).unwrap();
         let mut rx = b.rx_queue(0, &pool, &q).unwrap();
         let mut out = Burst::new(&pool, 64);
@@ -468,7 +456,7 @@ fn long_mini_cqes_inside_full_arrays_are_dropped() {
 }
 
 fn long_minis_in_a_burst_of(cap: usize, cpu_vector: bool) {
-    let q = QueueConfig { cpu_vector, ..cfg(64) };
+    let q = cfg(64).cpu_vector(cpu_vector);
     let mut r = rig_with(q, ModelConfig::default(), 512, HASH);
     let cqn = r.rx_cq.cqn();
     let n = 19u32;

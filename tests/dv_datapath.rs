@@ -65,10 +65,7 @@ fn run(dev: ModelConfig, q: QueueConfig, total: u64, lo: usize, hi: usize, max_b
 
 /// A million frames through one device; returns the WQEs it executed.
 fn a_million_through(dev: ModelConfig) -> u64 {
-    let q = QueueConfig {
-        size: 256,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(256);
     let r = run(dev, q, 1_000_000, 60, 1514, 64, 0xfeed);
     // 512 CQEs per RX CQ pass (rdma-core rounding of 256): nearly 2000 passes.
     assert_eq!(r.rx_cq.cqe_cnt(), 512);
@@ -94,11 +91,7 @@ fn a_million_random_frames_arrive_identical_on_a_connectx5() {
 #[test]
 fn inlined_multi_wqebb_frames_wrap_the_ring_end() {
     // Frames up to 400 bytes are copied whole into WQEs of up to 7 WQEBBs.
-    let q = QueueConfig {
-        size: 64,
-        tx_inline: 400,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(64).tx_inline(400);
     let r = run(ModelConfig::connectx4(), q, 200_000, 22, 600, 32, 0xbeef);
     assert!(
         r.nic.counters().wrapped_wqes > 1000,
@@ -111,11 +104,7 @@ fn inlined_multi_wqebb_frames_wrap_the_ring_end() {
 #[test]
 fn cq_owner_parity_holds_over_many_passes_of_a_small_cq() {
     // 64 asked → 128 entries: the parity must follow 128, not 64.
-    let q = QueueConfig {
-        size: 64,
-        tx_completion_every: 1,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(64).tx_completion_every(1);
     // Bursts stay below what a 64-WQE RQ still has posted while it waits to refill 16 at once.
     let r = run(ModelConfig::connectx4(), q, 5_000, 60, 60, 32, 7);
     assert_eq!(r.tx_cq.cqe_cnt(), 128);
@@ -126,10 +115,7 @@ fn cq_owner_parity_holds_over_many_passes_of_a_small_cq() {
 
 #[test]
 fn rx_reports_checksums_types_and_hash() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
     let mut r = rig(q, ModelConfig::default(), 256);
     let mut good = Vec::new();
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
@@ -179,10 +165,7 @@ fn rx_reports_checksums_types_and_hash() {
 
 #[test]
 fn tx_checksum_offload_fills_in_checksums() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
     let mut r = rig(q, ModelConfig::default(), 256);
     let mut good = Vec::new();
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
@@ -210,10 +193,7 @@ fn tx_checksum_offload_fills_in_checksums() {
 #[test]
 fn a_burst_mixing_checksum_offload_flags_arrives_whole_and_in_order() {
     // One eMPW WQE carries one set of checksum flags: a mixed burst must be split at each change.
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
     let mut r = rig(q, ModelConfig::default(), 256);
     let offload = [false, true, true, false, true, false, false, true];
     let mut out = Burst::new(&r.pool, 8);
@@ -279,14 +259,7 @@ fn every_inline_mode_carries_the_headers_it_asks_for() {
             enhanced_mpw: mode == InlineMode::None,
             ..ModelConfig::default()
         };
-        let mut r = common::rig(
-            QueueConfig {
-                size: 256,
-                ..QueueConfig::default()
-            },
-            dev,
-            2048,
-        );
+        let mut r = common::rig(QueueConfig::default().size(256), dev, 2048);
         let mut rng = common::Rng(0x1d7e ^ mode as u64);
         let mut sent = Vec::new();
         let mut got = Burst::new(&r.pool, 64);

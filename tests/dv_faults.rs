@@ -9,11 +9,7 @@ use mlx5_prm::syndrome;
 use rawpkt::{Burst, Failure, FailureKind, Pool, PoolConfig, QueueConfig, QueueError, RxQueue, TxQueue};
 
 fn q(recover: bool) -> QueueConfig {
-    QueueConfig {
-        size: 64,
-        recover,
-        ..QueueConfig::default()
-    }
+    QueueConfig::default().size(64).recover(recover)
 }
 
 /// Queues `n` 60-byte frames numbered from `first` on TX.
@@ -344,11 +340,7 @@ fn a_lost_doorbell_on_a_full_ring_is_rung_again_by_tx_burst() {
 #[test]
 fn bursts_from_another_pool_and_runts_are_refused_without_loss() {
     let mut r = rig(q(true), ModelConfig::default(), 512);
-    let other = Pool::new(PoolConfig {
-        buffers: 8,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let other = Pool::new(PoolConfig::default().buffers(8)).unwrap();
     let mut foreign = Burst::new(&other, 4);
     foreign.alloc(2, 60);
     assert_eq!(r.tx.tx_burst(&mut foreign), Err(QueueError::ForeignPool));

@@ -45,7 +45,7 @@ fn rig_with(
         Some(p) => p,
         None => params_for(&pool, &nic.config().striding_rq).map_err(|e| e.to_string())?,
     };
-    let lkey = nic.register_mr(pool.region());
+    let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let tx_cq = nic.create_cq(q.size).unwrap();
     let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
     // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
@@ -176,11 +176,7 @@ fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u6
 }
 
 fn big_pool() -> PoolConfig {
-    PoolConfig {
-        buffers: 4096,
-        buf_size: 16384,
-        headroom: 128,
-    }
+    PoolConfig::default().buffers(4096).buf_size(16384).headroom(128)
 }
 
 /// 16 strides of 1 KiB (what the driver picks for a default pool): frames of up to 9000 bytes
@@ -195,10 +191,7 @@ const KIB_STRIDES: mprq::Params = mprq::Params {
 /// stride as one buffer, longer ones chained over their strides' buffers, fillers skipped.
 #[test]
 fn random_jumbo_frames_arrive_identical() {
-    let q = QueueConfig {
-        size: 512,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(512);
     let mut r = rig(ModelConfig::default(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
     // At most 16 frames a burst: 16 WQEs of the 32 even if each took a whole one.
     let chained = run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
@@ -213,14 +206,8 @@ fn random_jumbo_frames_arrive_identical() {
 /// chained too.
 #[test]
 fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
-    let q = QueueConfig {
-        size: 512,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 8192,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(512);
+    let pool = PoolConfig::default().buffers(8192);
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
     assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
     let chained = run(&mut r, 1_000_000, 60, 9000, 16, 0x9000);
@@ -234,14 +221,8 @@ fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
 /// end in fillers.
 #[test]
 fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
-    let q = QueueConfig {
-        size: 256,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(256);
+    let pool = PoolConfig::default().buffers(4096);
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
     assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
     run(&mut r, 1_000_000, 60, 1514, 48, 0xfeed);
@@ -253,14 +234,8 @@ fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
 /// frame up whole.
 #[test]
 fn a_filler_releases_the_strides_left() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
     // 15 frames of one stride, then one of two strides: one stride left, so a filler.
     r.send(0, 15, 100, 100);
@@ -284,14 +259,8 @@ fn a_filler_releases_the_strides_left() {
 /// completion reports and goes on.
 #[test]
 fn exhausted_strides_count_out_of_buffer() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
     // 64 strides posted; 70 frames of one stride without a receive burst in between.
     r.send(0, 70, 60, 60);
@@ -311,14 +280,8 @@ fn exhausted_strides_count_out_of_buffer() {
 /// (a fatal one); frames after it arrive, and no buffer is lost.
 #[test]
 fn error_cqes_release_strides_or_reset_the_queue() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
     let mut got = Burst::new(&r.pool, 128);
     r.send(0, 3, 60, 60);
@@ -367,15 +330,8 @@ fn a_connectx4_refuses_striding_in_one_line() {
 fn model_ports_open_striding_queues() {
     let tx_port = rawpkt::open("model:striding0/0").unwrap();
     let rx_port = rawpkt::open("model:striding0/1").unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let q = QueueConfig {
-        rx_striding: true,
-        ..QueueConfig::default()
-    };
+    let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+    let q = QueueConfig::default().rx_striding(true);
     let mut tx = tx_port.tx_queue(0, &pool, &q).unwrap();
     let mut rx = rx_port.rx_queue(0, &pool, &q).unwrap();
     let mut out = Burst::new(&pool, 32);
@@ -404,14 +360,8 @@ fn model_ports_open_striding_queues() {
 /// completion, here the filler of that WQE: the queue counts them from it too.
 #[test]
 fn drops_reported_by_a_filler_are_counted() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
     r.send(0, 15, 100, 100);
     r.nic.inject(1, Fault::RxNoBuffer { frames: 2 });
@@ -432,14 +382,8 @@ fn drops_reported_by_a_filler_are_counted() {
 /// crossing the ring end), and every buffer is back at the end.
 #[test]
 fn random_frames_arrive_identical_through_compressed_sessions() {
-    let q = QueueConfig {
-        size: 512,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 8192,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(512);
+    let pool = PoolConfig::default().buffers(8192);
     let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let chained = run(&mut r, 1_000_000, 60, 9000, 16, 0xc0de);
     assert!(chained > 850_000, "{chained} frames chained");
@@ -457,10 +401,7 @@ fn random_frames_arrive_identical_through_compressed_sessions() {
 /// sessions wrap the CQ end and span its owner flips.
 #[test]
 fn a_million_small_frames_through_compressed_sessions() {
-    let pool = PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    };
+    let pool = PoolConfig::default().buffers(4096);
     small_frames_through_sessions(pool, 16, 1_000_000, 1000, 800_000, 0x5eed5);
 }
 
@@ -469,11 +410,7 @@ fn a_million_small_frames_through_compressed_sessions() {
 /// bytes, one stride each, byte-identical.
 #[test]
 fn small_frames_through_compressed_sessions_of_8_stride_wqes() {
-    let pool = PoolConfig {
-        buffers: 4096,
-        buf_size: 4096,
-        headroom: 128,
-    };
+    let pool = PoolConfig::default().buffers(4096).buf_size(4096).headroom(128);
     small_frames_through_sessions(pool, 8, 200_000, 2000, 150_000, 0x8_5eed);
 }
 
@@ -481,10 +418,7 @@ fn small_frames_through_compressed_sessions_of_8_stride_wqes() {
 /// buffers of `pool` (the driver's parameters for it: `strides` a WQE), byte-identical, at least
 /// `in_sessions` of them in compressed sessions.
 fn small_frames_through_sessions(pool: PoolConfig, strides: u32, frames: u64, hi: usize, in_sessions: u64, seed: u64) {
-    let q = QueueConfig {
-        size: 256,
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default().size(256);
     let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     assert_eq!(r.params.num_strides(), strides);
     run(&mut r, frames, 60, hi, 48, seed);
@@ -502,14 +436,8 @@ fn small_frames_through_sessions(pool: PoolConfig, strides: u32, frames: u64, hi
 /// arrive, and no buffer is lost.
 #[test]
 fn error_cqes_amid_compressed_sessions() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let mut got = Burst::new(&r.pool, 128);
     r.send(0, 4, 60, 60);
@@ -561,22 +489,13 @@ fn error_cqes_amid_compressed_sessions() {
 /// and not with timestamps; a striding queue refuses a CQ of the hash format in one line.
 #[test]
 fn striding_queues_compress_unless_timestamps() {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let e = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::Hash))
         .err()
         .unwrap();
     assert!(e.contains("stride-index") && !e.contains('\n'), "{e}");
-    let ts = QueueConfig {
-        rx_timestamps: true,
-        ..q.clone()
-    };
+    let ts = q.clone().rx_timestamps(true);
     let e = rig_with(ModelConfig::default(), &ts, pool, None, Some(MiniFormat::CsumStridx))
         .err()
         .unwrap();
@@ -588,14 +507,8 @@ fn striding_queues_compress_unless_timestamps() {
 #[test]
 fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
     use mlx5_prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let cqn = r.keep.2.cqn();
     let mut title = Cqe64::resp_send(0, 60, 0, 0, 0, 0);
@@ -654,14 +567,8 @@ fn inject_session_of(r: &Rig, mut title: mlx5_prm::Cqe64, minis: &[mlx5_prm::Min
 }
 
 fn compressing_rig() -> Rig {
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
-    let pool = PoolConfig {
-        buffers: 512,
-        ..PoolConfig::default()
-    };
+    let q = QueueConfig::default().size(64);
+    let pool = PoolConfig::default().buffers(512);
     let r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     assert_eq!(r.params.num_strides(), 16, "a session of a whole WQE is 16 frames");
     r

@@ -5,8 +5,8 @@ mod common;
 use common::Rng;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use rawpkt::flow::rule::{Action, FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch};
-use rawpkt::flow::syntax::parse;
+use rawpkt_wire::rule::{Action, FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch};
+use rawpkt_wire::syntax::parse;
 
 fn rule(s: &str) -> FlowRule {
     parse(s).unwrap_or_else(|e| panic!("{s:?} should parse:\n{e}"))
@@ -485,7 +485,7 @@ fn errors_that_echo_input_are_one_bounded_line() {
                         if c.is_whitespace() {
                             " ".into()
                         } else {
-                            rawpkt::spec::echo(&c.to_string()).to_string()
+                            rawpkt_wire::text::echo(&c.to_string()).to_string()
                         }
                     })
                     .collect();

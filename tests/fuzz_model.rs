@@ -33,7 +33,7 @@ use mlx5_prm::{
 };
 use rawpkt::internals::ring::{CqRing, RqRing, SqRing};
 use rawpkt::internals::NicQueues;
-use rawpkt::mem::region::Region;
+use rawpkt_sys::region::Region;
 
 const REGION: usize = 16384;
 const SQ_BBS: u32 = 64;
@@ -322,7 +322,7 @@ fn execute(w: &[u8], pi: u32, qpn: u32, m: &Model, mrs: &Mrs, mem: &[Vec<u8>; 3]
     let cs = wqe[16 + 4];
     if cs & 0xc0 != 0 {
         for f in &mut frames {
-            rawpkt::flow::wire::fill_checksums(f, cs & 0x40 != 0, cs & 0x80 != 0);
+            rawpkt_wire::wire::fill_checksums(f, cs & 0x40 != 0, cs & 0x80 != 0);
         }
     }
     Ok(frames)

@@ -15,8 +15,8 @@ use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use rawpkt::flow::rule::FlowRule;
 use rawpkt::{open_with, Burst, Pool, PoolConfig, Port, PortOptions, QueueConfig, RxQueue, TxQueue};
+use rawpkt_wire::rule::FlowRule;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
@@ -108,29 +108,20 @@ fn setup() -> (MutexGuard<'static, ()>, &'static Model) {
 }
 
 fn pool() -> Rc<Pool> {
-    Pool::new(PoolConfig {
-        buffers: 8192,
-        ..PoolConfig::default()
-    })
-    .unwrap()
+    Pool::new(PoolConfig::default().buffers(8192)).unwrap()
 }
 
 /// Rings large enough to hold every frame a test sends before it starts receiving (a full RQ
 /// drops the rest, as the NIC does).
 fn qcfg() -> QueueConfig {
-    QueueConfig {
-        size: 512,
-        ..QueueConfig::default()
-    }
+    QueueConfig::default().size(512)
 }
 
 fn opts(rx_queues: u16, rules: &[&str]) -> PortOptions {
-    PortOptions {
-        rules: rules.iter().map(|r| r.parse::<FlowRule>().unwrap()).collect(),
-        promiscuous: false,
-        rx_queues,
-        ..PortOptions::default()
-    }
+    PortOptions::default()
+        .rules(rules.iter().map(|r| r.parse::<FlowRule>().unwrap()).collect())
+        .promiscuous(false)
+        .rx_queues(rx_queues)
 }
 
 fn udp(dst: [u8; 6], src_ip: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
@@ -223,13 +214,10 @@ fn loader_names_the_missing_library_and_how_to_install_it() {
 #[test]
 fn port_options_name_the_rdma_core_files() {
     let (_g, model) = setup();
-    let missing = PortOptions {
-        rdma_core: Some(rawpkt::mlx5::LibPaths {
-            ibverbs: "/nonexistent/rpx-libibverbs.so.1".into(),
-            mlx5: "/nonexistent/rpx-libmlx5.so.1".into(),
-        }),
-        ..PortOptions::default()
-    };
+    let missing = PortOptions::default().rdma_core(Some(rawpkt::LibPaths {
+        ibverbs: "/nonexistent/rpx-libibverbs.so.1".into(),
+        mlx5: "/nonexistent/rpx-libmlx5.so.1".into(),
+    }));
     let e = open_with("mlx5:mlx5_0/1", &missing).unwrap_err();
     assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
     assert!(
@@ -238,13 +226,10 @@ fn port_options_name_the_rdma_core_files() {
         "{e}"
     );
     let lib = common::model_verbs_lib();
-    let model_lib = PortOptions {
-        rdma_core: Some(rawpkt::mlx5::LibPaths {
-            ibverbs: lib.into(),
-            mlx5: lib.into(),
-        }),
-        ..PortOptions::default()
-    };
+    let model_lib = PortOptions::default().rdma_core(Some(rawpkt::LibPaths {
+        ibverbs: lib.into(),
+        mlx5: lib.into(),
+    }));
     let p = open("mlx5:mlx5_0/1", &model_lib);
     assert!(p.describe().unwrap().contains("mlx5_0 port 1"), "{:?}", p.describe());
     drop(p);
@@ -348,7 +333,7 @@ fn device_drops_are_the_out_of_buffer_counter() {
             "the counter file is there and reads 0 since the port opened"
         );
         let pool = pool();
-        let small = QueueConfig { size: 64, ..qcfg() };
+        let small = qcfg().size(64);
         let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
         let mut rx = b.rx_queue(0, &pool, &small).unwrap();
         let frames: Vec<Vec<u8>> = (0..2000)
@@ -528,10 +513,7 @@ fn rss_spreads_flows_evenly_over_four_queues() {
     {
         let port = open("mlx5:mlx5_0/1", &opts(4, &[]));
         let pool = pool();
-        let cfg = QueueConfig {
-            size: 2048,
-            ..QueueConfig::default()
-        };
+        let cfg = QueueConfig::default().size(2048);
         let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
         for i in 0..1000u32 {
             let ip = [10, 1 + (i >> 16) as u8, (i >> 8) as u8, i as u8];
@@ -712,10 +694,7 @@ fn a_rule_the_nic_refuses_is_named() {
         .to_string();
     assert!(e.contains("rule `ipv4 proto 47`"), "{e}");
     // Promiscuous replaces the rules, so rules of one's own beside it are a mistake, not ignored.
-    let both = PortOptions {
-        promiscuous: true,
-        ..opts(1, &["udp dst-port 4789"])
-    };
+    let both = (opts(1, &["udp dst-port 4789"])).promiscuous(true);
     let e = open_with("mlx5:mlx5_0/1", &both).unwrap_err().to_string();
     assert!(e.contains("both rules and promiscuous") && !e.contains('\n'), "{e}");
 }
@@ -898,19 +877,13 @@ fn the_send_qp_is_created_for_what_the_queue_inlines() {
         let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
         let b = open("mlx5:mdl1", &opts(1, &[]));
         let pool = pool();
-        let big = QueueConfig {
-            tx_inline: 908,
-            ..qcfg()
-        };
+        let big = qcfg().tx_inline(908);
         let mut tx = a.tx_queue(0, &pool, &big).unwrap();
         let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
         let frames: Vec<Vec<u8>> = (0..100).map(|i| udp(MAC1, [10, 0, 3, i as u8], 3000 + i, 53)).collect();
         send(tx.as_mut(), &pool, &frames);
         same_frames(&receive(rx.as_mut(), &pool, 100), &frames, "inlined whole");
-        let too_big = QueueConfig {
-            tx_inline: 909,
-            ..qcfg()
-        };
+        let too_big = qcfg().tx_inline(909);
         let e = a
             .tx_queue(1, &pool, &too_big)
             .err()
@@ -1119,10 +1092,7 @@ fn mlx5_receive_timestamps_are_nanoseconds_of_the_device_clock() {
     assert_eq!(v.device_clock_ns(), None);
     assert!(!a.shares_device_clock(&b), "two RDMA devices, two clocks");
     let pool = pool();
-    let cfg = QueueConfig {
-        rx_timestamps: true,
-        ..qcfg()
-    };
+    let cfg = qcfg().rx_timestamps(true);
     let mut tx = a.tx_queue(0, &pool, &cfg).unwrap();
     let mut rx = b.rx_queue(0, &pool, &cfg).unwrap();
     let mut got = Burst::new(&pool, 1);
@@ -1156,11 +1126,7 @@ fn striding_receive_queues_direct_verbs() {
         let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
         let b = open("mlx5:mdl1", &opts(1, &[]));
         let pool = pool();
-        let striding = QueueConfig {
-            rx_striding: true,
-            rx_cqe_compression: compressed,
-            ..qcfg()
-        };
+        let striding = qcfg().rx_striding(true).rx_cqe_compression(compressed);
         let mut a_tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
         let mut b_rx = b.rx_queue(0, &pool, &striding).unwrap();
         // 60..1500-byte frames: strides of 1 KiB, so many take two and WQEs end in fillers.
@@ -1182,10 +1148,7 @@ fn striding_receive_queues_direct_verbs() {
     assert_eq!(model.live_objects(), 0, "objects left after teardown");
     let v = open("verbs:mlx5_1/1", &opts(1, &[]));
     let pool = pool();
-    let cfg = QueueConfig {
-        rx_striding: true,
-        ..qcfg()
-    };
+    let cfg = qcfg().rx_striding(true);
     let e = v.rx_queue(0, &pool, &cfg).err().unwrap().to_string();
     assert!(
         e.contains("rx_striding needs the Direct Verbs datapath") && !e.contains('\n'),
@@ -1205,17 +1168,8 @@ fn chained_frames_and_stripped_tags_through_the_model_library() {
     {
         let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
         let b = open("mlx5:mdl1", &opts(1, &[]));
-        let pool = Pool::new(PoolConfig {
-            buffers: 8192,
-            buf_size: 1024,
-            headroom: 128,
-        })
-        .unwrap();
-        let q = QueueConfig {
-            rx_max_frame: 9000,
-            rx_vlan_strip: true,
-            ..qcfg()
-        };
+        let pool = Pool::new(PoolConfig::default().buffers(8192).buf_size(1024).headroom(128)).unwrap();
+        let q = qcfg().rx_max_frame(9000).rx_vlan_strip(true);
         let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
         let mut rx = b.rx_queue(0, &pool, &q).unwrap();
         let frames: Vec<Vec<u8>> = (0..200u16)

@@ -34,12 +34,8 @@ fn sq(model: ModelConfig) -> Sq {
 /// As `sq`, on port 0 of a NIC with these wires.
 fn sq_on(wires: Vec<Link>, model: ModelConfig) -> Sq {
     let nic = Nic::new(wires, model).unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers: 64,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let lkey = nic.register_mr(pool.region());
+    let pool = Pool::new(PoolConfig::default().buffers(64)).unwrap();
+    let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let cq_info = nic.create_cq(64).unwrap();
     let info = nic.create_sq(0, 64, cq_info.cqn()).unwrap();
     // SAFETY: these tests play a (deliberately buggy) driver against the model: they post only
@@ -172,7 +168,8 @@ fn each_malformed_wqe_gets_the_error_cqe_and_later_wqes_are_flushed() {
         (
             "gather past the MR end",
             |w, s| {
-                let end = s.pool.region().base() as u64 + s.pool.region().len() as u64;
+                let end = rawpkt::internals::pool_region(&s.pool).base() as u64
+                    + rawpkt::internals::pool_region(&s.pool).len() as u64;
                 w.data.addr = mlx5_prm::Be64::new(end - 10);
             },
             syndrome::LOCAL_PROT,
@@ -451,7 +448,8 @@ fn frames_no_one_receives_are_checked_then_counted() {
     let mut s = sq_on(pair(), ModelConfig::default());
     let (mut segs, _) = s.three_packets();
     // The last packet's range runs one byte past the end of the pool's MR.
-    let end = s.pool.region().base() as u64 + s.pool.region().len() as u64;
+    let end =
+        rawpkt::internals::pool_region(&s.pool).base() as u64 + rawpkt::internals::pool_region(&s.pool).len() as u64;
     segs[2] = DataSeg::new(60, s.lkey, end - 59);
     let w = empw_wqe(s.info.qpn(), &segs, 0);
     s.post_bytes(&w);
@@ -466,12 +464,8 @@ fn frames_no_one_receives_are_checked_then_counted() {
 fn an_empw_wqe_mixing_mrs_and_an_inline_packet_sends_every_frame() {
     let mut s = sq(ModelConfig::default());
     let (segs, frames) = s.three_packets();
-    let other = Pool::new(PoolConfig {
-        buffers: 8,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let lkey2 = s.nic.register_mr(other.region());
+    let other = Pool::new(PoolConfig::default().buffers(8)).unwrap();
+    let lkey2 = s.nic.register_mr(rawpkt::internals::pool_region(&other));
     let mut b = Burst::new(&other, 1);
     let mut f3 = common::golden("frame_ipv4_udp_60");
     f3[59] = 9;

@@ -10,11 +10,7 @@ use rawpkt::{open, Burst, Error, Pool, PoolConfig, QueueConfig};
 fn a_threaded_model_pair_carries_100k_frames_intact() {
     let a = open("model:threaded-test/0").unwrap();
     let b = open("model:threaded-test/1").unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers: 8192,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let pool = Pool::new(PoolConfig::default().buffers(8192)).unwrap();
     let cfg = QueueConfig::default();
     let mut tx = a.tx_queue(0, &pool, &cfg).unwrap();
     let mut rx = b.rx_queue(0, &pool, &cfg).unwrap();
@@ -84,13 +80,8 @@ fn a_refusal_by_the_system_keeps_its_errno() {
     assert_eq!(errno, Some(libc::ENODEV), "{e:?}");
 
     // A trace file that cannot be created: the model NIC is not made, the file is named.
-    let opts = rawpkt::PortOptions {
-        model: rawpkt::ModelOptions {
-            trace: Some("/nonexistent-rpx-dir/trace".into()),
-            ..rawpkt::ModelOptions::default()
-        },
-        ..rawpkt::PortOptions::default()
-    };
+    let opts = rawpkt::PortOptions::default()
+        .model(rawpkt::ModelOptions::default().trace(Some("/nonexistent-rpx-dir/trace".into())));
     let e = rawpkt::open_with("model:trace-refused/0", &opts).unwrap_err();
     assert_eq!(e.os_error(), Some(libc::ENOENT), "{e:?}");
     assert!(e.kind() == rawpkt::ErrorKind::Device && !e.is_usage(), "{e:?}");
@@ -116,12 +107,7 @@ fn refused_packet_memory_keeps_its_errno() {
         // SAFETY: setrlimit reads one valid struct; it lowers only this child process's limit.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
         // 32 GiB: twice the limit.
-        let e = Pool::new(PoolConfig {
-            buffers: 16 << 20,
-            buf_size: 2048,
-            ..PoolConfig::default()
-        })
-        .unwrap_err();
+        let e = Pool::new(PoolConfig::default().buffers(16 << 20).buf_size(2048)).unwrap_err();
         assert_eq!(e.os_error(), Some(libc::ENOMEM), "{e:?}");
         assert!(e.kind() == rawpkt::ErrorKind::Memory && !e.is_usage(), "{e:?}");
         assert!(e.to_string().starts_with("cannot map packet memory: "), "{e}");
@@ -151,33 +137,13 @@ fn bad_specs_and_configs_are_one_clear_error() {
     assert!(msg(open("model:afpacket=")).contains("needs an interface name"));
     assert!(msg(open("model:afpacket=nosuchif0")).contains("no network interface named `nosuchif0`"));
     let port = open("model:cfg-test/0").unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers: 64,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    for bad in [
-        QueueConfig {
-            size: 100,
-            ..QueueConfig::default()
-        },
-        QueueConfig {
-            size: 1 << 20,
-            ..QueueConfig::default()
-        },
-    ] {
+    let pool = Pool::new(PoolConfig::default().buffers(64)).unwrap();
+    for bad in [QueueConfig::default().size(100), QueueConfig::default().size(1 << 20)] {
         let e = port.tx_queue(0, &pool, &bad).err().unwrap().to_string();
         assert!(e.contains("power of two from 64 to 32768"), "{e}");
     }
     let e = port
-        .tx_queue(
-            0,
-            &pool,
-            &QueueConfig {
-                tx_inline: 2000,
-                ..QueueConfig::default()
-            },
-        )
+        .tx_queue(0, &pool, &QueueConfig::default().tx_inline(2000))
         .err()
         .unwrap();
     assert!(e.to_string().contains("tx_inline 2000"), "{e}");
@@ -255,11 +221,7 @@ fn overload_keeps_order_and_accounts_for_every_frame_on_a_connectx5() {
 
 #[test]
 fn queues_keep_their_device_running_after_the_ports_are_dropped() {
-    let pool = Pool::new(PoolConfig {
-        buffers: 2048,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let pool = Pool::new(PoolConfig::default().buffers(2048)).unwrap();
     let (mut tx, mut rx) = {
         let a = open("model:outlive/0").unwrap();
         let b = open("model:outlive/1").unwrap();
@@ -294,11 +256,7 @@ fn queues_take_their_registrations_with_them() {
     let b = open("model:mr-test/1").unwrap();
     let nic = rawpkt::model::nic_of(&a).unwrap().0.clone();
     for _ in 0..3 {
-        let pool = Pool::new(PoolConfig {
-            buffers: 1024,
-            ..PoolConfig::default()
-        })
-        .unwrap();
+        let pool = Pool::new(PoolConfig::default().buffers(1024)).unwrap();
         let tx = a.tx_queue(0, &pool, &QueueConfig::default()).unwrap();
         let rx = b.rx_queue(0, &pool, &QueueConfig::default()).unwrap();
         drop((tx, rx, pool));
@@ -395,15 +353,8 @@ fn device_drops_are_exact_past_255() {
     use rawpkt::{Pool, PoolConfig};
     let a = open("model:oob/0").unwrap();
     let b = open("model:oob/1").unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let q = QueueConfig {
-        size: 64,
-        ..QueueConfig::default()
-    };
+    let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+    let q = QueueConfig::default().size(64);
     let mut tx = a.tx_queue(0, &pool, &q).unwrap();
     let mut rx = b.rx_queue(0, &pool, &q).unwrap();
     assert_eq!(b.device_drops(), Some(0));
@@ -504,10 +455,7 @@ fn model_queue_ids_unknown_or_in_use_are_config_errors() {
 fn a_port_says_how_many_buffers_a_queue_pair_pins() {
     let port = open("model:pinned/0").unwrap();
     for size in [64u32, 1024] {
-        let q = QueueConfig {
-            size,
-            ..QueueConfig::default()
-        };
+        let q = QueueConfig::default().size(size);
         assert_eq!(port.buffers_pinned(&q), 5 * size as usize, "size {size}");
     }
 }
@@ -524,10 +472,7 @@ fn receive_timestamps_are_nanoseconds_of_the_clock_the_port_reads() {
     assert!(a.shares_device_clock(&b));
     assert!(!a.shares_device_clock(&other));
     let pool = Pool::new(PoolConfig::default()).unwrap();
-    let cfg = QueueConfig {
-        rx_timestamps: true,
-        ..QueueConfig::default()
-    };
+    let cfg = QueueConfig::default().rx_timestamps(true);
     let mut tx = a.tx_queue(0, &pool, &cfg).unwrap();
     let mut rx = b.rx_queue(0, &pool, &cfg).unwrap();
     let mut out = Burst::new(&pool, 1);

@@ -16,10 +16,7 @@ const DST: [u8; 6] = [2, 0, 0, 0, 0, 1];
 
 fn through_the_model(dev: ModelConfig) {
     for size in [64, 1024] {
-        let q = QueueConfig {
-            size,
-            ..QueueConfig::default()
-        };
+        let q = QueueConfig::default().size(size);
         let mut r = common::rig(q, dev.clone(), 4096);
         let nic = r.nic.clone();
         runts::send_runts(&mut r.tx, &mut r.rx, &r.pool, DST, 20_000, || {
@@ -46,11 +43,7 @@ fn runts_are_padded_and_tiny_frames_dropped_alone_on_a_connectx4() {
 fn runts_on_model_ports_opened_by_spec() {
     let a = open("model:runts/0").unwrap();
     let b = open("model:runts/1").unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
     let q = QueueConfig::default();
     let mut tx = a.tx_queue(0, &pool, &q).unwrap();
     let mut rx = b.rx_queue(0, &pool, &q).unwrap();
@@ -71,12 +64,8 @@ fn the_model_wire_pads_a_runt_to_60_bytes() {
     use rawpkt::internals::ring::SqRing;
     use rawpkt::Burst;
     let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers: 64,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let lkey = nic.register_mr(pool.region());
+    let pool = Pool::new(PoolConfig::default().buffers(64)).unwrap();
+    let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let cq = nic.create_cq(64).unwrap();
     let info = nic.create_sq(0, 64, cq.cqn()).unwrap();
     // SAFETY: the test posts one WQE over a buffer of its own pool, held in `b` until the model

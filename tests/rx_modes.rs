@@ -38,15 +38,13 @@ impl Mode {
 /// A TX queue on port 0 and an RX queue on port 1 of `dev`, `size` WQEs each, the RX WQEs with
 /// as many buffers as a 9000-byte frame fills, the RX CQ compressing as `mode` says.
 fn rig(size: u32, dev: ModelConfig, mode: Mode) -> Rig {
-    let q = QueueConfig {
-        size,
-        rx_max_frame: MAX as u32,
-        rx_vlan_strip: mode.strip(),
-        ..QueueConfig::default()
-    };
+    let q = QueueConfig::default()
+        .size(size)
+        .rx_max_frame(MAX as u32)
+        .rx_vlan_strip(mode.strip());
     let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
     let pool = Pool::new(PoolConfig::default()).unwrap();
-    let lkey = nic.register_mr(pool.region());
+    let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let tx_cq = nic.create_cq(size).unwrap();
     let sq = nic.create_sq(0, size, tx_cq.cqn()).unwrap();
     // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
@@ -360,12 +358,10 @@ fn model_ports_compress_jumbo_and_stripping_queues() {
         let a = rawpkt::open(&format!("model:{name}/0")).unwrap();
         let b = rawpkt::open(&format!("model:{name}/1")).unwrap();
         let pool = Pool::new(PoolConfig::default()).unwrap();
-        let q = QueueConfig {
-            size: 256,
-            rx_max_frame: MAX as u32,
-            rx_vlan_strip: strip,
-            ..QueueConfig::default()
-        };
+        let q = QueueConfig::default()
+            .size(256)
+            .rx_max_frame(MAX as u32)
+            .rx_vlan_strip(strip);
         let mut tx = a.tx_queue(0, &pool, &q).unwrap();
         let mut rx = b.rx_queue(0, &pool, &q).unwrap();
         let mut out = Burst::new(&pool, 64);

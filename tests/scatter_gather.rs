@@ -25,7 +25,7 @@ struct Rig {
 fn rig(q: &QueueConfig, dev: ModelConfig, pool: PoolConfig) -> Rig {
     let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], dev).unwrap();
     let pool = Pool::new(pool).unwrap();
-    let lkey = nic.register_mr(pool.region());
+    let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let tx_cq = nic.create_cq(q.size).unwrap();
     let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
     // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
@@ -87,12 +87,10 @@ fn frame(seq: u64, len: usize) -> Vec<u8> {
 }
 
 fn jumbo_queue(rx_vlan_strip: bool) -> QueueConfig {
-    QueueConfig {
-        size: 256,
-        rx_max_frame: 9000,
-        rx_vlan_strip,
-        ..QueueConfig::default()
-    }
+    QueueConfig::default()
+        .size(256)
+        .rx_max_frame(9000)
+        .rx_vlan_strip(rx_vlan_strip)
 }
 
 /// Sends `total` frames of random lengths 60..=9000 (a third of them up to 1514), some with a
@@ -268,11 +266,7 @@ fn receive_errors_on_scatter_wqes_lose_no_buffer() {
 #[test]
 fn chains_that_do_not_fit_wait_or_are_dropped_whole() {
     for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
-        let q = QueueConfig {
-            size: 8,
-            rx_max_frame: 9000,
-            ..QueueConfig::default()
-        };
+        let q = QueueConfig::default().size(8).rx_max_frame(9000);
         let mut r = rig(&q, dev.clone(), PoolConfig::default());
         let mut out = Burst::new(&r.pool, 16);
         let mut got = Burst::new(&r.pool, 16);
@@ -301,15 +295,8 @@ fn chains_that_do_not_fit_wait_or_are_dropped_whole() {
 
         // 256-byte buffers with 128 of headroom: a 9000-byte frame is 71 segments, more than
         // a send WQE's 60 DS.
-        let small = PoolConfig {
-            buffers: 1024,
-            buf_size: 256,
-            headroom: 128,
-        };
-        let q = QueueConfig {
-            size: 64,
-            ..QueueConfig::default()
-        };
+        let small = PoolConfig::default().buffers(1024).buf_size(256).headroom(128);
+        let q = QueueConfig::default().size(64);
         let mut r = rig(&q, dev.clone(), small);
         let mut out = Burst::new(&r.pool, 4);
         assert!(out.push_frame(&frame(0, 9000)));
@@ -323,10 +310,7 @@ fn chains_that_do_not_fit_wait_or_are_dropped_whole() {
         r.teardown();
 
         // 40 segments: a WQE of 11 WQEBBs, longer than a send queue of 8 can ever hold.
-        let q = QueueConfig {
-            size: 8,
-            ..QueueConfig::default()
-        };
+        let q = QueueConfig::default().size(8);
         let mut r = rig(&q, dev, small);
         let mut out = Burst::new(&r.pool, 4);
         assert!(out.push_frame(&frame(0, 5000)));

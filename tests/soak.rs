@@ -189,17 +189,12 @@ fn soak_xconnect_with_faults() {
         Nic::new(vec![Link::Peer(1), Link::Peer(0)], ModelConfig::default()).unwrap(),
     ];
     // One pool, as one l2-xconnect core has: buffers go from RX to TX without a copy.
-    let pool = Pool::new(PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let lkeys: Vec<u32> = nics.iter().map(|n| n.register_mr(pool.region())).collect();
-    let cfg = QueueConfig {
-        size: 256,
-        recover: true,
-        ..QueueConfig::default()
-    };
+    let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+    let lkeys: Vec<u32> = nics
+        .iter()
+        .map(|n| n.register_mr(rawpkt::internals::pool_region(&pool)))
+        .collect();
+    let cfg = QueueConfig::default().size(256).recover(true);
     let path = |g: (usize, usize), f: (usize, usize), t: (usize, usize), s: (usize, usize)| Path {
         gen: tx(&nics[g.0], g.1, lkeys[g.0], &pool, &cfg),
         fwd_rx: rx(&nics[f.0], f.1, lkeys[f.0], &pool, &cfg),

@@ -93,11 +93,7 @@ fn model_port_exchanges_frames_with_kernel_through_veth() {
 
     let port = rawpkt::open(&format!("model:afpacket={}", topo.a)).expect("open the model port on A");
     let (nic, idx) = rawpkt::model::nic_of(&port).expect("a model port");
-    let pool = Pool::new(PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    })
-    .unwrap();
+    let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
 
     // Part 1: model → kernel.
     let to_kernel: Vec<Vec<u8>> = (0..N_TO_KERNEL)

@@ -141,11 +141,7 @@ impl Drop for Pair {
 }
 
 fn pool(buffers: u32) -> std::rc::Rc<Pool> {
-    Pool::new(PoolConfig {
-        buffers,
-        ..PoolConfig::default()
-    })
-    .unwrap()
+    Pool::new(PoolConfig::default().buffers(buffers)).unwrap()
 }
 
 /// Child-process entry: when `RAWPKT_XDP_CHILD` is set this test opens a port as told and
@@ -236,10 +232,7 @@ fn bad_input_gives_one_line_errors() {
     assert!(e.contains("rule"), "{e}");
 
     // A queue count the interface does not have (veth b has one).
-    let two = rawpkt::PortOptions {
-        rx_queues: 2,
-        ..rawpkt::PortOptions::default()
-    };
+    let two = rawpkt::PortOptions::default().rx_queues(2);
     let e = rawpkt::open_with(&format!("xdp:{},netns={}", p.b, p.ns_b), &two)
         .expect_err("rx_queues 2")
         .to_string();
@@ -264,34 +257,10 @@ fn bad_input_gives_one_line_errors() {
     assert!(e.contains("queue 1 out of range"), "{e}");
     // Receive options an AF_XDP socket has no way to honour: each named, in one line.
     let asks = [
-        (
-            QueueConfig {
-                rx_striding: true,
-                ..QueueConfig::default()
-            },
-            "rx_striding",
-        ),
-        (
-            QueueConfig {
-                rx_timestamps: true,
-                ..QueueConfig::default()
-            },
-            "rx_timestamps",
-        ),
-        (
-            QueueConfig {
-                rx_vlan_strip: true,
-                ..QueueConfig::default()
-            },
-            "rx_vlan_strip",
-        ),
-        (
-            QueueConfig {
-                rx_max_frame: 9000,
-                ..QueueConfig::default()
-            },
-            "rx_max_frame 9000",
-        ),
+        (QueueConfig::default().rx_striding(true), "rx_striding"),
+        (QueueConfig::default().rx_timestamps(true), "rx_timestamps"),
+        (QueueConfig::default().rx_vlan_strip(true), "rx_vlan_strip"),
+        (QueueConfig::default().rx_max_frame(9000), "rx_max_frame 9000"),
     ];
     for (cfg, what) in asks {
         let e = port.rx_queue(0, &pl, &cfg).err().expect(what).to_string();
@@ -303,12 +272,7 @@ fn bad_input_gives_one_line_errors() {
         assert!(e.contains(what), "{e}");
     }
     // Buffers that are not one UMEM chunk.
-    let big = Pool::new(PoolConfig {
-        buffers: 64,
-        buf_size: 8192,
-        headroom: 128,
-    })
-    .unwrap();
+    let big = Pool::new(PoolConfig::default().buffers(64).buf_size(8192).headroom(128)).unwrap();
     let e = port
         .tx_queue(0, &big, &QueueConfig::default())
         .err()
@@ -360,10 +324,7 @@ fn copy_rules_are_refused_before_any_system_call() {
         "bad port spec: xdp:rpx-none0,rule=udp dst-port 53 copy: rule `udp dst-port 53 copy`: xdp ports \
          cannot copy a frame to both the socket and Linux; use steal (the default)"
     );
-    let opts = rawpkt::PortOptions {
-        rules: vec!["ipv4 udp copy".parse().unwrap()],
-        ..rawpkt::PortOptions::default()
-    };
+    let opts = rawpkt::PortOptions::default().rules(vec!["ipv4 udp copy".parse().unwrap()]);
     let e = rawpkt::open_with("xdp:rpx-none0", &opts)
         .expect_err("copy rule")
         .to_string();
@@ -830,7 +791,7 @@ fn one_socket_per_queue_on_two_threads() {
 #[ignore = "needs root"]
 fn checksums_asked_for_are_filled_in_on_the_way_out() {
     use rawpkt::flags::{TX_L3_CSUM, TX_L4_CSUM};
-    use rawpkt::flow::wire;
+    use rawpkt_wire::wire;
     assert!(is_root(), "needs root");
     let p = Pair::create();
     let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
@@ -1229,10 +1190,7 @@ fn unknown_or_taken_queue_ids_are_config_errors() {
         );
     }
     // A send budget the kernel would refuse: said, rather than left at the kernel's 32.
-    let small = QueueConfig {
-        xdp_tx_budget: 31,
-        ..QueueConfig::default()
-    };
+    let small = QueueConfig::default().xdp_tx_budget(31);
     check(
         pb.queue_pair(0, &pl, &small).map(|_| ()),
         "xdp_tx_budget 31 is below 32",

@@ -1,12 +1,16 @@
-//! mlx5 Direct Verbs: the PRM formats ([`prm`]) and the shared ring memory ([`ring`]). The
-//! software model of the device that executes the same formats lives in its own room,
-//! `crate::model` (feature `model`).
+//! mlx5 Direct Verbs: the PRM formats (`prm`, the `mlx5-prm` crate) and the shared ring memory
+//! ([`ring`]). The software model of the device that executes the same formats is the
+//! `mlx5-model` crate; `crate::model` hands its queues to this datapath.
 //!
 //! The datapath itself lives in `tx::dv` and `rx::dv`; it needs from the control path only what
 //! `mlx5dv_init_obj` returns ([`ring::SqInfo`], [`ring::CqInfo`], [`ring::RwqInfo`]) and a way to
 //! reset a queue after a completion error ([`DvControl`]).
 
-pub use mlx5_prm as prm;
+// The model's glue and the DV tests read the devices' caps and the rings' sizes; a build with the
+// mlx5 backend alone does not.
+#![cfg_attr(not(any(feature = "model", feature = "internals")), allow(dead_code))]
+
+pub(crate) use mlx5_prm as prm;
 #[cfg(test)]
 pub(crate) use mlx5_prm::vectors as golden;
 pub mod ring;
@@ -45,11 +49,13 @@ pub struct DvCaps {
 }
 
 impl DvCaps {
+    /// A ConnectX-4: the L2 header inlined in every send WQE, no enhanced multi-packet send.
     pub const CONNECTX4: DvCaps = DvCaps {
         inline_mode: prm::InlineMode::L2,
         enhanced_mpw: false,
         max_frame: 9216,
     };
+    /// A ConnectX-5: nothing inlined, enhanced multi-packet send.
     pub const CONNECTX5: DvCaps = DvCaps {
         inline_mode: prm::InlineMode::None,
         enhanced_mpw: true,

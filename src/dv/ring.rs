@@ -20,9 +20,11 @@
 //! Pointers stay valid because every view holds `keep`, the owner of the memory (the model's
 //! queue objects, or the verbs objects on hardware).
 #![allow(unsafe_code)]
+// Accessors the model's glue and the DV tests read (see `dv`).
+#![cfg_attr(not(any(feature = "model", feature = "internals")), allow(dead_code))]
 
 use std::any::Any;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::prm::{Cqe64, CtrlSeg, DataSeg, SendWqe, CQE_INVALID, SEND_WQE_BB};
@@ -130,9 +132,11 @@ impl SqInfo {
             keep,
         }
     }
+    /// The queue pair number.
     pub fn qpn(&self) -> u32 {
         self.qpn
     }
+    /// WQEs (or WQEBBs) in the ring.
     pub fn wqe_cnt(&self) -> u32 {
         self.wqe_cnt
     }
@@ -175,9 +179,11 @@ impl CqInfo {
     pub fn compression(&self) -> Option<super::prm::MiniFormat> {
         self.comp
     }
+    /// The CQ number.
     pub fn cqn(&self) -> u32 {
         self.cqn
     }
+    /// CQEs in the ring.
     pub fn cqe_cnt(&self) -> u32 {
         self.cqe_cnt
     }
@@ -198,6 +204,7 @@ impl RwqInfo {
             keep,
         }
     }
+    /// WQEs (or WQEBBs) in the ring.
     pub fn wqe_cnt(&self) -> u32 {
         self.wqe_cnt
     }
@@ -237,7 +244,11 @@ impl DbrecWord {
         // SAFETY: valid and aligned per `new`; the device only reads the word.
         unsafe { (*self.0).store(v.to_be(), Ordering::Release) }
     }
+}
 
+impl DbrecWord {
+    // `RqRing::posted`, which the DV tests read (feature `internals`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     #[inline(always)]
     fn load_be(&self) -> u32 {
         // SAFETY: valid and aligned per `new`.
@@ -359,10 +370,12 @@ impl SqRing {
         })
     }
 
+    /// Entries in the ring.
     pub fn size(&self) -> u32 {
         self.mask + 1
     }
 
+    /// The queue pair number.
     pub fn qpn(&self) -> u32 {
         self.qpn
     }
@@ -431,6 +444,8 @@ impl SqRing {
     /// Publishes WQEs up to `next_pi` in the record without the UAR write: what a driver that
     /// forgot the doorbell does. Only for testing that a device notices.
     #[doc(hidden)]
+    // The DV tests read it (feature `internals`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn write_record_only(&self, next_pi: u32) {
         self.dbrec.store_be(next_pi & 0xffff);
     }
@@ -463,15 +478,8 @@ impl SqWriter<'_> {
 }
 
 impl SqWriter<'_> {
-    /// 16-byte units (DS) `ds .. ds + n` of the ring, counted from WQEBB 0 (DS `4 * pi` starts
-    /// WQEBB `pi`), which must not cross the ring end (asserted): eMPW data segments run on
-    /// across WQEBBs and wrap the ring end by DS.
-    #[inline(always)]
-    pub fn ds_segment(&mut self, ds: u32, n: usize) -> &mut [[u64; 2]] {
-        self.ds_units_as(ds, n)
-    }
-
-    /// [`SqWriter::ds_segment`] as data segments, for the fields to be stored one by one (on
+    /// 16-byte units (DS) `ds .. ds + n` of the ring (counted from WQEBB 0: DS `4 * pi` starts
+    /// WQEBB `pi`; they must not cross the ring end, asserted) as data segments, for the fields to be stored one by one (on
     /// CPUs with MOVBE each big-endian field is then one store).
     #[inline(always)]
     pub fn data_segs(&mut self, ds: u32, n: usize) -> &mut [DataSeg] {
@@ -578,6 +586,7 @@ impl CqRing {
         })
     }
 
+    /// Entries in the ring.
     pub fn size(&self) -> u32 {
         self.mask + 1
     }
@@ -1005,6 +1014,7 @@ impl RqRing {
         })
     }
 
+    /// Entries in the ring.
     pub fn size(&self) -> u32 {
         self.mask + 1
     }
@@ -1033,6 +1043,9 @@ impl RqRing {
         self.dbrec.store_be(pi & 0xffff);
     }
 
+    /// WQEs posted and not yet consumed by the device. The DV tests read it (feature
+    /// `internals`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn posted(&self) -> u32 {
         self.dbrec.load_be()
     }
@@ -1119,6 +1132,7 @@ impl StridingRqRing {
     }
 
     /// WQEs in the ring.
+    /// Entries in the ring.
     pub fn size(&self) -> u32 {
         self.mask + 1
     }
@@ -1166,97 +1180,6 @@ impl StridingRqRing {
     }
 }
 
-/// Device-side access to the same memory: what the model (standing in for the NIC's DMA
-/// engine) reads and writes. Kept next to the driver's views so that both sides follow one
-/// ordering protocol.
-pub mod device {
-    use super::*;
-
-    /// Loads a BE32 doorbell record word with acquire ordering.
-    ///
-    /// # Safety
-    /// `p` must be a valid, 4-byte aligned word.
-    pub unsafe fn load_dbrec(p: *const u32) -> u32 {
-        // SAFETY: per the contract.
-        u32::from_be(unsafe { (*p.cast::<AtomicU32>()).load(Ordering::Acquire) })
-    }
-
-    /// Stores a BE32 word with release ordering (the model initialising a record).
-    ///
-    /// # Safety
-    /// `p` must be a valid, 4-byte aligned word.
-    pub unsafe fn store_dbrec(p: *mut u32, v: u32) {
-        // SAFETY: per the contract.
-        unsafe { (*p.cast::<AtomicU32>()).store(v.to_be(), Ordering::Release) }
-    }
-
-    /// Takes the last value written to a UAR doorbell register, leaving 0 (a NIC latches each
-    /// write; the model sees the newest one since its last look).
-    ///
-    /// # Safety
-    /// `p` must be a valid, 8-byte aligned word.
-    pub unsafe fn take_uar(p: *mut u8) -> u64 {
-        // SAFETY: per the contract.
-        unsafe { (*p.cast::<AtomicU64>()).swap(0, Ordering::Acquire) }
-    }
-
-    /// Copies `out.len()` bytes from device-visible memory at `src`.
-    ///
-    /// # Safety
-    /// `[src, src + out.len())` must be valid memory that the driver has published to the device
-    /// (a doorbelled WQE or a posted buffer) and is not writing.
-    pub unsafe fn read(src: *const u8, out: &mut [u8]) {
-        // SAFETY: per the contract; `out` is a distinct Rust slice.
-        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) }
-    }
-
-    /// Appends `len` bytes of device-visible memory at `src` to `out` (one copy, no zero-fill).
-    ///
-    /// # Safety
-    /// As [`read`]: `[src, src + len)` must be valid memory published to the device.
-    pub unsafe fn append(src: *const u8, len: usize, out: &mut Vec<u8>) {
-        // SAFETY: per the contract the range is valid and not written while it is copied.
-        out.extend_from_slice(unsafe { std::slice::from_raw_parts(src, len) });
-    }
-
-    /// Copies `data` into device-visible memory at `dst`.
-    ///
-    /// # Safety
-    /// `[dst, dst + data.len())` must be valid memory that the driver has handed to the device
-    /// (a posted receive buffer) and is not reading or writing.
-    pub unsafe fn write(dst: *mut u8, data: &[u8]) {
-        // SAFETY: per the contract.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) }
-    }
-
-    /// Writes a CQE the way the hardware does: bytes 0..62, then `op_own` with release, so a
-    /// driver that sees the owner bit sees the whole entry.
-    ///
-    /// # Safety
-    /// `slot` must be a valid, 8-byte aligned 64-byte CQ slot that the driver has consumed.
-    pub unsafe fn write_cqe(slot: *mut u8, cqe: &[u8; 64]) {
-        // SAFETY: per the contract.
-        unsafe {
-            std::ptr::copy_nonoverlapping(cqe.as_ptr(), slot, 63);
-            (*slot.add(63).cast::<AtomicU8>()).store(cqe[63], Ordering::Release);
-        }
-    }
-
-    /// Stamps a CQ slot's `op_own` (initialisation: 0xF0).
-    ///
-    /// # Safety
-    /// `slot` must be a valid 64-byte CQ slot.
-    pub unsafe fn stamp_op_own(slot: *mut u8, v: u8) {
-        // SAFETY: per the contract.
-        unsafe { (*slot.add(63).cast::<AtomicU8>()).store(v, Ordering::Release) }
-    }
-
-    /// Release fence for the model's own sequences.
-    pub fn release() {
-        fence(Ordering::Release);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1271,8 +1194,11 @@ mod tests {
 
     fn word_bytes(p: *const u8, n: usize) -> Vec<u8> {
         let mut v = vec![0u8; n];
-        // SAFETY: test memory from `mem()`, valid for n bytes at the offsets used below.
-        unsafe { device::read(p, &mut v) };
+        // SAFETY: test memory from `mem()`, valid for n bytes at the offsets used below; the
+        // volatile reads see what the views stored, as the device's DMA would.
+        for (i, b) in v.iter_mut().enumerate() {
+            *b = unsafe { p.add(i).read_volatile() };
+        }
         v
     }
 

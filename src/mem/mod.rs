@@ -1,4 +1,4 @@
 //! Memory a NIC can reach: mapped regions and the packet-buffer pools carved from them.
 
-pub mod pool;
-pub use rawpkt_sys::region;
+pub(crate) mod pool;
+pub(crate) use rawpkt_sys::region;

@@ -7,6 +7,9 @@
 //! invariant is what makes byte access safe, and what lets tests assert that a pool is full again
 //! after its queues and bursts are dropped.
 #![allow(unsafe_code)]
+// The descriptor writers and bulk moves of the Direct Verbs burst paths: unused in a build
+// without them (AF_XDP only).
+#![cfg_attr(not(any(feature = "model", feature = "mlx5")), allow(dead_code))]
 
 use std::cell::{Cell, UnsafeCell};
 use std::rc::Rc;
@@ -17,12 +20,33 @@ use crate::Error;
 
 /// Sizes of a pool. The defaults hold one 1518-byte frame per buffer after a 128-byte headroom
 /// (DPDK's `RTE_PKTMBUF_HEADROOM`), and 2048-byte buffers divide a 2 MiB page exactly.
+///
+/// ```
+/// use rawpkt::{Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+/// assert_eq!(pool.capacity(), 4096);
+/// assert_eq!(pool.data_room(), 2048 - 128);
+/// ```
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct PoolConfig {
+    /// Buffers in the pool: at least one; what every queue over the pool keeps posted or in
+    /// flight, and every burst holds, comes out of it ([`Port::buffers_pinned`](crate::Port::buffers_pinned)
+    /// says how many a queue pair pins).
     pub buffers: u32,
+    /// Bytes per buffer: a power of two from 256 to 65536 (a buffer never straddles a page).
     pub buf_size: u32,
+    /// Bytes kept free in front of each received frame, for headers a loop may prepend; at
+    /// least 64 bytes of the buffer stay for the frame, and at most 65535 (frame lengths are
+    /// 16-bit, like the NIC's byte counts per buffer).
     pub headroom: u16,
 }
+
+setters!(PoolConfig {
+    buffers: u32,
+    buf_size: u32,
+    headroom: u16,
+});
 
 impl Default for PoolConfig {
     fn default() -> Self {
@@ -82,6 +106,17 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
+    /// A pool of `cfg.buffers` buffers of `cfg.buf_size` bytes in one memory region: 2 MiB
+    /// hugepages where the system has them free, else 4 KiB pages (said once through the `log`
+    /// crate, and in [`Pool::page_kind`]). A config outside the limits [`PoolConfig`]'s fields
+    /// give is an [`ErrorKind::Config`](crate::ErrorKind::Config) error; memory the system will
+    /// not map, an [`ErrorKind::Memory`](crate::ErrorKind::Memory) one.
+    ///
+    /// ```
+    /// use rawpkt::{ErrorKind, Pool, PoolConfig};
+    /// let e = Pool::new(PoolConfig::default().buf_size(1000)).unwrap_err();
+    /// assert_eq!(e.kind(), ErrorKind::Config);
+    /// ```
     pub fn new(cfg: PoolConfig) -> Result<Rc<Pool>, Error> {
         if cfg.buffers == 0 {
             return Err(Error::config("a pool needs at least one buffer"));
@@ -125,14 +160,28 @@ impl Pool {
         }))
     }
 
+    /// Buffers in the pool ([`PoolConfig::buffers`]).
     pub fn capacity(&self) -> u32 {
         self.count
     }
 
+    /// Buffers free now: [`Pool::capacity`] less what queues keep posted or in flight and
+    /// bursts hold. Every buffer comes back when its queues and bursts are dropped.
+    ///
+    /// ```
+    /// use rawpkt::{Burst, Pool, PoolConfig};
+    /// let pool = Pool::new(PoolConfig::default().buffers(64)).unwrap();
+    /// let mut b = Burst::new(&pool, 8);
+    /// assert_eq!(b.alloc(8, 60), 8);
+    /// assert_eq!(pool.free_count(), 56);
+    /// drop(b);
+    /// assert_eq!(pool.free_count(), 64);
+    /// ```
     pub fn free_count(&self) -> u32 {
         self.with_free(|f| f.len as u32)
     }
 
+    /// Bytes per buffer ([`PoolConfig::buf_size`]).
     pub fn buf_size(&self) -> u32 {
         self.buf_size
     }
@@ -150,6 +199,7 @@ impl Pool {
         f(unsafe { &mut *self.free.get() })
     }
 
+    /// Bytes kept in front of each received frame ([`PoolConfig::headroom`]).
     pub fn headroom(&self) -> u16 {
         self.headroom
     }
@@ -159,6 +209,8 @@ impl Pool {
         self.buf_size - u32::from(self.headroom)
     }
 
+    /// Whether the pool's memory is on 2 MiB hugepages or 4 KiB pages (no hugepages were free:
+    /// the device then walks more page-table entries, and `log` says so once).
     pub fn page_kind(&self) -> PageKind {
         self.region.page_kind()
     }
@@ -169,7 +221,7 @@ impl Pool {
     }
 
     /// The memory a NIC must register (one MR over the whole pool, as VPP does).
-    pub fn region(&self) -> &Arc<Region> {
+    pub(crate) fn region(&self) -> &Arc<Region> {
         &self.region
     }
 
@@ -245,6 +297,20 @@ impl Pool {
     #[inline]
     pub(crate) fn free_one(&self, idx: u32) {
         self.free_bulk(&[idx]);
+    }
+
+    /// The address of `len` bytes at `off` in buffer `buf`, checked to lie inside that buffer:
+    /// the one bound every slice of packet bytes ([`Burst::data`], [`Burst::data_mut`],
+    /// [`Burst::segments`]) rests on, whichever backend wrote the descriptor. Two compares; a
+    /// descriptor outside its buffer is a backend's bug, and panics here rather than reach
+    /// memory it does not own.
+    #[inline]
+    fn frame_ptr(&self, buf: u32, off: u16, len: u16) -> *mut u8 {
+        assert!(
+            buf < self.count && u32::from(off) + u32::from(len) <= self.buf_size,
+            "packet descriptor outside its buffer (buffer {buf}, bytes {off}..+{len})"
+        );
+        self.buf_ptr(buf, u32::from(off))
     }
 
     /// Address of byte `off` of buffer `idx` (no access is made).
@@ -371,18 +437,40 @@ impl BufGeometry<'_> {
     }
 }
 
-/// Receive-side facts a backend reports per packet (bits of [`Packet::flags`]).
+/// Bits of [`Packet::flags`]: what a backend reports per received packet (the low bits), and
+/// what a sender asks of the device per packet ([`Burst::set_flags`](crate::Burst::set_flags),
+/// the `TX_` bits). Receive bits are set where the device says so (mlx5's CQE; the model's);
+/// AF_XDP ports report none but `CHAINED`.
+///
+/// ```
+/// use rawpkt::flags;
+/// let f = flags::IPV4 | flags::UDP | flags::L3_CSUM_OK | flags::L4_CSUM_OK;
+/// assert!(f & flags::UDP != 0 && f & flags::TCP == 0);
+/// ```
 pub mod flags {
+    /// The IPv4 header checksum was checked and is right.
     pub const L3_CSUM_OK: u32 = 1 << 0;
+    /// The TCP or UDP checksum was checked and is right.
     pub const L4_CSUM_OK: u32 = 1 << 1;
+    /// An IPv4 frame.
     pub const IPV4: u32 = 1 << 2;
+    /// An IPv6 frame.
     pub const IPV6: u32 = 1 << 3;
+    /// A TCP segment.
     pub const TCP: u32 = 1 << 4;
+    /// A UDP datagram.
     pub const UDP: u32 = 1 << 5;
+    /// An IP fragment.
     pub const IP_FRAG: u32 = 1 << 6;
+    /// An IPv4 header with options.
     pub const IP_OPTIONS: u32 = 1 << 7;
+    /// The device stripped an 802.1Q tag ([`Packet::vlan_tci`](crate::Packet::vlan_tci) holds
+    /// it); asked with [`QueueConfig::rx_vlan_strip`](crate::QueueConfig::rx_vlan_strip).
     pub const VLAN_STRIPPED: u32 = 1 << 8;
+    /// [`Packet::rss_hash`](crate::Packet::rss_hash) holds the device's Toeplitz hash.
     pub const RSS_HASH: u32 = 1 << 9;
+    /// [`Packet::timestamp`](crate::Packet::timestamp) holds the receive time; asked with
+    /// [`QueueConfig::rx_timestamps`](crate::QueueConfig::rx_timestamps).
     pub const TIMESTAMP: u32 = 1 << 10;
     /// The packet spans several buffers ([`Burst::segments`](crate::Burst::segments)); set
     /// only by the burst and the backends, never by [`Burst::set_flags`](crate::Burst::set_flags).
@@ -400,6 +488,15 @@ pub mod flags {
 
 /// One packet descriptor in a burst: which buffer, where its bytes are, and what the NIC said.
 /// `repr(C)` so that `len` and `off` are one aligned 32-bit word (`Packet::set_len_off`).
+///
+/// ```
+/// use rawpkt::{flags, Burst, Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::default().buffers(8)).unwrap();
+/// let mut b = Burst::new(&pool, 8);
+/// b.push_copy(&[0u8; 60]);
+/// let p = b.packet(0);
+/// assert_eq!((p.len(), p.is_chained(), p.flags() & flags::TIMESTAMP), (60, false, 0));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Packet {
@@ -517,6 +614,7 @@ impl Packet {
             self.len as usize
         }
     }
+    /// A zero-length frame.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -547,6 +645,8 @@ impl Packet {
     pub fn timestamp(&self) -> u64 {
         self.timestamp
     }
+    /// The index of the packet's (first) buffer in its pool: what tracing or a zero-copy
+    /// forwarder's bookkeeping may key on.
     pub fn buffer_index(&self) -> u32 {
         self.buf
     }
@@ -576,6 +676,17 @@ impl std::fmt::Debug for Burst {
 }
 
 impl Burst {
+    /// An empty burst of up to `capacity` packets (at least 1) over `pool`: bursts of 32 to 64
+    /// are the usual size, as VPP's frames and DPDK's bursts are.
+    ///
+    /// ```
+    /// use rawpkt::{Burst, Pool, PoolConfig};
+    /// let pool = Pool::new(PoolConfig::default().buffers(64)).unwrap();
+    /// let mut b = Burst::new(&pool, 32);
+    /// assert!(b.push_copy(&[0xab; 60]));
+    /// assert_eq!((b.len(), b.room(), b.capacity()), (1, 31, 32));
+    /// assert_eq!(b.data(0), &[0xab; 60][..]);
+    /// ```
     pub fn new(pool: &Rc<Pool>, capacity: usize) -> Burst {
         let capacity = capacity.max(1);
         Burst {
@@ -587,18 +698,23 @@ impl Burst {
         }
     }
 
+    /// The pool the burst's buffers come from and go back to.
     pub fn pool(&self) -> &Rc<Pool> {
         &self.pool
     }
+    /// Packets in the burst.
     pub fn len(&self) -> usize {
         self.len
     }
+    /// No packet in the burst.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// Packets the burst holds at most.
     pub fn capacity(&self) -> usize {
         self.pkts.len()
     }
+    /// Packets it may still take: what an `rx_burst` fills at most.
     pub fn room(&self) -> usize {
         self.pkts.len() - self.len
     }
@@ -610,6 +726,7 @@ impl Burst {
         // it, `take_from` checks `room()`, and the rest only lower `len`.
         unsafe { self.pkts.get_unchecked(..self.len) }
     }
+    /// Packet `i`'s descriptor (panics past [`Burst::len`]).
     pub fn packet(&self, i: usize) -> &Packet {
         &self.packets()[i]
     }
@@ -618,16 +735,19 @@ impl Burst {
     /// [`Burst::segments`], [`Burst::copy_frame`]).
     pub fn data(&self, i: usize) -> &[u8] {
         let p = self.first_segment(i);
-        // SAFETY: buf < capacity and off + len <= buf_size (alloc/set_len/backends keep both); the
+        let at = self.pool.frame_ptr(p.buf, p.off, p.len);
+        // SAFETY: `frame_ptr` checked the bytes lie inside buffer `buf` of the pool's mapping; the
         // burst owns buf, so no device or burst writes it, and `&self` excludes `data_mut`.
-        unsafe { std::slice::from_raw_parts(self.pool.buf_ptr(p.buf, u32::from(p.off)), p.len as usize) }
+        unsafe { std::slice::from_raw_parts(at, p.len as usize) }
     }
 
     /// As [`Burst::data`], writable.
     pub fn data_mut(&mut self, i: usize) -> &mut [u8] {
         let p = self.first_segment(i);
-        // SAFETY: in bounds and owned as in `data`; `&mut self` makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.pool.buf_ptr(p.buf, u32::from(p.off)), p.len as usize) }
+        let at = self.pool.frame_ptr(p.buf, p.off, p.len);
+        // SAFETY: in bounds (checked) and owned as in `data`; `&mut self` makes this the only
+        // reference.
+        unsafe { std::slice::from_raw_parts_mut(at, p.len as usize) }
     }
 
     /// Changes the length of packet `i`, up to the end of its buffer.
@@ -792,11 +912,12 @@ impl Burst {
     pub fn segments(&self, i: usize) -> impl Iterator<Item = &[u8]> + '_ {
         let p = self.packets()[i];
         self.pool.segments_of(&p).map(move |(buf, off, len)| {
+            let at = self.pool.frame_ptr(buf, off, len);
             // Every buffer of the chain belongs to this burst's packet, so no device or other
             // burst writes it while `&self` lives.
-            // SAFETY: each segment lies inside its buffer (the chain's builder checked
-            // off + len <= buf_size), written by no one else (above).
-            unsafe { std::slice::from_raw_parts(self.pool.buf_ptr(buf, u32::from(off)), usize::from(len)) }
+            // SAFETY: the segment lies inside its buffer (`frame_ptr` checked it), written by no
+            // one else (above).
+            unsafe { std::slice::from_raw_parts(at, usize::from(len)) }
         })
     }
 
@@ -912,14 +1033,27 @@ impl Burst {
 }
 
 /// Why [`Burst::take_from`] moved nothing.
+///
+/// ```
+/// use rawpkt::{Burst, Pool, PoolConfig, TakeError};
+/// let pool = Pool::new(PoolConfig::default().buffers(8)).unwrap();
+/// let (mut a, mut b) = (Burst::new(&pool, 1), Burst::new(&pool, 1));
+/// assert_eq!(b.take_from(&mut a, 0), Err(TakeError::NoSuchPacket { index: 0, len: 0 }));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TakeError {
     /// The two bursts are of different pools: a buffer cannot change pools.
     ForeignPool,
     /// The receiving burst is full.
     NoRoom,
     /// The giving burst has no packet `index` (it holds `len`).
-    NoSuchPacket { index: usize, len: usize },
+    NoSuchPacket {
+        /// The packet asked for.
+        index: usize,
+        /// The packets the giving burst holds.
+        len: usize,
+    },
 }
 
 impl std::fmt::Display for TakeError {

@@ -27,7 +27,7 @@ mod port;
 use crate::spec::{Backend, PortOptions};
 use crate::Error;
 
-pub use crate::sys::rdma::{LibPaths, LoadError};
+use crate::sys::rdma::LibPaths;
 
 /// Opens `kind:rest` (`mlx5:` picks DV when it can, `verbs:` forces ibverbs).
 pub(crate) fn open_port(kind: &str, rest: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {

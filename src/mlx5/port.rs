@@ -579,6 +579,7 @@ impl Shared {
             for (r, v6) in split_by_family(rule) {
                 let qp = if v6 { &qp6 } else { &qp4 };
                 let mut attr = crate::flow::ibv_spec::compile(&r)
+                    .map(CompiledFlow)
                     .map_err(|e| Error::config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
                 let flow = Flow::create(qp, &mut attr, self.port_num).map_err(|e| match e.errno {
                     libc::EPERM | libc::EACCES => perm_err(&self.spec, e),
@@ -931,6 +932,19 @@ impl Drop for Mlx5Port {
         // (which keep their own objects alive) outlive it.
         let steering = self.shared.lock().steering.take();
         drop(steering);
+    }
+}
+
+/// A compiled rule as `ibv_create_flow` takes it.
+struct CompiledFlow(crate::flow::ibv_spec::VerbsFlowAttr);
+
+// SAFETY: a `VerbsFlowAttr` is built only by `ibv_spec::compile` and starts 8-aligned (its
+// `repr(C, align(8))`): an ibv_flow_attr followed by the specs its `size` counts, all inside it;
+// reached through `&mut self`, so writable and valid for the borrow.
+#[allow(unsafe_code)]
+unsafe impl crate::sys::rdma::FlowAttr for CompiledFlow {
+    fn as_attr_ptr(&mut self) -> *mut rdma_abi::ibv_flow_attr {
+        self.0.as_mut_ptr().cast()
     }
 }
 

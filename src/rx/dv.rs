@@ -15,6 +15,7 @@ use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
 use crate::mem::pool::{flags, Burst, Packet, Pool, SegLink};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
+/// A receive queue on a cyclic RQ: one WQE per frame, one buffer per data segment.
 pub struct DvRxQueue {
     rq: RqRing,
     cq: CqRing,
@@ -910,6 +911,8 @@ impl DvRxQueue {
         self.avx2 = avx2 && self.avx2;
     }
 
+    /// Receive WQEs posted and not yet completed. The DV tests read it (feature `internals`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn posted(&self) -> u32 {
         self.rq_pi.wrapping_sub(self.rq_ci)
     }

@@ -56,7 +56,7 @@ const LOG_MIN_WQE_BYTES: u32 = 14;
 /// stripping (the model, like `mlx5_ib`'s striding `create_rq`, leaves `vsd` set). Frames longer
 /// than a buffer arrive chained; `rx_max_frame` beyond a WQE's bytes is refused by
 /// [`DvStridingRxQueue::new`], which knows the WQE.
-pub fn refuse_other_options(cfg: &crate::QueueConfig, _pool: &Pool) -> Result<(), Error> {
+pub(crate) fn refuse_other_options(cfg: &crate::QueueConfig, _pool: &Pool) -> Result<(), Error> {
     if cfg.rx_vlan_strip {
         return Err(Error::config(
             "rx_striding takes no rx_vlan_strip: ask for one or the other",
@@ -106,6 +106,8 @@ pub fn params_for(pool: &Pool, caps: &mprq::Caps) -> Result<mprq::Params, Error>
 /// (a ConnectX-5's `max_wqe_sz_rq`), 16 of them the next segment.
 const MAX_STRIDES: u32 = 16;
 
+/// A receive queue on a striding (multi-packet) RQ: one WQE per 8 or 16 frames, one pool buffer
+/// per stride.
 pub struct DvStridingRxQueue {
     rq: StridingRqRing,
     cq: CqRing,

@@ -5,9 +5,13 @@
 /// producer store) is spread over more packets while the ring stays at least three quarters full.
 pub(crate) const REFILL_BATCH: u32 = 64;
 
-pub mod dv;
+// The Direct Verbs datapath: the mlx5 backend's and the model's.
+#[cfg(any(feature = "model", feature = "mlx5"))]
+pub(crate) mod dv;
+#[cfg(any(feature = "model", feature = "mlx5"))]
 mod dv_burst;
-pub mod dv_striding;
+#[cfg(any(feature = "model", feature = "mlx5"))]
+pub(crate) mod dv_striding;
 #[cfg(feature = "mlx5")]
 pub(crate) mod verbs;
 #[cfg(feature = "xdp")]

@@ -14,10 +14,24 @@ use rdma_abi::*;
 use super::REFILL_BATCH;
 use crate::dv::prm::syndrome;
 use crate::dv::ring::KeepAlive;
-use crate::failure::{wc_syndrome, DeviceFatal};
 use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::sys::rdma::{Cq, Mr, Wq};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
+
+/// Asks the port whether its device reported a fatal error and stopped.
+pub(crate) type DeviceFatal = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The mlx5 syndrome an ibverbs completion status stands for (rdma-core
+/// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps them one to one), for `Failure::from_mlx5`.
+pub(crate) fn wc_syndrome(status: ibv_wc_status) -> u8 {
+    match status {
+        IBV_WC_LOC_LEN_ERR => syndrome::LOCAL_LENGTH,
+        IBV_WC_LOC_QP_OP_ERR => syndrome::LOCAL_QP_OP,
+        IBV_WC_LOC_PROT_ERR => syndrome::LOCAL_PROT,
+        IBV_WC_WR_FLUSH_ERR => syndrome::WR_FLUSH,
+        _ => crate::failure::NO_SYNDROME,
+    }
+}
 
 /// Completions polled per `ibv_poll_cq` call at most.
 const WC_BATCH: usize = 256;
@@ -282,5 +296,30 @@ impl Drop for VerbsRxQueue {
         if self.failed.is_none() && self.wq.set_state(IBV_WQS_RESET).is_ok() {
             self.release_posted();
         }
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+    use crate::{Failure, FailureKind};
+
+    #[test]
+    fn every_ibverbs_status_and_syndrome_has_its_kind() {
+        let cases = [
+            (IBV_WC_LOC_LEN_ERR, FailureKind::LocalLength),
+            (IBV_WC_LOC_QP_OP_ERR, FailureKind::LocalOperation),
+            (IBV_WC_LOC_PROT_ERR, FailureKind::Protection),
+            (IBV_WC_WR_FLUSH_ERR, FailureKind::Flushed),
+            (IBV_WC_REM_ACCESS_ERR, FailureKind::Other),
+        ];
+        for (status, kind) in cases {
+            let f = Failure::from_mlx5(wc_syndrome(status));
+            assert_eq!(f.kind, kind, "{status}");
+            assert_eq!(f.syndrome.is_some(), kind != FailureKind::Other, "{status}");
+        }
+        let f = Failure::from_mlx5(syndrome::REMOTE_ACCESS);
+        assert_eq!((f.kind, f.syndrome), (FailureKind::Other, Some(0x13)));
+        assert_eq!(f.to_string(), "completion error (completion syndrome 0x13)");
     }
 }

@@ -37,6 +37,7 @@ pub const MAX_TX_INLINE: usize = (MAX_WQE_DS as usize - 1) * DS_BYTES - ESEG_INL
 const _: () =
     assert!(flags::TX_L3_CSUM >> 10 == ETH_WQE_L3_CSUM as u32 && flags::TX_L4_CSUM >> 10 == ETH_WQE_L4_CSUM as u32);
 
+/// A send queue on an mlx5 SQ: WQEs written in place, one doorbell per burst.
 pub struct DvTxQueue {
     sq: SqRing,
     cq: CqRing,

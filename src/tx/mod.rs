@@ -1,6 +1,8 @@
 //! Transmit burst paths, one module per backend.
 
-pub mod dv;
+// The Direct Verbs datapath: the mlx5 backend's and the model's.
+#[cfg(any(feature = "model", feature = "mlx5"))]
+pub(crate) mod dv;
 #[cfg(feature = "mlx5")]
 pub(crate) mod verbs;
 #[cfg(feature = "xdp")]

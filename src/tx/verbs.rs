@@ -15,8 +15,8 @@ use rdma_abi::*;
 
 use crate::dv::prm::syndrome;
 use crate::dv::ring::KeepAlive;
-use crate::failure::{wc_syndrome, DeviceFatal};
 use crate::mem::pool::{flags, Burst, Pool};
+use crate::rx::verbs::{wc_syndrome, DeviceFatal};
 use crate::sys::rdma::{Cq, Mr, Qp};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 

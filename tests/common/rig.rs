@@ -29,12 +29,8 @@ pub fn rig(q: QueueConfig, model: ModelConfig, buffers: u32) -> Rig {
 /// [`rig`] with an RX CQ that compresses completions into mini-CQEs of format `rx_comp`.
 pub fn rig_with(q: QueueConfig, model: ModelConfig, buffers: u32, rx_comp: Option<MiniFormat>) -> Rig {
     let nic = Nic::new(vec![Link::Peer(1), Link::Peer(0)], model).unwrap();
-    let pool = Pool::new(PoolConfig {
-        buffers,
-        ..PoolConfig::default()
-    })
-    .unwrap();
-    let lkey = nic.register_mr(pool.region());
+    let pool = Pool::new(PoolConfig::default().buffers(buffers)).unwrap();
+    let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let tx_cq = nic.create_cq(q.size).unwrap();
     let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
     // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.

@@ -19,17 +19,16 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use rawpkt::mlx5::LibPaths;
+use rawpkt::LibPaths;
 use rawpkt::{Burst, Pool, PoolConfig, Port, PortOptions, QueueConfig, RxQueue, TxQueue};
 use rawpkt_wire::rule::FlowRule;
 
 /// [`rawpkt::open_with`] on the environment's rdma-core files (`RAWPKT_LIBIBVERBS`: this
 /// library), as the tools take them.
 fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, rawpkt::Error> {
-    let opts = PortOptions {
-        rdma_core: LibPaths::from_env().or_else(|| opts.rdma_core.clone()),
-        ..opts.clone()
-    };
+    let opts = opts
+        .clone()
+        .rdma_core(LibPaths::from_env().or_else(|| opts.rdma_core.clone()));
     rawpkt::open_with(spec, &opts)
 }
 
@@ -189,22 +188,12 @@ fn send(tx: &mut dyn TxQueue, b: &mut Burst, frames: impl Iterator<Item = Vec<u8
 }
 
 fn run(p: &Plan) -> Result<String, String> {
-    let pool: Rc<Pool> = Pool::new(PoolConfig {
-        buffers: 4096,
-        ..PoolConfig::default()
-    })
-    .map_err(|e| format!("pool: {e}"))?;
-    let q = QueueConfig {
-        size: 1024,
-        ..QueueConfig::default()
-    };
+    let pool: Rc<Pool> = Pool::new(PoolConfig::default().buffers(4096)).map_err(|e| format!("pool: {e}"))?;
+    let q = QueueConfig::default().size(1024);
     let tx_port = open_with(&p.tx, &PortOptions::default()).map_err(|e| format!("{}: {e}", p.tx))?;
     let mac = p.dst.map(|b| format!("{b:02x}")).join(":");
     let rule: FlowRule = format!("dst-mac {mac}").parse().map_err(|e| format!("rule: {e}"))?;
-    let rx_opts = PortOptions {
-        rules: vec![rule],
-        ..PortOptions::default()
-    };
+    let rx_opts = PortOptions::default().rules(vec![rule]);
     let rx_port = open_with(&p.rx, &rx_opts).map_err(|e| format!("{}: {e}", p.rx))?;
     let mut tx = tx_port.tx_queue(0, &pool, &q).map_err(|e| format!("{}: {e}", p.tx))?;
     let mut rx = rx_port.rx_queue(0, &pool, &q).map_err(|e| format!("{}: {e}", p.rx))?;

@@ -1469,13 +1469,13 @@ unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *
             if let Some(kind) = special {
                 return create_special_flow(g, qp, bytes, kind);
             }
-            let parsed = rawpkt::flow::ibv_spec::parse(&bytes).map_err(|e| e.errno)?;
+            let parsed = rawpkt_wire::ibv_spec::parse(&bytes).map_err(|e| e.errno)?;
             let refused = crate::objects::lock(&g.refuse_flow).clone();
             if !refused.is_empty()
                 && parsed
                     .spec_types
                     .iter()
-                    .any(|&t| rawpkt::flow::ibv_spec::spec_type_name(t) == refused)
+                    .any(|&t| rawpkt_wire::ibv_spec::spec_type_name(t) == refused)
             {
                 return Err(libc::EOPNOTSUPP);
             }
@@ -1545,7 +1545,7 @@ fn create_special_flow(
     bytes[type_at..type_at + 4].copy_from_slice(&IBV_FLOW_ATTR_NORMAL.to_ne_bytes());
     let kept = flags & !(IBV_FLOW_ATTR_FLAGS_DONT_TRAP | IBV_FLOW_ATTR_FLAGS_EGRESS);
     bytes[flags_at..flags_at + 4].copy_from_slice(&kept.to_ne_bytes());
-    match rawpkt::flow::ibv_spec::parse(&bytes) {
+    match rawpkt_wire::ibv_spec::parse(&bytes) {
         Ok(_) => {}
         Err(e) if e.errno == libc::EOPNOTSUPP => {}
         Err(e) => return Err(e.errno),

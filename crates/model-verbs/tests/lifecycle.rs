@@ -9,10 +9,8 @@ use std::ptr::{null, null_mut};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
-use rawpkt::dv::ring::{CqInfo, RwqInfo, SqInfo};
-use rawpkt::dv::{DvCaps, DvControl};
-use rawpkt::rx::dv::DvRxQueue;
-use rawpkt::tx::dv::DvTxQueue;
+use rawpkt::internals::ring::{CqInfo, RwqInfo, SqInfo};
+use rawpkt::internals::{DvCaps, DvControl, DvRxQueue, DvTxQueue};
 use rawpkt::{Burst, Pool, PoolConfig, QueueConfig, RxQueue, TxQueue};
 use rawpkt_model_verbs::*;
 use rawpkt_wire::rule::FlowRule;
@@ -121,7 +119,7 @@ unsafe fn rx(d: &Dev, size: u32) -> Rx {
 }
 
 unsafe fn rss_qp(d: &Dev, ind: *mut ibv_rwq_ind_table, key_len: u8, fields: u64, func: u8) -> *mut ibv_qp {
-    let mut key = rawpkt::flow::rss::DEFAULT_KEY;
+    let mut key = rawpkt_wire::rss::DEFAULT_KEY;
     let mut a: ibv_qp_init_attr_ex = std::mem::zeroed();
     a.qp_type = IBV_QPT_RAW_PACKET;
     a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
@@ -135,7 +133,7 @@ unsafe fn rss_qp(d: &Dev, ind: *mut ibv_rwq_ind_table, key_len: u8, fields: u64,
 }
 
 unsafe fn flow(qp: *mut ibv_qp, rule: &FlowRule) -> *mut ibv_flow {
-    let mut blob = rawpkt::flow::ibv_spec::compile(rule).unwrap();
+    let mut blob = rawpkt_wire::ibv_spec::compile(rule).unwrap();
     (*vctx((*qp).context)).ibv_create_flow.unwrap()(qp, blob.as_mut_ptr().cast())
 }
 
@@ -323,7 +321,7 @@ fn errnos_and_use_counts() {
             priority: 15,
             ..FlowRule::own_mac(MAC1)
         };
-        let mut blob = rawpkt::flow::ibv_spec::compile(&prio16).unwrap();
+        let mut blob = rawpkt_wire::ibv_spec::compile(&prio16).unwrap();
         *blob.as_mut_ptr().add(10) = 16;
         assert!((*v).ibv_create_flow.unwrap()(rss, blob.as_mut_ptr().cast()).is_null() && errno() == libc::ENOMEM);
         assert_eq!(rawpkt_model_set(c"refuse_flow".as_ptr(), c"udp".as_ptr()), 0);
@@ -454,12 +452,8 @@ fn dv_datapath_over_init_obj() {
     unsafe {
         let d0 = open(0);
         let d1 = open(1);
-        let pool = Pool::new(PoolConfig {
-            buffers: 4096,
-            ..PoolConfig::default()
-        })
-        .unwrap();
-        let region = pool.region();
+        let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+        let region = rawpkt::internals::pool_region(&pool);
         let mr0 = ibv_reg_mr(d0.pd, region.base().cast(), region.len(), 1);
         let mr1 = ibv_reg_mr(d1.pd, region.base().cast(), region.len(), 1);
         assert!(!mr0.is_null() && !mr1.is_null());
@@ -530,10 +524,7 @@ fn dv_datapath_over_init_obj() {
             qp: qp as usize,
             wq: r.wq as usize,
         });
-        let cfg = QueueConfig {
-            size,
-            ..QueueConfig::default()
-        };
+        let cfg = QueueConfig::default().size(size);
         let caps = DvCaps::CONNECTX5;
         // SAFETY: (inside this test's unsafe block) the QP, WQ and CQs were created above for these
         // two queues alone and outlive them.
@@ -1121,7 +1112,7 @@ fn qp_create_flags_as_mlx5_ib_takes_them() {
         assert!(!send_only.is_null(), "errno {}", errno());
         // An RSS QP takes no create flag.
         let r = rx(&d, 16);
-        let mut key = rawpkt::flow::rss::DEFAULT_KEY;
+        let mut key = rawpkt_wire::rss::DEFAULT_KEY;
         let mut ra: ibv_qp_init_attr_ex = std::mem::zeroed();
         ra.qp_type = IBV_QPT_RAW_PACKET;
         ra.comp_mask =

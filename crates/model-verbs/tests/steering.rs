@@ -170,7 +170,7 @@ unsafe fn typed_flow(qp: *mut ibv_qp, type_: u32, flags: u32, priority: u16) -> 
 }
 
 unsafe fn rule_flow(qp: *mut ibv_qp, rule: &FlowRule) -> *mut ibv_flow {
-    let mut blob = rawpkt::flow::ibv_spec::compile(rule).unwrap();
+    let mut blob = rawpkt_wire::ibv_spec::compile(rule).unwrap();
     (*vctx((*qp).context)).ibv_create_flow.unwrap()(qp, blob.as_mut_ptr().cast())
 }
 

@@ -15,8 +15,10 @@
 pub mod afpacket;
 #[cfg(feature = "xdp")]
 pub mod bpf;
+mod lib_paths;
 #[cfg(feature = "xdp")]
 pub mod netdev;
+pub use lib_paths::LibPaths;
 #[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod region;

@@ -8,17 +8,16 @@
 //!   these files rather than by soname (a private copy, or the model library `model-verbs`); one
 //!   of them alone leaves the other at its soname.
 
-use rawpkt::mlx5::LibPaths;
+use rawpkt::LibPaths;
 use rawpkt::{Error, ModelOptions, Port, PortOptions};
 
 /// [`ModelOptions`] from the model's variables (`mlx5_model::env`).
 pub fn model_options() -> ModelOptions {
     let e = mlx5_model::env::EnvOptions::read();
-    ModelOptions {
-        cpu: e.cpu,
-        trace: e.trace,
-        rx_capacity_pps: e.rx_capacity_pps,
-    }
+    ModelOptions::default()
+        .cpu(e.cpu)
+        .trace(e.trace)
+        .rx_capacity_pps(e.rx_capacity_pps)
 }
 
 /// The rdma-core files `RAWPKT_LIBIBVERBS` and `RAWPKT_LIBMLX5` name; None if neither is set.
@@ -34,10 +33,9 @@ pub fn open(spec: &str) -> Result<Port, Error> {
 /// [`rawpkt::open_with`] with `opts`' model options replaced by those the environment gives, and
 /// its rdma-core files by those the environment names (if it names any).
 pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
-    let opts = PortOptions {
-        model: model_options(),
-        rdma_core: rdma_core().or_else(|| opts.rdma_core.clone()),
-        ..opts.clone()
-    };
+    let opts = opts
+        .clone()
+        .model(model_options())
+        .rdma_core(rdma_core().or_else(|| opts.rdma_core.clone()));
     rawpkt::open_with(spec, &opts)
 }

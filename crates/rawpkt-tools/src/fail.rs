@@ -72,13 +72,10 @@ mod tests {
     #[test]
     fn a_spec_error_is_a_usage_mistake_and_a_device_error_a_failure() {
         let usage = Fail::rawpkt("--port x", rawpkt::open("x").unwrap_err());
-        let opts = rawpkt::PortOptions {
-            rdma_core: Some(rawpkt::mlx5::LibPaths {
-                ibverbs: "/nonexistent/libibverbs.so.1".into(),
-                mlx5: "/nonexistent/libmlx5.so.1".into(),
-            }),
-            ..Default::default()
-        };
+        let opts = rawpkt::PortOptions::default().rdma_core(Some(rawpkt::LibPaths {
+            ibverbs: "/nonexistent/libibverbs.so.1".into(),
+            mlx5: "/nonexistent/libmlx5.so.1".into(),
+        }));
         let device = Fail::rawpkt("--port y", rawpkt::open_with("mlx5:mlx5_0/1", &opts).unwrap_err());
         assert_eq!((usage.code(), device.code()), (2, 1));
         assert_eq!(

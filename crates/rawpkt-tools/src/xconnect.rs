@@ -151,11 +151,8 @@ impl Generator {
         let setup = || -> Result<_, Fail> {
             let q = QueueConfig::default();
             let pinned: usize = self.far.iter().map(|p| p.buffers_pinned(&q)).sum();
-            let pool = Pool::new(PoolConfig {
-                buffers: (pinned + 4 * burst) as u32,
-                ..PoolConfig::default()
-            })
-            .map_err(|e| Fail::rawpkt("generator: packet pool", e))?;
+            let pool = Pool::new(PoolConfig::default().buffers((pinned + 4 * burst) as u32))
+                .map_err(|e| Fail::rawpkt("generator: packet pool", e))?;
             let mut queues = Vec::new();
             for port in &self.far {
                 let what = |e: rawpkt::Error| Fail::rawpkt(format!("generator on {}", port.spec()), e);

@@ -37,11 +37,7 @@ const TIME_LIMIT: Duration = Duration::from_secs(25);
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn pool(buffers: u32) -> Rc<Pool> {
-    Pool::new(PoolConfig {
-        buffers,
-        ..PoolConfig::default()
-    })
-    .unwrap()
+    Pool::new(PoolConfig::default().buffers(buffers)).unwrap()
 }
 
 /// Set when a thread fails, so that the others stop waiting for it.

@@ -353,11 +353,7 @@ fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
     // keeps its default rules (frames to its own MAC), which every test frame matches.
     let gen_port = rawpkt::open(&format!("xdp:{},netns={}", t.gen, t.gen_ns)).expect("open the generator port");
     let sink_port = rawpkt::open(&format!("xdp:{},netns={}", t.sink, t.sink_ns)).expect("open the sink port");
-    let pool = Pool::new(PoolConfig {
-        buffers: 8192,
-        ..PoolConfig::default()
-    })
-    .expect("pool");
+    let pool = Pool::new(PoolConfig::default().buffers(8192)).expect("pool");
     let q = QueueConfig::default();
     let mut tx = gen_port.tx_queue(0, &pool, &q).expect("generator TX queue");
     let mut rx = sink_port.rx_queue(0, &pool, &q).expect("sink RX queue");

@@ -6,6 +6,8 @@
 //! - [`rule`]: a flow rule, described once for every backend; [`syntax`]: its text form.
 //! - [`matcher`]: a software matcher that decides what a set of rules does with a frame, as a
 //!   NIC's steering would (the model NIC steers with it; the tests check the compilers with it).
+//! - `ibv_spec` (feature `ibv`): a rule as rdma-core's `struct ibv_flow_attr` and its specs
+//!   (what `ibv_create_flow` takes), and back, as the kernel reads them.
 //! - [`rss`]: the Toeplitz hash that spreads a port's frames over its receive queues.
 //! - [`text`]: how user input is echoed in one-line messages (control characters escaped, long
 //!   input cut).
@@ -17,6 +19,8 @@
 //! ```
 #![deny(unsafe_code)]
 
+#[cfg(feature = "ibv")]
+pub mod ibv_spec;
 pub mod matcher;
 pub mod rss;
 pub mod rule;

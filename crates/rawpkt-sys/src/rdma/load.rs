@@ -7,16 +7,13 @@
 //! re-implemented over the op tables in [`super::ops`].
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_int, c_void, OsStr, OsString};
+use std::ffi::{c_char, c_int, c_void, OsStr};
 use std::sync::{Arc, Mutex};
 
 use libloading::Library;
 use rdma_abi::*;
 
-/// Soname of libibverbs (rdma-core's `libibverbs/libibverbs.map.in`: IBVERBS_1.x).
-pub const LIBIBVERBS: &str = "libibverbs.so.1";
-/// Soname of the mlx5 provider, which also exports the `mlx5dv_*` functions (MLX5_1.x).
-pub const LIBMLX5: &str = "libmlx5.so.1";
+pub use crate::lib_paths::{LibPaths, LIBIBVERBS, LIBMLX5};
 
 const INSTALL_HINT: &str =
     "install it with `apt-get install ibverbs-providers libibverbs1` (Debian/Ubuntu) or `dnf install libibverbs`";
@@ -50,43 +47,6 @@ impl std::fmt::Display for LoadError {
 }
 
 impl std::error::Error for LoadError {}
-
-/// Where the two libraries come from.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LibPaths {
-    pub ibverbs: OsString,
-    pub mlx5: OsString,
-}
-
-/// The sonames, as the dynamic loader finds them.
-impl Default for LibPaths {
-    fn default() -> LibPaths {
-        LibPaths {
-            ibverbs: LIBIBVERBS.into(),
-            mlx5: LIBMLX5.into(),
-        }
-    }
-}
-
-impl LibPaths {
-    /// The files `RAWPKT_LIBIBVERBS` and `RAWPKT_LIBMLX5` name (a private copy of rdma-core, or
-    /// the model library), the soname for the one not set; None if neither is. The library never
-    /// reads them itself: the tools and the model library's own traffic do.
-    pub fn from_env() -> Option<LibPaths> {
-        let (ibverbs, mlx5) = (
-            std::env::var_os("RAWPKT_LIBIBVERBS"),
-            std::env::var_os("RAWPKT_LIBMLX5"),
-        );
-        if ibverbs.is_none() && mlx5.is_none() {
-            return None;
-        }
-        let sonames = LibPaths::default();
-        Some(LibPaths {
-            ibverbs: ibverbs.unwrap_or(sonames.ibverbs),
-            mlx5: mlx5.unwrap_or(sonames.mlx5),
-        })
-    }
-}
 
 /// Function pointers of libibverbs' exported (non-inline) verbs, with the library kept loaded.
 pub struct Ibverbs {

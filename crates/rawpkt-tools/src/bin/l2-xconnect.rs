@@ -141,10 +141,7 @@ impl Core {
         let q = QueueConfig::default();
         // A pool holds what its queues can pin, and the bursts on top.
         let pool = |pinned: usize| {
-            let cfg = PoolConfig {
-                buffers: (pinned + 4 * how.burst) as u32,
-                ..PoolConfig::default()
-            };
+            let cfg = PoolConfig::default().buffers((pinned + 4 * how.burst) as u32);
             Pool::new(cfg).map_err(|e| Fail::rawpkt("packet pool", e))
         };
         let (pin_a, pin_b) = (a.buffers_pinned(&q), b.buffers_pinned(&q));

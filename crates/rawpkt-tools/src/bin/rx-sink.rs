@@ -74,15 +74,8 @@ fn run() -> Result<(), Fail> {
     let stop = rawpkt_sys::signal::stop_flag();
     let port = open(&spec).map_err(|e| Fail::rawpkt(rawpkt_wire::text::echo(&spec), e))?;
     rawpkt_sys::errln!("rx-sink: {}", port.description());
-    let pool = Pool::new(PoolConfig {
-        buffers: 16384,
-        ..PoolConfig::default()
-    })
-    .map_err(|e| Fail::rawpkt("packet pool", e))?;
-    let q = QueueConfig {
-        size: 4096,
-        ..QueueConfig::default()
-    };
+    let pool = Pool::new(PoolConfig::default().buffers(16384)).map_err(|e| Fail::rawpkt("packet pool", e))?;
+    let q = QueueConfig::default().size(4096);
     let mut rx = port.rx_queue(0, &pool, &q).map_err(|e| Fail::rawpkt(&spec, e))?;
     let mut burst = Burst::new(&pool, 64);
     let (mut last, mut last_n, mut idle) = (Instant::now(), 0u64, 0u32);

@@ -414,10 +414,7 @@ fn check_rx_mode(cfg: &Config, rx_port: Option<&rawpkt::Port>) {
         return;
     };
     if cfg.rx_queue.rx_cqe_compression && nic.counters().cqe_sessions == 0 {
-        let ran = rawpkt::QueueConfig {
-            rx_cqe_compression: false,
-            ..cfg.rx_queue.clone()
-        };
+        let ran = cfg.rx_queue.clone().rx_cqe_compression(false);
         rawpkt_sys::errln!(
             "pktgen: --rx-mode {}: the model device wrote no compressed completions for --rx-port {}: what ran was {}",
             cfg.rx_queue.rx_mode(),

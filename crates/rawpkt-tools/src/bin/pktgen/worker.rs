@@ -346,11 +346,8 @@ pub(crate) fn transmit(
     // The latency stream's queue, on the first core, holds buffers too.
     let lat_queue = u16::from(plan.core == 0 && streams.iter().any(|s| s.spec.latency));
     let buffers = (u32::from(plan.queues + lat_queue) * qcfg.size * 2 + 4 * plan.burst as u32).next_power_of_two();
-    let pool = Pool::new(PoolConfig {
-        buffers,
-        ..PoolConfig::default()
-    })
-    .map_err(|e| Fail::rawpkt(format_args!("core {}: packet pool", plan.core), e))?;
+    let pool = Pool::new(PoolConfig::default().buffers(buffers))
+        .map_err(|e| Fail::rawpkt(format_args!("core {}: packet pool", plan.core), e))?;
     let largest = streams.iter().map(|s| s.traffic.largest()).max().unwrap_or(0);
     if largest > pool.data_room() as usize {
         return Err(Fail::Runtime(format!(
@@ -662,16 +659,9 @@ impl Receiver {
             }
             _ => None,
         };
-        let qcfg = QueueConfig {
-            size: 4096,
-            rx_timestamps: dev_epoch.is_some(),
-            ..plan.rx_queue.clone()
-        };
-        let pool = Pool::new(PoolConfig {
-            buffers: 16384,
-            ..PoolConfig::default()
-        })
-        .map_err(|e| Fail::rawpkt("receiver: packet pool", e))?;
+        let qcfg = plan.rx_queue.clone().size(4096).rx_timestamps(dev_epoch.is_some());
+        let pool =
+            Pool::new(PoolConfig::default().buffers(16384)).map_err(|e| Fail::rawpkt("receiver: packet pool", e))?;
         let rx = plan
             .port
             .rx_queue(0, &pool, &qcfg)

@@ -7,7 +7,7 @@
 use std::mem::{offset_of, size_of};
 
 use super::*;
-use crate::flow::rule::FlowRule;
+use crate::rule::FlowRule;
 use rdma_abi::{
     ibv_flow_attr, ibv_flow_eth_filter, ibv_flow_ipv4_filter, ibv_flow_ipv6_filter, ibv_flow_spec_eth,
     ibv_flow_spec_ipv4, ibv_flow_spec_ipv6, ibv_flow_spec_tcp_udp, ibv_flow_tcp_udp_filter,
@@ -251,7 +251,7 @@ fn every_blob_walks_like_libibverbs_walks_it() {
         assert_eq!(usize::from(u16_at(8)), b.len(), "{text}: attr.size");
         assert_eq!(u16_at(10), rule.priority);
         assert_eq!((b[12], b[13]), (attr.num_of_specs(), PORT));
-        let copy = rule.action == crate::flow::rule::Action::Copy;
+        let copy = rule.action == crate::rule::Action::Copy;
         assert_eq!(u32_at(16), if copy { IBV_FLOW_ATTR_FLAGS_DONT_TRAP } else { 0 });
         let mut at = size_of::<ibv_flow_attr>();
         for i in 0..attr.num_of_specs() {

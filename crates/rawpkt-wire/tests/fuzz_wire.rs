@@ -16,8 +16,8 @@ use rawpkt_test_support::fuzz;
 use fuzz::frames::{frame, rule};
 
 use etherparse::{Ethernet2HeaderSlice, Ipv4HeaderSlice, Ipv6HeaderSlice, SingleVlanHeaderSlice, TcpHeaderSlice};
-use rawpkt::flow::rule::{FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch};
-use rawpkt::flow::wire::{self, Headers, IpHeader, Parsed, L3, L4};
+use rawpkt_wire::rule::{FlowRule, IpMatch, Ipv4Prefix, Ipv6Prefix, MacMatch};
+use rawpkt_wire::wire::{self, Headers, IpHeader, Parsed, L3, L4};
 
 fn be16(f: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([f[at], f[at + 1]])

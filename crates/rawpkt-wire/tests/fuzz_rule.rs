@@ -12,8 +12,8 @@
 
 use rawpkt_test_support::fuzz;
 
-use rawpkt::flow::rule::FlowRule;
-use rawpkt::flow::syntax::parse;
+use rawpkt_wire::rule::FlowRule;
+use rawpkt_wire::syntax::parse;
 
 /// Longest line an error may print, in characters, for any input: the rule is shown cut to a
 /// window around the bad token and echoed tokens are cut too.

@@ -36,8 +36,8 @@ use rdma_abi::{
     IBV_FLOW_SPEC_MPLS, IBV_FLOW_SPEC_TCP, IBV_FLOW_SPEC_UDP, IBV_FLOW_SPEC_VXLAN_TUNNEL,
 };
 
-use super::rule::{Action, FlowRule, IpMatch, RuleError};
-use super::wire::{IPPROTO_TCP, IPPROTO_UDP};
+use crate::rule::{Action, FlowRule, IpMatch, RuleError};
+use crate::wire::{IPPROTO_TCP, IPPROTO_UDP};
 
 /// verbs.h `struct ibv_flow_spec`'s `hdr`, the `{ type; size; }` every spec starts with:
 /// libibverbs reads it before it knows which spec it has, and so do [`parse`] and the encoder.
@@ -128,23 +128,15 @@ impl VerbsFlowAttr {
         &self.bytes[..self.len]
     }
 
-    /// For FFI calls that take a mutable pointer (the kernel only reads it).
+    /// For FFI calls that take a mutable pointer (the kernel only reads it). The bytes start
+    /// 8-aligned and hold an `ibv_flow_attr` followed by the `num_of_specs` specs its `size`
+    /// counts: [`compile`] is the only way to build one.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.bytes.as_mut_ptr()
     }
 
     pub fn num_of_specs(&self) -> u8 {
         self.specs
-    }
-}
-
-// SAFETY: `#[repr(C, align(8))]` puts the bytes 8-aligned, and `compile` is the only way to
-// build one: an ibv_flow_attr followed by `num_of_specs` specs its `size` counts, all inside
-// `bytes`. The attr is reached through `&mut self`, so writable and valid for the borrow.
-#[allow(unsafe_code)]
-unsafe impl crate::sys::rdma::FlowAttr for VerbsFlowAttr {
-    fn as_attr_ptr(&mut self) -> *mut ibv_flow_attr {
-        self.bytes.as_mut_ptr().cast()
     }
 }
 
@@ -247,7 +239,7 @@ fn be16(v: Option<u16>, mask: u16) -> (u16, u16) {
     v.map_or((0, 0), |v| (v.to_be(), mask.to_be()))
 }
 
-fn mac(m: Option<super::rule::MacMatch>) -> ([u8; 6], [u8; 6]) {
+fn mac(m: Option<crate::rule::MacMatch>) -> ([u8; 6], [u8; 6]) {
     m.map_or(([0; 6], [0; 6]), |m| (m.addr(), m.mask()))
 }
 
@@ -315,7 +307,7 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
         Some(IpMatch::V4 { src, dst }) => {
             specs += 1;
             // The octets are already in network order: read them as a native u32 to keep it so.
-            let addr = |p: Option<super::rule::Ipv4Prefix>| {
+            let addr = |p: Option<crate::rule::Ipv4Prefix>| {
                 p.map_or((0, 0), |p| {
                     (u32::from_ne_bytes(p.octets()), u32::from_ne_bytes(p.mask()))
                 })
@@ -330,7 +322,7 @@ pub fn compile(rule: &FlowRule) -> Result<VerbsFlowAttr, VerbsError> {
         }
         Some(IpMatch::V6 { src, dst }) => {
             specs += 1;
-            let addr = |p: Option<super::rule::Ipv6Prefix>| p.map_or(([0; 16], [0; 16]), |p| (p.octets(), p.mask()));
+            let addr = |p: Option<crate::rule::Ipv6Prefix>| p.map_or(([0; 16], [0; 16]), |p| (p.octets(), p.mask()));
             let ((s, sm), (d, dm)) = (addr(src), addr(dst));
             // Protocols other than TCP/UDP travel in next_hdr; TCP/UDP go in their own spec.
             let (next, next_mask) = match rule.ip_proto {
@@ -486,24 +478,24 @@ fn exact16(what: &str, val: u16, mask: u16) -> Result<Option<u16>, FlowParseErro
     }
 }
 
-fn v4_prefix(what: &str, val: [u8; 4], mask: [u8; 4]) -> Result<Option<super::rule::Ipv4Prefix>, FlowParseError> {
+fn v4_prefix(what: &str, val: [u8; 4], mask: [u8; 4]) -> Result<Option<crate::rule::Ipv4Prefix>, FlowParseError> {
     check_masked(what, &val, &mask)?;
     if mask == [0; 4] {
         return Ok(None);
     }
     let len = prefix_len(&mask).ok_or_else(|| model_limit(format!("{what}: mask is not a prefix")))?;
-    super::rule::Ipv4Prefix::new(std::net::Ipv4Addr::from(val), len)
+    crate::rule::Ipv4Prefix::new(std::net::Ipv4Addr::from(val), len)
         .map(Some)
         .map_err(|e| einval(format!("{what}: {e}")))
 }
 
-fn v6_prefix(what: &str, val: [u8; 16], mask: [u8; 16]) -> Result<Option<super::rule::Ipv6Prefix>, FlowParseError> {
+fn v6_prefix(what: &str, val: [u8; 16], mask: [u8; 16]) -> Result<Option<crate::rule::Ipv6Prefix>, FlowParseError> {
     check_masked(what, &val, &mask)?;
     if mask == [0; 16] {
         return Ok(None);
     }
     let len = prefix_len(&mask).ok_or_else(|| model_limit(format!("{what}: mask is not a prefix")))?;
-    super::rule::Ipv6Prefix::new(std::net::Ipv6Addr::from(val), len)
+    crate::rule::Ipv6Prefix::new(std::net::Ipv6Addr::from(val), len)
         .map(Some)
         .map_err(|e| einval(format!("{what}: {e}")))
 }
@@ -644,13 +636,13 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedFlow, FlowParseError> {
 fn eth_spec(s: &Reader, rule: &mut FlowRule) -> Result<(), FlowParseError> {
     let (v, m) = (offset_of!(ibv_flow_spec_eth, val), offset_of!(ibv_flow_spec_eth, mask));
     let f = |base: usize, field: usize| base + field;
-    let mac = |off: usize, what: &str| -> Result<Option<super::rule::MacMatch>, FlowParseError> {
+    let mac = |off: usize, what: &str| -> Result<Option<crate::rule::MacMatch>, FlowParseError> {
         let (val, mask): ([u8; 6], [u8; 6]) = (s.arr(f(v, off)), s.arr(f(m, off)));
         check_masked(what, &val, &mask)?;
         if mask == [0; 6] {
             return Ok(None);
         }
-        super::rule::MacMatch::masked(val, mask)
+        crate::rule::MacMatch::masked(val, mask)
             .map(Some)
             .map_err(|e| einval(e.to_string()))
     };

@@ -2,8 +2,8 @@
 //! rule set's kernel semantics: copy then steal, priorities, flow-group order.
 
 use etherparse::{IpFragOffset, IpHeaders, IpNumber, Ipv4Header, PacketBuilder, VlanId};
-use rawpkt::flow::matcher::{RuleSet, RuleSetError, Verdict, MAX_RULES};
-use rawpkt::flow::rule::FlowRule;
+use rawpkt_wire::matcher::{RuleSet, RuleSetError, Verdict, MAX_RULES};
+use rawpkt_wire::rule::FlowRule;
 
 const OWN: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 const PEER: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
