@@ -1,22 +1,23 @@
 #!/usr/bin/env python3
-"""The crate's module graph: which module imports which, the cycles between rooms, and whether
-`sys/` stays a leaf.
+"""The workspace's graph: which crate depends on which, and inside each crate which module imports
+which; cycles and layering mistakes are problems.
 
-A "room" is a top-level module of the crate (`dv`, `flow`, `mlx5`, `rx`, `sys`, ...), or one level
-deeper where a room holds several (`dv::model`, `sys::rdma`). An edge A -> B means a file of A
-names a path of B (`use crate::b::...`, `super::...` that leaves A, or an inline `crate::b::x`).
-The crate root (`lib.rs`) re-exports the public API and is left out of the graph.
+Crates: the path dependencies of each workspace member's `[dependencies]` (dev-dependencies are
+the tests' and may point anywhere). Besides having no cycle, the layering says:
+- `rawpkt-sys` (syscalls and FFI) and the formats (`mlx5-prm`, `rawpkt-wire`) depend on no
+  crate of the workspace but rdma-core's types (`rdma-abi`);
+- the device model (`mlx5-model`) does not depend on the driver (`rawpkt`): it is a device;
+- the library (`rawpkt`) depends on none of its users (the tools, the model library, the tests'
+  support);
+- no crate's normal dependency turns on `rawpkt`'s `internals` feature.
 
-Usage: scripts/modgraph.py [--src src] [--depth 1|2] [--edges] [--dot]
-Exit status: 0 when the room graph has no cycle, `sys` imports nothing from the crate and the
-model's device files import nothing of the driver but its formats; 1 otherwise (each cycle, each
-upward import of `sys` and each driver import of the device printed on its own line).
+Rooms: a top-level module of a crate (the model library is one room, `ONE_ROOM`) (`dv`, `flow`, `mlx5`, `rx`, ...), or one level deeper
+where a folder holds several (`rx::dv`). An edge A -> B means a file of A names a path of B
+(`use crate::b::...`, `super::...` that leaves A, or an inline `crate::b::x`). The crate root
+(`lib.rs`) re-exports the public API and is left out of the graph.
 
-The model (`model/`) is a device: it may take the PRM formats (`dv::prm`), the flow matcher and
-header views it steers with (`flow`), memory mappings (`mem::region`), the `sys` wrappers and
-the leaf that escapes user input in messages (`text`), but
-not the driver's rings, queues or control paths (`dv::ring`, `rx`, `tx`, `mlx5`, ...). Only its
-backend glue, `model::port`, hands its queues to the driver (DEVICE_GLUE).
+Usage: scripts/modgraph.py [--depth 1|2] [--edges] [--dot]
+Exit status: 0 when there is no problem; 1 otherwise (each on its own line).
 """
 
 import argparse
@@ -128,17 +129,42 @@ def room(mod, depth, dir_rooms):
     return mod[0]
 
 
-# The model's files that may reach the driver: the `model:` backend's control path.
-DEVICE_GLUE = {("model", "port")}
-# What the model's device files may import from outside `model/`.
-DEVICE_MAY_USE = [("dv", "prm"), ("flow",), ("mem", "region"), ("sys",), ("text",)]
+# Workspace crates that depend on nothing of the workspace but these.
+LEAVES = {
+    "rawpkt-sys": {"rdma-abi"},
+    "mlx5-prm": set(),
+    "rawpkt-wire": {"rdma-abi"},
+    "rdma-abi": set(),
+}
+# Crates that are one room: the model library is a C ABI whose files are the verbs it exports,
+# calling each other as libibverbs' and libmlx5's files do.
+ONE_ROOM = {"rawpkt-model-verbs"}
+# (crate, crate it must not depend on, why)
+FORBIDDEN = [
+    ("mlx5-model", "rawpkt", "the device model is a device, not a part of the driver"),
+    ("rawpkt", "rawpkt-tools", "the library depends on none of its users"),
+    ("rawpkt", "rawpkt-model-verbs", "the library depends on none of its users"),
+    ("rawpkt", "rawpkt-test-support", "the library depends on none of its users"),
+]
 
 
-def device_imports_driver(a, b):
-    """Whether edge a -> b is a model device file importing from the driver."""
-    if a[:1] != ("model",) or a in DEVICE_GLUE or b[:1] == ("model",):
-        return False
-    return not any(b[: len(p)] == p for p in DEVICE_MAY_USE)
+def workspace(root):
+    """{crate name: (src dir, {path dependency name: features})} of the workspace's members."""
+    import tomllib
+
+    with open(os.path.join(root, "Cargo.toml"), "rb") as f:
+        top = tomllib.load(f)
+    out = {}
+    for member in top["workspace"]["members"]:
+        d = os.path.normpath(os.path.join(root, member))
+        with open(os.path.join(d, "Cargo.toml"), "rb") as f:
+            man = tomllib.load(f)
+        deps = {}
+        for name, spec in man.get("dependencies", {}).items():
+            if isinstance(spec, dict) and "path" in spec:
+                deps[spec.get("package", name)] = spec.get("features", [])
+        out[man["package"]["name"]] = (os.path.join(d, "src"), deps)
+    return out
 
 
 def sccs(graph):
@@ -172,15 +198,8 @@ def sccs(graph):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", default=os.path.join(os.path.dirname(__file__), "..", "src"))
-    ap.add_argument("--depth", type=int, default=2, choices=(1, 2))
-    ap.add_argument("--edges", action="store_true", help="print every file-level edge")
-    ap.add_argument("--dot", action="store_true", help="print the room graph as Graphviz dot")
-    args = ap.parse_args()
-    src = os.path.normpath(args.src)
-
+def rooms_of(src, depth):
+    """(file edges, room graph) of one crate's sources (binaries left out)."""
     files = {}
     for root, _, names in os.walk(src):
         if os.path.relpath(root, src).split(os.sep)[0] == "bin":
@@ -207,43 +226,80 @@ def main():
     dir_rooms = {m[:2] for m in modules if len(m) > 2}
     rooms = {}
     for a, b in file_edges:
-        ra, rb = room(a, args.depth, dir_rooms), room(b, args.depth, dir_rooms)
+        ra, rb = room(a, depth, dir_rooms), room(b, depth, dir_rooms)
         if ra and rb and ra != rb:
             rooms.setdefault(ra, set()).add(rb)
             rooms.setdefault(rb, set())
+    return file_edges, rooms, dir_rooms
 
-    if args.edges:
-        for a, b in sorted(file_edges):
-            print(f"{'::'.join(a) or 'crate'} -> {'::'.join(b) or 'crate'}")
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
+    ap.add_argument("--depth", type=int, default=2, choices=(1, 2))
+    ap.add_argument("--edges", action="store_true", help="print every file-level edge")
+    ap.add_argument("--dot", action="store_true", help="print the crate and room graphs as Graphviz dot")
+    args = ap.parse_args()
+    crates = workspace(os.path.normpath(args.root))
+
+    bad = 0
+    crate_graph = {c: set(d for d in deps if d in crates) for c, (_, deps) in crates.items()}
+    for comp in sccs(crate_graph):
+        bad += 1
+        print(f"crate cycle: {' <-> '.join(comp)}")
+    for c, allowed in LEAVES.items():
+        for d in sorted(crate_graph.get(c, ())):
+            if d not in allowed:
+                bad += 1
+                print(f"{c} depends on {d}: it depends on nothing of the workspace but {sorted(allowed) or 'nothing'}")
+    for c, d, why in FORBIDDEN:
+        if d in crate_graph.get(c, ()):
+            bad += 1
+            print(f"{c} depends on {d}: {why}")
+    for c, (_, deps) in crates.items():
+        if "internals" in deps.get("rawpkt", []):
+            bad += 1
+            print(f"{c} turns on rawpkt's internals in a normal dependency (tests only)")
     if args.dot:
-        print("digraph rooms {")
-        for a in sorted(rooms):
-            for b in sorted(rooms[a]):
+        print("digraph crates {")
+        for a in sorted(crate_graph):
+            for b in sorted(crate_graph[a]):
                 print(f'  "{a}" -> "{b}";')
         print("}")
 
-    bad = 0
-    for comp in sccs(rooms):
-        bad += 1
-        members = set(comp)
-        why = sorted(
-            f"{'::'.join(a)} -> {'::'.join(b)}"
-            for a, b in file_edges
-            if room(a, args.depth, dir_rooms) in members
-            and room(b, args.depth, dir_rooms) in members
-            and room(a, args.depth, dir_rooms) != room(b, args.depth, dir_rooms)
-        )
-        print(f"cycle: {' <-> '.join(comp)}  ({'; '.join(why)})")
-    for a, b in sorted(file_edges):
-        if a[:1] == ("sys",) and b[:1] != ("sys",):
+    n_rooms = n_edges = 0
+    for c in sorted(crates):
+        src = crates[c][0]
+        if not os.path.isdir(src) or c in ONE_ROOM:
+            continue
+        file_edges, rooms, dir_rooms = rooms_of(src, args.depth)
+        n_rooms += len(rooms)
+        n_edges += sum(len(v) for v in rooms.values())
+        if args.edges:
+            for a, b in sorted(file_edges):
+                print(f"{c}: {'::'.join(a) or 'crate'} -> {'::'.join(b) or 'crate'}")
+        if args.dot:
+            print(f'digraph "{c}" {{')
+            for a in sorted(rooms):
+                for b in sorted(rooms[a]):
+                    print(f'  "{a}" -> "{b}";')
+            print("}")
+        for comp in sccs(rooms):
             bad += 1
-            print(f"sys imports upwards: {'::'.join(a)} -> {'::'.join(b) or 'crate'}")
-    for a, b in sorted(file_edges):
-        if device_imports_driver(a, b):
-            bad += 1
-            print(f"model device imports the driver: {'::'.join(a)} -> {'::'.join(b) or 'crate'}")
-    n_edges = sum(len(v) for v in rooms.values())
-    print(f"{len(rooms)} rooms, {n_edges} edges between them, {bad} problem(s)")
+            members = set(comp)
+            why = sorted(
+                f"{'::'.join(a)} -> {'::'.join(b)}"
+                for a, b in file_edges
+                if room(a, args.depth, dir_rooms) in members
+                and room(b, args.depth, dir_rooms) in members
+                and room(a, args.depth, dir_rooms) != room(b, args.depth, dir_rooms)
+            )
+            print(f"{c}: cycle: {' <-> '.join(comp)}  ({'; '.join(why)})")
+    n_crate_edges = sum(len(v) for v in crate_graph.values())
+    print(
+        f"{len(crates)} crates, {n_crate_edges} dependencies between them; "
+        f"{n_rooms} rooms, {n_edges} edges between them; {bad} problem(s)"
+    )
     return 1 if bad else 0
 
 

@@ -153,7 +153,7 @@ pub use stats::{ErrorCounts, QueueStats};
 pub mod internals {
     pub use crate::dv::ring;
     pub use crate::dv::{DvCaps, DvControl, TickClock};
-    pub use crate::model::{dv_caps, NicQueues};
+    pub use crate::model::port::{dv_caps, NicQueues};
     pub use crate::rx::dv::DvRxQueue;
     pub use crate::rx::dv_striding::{params_for, DvStridingRxQueue, STRIDES_LOG};
     pub use crate::tx::dv::{DvTxQueue, MAX_TX_INLINE};

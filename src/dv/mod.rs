@@ -6,9 +6,9 @@
 //! `mlx5dv_init_obj` returns ([`ring::SqInfo`], [`ring::CqInfo`], [`ring::RwqInfo`]) and a way to
 //! reset a queue after a completion error ([`DvControl`]).
 
-// The model's glue and the DV tests read the devices' caps and the rings' sizes; a build with the
-// mlx5 backend alone does not.
-#![cfg_attr(not(any(feature = "model", feature = "internals")), allow(dead_code))]
+// The DV tests read the devices' caps and the rings' sizes (feature `internals`); the
+// backends alone do not.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 pub(crate) use mlx5_prm as prm;
 #[cfg(test)]

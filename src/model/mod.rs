@@ -11,7 +11,8 @@ pub use mlx5_model as device;
 
 // Hands the device's queue memory to the DV queues, as mlx5dv_init_obj does for hardware.
 #[allow(unsafe_code)]
-mod port;
+pub(crate) mod port;
 pub(crate) use port::open_model;
-pub use port::{dv_caps, NicQueues};
+#[cfg(test)]
+pub(crate) use port::NicQueues;
 pub use port::{nic_of, MODEL_QUEUES};

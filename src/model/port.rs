@@ -37,6 +37,8 @@ pub fn dv_caps(cfg: &ModelConfig) -> DvCaps {
 
 /// A model NIC's queues described for the DV datapath, as `mlx5dv_init_obj` describes a
 /// hardware queue: what the `model:` ports build their queues from, and the DV tests theirs.
+// The DV tests use every method (feature `internals`); the ports some.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub trait NicQueues {
     /// [`Nic::alloc_cq`], described for the driver.
     fn create_cq(&self, requested: u32) -> Result<CqInfo, String>;
