@@ -43,6 +43,8 @@ pub mod link;
 mod ring;
 mod striding;
 mod trace;
+mod uar;
+pub use uar::UAR_PAGE;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -256,21 +258,20 @@ impl Mr {
 pub(crate) struct ObjMem {
     region: Region,
     dbrec_off: usize,
-    uar_off: usize,
+    /// An SQ's doorbell page, a page of the device's UAR space ([`uar`]).
+    uar: Option<uar::UarPage>,
 }
 
 impl ObjMem {
-    fn new(ring_bytes: usize, with_uar: bool) -> Result<ObjMem, String> {
+    fn new(ring_bytes: usize, uar: Option<&Arc<uar::UarSpace>>) -> Result<ObjMem, String> {
         let dbrec_off = ring_bytes.max(64);
-        let uar_off = (dbrec_off + 64).div_ceil(4096) * 4096;
-        let len = if with_uar { uar_off + 4096 } else { dbrec_off + 64 };
-        let region = Region::small_pages(len).map_err(|e| format!("ring memory: {e}"))?;
+        let region = Region::small_pages(dbrec_off + 64).map_err(|e| format!("ring memory: {e}"))?;
         let mem = ObjMem {
             region,
             dbrec_off,
-            uar_off,
+            uar: uar.map(|u| u.take()).transpose()?,
         };
-        if with_uar {
+        if mem.uar.is_some() {
             for reg in mem.bf_halves() {
                 // SAFETY: the register lies in the region just mapped, 8-byte aligned (page
                 // offset 0x800 or 0x900); no driver has its address yet.
@@ -285,8 +286,15 @@ impl ObjMem {
     fn dbrec(&self) -> *mut u32 {
         self.region.base().wrapping_add(self.dbrec_off).cast()
     }
+    /// The BlueFlame register in the UAR page (null for a queue without one).
     fn bf_reg(&self) -> *mut u8 {
-        self.region.base().wrapping_add(self.uar_off + BF_OFFSET)
+        self.uar
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |u| u.base().wrapping_add(BF_OFFSET))
+    }
+    /// The UAR page's index in the device's UAR space (0 for a queue without one).
+    fn uar_index(&self) -> u32 {
+        self.uar.as_ref().map_or(0, uar::UarPage::index)
     }
     /// The doorbell words of the register's two halves (see [`BF_SIZE`]).
     fn bf_halves(&self) -> [*mut u8; 2] {
@@ -584,6 +592,8 @@ impl Device {
 /// takes it: it talks to the model only through ring memory, as with hardware.
 pub struct Nic {
     dev: Arc<Mutex<Device>>,
+    /// The UAR pages of the SQs ([`Nic::uar_fd`]).
+    uars: Arc<uar::UarSpace>,
     /// When the device clock read 0 (the device's `clock`), read without the device's lock.
     epoch: Instant,
     stop: Arc<AtomicBool>,
@@ -659,6 +669,7 @@ impl Nic {
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
+            uars: uar::UarSpace::new()?,
             epoch,
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
@@ -669,6 +680,13 @@ impl Nic {
     /// reads on hardware), on the time base of the CQEs' timestamps.
     pub fn clock_ticks(&self) -> u64 {
         ticks(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// The file holding the SQs' UAR pages: `mmap(fd, UAR_PAGE, uar_page * UAR_PAGE)` maps the
+    /// doorbell page of the SQ whose [`RawQueue::uar_page`] that is, as the uverbs fd does for a
+    /// process on hardware (`uar` module). Owned by the NIC; callers dup it to keep it.
+    pub fn uar_fd(&self) -> std::os::fd::RawFd {
+        self.uars.fd()
     }
 
     /// Two ports connected back to back.
@@ -733,7 +751,7 @@ impl Nic {
         if cqe_cnt > 1 << 22 {
             return Err(format!("CQ of {requested} entries is larger than the device allows"));
         }
-        let mem = Arc::new(ObjMem::new(cqe_cnt as usize * 64, false)?);
+        let mem = Arc::new(ObjMem::new(cqe_cnt as usize * 64, None)?);
         for i in 0..cqe_cnt as usize {
             // SAFETY: slot i lies inside the ring just mapped; nobody else sees it yet.
             unsafe_stamp(mem.ring().wrapping_add(i * 64), CQE_INIT_OP_OWN);
@@ -761,6 +779,7 @@ impl Nic {
                 dbrec: mem.dbrec(),
                 bf_reg: std::ptr::null_mut(),
                 bf_size: 0,
+                uar_page: 0,
                 cnt: cqe_cnt,
                 stride: 64,
                 num: cqn,
@@ -779,7 +798,7 @@ impl Nic {
         if d.cq(cqn).is_none() {
             return Err(format!("CQ {cqn:#x} does not exist"));
         }
-        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * SEND_WQE_BB, true)?);
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * SEND_WQE_BB, Some(&self.uars))?);
         let idx = slot(
             &mut d.sqs,
             SqObj {
@@ -805,6 +824,7 @@ impl Nic {
                 dbrec: mem.dbrec(),
                 bf_reg: mem.bf_reg(),
                 bf_size: BF_SIZE,
+                uar_page: mem.uar_index(),
                 cnt: wqe_cnt,
                 stride: SEND_WQE_BB as u32,
                 num: qpn,
@@ -870,7 +890,7 @@ impl Nic {
         if d.cq(cqn).is_none() {
             return Err(format!("CQ {cqn:#x} does not exist"));
         }
-        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * stride as usize, false)?);
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * stride as usize, None)?);
         let idx = slot(
             &mut d.rqs,
             RqObj {
@@ -903,6 +923,7 @@ impl Nic {
                 dbrec: mem.dbrec(),
                 bf_reg: std::ptr::null_mut(),
                 bf_size: 0,
+                uar_page: 0,
                 cnt: wqe_cnt,
                 stride,
                 num: wq_num,
@@ -1410,6 +1431,8 @@ pub struct RawQueue {
     /// SQs: the UAR doorbell register (`mlx5dv_qp.bf.reg`); null for other queues.
     pub bf_reg: *mut u8,
     pub bf_size: u32,
+    /// SQs: the index of `bf_reg`'s page in the UAR file ([`Nic::uar_fd`]); 0 for others.
+    pub uar_page: u32,
     /// Entries: WQEBBs, WQEs or CQEs.
     pub cnt: u32,
     /// Bytes per entry.
