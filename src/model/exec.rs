@@ -1488,9 +1488,9 @@ impl Device {
         let n = run.len() as u32;
         if self.cfg.strict_cq {
             // SAFETY: the record word belongs to this live CQ.
-            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
+            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) };
             cq.ci_seen = ci;
-            if (cq.pi.wrapping_add(n - 1).wrapping_sub(ci) & 0x00ff_ffff) >= cq.cqe_cnt {
+            if cq.used(cq.pi.wrapping_add(n - 1), ci) >= cq.cqe_cnt {
                 return false;
             }
         }
@@ -1536,11 +1536,11 @@ impl Device {
         let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return false;
         };
-        if self.cfg.strict_cq && (cq.pi.wrapping_sub(cq.ci_seen) & 0x00ff_ffff) >= cq.cqe_cnt {
+        if self.cfg.strict_cq && cq.used(cq.pi, cq.ci_seen) >= cq.cqe_cnt {
             // SAFETY: the record word belongs to this live CQ.
-            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
+            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) };
             cq.ci_seen = ci;
-            if (cq.pi.wrapping_sub(ci) & 0x00ff_ffff) >= cq.cqe_cnt {
+            if cq.used(cq.pi, ci) >= cq.cqe_cnt {
                 let pi = cq.pi;
                 self.counters.cq_overruns += 1;
                 self.trace_event(format_args!("CQ-OVERRUN cqn={cqn:#x} pi={pi} ci={ci}"));

@@ -488,6 +488,26 @@ pub(crate) struct CqObj {
     held: Vec<Cqe64>,
 }
 
+impl CqObj {
+    /// How many slots the driver has not consumed when the producer counter is `pi` and the
+    /// doorbell record holds `ci`, as the device compares them: on the low `log2 + 1` bits only.
+    ///
+    /// Drivers write the record in different widths: rdma-core 24 bits (`update_cons_index`,
+    /// providers/mlx5/cq.c, `cons_index & 0xffffff`), the kernel 24 (`mlx5_cq_set_ci`), DPDK's
+    /// RX queues a 32-bit counter (`rxq->cq_ci`, drivers/net/mlx5/mlx5_rx.h) and its TX queues a
+    /// 16-bit one written as is (`uint16_t cq_ci` in mlx5_tx.h, `*txq->cq_db =
+    /// rte_cpu_to_be_32(txq->cq_ci)` in mlx5_txq.c / mlx5_tx.h `mlx5_tx_comp_flush`), on CQs
+    /// created without `overrun_ignore` (only its packet-pacing CQs set it, mlx5_txpp.c) that
+    /// run for days on ConnectX cards. The bits every one of them agrees on are those below the
+    /// narrowest width, and a ring of 2^log2 slots needs log2 + 1 of them to tell a full ring
+    /// from an empty one: the same bits the CQE owner bit is taken from (the counter's bit
+    /// `log2`, PRM "CQE ownership"). A producer that checks before every write can never be
+    /// more than a ring ahead, so those bits find every overrun.
+    fn used(&self, pi: u32, ci: u32) -> u32 {
+        pi.wrapping_sub(ci) & ((self.cqe_cnt << 1) - 1)
+    }
+}
+
 pub(crate) struct PortState {
     link: Link,
     rqs: Vec<u32>,
