@@ -1439,6 +1439,15 @@ impl Device {
     /// Writes CQ `cqn`'s held completions in order: each run of two or more that may share a
     /// title ([`session_member`]) as a compressed session of at most [`CQE_COMP_MAX_NUM`], the
     /// rest as plain CQEs.
+    ///
+    /// A session ends at the end of the CQ buffer: it never wraps to slot 0. DPDK's vectorized
+    /// receive path, its default with compression on a ConnectX-5, reads a session's mini-CQE
+    /// arrays at `cq + pos` and stamps its slots `cq[inv]` with no ring mask, from a title at
+    /// any slot (drivers/net/mlx5/mlx5_rxtx_vec_sse.h `rxq_cq_decompress_v`; `rxq_burst_v` in
+    /// mlx5_rxtx_vec.c keeps only its own batch from crossing the end), and takes the session's
+    /// mbufs from consecutive entries of its ring, so a session that wrapped would be read past
+    /// both rings' ends. That it runs on ConnectX cards says the device does not write one.
+    /// (The kernel's and rdma-core's readers mask every index and would read either.)
     fn flush_cq(&mut self, cqn: u32) {
         let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return;
@@ -1449,9 +1458,13 @@ impl Device {
         );
         let mut i = 0;
         while i < held.len() {
+            let Some(cq) = cq_of(&mut self.cqs, cqn) else {
+                break;
+            };
+            let to_end = (cq.cqe_cnt - (cq.pi & (cq.cqe_cnt - 1))) as usize;
             let mut n = 1;
             while i + n < held.len()
-                && n < CQE_COMP_MAX_NUM as usize
+                && n < (CQE_COMP_MAX_NUM as usize).min(to_end)
                 && session_member(&held[i], &held[i + n], n as u16, fmt)
             {
                 n += 1;
