@@ -72,12 +72,13 @@ pub(crate) fn set(key: &str, value: &str) -> Option<bool> {
             None => false,
         },
         "pci_device" => {
-            let ok = value.starts_with("0x") && u16::from_str_radix(&value[2..], 16).is_ok();
+            let Some(id) = value.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else {
+                return Some(false);
+            };
             let path = std::path::Path::new(&*g.sysfs_root.to_string_lossy())
                 .join("devices/pci0000:3a")
-                .join(DEVS[port].pci)
-                .join("device");
-            ok && std::fs::write(path, format!("{value}\n")).is_ok()
+                .join(DEVS[port].pci);
+            crate::sysfs::write_pci_identity(&path, DEVS[port].pci, id).is_ok()
         }
         // What the netdev's L2 table takes of the frames no flow stole (the rest goes to the
         // leftovers flows or is dropped): everything (`promisc`, the default) or its own MAC,
