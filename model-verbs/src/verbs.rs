@@ -118,7 +118,9 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.context.num_comp_vectors = num_comp_vectors();
     // SAFETY: plain fd-creating syscalls; the fds belong to the context and are closed with it.
     unsafe {
-        vctx.context.cmd_fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        // The uverbs fd: mmap on it at a QP's `uar_mmap_offset` maps that QP's doorbell page
+        // (mlx5_ib `mlx5_ib_mmap`), so it is the model's UAR file (`Nic::uar_fd`).
+        vctx.context.cmd_fd = libc::fcntl(g.nic.uar_fd(), libc::F_DUPFD_CLOEXEC, 0);
         // The async event fd: never readable, as a healthy device raises no events.
         vctx.context.async_fd = libc::eventfd(0, libc::EFD_CLOEXEC);
     }
@@ -387,9 +389,14 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
             live(g, context.cast(), Kind::Context)?;
             // SAFETY: a live context.
             let port = unsafe { (*Context::from_ctx(context)).port };
+            // PD numbers are the device's 24-bit object numbers (mlx5_ifc.h `pd[0x18]`),
+            // never 0 here, as the kernel's own PD takes the first one.
+            static NEXT_PDN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+            let pdn = NEXT_PDN.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 0x00ff_ffff + 1;
             let pd = Box::into_raw(Box::new(Pd {
                 pd: ibv_pd { context, handle: 0 },
                 port,
+                pdn,
             }));
             g.reg().add(pd as usize, Kind::Pd, vec![context as usize]);
             Ok(pd.cast::<ibv_pd>())
