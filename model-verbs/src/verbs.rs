@@ -1178,15 +1178,23 @@ unsafe extern "C" fn create_wq(context: *mut ibv_context, attr: *mut ibv_wq_init
             set_errno(EINVAL);
             return std::ptr::null_mut();
         }
-        // SAFETY: the caller's attr struct; max_wr/max_sge are written back, as rdma-core does.
-        ptr_or_errno(create_wq_inner(context, unsafe { &mut *attr }, None))
+        // SAFETY: the caller's attr struct, read only.
+        ptr_or_errno(create_wq_inner(context, unsafe { &*attr }, None))
     })
 }
 
 /// `ibv_create_wq`, and `mlx5dv_create_wq` with `striding` (`dv_wq.rs`, which checked it).
+///
+/// The caller's attributes come back as they were: libmlx5 sizes the ring in its own `rwq`
+/// (`mlx5_calc_rwq_size`, providers/mlx5/verbs.c, rounds `max_wr` and the WQE size up to
+/// powers of two there) and writes nothing into the attr; libibverbs copies the kernel's
+/// `max_wr`/`max_sge` back (`ibv_cmd_create_wq`, libibverbs/cmd_wq.c), and the kernel answers
+/// with what the caller asked (`ib_uverbs_ex_create_wq` echoes `wq_init_attr`, which
+/// mlx5_ib's `create_wq` leaves alone). So an attr used twice makes two equal WQs; the sizes
+/// the device took are `mlx5dv_init_obj`'s (`mlx5dv_rwq.wqe_cnt`, `stride`).
 pub(crate) fn create_wq_inner(
     context: *mut ibv_context,
-    a: &mut ibv_wq_init_attr,
+    a: &ibv_wq_init_attr,
     striding: Option<rawpkt::dv::prm::mprq::Params>,
 ) -> Result<*mut ibv_wq, i32> {
     let g = g()?;
@@ -1209,10 +1217,6 @@ pub(crate) fn create_wq_inner(
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None, opts)?;
-    a.max_wr = w.info.raw.cnt;
-    // The data segments a WQE holds (`rq.max_gs`): a striding one's first 16 bytes are its next
-    // segment (rdma-core `mlx5_calc_rwq_size`).
-    a.max_sge = w.info.raw.stride / 16 - u32::from(striding.is_some());
     w.wq.wq_context = a.wq_context;
     let cq = w.cq;
     let wq_num = w.wq.wq_num;
