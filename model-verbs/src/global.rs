@@ -72,6 +72,8 @@ pub(crate) enum Kind {
     Flow,
     /// A completion channel.
     Channel,
+    /// A software-steering action (`mlx5dv_dr_action_create_*`).
+    DrAction,
 }
 
 struct Entry {
