@@ -27,6 +27,7 @@
 
 #[doc(hidden)]
 pub mod abi;
+mod alloc;
 mod caps;
 mod control;
 mod cq_ex;

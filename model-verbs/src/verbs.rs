@@ -517,6 +517,8 @@ pub(crate) fn create_cq_comp(
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return Err(EINVAL);
     }
+    // libmlx5's ring: roundup_pow2(cqe + 1) entries of 64 bytes (`create_cq`, `align_queue_size`).
+    crate::alloc::cq_buffer((cqe as usize + 1).next_power_of_two() * 64)?;
     let info = g.nic.alloc_cq_with(cqe as u32, comp).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's CQ, which we own the consumer side of until the CQ is destroyed.
     let ring = unsafe { CompRing::new(info.raw) }
