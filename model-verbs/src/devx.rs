@@ -43,6 +43,11 @@ fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every device refuses DevX (`RAWPKT_MODEL_DEVX=0`, read when the model starts).
+pub(crate) fn refuse_all() {
+    state().refused = [true; DEVS.len()];
+}
+
 /// Handles a `devx.*`, `inline.*`, `pci_device.*`, `async_event.*`, `device.*` or `netdev.*` knob; None if
 /// `key` is none of them, Some(false) for a bad device or value.
 pub(crate) fn set(key: &str, value: &str) -> Option<bool> {

@@ -224,6 +224,15 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
 fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
+    // `RAWPKT_MODEL_DEVX=0`: a host whose kernel offers no DevX (mlx5_ib without
+    // `MLX5_IB_ALLOC_UCTX_DEVX`), where `mlx5dv_open_device` with DevX fails and drivers take
+    // their ibverbs path (DPDK's `mlx5_open_device` falls back to `ibv_open_device`). The
+    // `devx.<ibdev>` knob sets the same per device at run time.
+    match std::env::var("RAWPKT_MODEL_DEVX").as_deref() {
+        Err(_) | Ok("1") => {}
+        Ok("0") => crate::devx::refuse_all(),
+        Ok(v) => return Err(format!("RAWPKT_MODEL_DEVX={v:?}: expected 0 (no DevX) or 1")),
+    }
     // The library reads no environment; this stand-in for libibverbs does, as the tools do.
     let opts = rawpkt::tool::env::model_options();
     let nic = Nic::new(wires, ModelConfig::with_options(&opts)).map_err(|e| e.to_string())?;
