@@ -274,7 +274,7 @@ fn init() -> Result<Global, String> {
     // A traffic thread, when asked for, opens its ports through this library: it waits for
     // GLOBAL, which is set when this returns.
     crate::traffic::start_from_env();
-    Ok(Global {
+    let g = Global {
         nic,
         devices,
         sysfs_root: CString::new(root.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?,
@@ -282,7 +282,10 @@ fn init() -> Result<Global, String> {
         cap_net_raw: AtomicBool::new(true),
         refuse_flow: Mutex::new(String::new()),
         reg: Mutex::new(Registry::default()),
-    })
+    };
+    // Its thread reads the counters through GLOBAL, which is set when this returns.
+    crate::counters::start_from_env();
+    Ok(g)
 }
 
 /// Copies `s` into a C char array, NUL-terminated and truncated to fit.

@@ -30,6 +30,7 @@ pub mod abi;
 mod alloc;
 mod caps;
 mod control;
+mod counters;
 mod cq_ex;
 mod datapath;
 mod device;
