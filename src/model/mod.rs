@@ -709,6 +709,14 @@ impl Nic {
         self.uars.fd()
     }
 
+    /// A UAR page of the device that no queue rings (what `mlx5dv_devx_alloc_uar` hands a
+    /// DevX user): mapped at [`UarHandle::base`], page [`UarHandle::index`] of [`Nic::uar_fd`].
+    /// Doorbells written there reach nothing until a queue is bound to the page, which the
+    /// model does not do; the page goes back to the device when the handle drops.
+    pub fn alloc_uar(&self) -> Result<UarHandle, String> {
+        self.uars.take().map(UarHandle)
+    }
+
     /// Two ports connected back to back.
     pub fn pair(cfg: ModelConfig) -> std::io::Result<Arc<Nic>> {
         Nic::new(vec![Link::Peer(1), Link::Peer(0)], cfg)
@@ -1440,6 +1448,21 @@ fn reset_rq_obj(rq: &mut RqObj) {
 pub struct QueueMem {
     pub raw: RawQueue,
     pub keep: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+/// A UAR page of the device held by a user ([`Nic::alloc_uar`]).
+pub struct UarHandle(uar::UarPage);
+
+impl UarHandle {
+    /// Where the page is mapped in this process.
+    pub fn base(&self) -> *mut u8 {
+        self.0.base()
+    }
+
+    /// The page's index in the UAR file: its mmap offset is `index * UAR_PAGE`.
+    pub fn index(&self) -> u32 {
+        self.0.index()
+    }
 }
 
 /// The addresses and geometry of a queue's memory, as C code receives them from
