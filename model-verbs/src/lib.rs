@@ -35,6 +35,7 @@ mod cq_ex;
 mod datapath;
 mod device;
 mod devx;
+mod devx_caps;
 mod dr;
 mod dv;
 mod dv_wq;
