@@ -144,6 +144,11 @@ fn raise(port: usize, event: ibv_event_type) {
     }
 }
 
+/// Whether `ctx` was opened with DevX (`mlx5dv_open_device` with `MLX5DV_CONTEXT_FLAGS_DEVX`).
+pub(crate) fn is_devx(ctx: *mut ibv_context) -> bool {
+    state().devx_contexts.contains(&(ctx as usize))
+}
+
 /// Forgets what belonged to a context being closed.
 pub(crate) fn forget(ctx: usize) {
     let mut st = state();

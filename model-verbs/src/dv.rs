@@ -132,6 +132,18 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
                         out.uar_mmap_offset = (u64::from(r.uar_page) * rawpkt::model::UAR_PAGE as u64) as libc::off_t;
                         out.comp_mask |= u64::from(MLX5DV_QP_MASK_UAR_MMAP_OFFSET);
                     }
+                    if asked & u64::from(MLX5DV_QP_MASK_RAW_QP_HANDLES) != 0 {
+                        // `mlx5dv_get_qp`: the raw QP's TIS, SQ, RQ and TIR numbers (DPDK's PMD
+                        // asks for the TIS on a DevX context, then its transport domain with
+                        // `mlx5dv_devx_qp_query`). The model's SQ is numbered as the QP.
+                        out.tisn = crate::devx_objs::tisn_of(q);
+                        out.sqn = q.qp.qp_num;
+                        (out.rqn, out.tirn) = match &q.kind {
+                            QpKind::Raw { rq: Some(rq), .. } => (rq.wq.wq.wq_num, rq.tir as u32),
+                            _ => (0, 0),
+                        };
+                        out.comp_mask |= u64::from(MLX5DV_QP_MASK_RAW_QP_HANDLES);
+                    }
                 }
                 QpKind::Rss { .. } => {
                     // An RSS QP has no queues of its own.

@@ -74,6 +74,8 @@ pub(crate) enum Kind {
     Channel,
     /// A software-steering action (`mlx5dv_dr_action_create_*`).
     DrAction,
+    /// A DevX object or UAR (`mlx5dv_devx_obj_create`, `mlx5dv_devx_alloc_uar`).
+    DevxObj,
 }
 
 struct Entry {
