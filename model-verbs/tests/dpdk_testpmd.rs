@@ -88,7 +88,8 @@ fn reader(mut from: impl Read + Send + 'static, log: Arc<Mutex<String>>, more: s
 
 impl Testpmd {
     /// testpmd on mlx5_0 and mlx5_1 with `devargs` after `dv_flow_en=0`, `app` arguments after
-    /// `-i`, and `env` for the model.
+    /// `-i`, and `env` for the model (`RAWPKT_MODEL_DEVX=0` unless `env` says otherwise). The
+    /// PMD logs at debug level: what it found (DevX or not) and made is in the log.
     fn start(devargs: &str, app: &[&str], env: &[(&str, &str)]) -> Testpmd {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         // The library the launcher's model-env.sh links is the one the tests build.
@@ -103,6 +104,7 @@ impl Testpmd {
         let mut cmd = Command::new(root.join("scripts/model-host.sh"));
         cmd.args(["dpdk-testpmd", "-l", "0-1", "--no-huge", "-m", "512", "--no-shconf"])
             .args(["--iova-mode=va", "-a", &dev("0000:3b:00.0"), "-a", &dev("0000:3b:00.1")])
+            .args(["--log-level=pmd.common.mlx5:debug", "--log-level=pmd.net.mlx5:debug"])
             .args(["--", "-i", "--total-num-mbufs=16384", "--nb-cores=1"])
             .args(app)
             .env("RAWPKT_MODEL_DEVX", "0")
@@ -299,14 +301,20 @@ fn common(pmd: &[PortStats; 2], model: &[ModelCounters; 2], log: &str) {
 
 /// `set fwd MODE`, `start tx_first` (or `start`), run until the ports together have forwarded
 /// [`FRAMES`], stop, settle, compare; returns testpmd's final counters and the model's.
-fn forward(mode: &str, devargs: &str, queues: u64) -> ([PortStats; 2], [ModelCounters; 2]) {
+///
+/// With `devx` the host has DevX (the model's default): the PMD reads the device's capabilities,
+/// makes its transport domain, TISes and UARs with DevX commands and still builds its queues
+/// with verbs (with `dv_flow_en=0`, drivers/net/mlx5/mlx5.h `mlx5_devx_obj_ops_en`), and its
+/// log says so. Without, it takes its ibverbs path from the start.
+fn forward(mode: &str, devargs: &str, queues: u64, devx: bool) -> ([PortStats; 2], [ModelCounters; 2]) {
     let q = queues.to_string();
     let mut app = vec!["--txonly-multi-flow"];
     let qa = [format!("--rxq={q}"), format!("--txq={q}")];
     if queues > 1 {
         app.extend(qa.iter().map(String::as_str));
     }
-    let mut t = Testpmd::start(devargs, &app, &[]);
+    let env = [("RAWPKT_MODEL_DEVX", if devx { "1" } else { "0" })];
+    let mut t = Testpmd::start(devargs, &app, &env);
     let began = Instant::now();
     t.cmd(&format!("set fwd {mode}"));
     t.cmd("start tx_first");
@@ -323,6 +331,18 @@ fn forward(mode: &str, devargs: &str, queues: u64) -> ([PortStats; 2], [ModelCou
     let xstats = t.cmd("show port xstats 0");
     let log = t.quit();
     common(&pmd, &model, &log);
+    if devx {
+        assert!(log.contains("DevX is supported."), "{log}");
+        for p in 0..2 {
+            let tis = format!("Port {p} Tx queue 0 TIS number");
+            assert!(
+                log.contains(&tis),
+                "no {tis:?}: the TIS's transport domain read with DevX\n{log}"
+            );
+        }
+    } else {
+        assert!(log.contains("DevX is NOT supported."), "{log}");
+    }
     for p in 0..2 {
         // Frames go round in loops: what the model put in port p's queues and testpmd has not
         // taken out yet is some of what `start tx_first` put in flight.
@@ -341,7 +361,7 @@ fn forward(mode: &str, devargs: &str, queues: u64) -> ([PortStats; 2], [ModelCou
         }
     }
     eprintln!(
-        "testpmd {mode}{devargs} queues={queues}: {} frames forwarded in {secs:.1} s",
+        "testpmd {mode}{devargs} queues={queues} devx={devx}: {} frames forwarded in {secs:.1} s",
         pmd[0].rx + pmd[1].rx
     );
     (pmd, model)
@@ -350,37 +370,44 @@ fn forward(mode: &str, devargs: &str, queues: u64) -> ([PortStats; 2], [ModelCou
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_forwards_through_the_model() {
-    forward("io", "", 1);
+    forward("io", "", 1, false);
+}
+
+/// The same with DevX: capabilities, transport domain, TIS and UARs through DevX commands.
+#[test]
+#[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
+fn testpmd_io_with_devx_forwards_through_the_model() {
+    forward("io", "", 1, true);
 }
 
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_macswap_forwards_through_the_model() {
-    forward("macswap", "", 1);
+    forward("macswap", "", 1, false);
 }
 
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_with_rss_over_two_queues() {
-    forward("io", "", 2);
+    forward("io", "", 2, false);
 }
 
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_with_multi_packet_rq() {
-    forward("io", ",mprq_en=1", 1);
+    forward("io", ",mprq_en=1", 1, false);
 }
 
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_without_cqe_compression() {
-    forward("io", ",rxq_cqe_comp_en=0", 1);
+    forward("io", ",rxq_cqe_comp_en=0", 1, false);
 }
 
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_with_multi_packet_rq_without_cqe_compression() {
-    forward("io", ",mprq_en=1,rxq_cqe_comp_en=0", 1);
+    forward("io", ",mprq_en=1,rxq_cqe_comp_en=0", 1, false);
 }
 
 /// Both ports send; nobody takes the frames out of the peers' queues, which fill and then drop

@@ -77,3 +77,13 @@ fn init_obj_gives_the_pdn() {
 fn huge_cq_buffers_need_huge_pages() {
     check("cq_huge");
 }
+
+/// The DevX that DPDK's PMD uses beside verbs queues (with `dv_flow_en=0`): capability pages
+/// (and the PRM's bad-parameter status for one the device lacks), a transport domain, a TIS, a
+/// UAR mappable from `cmd_fd`, and QUERY_TIS on a raw QP's TIS (one transport domain per
+/// context).
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: the C program creates RAW_PACKET QPs), rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
+fn devx_beside_verbs_queues() {
+    check("devx");
+}

@@ -15,7 +15,11 @@
  *             same attr makes a second WQ;
  *   pd        mlx5dv_init_obj with MLX5DV_OBJ_PD gives each PD its number;
  *   cq_huge   MLX_CQ_ALLOC_TYPE=HUGE with no free huge pages fails ibv_create_cq (PREFER_HUGE
- *             falls back and succeeds).
+ *             falls back and succeeds);
+ *   devx      what DPDK's PMD asks of DevX beside verbs queues: QUERY_HCA_CAP pages, a transport
+ *             domain and a TIS (mlx5dv_devx_obj_create), a UAR (mlx5dv_devx_alloc_uar, mappable
+ *             at its mmap_off), a raw QP's TIS number and QUERY_TIS of it (mlx5dv_devx_qp_query).
+ * Mailbox fields are at the bit offsets of DPDK's drivers/common/mlx5/mlx5_prm.h.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -332,18 +336,129 @@ static void cq_huge(void)
 	printf("cq_huge ok: %ld free huge pages\n", free_pages);
 }
 
+/* MLX5_SET / MLX5_GET: a big-endian field of `w` bits at bit `bit` of `b`. */
+static void mset(void *b, unsigned bit, unsigned w, uint32_t v)
+{
+	uint32_t *d = (uint32_t *)b + bit / 32, x = be32toh(*d);
+	unsigned shift = 32 - bit % 32 - w;
+	uint32_t mask = (w == 32 ? ~0u : (1u << w) - 1) << shift;
+	*d = htobe32((x & ~mask) | ((v << shift) & mask));
+}
+
+static uint32_t mget(const void *b, unsigned bit, unsigned w)
+{
+	uint32_t x = be32toh(((const uint32_t *)b)[bit / 32]);
+	return (x >> (32 - bit % 32 - w)) & (w == 32 ? ~0u : (1u << w) - 1);
+}
+
+/* QUERY_HCA_CAP (0x100) of page `type`, current values; the answer's status. */
+static int query_cap(struct ibv_context *c, unsigned type, uint8_t *out, size_t outlen)
+{
+	uint8_t in[16] = {0};
+	mset(in, 0, 16, 0x100);
+	mset(in, 0x30, 16, type << 1 | 1); /* op_mod */
+	memset(out, 0, outlen);
+	int rc = mlx5dv_devx_general_cmd(c, in, sizeof in, out, outlen);
+	return rc ? (out[0] ? out[0] : -1) : out[0];
+}
+
+static void devx(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_device *dev = NULL;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), "mlx5_0"))
+			dev = list[i];
+	struct mlx5dv_context_attr ca = {.flags = MLX5DV_CONTEXT_FLAGS_DEVX};
+	struct ibv_context *c = mlx5dv_open_device(dev, &ca);
+	struct ibv_context *c2 = mlx5dv_open_device(dev, &ca);
+	CHECK(c && c2, "DevX contexts");
+	ibv_free_device_list(list);
+	uint64_t live0 = rawpkt_model_live_objects();
+
+	/* The general page (cmd_hca_cap) and the ones it says exist; not general-2 (0x20). */
+	static uint8_t out[16 + 0x1000];
+	const uint8_t *cap = out + 16;
+	CHECK(query_cap(c, 0x0, out, sizeof out) == 0, "general caps: status %#x", out[0]);
+	CHECK(mget(cap, 0x21c, 1) == 1 && mget(cap, 0x1a6, 1) == 1, "eth_net_offloads, nic_flow_table");
+	CHECK(mget(cap, 0x4e0, 32) == 156250, "device_frequency_khz %u", mget(cap, 0x4e0, 32));
+	CHECK(mget(cap, 0x393, 5) == 11 && mget(cap, 0x1fc, 4) == 1, "log_max_rqt_size, cqe_version");
+	CHECK(query_cap(c, 0x1, out, sizeof out) == 0 && mget(cap, 0x0, 1) == 1, "eth offload caps, csum_cap");
+	CHECK(query_cap(c, 0x7, out, sizeof out) == 0, "NIC flow table caps");
+	CHECK(query_cap(c, 0x20, out, sizeof out) == 0x3, "general-2: bad parameter, status %#x", out[0]);
+
+	/* A transport domain and a TIS in it (alloc_transport_domain_in, create_tis_in). */
+	uint8_t in[0x100] = {0}, o[16] = {0};
+	mset(in, 0, 16, 0x816);
+	struct mlx5dv_devx_obj *td = mlx5dv_devx_obj_create(c, in, 16, o, sizeof o);
+	CHECK(td && o[0] == 0, "ALLOC_TRANSPORT_DOMAIN");
+	uint32_t tdn = mget(o, 0x48, 24);
+	memset(in, 0, sizeof in);
+	mset(in, 0, 16, 0x912);
+	mset(in, 0x100 + 0x128, 24, tdn); /* ctx.transport_domain */
+	struct mlx5dv_devx_obj *tis = mlx5dv_devx_obj_create(c, in, 0xc0, o, sizeof o);
+	CHECK(tis && mget(o, 0x48, 24) != 0, "CREATE_TIS");
+	memset(in, 0, sizeof in);
+	mset(in, 0, 16, 0x1234);
+	CHECK(!mlx5dv_devx_obj_create(c, in, 16, o, sizeof o) && o[0] == 0x2, "a bad opcode: status %#x", o[0]);
+
+	/* A UAR: its register at MLX5_BF_OFFSET, its page mappable from cmd_fd. */
+	struct mlx5dv_devx_uar *uar = mlx5dv_devx_alloc_uar(c, MLX5DV_UAR_ALLOC_TYPE_NC);
+	CHECK(uar && (uint8_t *)uar->reg_addr == (uint8_t *)uar->base_addr + 0x800, "alloc_uar");
+	void *m = mmap(NULL, 4096, PROT_WRITE, MAP_SHARED, c->cmd_fd, uar->mmap_off);
+	CHECK(m != MAP_FAILED, "mmap the UAR at %#llx", (unsigned long long)uar->mmap_off);
+	munmap(m, 4096);
+
+	/* QUERY_TIS of raw QPs' TISes: one transport domain per context. */
+	struct ibv_pd *pd = ibv_alloc_pd(c), *pd2 = ibv_alloc_pd(c2);
+	struct ibv_cq *cq = ibv_create_cq(c, 15, NULL, NULL, 0), *cq2 = ibv_create_cq(c2, 15, NULL, NULL, 0);
+	struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .cap = {.max_send_wr = 8, .max_send_sge = 1},
+				      .qp_type = IBV_QPT_RAW_PACKET};
+	struct ibv_qp *qps[3] = {ibv_create_qp(pd, &qa), ibv_create_qp(pd, &qa), NULL};
+	qa.send_cq = qa.recv_cq = cq2;
+	qps[2] = ibv_create_qp(pd2, &qa);
+	uint32_t tds[3];
+	for (int i = 0; i < 3; i++) {
+		CHECK(qps[i], "qp %d", i);
+		struct mlx5dv_qp q = {.comp_mask = MLX5DV_QP_MASK_RAW_QP_HANDLES};
+		struct mlx5dv_obj ob = {.qp = {.in = qps[i], .out = &q}};
+		CHECK(mlx5dv_init_obj(&ob, MLX5DV_OBJ_QP) == 0 && (q.comp_mask & MLX5DV_QP_MASK_RAW_QP_HANDLES),
+		      "raw QP handles");
+		uint8_t qin[16] = {0}, qout[0x100] = {0};
+		mset(qin, 0, 16, 0x915);
+		mset(qin, 0x48, 24, q.tisn);
+		CHECK(mlx5dv_devx_qp_query(qps[i], qin, sizeof qin, qout, sizeof qout) == 0 && qout[0] == 0,
+		      "QUERY_TIS %u", q.tisn);
+		tds[i] = mget(qout, 0x80 + 0x128, 24);
+		mset(qin, 0x48, 24, q.tisn + 1000);
+		CHECK(mlx5dv_devx_qp_query(qps[i], qin, sizeof qin, qout, sizeof qout) != 0 && qout[0] == 0x3,
+		      "another TIS: bad parameter");
+	}
+	CHECK(tds[0] && tds[0] == tds[1] && tds[2] != tds[0], "transport domains %u %u %u", tds[0], tds[1], tds[2]);
+	for (int i = 0; i < 3; i++)
+		CHECK(ibv_destroy_qp(qps[i]) == 0, "destroy qp");
+	CHECK(ibv_destroy_cq(cq) == 0 && ibv_destroy_cq(cq2) == 0, "destroy cqs");
+	CHECK(ibv_dealloc_pd(pd) == 0 && ibv_dealloc_pd(pd2) == 0, "dealloc pds");
+	mlx5dv_devx_free_uar(uar);
+	CHECK(mlx5dv_devx_obj_destroy(tis) == 0 && mlx5dv_devx_obj_destroy(td) == 0, "destroy objects");
+	CHECK(rawpkt_model_live_objects() == live0, "all gone");
+	CHECK(ibv_close_device(c2) == 0 && ibv_close_device(c) == 0, "close");
+	printf("devx ok: td %u, TIS transport domains %u and %u\n", tdn, tds[0], tds[2]);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		void (*run)(void);
 	} checks[] = {{"uevent", uevent}, {"dr_action", dr_action}, {"uar", uar},	  {"cq_ci16", cq_ci16},
-		      {"wq_attr", wq_attr}, {"pd", pd},		      {"cq_huge", cq_huge}};
+		      {"wq_attr", wq_attr}, {"pd", pd},		      {"cq_huge", cq_huge}, {"devx", devx}};
 	for (size_t i = 0; argc == 2 && i < sizeof checks / sizeof checks[0]; i++)
 		if (!strcmp(argv[1], checks[i].name)) {
 			checks[i].run();
 			return 0;
 		}
-	fprintf(stderr, "usage: parity uevent|dr_action|uar|cq_ci16|wq_attr|pd|cq_huge\n");
+	fprintf(stderr, "usage: parity uevent|dr_action|uar|cq_ci16|wq_attr|pd|cq_huge|devx\n");
 	return 2;
 }
