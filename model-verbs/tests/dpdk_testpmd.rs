@@ -164,13 +164,15 @@ impl Testpmd {
         }
     }
 
-    /// Sends one command and returns what it printed up to the next prompt.
+    /// Sends one command and returns what it printed up to the next prompt (without the PMD's
+    /// log lines).
     fn cmd(&mut self, line: &str) -> String {
         // From before the command: its output may come before this thread looks again.
         let from = self.log.lock().unwrap().len();
         writeln!(self.stdin, "{line}").expect("writing to testpmd");
         self.stdin.flush().unwrap();
-        self.wait_from(from, |t| t.contains("testpmd> "), line)
+        let out = self.wait_from(from, |t| without_pmd_logs(t).contains("testpmd> "), line);
+        without_pmd_logs(&out)
     }
 
     /// `show port stats all`, parsed: ports 0 and 1.
@@ -262,6 +264,27 @@ impl Drop for Testpmd {
             let _ = self.child.wait();
         }
     }
+}
+
+/// `text` without the PMD's log lines: the forwarding core logs too (at debug level, the MR
+/// cache filling as the first frames go), and a line of its may land inside the prompt
+/// ("testp" + "mlx5_common: ...\n" + "md> ").
+fn without_pmd_logs(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = ["mlx5_common: ", "mlx5_net: "]
+        .iter()
+        .filter_map(|p| rest.find(p))
+        .min()
+    {
+        out.push_str(&rest[..at]);
+        rest = match rest[at..].find('\n') {
+            Some(end) => &rest[at + end + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The number after `key` in `text`.
