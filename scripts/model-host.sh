@@ -56,12 +56,26 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
+trap 'exit 129' HUP
+
+# What a launcher killed before its cleanup (SIGKILL) left: namespaces and PCI trees named
+# after a pid that is no longer a launcher.
+for old in $(ip netns list 2>/dev/null | sed -n 's/^\(rawpkt-model-[0-9]*\).*/\1/p'); do
+    pid=${old#rawpkt-model-}
+    grep -qs model-host.sh "/proc/$pid/cmdline" || ip netns del "$old" 2>/dev/null
+done
+for old in "${TMPDIR:-/tmp}"/rawpkt-model-host.*.*; do
+    [ -d "$old" ] || continue
+    pid=${old##*/rawpkt-model-host.}
+    pid=${pid%%.*}
+    grep -qs model-host.sh "/proc/$pid/cmdline" || rm -rf "$old"
+done
 
 # LD_LIBRARY_PATH with the soname links, from model-env.sh (which builds the library).
 env_line=$("$root/scripts/model-env.sh") || exit 1
 eval "$env_line"
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/rawpkt-model-host.XXXXXX") || exit 1
+dir=$(mktemp -d "${TMPDIR:-/tmp}/rawpkt-model-host.$$.XXXXXX") || exit 1
 # The PCI tree: what /sys/bus/pci/devices/<addr> holds for a ConnectX-5 PF bound to mlx5_core
 # and what DPDK's scan reads (drivers/bus/pci/linux/pci.c pci_scan_one: vendor, device,
 # subsystem_*, class, numa_node, resource, the driver link; the kernel's pci-sysfs.c formats).
