@@ -4,9 +4,10 @@
 #   bash scripts/test.sh [--all] [--dry-run] [extra cargo test arguments, e.g. -p rawpkt]
 #
 # As root with apt-get, it installs what the tests need (iproute2, python3, iputils-ping,
-# util-linux, procps, tshark, gcc, libibverbs-dev, and Debian's ibverbs-utils and perftest, whose
-# unmodified programs run on the model library; curl, and Python's prometheus_client from PyPI,
-# which check pktgen's metrics endpoint) and runs every test, the #[ignore]d ones too.
+# util-linux, procps, tshark, gcc, libibverbs-dev, and Debian's ibverbs-utils, perftest and DPDK
+# (dpdk-dev's dpdk-testpmd with librte-net-mlx5-23, DPDK's mlx5 PMD), whose unmodified programs
+# run on the model library; curl, and Python's prometheus_client from PyPI, which check pktgen's
+# metrics endpoint) and runs every test, the #[ignore]d ones too.
 # Where it cannot install (a normal user, no apt), it runs every test whose needs are met and
 # leaves out, with cargo test's --skip, those whose needs are not, listing them under "NOT RUN"
 # with what each needs: they are not counted as passed, and the last line says the run was
@@ -37,6 +38,7 @@ declare -A probe=(
     [procps]="kill sysctl" [tshark]="tshark" [gcc]="cc" [libibverbs-dev]="/usr/include/infiniband/mlx5dv.h"
     [ibverbs-utils]="ibv_devices ibv_devinfo" [perftest]="raw_ethernet_bw raw_ethernet_lat raw_ethernet_fs_rate"
     [curl]="curl" [prometheus_client]="py:prometheus_client"
+    [dpdk-dev]="dpdk-testpmd" [librte-net-mlx5-23]="/usr/lib/$(uname -m)-linux-gnu/librte_net_mlx5.so.23"
 )
 # Packages from PyPI (for whichever python3 is first on PATH), not from apt.
 pip_pkgs=" prometheus_client "
@@ -90,6 +92,10 @@ unmet() { # REASON
     [[ $r == *perftest* ]] && lacks perftest && out+=(perftest)
     [[ $r == *curl* ]] && lacks curl && out+=(curl)
     [[ $r == *prometheus_client* ]] && lacks prometheus_client && out+=(prometheus_client)
+    if [[ $r == *dpdk* ]]; then
+        lacks dpdk-dev && out+=(dpdk-dev)
+        lacks librte-net-mlx5-23 && out+=(librte-net-mlx5-23)
+    fi
     if [[ $r == *libibverbs-dev* ]]; then
         lacks libibverbs-dev && out+=(libibverbs-dev)
         lacks gcc && out+=(gcc)

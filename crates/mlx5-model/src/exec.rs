@@ -1439,6 +1439,15 @@ impl Device {
     /// Writes CQ `cqn`'s held completions in order: each run of two or more that may share a
     /// title ([`session_member`]) as a compressed session of at most [`CQE_COMP_MAX_NUM`], the
     /// rest as plain CQEs.
+    ///
+    /// A session ends at the end of the CQ buffer: it never wraps to slot 0. DPDK's vectorized
+    /// receive path, its default with compression on a ConnectX-5, reads a session's mini-CQE
+    /// arrays at `cq + pos` and stamps its slots `cq[inv]` with no ring mask, from a title at
+    /// any slot (drivers/net/mlx5/mlx5_rxtx_vec_sse.h `rxq_cq_decompress_v`; `rxq_burst_v` in
+    /// mlx5_rxtx_vec.c keeps only its own batch from crossing the end), and takes the session's
+    /// mbufs from consecutive entries of its ring, so a session that wrapped would be read past
+    /// both rings' ends. That it runs on ConnectX cards says the device does not write one.
+    /// (The kernel's and rdma-core's readers mask every index and would read either.)
     fn flush_cq(&mut self, cqn: u32) {
         let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return;
@@ -1449,9 +1458,13 @@ impl Device {
         );
         let mut i = 0;
         while i < held.len() {
+            let Some(cq) = cq_of(&mut self.cqs, cqn) else {
+                break;
+            };
+            let to_end = (cq.cqe_cnt - (cq.pi & (cq.cqe_cnt - 1))) as usize;
             let mut n = 1;
             while i + n < held.len()
-                && n < CQE_COMP_MAX_NUM as usize
+                && n < (CQE_COMP_MAX_NUM as usize).min(to_end)
                 && session_member(&held[i], &held[i + n], n as u16, fmt)
             {
                 n += 1;
@@ -1488,9 +1501,9 @@ impl Device {
         let n = run.len() as u32;
         if self.cfg.strict_cq {
             // SAFETY: the record word belongs to this live CQ.
-            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
+            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) };
             cq.ci_seen = ci;
-            if (cq.pi.wrapping_add(n - 1).wrapping_sub(ci) & 0x00ff_ffff) >= cq.cqe_cnt {
+            if cq.used(cq.pi.wrapping_add(n - 1), ci) >= cq.cqe_cnt {
                 return false;
             }
         }
@@ -1536,11 +1549,11 @@ impl Device {
         let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return false;
         };
-        if self.cfg.strict_cq && (cq.pi.wrapping_sub(cq.ci_seen) & 0x00ff_ffff) >= cq.cqe_cnt {
+        if self.cfg.strict_cq && cq.used(cq.pi, cq.ci_seen) >= cq.cqe_cnt {
             // SAFETY: the record word belongs to this live CQ.
-            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) } & 0x00ff_ffff;
+            let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) };
             cq.ci_seen = ci;
-            if (cq.pi.wrapping_sub(ci) & 0x00ff_ffff) >= cq.cqe_cnt {
+            if cq.used(cq.pi, ci) >= cq.cqe_cnt {
                 let pi = cq.pi;
                 self.counters.cq_overruns += 1;
                 self.trace_event(format_args!("CQ-OVERRUN cqn={cqn:#x} pi={pi} ci={ci}"));

@@ -41,6 +41,8 @@ pub mod link;
 mod ring;
 mod striding;
 mod trace;
+mod uar;
+pub use uar::UAR_PAGE;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -254,21 +256,20 @@ impl Mr {
 pub(crate) struct ObjMem {
     region: Region,
     dbrec_off: usize,
-    uar_off: usize,
+    /// An SQ's doorbell page, a page of the device's UAR space ([`uar`]).
+    uar: Option<uar::UarPage>,
 }
 
 impl ObjMem {
-    fn new(ring_bytes: usize, with_uar: bool) -> Result<ObjMem, String> {
+    fn new(ring_bytes: usize, uar: Option<&Arc<uar::UarSpace>>) -> Result<ObjMem, String> {
         let dbrec_off = ring_bytes.max(64);
-        let uar_off = (dbrec_off + 64).div_ceil(4096) * 4096;
-        let len = if with_uar { uar_off + 4096 } else { dbrec_off + 64 };
-        let region = Region::small_pages(len).map_err(|e| format!("ring memory: {e}"))?;
+        let region = Region::small_pages(dbrec_off + 64).map_err(|e| format!("ring memory: {e}"))?;
         let mem = ObjMem {
             region,
             dbrec_off,
-            uar_off,
+            uar: uar.map(|u| u.take()).transpose()?,
         };
-        if with_uar {
+        if mem.uar.is_some() {
             for reg in mem.bf_halves() {
                 // SAFETY: the register lies in the region just mapped, 8-byte aligned (page
                 // offset 0x800 or 0x900); no driver has its address yet.
@@ -283,8 +284,15 @@ impl ObjMem {
     fn dbrec(&self) -> *mut u32 {
         self.region.base().wrapping_add(self.dbrec_off).cast()
     }
+    /// The BlueFlame register in the UAR page (null for a queue without one).
     fn bf_reg(&self) -> *mut u8 {
-        self.region.base().wrapping_add(self.uar_off + BF_OFFSET)
+        self.uar
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |u| u.base().wrapping_add(BF_OFFSET))
+    }
+    /// The UAR page's index in the device's UAR space (0 for a queue without one).
+    fn uar_index(&self) -> u32 {
+        self.uar.as_ref().map_or(0, uar::UarPage::index)
     }
     /// The doorbell words of the register's two halves (see [`BF_SIZE`]).
     fn bf_halves(&self) -> [*mut u8; 2] {
@@ -478,6 +486,26 @@ pub(crate) struct CqObj {
     held: Vec<Cqe64>,
 }
 
+impl CqObj {
+    /// How many slots the driver has not consumed when the producer counter is `pi` and the
+    /// doorbell record holds `ci`, as the device compares them: on the low `log2 + 1` bits only.
+    ///
+    /// Drivers write the record in different widths: rdma-core 24 bits (`update_cons_index`,
+    /// providers/mlx5/cq.c, `cons_index & 0xffffff`), the kernel 24 (`mlx5_cq_set_ci`), DPDK's
+    /// RX queues a 32-bit counter (`rxq->cq_ci`, drivers/net/mlx5/mlx5_rx.h) and its TX queues a
+    /// 16-bit one written as is (`uint16_t cq_ci` in mlx5_tx.h, `*txq->cq_db =
+    /// rte_cpu_to_be_32(txq->cq_ci)` in mlx5_txq.c / mlx5_tx.h `mlx5_tx_comp_flush`), on CQs
+    /// created without `overrun_ignore` (only its packet-pacing CQs set it, mlx5_txpp.c) that
+    /// run for days on ConnectX cards. The bits every one of them agrees on are those below the
+    /// narrowest width, and a ring of 2^log2 slots needs log2 + 1 of them to tell a full ring
+    /// from an empty one: the same bits the CQE owner bit is taken from (the counter's bit
+    /// `log2`, PRM "CQE ownership"). A producer that checks before every write can never be
+    /// more than a ring ahead, so those bits find every overrun.
+    fn used(&self, pi: u32, ci: u32) -> u32 {
+        pi.wrapping_sub(ci) & ((self.cqe_cnt << 1) - 1)
+    }
+}
+
 pub(crate) struct PortState {
     link: Link,
     rqs: Vec<u32>,
@@ -582,6 +610,8 @@ impl Device {
 /// takes it: it talks to the model only through ring memory, as with hardware.
 pub struct Nic {
     dev: Arc<Mutex<Device>>,
+    /// The UAR pages of the SQs ([`Nic::uar_fd`]).
+    uars: Arc<uar::UarSpace>,
     /// When the device clock read 0 (the device's `clock`), read without the device's lock.
     epoch: Instant,
     stop: Arc<AtomicBool>,
@@ -657,6 +687,7 @@ impl Nic {
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
+            uars: uar::UarSpace::new()?,
             epoch,
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
@@ -667,6 +698,21 @@ impl Nic {
     /// reads on hardware), on the time base of the CQEs' timestamps.
     pub fn clock_ticks(&self) -> u64 {
         ticks(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// The file holding the SQs' UAR pages: `mmap(fd, UAR_PAGE, uar_page * UAR_PAGE)` maps the
+    /// doorbell page of the SQ whose [`RawQueue::uar_page`] that is, as the uverbs fd does for a
+    /// process on hardware (`uar` module). Owned by the NIC; callers dup it to keep it.
+    pub fn uar_fd(&self) -> std::os::fd::RawFd {
+        self.uars.fd()
+    }
+
+    /// A UAR page of the device that no queue rings (what `mlx5dv_devx_alloc_uar` hands a
+    /// DevX user): mapped at [`UarHandle::base`], page [`UarHandle::index`] of [`Nic::uar_fd`].
+    /// Doorbells written there reach nothing until a queue is bound to the page, which the
+    /// model does not do; the page goes back to the device when the handle drops.
+    pub fn alloc_uar(&self) -> Result<UarHandle, String> {
+        self.uars.take().map(UarHandle)
     }
 
     /// Two ports connected back to back.
@@ -731,7 +777,7 @@ impl Nic {
         if cqe_cnt > 1 << 22 {
             return Err(format!("CQ of {requested} entries is larger than the device allows"));
         }
-        let mem = Arc::new(ObjMem::new(cqe_cnt as usize * 64, false)?);
+        let mem = Arc::new(ObjMem::new(cqe_cnt as usize * 64, None)?);
         for i in 0..cqe_cnt as usize {
             // SAFETY: slot i lies inside the ring just mapped; nobody else sees it yet.
             unsafe_stamp(mem.ring().wrapping_add(i * 64), CQE_INIT_OP_OWN);
@@ -759,6 +805,7 @@ impl Nic {
                 dbrec: mem.dbrec(),
                 bf_reg: std::ptr::null_mut(),
                 bf_size: 0,
+                uar_page: 0,
                 cnt: cqe_cnt,
                 stride: 64,
                 num: cqn,
@@ -777,7 +824,7 @@ impl Nic {
         if d.cq(cqn).is_none() {
             return Err(format!("CQ {cqn:#x} does not exist"));
         }
-        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * SEND_WQE_BB, true)?);
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * SEND_WQE_BB, Some(&self.uars))?);
         let idx = slot(
             &mut d.sqs,
             SqObj {
@@ -803,6 +850,7 @@ impl Nic {
                 dbrec: mem.dbrec(),
                 bf_reg: mem.bf_reg(),
                 bf_size: BF_SIZE,
+                uar_page: mem.uar_index(),
                 cnt: wqe_cnt,
                 stride: SEND_WQE_BB as u32,
                 num: qpn,
@@ -868,7 +916,7 @@ impl Nic {
         if d.cq(cqn).is_none() {
             return Err(format!("CQ {cqn:#x} does not exist"));
         }
-        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * stride as usize, false)?);
+        let mem = Arc::new(ObjMem::new(wqe_cnt as usize * stride as usize, None)?);
         let idx = slot(
             &mut d.rqs,
             RqObj {
@@ -901,6 +949,7 @@ impl Nic {
                 dbrec: mem.dbrec(),
                 bf_reg: std::ptr::null_mut(),
                 bf_size: 0,
+                uar_page: 0,
                 cnt: wqe_cnt,
                 stride,
                 num: wq_num,
@@ -1399,6 +1448,21 @@ pub struct QueueMem {
     pub keep: Arc<dyn std::any::Any + Send + Sync>,
 }
 
+/// A UAR page of the device held by a user ([`Nic::alloc_uar`]).
+pub struct UarHandle(uar::UarPage);
+
+impl UarHandle {
+    /// Where the page is mapped in this process.
+    pub fn base(&self) -> *mut u8 {
+        self.0.base()
+    }
+
+    /// The page's index in the UAR file: its mmap offset is `index * UAR_PAGE`.
+    pub fn index(&self) -> u32 {
+        self.0.index()
+    }
+}
+
 /// The addresses and geometry of a queue's memory, as C code receives them from
 /// `mlx5dv_init_obj` (`struct mlx5dv_qp`/`mlx5dv_cq`/`mlx5dv_rwq` in rdma-core's mlx5dv.h).
 #[derive(Clone, Copy, Debug)]
@@ -1408,6 +1472,8 @@ pub struct RawQueue {
     /// SQs: the UAR doorbell register (`mlx5dv_qp.bf.reg`); null for other queues.
     pub bf_reg: *mut u8,
     pub bf_size: u32,
+    /// SQs: the index of `bf_reg`'s page in the UAR file ([`Nic::uar_fd`]); 0 for others.
+    pub uar_page: u32,
     /// Entries: WQEBBs, WQEs or CQEs.
     pub cnt: u32,
     /// Bytes per entry.

@@ -1,10 +1,12 @@
 //! DevX and asynchronous events, per device, as libmlx5 and libibverbs expose them:
 //! - `mlx5dv_open_device` with `MLX5DV_CONTEXT_FLAGS_DEVX` (providers/mlx5/mlx5.c), refused
 //!   with EOPNOTSUPP on a device whose `devx` knob is off, as on a kernel without DevX;
-//! - `mlx5dv_devx_general_cmd` answering the two commands a driver asks the inline mode with
-//!   (QUERY_HCA_CAP for the ethernet offload caps' `wqe_inline_mode`, QUERY_NIC_VPORT_CONTEXT
-//!   for `min_wqe_inline_mode`; layouts in `mlx5_prm::devx`) from the device's `inline`
-//!   knob, which is also what the model then enforces on the port's send WQEs;
+//! - `mlx5dv_devx_general_cmd` answering QUERY_HCA_CAP with the capability pages the model has
+//!   (`devx_caps`: general, Ethernet offloads, NIC flow table, RoCE, QoS; another page is a bad
+//!   parameter) and QUERY_NIC_VPORT_CONTEXT; the inline mode a driver reads there (the Ethernet
+//!   offload caps' `wqe_inline_mode`, the vport context's `min_wqe_inline_mode`; layouts in
+//!   `mlx5_prm::devx`) is the device's `inline` knob, which is also what the model then
+//!   enforces on the port's send WQEs (DevX objects: `devx_objs`);
 //! - `ibv_get_async_event` / `ibv_ack_async_event`, delivering events queued by the
 //!   `async_event` knob through the context's `async_fd` (an eventfd, readable while events wait).
 //!
@@ -43,6 +45,11 @@ fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every device refuses DevX (`RAWPKT_MODEL_DEVX=0`, read when the model starts).
+pub(crate) fn refuse_all() {
+    state().refused = [true; DEVS.len()];
+}
+
 /// Handles a `devx.*`, `inline.*`, `pci_device.*`, `async_event.*`, `device.*` or `netdev.*` knob; None if
 /// `key` is none of them, Some(false) for a bad device or value.
 pub(crate) fn set(key: &str, value: &str) -> Option<bool> {
@@ -72,12 +79,13 @@ pub(crate) fn set(key: &str, value: &str) -> Option<bool> {
             None => false,
         },
         "pci_device" => {
-            let ok = value.starts_with("0x") && u16::from_str_radix(&value[2..], 16).is_ok();
+            let Some(id) = value.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else {
+                return Some(false);
+            };
             let path = std::path::Path::new(&*g.sysfs_root.to_string_lossy())
                 .join("devices/pci0000:3a")
-                .join(DEVS[port].pci)
-                .join("device");
-            ok && std::fs::write(path, format!("{value}\n")).is_ok()
+                .join(DEVS[port].pci);
+            crate::sysfs::write_pci_identity(&path, DEVS[port].pci, id).is_ok()
         }
         // What the netdev's L2 table takes of the frames no flow stole (the rest goes to the
         // leftovers flows or is dropped): everything (`promisc`, the default) or its own MAC,
@@ -136,6 +144,11 @@ fn raise(port: usize, event: ibv_event_type) {
     }
 }
 
+/// Whether `ctx` was opened with DevX (`mlx5dv_open_device` with `MLX5DV_CONTEXT_FLAGS_DEVX`).
+pub(crate) fn is_devx(ctx: *mut ibv_context) -> bool {
+    state().devx_contexts.contains(&(ctx as usize))
+}
+
 /// Forgets what belonged to a context being closed.
 pub(crate) fn forget(ctx: usize) {
     let mut st = state();
@@ -182,8 +195,9 @@ pub unsafe extern "C" fn mlx5dv_open_device(
     })
 }
 
-/// rdma-core `mlx5dv_devx_general_cmd`: the two inline-mode queries; anything else is a bad
-/// opcode (status 0x2, `MLX5_CMD_STAT_BAD_OP_ERR`), which the kernel reports as EIO.
+/// rdma-core `mlx5dv_devx_general_cmd`: QUERY_HCA_CAP and QUERY_NIC_VPORT_CONTEXT; anything
+/// else is a bad opcode (status 0x2, `MLX5_CMD_STAT_BAD_OP_ERR`), which the kernel reports as
+/// EIO.
 #[no_mangle]
 pub unsafe extern "C" fn mlx5dv_devx_general_cmd(
     ctx: *mut ibv_context,
@@ -217,15 +231,20 @@ pub unsafe extern "C" fn mlx5dv_devx_general_cmd(
         let mode = g.nic.inline_mode(port);
         out.fill(0);
         match devx::opcode_of(cmd) {
-            Some((devx::QUERY_HCA_CAP, devx::OP_MOD_ETH_OFFLOAD_CAPS_CUR)) if outlen >= 20 => {
-                let cap = match mode {
-                    InlineMode::None => devx::CAP_INLINE_MODE_NOT_REQUIRED,
-                    InlineMode::L2 => devx::CAP_INLINE_MODE_L2,
-                    InlineMode::Ip | InlineMode::TcpUdp => devx::CAP_INLINE_MODE_VPORT_CONTEXT,
-                };
-                devx::set_wqe_inline_mode(out, cap);
-                0
-            }
+            // Any page the model has (`devx_caps`), current or maximum (op_mod bit 0: the
+            // model's are the same), as much of it as the answer holds.
+            Some((devx::QUERY_HCA_CAP, op_mod)) => match crate::devx_caps::page(op_mod >> 1, port, mode) {
+                Some(page) => {
+                    let n = (outlen - 16).min(page.len());
+                    out[16..16 + n].copy_from_slice(&page[..n]);
+                    0
+                }
+                None => {
+                    // MLX5_CMD_STAT_BAD_PARAM_ERR: a capability type the device does not have.
+                    out[0] = 0x3;
+                    libc::EIO
+                }
+            },
             Some((devx::QUERY_NIC_VPORT_CONTEXT, 0)) if outlen >= 17 => {
                 devx::set_min_wqe_inline_mode(out, mode as u8);
                 0

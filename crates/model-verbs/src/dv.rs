@@ -82,9 +82,9 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
         }
         // SAFETY: the caller's struct; only the members named by obj_type are read.
         let o = unsafe { &mut *obj };
-        let known = u64::from(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_RWQ);
+        let known = u64::from(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_RWQ | MLX5DV_OBJ_PD);
         if obj_type & !known != 0 {
-            // SRQs, DMs, AHs, PDs: the model hands none of them out.
+            // SRQs, DMs, AHs: the model hands none of them out.
             return EINVAL;
         }
         if obj_type & u64::from(MLX5DV_OBJ_QP) != 0 {
@@ -94,8 +94,10 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             }
             // SAFETY: a live QP and the caller's out struct.
             let (q, out) = unsafe { (&*qp.cast::<Qp>(), &mut *out) };
-            // mlx5dv_get_qp: comp_mask is in/out; the model answers none of the optional parts
-            // (no mmap offset, no TIR/TIS handles).
+            // mlx5dv_get_qp: comp_mask is in/out, the optional parts asked for and answered.
+            // The model answers the UAR's mmap offset of a QP with a send queue (below); not the
+            // TIR/TIS handles or ICM addresses.
+            let asked = out.comp_mask;
             out.comp_mask = 0;
             // SAFETY: C data, all-zero valid.
             out.rq = unsafe { std::mem::zeroed() };
@@ -119,6 +121,29 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
                     // The size a ConnectX-5 reports (libmlx5's BlueFlame half-register); the
                     // model takes doorbells and BlueFlame copies at either half.
                     out.bf.size = r.bf_size;
+                    if asked & u64::from(MLX5DV_QP_MASK_UAR_MMAP_OFFSET) != 0 {
+                        // Where `mmap(context->cmd_fd, page, offset)` maps the page `bf.reg`
+                        // lies in (`mlx5dv_get_qp`: `mqp->bf->uar_mmap_offset`, which
+                        // `get_uar_mmap_offset` makes the page's index times the page size).
+                        // DPDK's mlx5 PMD refuses a TX queue without it ("Failed to retrieve
+                        // UAR info", drivers/net/mlx5/linux/mlx5_verbs.c
+                        // `mlx5_txq_ibv_obj_new`) and maps it in secondary processes
+                        // (`mlx5_tx_uar_init_secondary`).
+                        out.uar_mmap_offset = (u64::from(r.uar_page) * mlx5_model::UAR_PAGE as u64) as libc::off_t;
+                        out.comp_mask |= u64::from(MLX5DV_QP_MASK_UAR_MMAP_OFFSET);
+                    }
+                    if asked & u64::from(MLX5DV_QP_MASK_RAW_QP_HANDLES) != 0 {
+                        // `mlx5dv_get_qp`: the raw QP's TIS, SQ, RQ and TIR numbers (DPDK's PMD
+                        // asks for the TIS on a DevX context, then its transport domain with
+                        // `mlx5dv_devx_qp_query`). The model's SQ is numbered as the QP.
+                        out.tisn = crate::devx_objs::tisn_of(q);
+                        out.sqn = q.qp.qp_num;
+                        (out.rqn, out.tirn) = match &q.kind {
+                            QpKind::Raw { rq: Some(rq), .. } => (rq.wq.wq.wq_num, rq.tir as u32),
+                            _ => (0, 0),
+                        };
+                        out.comp_mask |= u64::from(MLX5DV_QP_MASK_RAW_QP_HANDLES);
+                    }
                 }
                 QpKind::Rss { .. } => {
                     // An RSS QP has no queues of its own.
@@ -146,6 +171,19 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             out.cqn = r.num;
             // SAFETY: a live CQ's context is live (the CQ holds it).
             out.cq_uar = unsafe { (*Context::from_ctx(c.cq.context)).cq_uar.base().cast() };
+        }
+        if obj_type & u64::from(MLX5DV_OBJ_PD) != 0 {
+            // rdma-core `mlx5dv_get_pd`: the PD's number, no optional parts. DPDK's mlx5 PMD
+            // asks for it on every DevX context (drivers/common/mlx5/linux/mlx5_common_os.c
+            // `mlx5_os_pd_prepare`) and names the PD by it in DevX commands.
+            let (pd, out) = (o.pd.in_, o.pd.out);
+            if out.is_null() || !g.reg().check(pd as usize, Kind::Pd) {
+                return EINVAL;
+            }
+            // SAFETY: a live PD and the caller's out struct.
+            let (p, out) = unsafe { (&*pd.cast::<Pd>(), &mut *out) };
+            out.comp_mask = 0;
+            out.pdn = p.pdn;
         }
         if obj_type & u64::from(MLX5DV_OBJ_RWQ) != 0 {
             let (wq, out) = (o.rwq.in_, o.rwq.out);

@@ -59,7 +59,7 @@ pub unsafe extern "C" fn mlx5dv_create_wq(
                         two_byte_shift: s.two_byte_shift_en != 0,
                     };
                     g.nic.config().striding_rq.check(&p).map_err(|_| libc::EINVAL)?;
-                    // SAFETY: the caller's attr struct, read here and written back by create_wq.
+                    // SAFETY: the caller's attr struct, read only.
                     let max_sge = unsafe { (*attr).max_sge };
                     if mprq::wqe_size(max_sge) > MAX_RQ_DESC_SZ {
                         return Err(libc::EINVAL);
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn mlx5dv_create_wq(
                 }
             }
             // SAFETY: as above.
-            crate::verbs::create_wq_inner(context, unsafe { &mut *attr }, striding)
+            crate::verbs::create_wq_inner(context, unsafe { &*attr }, striding)
         })())
     })
 }

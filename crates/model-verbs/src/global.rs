@@ -72,6 +72,10 @@ pub(crate) enum Kind {
     Flow,
     /// A completion channel.
     Channel,
+    /// A software-steering action (`mlx5dv_dr_action_create_*`).
+    DrAction,
+    /// A DevX object or UAR (`mlx5dv_devx_obj_create`, `mlx5dv_devx_alloc_uar`).
+    DevxObj,
 }
 
 struct Entry {
@@ -222,6 +226,15 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
 fn init() -> Result<Global, String> {
     let root = crate::sysfs::create()?;
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
+    // `RAWPKT_MODEL_DEVX=0`: a host whose kernel offers no DevX (mlx5_ib without
+    // `MLX5_IB_ALLOC_UCTX_DEVX`), where `mlx5dv_open_device` with DevX fails and drivers take
+    // their ibverbs path (DPDK's `mlx5_open_device` falls back to `ibv_open_device`). The
+    // `devx.<ibdev>` knob sets the same per device at run time.
+    match std::env::var("RAWPKT_MODEL_DEVX").as_deref() {
+        Err(_) | Ok("1") => {}
+        Ok("0") => crate::devx::refuse_all(),
+        Ok(v) => return Err(format!("RAWPKT_MODEL_DEVX={v:?}: expected 0 (no DevX) or 1")),
+    }
     // This stand-in for libibverbs reads the model's variables, as the tools do.
     let opts = mlx5_model::env::EnvOptions::read();
     let nic = Nic::new(wires, opts.apply(ModelConfig::default())).map_err(|e| e.to_string())?;
@@ -263,7 +276,7 @@ fn init() -> Result<Global, String> {
     // A traffic thread, when asked for, opens its ports through this library: it waits for
     // GLOBAL, which is set when this returns.
     crate::traffic::start_from_env();
-    Ok(Global {
+    let g = Global {
         nic,
         devices,
         sysfs_root: CString::new(root.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?,
@@ -271,7 +284,10 @@ fn init() -> Result<Global, String> {
         cap_net_raw: AtomicBool::new(true),
         refuse_flow: Mutex::new(String::new()),
         reg: Mutex::new(Registry::default()),
-    })
+    };
+    // Its thread reads the counters through GLOBAL, which is set when this returns.
+    crate::counters::start_from_env();
+    Ok(g)
 }
 
 /// Copies `s` into a C char array, NUL-terminated and truncated to fit.

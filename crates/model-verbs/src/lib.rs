@@ -27,12 +27,17 @@
 
 #[doc(hidden)]
 pub mod abi;
+mod alloc;
 mod caps;
 mod control;
+mod counters;
 mod cq_ex;
 mod datapath;
 mod device;
 mod devx;
+mod devx_caps;
+mod devx_objs;
+mod dr;
 mod dv;
 mod dv_wq;
 mod events;
@@ -48,6 +53,8 @@ pub use caps::drop_cap_net_raw_on_this_thread;
 pub use control::*;
 pub use device::*;
 pub use devx::*;
+pub use devx_objs::*;
+pub use dr::*;
 pub use dv::*;
 pub use dv_wq::*;
 pub use events::*;

@@ -46,6 +46,8 @@ impl Context {
 pub(crate) struct Pd {
     pub pd: ibv_pd,
     pub port: usize,
+    /// The device's number for the PD (`mlx5dv_pd.pdn`, what DevX commands name it by).
+    pub pdn: u32,
 }
 
 #[repr(C)]

@@ -6,8 +6,8 @@
 //! <root>/class/infiniband/mlx5_0/{node_type,fw_ver,hca_type,ports/1/{state,link_layer,rate,hw_counters/out_of_buffer}}
 //! <root>/class/infiniband_verbs/uverbs0/{ibdev,abi_version,device -> same PCI dir}
 //! <root>/class/net/mdl0 -> <root>/devices/pci0000:3a/0000:3b:00.0/net/mdl0
-//! <root>/devices/pci0000:3a/0000:3b:00.0/{vendor,device,driver -> <root>/bus/pci/drivers/mlx5_core}
-//! <root>/devices/pci0000:3a/0000:3b:00.0/net/mdl0/{address,operstate,mtu,speed,ifindex,device}
+//! <root>/devices/pci0000:3a/0000:3b:00.0/{vendor,device,subsystem_vendor,subsystem_device,class,uevent,numa_node,driver -> <root>/bus/pci/drivers/mlx5_core}
+//! <root>/devices/pci0000:3a/0000:3b:00.0/net/mdl0/{address,operstate,mtu,speed,ifindex,dev_port,dev_id,device}
 //! ```
 
 use std::fs;
@@ -28,6 +28,40 @@ fn link(target: &Path, at: &Path) -> Result<(), String> {
         fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
     symlink(target, at).map_err(|e| format!("{} -> {}: {e}", at.display(), target.display()))
+}
+
+/// The PCI identity of a ConnectX-5 function as the kernel shows it: vendor Mellanox (0x15b3),
+/// class Ethernet controller (0x020000), subsystem 0x15b3:0x0007 (a ConnectX-5 EN card's, as
+/// `lspci -nn -vv` of one shows it).
+const PCI_VENDOR: u16 = 0x15b3;
+const PCI_CLASS: u32 = 0x02_0000;
+const PCI_SUBSYS: (u16, u16) = (0x15b3, 0x0007);
+
+/// Writes a PCI function's identity files: `vendor`, `device`, `subsystem_*`, `class` (the
+/// kernel's `pci_dev_attrs`, `0x%04x`/`0x%06x`), and `uevent`, whose variables are the driver
+/// core's `DRIVER=` (drivers/base/core.c `dev_uevent`) then the PCI bus's (`pci_uevent`,
+/// drivers/pci/pci-driver.c): PCI_CLASS, PCI_ID, PCI_SUBSYS_ID, PCI_SLOT_NAME, MODALIAS. DPDK's
+/// mlx5 PMD matches a PCI device to its ibdev by `<ibdev>/device/uevent`'s PCI_SLOT_NAME
+/// (`mlx5_get_pci_addr`, drivers/common/mlx5/linux/mlx5_common_os.c). Called again when the
+/// `pci_device` knob changes the device id.
+pub(crate) fn write_pci_identity(pci: &Path, slot: &str, device: u16) -> Result<(), String> {
+    let (sv, sd) = PCI_SUBSYS;
+    write(&pci.join("vendor"), &format!("0x{PCI_VENDOR:04x}\n"))?;
+    write(&pci.join("device"), &format!("0x{device:04x}\n"))?;
+    write(&pci.join("subsystem_vendor"), &format!("0x{sv:04x}\n"))?;
+    write(&pci.join("subsystem_device"), &format!("0x{sd:04x}\n"))?;
+    write(&pci.join("class"), &format!("0x{PCI_CLASS:06x}\n"))?;
+    let [bc, sc, pi] = [(PCI_CLASS >> 16) as u8, (PCI_CLASS >> 8) as u8, PCI_CLASS as u8];
+    let uevent = format!(
+        "DRIVER=mlx5_core\nPCI_CLASS={PCI_CLASS:04X}\nPCI_ID={PCI_VENDOR:04X}:{device:04X}\n\
+         PCI_SUBSYS_ID={sv:04X}:{sd:04X}\nPCI_SLOT_NAME={slot}\n\
+         MODALIAS=pci:v{v:08X}d{d:08X}sv{sv32:08X}sd{sd32:08X}bc{bc:02X}sc{sc:02X}i{pi:02X}\n",
+        v = u32::from(PCI_VENDOR),
+        d = u32::from(device),
+        sv32 = u32::from(sv),
+        sd32 = u32::from(sd),
+    );
+    write(&pci.join("uevent"), &uevent)
 }
 
 /// The port's `out_of_buffer` queue counter under a device's directory: frames dropped for want
@@ -94,8 +128,9 @@ pub(crate) fn create() -> Result<PathBuf, String> {
     fs::create_dir_all(&driver).map_err(|e| format!("{}: {e}", driver.display()))?;
     for (port, d) in DEVS.iter().enumerate() {
         let pci = root.join("devices/pci0000:3a").join(d.pci);
-        write(&pci.join("vendor"), "0x15b3\n")?;
-        write(&pci.join("device"), "0x1017\n")?;
+        write_pci_identity(&pci, d.pci, 0x1017)?;
+        // One NUMA node, as a single-socket host's functions show it.
+        write(&pci.join("numa_node"), "0\n")?;
         link(&driver, &pci.join("driver"))?;
         let net = pci.join("net").join(d.netdev);
         let mac = d.mac.map(|b| format!("{b:02x}")).join(":");
@@ -104,6 +139,12 @@ pub(crate) fn create() -> Result<PathBuf, String> {
         write(&net.join("mtu"), "1500\n")?;
         write(&net.join("speed"), "100000\n")?;
         write(&net.join("ifindex"), &format!("{}\n", d.ifindex))?;
+        // Each function is its own netdev on its own port: mlx5e gives every PF's netdev
+        // dev_port 0 and dev_id 0 (`net-sysfs.c` prints them `%d` and `%#x`). The PMD picks the
+        // netdev of an ibdev as the one with dev_port 0 under `<ibdev>/device/net/`
+        // (`mlx5_get_ifname_sysfs`, drivers/common/mlx5/linux/mlx5_common_os.c).
+        write(&net.join("dev_port"), "0\n")?;
+        write(&net.join("dev_id"), "0x0\n")?;
         link(&pci, &net.join("device"))?;
         link(&net, &root.join("class/net").join(d.netdev))?;
 

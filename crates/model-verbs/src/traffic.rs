@@ -15,6 +15,11 @@
 //! one comes through, so the numbered frames start once the forwarder is up. Then one line on
 //! stderr, `model traffic: ok ...` or `model traffic: FAILED: ...`, and with `done=sigint` a
 //! SIGINT to this process, which stops a forwarder that stops on Ctrl-C.
+//!
+//! With `rx=none` the thread only sends, for a receiver it cannot see (dpdk-testpmd in `rxonly`
+//! mode on the device `dst` belongs to): probes every 2 ms until one lands in a receive queue of
+//! that device (its `rx_frames` counter moves), then the `count` numbered frames at `pps`, with
+//! no window; `model traffic: ok sent=N probes_sent=P secs=S`.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -81,6 +86,9 @@ fn parse(s: &str) -> Result<Plan, String> {
     }
     if p.tx.is_empty() || p.rx.is_empty() || p.dst == [0; 6] || p.count == 0 {
         return Err("tx=, rx=, dst= and count= are required".into());
+    }
+    if p.rx == "none" && !crate::global::DEVS.iter().any(|d| d.mac == p.dst) {
+        return Err("rx=none: dst= must be one of the model's devices' MACs".into());
     }
     Ok(p)
 }
@@ -191,6 +199,10 @@ fn run(p: &Plan) -> Result<String, String> {
     let pool: Rc<Pool> = Pool::new(PoolConfig::default().buffers(4096)).map_err(|e| format!("pool: {e}"))?;
     let q = QueueConfig::default().size(1024);
     let tx_port = open_with(&p.tx, &PortOptions::default()).map_err(|e| format!("{}: {e}", p.tx))?;
+    if p.rx == "none" {
+        let mut tx = tx_port.tx_queue(0, &pool, &q).map_err(|e| format!("{}: {e}", p.tx))?;
+        return send_only(p, tx.as_mut(), &pool);
+    }
     let mac = p.dst.map(|b| format!("{b:02x}")).join(":");
     let rule: FlowRule = format!("dst-mac {mac}").parse().map_err(|e| format!("rule: {e}"))?;
     let rx_opts = PortOptions::default().rules(vec![rule]);
@@ -269,6 +281,73 @@ fn run(p: &Plan) -> Result<String, String> {
         "sent={sent} received={} in_order=yes unmodified=yes probes_sent={probes} probes_received={} secs={secs:.3}",
         sink.next, sink.probes
     ))
+}
+
+/// `rx=none`: probes until one lands in a receive queue of `dst`'s device, then the numbered
+/// frames, paced, unwatched.
+fn send_only(p: &Plan, tx: &mut dyn TxQueue, pool: &Rc<Pool>) -> Result<String, String> {
+    let g = crate::global::global().map_err(|e| format!("the model: errno {e}"))?;
+    let port = crate::global::DEVS
+        .iter()
+        .position(|d| d.mac == p.dst)
+        .ok_or("dst is not a device's MAC")?;
+    let landed = || g.nic.port_counters(port).rx_frames;
+    // The sending device (`tx`'s ibdev), whose wire count says when the last frame has left.
+    let from = crate::global::DEVS
+        .iter()
+        .position(|d| p.tx.contains(d.ibdev))
+        .ok_or("tx= names none of the model's devices")?;
+    let on_wire = || g.nic.port_counters(from).tx_frames;
+    let wire_before = on_wire();
+    let mut tb = Burst::new(pool, 32);
+    let (start, before) = (Instant::now(), landed());
+    let mut probes = 0u64;
+    while landed() == before {
+        if start.elapsed() > PROBE_LIMIT {
+            return Err(format!(
+                "none of {probes} probes from {} reached a receive queue in {PROBE_LIMIT:?}",
+                p.tx
+            ));
+        }
+        send(tx, &mut tb, std::iter::once(frame(p.dst, PROBE, probes)))?;
+        probes += 1;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let begin = Instant::now();
+    let mut sent = 0u64;
+    // Frames the thread was owed but did not send while it was off the CPU: forgiven, not sent
+    // in a rush afterwards, so that no millisecond carries more than pps allows (a receiver
+    // without flow control drops what a burst above the rate brings).
+    let mut forgiven = 0u64;
+    let slack = (p.pps / 1000).max(32);
+    while sent < p.count {
+        let mut credit = ((begin.elapsed().as_secs_f64() * p.pps as f64) as u64).saturating_sub(forgiven);
+        if credit > sent + slack {
+            forgiven += credit - sent - slack;
+            credit = sent + slack;
+        }
+        let n = credit.saturating_sub(sent).min(p.count - sent).min(32);
+        if n == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+            continue;
+        }
+        sent += send(tx, &mut tb, (sent..sent + n).map(|s| frame(p.dst, NUMBERED, s)))? as u64;
+    }
+    let secs = begin.elapsed().as_secs_f64();
+    // Done once the device has sent them all: the queue goes when this returns, and with it
+    // whatever it still held.
+    let last = Instant::now();
+    while on_wire() - wire_before < sent + probes {
+        let _ = tx.reclaim();
+        if last.elapsed() > STALL {
+            return Err(format!(
+                "sent {sent} and {probes} probes, the device put {} on the wire",
+                on_wire() - wire_before
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(format!("sent={sent} probes_sent={probes} secs={secs:.3}"))
 }
 
 #[cfg(test)]

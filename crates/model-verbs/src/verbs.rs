@@ -118,7 +118,9 @@ fn open_device(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     vctx.context.num_comp_vectors = num_comp_vectors();
     // SAFETY: plain fd-creating syscalls; the fds belong to the context and are closed with it.
     unsafe {
-        vctx.context.cmd_fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        // The uverbs fd: mmap on it at a QP's `uar_mmap_offset` maps that QP's doorbell page
+        // (mlx5_ib `mlx5_ib_mmap`), so it is the model's UAR file (`Nic::uar_fd`).
+        vctx.context.cmd_fd = libc::fcntl(g.nic.uar_fd(), libc::F_DUPFD_CLOEXEC, 0);
         // The async event fd: never readable, as a healthy device raises no events.
         vctx.context.async_fd = libc::eventfd(0, libc::EFD_CLOEXEC);
     }
@@ -387,9 +389,14 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
             live(g, context.cast(), Kind::Context)?;
             // SAFETY: a live context.
             let port = unsafe { (*Context::from_ctx(context)).port };
+            // PD numbers are the device's 24-bit object numbers (mlx5_ifc.h `pd[0x18]`),
+            // never 0 here, as the kernel's own PD takes the first one.
+            static NEXT_PDN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+            let pdn = NEXT_PDN.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 0x00ff_ffff + 1;
             let pd = Box::into_raw(Box::new(Pd {
                 pd: ibv_pd { context, handle: 0 },
                 port,
+                pdn,
             }));
             g.reg().add(pd as usize, Kind::Pd, vec![context as usize]);
             Ok(pd.cast::<ibv_pd>())
@@ -510,6 +517,8 @@ pub(crate) fn create_cq_comp(
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return Err(EINVAL);
     }
+    // libmlx5's ring: roundup_pow2(cqe + 1) entries of 64 bytes (`create_cq`, `align_queue_size`).
+    crate::alloc::cq_buffer((cqe as usize + 1).next_power_of_two() * 64)?;
     let info = g.nic.alloc_cq_with(cqe as u32, comp).map_err(|_| libc::ENOMEM)?;
     // SAFETY: the model's CQ, which we own the consumer side of until the CQ is destroyed.
     let ring = unsafe { CompRing::new(info.raw) }
@@ -1171,15 +1180,23 @@ unsafe extern "C" fn create_wq(context: *mut ibv_context, attr: *mut ibv_wq_init
             set_errno(EINVAL);
             return std::ptr::null_mut();
         }
-        // SAFETY: the caller's attr struct; max_wr/max_sge are written back, as rdma-core does.
-        ptr_or_errno(create_wq_inner(context, unsafe { &mut *attr }, None))
+        // SAFETY: the caller's attr struct, read only.
+        ptr_or_errno(create_wq_inner(context, unsafe { &*attr }, None))
     })
 }
 
 /// `ibv_create_wq`, and `mlx5dv_create_wq` with `striding` (`dv_wq.rs`, which checked it).
+///
+/// The caller's attributes come back as they were: libmlx5 sizes the ring in its own `rwq`
+/// (`mlx5_calc_rwq_size`, providers/mlx5/verbs.c, rounds `max_wr` and the WQE size up to
+/// powers of two there) and writes nothing into the attr; libibverbs copies the kernel's
+/// `max_wr`/`max_sge` back (`ibv_cmd_create_wq`, libibverbs/cmd_wq.c), and the kernel answers
+/// with what the caller asked (`ib_uverbs_ex_create_wq` echoes `wq_init_attr`, which
+/// mlx5_ib's `create_wq` leaves alone). So an attr used twice makes two equal WQs; the sizes
+/// the device took are `mlx5dv_init_obj`'s (`mlx5dv_rwq.wqe_cnt`, `stride`).
 pub(crate) fn create_wq_inner(
     context: *mut ibv_context,
-    a: &mut ibv_wq_init_attr,
+    a: &ibv_wq_init_attr,
     striding: Option<mlx5_prm::mprq::Params>,
 ) -> Result<*mut ibv_wq, i32> {
     let g = g()?;
@@ -1202,10 +1219,6 @@ pub(crate) fn create_wq_inner(
     // SAFETY: a live context.
     let port = unsafe { (*Context::from_ctx(context)).port };
     let mut w = new_wq(g, context, a.pd, a.cq, port, a.max_wr, None, opts)?;
-    a.max_wr = w.info.raw.cnt;
-    // The data segments a WQE holds (`rq.max_gs`): a striding one's first 16 bytes are its next
-    // segment (rdma-core `mlx5_calc_rwq_size`).
-    a.max_sge = w.info.raw.stride / 16 - u32::from(striding.is_some());
     w.wq.wq_context = a.wq_context;
     let cq = w.cq;
     let wq_num = w.wq.wq_num;
