@@ -12,11 +12,13 @@ Exit status: 0 when the room graph has no cycle, `sys` imports nothing from the 
 model's device files import nothing of the driver but its formats; 1 otherwise (each cycle, each
 upward import of `sys` and each driver import of the device printed on its own line).
 
-The model (`model/`) is a device: it may take the PRM formats (`dv::prm`), the flow matcher and
-header views it steers with (`flow`), memory mappings (`mem::region`), the `sys` wrappers and
-the leaf that escapes user input in messages (`text`), but
-not the driver's rings, queues or control paths (`dv::ring`, `rx`, `tx`, `mlx5`, ...). Only its
-backend glue, `model::port`, hands its queues to the driver (DEVICE_GLUE).
+The model's device is the `mlx5-model` crate, which cannot import the driver at all (`rawpkt`
+depends on it, and Cargo refuses cycles). Inside this crate the `model` room is the `model:`
+backend; its glue, `model::port`, hands the device's queues to the driver (DEVICE_GLUE). Any other
+file put in `model/` is held to a device's rule: it may take the PRM formats (`dv::prm`), the flow
+matcher and header views it steers with (`flow`), memory mappings (`mem::region`), the `sys`
+wrappers and the leaf that escapes user input in messages (`text`), but not the driver's rings,
+queues or control paths (`dv::ring`, `rx`, `tx`, `mlx5`, ...).
 """
 
 import argparse
