@@ -201,9 +201,9 @@ fn random_jumbo_frames_arrive_identical() {
 }
 
 /// The same on the strides the driver picks for a default pool (16 of 1 KiB in buffers of a
-/// 1920-byte data room), a million of them (issue 15: 10^6 random frames of 60-9000 bytes in every
-/// receive mode): a 9000-byte frame, longer than any buffer, arrives whole over 9 of them, sent
-/// chained too.
+/// 1920-byte data room), a million of them (10^6 random frames of 60-9000 bytes, as `rx_modes`
+/// sends in every receive mode): a 9000-byte frame, longer than any buffer, arrives whole over 9
+/// of them, sent chained too.
 #[test]
 fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
     let q = QueueConfig::default().size(512);

@@ -204,7 +204,7 @@ struct Model {
     empw: bool,
     max_frame: usize,
     /// Whether frames shorter than 60 bytes leave the port zero-padded to 60, as a MAC pads
-    /// them (issue 11 item 11 makes the model do so; see `runts_are_padded`).
+    /// them (see `runts_are_padded`).
     pad: bool,
 }
 
@@ -394,7 +394,7 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
                 w[1..3].copy_from_slice(&(pi as u16).to_be_bytes());
                 // The model takes a UAR word of 0 for no write at all (its register's idle
                 // value), so a WQE whose first 8 bytes are 0 cannot be rung: keep it out.
-                // Reported (issue 11 fuzzing); hardware would fail it with LOCAL_QP_OP.
+                // Found by this fuzzer; hardware would fail it with LOCAL_QP_OP.
                 if w[..8] == [0; 8] {
                     w[3] = 0x0b;
                 }

@@ -431,8 +431,8 @@ impl DvRxQueue {
             slot.flags =
                 FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff] | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
             // After the others: next to `len`/`off` in an 8-byte aligned `Packet`, the compiler
-            // would merge the two stores into one 64-bit store that takes two more instructions
-            // to assemble (39.8 instead of 38.7 per packet; `scripts/callgrind.sh`, cx5).
+            // would merge the two stores into one 64-bit store that takes more instructions to
+            // assemble than it saves (measured with `scripts/callgrind.sh`).
             slot.buf = buf;
             if TIMESTAMPS {
                 // Device ticks to ns on the one time base of the device (`TickClock`).
@@ -1323,9 +1323,9 @@ fn zip_chunk<const FIRST: usize>(
 
 /// `v`, through an empty asm statement the compiler cannot see into: a running sum passed through
 /// it stays a chain of adds. Without it the compiler re-associates a straight-line body's eight
-/// adds into a tree, which keeps all eight values live and spills the body's pointers (RX cx5
-/// compressed 31.5 -> 29.3 instructions per packet with it; `scripts/callgrind.sh`). No
-/// instruction is emitted.
+/// adds into a tree, which keeps all eight values live and spills the body's pointers (fewer
+/// instructions per packet with it, measured with `scripts/callgrind.sh`). No instruction is
+/// emitted.
 #[inline(always)]
 fn opaque(v: u64) -> u64 {
     let mut v = v;

@@ -10,9 +10,9 @@
 //! exactly one place (the ring, a `Burst` or the pool) as the pool's invariant wants; a WQE is
 //! posted again, with fresh buffers, once all its strides are consumed. The alternative of one
 //! large buffer per WQE (DPDK's) needs either a copy of each frame into a pool buffer
-//! (`mprq_max_memcpy_len`: measured in an experiment at 76.2 instructions per 60-byte packet
-//! against this path's 44.3, README) or reference counts on the large buffer, which rawpkt's
-//! `Pool` does not have.
+//! (`mprq_max_memcpy_len`: an allocation and a `memcpy` per packet, which an experimental build
+//! measured as far more instructions per packet than this path; `docs/benchmarks.md`) or
+//! reference counts on the large buffer, which rawpkt's `Pool` does not have.
 //!
 //! A frame over several strides (longer than a stride) lies in consecutive buffers of its WQE, one
 //! stride each: it is handed up as a chained packet over them ([`flags::CHAINED`], a `SegLink` per

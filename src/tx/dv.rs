@@ -1018,8 +1018,8 @@ fn pow2_floor(x: usize) -> u32 {
 }
 
 /// The out-of-line builds of [`fill_empw_any`], chosen once per queue: called through a pointer,
-/// the loop has every register to itself (inlined into the burst it spilled 7 instructions' worth
-/// per four packets, and as many again around it), and no compiler can inline it back
+/// the loop has every register to itself (inlined into the burst it spilled registers inside the
+/// loop and around it; `scripts/callgrind.sh`), and no compiler can inline it back
 /// (`#[inline(never)]` does not hold for a `#[target_feature]` function reached through code
 /// without the feature). Everything it needs it reads from the queue, so that the call costs no
 /// arguments on the stack.
@@ -1135,7 +1135,7 @@ impl TxQueue for DvTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         // No build of the whole burst per CPU: only the data-segment loop gains from MOVBE
-        // ([`FillFn`]), and a dispatch here cost 9 instructions per burst.
+        // ([`FillFn`]), and a dispatch here would cost instructions on every burst.
         self.burst(pkts)
     }
 

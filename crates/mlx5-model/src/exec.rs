@@ -321,11 +321,10 @@ pub(super) const UAR_IDLE: u64 = u64::MAX;
 /// WQEBBs a send queue runs per turn at most (`Device::step`), always one WQE: 8 is about one
 /// eMPW WQE of a 32-frame burst (about 9 WQEBBs) or 8 SEND WQEs (ConnectX-4), so a probe on
 /// another queue waits for about one burst of a busy queue, as a NIC's scheduler arbitrates
-/// between queues WQE by WQE. Measured on the model pair (latency stream p50, `pktgen --duration
-/// 3`, 2026-11-24): 16 left it 8–9 µs above idle while the model ran 3.4 Mpps, 8 leaves it
-/// 3.5–4 µs above (idle 1.9–2.3 µs); 32 left it 150 µs behind when the model ran 1 Mpps. 8 costs
-/// the model about 1.3 % more instructions per ConnectX-4 frame than 16 (a doorbell put back
-/// every 8 WQEs); the driver's counts do not move.
+/// between queues WQE by WQE. Measured on the model pair with the latency stream's p50
+/// (`pktgen --duration 3`; `docs/benchmarks.md`): larger turns leave a probe further behind a
+/// busy queue, smaller ones cost the model a doorbell put back more often per ConnectX-4 frame;
+/// the driver's counts do not move.
 pub const SQ_TURN_BBS: u32 = 8;
 /// Turns per step at most: a queue doorbelled faster than the model runs it holds the step (and
 /// the device's lock) for 2048 WQEBBs at most, more than a default ring (1024).

@@ -335,7 +335,7 @@ compile_error!(
 /// The send WQEs of the fast path as the 64-bit words in which they lie in memory (word `k` is
 /// bytes `8k..8k + 8`, on a little-endian host: the first byte in the low bits). A queue stores
 /// each word with one instruction, and the byte swaps of constant fields fold into constants;
-/// the datapath's 30 instructions per packet depend on it. These are the one encoder of the
+/// the datapath's instruction count per packet depends on it. These are the one encoder of the
 /// canonical SEND ([`SendWqe::l2_inline`] is their struct view) and of the eMPW title; the
 /// golden vectors check them through the struct views and [`CtrlSeg`]/[`EthSeg`].
 #[cfg(target_endian = "little")]

@@ -277,7 +277,7 @@ fn rawpkt_tools() -> (std::path::PathBuf, std::path::PathBuf) {
 
 /// raw_ethernet_fs_rate, server and client over the veth: each creates and destroys 50 flows on
 /// its QP and reports the rate. (The model's steering holds 64 rules per port,
-/// `flow::matcher::MAX_RULES`; more are ENOMEM, where a ConnectX holds thousands.)
+/// `rawpkt_wire::matcher::MAX_RULES`; more are ENOMEM, where a ConnectX holds thousands.)
 #[test]
 #[ignore = "needs root (network namespaces, CAP_NET_RAW) and Debian's perftest (scripts/test.sh installs it as root)"]
 fn raw_ethernet_fs_rate_server_and_client_over_a_veth() {

@@ -735,7 +735,7 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
         (mean_on_time / 1000.0 - 1.0).abs() < 0.01,
         "mean of on-time gaps {mean_on_time}: {d}"
     );
-    // ...and the spread is an exponential's, within 5 % (issue 16). A departure due within half
+    // ...and the spread is an exponential's, within 5 %. A departure due within half
     // a send after the one before leaves with it, early by at most that: never near the bound.
     let early_max = d["early_max"].as_u64().expect("early_max reported");
     let late_ns = d["late_after_ns"].as_u64().expect("late_after_ns reported");
@@ -770,11 +770,13 @@ fn departures_line(d: &serde_json::Value) -> String {
 /// Departures of a 1 Mpps Poisson stream that may leave more than `late_after_ns` after their
 /// due time, without a capture, on a 2-CPU machine that runs nothing else (the model NIC's
 /// thread on one CPU, pktgen with its receiver on the other): what the host holds up. Measured
-/// on the idle 2-CPU VM (README, Rate shapes): 2.4-5.2 % at load 0.4-0.6, from 78-154 holds a
-/// second of up to 3-10 ms; 9-15 % in 20 runs at load 0.7-1.3 (the measuring runs themselves).
+/// on the idle 2-CPU VM (docs/benchmarks.md, Poisson departures): 2.4-5.2 % at load 0.4-0.6,
+/// from 78-154 holds a second of up to 3-10 ms; 9-15 % in 20 runs at load 0.7-1.3 (the
+/// measuring runs themselves).
 const LATE_FRACTION: f64 = 0.25;
 
-/// How far from 1 the coefficient of variation over on-time gaps may be: issue 16's 5 %.
+/// How far from 1 the coefficient of variation over on-time gaps may be: 5 %, the spread a
+/// Poisson shape is held to.
 const CV_ON_TIME_BAND: f64 = 0.05;
 
 /// Gaps between consecutive records of a capture, ns, sorted.

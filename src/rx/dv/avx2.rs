@@ -85,9 +85,9 @@ pub(super) fn zip_chunk<const FIRST: usize>(
 /// ([`BufGeometry::buf_addr`](crate::mem::pool::BufGeometry::buf_addr), `base` with the data
 /// offset in it) in the WQE of `segs` beside it. Per four WQEs: a widening load of the indices,
 /// a multiply, an add, a byte swap and four 8-byte stores, where the scalar loop takes a load, a
-/// multiply, an add and a `movbe` store each (RX cx5 compressed 26.9 -> 25.5 instructions per
-/// packet; `scripts/callgrind.sh`). Returns how many it wrote (a multiple of eight); the caller
-/// writes the rest. Compiled for AVX2, which the caller must have checked.
+/// multiply, an add and a `movbe` store each (fewer instructions per packet on the compressed
+/// path, measured with `scripts/callgrind.sh`). Returns how many it wrote (a multiple of eight);
+/// the caller writes the rest. Compiled for AVX2, which the caller must have checked.
 #[target_feature(enable = "avx2")]
 pub(super) fn post_addrs_avx2(segs: &mut [DataSeg], bufs: &[u32], base: u64, size: u32) -> usize {
     let n = segs.len().min(bufs.len()) / 8 * 8;

@@ -3,7 +3,7 @@
 //! ports (queue id = core index) and its own pool: a received burst goes to the other port's
 //! `tx_burst` as it is (zero-copy), or with `--copy` is copied into a pool per port. The command
 //! line, `--generate` (traffic from the far ends of two model NICs: `cargo run --bin
-//! l2-xconnect -- --generate`) and the exit codes are the tools' (`rawpkt::tool`).
+//! l2-xconnect -- --generate`) and the exit codes are the tools' (`rawpkt_tools`).
 
 use std::process::ExitCode;
 use std::rc::Rc;

@@ -90,7 +90,7 @@ pub(crate) struct Args {
     /// (N back to back every N / rate).
     #[arg(long, default_value = "constant")]
     pub shape: String,
-    /// Several streams from a file ([[stream]] tables; the README has the schema); what a
+    /// Several streams from a file ([[stream]] tables; docs/pktgen.md has the schema); what a
     /// stream leaves out comes from the options above.
     // The doc comment is clap's help text, printed as written: `[[stream]]` is no link.
     #[allow(rustdoc::broken_intra_doc_links)]

@@ -2,7 +2,7 @@
 //! rate, rate shape, flows, count), and the pacer each transmit core keeps per stream.
 //!
 //! One stream comes from the command line; several from a stream file, a small subset of TOML
-//! (the README has the schema): `[[stream]]` tables of `key = value` lines, values a quoted
+//! (docs/pktgen.md has the schema): `[[stream]]` tables of `key = value` lines, values a quoted
 //! string, a number or `true`/`false`, `#` comments. It is parsed here, in about a hundred
 //! lines, rather than by the `toml` and `serde` crates, so that a mistake names file, line and
 //! field in one line and pktgen gains no dependencies.

@@ -230,8 +230,8 @@ impl Traffic {
             cursor.flow = 0;
         }
         // Varying fields and software checksums are out of line, behind one flag: a plain
-        // template (the common case, and the README's figures) pays one branch for them, and
-        // the per-packet loop stays small enough to keep its values in registers.
+        // template (the common case, and docs/benchmarks.md's figures) pays one branch for them,
+        // and the per-packet loop stays small enough to keep its values in registers.
         if self.extras {
             self.write_extras(cursor, flow, seq, now_ns, buf);
         } else {
