@@ -328,7 +328,7 @@ pub const fn wqebbs(ds: u32) -> u32 {
 // little-endian; rather than carry an untested big-endian variant, refuse to build for one.
 #[cfg(not(target_endian = "little"))]
 compile_error!(
-    "rawpkt's send path stores mlx5 WQEs as little-endian 64-bit words (dv::prm::packed): \
+    "rawpkt's send path stores mlx5 WQEs as little-endian 64-bit words (mlx5_prm::packed): \
      big-endian hosts are not supported"
 );
 
