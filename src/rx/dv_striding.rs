@@ -33,7 +33,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::dv::{Zip, FLAGS_LUT, MINI};
+use super::dv_core::{Zip, FLAGS_LUT, MINI};
 use super::REFILL_BATCH;
 use crate::dv::prm::{mprq, syndrome, Be16, Be64, Cqe64, DataSeg, MiniCqe, MiniFormat, CQE_RESP_ERR, CQE_RESP_SEND};
 use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, Session, StridingRqRing};

@@ -11,6 +11,8 @@ pub(crate) mod dv;
 #[cfg(any(feature = "model", feature = "mlx5"))]
 mod dv_burst;
 #[cfg(any(feature = "model", feature = "mlx5"))]
+mod dv_core;
+#[cfg(any(feature = "model", feature = "mlx5"))]
 pub(crate) mod dv_striding;
 #[cfg(feature = "mlx5")]
 pub(crate) mod verbs;

@@ -19,8 +19,8 @@ use super::{DvStridingRxQueue, Taken};
 use crate::dv::prm::{mprq, DataSeg, MiniCqe};
 use crate::dv::ring::{Session, StridingRqRing};
 use crate::mem::pool::{BufGeometry, Packet};
-use crate::rx::dv::avx2::{lengths_sum, put_four};
-use crate::rx::dv::FLAGS_LUT;
+use crate::rx::dv_core::avx2::{lengths_sum, put_four};
+use crate::rx::dv_core::FLAGS_LUT;
 
 // The byte order the shuffle assumes: a mini-CQE is the big-endian checksum, stride index and
 // byte count, 2, 2 and 4 bytes.
