@@ -5,8 +5,9 @@
 //! into `byte_cnt | hash << 32` in host order, one unsigned min and compare checks the four
 //! lengths against the buffers' data room, and each packet's first 16 bytes (buffer, length and
 //! offset, hash, the title's flags) are one store ([`put_four`], shared with the striding
-//! queue's AVX2 path in `rx::dv_core::avx2`). The scalar [`super::zip_chunk`] takes a `movbe` load and three stores per
-//! packet. Partial arrays, sessions carried across bursts (`DvRxQueue::expand`), and CPUs
+//! queue's AVX2 path in `rx::dv_core::avx2`). The scalar [`super::zip_chunk`] takes a `movbe`
+//! load and three stores per packet. Partial arrays, sessions carried across bursts (the
+//! cyclic `RxCore::expand`), and CPUs
 //! without AVX2 or without MOVBE take the scalar path.
 
 use std::arch::x86_64::*;
