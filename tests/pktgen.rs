@@ -17,14 +17,21 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Runs pktgen to its end; one still running after a minute is killed and fails the test.
 fn pktgen(args: &[&str]) -> Output {
+    pktgen_in(args, &[], Duration::from_secs(60))
+}
+
+/// Runs pktgen with `args` and the environment `env` added; one still running after `limit` is
+/// killed and fails the test.
+fn pktgen_in(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("pktgen runs");
-    common::output_within(child, Duration::from_secs(60), &format!("pktgen {args:?}"))
+    common::output_within(child, limit, &format!("pktgen {args:?} with {env:?}"))
 }
 
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
@@ -172,7 +179,13 @@ fn a_pcap_is_replayed_frame_for_frame() {
 /// Runs pktgen with `args` and checks that it fails with `code` and one line on stderr (bar the
 /// pool's hugepage warning) that names the problem.
 fn fails_with(code: i32, args: &[&str], want: &str) {
-    let out = pktgen(args);
+    fails_within(code, args, &[], want, Duration::from_secs(60));
+}
+
+/// [`fails_with`] with the environment `env` added, and within `limit` (else killed, and the
+/// test fails): a refusal of what used to hang comes at once.
+fn fails_within(code: i32, args: &[&str], env: &[(&str, &str)], want: &str, limit: Duration) {
+    let out = pktgen_in(args, env, limit);
     let err = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = err
         .lines()
@@ -396,13 +409,13 @@ impl Drop for TempPath {
 fn pcap_takes_only_a_regular_file_it_can_replay() {
     let _one = serial();
     fails_with(
-        1,
+        2,
         &["--pcap", "/dev/zero"],
         "--pcap /dev/zero: is a character device, not a regular file",
     );
     let fifo = TempPath::fifo("in.fifo");
     fails_with(
-        1,
+        2,
         &["--pcap", fifo.str()],
         &format!("--pcap {}: is a FIFO, not a regular file", fifo.str()),
     );
@@ -420,7 +433,7 @@ fn pcap_takes_only_a_regular_file_it_can_replay() {
         .set_len(max + 1)
         .unwrap();
     fails_with(
-        1,
+        2,
         &["--pcap", big.str()],
         &format!("--pcap {}: {} bytes is more than pktgen replays: at most 65535 frames of up to 1514 bytes, a pcap file of {max} bytes", big.str(), max + 1),
     );
@@ -630,6 +643,105 @@ fn a_stream_file_mistake_names_file_line_and_field() {
         &format!("{}:5: field rate: \"lots\"", f.str()),
     );
     fails_with(1, &["--streams", "/nonexistent/s.toml"], "/nonexistent/s.toml");
+    // Text that is not UTF-8 is a mistake at its line, as any other.
+    let f = TempPath::new("latin1.toml");
+    std::fs::write(&f.0, b"[[stream]]\nsize = 60\nname = \"caf\xe9\"\n").unwrap();
+    fails_with(
+        2,
+        &["--streams", f.str()],
+        &format!("{}:3: not UTF-8 text (byte 0xe9 at column 12)", f.str()),
+    );
+}
+
+/// What a hang is allowed before it fails the test: a refusal comes before anything is read.
+const AT_ONCE: Duration = Duration::from_secs(5);
+
+/// `--streams` reads a regular file of at most 1 MiB, or standard input: a FIFO with no writer
+/// waited in open() for ever, /dev/urandom was read for ever, /dev/zero until memory ran out.
+/// Each is refused within seconds in one line, exit 2.
+#[test]
+fn streams_take_only_a_regular_file_or_stdin() {
+    let _one = serial();
+    let fifo = TempPath::fifo("streams.fifo");
+    let dir = std::env::temp_dir();
+    for (path, kind) in [
+        (fifo.str(), "FIFO"),
+        ("/dev/urandom", "character device"),
+        ("/dev/zero", "character device"),
+        (dir.to_str().unwrap(), "directory"),
+    ] {
+        fails_within(
+            2,
+            &["--streams", path],
+            &[],
+            &format!("--streams {path}: is a {kind}, not a regular file"),
+            AT_ONCE,
+        );
+    }
+    // One byte over the limit, sparse: refused by its length, unread.
+    let big = TempPath::new("big.toml");
+    std::fs::File::create(&big.0).unwrap().set_len((1 << 20) + 1).unwrap();
+    fails_within(
+        2,
+        &["--streams", big.str()],
+        &[],
+        &format!("--streams {}: longer than 1048576 bytes", big.str()),
+        AT_ONCE,
+    );
+    // Standard input: a stream file piped in runs; endless input is refused at the limit.
+    let run = |stdin: Stdio| {
+        let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(["--streams", "-", "--json", "--latency-rate", "off"])
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::output_within(child, Duration::from_secs(60), "pktgen --streams -")
+    };
+    let f = stream_file("stdin", "[[stream]]\nname = \"piped\"\ncount = 1000\n");
+    let s = summary(&run(Stdio::from(std::fs::File::open(&f.0).unwrap())));
+    assert_eq!(
+        (s["streams"][0]["name"].as_str(), s["streams"][0]["rx_packets"].as_u64()),
+        (Some("piped"), Some(1000)),
+        "{s}"
+    );
+    let out = run(Stdio::from(std::fs::File::open("/dev/zero").unwrap()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.trim_end() == "pktgen: --streams -: longer than 1048576 bytes",
+        "{err}"
+    );
+}
+
+/// SIGTERM and Ctrl-C end pktgen while it waits for a stream file on standard input (a pipe
+/// whose writer sends nothing), in one line and exit 1.
+#[test]
+fn a_signal_ends_the_wait_for_standard_input() {
+    let _one = serial();
+    for sig in ["-TERM", "-INT"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(["--streams", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The writer stays open (and silent) until the end of the test.
+        let _writer = child.stdin.take();
+        common::wait_for_handler(child.id(), libc::SIGTERM);
+        std::thread::sleep(Duration::from_millis(200));
+        common::run(&["kill", sig, &child.id().to_string()]);
+        let out = common::output_within(child, AT_ONCE, &format!("pktgen --streams - after kill {sig}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{sig}: {err}");
+        assert_eq!(
+            err.trim_end(),
+            "pktgen: --streams -: interrupted before its end",
+            "{sig}"
+        );
+    }
 }
 
 /// Send times of the stamped frames of stream `id` in a capture, in capture order.

@@ -6,6 +6,7 @@
 pub(crate) mod afpacket;
 #[cfg(feature = "xdp")]
 pub(crate) mod bpf;
+pub(crate) mod file;
 #[cfg(feature = "xdp")]
 pub(crate) mod netdev;
 #[cfg(feature = "mlx5")]

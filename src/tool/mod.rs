@@ -4,9 +4,10 @@
 //! library's warnings reach, a run's threads and stats lines, and what l2-xconnect needs beyond
 //! its forwarding loop (its command line, the model traffic of `--generate`).
 //!
-//! `env` is always compiled (the model library reads the model's variables too); the rest only
-//! with the `tools` feature (on by default), which also brings in clap,
-//! core_affinity and hdrhistogram: a library user who turns it off gets none of them.
+//! `env` and `file` are always compiled (the model library reads the model's variables, and
+//! opens its files, as the tools do); the rest only with the `tools` feature (on by default),
+//! which also brings in clap, core_affinity and hdrhistogram: a library user who turns it off
+//! gets none of them.
 
 #[cfg(feature = "tools")]
 pub mod cli;
@@ -15,6 +16,7 @@ pub mod cpu;
 pub mod env;
 #[cfg(feature = "tools")]
 pub mod fail;
+pub mod file;
 #[cfg(feature = "tools")]
 pub mod log;
 #[cfg(feature = "tools")]

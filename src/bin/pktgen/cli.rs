@@ -90,8 +90,9 @@ pub(crate) struct Args {
     /// (N back to back every N / rate).
     #[arg(long, default_value = "constant")]
     pub shape: String,
-    /// Several streams from a file ([[stream]] tables; the README has the schema); what a
-    /// stream leaves out comes from the options above.
+    /// Several streams from a file ([[stream]] tables; the README has the schema): a regular
+    /// file of at most 1 MiB, or - for standard input; what a stream leaves out comes from the
+    /// options above.
     // The doc comment is clap's help text, printed as written: `[[stream]]` is no link.
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "FILE")]
