@@ -287,10 +287,12 @@ pub struct PortOptions {
 /// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS` (`rawpkt::tool::env::model_options`).
 #[derive(Clone, Debug, Default)]
 pub struct ModelOptions {
-    /// The CPU the NIC's polling thread is pinned to; None: unpinned.
+    /// The CPU the NIC's polling thread is pinned to, one this process may run on (else opening
+    /// the port is an [`ErrorKind::Config`](crate::ErrorKind::Config)); None: unpinned.
     pub cpu: Option<usize>,
     /// Write a trace of the WQEs the NIC executes and the CQEs it writes to this file
-    /// (`docs/model-trace.md`).
+    /// (`docs/model-trace.md`): a regular file, created or truncated; a path that names anything
+    /// else (a FIFO, a device) is an [`ErrorKind::Config`](crate::ErrorKind::Config).
     pub trace: Option<std::path::PathBuf>,
     /// Frames a second each port takes at most (the model's `rx_capacity_pps`); None: no limit.
     pub rx_capacity_pps: Option<f64>,

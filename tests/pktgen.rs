@@ -715,6 +715,87 @@ fn streams_take_only_a_regular_file_or_stdin() {
     );
 }
 
+/// The files and settings the environment names are checked as the command line's are: a trace
+/// or an rdma-core library that names a FIFO (which blocked in open() or in the loader), a
+/// model CPU out of range (which was ignored), wires the model library cannot parse (two lines,
+/// the second a misleading "ibv_get_device_list failed"): each one line, exit 2, within
+/// seconds, whether the model runs in pktgen (`model:`) or in the model library (`mlx5:`).
+#[test]
+fn environment_mistakes_are_one_line_and_exit_2() {
+    let _one = serial();
+    let lib = common::model_verbs_lib().to_str().unwrap();
+    let fifo = TempPath::fifo("env.fifo");
+    let f = fifo.str();
+    let model = ["--port", "model:env/0", "--rx-port", "model:env/1", "--count", "100"];
+    let mlx5 = [
+        "--port",
+        "mlx5:mlx5_0/1",
+        "--rx-port",
+        "mlx5:mlx5_1/1",
+        "--count",
+        "100",
+    ];
+    let on_lib = |more: &[(&'static str, &'static str)]| {
+        let mut e = vec![("RAWPKT_LIBIBVERBS", lib), ("RAWPKT_LIBMLX5", lib)];
+        e.extend_from_slice(more);
+        e
+    };
+    // Leaked for the 'static environment pairs: one short path, once.
+    let f: &'static str = Box::leak(f.to_string().into_boxed_str());
+    let list = rawpkt::tool::cpu::ranges(&rawpkt::tool::cpu::allowed());
+    type Env = Vec<(&'static str, &'static str)>;
+    let cases: Vec<(&[&str], Env, String)> = vec![
+        (
+            &model,
+            vec![("RAWPKT_MODEL_TRACE", f)],
+            format!("trace file {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &mlx5,
+            on_lib(&[("RAWPKT_MODEL_TRACE", f)]),
+            format!("trace file {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &mlx5,
+            vec![("RAWPKT_LIBIBVERBS", f)],
+            format!("cannot load {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &mlx5,
+            vec![("RAWPKT_LIBIBVERBS", lib), ("RAWPKT_LIBMLX5", f)],
+            format!("cannot load {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &model,
+            vec![("RAWPKT_MODEL_CPU", "999")],
+            format!("RAWPKT_MODEL_CPU=999: not a CPU this process may run on ({list})"),
+        ),
+        (
+            &model,
+            vec![("RAWPKT_MODEL_CPU", "first")],
+            "RAWPKT_MODEL_CPU=\"first\": expected a CPU number".into(),
+        ),
+        (
+            &mlx5,
+            on_lib(&[("RAWPKT_MODEL_CPU", "999")]),
+            format!("RAWPKT_MODEL_CPU=999: not a CPU this process may run on ({list})"),
+        ),
+        (
+            &model,
+            vec![("RAWPKT_MODEL_RX_PPS", "fast")],
+            "RAWPKT_MODEL_RX_PPS=\"fast\": expected a positive number".into(),
+        ),
+        (
+            &mlx5,
+            on_lib(&[("RAWPKT_MODEL_WIRES", "mlx5_0=cable")]),
+            "RAWPKT_MODEL_WIRES: expected ibdev=afpacket:IFNAME|null|loopback|peer[,...], got \"mlx5_0=cable\"".into(),
+        ),
+    ];
+    for (args, env, want) in cases {
+        fails_within(2, args, &env, &want, AT_ONCE);
+    }
+}
+
 /// SIGTERM and Ctrl-C end pktgen while it waits for a stream file on standard input (a pipe
 /// whose writer sends nothing), in one line and exit 1.
 #[test]

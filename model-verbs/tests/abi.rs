@@ -35,6 +35,7 @@ const SYMBOLS: &[&str] = &[
     "rawpkt_model_inject",
     "rawpkt_model_linux_frames",
     "rawpkt_model_wire_frames",
+    "rawpkt_model_setup_error",
 ];
 
 #[test]

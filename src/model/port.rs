@@ -226,8 +226,26 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
                     echo(spec)
                 )));
             }
+            if let Some(cpu) = m.cpu {
+                let allowed = crate::sys::allowed_cpus();
+                if !allowed.contains(&cpu) {
+                    return Err(Error::config(format!(
+                        "{}: ModelOptions::cpu {cpu} is not a CPU this process may run on ({})",
+                        echo(spec),
+                        crate::sys::cpu_list(&allowed)
+                    )));
+                }
+            }
             let cfg = ModelConfig::with_options(m);
-            let nic = Nic::new(wires, cfg).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
+            // A trace path that names no regular file is the caller's to change.
+            let nic = Nic::new(wires, cfg).map_err(|e| {
+                let kind = if crate::sys::file::refused(&e) {
+                    Error::config
+                } else {
+                    Error::device
+                };
+                kind(e.to_string()).caused_by(e)
+            })?;
             nic.start(m.cpu);
             let ids = Arc::new(QueueIds::default());
             models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));

@@ -63,16 +63,31 @@ fn refuse(kind: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, NotRegular { kind })
 }
 
+/// The first error of type `T` in `e` or the errors it carries (`io::Error`'s inner error, and
+/// `source()`s: `sys::context` puts words in front of an error this way).
+fn find<T: std::error::Error + 'static>(e: &io::Error) -> Option<&T> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = e.get_ref().map(|i| i as _);
+    while let Some(x) = next {
+        if let Some(t) = x.downcast_ref::<T>() {
+            return Some(t);
+        }
+        next = match x.downcast_ref::<io::Error>() {
+            Some(io) => io.get_ref().map(|i| i as _),
+            None => x.source(),
+        };
+    }
+    None
+}
+
 /// What `e` says the path named, when it was refused for not being a regular file (by any
 /// function of this module): a mistake in what the user named, not the system's failure.
 pub fn not_regular(e: &io::Error) -> Option<&'static str> {
-    e.get_ref()?.downcast_ref::<NotRegular>().map(|n| n.kind)
+    find::<NotRegular>(e).map(|n| n.kind)
 }
 
 /// Whether `e` is this module's refusal of a file: not a regular file, or too long.
 pub fn refused(e: &io::Error) -> bool {
-    e.get_ref()
-        .is_some_and(|i| i.downcast_ref::<NotRegular>().is_some() || i.downcast_ref::<TooLarge>().is_some())
+    find::<NotRegular>(e).is_some() || find::<TooLarge>(e).is_some()
 }
 
 /// Opens the regular file at `path` for reading; anything else is refused ([`not_regular`])

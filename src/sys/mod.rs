@@ -31,6 +31,41 @@ pub(crate) fn pin_current_thread(core: usize) -> bool {
     }
 }
 
+/// The CPUs this process may run on (its affinity mask), ascending; empty if the kernel will
+/// not say.
+pub(crate) fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data, zero is an empty set; sched_getaffinity writes at most
+    // size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads within it (i < CPU_SETSIZE).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&i| libc::CPU_ISSET(i, &set))
+            .collect()
+    }
+}
+
+/// CPU ids as ranges, `0-3,8` (ids ascending).
+pub(crate) fn cpu_list(ids: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
 /// Index of a network interface; ENODEV if there is none of that name.
 #[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
 pub(crate) fn if_index(name: &str) -> std::io::Result<u32> {

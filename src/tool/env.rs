@@ -2,31 +2,40 @@
 //! as options ([`ModelOptions`] and [`PortOptions::rdma_core`] in [`PortOptions`]) and reads no
 //! environment itself.
 //!
-//! - `RAWPKT_MODEL_CPU=N`: pin the model NIC's polling thread to CPU N (a value that is not a CPU
-//!   number is said once on stderr, and the thread runs unpinned).
+//! - `RAWPKT_MODEL_CPU=N`: pin the model NIC's polling thread to CPU N, one this process may run
+//!   on.
 //! - `RAWPKT_MODEL_TRACE=FILE`: trace the WQEs and CQEs the model executes and writes
-//!   (`docs/model-trace.md`).
-//! - `RAWPKT_MODEL_RX_PPS=N`: model ports take at most N frames a second (a value that is not a
-//!   positive number is ignored).
+//!   (`docs/model-trace.md`); a regular file (created or truncated), nothing else.
+//! - `RAWPKT_MODEL_RX_PPS=N`: model ports take at most N frames a second (a positive number).
 //! - `RAWPKT_LIBIBVERBS=FILE`, `RAWPKT_LIBMLX5=FILE`: `mlx5:`/`verbs:` ports load rdma-core from
 //!   these files rather than by soname (a private copy, or the model library `model-verbs`); one
-//!   of them alone leaves the other at its soname.
+//!   of them alone leaves the other at its soname. A path must name a regular file.
+//!
+//! A value that is malformed or out of range is one line saying so, a usage mistake
+//! ([`ErrorKind::Config`](crate::ErrorKind::Config)) when a port is opened: never ignored.
 
 #[cfg(feature = "mlx5")]
 use crate::mlx5::LibPaths;
 use crate::spec::{ModelOptions, PortOptions};
 use crate::{Error, Port};
 
-/// [`ModelOptions`] from `RAWPKT_MODEL_CPU`, `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS`.
-pub fn model_options() -> ModelOptions {
-    ModelOptions {
-        cpu: model_cpu(),
+/// [`ModelOptions`] from `RAWPKT_MODEL_CPU`, `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS`;
+/// the error is one line naming the variable.
+pub fn model_options() -> Result<ModelOptions, String> {
+    let rx_capacity_pps = match std::env::var_os("RAWPKT_MODEL_RX_PPS") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .filter(|&r| r.is_finite() && r > 0.0)
+                .ok_or_else(|| format!("RAWPKT_MODEL_RX_PPS={v:?}: expected a positive number of frames a second"))?,
+        ),
+    };
+    Ok(ModelOptions {
+        cpu: model_cpu()?,
         trace: std::env::var_os("RAWPKT_MODEL_TRACE").map(Into::into),
-        rx_capacity_pps: std::env::var("RAWPKT_MODEL_RX_PPS")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|&r| r.is_finite() && r > 0.0),
-    }
+        rx_capacity_pps,
+    })
 }
 
 /// The rdma-core files `RAWPKT_LIBIBVERBS` and `RAWPKT_LIBMLX5` name; None if neither is set.
@@ -46,20 +55,24 @@ pub fn rdma_core() -> Option<LibPaths> {
     })
 }
 
-/// The CPU in `RAWPKT_MODEL_CPU`, if set to a CPU number; any other value is said on stderr
-/// (once per process) and the model thread runs unpinned.
-pub fn model_cpu() -> Option<usize> {
-    let v = std::env::var_os("RAWPKT_MODEL_CPU")?;
-    match v.to_str().map(|s| s.trim().parse::<usize>()) {
-        Some(Ok(cpu)) => Some(cpu),
-        _ => {
-            static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| {
-                eprintln!("rawpkt: RAWPKT_MODEL_CPU={v:?} is not a CPU number; the model thread is not pinned")
-            });
-            None
-        }
+/// The CPU in `RAWPKT_MODEL_CPU`, if set: a CPU number, and one this process may run on (its
+/// affinity mask), since the model's thread could be pinned nowhere else.
+pub fn model_cpu() -> Result<Option<usize>, String> {
+    let Some(v) = std::env::var_os("RAWPKT_MODEL_CPU") else {
+        return Ok(None);
+    };
+    let cpu = v
+        .to_str()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .ok_or_else(|| format!("RAWPKT_MODEL_CPU={v:?}: expected a CPU number"))?;
+    let allowed = crate::sys::allowed_cpus();
+    if !allowed.contains(&cpu) {
+        return Err(format!(
+            "RAWPKT_MODEL_CPU={cpu}: not a CPU this process may run on ({})",
+            crate::sys::cpu_list(&allowed)
+        ));
     }
+    Ok(Some(cpu))
 }
 
 /// [`crate::open()`] with the model options and rdma-core files the environment gives.
@@ -70,8 +83,15 @@ pub fn open(spec: &str) -> Result<Port, Error> {
 /// [`crate::open_with`] with `opts`' model options replaced by those the environment gives, and
 /// its rdma-core files by those the environment names (if it names any).
 pub fn open_with(spec: &str, opts: &PortOptions) -> Result<Port, Error> {
+    // The model's settings matter to model ports only (the model library, behind `mlx5:` ports,
+    // reads them itself); a mistake in them stops only what they would set up.
+    let model = match model_options() {
+        Ok(m) => m,
+        Err(e) if spec.trim_start().starts_with("model:") => return Err(Error::config(e)),
+        Err(_) => ModelOptions::default(),
+    };
     let opts = PortOptions {
-        model: model_options(),
+        model,
         #[cfg(feature = "mlx5")]
         rdma_core: rdma_core().or_else(|| opts.rdma_core.clone()),
         ..opts.clone()
