@@ -231,6 +231,22 @@ fn usage_mistakes_are_one_line_and_exit_2() {
         (&["--bogus"], "--bogus"),
         (&["--queues-per-core", "9"], "--queues-per-core 9: must be from 1 to 8"),
         (&["--queues-per-core", "0"], "--queues-per-core 0: must be from 1 to 8"),
+        // Options that mean something only beside another, given without it (they were taken
+        // and ignored), or beside one they contradict.
+        (&["--trial", "1"], "--trial needs --search"),
+        (&["--search-sizes", "60"], "--search-sizes needs --search"),
+        (&["--resolution", "2%"], "--resolution needs --search"),
+        (&["--loss-threshold", "1"], "--loss-threshold needs --search"),
+        (&["--pcap-speed", "2"], "--pcap-speed needs --pcap"),
+        (
+            &["--pcap", "/nonexistent/x.pcap", "--range", "dst-ip:4"],
+            "--range varies generated frames; a replay (--pcap) sends the file's frames as they are",
+        ),
+        // IEEE 802.1Q reserves VID 4095.
+        (
+            &["--vlan", "4095"],
+            "--vlan \"4095\": expected a VLAN ID from 0 to 4094 (4095 is reserved)",
+        ),
     ] {
         fails_with(2, args, want);
     }

@@ -48,8 +48,13 @@ fn main() -> ExitCode {
 
 /// `--search`: checked here, trials run by `search`, each one pktgen with the options given.
 fn search_run(args: &cli::Args) -> Result<(), Fail> {
-    let s = search::Search::parse(&args.search_sizes, args.trial, &args.resolution, args.loss_threshold)
-        .map_err(Fail::Usage)?;
+    let s = search::Search::parse(
+        args.search_sizes.as_deref().unwrap_or(search::RFC2544_SIZES),
+        args.trial.unwrap_or(2.0),
+        args.resolution.as_deref().unwrap_or("1%"),
+        args.loss_threshold.unwrap_or(0.0),
+    )
+    .map_err(Fail::Usage)?;
     if args.port.is_some() && args.rx_port.is_none() {
         return Err(Fail::Usage("--search needs --rx-port to count what arrives".into()));
     }
