@@ -1071,30 +1071,177 @@ fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
     assert!(s["seconds"].as_f64().unwrap() < 0.5, "{s}");
 }
 
+/// pktgen with `--metrics 127.0.0.1:0` and `args`, and the address it says it serves at (its
+/// stderr line), with the rest of its stderr collected apart.
+struct Served {
+    child: std::process::Child,
+    addr: String,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Served {
+    fn start(args: &[&str]) -> Served {
+        use std::io::BufRead as _;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(args)
+            .args(["--metrics", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (mut line, mut before) = (String::new(), String::new());
+        let addr = loop {
+            line.clear();
+            if err.read_line(&mut line).unwrap() == 0 {
+                let _ = child.kill();
+                panic!("pktgen said no metrics address: {before}");
+            }
+            if let Some(a) = line.trim_end().strip_prefix("pktgen: metrics at http://") {
+                break a.strip_suffix("/metrics").expect("…/metrics").to_string();
+            }
+            before.push_str(&line);
+        };
+        let stderr = std::thread::spawn(move || {
+            let mut rest = before;
+            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+            rest
+        });
+        Served { child, addr, stderr }
+    }
+
+    /// Waits for pktgen's end (a minute at most): its output, stderr included.
+    fn finish(self) -> Output {
+        let mut out = common::output_within(self.child, Duration::from_secs(60), "pktgen --metrics");
+        out.stderr = self.stderr.join().unwrap().into_bytes();
+        out
+    }
+}
+
+/// One scrape of `addr`: the body of a 200 answer, or the failure.
+fn scrape(addr: &str, limit: Duration) -> Result<String, String> {
+    use std::io::{Read as _, Write as _};
+    let mut c = std::net::TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    c.set_read_timeout(Some(limit)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .map_err(|e| format!("write: {e}"))?;
+    let mut got = String::new();
+    c.read_to_string(&mut got).map_err(|e| format!("read: {e}"))?;
+    let (head, body) = got
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no header end: {got:?}"))?;
+    if !head.starts_with("HTTP/1.1 200 OK") {
+        return Err(format!("answered {head:?}"));
+    }
+    Ok(body.to_string())
+}
+
+/// The value of the sample line `name{labels}` in a scrape.
+fn sample(body: &str, name_labels: &str) -> u64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name_labels)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name_labels} in {body}"))
+        .parse()
+        .unwrap()
+}
+
+/// No client holds the endpoint up: with one client sending its request a byte a second and
+/// 200 more connected and silent for the whole run, a scrape every second is answered, each in
+/// well under a second (and in under 100 ms on a machine with a CPU to spare; the figure is
+/// printed). Served one at a time with a read timeout, the endpoint answered none of them.
+#[test]
+fn no_client_stalls_the_metrics_endpoint() {
+    use std::io::Write as _;
+    let _one = serial();
+    let run = Served::start(&["--rate", "100k", "--duration", "14", "--json"]);
+    let addr = run.addr.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribbler = {
+        let (addr, stop) = (addr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            for b in b"GET /metrics HTTP/1.1\r\n\r\n".iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) || c.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    let idle: Vec<std::net::TcpStream> = (0..200).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let mut times = Vec::new();
+    for k in 0..10 {
+        let t = Instant::now();
+        let body = scrape(&addr, Duration::from_secs(5)).unwrap_or_else(|e| panic!("scrape {k}: {e}"));
+        times.push(t.elapsed());
+        assert!(body.contains("pktgen_port_packets_total{"), "scrape {k}: {body}");
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(t.elapsed()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(idle);
+    dribbler.join().unwrap();
+    let out = run.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let slowest = times.iter().max().unwrap();
+    eprintln!("metrics: 10 scrapes beside a dribbling client and 200 idle ones, slowest {slowest:?}: {times:?}");
+    assert!(*slowest < Duration::from_secs(1), "{times:?}");
+}
+
+/// Every scrape is one consistent snapshot: a hundred scrapes of a running pair never show a
+/// port or a stream with more frames received than sent (a `tx - rx` loss query never goes
+/// negative), and the summary names the port the system chose.
+#[test]
+fn a_scrape_never_shows_more_received_than_sent() {
+    let _one = serial();
+    let run = Served::start(&["--duration", "4", "--json"]);
+    let mut moved = 0;
+    for k in 0..100 {
+        let body = scrape(&run.addr, Duration::from_secs(10)).unwrap_or_else(|e| panic!("scrape {k}: {e}"));
+        let port = |p: &str, d: &str| {
+            sample(
+                &body,
+                &format!("pktgen_port_packets_total{{port=\"{p}\",direction=\"{d}\"}}"),
+            )
+        };
+        let (tx, rx) = (port("model:pktgen/0", "tx"), port("model:pktgen/1", "rx"));
+        assert!(rx <= tx, "scrape {k}: port received {rx} of {tx} sent\n{body}");
+        moved += u64::from(rx > 0);
+        for stream in ["load", "latency"] {
+            for what in ["packets", "bytes"] {
+                let v = |d: &str| {
+                    sample(
+                        &body,
+                        &format!("pktgen_stream_{what}_total{{stream=\"{stream}\",direction=\"{d}\"}}"),
+                    )
+                };
+                let (tx, rx) = (v("tx"), v("rx"));
+                assert!(
+                    rx <= tx,
+                    "scrape {k}: stream {stream} received {rx} {what} of {tx} sent\n{body}"
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let addr = run.addr.clone();
+    let out = run.finish();
+    let s = summary(&out);
+    assert_eq!(s["metrics"].as_str(), Some(addr.as_str()), "{s}");
+    assert!(moved > 0, "no scrape saw a frame received");
+}
+
 #[test]
 #[ignore = "needs curl and python3's prometheus_client (pip install prometheus_client)"]
 fn the_metrics_endpoint_serves_prometheus_text_while_pktgen_runs() {
     let _one = serial();
-    // A free loopback port: bound, noted and let go (another process taking it in between
-    // would fail pktgen's bind, in one line).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
-        .args(["--duration", "3", "--json", "--metrics", &addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = Served::start(&["--duration", "3", "--json"]);
     std::thread::sleep(Duration::from_millis(1500));
     let scrape = Command::new("curl")
-        .args(["-sf", "--max-time", "5", &format!("http://{addr}/metrics")])
+        .args(["-sf", "--max-time", "5", &format!("http://{}/metrics", run.addr)])
         .output()
         .expect("curl is not installed");
-    let out = common::output_within(child, Duration::from_secs(60), "pktgen --metrics");
+    let out = run.finish();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(scrape.status.success(), "curl: {scrape:?}");
     // Python's reference parser reads it, and says what it found.

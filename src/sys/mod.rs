@@ -66,6 +66,23 @@ pub(crate) fn cpu_list(ids: &[usize]) -> String {
     out.join(",")
 }
 
+/// poll(2) over `fds` for at most `timeout_ms` (-1: no limit); the number of descriptors with
+/// events, 0 on timeout or when a signal came first (the caller looks at its flags and polls
+/// again).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // the tools' event loops
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> std::io::Result<usize> {
+    // SAFETY: `fds` is a valid slice of pollfd for its whole length, which is what is passed.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n >= 0 {
+        return Ok(n as usize);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.kind() {
+        std::io::ErrorKind::Interrupted => Ok(0),
+        _ => Err(e),
+    }
+}
+
 /// Index of a network interface; ENODEV if there is none of that name.
 #[cfg_attr(not(any(feature = "model", feature = "xdp")), allow(dead_code))] // model wires, xdp ports
 pub(crate) fn if_index(name: &str) -> std::io::Result<u32> {

@@ -27,5 +27,13 @@ pub mod threads;
 pub mod xconnect;
 #[cfg(feature = "tools")]
 pub use cli::{finish, parse};
+
+/// poll(2) for a tool's event loop (pktgen's metrics endpoint): waits for events on `fds` at
+/// most `timeout_ms` (-1: no limit); the number of descriptors with events, 0 on timeout or
+/// when a signal came first.
+#[cfg(feature = "tools")]
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> std::io::Result<usize> {
+    crate::sys::poll(fds, timeout_ms)
+}
 #[cfg(feature = "tools")]
 pub use fail::Fail;

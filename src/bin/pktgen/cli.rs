@@ -145,7 +145,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MODE")]
     pub rx_mode: Option<String>,
     /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
-    /// address, e.g. 127.0.0.1:9101).
+    /// address, e.g. 127.0.0.1:9101; port 0: one the system chooses, said on stderr and in the
+    /// JSON summary).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 }

@@ -221,8 +221,9 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     let tx_done = Arc::new(AtomicBool::new(false));
     let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
     let rx_counters = Arc::new(Counters::default());
+    let mut metrics_at = None;
     if let Some(addr) = cfg.metrics {
-        metrics::serve(
+        let bound = metrics::serve(
             addr,
             metrics::Sources {
                 tx_port: cfg.tx_port.clone(),
@@ -234,6 +235,11 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             },
         )
         .map_err(Fail::Runtime)?;
+        // The port the system chose, when port 0 asked it to: nobody could scrape it otherwise.
+        if addr.port() == 0 {
+            rawpkt::errln!("pktgen: metrics at http://{bound}/metrics");
+        }
+        metrics_at = Some(bound);
     }
     let rx_ready = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
@@ -381,6 +387,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     summary.clock = if cfg.hw_timestamps { "device" } else { "software" };
     summary.send_queues_per_core = queues_per_core;
+    summary.metrics = metrics_at;
     reporter.summary(&summary);
     if cfg.rx_mode_asked && summary.rx[0] > 0 {
         check_rx_mode(&cfg, rx_port.as_deref());

@@ -26,14 +26,14 @@ pub(crate) struct Counters {
 
 impl Counters {
     fn publish(&self, packets: u64, bytes: u64, drops: u64, errors: u64) {
-        self.packets.store(packets, Ordering::Relaxed);
-        self.bytes.store(bytes, Ordering::Relaxed);
-        self.drops.store(drops, Ordering::Relaxed);
-        self.errors.store(errors, Ordering::Relaxed);
+        self.packets.store(packets, Ordering::Release);
+        self.bytes.store(bytes, Ordering::Release);
+        self.drops.store(drops, Ordering::Release);
+        self.errors.store(errors, Ordering::Release);
     }
 
     pub(crate) fn snapshot(&self) -> [u64; 4] {
-        [&self.packets, &self.bytes, &self.drops, &self.errors].map(|a| a.load(Ordering::Relaxed))
+        [&self.packets, &self.bytes, &self.drops, &self.errors].map(|a| a.load(Ordering::Acquire))
     }
 }
 
@@ -78,17 +78,17 @@ impl StreamCounters {
         }
     }
 
-    /// Packets and bytes sent, over all cores.
+    /// Packets and bytes sent (made, and handed to a queue or about to be), over all cores.
     pub(crate) fn tx_total(&self) -> [u64; 2] {
         self.tx.iter().fold([0, 0], |a, c| {
-            [a[0] + c[0].load(Ordering::Relaxed), a[1] + c[1].load(Ordering::Relaxed)]
+            [a[0] + c[0].load(Ordering::Acquire), a[1] + c[1].load(Ordering::Acquire)]
         })
     }
 
     pub(crate) fn rx_total(&self) -> [u64; 2] {
         [
-            self.rx_packets.load(Ordering::Relaxed),
-            self.rx_bytes.load(Ordering::Relaxed),
+            self.rx_packets.load(Ordering::Acquire),
+            self.rx_bytes.load(Ordering::Acquire),
         ]
     }
 }
@@ -308,6 +308,19 @@ impl Lane {
     }
 }
 
+impl Lane {
+    /// Publishes what the lane has made (packets, bytes) for the reporter and the metrics: after
+    /// each fill, before the frames go to a queue, so that no reader sees a frame received
+    /// before it sees it sent (the receiver publishes after it took them; the metrics read
+    /// received counts first).
+    #[inline]
+    fn publish(&self, per_stream: &[StreamCounters], core: usize) {
+        let c = &per_stream[self.stream].tx[core];
+        c[0].store(self.pacer.made, Ordering::Release);
+        c[1].store(self.bytes, Ordering::Release);
+    }
+}
+
 /// Takes the packets still in `burst` (made, never sent) off their streams' counts.
 fn unsent(lanes: &mut [Lane], burst: &Burst) {
     for i in 0..burst.len() {
@@ -484,13 +497,17 @@ pub(crate) fn transmit(
                         break;
                     }
                     let t = &streams[l.stream].traffic;
-                    l.fill(t, &mut burst, &mut held, elapsed, due_by, now_ns, cores, core, room)?;
+                    if l.fill(t, &mut burst, &mut held, elapsed, due_by, now_ns, cores, core, room)? > 0 {
+                        l.publish(&plan.per_stream, plan.core);
+                    }
                 }
             }
             if let Some((lat, q, b)) = latency.as_mut().filter(|_| lat_turn) {
                 let t = &streams[lat[0].stream].traffic;
                 let room = b.room();
-                lat[0].fill(t, b, &mut held, elapsed, elapsed, now_ns, 1, 0, room)?;
+                if lat[0].fill(t, b, &mut held, elapsed, elapsed, now_ns, 1, 0, room)? > 0 {
+                    lat[0].publish(&plan.per_stream, plan.core);
+                }
                 if !b.is_empty() {
                     q.tx_burst(b)
                         .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
@@ -581,9 +598,7 @@ pub(crate) struct TxDone {
 
 fn publish_lanes(lanes: &[Lane], latency: Option<&[Lane]>, per_stream: &[StreamCounters], core: usize) {
     for l in lanes.iter().chain(latency.into_iter().flatten()) {
-        let c = &per_stream[l.stream].tx[core];
-        c[0].store(l.pacer.made, Ordering::Relaxed);
-        c[1].store(l.bytes, Ordering::Relaxed);
+        l.publish(per_stream, core);
     }
 }
 
@@ -796,8 +811,8 @@ impl Receiver {
         let s = self.rx.stats();
         self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
         for (st, c) in self.streams.iter_mut().zip(self.shared.iter()) {
-            c.rx_packets.store(st.packets, Ordering::Relaxed);
-            c.rx_bytes.store(st.bytes, Ordering::Relaxed);
+            c.rx_packets.store(st.packets, Ordering::Release);
+            c.rx_bytes.store(st.bytes, Ordering::Release);
             c.lat_sum_ns.store(st.lat_sum, Ordering::Relaxed);
             c.lat_samples.store(st.hist.len(), Ordering::Relaxed);
             c.lat_max_ns.fetch_max(st.lat_max, Ordering::Relaxed);
