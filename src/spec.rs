@@ -41,6 +41,14 @@ pub(crate) trait Backend: Send + Sync {
     fn device_clock_ns(&self) -> Option<u64> {
         None
     }
+    /// [`Port::rx_queues`]; by default one.
+    fn rx_queues(&self) -> u16 {
+        1
+    }
+    /// [`Port::tx_queues`]; by default as many as the device makes.
+    fn tx_queues(&self) -> Option<u16> {
+        None
+    }
     /// [`Port::buffers_pinned`]; by default one buffer per descriptor of each queue.
     fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
         2 * cfg.size as usize
@@ -125,6 +133,22 @@ impl Port {
     pub fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
         check_queue_config(cfg)?;
         self.backend.queue_pair(qid, pool, cfg)
+    }
+
+    /// How many receive queues the port's traffic arrives on, ids `0..n`: a receiver that must
+    /// see every frame reads them all. `xdp:` ports: the interface's queues the port uses (a
+    /// sender's frames land on the queue the kernel chooses: a veth delivers a frame sent on
+    /// its queue `q` to its peer's queue `q`); `mlx5:`/`verbs:`: the RSS queues asked for
+    /// ([`PortOptions::rx_queues`]); `model:`: one.
+    pub fn rx_queues(&self) -> u16 {
+        self.backend.rx_queues()
+    }
+
+    /// How many send queue ids there are, `0..n`, where the port has a fixed number: an `xdp:`
+    /// port's queues (one AF_XDP socket each); None where the device makes as many as asked
+    /// (`mlx5:`, `verbs:`, `model:`).
+    pub fn tx_queues(&self) -> Option<u16> {
+        self.backend.tx_queues()
     }
 
     /// For hardware and xdp ports, one line about the device and what the backend chose: link

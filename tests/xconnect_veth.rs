@@ -485,6 +485,30 @@ fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
     assert_eq!(pool.free_count(), pool.capacity(), "pool full after teardown");
 }
 
+/// More cores than two 1-queue xdp ports have queues: one line, exit 2, and nothing before it
+/// (it came after a warning that there were too few CPUs to pin them).
+#[test]
+#[ignore = "needs root"]
+fn more_cores_than_queues_is_one_line() {
+    assert!(common::is_root(), "needs root (namespaces, veths, XDP)");
+    let t = Topology::create();
+    let a = format!("xdp:{},netns={}", t.xa, t.xc_ns);
+    let b = format!("xdp:{},netns={}", t.xb, t.xc_ns);
+    let out = Command::new(common::example("l2-xconnect"))
+        .args(["--port-a", &a, "--port-b", &b, "--cores", "3", "--duration", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run l2-xconnect");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: --cores 3: port A ({a}) has 1 queue, and each core takes its own on both ports (queue id = core index): at most 1 core here"
+        ),
+    );
+}
+
 /// Bad port specs and port errors: one line on stderr that names the option and the spec, and
 /// exit status 2 for a usage mistake (rawpkt's `ErrorKind::Spec` and `ErrorKind::Config`, options that do
 /// not go together) or 1 when the machine has no such thing (`ErrorKind::Device`). None of these

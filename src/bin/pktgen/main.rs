@@ -211,6 +211,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     if let Some(line) = said {
         rawpkt::errln!("{line}");
     }
+    let latency_queue = send_queues(&cfg, &tx_port, queues_per_core, streams.iter().any(|s| s.spec.latency))?;
     let per_stream: Arc<Vec<StreamCounters>> = Arc::new(
         streams
             .iter()
@@ -294,13 +295,22 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             )
         }
         plan => {
-            rx_ready.store(true, Ordering::Release);
+            // No receiver, or one in the first core's loop, which says when its queues exist
+            // (the cores wait for it).
+            if plan.is_none() {
+                rx_ready.store(true, Ordering::Release);
+            }
             (None, plan)
         }
     };
-    // The receive queue must exist before the first frame arrives.
-    let wait_until = Instant::now() + Duration::from_secs(5);
-    while !rx_ready.load(Ordering::Acquire) && Instant::now() < wait_until {
+    // The receive queues must exist before the first frame arrives: a frame steered to a queue
+    // with no socket yet is lost. However long that takes; a receiver that failed says it is
+    // done too, and one that panicked ends its thread.
+    while !rx_ready.load(Ordering::Acquire)
+        && inline_rx.is_none()
+        && !rx_thread.as_ref().is_some_and(|t| t.is_finished())
+        && !stop.load(Ordering::Relaxed)
+    {
         std::thread::sleep(Duration::from_millis(1));
     }
     let tx_threads: Vec<_> = (0..cfg.cores)
@@ -314,6 +324,8 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 deadline,
                 per_stream: per_stream.clone(),
                 hw_clock: cfg.hw_timestamps,
+                latency_queue,
+                rx_ready: rx_ready.clone(),
             };
             let (port, streams, counters) = (tx_port.clone(), streams.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };
@@ -322,6 +334,10 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 let on_panic = rawpkt::SetOnDrop(stop);
                 let r = worker::transmit(plan, port, streams, epoch, stop, &counters, rx);
                 std::mem::forget(on_panic);
+                // A core that failed stops the others too: the run is over.
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
                 r
             })
         })
@@ -405,6 +421,21 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             rawpkt::spec::echo(rx_port.as_ref().map_or("", |p| p.spec())),
         )));
     }
+    // Frames arrived, but not one of some stream: its frames went where nothing reads them (a
+    // queue the device steered them to that the receiver does not poll, a rule that takes them
+    // elsewhere). As failed a run as the one above, for that stream; only where each frame is
+    // counted in its stream (stamped), not in a replay.
+    if rx_port.is_some() && errors.is_empty() && streams.iter().all(|s| s.traffic.stamped()) {
+        if let Some(t) = summary.streams.iter().find(|t| t.tx[0] > 0 && t.rx[0] == 0) {
+            errors.push(Fail::Runtime(format!(
+                "stream {}: none of its {} frames arrived at --rx-port {}, where {} frames of the others did",
+                t.name,
+                t.tx[0],
+                rawpkt::spec::echo(rx_port.as_ref().map_or("", |p| p.spec())),
+                summary.rx[0]
+            )));
+        }
+    }
     // Not when a closed stdout stopped the run: that ends quietly.
     if stop.load(Ordering::Relaxed) && rawpkt::stdout_ok() && errors.is_empty() && !cfg.json {
         rawpkt::errln!("pktgen: interrupted; queues torn down");
@@ -413,6 +444,48 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Checks that the port has the send queues the cores need (`Port::tx_queues`: an `xdp:` port
+/// has one per interface queue) and chooses the latency stream's: its own after the load's where
+/// there is one, else None, beside the load on the first core's first queue, said in one line.
+fn send_queues(cfg: &Config, port: &rawpkt::Port, per_core: u16, latency: bool) -> Result<Option<u16>, Fail> {
+    let load = cfg.cores * usize::from(per_core);
+    let Some(n) = port.tx_queues() else {
+        return Ok(Some(load as u16));
+    };
+    let n = usize::from(n);
+    if load > n {
+        let each = if per_core == 1 {
+            String::new()
+        } else {
+            format!(" of {per_core} send queues each")
+        };
+        let most = n / usize::from(per_core);
+        if most == 0 {
+            return Err(Fail::Usage(format!(
+                "--queues-per-core {per_core}: {} has {n} send queue{}",
+                rawpkt::spec::echo(port.spec()),
+                if n == 1 { "" } else { "s" },
+            )));
+        }
+        return Err(Fail::Usage(format!(
+            "--cores {}{each}: {} has {n} send queue{} (each core sends on queues of its own); at most {most} core{} here",
+            cfg.cores,
+            rawpkt::spec::echo(port.spec()),
+            if n == 1 { "" } else { "s" },
+            if most == 1 { "" } else { "s" },
+        )));
+    }
+    if load < n || !latency {
+        return Ok(Some(load as u16));
+    }
+    rawpkt::errln!(
+        "pktgen: {} has {n} send queue{}, all the load's: the latency stream shares the first core's, where its frames may wait behind the load's",
+        rawpkt::spec::echo(port.spec()),
+        if n == 1 { "" } else { "s" }
+    );
+    Ok(None)
 }
 
 /// Says in one line when a `model:` receive port asked to compress completions got none: the

@@ -104,6 +104,12 @@ pub(crate) struct TxPlan {
     pub per_stream: Arc<Vec<StreamCounters>>,
     /// Stamp with the port's device clock (`Port::device_clock_ns`), not the run's.
     pub hw_clock: bool,
+    /// The send queue of the latency stream (first core): its own, or None where the port has
+    /// no queue left beyond the load's (`Port::tx_queues`), and it shares the core's first.
+    pub latency_queue: Option<u16>,
+    /// Set once the receive queues exist: no core sends before (a frame steered to a queue
+    /// with no socket yet is lost). The first core sets it when it runs the receiver itself.
+    pub rx_ready: Arc<AtomicBool>,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -336,7 +342,8 @@ fn unsent(lanes: &mut [Lane], burst: &Burst) {
 }
 
 /// A transmit core: its own pool and `queues` send queues, round robin per burst; the first
-/// core also sends the latency stream, if any, on a queue of its own.
+/// core also sends the latency stream, if any, on a queue of its own (or, on a port with no queue
+/// to spare, on its first queue beside the load).
 pub(crate) fn transmit(
     plan: TxPlan,
     port: Arc<Port>,
@@ -346,6 +353,10 @@ pub(crate) fn transmit(
     out: &Counters,
     inline_rx: Option<RxPlan>,
 ) -> Result<TxDone, Fail> {
+    // A core that runs the receiver says it is ready however its set-up ends (an error, a
+    // panic): the other cores wait for that, and then find this core's error or the stop flag.
+    let rx_ready = plan.rx_ready.clone();
+    let ready = inline_rx.is_some().then(|| rawpkt::SetOnDrop(&rx_ready));
     if let Some(cpu) = plan.cpu {
         if !core_affinity::set_for_current(cpu) {
             rawpkt::errln!(
@@ -415,8 +426,10 @@ pub(crate) fn transmit(
     // behind the load in a ring of ours.
     let mut latency = match streams.iter().position(|s| s.spec.latency) {
         Some(i) if plan.core == 0 => {
-            let q = port
-                .tx_queue(plan.cores as u16 * plan.queues, &pool, &qcfg)
+            let q = plan
+                .latency_queue
+                .map(|id| port.tx_queue(id, &pool, &qcfg))
+                .transpose()
                 .map_err(|e| Fail::rawpkt(format_args!("{}: the latency stream's queue", port.spec()), e))?;
             Some((vec![lane(i, &streams[i], 1)?], q, Burst::new(&pool, 4)))
         }
@@ -440,7 +453,12 @@ pub(crate) fn transmit(
     } else {
         RX_BURST
     };
-    let mut receiver = inline_rx.map(|p| Receiver::new(p, rx_burst)).transpose()?;
+    let receiver = inline_rx.map(|p| Receiver::new(p, rx_burst)).transpose();
+    drop(ready);
+    let mut receiver = receiver?;
+    while !rx_ready.load(Ordering::Acquire) && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let mut sent_since_poll = 0;
     let (mut send_cost, mut sent_at) = (SendCost::default(), None::<Instant>);
     let start = Instant::now();
@@ -509,6 +527,10 @@ pub(crate) fn transmit(
                     lat[0].publish(&plan.per_stream, plan.core);
                 }
                 if !b.is_empty() {
+                    let q = match q {
+                        Some(q) => q,
+                        None => &mut queues[0],
+                    };
                     q.tx_burst(b)
                         .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
                 }
@@ -554,7 +576,12 @@ pub(crate) fn transmit(
             }
         }
         if iter.is_multiple_of(PUBLISH_EVERY) {
-            let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
+            let (p, b, d, e) = totals(
+                queues
+                    .iter()
+                    .chain(latency.as_ref().and_then(|l| l.1.as_ref()))
+                    .map(|q| q.stats()),
+            );
             out.publish(p, b, d, e);
             publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
         }
@@ -568,18 +595,26 @@ pub(crate) fn transmit(
         b.clear();
     }
     let give_up = Instant::now() + Duration::from_secs(2);
-    let in_flight = |qs: &[Box<dyn TxQueue>], lat: &Option<(Vec<Lane>, Box<dyn TxQueue>, Burst)>| {
-        qs.iter().chain(lat.as_ref().map(|l| &l.1)).any(|q| q.in_flight() > 0)
+    type Latency = Option<(Vec<Lane>, Option<Box<dyn TxQueue>>, Burst)>;
+    let in_flight = |qs: &[Box<dyn TxQueue>], lat: &Latency| {
+        qs.iter()
+            .chain(lat.as_ref().and_then(|l| l.1.as_ref()))
+            .any(|q| q.in_flight() > 0)
     };
     while in_flight(&queues, &latency) && Instant::now() < give_up {
-        for q in queues.iter_mut().chain(latency.as_mut().map(|l| &mut l.1)) {
+        for q in queues.iter_mut().chain(latency.as_mut().and_then(|l| l.1.as_mut())) {
             let _ = q.reclaim();
         }
         if let Some(r) = receiver.as_mut() {
             r.poll()?;
         }
     }
-    let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
+    let (p, b, d, e) = totals(
+        queues
+            .iter()
+            .chain(latency.as_ref().and_then(|l| l.1.as_ref()))
+            .map(|q| q.stats()),
+    );
     out.publish(p, b, d, e);
     publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
     out.active_ns.store(sending_ns, Ordering::Relaxed);
@@ -644,10 +679,15 @@ struct RxStream {
 }
 
 /// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
-/// thread when a CPU is free for it, else from the first transmit core's loop.
+/// thread when a CPU is free for it, else from the first transmit core's loop. It reads every
+/// receive queue the port has (`Port::rx_queues`), one burst of one queue a poll, in turn: the
+/// frames of a stream reach whichever queue the device steers them to (an `xdp:` veth delivers
+/// what its peer sent on queue `q` to its queue `q`), and a queue nobody reads loses them all.
 pub(crate) struct Receiver {
     port: Arc<Port>,
-    rx: Box<dyn rawpkt::RxQueue>,
+    rx: Vec<Box<dyn rawpkt::RxQueue>>,
+    /// The queue the next poll reads.
+    next: usize,
     got: Burst,
     streams: Vec<RxStream>,
     shared: Arc<Vec<StreamCounters>>,
@@ -682,14 +722,19 @@ impl Receiver {
             rx_timestamps: dev_epoch.is_some(),
             ..plan.rx_queue.clone()
         };
+        let queues = plan.port.rx_queues().max(1);
+        // Each queue's ring full, twice over, and the bursts in hand.
+        let buffers = (u32::from(queues) * qcfg.size * 2 + 4 * RX_BURST as u32)
+            .next_power_of_two()
+            .max(16384);
         let pool = Pool::new(PoolConfig {
-            buffers: 16384,
+            buffers,
             ..PoolConfig::default()
         })
         .map_err(|e| Fail::rawpkt("receiver: packet pool", e))?;
-        let rx = plan
-            .port
-            .rx_queue(0, &pool, &qcfg)
+        let rx = (0..queues)
+            .map(|q| plan.port.rx_queue(q, &pool, &qcfg))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Fail::rawpkt(plan.port.spec(), e))?;
         let streams = plan
             .streams
@@ -710,6 +755,7 @@ impl Receiver {
             .collect::<Result<_, Fail>>()?;
         Ok(Receiver {
             rx,
+            next: 0,
             got: Burst::new(&pool, burst.min(RX_BURST)),
             streams,
             shared: plan.streams,
@@ -733,8 +779,9 @@ impl Receiver {
     #[inline]
     pub(crate) fn poll(&mut self) -> Result<usize, Fail> {
         self.iter = self.iter.wrapping_add(1);
-        let n = self
-            .rx
+        let q = self.next;
+        self.next = if q + 1 == self.rx.len() { 0 } else { q + 1 };
+        let n = self.rx[q]
             .rx_burst(&mut self.got)
             .map_err(|e| Fail::Runtime(format!("{}: {e}", self.port.spec())))?;
         if n > 0 {
@@ -808,8 +855,8 @@ impl Receiver {
     fn publish(&mut self) {
         // Quantiles walk the histogram (some µs): every 16th publication, and at the end.
         let quantiles = self.iter.is_multiple_of(PUBLISH_EVERY * 16) || self.iter == u32::MAX;
-        let s = self.rx.stats();
-        self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+        let (packets, bytes, drops, errors) = totals(self.rx.iter().map(|q| q.stats()));
+        self.counters.publish(packets, bytes, drops, errors);
         for (st, c) in self.streams.iter_mut().zip(self.shared.iter()) {
             c.rx_packets.store(st.packets, Ordering::Release);
             c.rx_bytes.store(st.bytes, Ordering::Release);
