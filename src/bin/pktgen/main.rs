@@ -5,6 +5,7 @@
 
 mod cli;
 mod metrics;
+mod pace;
 mod report;
 mod search;
 mod sendq;
@@ -270,6 +271,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             }
         );
     }
+    let own_thread = cpus.len() > cfg.cores + model_cpus;
     let rx_plan = rx_port.clone().map(|port| worker::RxPlan {
         port,
         capture,
@@ -279,9 +281,12 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         epoch,
         hw_clock: cfg.hw_timestamps,
         rx_queue: cfg.rx_queue.clone(),
+        // What was sent is known for sure when the receiver drains: on its own thread after
+        // every core has ended, in the loop of the one core there is after that core's sends.
+        sent: (own_thread || cfg.cores == 1).then(|| tx_counters.clone()),
     });
     let (rx_thread, mut inline_rx) = match rx_plan {
-        Some(plan) if cpus.len() > cfg.cores + model_cpus => {
+        Some(plan) if own_thread => {
             let (done, ready) = (tx_done.clone(), rx_ready.clone());
             (
                 Some(std::thread::spawn(move || {

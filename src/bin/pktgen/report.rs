@@ -8,7 +8,8 @@ use hdrhistogram::Histogram;
 use rawpkt::tool::stats::mpps;
 
 use crate::cli::Config;
-use crate::worker::{Counters, Departed, StreamCounters, LATE_NS};
+use crate::pace::LATE_NS;
+use crate::worker::{Counters, Departed, StreamCounters};
 
 /// Bytes a frame takes on the wire beyond its own: FCS (4), preamble (8), inter-frame gap (12).
 const L1_OVERHEAD: u64 = 24;

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
 
 use crate::fail::Fail;
+use crate::pace::{SendCost, Step, LATE_NS, RX_SLACK_NS};
 use crate::stream::{Pacer, Stream};
 use crate::traffic::{read_stamp, Traffic};
 
@@ -113,11 +114,6 @@ pub(crate) struct TxPlan {
 }
 
 const PUBLISH_EVERY: u32 = 256;
-/// Pacing per departure: the receiver is polled (and the send queues reclaimed) while the next
-/// departure is further away than this, ns: several times what a receive burst of a few frames
-/// takes (about 200 ns on the model pair), and at 1 Mpps about one exponential gap in seven
-/// (e^-2) is longer.
-const RX_SLACK_NS: u64 = 2_000;
 /// Packets a receive burst takes at most.
 const RX_BURST: usize = 256;
 /// Packets a receive burst takes at most in the waits of a loop that paces per departure: a
@@ -132,44 +128,6 @@ fn totals<'a>(qs: impl Iterator<Item = &'a rawpkt::QueueStats>) -> (u64, u64, u6
     qs.fold((0, 0, 0, 0), |(p, b, d, e), s| {
         (p + s.packets, b + s.bytes, d + s.drops, e + s.errors.total())
     })
-}
-
-/// A departure that leaves more than this after its due time is late, ns: the pacer's own
-/// delays stay under it (the spin's clock reads, some tens of ns; a departure due while the one
-/// before it is sent, and not within half of that send, waits for it, ~300-450 ns on the model
-/// pair: building the frame ~110, `tx_burst` 280-340, measured per departure; a receive poll,
-/// which only starts with more slack than it takes), so a late departure is one the host held up (an interrupt,
-/// another thread on the CPU), or one a loop that fell behind sends in its catch-up.
-pub(crate) const LATE_NS: u64 = 2_000;
-
-/// What sending one departure costs the loop, ns, from its due time to the next reading of the
-/// clock (building the frame, `tx_burst`): a departure due within half of that after the one
-/// being sent leaves with it, a little early, rather than after it, later by more. Each then
-/// leaves at the time nearest its due time that the loop can make: waiting for the send before
-/// stretches the short gaps of an exponential (a Poisson process with a minimum spacing, whose
-/// coefficient of variation a simulation puts 5 % low at 400 ns a send), joining it at half a
-/// send keeps the coefficient within 1 % of 1 in the same simulation (100-500 ns a send).
-#[derive(Default)]
-struct SendCost {
-    /// Exponentially weighted mean of the sends timed, ns × 16.
-    mean16: u64,
-}
-
-impl SendCost {
-    /// One send, `ns` long; one held up past `LATE_NS` (an interrupt, another thread) is the
-    /// host's, not the send's, and left out.
-    #[inline]
-    fn sample(&mut self, ns: u64) {
-        if ns <= LATE_NS {
-            self.mean16 = self.mean16 - self.mean16 / 16 + ns;
-        }
-    }
-
-    /// Departures due by this time leave with a send made at `elapsed_ns`.
-    #[inline]
-    fn joins_within(&self, elapsed_ns: u64) -> u64 {
-        elapsed_ns + self.mean16 / 32
-    }
 }
 
 /// A histogram of times in ns, 1 ns to a minute, three significant digits: latencies, gaps
@@ -480,17 +438,27 @@ pub(crate) fn transmit(
                 send_cost.sample((now - t).as_nanos() as u64);
             }
             let mut elapsed = (now - start).as_nanos() as u64;
-            if next > elapsed.saturating_add(RX_SLACK_NS) {
-                waiting = true;
-            } else {
-                while elapsed < next {
-                    std::hint::spin_loop();
-                    now = Instant::now();
-                    elapsed = (now - start).as_nanos() as u64;
+            loop {
+                match crate::pace::step(next, elapsed, RX_SLACK_NS, &send_cost) {
+                    Step::Wait => {
+                        waiting = true;
+                        break;
+                    }
+                    Step::SpinUntil(t) => {
+                        while elapsed < t {
+                            std::hint::spin_loop();
+                            now = Instant::now();
+                            elapsed = (now - start).as_nanos() as u64;
+                        }
+                    }
+                    Step::Send {
+                        due_by: by,
+                        behind: late,
+                    } => {
+                        (due_at, behind, due_by) = (Some(now), late, by);
+                        break;
+                    }
                 }
-                due_at = Some(now);
-                behind = elapsed - next > LATE_NS;
-                due_by = send_cost.joins_within(elapsed);
             }
         }
         let room = if waiting { 0 } else { plan.burst - burst.len() };
@@ -653,6 +621,9 @@ pub(crate) struct RxPlan {
     pub hw_clock: bool,
     /// The receive queue's configuration (--rx-mode), before its size and timestamps.
     pub rx_queue: QueueConfig,
+    /// The senders' counters, when they are final by the time the receiver drains (see
+    /// [`Receiver::finish`]).
+    pub sent: Option<Vec<Arc<Counters>>>,
 }
 
 /// What the receiver measured of one stream: latency, and inter-departure times if asked for.
@@ -703,6 +674,8 @@ pub(crate) struct Receiver {
     /// With receive timestamps: the device clock's reading at `epoch`, to date captured frames
     /// by their own arrival rather than by the burst that took them.
     dev_epoch: Option<u64>,
+    /// The senders' final counters (`RxPlan::sent`).
+    sent: Option<Vec<Arc<Counters>>>,
 }
 
 impl Receiver {
@@ -772,6 +745,7 @@ impl Receiver {
             stamps: plan.stamps,
             hw_clock: plan.hw_clock,
             dev_epoch,
+            sent: plan.sent,
         })
     }
 
@@ -873,18 +847,33 @@ impl Receiver {
         }
     }
 
-    /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
-    /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
-    /// Returns each stream's latency histogram.
+    /// After the senders stop: takes stragglers until every frame sent is received or dropped
+    /// by the device, where the receiver knows what was sent (`RxPlan::sent`), so that a busy
+    /// machine's slow device or receiver loses nothing to a drain cut short; else, and for the
+    /// frames that never come, until the line has been quiet for 200 ms (50 ms after Ctrl-C
+    /// where what was sent is not known), for two seconds at most (a port with background
+    /// traffic is never quiet). Returns each stream's latency histogram.
     pub(crate) fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
         let mut quiet_since = Instant::now();
         let give_up = quiet_since + Duration::from_secs(2);
         let stop = rawpkt::stop_flag();
+        let sent: Option<u64> = self.sent.as_ref().map(|c| c.iter().map(|c| c.snapshot()[0]).sum());
+        // Received, or else (now and then: an mlx5 port's count is a sysfs read) dropped.
+        let accounted = |r: &Receiver, k: u32| {
+            let Some(s) = sent else { return false };
+            let got: u64 = r.rx.iter().map(|q| q.stats().packets).sum();
+            got >= s || (k.is_multiple_of(256) && got + r.port.device_drops().unwrap_or(0) >= s)
+        };
+        let mut k = 0u32;
         while quiet_since.elapsed() < Duration::from_millis(200) && Instant::now() < give_up {
+            if accounted(&self, k) {
+                break;
+            }
+            k = k.wrapping_add(1);
             if self.poll()? > 0 {
                 quiet_since = Instant::now();
             }
-            if stop.load(Ordering::Relaxed) && quiet_since.elapsed() > Duration::from_millis(50) {
+            if stop.load(Ordering::Relaxed) && sent.is_none() && quiet_since.elapsed() > Duration::from_millis(50) {
                 break;
             }
         }
