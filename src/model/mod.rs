@@ -106,7 +106,9 @@ pub struct ModelConfig {
     /// Frames a second each port takes at most, through a buffer of 50 ms worth (at least 64
     /// frames; full at the first frame), so that a run of T seconds loses nothing up to
     /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
-    /// a slower device under test. None: no limit.
+    /// a slower device under test. Frames the model's thread finds late (it lost its CPU) are
+    /// taken as if they came while it was away: the host's scheduling loses none. None: no
+    /// limit.
     pub rx_capacity_pps: Option<f64>,
     /// The striding RQ limits the device reports (`mlx5dv_striding_rq_caps`): a ConnectX-5's,
     /// or none on a ConnectX-4 ([`crate::dv::prm::mprq::Caps`]); a WQ asked outside them is
@@ -491,8 +493,10 @@ pub(crate) struct PortState {
     /// A fatal device error stopped the port: no send WQE runs and no frame is received again
     /// (the kernel's mlx5 `mlx5_enter_error_state` stops the function's DMA).
     dead: bool,
-    /// `rx_capacity_pps`: tokens left and when they were last counted (device ns).
-    bucket: (f64, u64),
+    /// `rx_capacity_pps`: tokens left and when they were last counted (device ns), and the
+    /// refill beyond the buffer's depth lent to the frames of one step, and which (`exec.rs`,
+    /// `deliver`).
+    bucket: (f64, u64, f64, u64),
     /// The vport's local loopback (NIC vport context `disable_uc_local_lb`/`_mc_` clear): frames
     /// the port sends to its own MAC or to a group come back in ([`Nic::set_local_lb`]).
     local_lb: bool,
@@ -525,6 +529,9 @@ pub struct Device {
     /// The clock in ns and in device ticks, read at most once per step: at the first completion
     /// the step writes.
     now: Option<(u64, u64)>,
+    /// Steps run so far (`rx_capacity_pps` lends a step's frames the refill of the pause
+    /// before it, and only that step's).
+    steps: u64,
     /// The frames of the WQE being executed, described rather than copied (taken out while a
     /// WQE executes). Bytes are copied only where something reads them (exec.rs, `Frame`).
     out: Option<Box<exec::WqeFrames>>,
@@ -627,7 +634,7 @@ impl Nic {
                 counters: PortCounters::default(),
                 inline_mode: cfg.inline_mode,
                 dead: false,
-                bucket: (0.0, 0),
+                bucket: (0.0, 0, 0.0, 0),
                 local_lb: false,
                 mac: None,
                 taps: false,
@@ -653,6 +660,7 @@ impl Nic {
             trace,
             clock: epoch,
             now: None,
+            steps: 0,
             published: Vec::new(),
             tx_sq: 0,
             looped_from: None,
