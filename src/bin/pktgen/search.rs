@@ -162,7 +162,9 @@ pub(crate) fn bisect(
         Resolution::Fraction(f) => hi - lo > f * hi,
         Resolution::Pps(p) => hi - lo > p,
     };
-    while wide(lo, hi) && !stopped() {
+    // Down to one frame a second, the slowest trial there is: a device that passes nothing
+    // ends the search there (with 0), where a bracket of [0, hi] is never narrow in proportion.
+    while wide(lo, hi) && hi >= 1.0 && !stopped() {
         let mid = (lo + hi) / 2.0;
         let t = trial(Some(mid.max(1.0)))?;
         trials += 1;
@@ -321,6 +323,23 @@ mod tests {
         };
         let (pps, _, _) = bisect(&s, flaky, &|| false, |_, _, _, _| {}).unwrap().unwrap();
         assert!(pps <= answer(50_000.0, 1.0, 0.0), "{pps}");
+    }
+
+    /// A device that passes nothing (a wrong address, a cable out) ends the search at one frame
+    /// a second with nothing found, after a bounded number of trials: it halved for ever.
+    #[test]
+    fn a_device_that_passes_nothing_ends_the_search_with_nothing() {
+        let s = Search::parse("60", 1.0, "1%", 0.0).unwrap();
+        let nothing = |rate: Option<f64>| {
+            Ok(Trial {
+                tx: rate.unwrap_or(1e6) as u64,
+                rx: 0,
+                seconds: 1.0,
+            })
+        };
+        let (pps, loss, trials) = bisect(&s, nothing, &|| false, |_, _, _, _| {}).unwrap().unwrap();
+        assert_eq!((pps, loss), (0.0, 1.0));
+        assert!(trials <= 22, "{trials} trials");
     }
 
     #[test]
