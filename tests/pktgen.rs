@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -500,6 +501,42 @@ fn capture_to_a_fifo_needs_its_reader() {
     let got = rawpkt::pcap::Reader::from_bytes("fifo", reader.join().unwrap()).unwrap();
     assert_eq!(got.len() as u64, s["rx_packets"].as_u64().unwrap(), "{s}");
     assert_eq!(s["rx_packets"], 1000, "{s}");
+}
+
+/// A capture FIFO whose reader is there but stops reading held the receiver in write(2), where
+/// SIGTERM could not reach it: pktgen waited for ever after its run. The writes wait where a stop
+/// ends them: SIGTERM ends pktgen within seconds, the capture said stopped in one line, exit 1.
+#[test]
+fn sigterm_ends_a_capture_whose_reader_stopped_reading() {
+    let _one = serial();
+    let fifo = TempPath::fifo("stalled.fifo");
+    // The reader opens its end (O_NONBLOCK, so as not to wait for the writer) and never reads.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo.0)
+        .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args(["--duration", "1", "--json", "--capture", fifo.str()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A second of frames fills the FIFO's 64 KiB many times over: the run is over, the
+    // receiver waits on the FIFO.
+    std::thread::sleep(Duration::from_secs(3));
+    common::run(&["kill", "-TERM", &child.id().to_string()]);
+    let out = common::output_within(child, AT_ONCE, "pktgen after SIGTERM, its capture's reader stalled");
+    drop(reader);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.contains("warning")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("pktgen: capture stopped: ") && lines[0].contains("stopped while its reader was not reading"),
+        "{err}"
+    );
 }
 
 /// Sent and none received is a failed run, said in one line: two model NICs that are not wired

@@ -605,7 +605,7 @@ fn publish_lanes(lanes: &[Lane], latency: Option<&[Lane]>, per_stream: &[StreamC
     }
 }
 
-pub(crate) type Capture = rawpkt::pcap::Writer<std::io::BufWriter<std::fs::File>>;
+pub(crate) type Capture = rawpkt::pcap::Writer<std::io::BufWriter<rawpkt::pcap::Output>>;
 
 /// What a receiver is built from; it is built in the thread that polls it (pools are per core).
 pub(crate) struct RxPlan {
