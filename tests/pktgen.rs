@@ -534,7 +534,8 @@ fn sigterm_ends_a_capture_whose_reader_stopped_reading() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
-        lines[0].starts_with("pktgen: capture stopped: ") && lines[0].contains("stopped while its reader was not reading"),
+        lines[0].starts_with("pktgen: capture stopped: ")
+            && lines[0].contains("stopped while its reader was not reading"),
         "{err}"
     );
 }

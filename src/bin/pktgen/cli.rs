@@ -27,7 +27,7 @@ pub(crate) struct Args {
     /// Port to transmit on (e.g. model:pair0/0).
     #[arg(long)]
     pub port: Option<String>,
-    /// Port to receive, count and measure latency on.
+    /// Port to receive, count and measure latency on (every receive queue it has).
     #[arg(long)]
     pub rx_port: Option<String>,
     #[arg(long, default_value = "02:00:00:00:00:01")]
@@ -60,7 +60,8 @@ pub(crate) struct Args {
     /// Stop after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Transmit cores, each with its own pool and queues.
+    /// Transmit cores, each with its own pool and send queues (on an xdp: port, at most its
+    /// queues: each core takes its own).
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
     /// Send queues per core, 1 to 8 [default: as many as --rate per core needs at what one send
@@ -98,8 +99,10 @@ pub(crate) struct Args {
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "FILE")]
     pub streams: Option<PathBuf>,
-    /// Rate of the latency stream sent beside the load on a queue of its own, or "off"
-    /// [default: 1000 with a receive port, except with --pcap].
+    /// Rate of the latency stream sent beside the load on a queue of its own (on a port whose
+    /// send queues the load takes, an xdp: port's, on the first core's, said on stderr), or
+    /// "off" [default: 1000 with a receive port, except with --pcap]. A stream of which not one
+    /// frame arrives fails the run.
     #[arg(long, value_name = "RATE|off")]
     pub latency_rate: Option<String>,
     /// VLAN ID, or two (QinQ: outer 802.1ad tag, then 802.1Q), e.g. 100 or 100,200.
