@@ -311,8 +311,9 @@ pub struct PortOptions {
 /// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS` (`rawpkt::tool::env::model_options`).
 #[derive(Clone, Debug, Default)]
 pub struct ModelOptions {
-    /// The CPU the NIC's polling thread is pinned to, one this process may run on (else opening
-    /// the port is an [`ErrorKind::Config`](crate::ErrorKind::Config)); None: unpinned.
+    /// The CPU the NIC's polling thread is pinned to, one that is online (else opening the port
+    /// is an [`ErrorKind::Config`](crate::ErrorKind::Config); a cpuset that leaves it out is said
+    /// as a warning when the thread starts, and it runs unpinned); None: unpinned.
     pub cpu: Option<usize>,
     /// Write a trace of the WQEs the NIC executes and the CQEs it writes to this file
     /// (`docs/model-trace.md`): a regular file, created or truncated; a path that names anything

@@ -1183,8 +1183,8 @@ impl Nic {
         let dev = self.dev.clone();
         let stop = self.stop.clone();
         *t = Some(std::thread::spawn(move || {
-            if let Some(core) = core {
-                crate::sys::pin_current_thread(core);
+            if let Some(core) = core.filter(|&c| !crate::sys::pin_current_thread(c)) {
+                log::warn!("the model NIC's thread could not be pinned to CPU {core} (not in this process's cpuset?); it runs unpinned");
             }
             let mut idle = 0u32;
             while !stop.load(Ordering::Relaxed) {

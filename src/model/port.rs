@@ -227,12 +227,12 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
                 )));
             }
             if let Some(cpu) = m.cpu {
-                let allowed = crate::sys::allowed_cpus();
-                if !allowed.contains(&cpu) {
+                let online = crate::sys::online_cpus();
+                if !online.contains(&cpu) {
                     return Err(Error::config(format!(
-                        "{}: ModelOptions::cpu {cpu} is not a CPU this process may run on ({})",
+                        "{}: ModelOptions::cpu {cpu}: no such CPU (online: {})",
                         echo(spec),
-                        crate::sys::cpu_list(&allowed)
+                        crate::sys::cpu_list(&online)
                     )));
                 }
             }

@@ -31,9 +31,23 @@ pub(crate) fn pin_current_thread(core: usize) -> bool {
     }
 }
 
-/// The CPUs this process may run on (its affinity mask), ascending; empty if the kernel will
-/// not say.
-pub(crate) fn allowed_cpus() -> Vec<usize> {
+/// The CPUs online (`/sys/devices/system/cpu/online`), ascending: the CPUs a thread may be
+/// pinned to, short of a cpuset that leaves some out. A thread may widen its own affinity beyond
+/// its parent's mask (a tool confined to one CPU can pin a helper thread to another), so the
+/// calling thread's mask is no bound; where sysfs does not say, it is what there is.
+pub(crate) fn online_cpus() -> Vec<usize> {
+    if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
+        let mut ids = Vec::new();
+        for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+            let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+            if let (Ok(lo), Ok(hi)) = (lo.parse::<usize>(), hi.parse::<usize>()) {
+                ids.extend(lo..=hi.min(lo + libc::CPU_SETSIZE as usize));
+            }
+        }
+        if !ids.is_empty() {
+            return ids;
+        }
+    }
     // SAFETY: cpu_set_t is plain data, zero is an empty set; sched_getaffinity writes at most
     // size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads within it (i < CPU_SETSIZE).
     unsafe {

@@ -2,8 +2,7 @@
 //! as options ([`ModelOptions`] and [`PortOptions::rdma_core`] in [`PortOptions`]) and reads no
 //! environment itself.
 //!
-//! - `RAWPKT_MODEL_CPU=N`: pin the model NIC's polling thread to CPU N, one this process may run
-//!   on.
+//! - `RAWPKT_MODEL_CPU=N`: pin the model NIC's polling thread to CPU N, one that is online.
 //! - `RAWPKT_MODEL_TRACE=FILE`: trace the WQEs and CQEs the model executes and writes
 //!   (`docs/model-trace.md`); a regular file (created or truncated), nothing else.
 //! - `RAWPKT_MODEL_RX_PPS=N`: model ports take at most N frames a second (a positive number).
@@ -55,8 +54,8 @@ pub fn rdma_core() -> Option<LibPaths> {
     })
 }
 
-/// The CPU in `RAWPKT_MODEL_CPU`, if set: a CPU number, and one this process may run on (its
-/// affinity mask), since the model's thread could be pinned nowhere else.
+/// The CPU in `RAWPKT_MODEL_CPU`, if set: a CPU number, and one that is online, since the
+/// model's thread could be pinned nowhere else.
 pub fn model_cpu() -> Result<Option<usize>, String> {
     let Some(v) = std::env::var_os("RAWPKT_MODEL_CPU") else {
         return Ok(None);
@@ -65,11 +64,11 @@ pub fn model_cpu() -> Result<Option<usize>, String> {
         .to_str()
         .and_then(|s| s.trim().parse::<usize>().ok())
         .ok_or_else(|| format!("RAWPKT_MODEL_CPU={v:?}: expected a CPU number"))?;
-    let allowed = crate::sys::allowed_cpus();
-    if !allowed.contains(&cpu) {
+    let online = crate::sys::online_cpus();
+    if !online.contains(&cpu) {
         return Err(format!(
-            "RAWPKT_MODEL_CPU={cpu}: not a CPU this process may run on ({})",
-            crate::sys::cpu_list(&allowed)
+            "RAWPKT_MODEL_CPU={cpu}: no such CPU (online: {})",
+            crate::sys::cpu_list(&online)
         ));
     }
     Ok(Some(cpu))
