@@ -3,7 +3,7 @@
 //! to within `--resolution`.
 //!
 //! Each trial is pktgen itself, run again with the same ports and options plus `--size`,
-//! `--rate`, `--duration` and `--json`, so that a trial is exactly a run a user could make by
+//! `--rate` (with `--no-catch-up`), `--duration` and `--json`, so that a trial is exactly a run a user could make by
 //! hand (ports opened and torn down, queues drained, the summary's counts), and the search
 //! holds no state a failed trial could leave behind.
 
@@ -30,7 +30,7 @@ pub(crate) enum Resolution {
 pub(crate) const RFC2544_SIZES: &str = "60,124,252,508,1020,1276,1514";
 
 /// Options pktgen's own trials set, so the user may not.
-pub(crate) const TRIAL_OPTIONS: [&str; 8] = [
+pub(crate) const TRIAL_OPTIONS: [&str; 9] = [
     "--size",
     "--rate",
     "--duration",
@@ -39,6 +39,7 @@ pub(crate) const TRIAL_OPTIONS: [&str; 8] = [
     "--pcap",
     "--metrics",
     "--shape",
+    "--no-catch-up",
 ];
 
 impl Search {
@@ -111,8 +112,10 @@ fn trial(base: &[String], size: usize, rate: Option<f64>, seconds: f64) -> Resul
             "--json",
         ])
         .args(["--latency-rate", "off"]);
+    // A steady offered rate: a sender the host held up carries on at the rate rather than
+    // bursting what fell due meanwhile, which would test the device's buffer, not its rate.
     if let Some(r) = rate {
-        cmd.args(["--rate", &format!("{r:.0}")]);
+        cmd.args(["--rate", &format!("{r:.0}"), "--no-catch-up"]);
     }
     let out = cmd
         .output()
@@ -148,6 +151,18 @@ pub(crate) fn bisect(
     stopped: &dyn Fn() -> bool,
     mut step: impl FnMut(f64, &Trial, f64, f64),
 ) -> Result<Option<(f64, f64, u32)>, Fail> {
+    // A trial that sent nothing (the host never let the sender run before its time was up)
+    // says nothing of the device: it is run again, twice at most.
+    let mut trial = move |rate: Option<f64>| -> Result<Trial, Fail> {
+        let mut t = trial(rate)?;
+        for _ in 0..2 {
+            if t.tx > 0 || stopped() {
+                break;
+            }
+            t = trial(rate)?;
+        }
+        Ok(t)
+    };
     let top = trial(None)?;
     let max = top.tx as f64 / top.seconds.max(1e-9);
     let mut trials = 1;
@@ -325,6 +340,26 @@ mod tests {
         assert!(pps <= answer(50_000.0, 1.0, 0.0), "{pps}");
     }
 
+    /// A trial in which the sender sent nothing (a host that never let it run) is run again
+    /// rather than taken as the device losing everything.
+    #[test]
+    fn a_trial_that_sent_nothing_is_run_again() {
+        let s = Search::parse("60", 1.0, "1%", 0.0).unwrap();
+        let mut dev = device(100_000.0, 1e6, 1.0);
+        let mut k = 0;
+        let starved = |rate: Option<f64>| {
+            k += 1;
+            let mut t = dev(rate)?;
+            if k % 2 == 0 {
+                (t.tx, t.rx) = (0, 0);
+            }
+            Ok(t)
+        };
+        let (pps, _, _) = bisect(&s, starved, &|| false, |_, _, _, _| {}).unwrap().unwrap();
+        let want = answer(100_000.0, 1.0, 0.0);
+        assert!(pps <= want && pps >= want * 0.98, "{pps} against {want}");
+    }
+
     /// A device that passes nothing (a wrong address, a cable out) ends the search at one frame
     /// a second with nothing found, after a bounded number of trials: it halved for ever.
     #[test]
@@ -340,6 +375,16 @@ mod tests {
         let (pps, loss, trials) = bisect(&s, nothing, &|| false, |_, _, _, _| {}).unwrap().unwrap();
         assert_eq!((pps, loss), (0.0, 1.0));
         assert!(trials <= 22, "{trials} trials");
+        // Nothing sent either (at one frame a second, a trial may send none): still bounded.
+        let silent = |_: Option<f64>| {
+            Ok(Trial {
+                tx: 0,
+                rx: 0,
+                seconds: 1.0,
+            })
+        };
+        let (pps, _, trials) = bisect(&s, silent, &|| false, |_, _, _, _| {}).unwrap().unwrap();
+        assert!(pps == 0.0 && trials <= 22, "{pps} after {trials} trials");
     }
 
     #[test]

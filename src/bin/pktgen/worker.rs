@@ -111,6 +111,8 @@ pub(crate) struct TxPlan {
     /// Set once the receive queues exist: no core sends before (a frame steered to a queue
     /// with no socket yet is lost). The first core sets it when it runs the receiver itself.
     pub rx_ready: Arc<AtomicBool>,
+    /// Whether credit pacers make up what fell due while the loop was held up (--no-catch-up).
+    pub catch_up: bool,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -361,6 +363,12 @@ pub(crate) fn transmit(
             plan.burst / unpaced.max(1),
             &s.traffic.times,
         );
+        // The latency stream keeps its own pace either way: a thousand a second never bursts.
+        let pacer = if plan.catch_up || s.spec.latency {
+            pacer
+        } else {
+            pacer.without_catch_up()
+        };
         Ok(Lane {
             stream: i,
             departed: if pacer.per_departure() {
