@@ -56,15 +56,18 @@ struct Topology {
 
 impl Topology {
     fn create() -> Topology {
-        let pid = std::process::id();
+        // Unique per process and per topology: two tests of this process run at once.
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{}-{n}", std::process::id());
         let t = Topology {
-            gen_ns: format!("rpxcg{pid}"),
-            xc_ns: format!("rpxcx{pid}"),
-            sink_ns: format!("rpxcs{pid}"),
-            gen: format!("g{pid}"),
-            xa: format!("xa{pid}"),
-            xb: format!("xb{pid}"),
-            sink: format!("s{pid}"),
+            gen_ns: format!("rpxcg{id}"),
+            xc_ns: format!("rpxcx{id}"),
+            sink_ns: format!("rpxcs{id}"),
+            gen: format!("g{id}"),
+            xa: format!("xa{id}"),
+            xb: format!("xb{id}"),
+            sink: format!("s{id}"),
         };
         t.remove(); // left over by a killed run of a process with the same pid
         for ns in t.namespaces() {

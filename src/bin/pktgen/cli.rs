@@ -92,12 +92,6 @@ pub(crate) struct Args {
     /// (N back to back every N / rate).
     #[arg(long, default_value = "constant")]
     pub shape: String,
-    /// With --rate (constant or bursts): when the host holds the sender up, carry on at the rate
-    /// from there instead of sending what fell due meanwhile at once; a burst's worth at most
-    /// is made up and the rest skipped (fewer frames than rate × seconds). --search's trials run
-    /// so: a burst after each stall would test the device's buffer, not its rate.
-    #[arg(long)]
-    pub no_catch_up: bool,
     /// Several streams from a file ([[stream]] tables; the README has the schema): a regular
     /// file of at most 1 MiB, or - for standard input; what a stream leaves out comes from the
     /// options above.
@@ -193,8 +187,6 @@ pub(crate) struct Config {
     pub capture: Option<PathBuf>,
     pub json: bool,
     pub shape: crate::stream::Shape,
-    /// Not --no-catch-up: credit pacers make up what fell due while the sender was held up.
-    pub catch_up: bool,
     pub streams: Option<PathBuf>,
     /// The latency stream's rate, if there is one.
     pub latency_rate: Option<f64>,
@@ -366,17 +358,6 @@ impl Config {
         if shape != crate::stream::Shape::Constant && a.rate.is_none() {
             return Err(format!("--shape {}: needs --rate", a.shape));
         }
-        if a.no_catch_up {
-            if a.rate.is_none() && a.streams.is_none() {
-                return Err("--no-catch-up needs --rate: it paces a stream with a rate".into());
-            }
-            if shape == crate::stream::Shape::Poisson || (a.pcap.is_some() && a.pcap_speed.as_deref() != Some("max")) {
-                return Err(
-                    "--no-catch-up paces constant and bursts streams; a Poisson or timed stream keeps every departure's time"
-                        .into(),
-                );
-            }
-        }
         if a.streams.is_some() && a.pcap.is_some() {
             return Err("--streams and --pcap do not go together: a replay is one stream".into());
         }
@@ -468,7 +449,6 @@ impl Config {
             rx_queue,
             rx_mode_asked: a.rx_mode.is_some(),
             shape,
-            catch_up: !a.no_catch_up,
             streams: a.streams,
             latency_rate,
             tx_port,
@@ -554,11 +534,6 @@ mod tests {
             (
                 &["--pcap", "x.pcap", "--range", "dst-ip:4"],
                 "--range varies generated frames",
-            ),
-            (&["--no-catch-up"], "--no-catch-up needs --rate"),
-            (
-                &["--rate", "1M", "--shape", "poisson", "--no-catch-up"],
-                "constant and bursts",
             ),
         ] {
             let e = cfg(args).unwrap_err();

@@ -331,7 +331,6 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 hw_clock: cfg.hw_timestamps,
                 latency_queue,
                 rx_ready: rx_ready.clone(),
-                catch_up: cfg.catch_up,
             };
             let (port, streams, counters) = (tx_port.clone(), streams.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };

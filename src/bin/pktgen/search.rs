@@ -3,7 +3,7 @@
 //! to within `--resolution`.
 //!
 //! Each trial is pktgen itself, run again with the same ports and options plus `--size`,
-//! `--rate` (with `--no-catch-up`), `--duration` and `--json`, so that a trial is exactly a run a user could make by
+//! `--rate`, `--duration` and `--json`, so that a trial is exactly a run a user could make by
 //! hand (ports opened and torn down, queues drained, the summary's counts), and the search
 //! holds no state a failed trial could leave behind.
 
@@ -30,7 +30,7 @@ pub(crate) enum Resolution {
 pub(crate) const RFC2544_SIZES: &str = "60,124,252,508,1020,1276,1514";
 
 /// Options pktgen's own trials set, so the user may not.
-pub(crate) const TRIAL_OPTIONS: [&str; 9] = [
+pub(crate) const TRIAL_OPTIONS: [&str; 8] = [
     "--size",
     "--rate",
     "--duration",
@@ -39,7 +39,6 @@ pub(crate) const TRIAL_OPTIONS: [&str; 9] = [
     "--pcap",
     "--metrics",
     "--shape",
-    "--no-catch-up",
 ];
 
 impl Search {
@@ -112,10 +111,8 @@ fn trial(base: &[String], size: usize, rate: Option<f64>, seconds: f64) -> Resul
             "--json",
         ])
         .args(["--latency-rate", "off"]);
-    // A steady offered rate: a sender the host held up carries on at the rate rather than
-    // bursting what fell due meanwhile, which would test the device's buffer, not its rate.
     if let Some(r) = rate {
-        cmd.args(["--rate", &format!("{r:.0}"), "--no-catch-up"]);
+        cmd.args(["--rate", &format!("{r:.0}")]);
     }
     let out = cmd
         .output()

@@ -389,14 +389,8 @@ pub(crate) struct Pacer {
     period: f64,
     slot: usize,
     base: f64,
-    /// Room a stream without a rate takes of each burst, when several share it; also the most
-    /// a credit pacer that does not catch up lets it owe.
+    /// Room a stream without a rate takes of each burst, when several share it.
     share: usize,
-    /// Constant and bursts: whether departures that fell due while the loop was held up leave
-    /// as soon as it runs again (a burst), or are skipped beyond a burst's worth
-    /// ([`Pacer::without_catch_up`]), and how many were.
-    catch_up: bool,
-    pub skipped: u64,
     /// Poisson and timed: when each departure not yet made was due (ns from the start, rounded
     /// down), departure `k` at `k % DUE_RING`; at most a burst is due ahead of those made.
     dues: [u64; DUE_RING],
@@ -437,35 +431,10 @@ impl Pacer {
             // xorshift64* needs a state other than 0.
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             share: share.clamp(1, DUE_RING),
-            catch_up: true,
-            skipped: 0,
             dues: [0; DUE_RING],
         };
         p.next_ns = if p.times.is_empty() { p.gap() } else { 0.0 };
         p
-    }
-
-    /// A constant or bursts pacer that, when the loop was held up (the host took its CPU),
-    /// carries on at its rate from where it is rather than sending what fell due meanwhile at
-    /// once: it owes at most a burst (its share of one, in whole groups for bursts) and skips
-    /// the rest. A device behind a sender that bursts after each stall sees its buffer tested,
-    /// not its rate; `--search`'s trials offer a steady rate this way.
-    pub(crate) fn without_catch_up(mut self) -> Pacer {
-        self.catch_up = false;
-        self
-    }
-
-    /// What a credit pacer owes with `due` departures due by now (at most a burst's worth, in
-    /// whole `group`s, when it does not catch up: the rest are skipped).
-    #[inline]
-    fn owed(&mut self, due: u64, group: u64) -> u64 {
-        let owed = due.saturating_sub(self.made + self.skipped);
-        let most = (self.share as u64).div_ceil(group) * group;
-        if self.catch_up || owed <= most {
-            return owed;
-        }
-        self.skipped += (owed - most) / group * group;
-        due.saturating_sub(self.made + self.skipped)
     }
 
     /// Timed: the departure after the one at `next_ns`.
@@ -535,10 +504,10 @@ impl Pacer {
             (_, Shape::Timed(_)) if !self.times.is_empty() => self.due_by(elapsed_ns, room),
             (None, _) | (_, Shape::Timed(_)) => room,
             // Packets made so far may not run ahead of rate × time since the start.
-            (Some(r), Shape::Constant) => self.owed((elapsed_ns as f64 * r) as u64, 1),
+            (Some(r), Shape::Constant) => ((elapsed_ns as f64 * r) as u64).saturating_sub(self.made),
             (Some(r), Shape::Bursts(b)) => {
                 let b = u64::from(b);
-                self.owed(((elapsed_ns as f64 * r) as u64) / b * b, b)
+                (((elapsed_ns as f64 * r) as u64) / b * b).saturating_sub(self.made)
             }
             (Some(_), Shape::Poisson) => self.due_by(elapsed_ns, room),
         };
@@ -742,57 +711,6 @@ mod tests {
             assert_eq!(out.len(), 8, "the count stops it");
             for (got, want) in out.iter().zip(&want) {
                 assert!((*got as f64 - want).abs() <= 10.0, "{x}x: {out:?} against {want:?}");
-            }
-        }
-    }
-
-    /// A loop held up for 10 ms in every 50 (a busy host), at 1 Mpps with bursts of 32: catching
-    /// up, the pacer makes up each stall at once (a burst of 10 000); without, it owes at most
-    /// a burst and skips the rest, never sending faster than the rate from where it is.
-    #[test]
-    fn without_catch_up_a_stall_is_skipped_not_made_up() {
-        for catch_up in [true, false] {
-            let mut p = Pacer::new(Some(1e6), Shape::Constant, None, 7, 32, &[]);
-            if !catch_up {
-                p = p.without_catch_up();
-            }
-            let (mut now, mut largest_burst_after_stall) = (0u64, 0u64);
-            while now < 1_000_000_000 {
-                // Burst every 100 ns; nothing between 40 and 50 ms of each 50.
-                if now % 50_000_000 >= 40_000_000 {
-                    now = now / 50_000_000 * 50_000_000 + 50_000_000;
-                    let mut sent = 0;
-                    loop {
-                        let n = p.allowed(now, 32);
-                        p.made += n as u64;
-                        sent += n as u64;
-                        if n < 32 {
-                            break;
-                        }
-                    }
-                    largest_burst_after_stall = largest_burst_after_stall.max(sent);
-                    continue;
-                }
-                let n = p.allowed(now, 32);
-                p.made += n as u64;
-                now += 100;
-            }
-            let expected = if catch_up { 1_000_000 } else { 800_000 };
-            assert!(
-                (p.made as i64 - expected).abs() <= 1_000,
-                "catch up {catch_up}: {} made, {} skipped",
-                p.made,
-                p.skipped
-            );
-            if catch_up {
-                assert!(largest_burst_after_stall >= 9_000, "{largest_burst_after_stall}");
-            } else {
-                assert!(largest_burst_after_stall <= 32, "{largest_burst_after_stall}");
-                let all = p.made + p.skipped;
-                assert!(
-                    (999_999..=1_000_000).contains(&all),
-                    "{all}: every departure made or skipped"
-                );
             }
         }
     }

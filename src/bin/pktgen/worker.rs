@@ -111,8 +111,6 @@ pub(crate) struct TxPlan {
     /// Set once the receive queues exist: no core sends before (a frame steered to a queue
     /// with no socket yet is lost). The first core sets it when it runs the receiver itself.
     pub rx_ready: Arc<AtomicBool>,
-    /// Whether credit pacers make up what fell due while the loop was held up (--no-catch-up).
-    pub catch_up: bool,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -363,12 +361,6 @@ pub(crate) fn transmit(
             plan.burst / unpaced.max(1),
             &s.traffic.times,
         );
-        // The latency stream keeps its own pace either way: a thousand a second never bursts.
-        let pacer = if plan.catch_up || s.spec.latency {
-            pacer
-        } else {
-            pacer.without_catch_up()
-        };
         Ok(Lane {
             stream: i,
             departed: if pacer.per_departure() {
@@ -857,13 +849,18 @@ impl Receiver {
 
     /// After the senders stop: takes stragglers until every frame sent is received or dropped
     /// by the device, where the receiver knows what was sent (`RxPlan::sent`), so that a busy
-    /// machine's slow device or receiver loses nothing to a drain cut short; else, and for the
-    /// frames that never come, until the line has been quiet for 200 ms (50 ms after Ctrl-C
-    /// where what was sent is not known), for two seconds at most (a port with background
-    /// traffic is never quiet). Returns each stream's latency histogram.
+    /// machine's slow device or receiver loses nothing to a drain cut short; for the frames
+    /// that never come, until the line has been quiet for half a second, ten at most. Where what was
+    /// sent is not known, until it has been quiet for 200 ms (50 ms after Ctrl-C), two seconds
+    /// at most (a port with background traffic is never quiet). Returns each stream's latency
+    /// histogram.
     pub(crate) fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
         let mut quiet_since = Instant::now();
-        let give_up = quiet_since + Duration::from_secs(2);
+        let (quiet, most) = match self.sent {
+            Some(_) => (Duration::from_millis(500), Duration::from_secs(10)),
+            None => (Duration::from_millis(200), Duration::from_secs(2)),
+        };
+        let give_up = quiet_since + most;
         let stop = rawpkt::stop_flag();
         let sent: Option<u64> = self.sent.as_ref().map(|c| c.iter().map(|c| c.snapshot()[0]).sum());
         // Received, or else (now and then: an mlx5 port's count is a sysfs read) dropped.
@@ -873,7 +870,7 @@ impl Receiver {
             got >= s || (k.is_multiple_of(256) && got + r.port.device_drops().unwrap_or(0) >= s)
         };
         let mut k = 0u32;
-        while quiet_since.elapsed() < Duration::from_millis(200) && Instant::now() < give_up {
+        while quiet_since.elapsed() < quiet && Instant::now() < give_up {
             if accounted(&self, k) {
                 break;
             }
