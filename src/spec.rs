@@ -308,7 +308,8 @@ pub struct PortOptions {
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
 /// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
 /// it is. The library reads no environment; the tools fill this from `RAWPKT_MODEL_CPU`,
-/// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS` (`rawpkt::tool::env::model_options`).
+/// `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS` and `RAWPKT_MODEL_RX_BUFFER`
+/// (`rawpkt::tool::env::model_options`).
 #[derive(Clone, Debug, Default)]
 pub struct ModelOptions {
     /// The CPU the NIC's polling thread is pinned to, one that is online (else opening the port
@@ -321,6 +322,9 @@ pub struct ModelOptions {
     pub trace: Option<std::path::PathBuf>,
     /// Frames a second each port takes at most (the model's `rx_capacity_pps`); None: no limit.
     pub rx_capacity_pps: Option<f64>,
+    /// How much of `rx_capacity_pps` the port buffers, in seconds of it (the model's
+    /// `rx_buffer_s`); None: its default, 50 ms.
+    pub rx_buffer_s: Option<f64>,
 }
 
 impl Default for PortOptions {

@@ -1043,8 +1043,9 @@ impl Device {
             return;
         }
         if let Some(pps) = self.cfg.rx_capacity_pps {
-            // A buffer of 50 ms worth, full at the first frame, as a device under test has one.
-            // So a run of T seconds loses nothing up to pps × (1 + 0.05 / T).
+            // A buffer of `rx_buffer_s` worth (50 ms by default), full at the first frame, as a
+            // device under test has one. So a run of T seconds loses nothing up to
+            // pps × (1 + rx_buffer_s / T).
             //
             // The clock is the step's. A device runs all the time; the model's thread does not:
             // the frames a step finds after the thread lost its CPU came at any time since the
@@ -1053,7 +1054,7 @@ impl Device {
             // step's frames (and only to them): the host's scheduling makes no loss of its own,
             // while a burst that comes within one step gets the buffer alone.
             let (now, step) = (self.now_ns(), self.steps);
-            let depth = (pps / 20.0).max(64.0);
+            let depth = (pps * self.cfg.rx_buffer_s).max(64.0);
             let (mut tokens, last, mut lent, lent_to) = match self.ports[port].bucket {
                 (_, 0, _, _) => (depth, now, 0.0, step),
                 b => b,

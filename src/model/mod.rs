@@ -103,13 +103,17 @@ pub struct ModelConfig {
     pub strict_doorbell: bool,
     /// Write a trace of WQEs and CQEs here.
     pub trace: Option<std::path::PathBuf>,
-    /// Frames a second each port takes at most, through a buffer of 50 ms worth (at least 64
-    /// frames; full at the first frame), so that a run of T seconds loses nothing up to
-    /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
-    /// a slower device under test. Frames the model's thread finds late (it lost its CPU) are
-    /// taken as if they came while it was away: the host's scheduling loses none. None: no
-    /// limit.
+    /// Frames a second each port takes at most, through a buffer of `rx_buffer_s` worth (at
+    /// least 64 frames; full at the first frame), so that a run of T seconds loses nothing up to
+    /// `pps × (1 + rx_buffer_s / T)`; the rest are lost before the port (`rx_wire_drops`), as
+    /// behind a slower device under test. Frames the model's thread finds late (it lost its
+    /// CPU) are taken as if they came while it was away: the host's scheduling loses none. None:
+    /// no limit.
     pub rx_capacity_pps: Option<f64>,
+    /// The buffer in front of `rx_capacity_pps`, in seconds of it: 0.05 (50 ms) by default, as a
+    /// device under test has one. A deeper one rides out a sender that a busy host holds up
+    /// and that then sends what it owes at once.
+    pub rx_buffer_s: f64,
     /// The striding RQ limits the device reports (`mlx5dv_striding_rq_caps`): a ConnectX-5's,
     /// or none on a ConnectX-4 ([`crate::dv::prm::mprq::Caps`]); a WQ asked outside them is
     /// refused, as mlx5_ib refuses it.
@@ -140,6 +144,7 @@ impl Default for ModelConfig {
             strict_doorbell: true,
             trace: None,
             rx_capacity_pps: None,
+            rx_buffer_s: 0.05,
             striding_rq: crate::dv::prm::mprq::Caps::CONNECTX5,
         }
     }

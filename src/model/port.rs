@@ -24,6 +24,7 @@ impl ModelConfig {
         ModelConfig {
             trace: opts.trace.clone(),
             rx_capacity_pps: opts.rx_capacity_pps,
+            rx_buffer_s: opts.rx_buffer_s.unwrap_or(ModelConfig::default().rx_buffer_s),
             ..ModelConfig::default()
         }
     }
@@ -220,6 +221,12 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         Some(found) => found,
         None => {
             let m = &opts.model;
+            if let Some(b) = m.rx_buffer_s.filter(|b| !(b.is_finite() && (0.0..=60.0).contains(b))) {
+                return Err(Error::config(format!(
+                    "{}: ModelOptions::rx_buffer_s {b} must be from 0 to 60 seconds",
+                    echo(spec)
+                )));
+            }
             if let Some(r) = m.rx_capacity_pps.filter(|r| !(r.is_finite() && *r > 0.0)) {
                 return Err(Error::config(format!(
                     "{}: ModelOptions::rx_capacity_pps {r} must be a positive number of frames a second",

@@ -5,7 +5,8 @@
 //! - `RAWPKT_MODEL_CPU=N`: pin the model NIC's polling thread to CPU N, one that is online.
 //! - `RAWPKT_MODEL_TRACE=FILE`: trace the WQEs and CQEs the model executes and writes
 //!   (`docs/model-trace.md`); a regular file (created or truncated), nothing else.
-//! - `RAWPKT_MODEL_RX_PPS=N`: model ports take at most N frames a second (a positive number).
+//! - `RAWPKT_MODEL_RX_PPS=N`: model ports take at most N frames a second (a positive number),
+//!   through a buffer of `RAWPKT_MODEL_RX_BUFFER=S` seconds of it (0 to 60; default 0.05).
 //! - `RAWPKT_LIBIBVERBS=FILE`, `RAWPKT_LIBMLX5=FILE`: `mlx5:`/`verbs:` ports load rdma-core from
 //!   these files rather than by soname (a private copy, or the model library `model-verbs`); one
 //!   of them alone leaves the other at its soname. A path must name a regular file.
@@ -18,8 +19,8 @@ use crate::mlx5::LibPaths;
 use crate::spec::{ModelOptions, PortOptions};
 use crate::{Error, Port};
 
-/// [`ModelOptions`] from `RAWPKT_MODEL_CPU`, `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS`;
-/// the error is one line naming the variable.
+/// [`ModelOptions`] from `RAWPKT_MODEL_CPU`, `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS` and
+/// `RAWPKT_MODEL_RX_BUFFER`; the error is one line naming the variable.
 pub fn model_options() -> Result<ModelOptions, String> {
     let rx_capacity_pps = match std::env::var_os("RAWPKT_MODEL_RX_PPS") {
         None => None,
@@ -30,10 +31,20 @@ pub fn model_options() -> Result<ModelOptions, String> {
                 .ok_or_else(|| format!("RAWPKT_MODEL_RX_PPS={v:?}: expected a positive number of frames a second"))?,
         ),
     };
+    let rx_buffer_s = match std::env::var_os("RAWPKT_MODEL_RX_BUFFER") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .filter(|&b| b.is_finite() && (0.0..=60.0).contains(&b))
+                .ok_or_else(|| format!("RAWPKT_MODEL_RX_BUFFER={v:?}: expected seconds from 0 to 60"))?,
+        ),
+    };
     Ok(ModelOptions {
         cpu: model_cpu()?,
         trace: std::env::var_os("RAWPKT_MODEL_TRACE").map(Into::into),
         rx_capacity_pps,
+        rx_buffer_s,
     })
 }
 
