@@ -554,6 +554,9 @@ fn nothing_received_is_said_and_exits_1() {
             "model:nowire-b/1",
             "--count",
             "1000",
+            // The latency stream would add as many frames as the run lasts milliseconds.
+            "--latency-rate",
+            "off",
         ],
         "none of the 1000 frames sent arrived at --rx-port model:nowire-b/1; they were addressed to 02:00:00:00:00:02",
     );
