@@ -184,7 +184,7 @@ fn fails_with(code: i32, args: &[&str], want: &str) {
 }
 
 /// [`fails_with`] with the environment `env` added, and within `limit` (else killed, and the
-/// test fails): a refusal of what used to hang comes at once.
+/// test fails): a refusal of what would hang comes at once.
 fn fails_within(code: i32, args: &[&str], env: &[(&str, &str)], want: &str, limit: Duration) {
     let out = pktgen_in(args, env, limit);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -232,8 +232,8 @@ fn usage_mistakes_are_one_line_and_exit_2() {
         (&["--bogus"], "--bogus"),
         (&["--queues-per-core", "9"], "--queues-per-core 9: must be from 1 to 8"),
         (&["--queues-per-core", "0"], "--queues-per-core 0: must be from 1 to 8"),
-        // Options that mean something only beside another, given without it (they were taken
-        // and ignored), or beside one they contradict.
+        // Options that mean something only beside another, given without it (taken, they would
+        // be ignored), or beside one they contradict.
         (&["--trial", "1"], "--trial needs --search"),
         (&["--search-sizes", "60"], "--search-sizes needs --search"),
         (&["--resolution", "2%"], "--resolution needs --search"),
@@ -503,9 +503,9 @@ fn capture_to_a_fifo_needs_its_reader() {
     assert_eq!(s["rx_packets"], 1000, "{s}");
 }
 
-/// A capture FIFO whose reader is there but stops reading held the receiver in write(2), where
-/// SIGTERM could not reach it: pktgen waited for ever after its run. The writes wait where a stop
-/// ends them: SIGTERM ends pktgen within seconds, the capture said stopped in one line, exit 1.
+/// A capture FIFO whose reader is there but stops reading holds the receiver's writes up; in
+/// write(2) SIGTERM could not end that wait. The writes wait where a stop ends them: SIGTERM ends
+/// pktgen within seconds, the capture said stopped in one line, exit 1.
 #[test]
 fn sigterm_ends_a_capture_whose_reader_stopped_reading() {
     let _one = serial();
@@ -728,8 +728,8 @@ fn a_stream_file_mistake_names_file_line_and_field() {
 const AT_ONCE: Duration = Duration::from_secs(5);
 
 /// `--streams` reads a regular file of at most 1 MiB, or standard input: a FIFO with no writer
-/// waited in open() for ever, /dev/urandom was read for ever, /dev/zero until memory ran out.
-/// Each is refused within seconds in one line, exit 2.
+/// would wait in open() for ever, /dev/urandom be read for ever, /dev/zero until memory ran
+/// out. Each is refused within seconds in one line, exit 2.
 #[test]
 fn streams_take_only_a_regular_file_or_stdin() {
     let _one = serial();
@@ -787,10 +787,10 @@ fn streams_take_only_a_regular_file_or_stdin() {
 }
 
 /// The files and settings the environment names are checked as the command line's are: a trace
-/// or an rdma-core library that names a FIFO (which blocked in open() or in the loader), a
-/// model CPU out of range (which was ignored), wires the model library cannot parse (two lines,
-/// the second a misleading "ibv_get_device_list failed"): each one line, exit 2, within
-/// seconds, whether the model runs in pktgen (`model:`) or in the model library (`mlx5:`).
+/// or an rdma-core library that names a FIFO (which would block open() or the loader), a model
+/// CPU out of range, wires the model library cannot parse (one line, not the library's and a
+/// failed `ibv_get_device_list` after it): each one line, exit 2, within seconds, whether the
+/// model runs in pktgen (`model:`) or in the model library (`mlx5:`).
 #[test]
 fn environment_mistakes_are_one_line_and_exit_2() {
     let _one = serial();
@@ -1173,7 +1173,7 @@ fn sample(body: &str, name_labels: &str) -> u64 {
 /// No client holds the endpoint up: with one client sending its request a byte a second and
 /// 200 more connected and silent for the whole run, a scrape every second is answered, each in
 /// well under a second (and in under 100 ms on a machine with a CPU to spare; the figure is
-/// printed). Served one at a time with a read timeout, the endpoint answered none of them.
+/// printed), where an endpoint serving one connection at a time would answer none of them.
 #[test]
 fn no_client_stalls_the_metrics_endpoint() {
     use std::io::Write as _;

@@ -489,7 +489,7 @@ fn xdp_ports_on_veths_carry_every_frame_unmodified_and_the_counters_balance() {
 }
 
 /// More cores than two 1-queue xdp ports have queues: one line, exit 2, and nothing before it
-/// (it came after a warning that there were too few CPUs to pin them).
+/// (not the warning that there are too few CPUs to pin them, which planning the CPUs says).
 #[test]
 #[ignore = "needs root"]
 fn more_cores_than_queues_is_one_line() {

@@ -128,9 +128,9 @@ fn c_program_polls_extended_cqs_with_timestamps() {
 
 /// `ibv_reg_mr` as the kernel's pinning answers (`tests/c/reg_mr.c`): EFAULT over an unmapped
 /// page, a PROT_NONE one, or a read-only one asked to be written; EINVAL for a range whose end
-/// wraps the address space; nothing registered either way (a range taken on trust crashed the
-/// process in the next `ibv_post_send`). And `ibv_poll_cq` with `num_entries` 0 or below answers
-/// 0, as libmlx5's loop does.
+/// wraps the address space; nothing registered either way (a range taken on trust would crash
+/// the process in the next `ibv_post_send`). And `ibv_poll_cq` with `num_entries` 0 or below
+/// answers 0, as libmlx5's loop does.
 #[test]
 #[ignore = "needs rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
 fn c_program_registers_only_mapped_memory() {

@@ -358,7 +358,8 @@ mod tests {
     }
 
     /// A device that passes nothing (a wrong address, a cable out) ends the search at one frame
-    /// a second with nothing found, after a bounded number of trials: it halved for ever.
+    /// a second with nothing found, after a bounded number of trials (a bracket [0, hi] is never
+    /// narrow in proportion, so halving alone would not end).
     #[test]
     fn a_device_that_passes_nothing_ends_the_search_with_nothing() {
         let s = Search::parse("60", 1.0, "1%", 0.0).unwrap();

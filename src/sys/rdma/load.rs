@@ -199,11 +199,11 @@ impl Rdma {
         let n = &*name;
         // The model library in rdma-core's place (model-verbs) says why its model could not be
         // set up when asked, rather than on stderr beside the error of the verb that failed.
+        type SetupError = unsafe extern "C" fn(*mut c_char, usize) -> c_int;
         // SAFETY: `int rawpkt_model_setup_error(char *buf, size_t len)` of the model library's
         // contract (docs/model-library.md); absent from rdma-core.
-        if let Ok(setup) =
-            unsafe { sym::<unsafe extern "C" fn(*mut c_char, usize) -> c_int>(&lib, n, "rawpkt_model_setup_error") }
-        {
+        let setup = unsafe { sym::<SetupError>(&lib, n, "rawpkt_model_setup_error") };
+        if let Ok(setup) = setup {
             let mut buf = [0 as c_char; 512];
             // SAFETY: as above; the buffer holds `buf.len()` bytes and outlives the call.
             let rc = unsafe { setup(buf.as_mut_ptr(), buf.len()) };
