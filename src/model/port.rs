@@ -21,6 +21,7 @@ fn model_config(opts: &ModelOptions) -> ModelConfig {
     ModelConfig {
         trace: opts.trace.clone(),
         rx_capacity_pps: opts.rx_capacity_pps,
+        rx_buffer_s: opts.rx_buffer_s.unwrap_or(ModelConfig::default().rx_buffer_s),
         ..ModelConfig::default()
     }
 }
@@ -231,14 +232,38 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         Some(found) => found,
         None => {
             let m = &opts.model;
+            if let Some(b) = m.rx_buffer_s.filter(|b| !(b.is_finite() && (0.0..=60.0).contains(b))) {
+                return Err(Error::config(format!(
+                    "{}: ModelOptions::rx_buffer_s {b} must be from 0 to 60 seconds",
+                    echo(spec)
+                )));
+            }
             if let Some(r) = m.rx_capacity_pps.filter(|r| !(r.is_finite() && *r > 0.0)) {
                 return Err(Error::config(format!(
                     "{}: ModelOptions::rx_capacity_pps {r} must be a positive number of frames a second",
                     echo(spec)
                 )));
             }
+            if let Some(cpu) = m.cpu {
+                let online = rawpkt_sys::online_cpus();
+                if !online.contains(&cpu) {
+                    return Err(Error::config(format!(
+                        "{}: ModelOptions::cpu {cpu}: no such CPU (online: {})",
+                        echo(spec),
+                        rawpkt_sys::cpu_list(&online)
+                    )));
+                }
+            }
             let cfg = model_config(m);
-            let nic = Nic::new(wires, cfg).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
+            // A trace path that names no regular file is the caller's to change.
+            let nic = Nic::new(wires, cfg).map_err(|e| {
+                let kind = if rawpkt_sys::file::refused(&e) {
+                    Error::config
+                } else {
+                    Error::device
+                };
+                kind(e.to_string()).caused_by(e)
+            })?;
             nic.start(m.cpu);
             let ids = Arc::new(QueueIds::default());
             models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));

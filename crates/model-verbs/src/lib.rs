@@ -44,6 +44,7 @@ mod events;
 mod global;
 mod loopback;
 mod objects;
+mod pin;
 mod ring;
 mod sysfs;
 mod traffic;

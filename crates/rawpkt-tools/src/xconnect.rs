@@ -71,6 +71,19 @@ impl Setup {
         if a.same_port(&b) {
             return Err(same(&a.identity()));
         }
+        // Each core takes queue id = its index on both ports: a port with a fixed number of
+        // queues (xdp: the interface's) bounds the cores, said before anything else is.
+        for (name, port) in [("A", &a), ("B", &b)] {
+            if let Some(n) = port.tx_queues().filter(|&n| cli.cores > n) {
+                return Err(Fail::Usage(format!(
+                    "--cores {}: port {name} ({}) has {n} queue{}, and each core takes its own on both ports (queue id = core index): at most {n} core{} here",
+                    cli.cores,
+                    rawpkt_wire::text::echo(port.spec()),
+                    if n == 1 { "" } else { "s" },
+                    if n == 1 { "" } else { "s" },
+                )));
+            }
+        }
         let generator = cli
             .generate
             .then(|| Generator::open(&cli.port_a, &cli.port_b))
