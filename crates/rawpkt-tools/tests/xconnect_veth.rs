@@ -497,7 +497,7 @@ fn more_cores_than_queues_is_one_line() {
     let t = Topology::create();
     let a = format!("xdp:{},netns={}", t.xa, t.xc_ns);
     let b = format!("xdp:{},netns={}", t.xb, t.xc_ns);
-    let out = Command::new(common::example("l2-xconnect"))
+    let out = Command::new(std::path::PathBuf::from(env!("CARGO_BIN_EXE_l2-xconnect")))
         .args(["--port-a", &a, "--port-b", &b, "--cores", "3", "--duration", "1"])
         .stdin(Stdio::null())
         .output()
