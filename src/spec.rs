@@ -2,7 +2,7 @@
 //!
 //! | spec | port |
 //! |---|---|
-//! | `model:NAME/P` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread |
+//! | `model:NAME/P[,profile=PROFILE][,knob=NAME=VALUE]…` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread; the device's profile and knobs as [`ModelOptions`] says |
 //! | `model:afpacket=IFNAME` | a one-port model NIC wired to the Linux interface IFNAME through AF_PACKET |
 //! | `mlx5:NETDEV`, `mlx5:mlx5_0/1` | a ConnectX port (by netdev, or RDMA device and port) through rdma-core: RAW_PACKET queues, flow rules steering only what they name (the netdev keeps the rest), the Direct Verbs datapath, or ibverbs when the device offers no DV |
 //! | `verbs:NETDEV`, `verbs:mlx5_0/1` | the same port with the ibverbs datapath forced |
@@ -344,12 +344,21 @@ setters!(PortOptions {
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
 /// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
 /// it is. The library reads no environment; the tools fill this from `RAWPKT_MODEL_CPU`,
-/// `RAWPKT_MODEL_TRACE` and `RAWPKT_MODEL_RX_PPS`.
+/// `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS`, `RAWPKT_MODEL_PROFILE` and `RAWPKT_MODEL_KNOBS`.
+///
+/// The device profile and knobs can also be given in the spec: `model:pair0/0,profile=cx7` and
+/// `model:pair0/0,knob=wqe_id=ring,knob=flush=late:2` (the spec's profile wins over this one;
+/// its knobs come after these). The profiles and knobs are the `mlx5-model` crate's
+/// (`mlx5_model::profile`; `docs/model-library.md` lists them).
 ///
 /// ```
 /// use rawpkt::{ModelOptions, PortOptions};
 /// let opts = PortOptions::default().model(ModelOptions::default().rx_capacity_pps(Some(1e6)));
 /// assert_eq!(opts.model.rx_capacity_pps, Some(1e6));
+/// let m = ModelOptions::default().profile(Some("cx6dx".into())).knobs(vec!["zip=never".into()]);
+/// let port = rawpkt::open_with("model:profile-doc/0", &PortOptions::default().model(m)).unwrap();
+/// assert!(rawpkt::open("model:profile-doc2/0,profile=cx9").is_err());
+/// # drop(port);
 /// ```
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
@@ -361,12 +370,19 @@ pub struct ModelOptions {
     pub trace: Option<std::path::PathBuf>,
     /// Frames a second each port takes at most (the model's `rx_capacity_pps`); None: no limit.
     pub rx_capacity_pps: Option<f64>,
+    /// The device profile: `default` (None: the same), `cx5`, `cx6dx`, `cx7` or `strict`; an
+    /// unknown name fails the open with one line.
+    pub profile: Option<String>,
+    /// Knobs set on top of the profile, each `name=value` (e.g. `wqe_id=ring`), in order.
+    pub knobs: Vec<String>,
 }
 
 setters!(ModelOptions {
     cpu: Option<usize>,
     trace: Option<std::path::PathBuf>,
     rx_capacity_pps: Option<f64>,
+    profile: Option<String>,
+    knobs: Vec<String>,
 });
 
 impl Default for PortOptions {

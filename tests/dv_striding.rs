@@ -192,7 +192,7 @@ const KIB_STRIDES: mprq::Params = mprq::Params {
 #[test]
 fn random_jumbo_frames_arrive_identical() {
     let q = QueueConfig::default().size(512);
-    let mut r = rig(ModelConfig::default(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
+    let mut r = rig(common::device(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
     // At most 16 frames a burst: 16 WQEs of the 32 even if each took a whole one.
     let chained = run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
     assert!(chained > 40_000, "{chained} frames chained");
@@ -208,7 +208,7 @@ fn random_jumbo_frames_arrive_identical() {
 fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
     let q = QueueConfig::default().size(512);
     let pool = PoolConfig::default().buffers(8192);
-    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    let mut r = rig(common::device(), &q, pool, None).unwrap();
     assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
     let chained = run(&mut r, 1_000_000, 60, 9000, 16, 0x9000);
     assert!(chained > 850_000, "{chained} frames chained");
@@ -223,7 +223,7 @@ fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
 fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
     let q = QueueConfig::default().size(256);
     let pool = PoolConfig::default().buffers(4096);
-    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    let mut r = rig(common::device(), &q, pool, None).unwrap();
     assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
     run(&mut r, 1_000_000, 60, 1514, 48, 0xfeed);
     r.teardown();
@@ -236,7 +236,7 @@ fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
 fn a_filler_releases_the_strides_left() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    let mut r = rig(common::device(), &q, pool, None).unwrap();
     // 15 frames of one stride, then one of two strides: one stride left, so a filler.
     r.send(0, 15, 100, 100);
     r.send(15, 16, 1500, 1500);
@@ -261,7 +261,7 @@ fn a_filler_releases_the_strides_left() {
 fn exhausted_strides_count_out_of_buffer() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    let mut r = rig(common::device(), &q, pool, None).unwrap();
     // 64 strides posted; 70 frames of one stride without a receive burst in between.
     r.send(0, 70, 60, 60);
     assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 6);
@@ -282,7 +282,7 @@ fn exhausted_strides_count_out_of_buffer() {
 fn error_cqes_release_strides_or_reset_the_queue() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    let mut r = rig(common::device(), &q, pool, None).unwrap();
     let mut got = Burst::new(&r.pool, 128);
     r.send(0, 3, 60, 60);
     r.nic.inject(
@@ -319,7 +319,7 @@ fn error_cqes_release_strides_or_reset_the_queue() {
 #[test]
 fn a_connectx4_refuses_striding_in_one_line() {
     let q = QueueConfig::default();
-    let e = rig(ModelConfig::connectx4(), &q, PoolConfig::default(), None)
+    let e = rig(common::device_cx4(), &q, PoolConfig::default(), None)
         .err()
         .unwrap();
     assert!(e.contains("no striding receive queue") && !e.contains('\n'), "{e}");
@@ -362,7 +362,7 @@ fn model_ports_open_striding_queues() {
 fn drops_reported_by_a_filler_are_counted() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(ModelConfig::default(), &q, pool, None).unwrap();
+    let mut r = rig(common::device(), &q, pool, None).unwrap();
     r.send(0, 15, 100, 100);
     r.nic.inject(1, Fault::RxNoBuffer { frames: 2 });
     r.send(15, 17, 100, 100);
@@ -384,7 +384,7 @@ fn drops_reported_by_a_filler_are_counted() {
 fn random_frames_arrive_identical_through_compressed_sessions() {
     let q = QueueConfig::default().size(512);
     let pool = PoolConfig::default().buffers(8192);
-    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let chained = run(&mut r, 1_000_000, 60, 9000, 16, 0xc0de);
     assert!(chained > 850_000, "{chained} frames chained");
     let c = r.nic.counters();
@@ -419,7 +419,7 @@ fn small_frames_through_compressed_sessions_of_8_stride_wqes() {
 /// `in_sessions` of them in compressed sessions.
 fn small_frames_through_sessions(pool: PoolConfig, strides: u32, frames: u64, hi: usize, in_sessions: u64, seed: u64) {
     let q = QueueConfig::default().size(256);
-    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     assert_eq!(r.params.num_strides(), strides);
     run(&mut r, frames, 60, hi, 48, seed);
     let c = r.nic.counters();
@@ -438,7 +438,7 @@ fn small_frames_through_sessions(pool: PoolConfig, strides: u32, frames: u64, hi
 fn error_cqes_amid_compressed_sessions() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let mut got = Burst::new(&r.pool, 128);
     r.send(0, 4, 60, 60);
     r.nic.inject(
@@ -491,12 +491,12 @@ fn error_cqes_amid_compressed_sessions() {
 fn striding_queues_compress_unless_timestamps() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let e = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::Hash))
+    let e = rig_with(common::device(), &q, pool, None, Some(MiniFormat::Hash))
         .err()
         .unwrap();
     assert!(e.contains("stride-index") && !e.contains('\n'), "{e}");
     let ts = q.clone().rx_timestamps(true);
-    let e = rig_with(ModelConfig::default(), &ts, pool, None, Some(MiniFormat::CsumStridx))
+    let e = rig_with(common::device(), &ts, pool, None, Some(MiniFormat::CsumStridx))
         .err()
         .unwrap();
     assert!(e.contains("timestamp") && !e.contains('\n'), "{e}");
@@ -509,7 +509,7 @@ fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
     use mlx5_prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let cqn = r.keep.2.cqn();
     let mut title = Cqe64::resp_send(0, 60, 0, 0, 0, 0);
     title.make_title(3);
@@ -569,7 +569,7 @@ fn inject_session_of(r: &Rig, mut title: mlx5_prm::Cqe64, minis: &[mlx5_prm::Min
 fn compressing_rig() -> Rig {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let r = rig_with(ModelConfig::default(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     assert_eq!(r.params.num_strides(), 16, "a session of a whole WQE is 16 frames");
     r
 }

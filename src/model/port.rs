@@ -16,13 +16,36 @@ use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 use mlx5_model::{Link, ModelConfig, Nic, QueueMem, RqOptions};
 
-/// The default device ([`ModelConfig::default`]) run as `opts` say (trace, receive rate).
-fn model_config(opts: &ModelOptions) -> ModelConfig {
-    ModelConfig {
+/// The device `profile` and `knobs` describe (the default device, [`ModelConfig::default`], for
+/// none) run as `opts` say (trace, receive rate).
+fn model_config(opts: &ModelOptions, profile: Option<&str>, knobs: &[String]) -> Result<ModelConfig, String> {
+    Ok(ModelConfig {
         trace: opts.trace.clone(),
         rx_capacity_pps: opts.rx_capacity_pps,
-        ..ModelConfig::default()
+        ..ModelConfig::with_profile(profile, knobs)?
+    })
+}
+
+/// What a `model:` spec says after the port: `,profile=NAME` and `,knob=NAME=VALUE` options, in
+/// order (profile, knobs); one line naming a malformed one.
+fn spec_options(rest: &str) -> Result<(&str, Option<&str>, Vec<String>), Error> {
+    let mut parts = rest.split(',');
+    let port = parts.next().unwrap_or("");
+    let (mut profile, mut knobs) = (None, Vec::new());
+    for opt in parts {
+        if let Some(p) = opt.strip_prefix("profile=") {
+            profile = Some(p);
+        } else if let Some(k) = opt.strip_prefix("knob=") {
+            knobs.push(k.to_string());
+        } else {
+            return Err(Error::spec(format!(
+                "model:{}: unknown option `{}` (options: profile=NAME, knob=NAME=VALUE)",
+                echo(rest),
+                echo(opt)
+            )));
+        }
     }
+    Ok((port, profile, knobs))
 }
 
 /// What the datapath learns from a model device (`mlx5dv_query_device` and `eth_min_inline` on
@@ -193,6 +216,12 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
             echo(spec)
         )));
     }
+    let (rest, spec_profile, spec_knobs) = spec_options(rest)?;
+    let profile = spec_profile.or(opts.model.profile.as_deref());
+    let knobs: Vec<String> = opts.model.knobs.iter().cloned().chain(spec_knobs).collect();
+    // The device these ask for, checked before anything is opened (a bad name is one line).
+    let device =
+        model_config(&opts.model, profile, &knobs).map_err(|e| Error::config(format!("{}: {e}", echo(spec))))?;
     let (key, port, wires) = if let Some(ifname) = rest.strip_prefix("afpacket=") {
         if ifname.is_empty() {
             return Err(Error::spec("model:afpacket= needs an interface name"));
@@ -228,7 +257,22 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         .find(|(k, _, _)| *k == key)
         .and_then(|(_, w, ids)| Some((w.upgrade()?, ids.clone())));
     let (nic, ids) = match found {
-        Some(found) => found,
+        Some((nic, ids)) => {
+            // The other end of a NIC that exists: it is what it was made as, so a port that asks
+            // for another device is told so rather than given one it did not ask for.
+            let have = nic.config();
+            if (profile.is_some() || !knobs.is_empty())
+                && (have.profile != device.profile || have.knobs != device.knobs)
+            {
+                return Err(Error::config(format!(
+                    "{}: model NIC {key} is already open as `{}`, not `{}`: give both ports the same profile and knobs (or none to the second)",
+                    echo(spec),
+                    have.behaviour(),
+                    device.behaviour()
+                )));
+            }
+            (nic, ids)
+        }
         None => {
             let m = &opts.model;
             if let Some(r) = m.rx_capacity_pps.filter(|r| !(r.is_finite() && *r > 0.0)) {
@@ -237,8 +281,7 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
                     echo(spec)
                 )));
             }
-            let cfg = model_config(m);
-            let nic = Nic::new(wires, cfg).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
+            let nic = Nic::new(wires, device).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
             nic.start(m.cpu);
             let ids = Arc::new(QueueIds::default());
             models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));

@@ -5,6 +5,10 @@
 //! - `RAWPKT_MODEL_TRACE=FILE`: trace the WQEs and CQEs the NIC executes and writes
 //!   (`docs/model-trace.md`).
 //! - `RAWPKT_MODEL_RX_PPS=N`: each port takes at most N frames a second.
+//! - `RAWPKT_MODEL_PROFILE=NAME`: the device is profile NAME (`default`, `cx5`, `cx6dx`, `cx7`,
+//!   `strict`: [`crate::profile`]).
+//! - `RAWPKT_MODEL_KNOBS=K=V[,K=V...]`: knobs set on top of the profile
+//!   ([`crate::profile::KNOBS`]), e.g. `wqe_id=ring,flush=late:2`.
 
 use std::path::PathBuf;
 
@@ -17,6 +21,10 @@ pub struct EnvOptions {
     pub trace: Option<PathBuf>,
     /// `RAWPKT_MODEL_RX_PPS`: frames a second each port takes at most.
     pub rx_capacity_pps: Option<f64>,
+    /// `RAWPKT_MODEL_PROFILE`: the device profile (checked by [`EnvOptions::device`]).
+    pub profile: Option<String>,
+    /// `RAWPKT_MODEL_KNOBS`, split at commas (checked by [`EnvOptions::device`]).
+    pub knobs: Vec<String>,
 }
 
 impl EnvOptions {
@@ -30,7 +38,32 @@ impl EnvOptions {
                 .ok()
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|&r| r.is_finite() && r > 0.0),
+            profile: std::env::var("RAWPKT_MODEL_PROFILE")
+                .ok()
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty()),
+            knobs: std::env::var("RAWPKT_MODEL_KNOBS")
+                .map(|k| {
+                    k.split(',')
+                        .map(str::trim)
+                        .filter(|k| !k.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
+    }
+
+    /// The device the profile and knobs describe, run as the other options say (trace,
+    /// receive rate); one line naming the variable and what is wrong with it otherwise.
+    pub fn device(&self) -> Result<crate::ModelConfig, String> {
+        let cfg = crate::ModelConfig::with_profile(self.profile.as_deref(), &[])
+            .map_err(|e| format!("RAWPKT_MODEL_PROFILE: {e}"))?;
+        let mut cfg = cfg;
+        for k in &self.knobs {
+            cfg.knob(k).map_err(|e| format!("RAWPKT_MODEL_KNOBS: {e}"))?;
+        }
+        Ok(self.apply(cfg))
     }
 
     /// `cfg` with the trace and receive rate these options set.

@@ -233,18 +233,20 @@ pub unsafe extern "C" fn mlx5dv_devx_general_cmd(
         match devx::opcode_of(cmd) {
             // Any page the model has (`devx_caps`), current or maximum (op_mod bit 0: the
             // model's are the same), as much of it as the answer holds.
-            Some((devx::QUERY_HCA_CAP, op_mod)) => match crate::devx_caps::page(op_mod >> 1, port, mode) {
-                Some(page) => {
-                    let n = (outlen - 16).min(page.len());
-                    out[16..16 + n].copy_from_slice(&page[..n]);
-                    0
+            Some((devx::QUERY_HCA_CAP, op_mod)) => {
+                match crate::devx_caps::page(op_mod >> 1, port, mode, &g.cfg.knobs) {
+                    Some(page) => {
+                        let n = (outlen - 16).min(page.len());
+                        out[16..16 + n].copy_from_slice(&page[..n]);
+                        0
+                    }
+                    None => {
+                        // MLX5_CMD_STAT_BAD_PARAM_ERR: a capability type the device does not have.
+                        out[0] = 0x3;
+                        libc::EIO
+                    }
                 }
-                None => {
-                    // MLX5_CMD_STAT_BAD_PARAM_ERR: a capability type the device does not have.
-                    out[0] = 0x3;
-                    libc::EIO
-                }
-            },
+            }
             Some((devx::QUERY_NIC_VPORT_CONTEXT, 0)) if outlen >= 17 => {
                 devx::set_min_wqe_inline_mode(out, mode as u8);
                 0

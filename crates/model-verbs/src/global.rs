@@ -5,7 +5,7 @@ use std::ffi::{c_char, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use mlx5_model::{Link, ModelConfig, Nic};
+use mlx5_model::{Link, Nic};
 use rdma_abi::ibv_device;
 
 /// One RDMA device of the model (contract table).
@@ -154,6 +154,8 @@ impl Registry {
 /// The process-wide model.
 pub(crate) struct Global {
     pub nic: Arc<Nic>,
+    /// What the devices are: identity, caps and knobs as the profile and knobs made them.
+    pub cfg: mlx5_model::ModelConfig,
     /// The `struct ibv_device`s, one per [`DEVS`] entry, leaked: device pointers stay valid for the process, as
     /// rdma-core's do once discovered.
     devices: [usize; DEVS.len()],
@@ -224,7 +226,11 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
 }
 
 fn init() -> Result<Global, String> {
-    let root = crate::sysfs::create()?;
+    // This stand-in for libibverbs reads the model's variables, as the tools do: the device
+    // profile and knobs (`RAWPKT_MODEL_PROFILE`, `RAWPKT_MODEL_KNOBS`) among them.
+    let opts = mlx5_model::env::EnvOptions::read();
+    let cfg = opts.device()?;
+    let root = crate::sysfs::create(&cfg.identity)?;
     let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
     // `RAWPKT_MODEL_DEVX=0`: a host whose kernel offers no DevX (mlx5_ib without
     // `MLX5_IB_ALLOC_UCTX_DEVX`), where `mlx5dv_open_device` with DevX fails and drivers take
@@ -235,9 +241,11 @@ fn init() -> Result<Global, String> {
         Ok("0") => crate::devx::refuse_all(),
         Ok(v) => return Err(format!("RAWPKT_MODEL_DEVX={v:?}: expected 0 (no DevX) or 1")),
     }
-    // This stand-in for libibverbs reads the model's variables, as the tools do.
-    let opts = mlx5_model::env::EnvOptions::read();
-    let nic = Nic::new(wires, opts.apply(ModelConfig::default())).map_err(|e| e.to_string())?;
+    // A profile without DevX is a kernel that offers none (as `RAWPKT_MODEL_DEVX=0`).
+    if cfg.knobs.devx == mlx5_model::profile::Devx::Absent {
+        crate::devx::refuse_all();
+    }
+    let nic = Nic::new(wires, cfg.clone()).map_err(|e| e.to_string())?;
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.
@@ -278,6 +286,7 @@ fn init() -> Result<Global, String> {
     crate::traffic::start_from_env();
     let g = Global {
         nic,
+        cfg,
         devices,
         sysfs_root: CString::new(root.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?,
         dv: AtomicBool::new(true),
