@@ -23,6 +23,10 @@ pub struct ErrorCounts {
     pub other: u64,
     /// CQEs with an opcode or format the queue does not expect.
     pub bad_cqe: u64,
+    /// TX: flush CQEs (WR_FLUSH_ERR) of WQEs a recovery had already dropped, which the device
+    /// wrote after the reset; consumed without another reset (DPDK `mlx5_tx_error_cqe_handle`
+    /// does nothing for them). Not an error of the queue's, so not in [`ErrorCounts::total`].
+    pub late_flush: u64,
 }
 
 impl ErrorCounts {

@@ -74,12 +74,19 @@ fn tx_error_cqes_of_each_syndrome_are_counted_and_the_sq_recovers() {
             _ => e.other,
         };
         assert_eq!(by_kind, 1, "syndrome {synd:#x}");
-        // The last WQE of the burst asked for a completion, so it was flushed with a CQE.
-        assert_eq!(e.flushed, 1);
         assert_eq!((s.recoveries, s.drops), (1, 8));
         assert_eq!(r.tx.in_flight(), 0);
-        assert_eq!(r.nic.port_counters(0).tx_error_cqes, 2);
         flows_again(&mut r);
+        // The last WQE of the burst asked for a completion, so it was flushed with a CQE: in
+        // the error's drain, or after the reset where the device writes flushes late
+        // (`flush=late:N`), or not at all where it writes only some (`flush=partial:K`). The
+        // others asked for none and report no flush (CE = 1, first error only).
+        let e = r.tx.stats().errors;
+        let flushes = e.flushed + e.late_flush;
+        let partial = common::device().knobs.flush.partial > 1;
+        assert!(flushes == 1 || partial && flushes == 0, "{e:?}");
+        assert_eq!(r.nic.port_counters(0).tx_error_cqes, 1 + flushes);
+        assert_eq!(r.tx.stats().recoveries, 1);
         r.teardown();
     }
 }

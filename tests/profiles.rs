@@ -23,7 +23,10 @@ fn model_ports_take_their_device_from_the_spec_or_the_options() {
     assert!(std::sync::Arc::ptr_eq(&nic, &nic_of(&b).unwrap().0));
     let e = rawpkt::open("model:prof-a/1,profile=cx5").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config);
-    assert!(e.to_string().contains("already open as `cx7 ") && e.to_string().contains("zip=never"), "{e}");
+    assert!(
+        e.to_string().contains("already open as `cx7 ") && e.to_string().contains("zip=never"),
+        "{e}"
+    );
 
     let opts = PortOptions::default().model(
         ModelOptions::default()
@@ -68,5 +71,103 @@ fn the_trace_names_the_profile_and_its_knobs() {
     assert_eq!(lines.next(), Some("# rawpkt mlx5 model trace v2"));
     let second = lines.next().unwrap();
     assert!(second.starts_with("# profile cx6dx wqe_id=ring"), "{second}");
-    assert!(second.contains("zip=never") && second.contains("clock=real-time"), "{second}");
+    assert!(
+        second.contains("zip=never") && second.contains("clock=real-time"),
+        "{second}"
+    );
+}
+
+/// A device with the knobs `knobs` on a ConnectX-4's caps (one SEND WQE per frame, so several
+/// WQEs in flight) or the default ConnectX-5's.
+fn device_with(cx4: bool, knobs: &[&str]) -> mlx5_model::ModelConfig {
+    let mut d = if cx4 {
+        mlx5_model::ModelConfig::connectx4()
+    } else {
+        mlx5_model::ModelConfig::default()
+    };
+    for k in knobs {
+        d.knob(k).unwrap();
+    }
+    d
+}
+
+mod tx {
+    use super::common::{fill_frame, rig, seq_of, Rig};
+    use mlx5_model::Fault;
+    use mlx5_prm::syndrome;
+    use rawpkt::{Burst, QueueConfig, RxQueue, TxQueue};
+
+    /// Queues `n` 60-byte frames numbered from `first` on TX.
+    pub fn send(r: &mut Rig, first: u64, n: usize) -> usize {
+        let mut out = Burst::new(&r.pool, n);
+        for k in 0..n {
+            assert_eq!(out.alloc(1, 60), 1);
+            fill_frame(first + k as u64, out.data_mut(k));
+        }
+        r.tx.tx_burst(&mut out).unwrap()
+    }
+
+    /// Steps the model once and drains RX; returns the sequence numbers received.
+    pub fn receive(r: &mut Rig) -> Vec<u64> {
+        r.nic.step();
+        let mut got = Burst::new(&r.pool, 256);
+        let mut seqs = Vec::new();
+        loop {
+            let n = r.rx.rx_burst(&mut got).unwrap();
+            if n == 0 {
+                return seqs;
+            }
+            seqs.extend((0..n).map(|k| seq_of(got.data(k))));
+            got.clear();
+        }
+    }
+
+    /// Hazard 3: the flush CQEs of an SQ in error come after the driver reset the queue (the
+    /// device had them in flight: `flush=late:2`), and the WQEs the driver did not ask a
+    /// completion of have CE = 0 ("report every error"), which silicon answers with a flush CQE
+    /// each (`flush_ce=honour_ce`). DPDK consumes WR_FLUSH_ERR CQEs without acting on them
+    /// (`mlx5_tx.c` `mlx5_tx_error_cqe_handle`) and marks unsignalled WQEs
+    /// `MLX5_COMP_ONLY_FIRST_ERR` (`mlx5_tx.h` `mlx5_tx_cseg_init`), so one recovery, and every
+    /// frame posted after it arrives.
+    #[test]
+    fn a_late_flush_after_recovery_resets_nothing() {
+        for cx4 in [true, false] {
+            let dev = super::device_with(cx4, &["flush=late:2", "flush_ce=honour_ce"]);
+            let mut r = rig(QueueConfig::default().size(64).recover(true), dev, 512);
+            assert_eq!(send(&mut r, 0, 8), 8);
+            assert_eq!(receive(&mut r).len(), 8);
+            r.nic.inject(
+                0,
+                Fault::TxError {
+                    syndrome: syndrome::LOCAL_PROT,
+                },
+            );
+            // Two bursts: the second is flushed behind the first's error.
+            assert_eq!(send(&mut r, 100, 8), 8);
+            assert_eq!(send(&mut r, 200, 8), 8);
+            assert!(receive(&mut r).is_empty(), "a failed SQ sends nothing");
+            r.tx.reclaim().expect("recovered");
+            assert_eq!(r.tx.stats().recoveries, 1);
+            let mut got = Vec::new();
+            for k in 0..6u64 {
+                assert_eq!(send(&mut r, 1000 + 10 * k, 10), 10, "burst {k}");
+                got.extend(receive(&mut r));
+                r.tx.reclaim().expect("no second failure");
+            }
+            for _ in 0..4 {
+                got.extend(receive(&mut r));
+                r.tx.reclaim().unwrap();
+            }
+            let want: Vec<u64> = (0..6).flat_map(|k| (0..10).map(move |i| 1000 + 10 * k + i)).collect();
+            let s = *r.tx.stats();
+            assert_eq!(got, want, "cx4 {cx4}: every frame posted after the reset, in order");
+            assert_eq!(
+                s.recoveries, 1,
+                "cx4 {cx4}: one reset, none for the late flushes: {s:?}"
+            );
+            assert!(s.errors.late_flush >= 1, "cx4 {cx4}: {s:?}");
+            assert_eq!(r.tx.in_flight(), 0);
+            r.teardown();
+        }
+    }
 }

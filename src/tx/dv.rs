@@ -92,6 +92,9 @@ pub struct DvTxQueue {
     /// The device could not be stopped: the in-flight buffers must never go back to the pool.
     device_holds_buffers: bool,
     failed: Option<u8>,
+    /// Late flush CQEs the queue may still take without calling them an error: as many as the
+    /// WQEBBs the last reset dropped could have (set by `recover_or_fail`).
+    late_budget: u32,
     /// Since when completions have not moved while WQEs are outstanding.
     stalled_since: Option<std::time::Instant>,
     last_wqe: u32,
@@ -182,8 +185,9 @@ impl DvTxQueue {
             elts: vec![0; elts as usize].into_boxed_slice(),
             elts_head: 0,
             elts_tail: 0,
-            // At most one requested completion per WQE in flight.
-            comps: MaskedRing::new(size as usize, CompRecord::default()),
+            // At most one requested completion per WQE in flight, and room to move them one slot
+            // up per late flush CQE (`skip_late_flush`).
+            comps: MaskedRing::new(2 * size as usize, CompRecord::default()),
             comp_pi: 0,
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
@@ -209,6 +213,7 @@ impl DvTxQueue {
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
+            late_budget: 0,
             stalled_since: None,
             last_wqe: 0,
             stats: QueueStats::default(),
@@ -289,9 +294,72 @@ impl DvTxQueue {
 
     /// CQEs from `ci` on include an error (or a CQE the queue cannot account for: `freed` is
     /// None): counts them, then recovers the queue or fails it.
+    ///
+    /// Flush CQEs (WR_FLUSH_ERR) at the head are not a new error: they are the device's answers
+    /// for WQEs that a recovery already dropped, which silicon may write after the reset (they
+    /// were in flight), and one for every such WQE whose CE asked for every error. DPDK consumes
+    /// them and does nothing else (`mlx5_tx.c` `mlx5_tx_error_cqe_handle` acts only on other
+    /// syndromes; `mlx5_tx_handle_completion` goes on past them), and so does this queue
+    /// ([`DvTxQueue::skip_late_flush`]): counted in `errors.late_flush`, no second reset, and the
+    /// frames posted since the reset go out. A QP the firmware moved to the error state without a
+    /// failing WQE also answers with flushes only; that comes as a QP_FATAL event (the queue's
+    /// attention word), not through here; and more flushes than the reset could have left
+    /// ([`DvTxQueue::late_budget`]) are taken as that error.
     #[cold]
     #[inline(never)]
     fn completion_error(&mut self, ci: u32, freed: Option<usize>) -> Result<usize, QueueError> {
+        let Some(mut total) = freed else {
+            return self.completion_failed(ci, None);
+        };
+        let mut ci = ci;
+        loop {
+            let head = ci;
+            while let Some(cqe) = self.cq.poll(ci) {
+                if cqe.opcode() != CQE_REQ_ERR || cqe.as_err().syndrome != syndrome::WR_FLUSH || self.late_budget == 0 {
+                    break;
+                }
+                self.skip_late_flush(ci);
+                ci = ci.wrapping_add(1);
+            }
+            if ci == head {
+                return self.completion_failed(ci, Some(total));
+            }
+            self.cq_ci = ci;
+            self.cq.publish_ci(ci);
+            // What follows is polled as any completion: answers to the requests made since the
+            // reset, or another error.
+            match self.reap() {
+                Ok(freed) => return Ok(total + freed),
+                Err((at, None)) => return self.completion_failed(at, None),
+                Err((at, Some(freed))) => {
+                    total += freed;
+                    ci = at;
+                }
+            }
+        }
+    }
+
+    /// Consumes the late flush CQE at CQ index `ci` (= `cq_ci`, the slot the next request's
+    /// answer was expected in): the records of the requests still outstanding move one slot up,
+    /// so that CQE number `k` answers record `k` again (the ring has room: twice the SQ's size).
+    #[cold]
+    fn skip_late_flush(&mut self, ci: u32) {
+        let mut i = self.comp_pi;
+        while i != ci {
+            let rec = self.comps.get(i.wrapping_sub(1));
+            self.comps.set(i, rec);
+            i = i.wrapping_sub(1);
+        }
+        self.comp_pi = self.comp_pi.wrapping_add(1);
+        self.late_budget -= 1;
+        self.stats.errors.late_flush += 1;
+    }
+
+    /// The error path proper: counts what is in the CQ from `ci` on, then recovers the queue or
+    /// fails it (`freed` as [`DvTxQueue::completion_error`] takes it).
+    #[cold]
+    #[inline(never)]
+    fn completion_failed(&mut self, ci: u32, freed: Option<usize>) -> Result<usize, QueueError> {
         let mut error = None;
         if freed.is_none() {
             self.stats.errors.bad_cqe += 1;
@@ -348,8 +416,10 @@ impl DvTxQueue {
         self.pi = 0;
         self.head = 0;
         // Requests made before the reset will never be answered; the next CQE answers the next
-        // request.
+        // request, unless a flush CQE of the WQEs dropped here comes first (`completion_error`):
+        // at most one per WQEBB that was in flight.
         self.comp_pi = self.cq_ci;
+        self.late_budget = self.sq.size();
         self.since_signal = 0;
         self.stalled_since = None;
         if !self.recover {
