@@ -171,3 +171,52 @@ mod tx {
         }
     }
 }
+
+mod vlan {
+    use super::common::{fill_frame, rig};
+    use rawpkt::{Burst, QueueConfig, RxQueue, TxQueue};
+
+    /// Hazard 5: a device without `wqe_vlan_insert` (`vlan_insert=off`) fails a WQE that asks
+    /// the Ethernet segment to insert a tag. DPDK inserts in hardware only where DevX reports the
+    /// cap with inline mode "not required" (`mlx5.c` `mlx5_set_min_inline`), and otherwise
+    /// writes the tag into the inlined header (`mlx5_txq.c` `txq_set_params`, `vlan_inline`);
+    /// so does this queue, and 200 tagged frames arrive tagged with no recovery.
+    #[test]
+    fn tagged_frames_go_out_tagged_without_hw_insertion() {
+        let dev = super::device_with(false, &["vlan_insert=off"]);
+        let mut r = rig(QueueConfig::default().size(256), dev, 1024);
+        let mut got = Vec::new();
+        for b in 0..10u64 {
+            let mut out = Burst::new(&r.pool, 20);
+            for k in 0..20 {
+                let seq = b * 20 + k as u64;
+                assert_eq!(out.alloc(1, 60 + (seq as usize % 300)), 1);
+                fill_frame(seq, out.data_mut(k));
+                out.set_vlan(k, Some(0x0100 | (seq as u16 & 0xff)));
+            }
+            assert_eq!(r.tx.tx_burst(&mut out).unwrap(), 20, "burst {b}");
+            r.nic.step();
+            let mut rx = Burst::new(&r.pool, 64);
+            loop {
+                let n = r.rx.rx_burst(&mut rx).unwrap();
+                if n == 0 {
+                    break;
+                }
+                for i in 0..n {
+                    let f = rx.data(i);
+                    got.push((f[12..16].to_vec(), f.len()));
+                }
+                rx.clear();
+            }
+            r.tx.reclaim().unwrap();
+        }
+        assert_eq!(got.len(), 200, "every tagged frame arrives");
+        for (seq, (tag, len)) in got.iter().enumerate() {
+            let tci = 0x0100 | (seq as u16 & 0xff);
+            assert_eq!(tag[..], [0x81, 0x00, (tci >> 8) as u8, tci as u8], "frame {seq}");
+            assert_eq!(*len, 64 + seq % 300, "frame {seq}: 4 bytes of tag more");
+        }
+        assert_eq!(r.tx.stats().recoveries, 0, "{:?}", r.tx.stats());
+        r.teardown();
+    }
+}

@@ -46,6 +46,9 @@ pub struct DvCaps {
     /// Largest frame the port sends (MTU plus L2 header); a larger one fails its whole WQE with
     /// LOCAL_LENGTH and resets the queue, so the driver drops it first.
     pub max_frame: u32,
+    /// The device inserts a VLAN tag the Ethernet segment asks for (`wqe_vlan_insert`, with no
+    /// inline required: `mlx5::inline`); otherwise the driver inlines the tagged header.
+    pub vlan_insert: bool,
 }
 
 impl DvCaps {
@@ -54,12 +57,15 @@ impl DvCaps {
         inline_mode: prm::InlineMode::L2,
         enhanced_mpw: false,
         max_frame: 9216,
+        vlan_insert: false,
     };
-    /// A ConnectX-5: nothing inlined, enhanced multi-packet send.
+    /// A ConnectX-5 whose DevX reports `wqe_vlan_insert`: nothing inlined, enhanced
+    /// multi-packet send, VLAN insertion.
     pub const CONNECTX5: DvCaps = DvCaps {
         inline_mode: prm::InlineMode::None,
         enhanced_mpw: true,
         max_frame: 9216,
+        vlan_insert: true,
     };
 }
 

@@ -220,6 +220,7 @@ fn probe_dv(
             inline_mode: d.mode,
             enhanced_mpw: empw,
             max_frame,
+            vlan_insert: d.vlan_insert,
         },
         d.source,
     ))
@@ -350,13 +351,14 @@ impl Mlx5Port {
             port_state_name(pattr.state),
             match mode {
                 Mode::Dv(c) => format!(
-                    "Direct Verbs ({}inline headers: {}, from {inline_source})",
+                    "Direct Verbs ({}inline headers: {}, from {inline_source}; VLAN tags inserted by the {})",
                     if c.enhanced_mpw && c.inline_mode == InlineMode::None {
                         "enhanced MPW, "
                     } else {
                         ""
                     },
-                    c.inline_mode.name()
+                    c.inline_mode.name(),
+                    if c.vlan_insert { "device" } else { "driver" }
                 ),
                 Mode::Verbs => "ibverbs".to_string(),
             }

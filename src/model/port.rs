@@ -55,6 +55,8 @@ pub fn dv_caps(cfg: &ModelConfig) -> DvCaps {
         inline_mode: cfg.inline_mode,
         enhanced_mpw: cfg.enhanced_mpw,
         max_frame: cfg.max_frame as u32,
+        // As the mlx5 backend decides it from DevX (`mlx5::inline`): the cap, and no inline.
+        vlan_insert: cfg.knobs.vlan_insert && cfg.inline_mode == mlx5_prm::InlineMode::None,
     }
 }
 

@@ -82,6 +82,9 @@ pub struct DvTxQueue {
     /// The largest power of two not above `fast_span` (0 if it is 0): where the OR of a burst's
     /// `len - 60` is below it, every frame passes that test.
     fast_lens_below: u32,
+    /// The device inserts VLAN tags ([`DvCaps::vlan_insert`]); otherwise [`DvTxQueue::post_sg`]
+    /// writes the tag into the inlined header.
+    vlan_insert: bool,
     /// The CPU has MOVBE: eMPW data segments are written by the build for it ([`FillFn`]).
     #[cfg_attr(not(all(test, feature = "model")), allow(dead_code))]
     movbe: bool,
@@ -207,6 +210,7 @@ impl DvTxQueue {
             },
             fast_span: (caps.max_frame as usize).saturating_sub(RUNT_MAX),
             fast_lens_below: pow2_floor((caps.max_frame as usize).saturating_sub(RUNT_MAX)),
+            vlan_insert: caps.vlan_insert && caps.inline_mode == InlineMode::None,
             movbe: cfg.cpu_vector && crate::dv::cpu_has_movbe(),
             fill: fill_fn(cfg.cpu_vector && crate::dv::cpu_has_movbe()),
             max_frame: caps.max_frame as usize,
@@ -800,8 +804,9 @@ impl DvTxQueue {
     /// packet that asks for a VLAN tag ([`flags::TX_VLAN`]). The headers the device's inline
     /// mode asks for (at least the canonical 18 bytes where it asks for any) are copied into the
     /// WQE from the front of the frame, across segments if need be; the rest of every segment
-    /// is gathered in place. The tag is inserted by the NIC where nothing must be inlined
-    /// ([`encode_send_sg`]'s VLAN insertion, DPDK `mlx5_tx_eseg_none`), and written into the
+    /// is gathered in place. The tag is inserted by the NIC where nothing must be inlined and the
+    /// device has the cap ([`DvCaps::vlan_insert`]; [`encode_send_sg`]'s VLAN insertion, DPDK
+    /// `mlx5_tx_eseg_none`), and written into the
     /// inlined header otherwise, as DPDK does when it inlines (`mlx5_tx_eseg_data`). Dropped
     /// and counted when the frame is longer than the port sends or needs more data segments
     /// than a WQE holds; `Err(())` when the ring (or its buffer ring) has no room now.
@@ -839,7 +844,9 @@ impl DvTxQueue {
                 break;
             }
         }
-        let hw_insert = vlan.is_some() && self.inline_mode == InlineMode::None;
+        // The device inserts the tag only where it says it can (`wqe_vlan_insert`, DPDK
+        // `mlx5_set_min_inline`); else it goes into the inlined header, as DPDK's `vlan_inline`.
+        let hw_insert = vlan.is_some() && self.vlan_insert;
         let (inline, skip) = if hw_insert {
             (0, 0)
         } else {

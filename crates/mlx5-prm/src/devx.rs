@@ -38,6 +38,13 @@ pub fn wqe_inline_mode(out: &[u8]) -> u8 {
     (u32::from_be_bytes(out[16..20].try_into().expect("4 bytes")) >> 12) as u8 & 3
 }
 
+/// `per_protocol_networking_offload_caps.wqe_vlan_insert` (bit 7 from the top of the first
+/// dword, mlx5_ifc.h) of a QUERY_HCA_CAP (ethernet offload caps) answer: the send WQE's Ethernet
+/// segment may ask the device to insert a VLAN tag.
+pub fn wqe_vlan_insert(out: &[u8]) -> bool {
+    out[16] & 1 != 0
+}
+
 /// Sets `wqe_inline_mode` in an answer (the device side).
 pub fn set_wqe_inline_mode(out: &mut [u8], v: u8) {
     let w = u32::from_be_bytes(out[16..20].try_into().expect("4 bytes")) & !(3 << 12) | u32::from(v & 3) << 12;
