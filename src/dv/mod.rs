@@ -69,18 +69,24 @@ impl DvCaps {
     };
 }
 
-/// A device's free-running clock, in ticks of `hca_core_clock` kHz, as nanoseconds: what a CQE's
-/// timestamp counts on mlx5 unless the real-time format was asked for (the PRM's `timestamp`
-/// field of the CQE; rdma-core `mlx5dv_ts_to_ns` converts the same ticks). The conversion is a
-/// multiply and a shift, precomputed once per queue: ns = ticks × (10^6 / kHz) in fixed point
-/// with as many fraction bits as keep the factor in 64 (61 for a ConnectX-5's 6.4 ns), a
-/// 64×64→128 multiply (one `mul` on x86_64), so that a day of ticks is still exact to the ns.
-/// rdma-core's own conversion (`mlx5dv_ts_to_ns` over `mlx5dv_get_clock_info`) also follows the
-/// kernel's PTP adjustments of the clock; this one gives ns of the free-running clock, one time
-/// base per device, which is what comparing two timestamps of one device needs.
+/// What a CQE's timestamp counts, as nanoseconds. Two formats (the PRM's CQE `timestamp`):
+/// - a device's free-running clock, in ticks of `hca_core_clock` kHz, unless the real-time
+///   format is in force (rdma-core `mlx5dv_ts_to_ns` converts the same ticks). The conversion is
+///   a multiply and a shift, precomputed once per queue: ns = ticks × (10^6 / kHz) in fixed
+///   point with as many fraction bits as keep the factor in 64 (61 for a ConnectX-5's 6.4 ns), a
+///   64×64→128 multiply (one `mul` on x86_64), so that a day of ticks is still exact to the ns.
+///   rdma-core's own conversion (`mlx5dv_ts_to_ns` over `mlx5dv_get_clock_info`) also follows
+///   the kernel's PTP adjustments of the clock; this one gives ns of the free-running clock, one
+///   time base per device, which is what comparing two timestamps of one device needs;
+/// - real time ([`TickClock::REAL_TIME`]), which ConnectX-6 Dx and later write when their clock
+///   runs in real-time mode: seconds in the high 32 bits, nanoseconds in the low (DPDK
+///   `mlx5_rxtx.h` `mlx5_txpp_convert_rx_ts`), on the time base of the device's PHC. Which one a
+///   device writes is decided by its backend (`mlx5::clock` from DevX, as DPDK's
+///   `mlx5_rt_timestamp_config`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TickClock {
-    /// Nanoseconds per tick, × 2^`shift`, rounded up (a whole number of ns stays whole).
+    /// Nanoseconds per tick, × 2^`shift`, rounded up (a whole number of ns stays whole); 0 for
+    /// the real-time format.
     mult: u64,
     shift: u32,
 }
@@ -91,6 +97,14 @@ impl TickClock {
         mult: 1 << 63,
         shift: 63,
     };
+
+    /// CQE timestamps in real-time format: `seconds << 32 | nanoseconds`.
+    pub const REAL_TIME: TickClock = TickClock { mult: 0, shift: 0 };
+
+    /// Whether timestamps are in real-time format.
+    pub fn is_real_time(self) -> bool {
+        self.mult == 0
+    }
 
     /// The clock of a device that ticks at `khz` kHz (`ibv_device_attr_ex::hca_core_clock`);
     /// None for 0 (a device that reports no clock).
@@ -108,9 +122,14 @@ impl TickClock {
         })
     }
 
-    /// `ticks` of the device clock in nanoseconds.
+    /// A CQE timestamp (`ticks` of the device clock, or real time) in nanoseconds. The test of
+    /// the format sits only in the receive paths that hand up timestamps.
     #[inline(always)]
     pub fn ns(self, ticks: u64) -> u64 {
+        if self.mult == 0 {
+            // DPDK `mlx5_txpp_convert_rx_ts`: `(ts & UINT32_MAX) + (ts >> 32) * NS_PER_S`.
+            return (ticks & 0xffff_ffff) + (ticks >> 32) * 1_000_000_000;
+        }
         ((u128::from(ticks) * u128::from(self.mult)) >> self.shift) as u64
     }
 }
@@ -171,5 +190,9 @@ mod clock_tests {
             17_280_000_000_000_000
         );
         assert_eq!(TickClock::from_khz(0), None);
+        // Real time: 1 700 000 000 s and 123 456 789 ns.
+        let rt = TickClock::REAL_TIME;
+        assert!(rt.is_real_time() && !c.is_real_time());
+        assert_eq!(rt.ns(1_700_000_000u64 << 32 | 123_456_789), 1_700_000_000_123_456_789);
     }
 }

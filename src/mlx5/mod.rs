@@ -18,6 +18,7 @@
 //! Everything is released in reverse through reference counts (see `sys::rdma::objects`):
 //! flows, RSS QPs, indirection table, WQs, QPs, CQs, MRs, PD, context.
 
+mod clock;
 mod discover;
 mod events;
 mod inline;

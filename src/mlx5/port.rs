@@ -67,8 +67,10 @@ struct Shared {
     pd: Arc<Pd>,
     ctx: Arc<Context>,
     health: Arc<events::Health>,
-    /// The device clock (`ibv_device_attr_ex::hca_core_clock`): what CQE timestamps count.
+    /// What CQE timestamps count (`mlx5::clock`): ticks of `hca_core_clock`, or real time.
     clock: Option<TickClock>,
+    /// The netdev's PHC, the time base of real-time timestamps.
+    phc: Option<super::clock::Phc>,
 }
 
 /// Flows, then the RSS QPs, then the table: field order is drop order, the order the kernel
@@ -338,6 +340,18 @@ impl Mlx5Port {
                 }
             },
         };
+        // What the CQE timestamps count (`clock`): ticks, or real time on the PHC's time base.
+        let clock = match mode {
+            Mode::Dv(_) => ctx.query_device_ex().ok().and_then(|a| {
+                let flags = ctx.mlx5dv_query().map_or(0, |q| q.flags);
+                super::clock::decide(&ctx, flags, a.hca_core_clock)
+            }),
+            Mode::Verbs => None,
+        };
+        let phc = match (&clock, netdev.as_deref()) {
+            (Some(c), Some(n)) if c.clock.is_real_time() => super::clock::Phc::of(n),
+            _ => None,
+        };
         let pd = Pd::alloc(&ctx).map_err(|e| call_err(&spec, e))?;
 
         let mac_text = mac.map_or("unknown".to_string(), |m| {
@@ -362,7 +376,15 @@ impl Mlx5Port {
                 ),
                 Mode::Verbs => "ibverbs".to_string(),
             }
-        );
+        ) + &match &clock {
+            Some(c) if c.clock.is_real_time() => format!(
+                ", timestamps in real time (from {}){}",
+                c.source,
+                if phc.is_some() { "" } else { ", no PHC to read" }
+            ),
+            Some(c) => format!(", timestamps in clock ticks (from {})", c.source),
+            None => String::new(),
+        };
 
         let rules = if opts.promiscuous {
             log::warn!(
@@ -409,10 +431,8 @@ impl Mlx5Port {
                 rules,
                 rx_queues: opts.rx_queues,
                 pd,
-                clock: ctx
-                    .query_device_ex()
-                    .ok()
-                    .and_then(|a| TickClock::from_khz(a.hca_core_clock)),
+                clock: clock.map(|c| c.clock),
+                phc,
                 ctx,
                 health,
             }),
@@ -917,7 +937,13 @@ impl Backend for Mlx5Port {
         if self.shared.mode == Mode::Verbs {
             return None;
         }
-        Some(self.shared.clock?.ns(self.shared.ctx.raw_clock()?))
+        let clock = self.shared.clock?;
+        if clock.is_real_time() {
+            // Real-time timestamps are on the PHC's time base (kernel `lib/clock.c`
+            // `mlx5_real_time_mode`); the free-running counter is another clock.
+            return self.shared.phc.as_ref()?.now_ns();
+        }
+        Some(clock.ns(self.shared.ctx.raw_clock()?))
     }
 
     fn identity(&self) -> crate::PortIdentity {

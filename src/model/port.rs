@@ -165,13 +165,17 @@ impl DvControl for ModelControl {
     }
 
     fn clock(&self) -> Option<TickClock> {
-        Some(model_clock())
+        Some(model_clock(self.nic.timestamp_clock()))
     }
 }
 
-/// The model device's clock (`HCA_CORE_CLOCK_KHZ`), as the driver reads its CQEs.
-fn model_clock() -> TickClock {
-    TickClock::from_khz(mlx5_model::HCA_CORE_CLOCK_KHZ).expect("a non-zero frequency")
+/// What the model device's CQE timestamps count (its `clock` knob): ticks of its
+/// `hca_core_clock`, or real time.
+fn model_clock(clock: mlx5_model::profile::Clock) -> TickClock {
+    match clock {
+        mlx5_model::profile::Clock::RealTime => TickClock::REAL_TIME,
+        mlx5_model::profile::Clock::FreeRunning { khz } => TickClock::from_khz(khz).expect("a non-zero frequency"),
+    }
 }
 
 /// For a `model:` port: the model NIC behind it and the port's number on it (counters, fault
@@ -432,7 +436,14 @@ impl Backend for ModelPort {
     }
 
     fn device_clock_ns(&self) -> Option<u64> {
-        Some(model_clock().ns(self.nic.clock_ticks()))
+        // On the time base of the CQE timestamps: the model's real-time clock (its PHC) where
+        // they are in real-time format.
+        let clock = model_clock(self.nic.timestamp_clock());
+        Some(if clock.is_real_time() {
+            self.nic.real_time_ns()
+        } else {
+            clock.ns(self.nic.clock_ticks())
+        })
     }
 
     fn identity(&self) -> PortIdentity {

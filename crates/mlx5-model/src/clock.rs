@@ -36,6 +36,15 @@ impl DevClock {
         }
     }
 
+    /// The format of the CQE timestamps (the `clock` knob the NIC was made with).
+    pub(crate) fn mode(&self) -> Clock {
+        if self.real_time {
+            Clock::RealTime
+        } else {
+            Clock::FreeRunning { khz: self.khz }
+        }
+    }
+
     /// ns since the NIC was made.
     pub(crate) fn ns(&self) -> u64 {
         match self.sim.load(Ordering::Acquire) {

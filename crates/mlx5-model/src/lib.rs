@@ -777,6 +777,12 @@ impl Nic {
         self.clock.ticks(self.clock.ns())
     }
 
+    /// What the CQEs' timestamps count (the `clock` knob the NIC was made with), read without
+    /// the device's lock.
+    pub fn timestamp_clock(&self) -> profile::Clock {
+        self.clock.mode()
+    }
+
     /// The device's clock now as a CQE's `timestamp` carries it (ticks, or real time as
     /// `seconds << 32 | nanoseconds`, as the `clock` knob says).
     pub fn clock_stamp(&self) -> u64 {

@@ -251,6 +251,20 @@ pub unsafe extern "C" fn mlx5dv_devx_general_cmd(
                 devx::set_min_wqe_inline_mode(out, mode as u8);
                 0
             }
+            // The MTUTC register (the clock's mode: free-running or real time), as DPDK's
+            // `mlx5_rt_timestamp_config` reads it; a device whose profile gives user contexts
+            // no register access (`devx=inline-only`) fails it as an unknown command.
+            Some((devx::ACCESS_REGISTER_USER, devx::ACCESS_REGISTER_READ))
+                if g.cfg.knobs.devx == mlx5_model::profile::Devx::Full
+                    && devx::register_id(cmd) == Some(devx::REGISTER_MTUTC)
+                    && outlen >= 32 =>
+            {
+                out[16] = match g.cfg.knobs.clock {
+                    mlx5_model::profile::Clock::RealTime => devx::MTUTC_REAL_TIME,
+                    mlx5_model::profile::Clock::FreeRunning { .. } => devx::MTUTC_INTERNAL_TIMER,
+                } << 6;
+                0
+            }
             _ => {
                 out[0] = 0x2;
                 libc::EIO
