@@ -152,7 +152,7 @@ pub use stats::{ErrorCounts, QueueStats};
 #[cfg(feature = "internals")]
 pub mod internals {
     pub use crate::dv::ring;
-    pub use crate::dv::{DvCaps, DvControl, TickClock};
+    pub use crate::dv::{attention, AttentionWord, DvCaps, DvControl, TickClock};
     pub use crate::model::port::{dv_caps, NicQueues};
     pub use crate::rx::dv::DvRxQueue;
     pub use crate::rx::dv_striding::{params_for, DvStridingRxQueue, STRIDES_LOG};

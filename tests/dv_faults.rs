@@ -281,7 +281,7 @@ fn normal_operation_never_rings_a_doorbell_twice() {
     }
     assert_eq!(received as u64, sent);
     assert_eq!(r.tx.in_flight(), 0);
-    assert_eq!(r.tx.stats().doorbell_retries, 0, "{:?}", r.tx.stats());
+    assert_eq!(r.tx.stats().doorbell_rerings, 0, "{:?}", r.tx.stats());
     assert_eq!(r.nic.counters().doorbell_missing, 0);
     drop(got);
     r.teardown();
@@ -301,7 +301,7 @@ fn a_lost_doorbell_is_rung_again_and_nothing_is_lost() {
         received += receive(&mut r).unwrap();
     }
     assert_eq!(received, 8);
-    assert!(r.tx.stats().doorbell_retries >= 1);
+    assert!(r.tx.stats().doorbell_rerings >= 1);
     // Meanwhile the device saw WQEs behind its doorbell record that no UAR write announced.
     assert_eq!(r.nic.counters().doorbell_missing, 1);
     settle(&mut r);
@@ -338,7 +338,7 @@ fn a_lost_doorbell_on_a_full_ring_is_rung_again_by_tx_burst() {
         r.tx.stats(),
         r.tx.in_flight()
     );
-    assert!(r.tx.stats().doorbell_retries >= 1);
+    assert!(r.tx.stats().doorbell_rerings >= 1);
     drop(out);
     settle(&mut r);
     r.teardown();

@@ -78,6 +78,7 @@ impl Model {
             self.set(&format!("inline.{d}"), "none");
             self.set(&format!("pci_device.{d}"), "0x1017");
             self.set(&format!("device.{d}"), "reset");
+            self.set(&format!("mtu.{d}"), "1500");
         }
     }
 }
@@ -1285,4 +1286,76 @@ fn pktgen_receives_what_it_sent_in_every_receive_mode_on_mlx5_ports() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("has no receive modes"), "{stderr}");
+}
+
+/// A frame of `len` bytes to `dst` (UDP, payload padded).
+fn udp_len(dst: [u8; 6], len: usize) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst)
+        .ipv4([10, 0, 9, 1], [10, 0, 0, 2], 64)
+        .udp(4000, 4001);
+    let payload = vec![0x3cu8; len - 42];
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, &payload).unwrap();
+    v
+}
+
+/// The MTU of the netdev changes while the port is open (`mtu.mlx5_0`: the fake sysfs `mtu`
+/// and the device's, as `ip link set mtu` and mlx5e's `mlx5e_change_mtu` would): the port's
+/// events watcher re-reads it (every 250 ms; DPDK hears link changes through netlink) and the
+/// open send queue takes frames of the raised size, then drops them itself once it is lowered
+/// again. Bounded waits only: the watcher's period is the whole delay. A frame sent between the
+/// device's change and the watcher's next read fails on the device (one reset at most); after
+/// that the queue drops such frames itself and nothing more fails.
+#[test]
+fn a_raised_mtu_is_used_without_reopening() {
+    let (_g, model) = setup();
+    let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+    let b = open("mlx5:mlx5_1/1", &opts(1, &[]));
+    let pool = pool();
+    let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+    let big = udp_len(MAC1, 1600);
+    let mut got = Burst::new(&pool, 64);
+    let send_one = |tx: &mut Box<dyn TxQueue>| {
+        let mut out = Burst::new(&pool, 1);
+        assert!(out.push_copy(&big));
+        tx.tx_burst(&mut out).unwrap();
+        let _ = tx.reclaim();
+    };
+    send_one(&mut tx);
+    assert_eq!(tx.stats().drops, 1, "longer than MTU 1500 + 18: dropped by the queue");
+    model.set("mtu.mlx5_0", "1600");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while got.is_empty() {
+        assert!(Instant::now() < deadline, "the raised MTU was never taken");
+        send_one(&mut tx);
+        std::thread::sleep(Duration::from_millis(20));
+        rx.rx_burst(&mut got).unwrap();
+    }
+    assert_eq!(got.packet(0).len(), 1600);
+    model.set("mtu.mlx5_0", "1500");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        assert!(Instant::now() < deadline, "the lowered MTU was never taken");
+        std::thread::sleep(Duration::from_millis(20));
+        let s = *tx.stats();
+        send_one(&mut tx);
+        // Dropped by the queue itself: not handed to the device, no reset.
+        if tx.stats().packets == s.packets && tx.stats().recoveries == s.recoveries {
+            break;
+        }
+    }
+    let recoveries = tx.stats().recoveries;
+    for _ in 0..10 {
+        send_one(&mut tx);
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let _ = tx.reclaim();
+    assert_eq!(
+        tx.stats().recoveries,
+        recoveries,
+        "dropped by the queue, not failed: {:?}",
+        tx.stats()
+    );
+    got.clear();
 }

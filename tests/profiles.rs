@@ -280,3 +280,191 @@ mod clock {
         }
     }
 }
+
+mod events {
+    use super::common::rig;
+    use super::tx::{receive, send};
+    use mlx5_model::DeviceEvent;
+    use rawpkt::{Burst, FailureKind, QueueConfig, QueueError, RxQueue, TxQueue};
+
+    fn q() -> QueueConfig {
+        QueueConfig::default().size(64).recover(true)
+    }
+
+    /// Hazard 4: the firmware kills a receive WQ (`IBV_EVENT_WQ_FATAL`, kernel `qp.c`
+    /// `mlx5_ib_wq_event`): it writes no CQE, so nothing but the event says so. The queue resets
+    /// it on its next empty burst, and traffic resumes. Before: `Ok(0)` forever, every frame
+    /// dropped at the WQ.
+    #[test]
+    fn a_wq_killed_by_the_device_is_reset_and_traffic_resumes() {
+        let mut r = rig(q(), mlx5_model::ModelConfig::default(), 512);
+        assert_eq!(send(&mut r, 0, 10), 10);
+        assert_eq!(receive(&mut r).len(), 10);
+        assert!(r.nic.raise(DeviceEvent::WqFatal { wqn: r.wq }));
+        assert_eq!(send(&mut r, 100, 8), 8);
+        assert!(receive(&mut r).is_empty(), "a killed WQ takes nothing");
+        let mut got = Vec::new();
+        for step in 0..8u64 {
+            assert_eq!(send(&mut r, 1000 + 5 * step, 5), 5);
+            got.extend(receive(&mut r));
+            r.tx.reclaim().unwrap();
+        }
+        assert_eq!(
+            got,
+            (1000..1040).collect::<Vec<u64>>(),
+            "the next 40 frames, in 8 steps"
+        );
+        let s = *r.rx.stats();
+        assert_eq!((s.recoveries, s.errors.queue_fatal), (1, 1), "{s:?}");
+        r.teardown();
+    }
+
+    /// A killed send QP (`IBV_EVENT_QP_FATAL`) is reset at the next burst; what was in flight is
+    /// dropped, what comes after goes out.
+    #[test]
+    fn a_qp_killed_by_the_device_is_reset_at_the_next_burst() {
+        let mut r = rig(q(), mlx5_model::ModelConfig::default(), 512);
+        let qpn = r.sq.qpn();
+        assert!(r.nic.raise(DeviceEvent::QpFatal { qpn }));
+        assert_eq!(send(&mut r, 0, 8), 8);
+        assert_eq!(receive(&mut r), (0..8).collect::<Vec<u64>>());
+        let s = *r.tx.stats();
+        assert_eq!((s.recoveries, s.errors.queue_fatal), (1, 1), "{s:?}");
+        r.tx.reclaim().unwrap();
+        assert_eq!(r.tx.in_flight(), 0);
+        r.teardown();
+    }
+
+    /// A CQ in error (`IBV_EVENT_CQ_ERR`: under `cq_overrun=error` an overrun puts it there) writes
+    /// nothing more; the queue fails on its next empty burst, in one poll, with its buffers back.
+    /// Before: `Ok(0)` forever.
+    #[test]
+    fn a_cq_in_error_fails_the_queue_in_one_poll() {
+        let mut r = rig(q(), mlx5_model::ModelConfig::default(), 512);
+        assert!(r.nic.raise(DeviceEvent::CqError { cqn: r.rx_cq.cqn() }));
+        let mut got = Burst::new(&r.pool, 8);
+        match r.rx.rx_burst(&mut got) {
+            Err(QueueError::Failed(f)) => assert_eq!(f.kind, FailureKind::CqError, "{f}"),
+            other => panic!("the queue goes on: {other:?}"),
+        }
+        assert_eq!(r.rx.stats().errors.cq_error, 1);
+        assert!(r.rx.rx_burst(&mut got).is_err(), "and stays failed");
+        // The same for a send queue: its CQ in error fails it at the next burst.
+        assert!(r.nic.raise(DeviceEvent::CqError { cqn: r.tx_cq.cqn() }));
+        let mut out = Burst::new(&r.pool, 1);
+        assert_eq!(out.alloc(1, 60), 1);
+        assert!(matches!(r.tx.tx_burst(&mut out), Err(QueueError::Failed(f)) if f.kind == FailureKind::CqError));
+        drop((out, got));
+        r.teardown();
+    }
+}
+
+mod link {
+    use super::common::{fill_frame, rig, Rig};
+    use super::tx::{receive, send};
+    use mlx5_model::profile::LinkMode;
+    use rawpkt::{Burst, QueueConfig, TxQueue};
+    use std::time::Duration;
+
+    fn q() -> QueueConfig {
+        QueueConfig::default().size(64).recover(true)
+    }
+
+    /// One ms of device time and one of the host's, then the queues' work.
+    fn tick(r: &mut Rig, got: &mut Vec<u64>) {
+        r.nic.advance_clock(1_000_000);
+        std::thread::sleep(Duration::from_millis(1));
+        got.extend(receive(r));
+        r.tx.reclaim().unwrap();
+    }
+
+    /// W: a link paused by its peer (PFC or 802.3x pause: `link=pause:50`) stops completions for
+    /// 50 ms of device time with no doorbell lost. The watchdog waits in the device's time
+    /// (`DvControl::now_ns`: simulated here, and the host slept as long, so a wall-clock 10 ms
+    /// watchdog fires too), counts one stall, re-rings after 10 ms and then twice as long each
+    /// time, and nothing is lost. Before: a re-ring every 10 ms, each counted as a missed
+    /// doorbell. Upper bounds only: a slow host cannot fail it.
+    #[test]
+    fn a_paused_link_is_not_a_lost_doorbell() {
+        let dev = super::device_with(false, &["link=pause:50"]);
+        let mut r = rig(q(), dev, 512);
+        r.nic.simulate_clock();
+        assert_eq!(send(&mut r, 0, 16), 16);
+        let mut got = Vec::new();
+        for _ in 0..60 {
+            tick(&mut r, &mut got);
+        }
+        for _ in 0..4 {
+            tick(&mut r, &mut got);
+        }
+        assert_eq!(got, (0..16).collect::<Vec<u64>>(), "nothing lost");
+        let s = *r.tx.stats();
+        assert!(s.doorbell_rerings <= 3, "{s:?}");
+        assert_eq!(s.tx_stalls, 1, "{s:?}");
+        assert_eq!(r.tx.in_flight(), 0);
+        r.teardown();
+    }
+
+    /// W: a down link (`IBV_EVENT_PORT_ERR`: the attention word's LINK_DOWN) owes no completion;
+    /// the watchdog rings nothing for 50 ms, and the frames go when the link comes back.
+    #[test]
+    fn a_down_link_rings_nothing() {
+        let mut r = rig(q(), mlx5_model::ModelConfig::default(), 512);
+        r.nic.simulate_clock();
+        r.nic.set_link(0, LinkMode::Down);
+        assert_eq!(send(&mut r, 0, 16), 16);
+        let mut got = Vec::new();
+        for _ in 0..50 {
+            tick(&mut r, &mut got);
+        }
+        assert!(got.is_empty());
+        assert_eq!((r.tx.stats().doorbell_rerings, r.tx.stats().tx_stalls), (0, 0));
+        r.nic.set_link(0, LinkMode::Up);
+        for _ in 0..4 {
+            tick(&mut r, &mut got);
+        }
+        assert_eq!(got, (0..16).collect::<Vec<u64>>());
+        r.teardown();
+    }
+
+    /// Sends `n` frames of `len` bytes numbered from `first`; returns how many the queue took.
+    fn send_len(r: &mut Rig, first: u64, n: usize, len: usize) -> usize {
+        let mut out = Burst::new(&r.pool, n);
+        for k in 0..n {
+            assert_eq!(out.alloc(1, len), 1);
+            fill_frame(first + k as u64, out.data_mut(k));
+        }
+        r.tx.tx_burst(&mut out).unwrap()
+    }
+
+    /// M: the port's MTU changes while the queue runs (mlx5e `mlx5e_change_mtu` sets the port's
+    /// PMTU; the model's `Nic::set_mtu`). Raised, the queue sends the longer frames it dropped
+    /// before; lowered again, it drops them itself rather than post WQEs the device fails
+    /// (LOCAL_LENGTH, and a reset). Before: the MTU of open time, for good.
+    #[test]
+    fn an_mtu_change_is_taken_without_reopening() {
+        let dev = mlx5_model::ModelConfig {
+            max_frame: 1518,
+            ..mlx5_model::ModelConfig::default()
+        };
+        let mut r = rig(q(), dev, 512);
+        let mut got = Vec::new();
+        assert_eq!(send_len(&mut r, 0, 10, 1600), 10);
+        got.extend(receive(&mut r));
+        assert!(got.is_empty(), "longer than the MTU: dropped by the queue");
+        assert_eq!(r.tx.stats().drops, 10);
+        r.nic.set_mtu(0, 1600);
+        assert_eq!(send_len(&mut r, 100, 10, 1600), 10);
+        got.extend(receive(&mut r));
+        r.tx.reclaim().unwrap();
+        assert_eq!(got, (100..110).collect::<Vec<u64>>(), "the raised MTU is used");
+        r.nic.set_mtu(0, 1500);
+        assert_eq!(send_len(&mut r, 200, 10, 1600), 10);
+        got.extend(receive(&mut r));
+        r.tx.reclaim().unwrap();
+        assert_eq!(got.len(), 10, "longer than the lowered MTU: dropped again");
+        let s = *r.tx.stats();
+        assert_eq!((s.drops, s.recoveries), (20, 0), "{s:?}");
+        r.teardown();
+    }
+}

@@ -60,6 +60,7 @@ fn rig(size: u32, dev: ModelConfig, mode: Mode) -> Rig {
     let rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
     Rig {
         nic,
+        wq,
         pool,
         tx,
         rx,

@@ -136,16 +136,44 @@ impl TickClock {
 
 /// `failed` value of a DV queue stopped by the device's fatal error (no mlx5 syndrome is 0xff).
 pub(crate) const FAILED_DEVICE_FATAL: u8 = 0xff;
+/// `failed` value of a DV queue whose CQ went into error (no mlx5 syndrome is 0xfe).
+pub(crate) const FAILED_CQ_ERROR: u8 = 0xfe;
 
 /// The error a failed DV queue returns for its `failed` value.
 #[cold]
 pub(crate) fn failed_error(failed: u8) -> crate::QueueError {
-    if failed == FAILED_DEVICE_FATAL {
-        crate::QueueError::DeviceFatal
-    } else {
-        crate::QueueError::Failed(crate::Failure::from_mlx5(failed))
+    match failed {
+        FAILED_DEVICE_FATAL => crate::QueueError::DeviceFatal,
+        FAILED_CQ_ERROR => crate::QueueError::Failed(crate::Failure::cq_error()),
+        _ => crate::QueueError::Failed(crate::Failure::from_mlx5(failed)),
     }
 }
+
+/// The bits of a queue's attention word ([`DvControl::attention`]): what the device's
+/// asynchronous events (and the port's watcher) tell a queue. The datapath reads the word where
+/// it costs nothing it did not pay before: TX once per burst, RX on an empty burst.
+pub mod attention {
+    /// `IBV_EVENT_DEVICE_FATAL`: the device stopped; every queue fails.
+    pub const DEVICE_FATAL: u32 = 1 << 0;
+    /// `IBV_EVENT_CQ_ERR` for the queue's CQ (an overrun): it writes nothing more, the queue
+    /// fails (a CQ must be made again; reopening the queue does it).
+    pub const CQ_ERROR: u32 = 1 << 1;
+    /// `IBV_EVENT_WQ_FATAL` / `IBV_EVENT_QP_FATAL` for the queue's WQ or QP: reset as after a
+    /// completion error (kernel `qp.c` `mlx5_ib_wq_event`, `mlx5_ib_qp_event`).
+    pub const QUEUE_FATAL: u32 = 1 << 2;
+    /// The port's link is down (`IBV_EVENT_PORT_ERR`, cleared by `IBV_EVENT_PORT_ACTIVE`): no
+    /// completion is owed, the TX watchdog waits.
+    pub const LINK_DOWN: u32 = 1 << 3;
+    /// The port's MTU changed: the send path takes its new largest frame
+    /// ([`DvControl::max_frame`](super::DvControl::max_frame)).
+    pub const MTU_CHANGED: u32 = 1 << 4;
+    /// The bits a queue acts on (all but the link state, which only the watchdog reads).
+    pub const ACT: u32 = DEVICE_FATAL | CQ_ERROR | QUEUE_FATAL | MTU_CHANGED;
+}
+
+/// A queue's attention word: set by whoever hears the device's events for the queue's objects,
+/// read and partly cleared by the queue.
+pub type AttentionWord = std::sync::Arc<std::sync::atomic::AtomicU32>;
 
 /// Queue state changes the datapath needs from the control path. On hardware these are
 /// `ibv_modify_qp` (RESET → INIT → RTR → RTS) and `ibv_modify_wq` (RESET → RDY); on the model they
@@ -155,10 +183,30 @@ pub trait DvControl: Send + Sync {
     fn reset_sq(&self, qpn: u32) -> Result<(), String>;
     /// Resets a receive WQ to WQE 0, discarding whatever was posted.
     fn reset_rq(&self, wq_num: u32) -> Result<(), String>;
+    /// The queue's attention word ([`attention`]), which the events of the device set for this
+    /// queue. A queue takes it once, at creation, and reads it on its own paths; the default, for
+    /// a control that hears no events, is a word nothing ever sets.
+    fn attention(&self) -> AttentionWord {
+        AttentionWord::default()
+    }
     /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`): it has stopped, and with it
-    /// every queue. Read on the queues' idle paths only.
+    /// every queue.
     fn device_fatal(&self) -> bool {
-        false
+        self.attention().load(std::sync::atomic::Ordering::Acquire) & attention::DEVICE_FATAL != 0
+    }
+    /// The largest frame the port sends now (what [`DvCaps::max_frame`] said at open, or what
+    /// an MTU change made it); None where the control does not know.
+    fn max_frame(&self) -> Option<u32> {
+        None
+    }
+    /// The time the TX watchdog counts in, ns: the host's coarse monotonic clock, or the model
+    /// device's (simulated when a test steps it).
+    fn now_ns(&self) -> u64 {
+        coarse_now_ns()
+    }
+    /// The link's speed, bit/s, where known: how long a full ring may take to drain.
+    fn link_bps(&self) -> Option<u64> {
+        None
     }
     /// The clock the device's CQE timestamps count ([`TickClock`]); None where it is unknown,
     /// and then a queue asked for receive timestamps refuses to open rather than hand up ticks
@@ -166,6 +214,19 @@ pub trait DvControl: Send + Sync {
     fn clock(&self) -> Option<TickClock> {
         None
     }
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in ns: a clock read that costs no system call and no serialising
+/// instruction (the vDSO returns the last tick's time), fine enough for a watchdog of ms.
+pub(crate) fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec, a live local.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

@@ -69,6 +69,8 @@ struct Shared {
     health: Arc<events::Health>,
     /// What CQE timestamps count (`mlx5::clock`): ticks of `hca_core_clock`, or real time.
     clock: Option<TickClock>,
+    /// The link's speed at open, bit/s (the TX watchdog's wait for a full ring).
+    link_bps: Option<u64>,
     /// The netdev's PHC, the time base of real-time timestamps.
     phc: Option<super::clock::Phc>,
 }
@@ -408,7 +410,12 @@ impl Mlx5Port {
             r
         };
         let health = Arc::new(events::Health::default());
-        let watcher = events::Watcher::start(ctx.clone(), port_num, spec.clone(), health.clone());
+        // The watcher also follows the netdev's MTU (sysfs), as the send queues' largest frame.
+        let mtu_source = netdev.as_deref().map(|n| events::MtuSource {
+            path: dev.netdev_path(n, "mtu"),
+            mtu,
+        });
+        let watcher = events::Watcher::start(ctx.clone(), port_num, spec.clone(), health.clone(), mtu_source);
         Ok(Mlx5Port {
             _events: watcher,
             shared: Arc::new(Shared {
@@ -433,6 +440,7 @@ impl Mlx5Port {
                 pd,
                 clock: clock.map(|c| c.clock),
                 phc,
+                link_bps: (speed > 0.0).then_some((speed * 1e9) as u64),
                 ctx,
                 health,
             }),
@@ -649,6 +657,10 @@ struct SqControl {
     qp: Arc<Qp>,
     port: u8,
     health: Arc<events::Health>,
+    /// The queue's attention word, set by the events watcher for its QP and CQ.
+    word: crate::dv::AttentionWord,
+    /// The link's speed (for the watchdog's wait), bit/s.
+    link_bps: Option<u64>,
 }
 
 impl DvControl for SqControl {
@@ -661,8 +673,20 @@ impl DvControl for SqControl {
         Err("a send queue has no receive WQ".into())
     }
 
+    fn attention(&self) -> crate::dv::AttentionWord {
+        self.word.clone()
+    }
+
     fn device_fatal(&self) -> bool {
         self.health.fatal()
+    }
+
+    fn max_frame(&self) -> Option<u32> {
+        self.health.max_frame()
+    }
+
+    fn link_bps(&self) -> Option<u64> {
+        self.link_bps
     }
 }
 
@@ -670,6 +694,8 @@ struct RqControl {
     wq: Arc<Wq>,
     health: Arc<events::Health>,
     clock: Option<TickClock>,
+    /// The queue's attention word, set by the events watcher for its WQ and CQ.
+    word: crate::dv::AttentionWord,
 }
 
 impl DvControl for RqControl {
@@ -682,6 +708,10 @@ impl DvControl for RqControl {
         // `mlx5_modify_wq`), RESET → RDY takes WQEs from index 0 again (DPDK `mlx5_rx_err_handle`).
         self.wq.set_state(IBV_WQS_RESET).map_err(|e| e.to_string())?;
         self.wq.set_state(IBV_WQS_RDY).map_err(|e| e.to_string())
+    }
+
+    fn attention(&self) -> crate::dv::AttentionWord {
+        self.word.clone()
     }
 
     fn device_fatal(&self) -> bool {
@@ -766,6 +796,7 @@ impl Backend for Mlx5Port {
                     wq: wq.clone(),
                     health: sh.health.clone(),
                     clock: sh.clock,
+                    word: sh.health.register(&[wq.addr(), cq.addr()]),
                 });
                 let (num, lkey) = (wq.wq_num(), mr.lkey());
                 if let Some(p) = striding {
@@ -864,10 +895,17 @@ impl Backend for Mlx5Port {
                 let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
                 let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
+                    word: sh.health.register(&[qp.addr(), cq.addr()]),
                     qp,
                     port: sh.port_num,
                     health: sh.health.clone(),
+                    link_bps: sh.link_bps,
                 });
+                // The port's largest frame now: an MTU changed since the port opened counts.
+                let caps = DvCaps {
+                    max_frame: sh.health.max_frame().unwrap_or(caps.max_frame),
+                    ..caps
+                };
                 #[allow(unsafe_code)]
                 // SAFETY: `qp` and `cq` were created above for this queue alone, and `keep` holds them
                 // (and the MR) for as long as the infos, hence the queue, live.

@@ -83,6 +83,10 @@ pub trait NicQueues {
     /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
     /// thread) alive as long as a queue holds it, as an open verbs context would.
     fn control(self: &Arc<Self>) -> Arc<dyn DvControl>;
+    /// [`NicQueues::control`] for a queue on port `port` whose objects (CQ, SQ or WQ numbers)
+    /// are `objects`: its attention word hears the device's events for them and for the port
+    /// (`dv::attention`), its `max_frame` is the port's, its clock the device's.
+    fn control_for(self: &Arc<Self>, port: usize, objects: &[u32]) -> Arc<dyn DvControl>;
 }
 
 impl NicQueues for Nic {
@@ -119,11 +123,13 @@ impl NicQueues for Nic {
     }
 
     fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl {
-            nic: self.clone(),
-            lkey: None,
-            _id: None,
-        })
+        Arc::new(ModelControl::new(self.clone(), 0, None, None))
+    }
+
+    fn control_for(self: &Arc<Self>, port: usize, objects: &[u32]) -> Arc<dyn DvControl> {
+        let ctl = ModelControl::new(self.clone(), port, None, None);
+        ctl.watch(objects);
+        Arc::new(ctl)
     }
 }
 
@@ -145,6 +151,50 @@ struct ModelControl {
     lkey: Option<u32>,
     /// The `model:` port's queue id, given back with the queue.
     _id: Option<IdHeld>,
+    /// The port the queue is on.
+    port: usize,
+    /// The queue's attention word, set by the device's events ([`ModelControl::watch`]).
+    word: crate::dv::AttentionWord,
+}
+
+impl ModelControl {
+    fn new(nic: Arc<Nic>, port: usize, lkey: Option<u32>, id: Option<IdHeld>) -> ModelControl {
+        ModelControl {
+            nic,
+            lkey,
+            _id: id,
+            port,
+            word: crate::dv::AttentionWord::default(),
+        }
+    }
+
+    /// Makes the device's events for `objects` (CQ, SQ, WQ numbers) and for the queue's port
+    /// set the bits of the attention word, as the events watcher of an `mlx5:` port does
+    /// (`mlx5::events`); the listener goes when the queue (its word) does.
+    fn watch(&self, objects: &[u32]) {
+        use crate::dv::attention as at;
+        use mlx5_model::DeviceEvent as E;
+        use std::sync::atomic::Ordering::AcqRel;
+        let word = Arc::downgrade(&self.word);
+        let (objects, port) = (objects.to_vec(), self.port);
+        self.nic.on_event(Box::new(move |ev| {
+            let Some(w) = word.upgrade() else {
+                return false;
+            };
+            let mine = |n: &u32| objects.contains(n);
+            match *ev {
+                E::CqError { ref cqn } if mine(cqn) => w.fetch_or(at::CQ_ERROR, AcqRel),
+                E::WqFatal { ref wqn } if mine(wqn) => w.fetch_or(at::QUEUE_FATAL, AcqRel),
+                E::QpFatal { ref qpn } if mine(qpn) => w.fetch_or(at::QUEUE_FATAL, AcqRel),
+                E::PortDown { port: p } if p == port => w.fetch_or(at::LINK_DOWN, AcqRel),
+                E::PortUp { port: p } if p == port => w.fetch_and(!at::LINK_DOWN, AcqRel),
+                E::Mtu { port: p, .. } if p == port => w.fetch_or(at::MTU_CHANGED, AcqRel),
+                E::DeviceFatal { port: p } if p == port => w.fetch_or(at::DEVICE_FATAL, AcqRel),
+                _ => 0,
+            };
+            true
+        }));
+    }
 }
 
 impl Drop for ModelControl {
@@ -166,6 +216,20 @@ impl DvControl for ModelControl {
 
     fn clock(&self) -> Option<TickClock> {
         Some(model_clock(self.nic.timestamp_clock()))
+    }
+
+    fn attention(&self) -> crate::dv::AttentionWord {
+        self.word.clone()
+    }
+
+    fn max_frame(&self) -> Option<u32> {
+        Some(self.nic.max_frame(self.port) as u32)
+    }
+
+    fn now_ns(&self) -> u64 {
+        // The device's clock: simulated where a test steps the NIC, so that the watchdog waits
+        // in the device's time, as the link it waits for runs in it.
+        self.nic.clock_ns()
     }
 }
 
@@ -318,7 +382,7 @@ struct ModelPort {
 impl ModelPort {
     /// Takes queue id `qid` of direction `tx` on this port, with a control handle for the queue
     /// holding it and one registration of the pool: both are given back when the queue goes.
-    fn take(&self, tx: bool, qid: u16, pool: &Rc<Pool>) -> Result<(u32, Arc<dyn DvControl>), Error> {
+    fn take(&self, tx: bool, qid: u16, pool: &Rc<Pool>) -> Result<(u32, ModelControl), Error> {
         let dir = if tx { "TX" } else { "RX" };
         if qid >= MODEL_QUEUES {
             return Err(Error::config(format!(
@@ -340,12 +404,10 @@ impl ModelPort {
         };
         // Each queue holds a registration of its pool for as long as it lives.
         let lkey = self.nic.register_mr(pool.region());
-        let ctl = Arc::new(ModelControl {
-            nic: self.nic.clone(),
-            lkey: Some(lkey),
-            _id: Some(held),
-        });
-        Ok((lkey, ctl))
+        Ok((
+            lkey,
+            ModelControl::new(self.nic.clone(), self.port, Some(lkey), Some(held)),
+        ))
     }
 }
 
@@ -377,6 +439,8 @@ impl ModelPort {
             .nic
             .create_rq_with(self.port, wqes, cq.cqn, opts)
             .map_err(Error::device)?;
+        ctl.watch(&[cq.cqn, wq]);
+        let ctl: Arc<dyn DvControl> = Arc::new(ctl);
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvStridingRxQueue::new(&rwq, &cq, params, wq, lkey, pool, cfg, ctl)
@@ -406,6 +470,8 @@ impl Backend for ModelPort {
             .nic
             .create_rq_with(self.port, cfg.size, cq.cqn, opts)
             .map_err(Error::device)?;
+        ctl.watch(&[cq.cqn, wq]);
+        let ctl: Arc<dyn DvControl> = Arc::new(ctl);
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)
@@ -416,9 +482,16 @@ impl Backend for ModelPort {
         let (lkey, ctl) = self.take(true, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
         let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;
+        ctl.watch(&[cq.cqn, sq.qpn()]);
+        let ctl: Arc<dyn DvControl> = Arc::new(ctl);
+        // The port's largest frame now (an MTU change since the NIC was made included).
+        let caps = DvCaps {
+            max_frame: self.nic.max_frame(self.port) as u32,
+            ..self.nic.caps()
+        };
         // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
-            DvTxQueue::new(&sq, &cq, lkey, pool, cfg, self.nic.caps(), ctl)
+            DvTxQueue::new(&sq, &cq, lkey, pool, cfg, caps, ctl)
         }?))
     }
 

@@ -40,10 +40,10 @@ pub(super) trait SegmentRx {
     /// Records the burst's new consumer index and buffer index (the caller publishes the first).
     fn advance(&mut self, ci: u32, bi: u32);
     fn stats_mut(&mut self) -> &mut QueueStats;
-    /// The device stopped on a fatal error.
-    fn device_fatal(&self) -> bool;
-    /// Gives the posted buffers back after a fatal error.
-    fn stop_on_fatal(&mut self) -> QueueError;
+    /// The queue's attention word (`dv::attention`), read on an empty burst.
+    fn attention(&self) -> u32;
+    /// Acts on what the attention word says (`attend` of each queue).
+    fn attend(&mut self, a: u32) -> Result<(), QueueError>;
     /// The refill at the end of every burst.
     fn refill_after_burst(&mut self);
     /// Everything the one-segment path does not take, from the queue's own indices.
@@ -51,8 +51,8 @@ pub(super) trait SegmentRx {
 }
 
 /// The [`SegmentRx`] methods both queues implement alike, over fields of the same names
-/// (`failed`, `pool`, `cq`, `bufs`, `timestamps`, `stats`, `ctl`, `refill_min`) and their own
-/// `poll_segment`, `stop_on_fatal` and `refill`; each queue writes `at`, `advance` and
+/// (`failed`, `pool`, `cq`, `bufs`, `timestamps`, `stats`, `attn`, `refill_min`) and their own
+/// `poll_segment`, `attend` and `refill`; each queue writes `at`, `advance` and
 /// `general` itself.
 macro_rules! segment_rx_fields {
     ($q:ident) => {
@@ -92,12 +92,12 @@ macro_rules! segment_rx_fields {
             &mut self.stats
         }
         #[inline(always)]
-        fn device_fatal(&self) -> bool {
-            self.ctl.device_fatal()
+        fn attention(&self) -> u32 {
+            self.attn.load(std::sync::atomic::Ordering::Relaxed)
         }
         #[inline(always)]
-        fn stop_on_fatal(&mut self) -> QueueError {
-            $q::stop_on_fatal(self)
+        fn attend(&mut self, a: u32) -> Result<(), QueueError> {
+            $q::attend(self, a)
         }
         #[inline(always)]
         fn refill_after_burst(&mut self) {
@@ -161,8 +161,11 @@ pub(super) fn done<Q: SegmentRx>(
         s.bytes += bytes;
         s.drops += drops;
         s.bursts += 1;
-    } else if q.device_fatal() {
-        return Err(q.stop_on_fatal());
+    } else {
+        let a = q.attention();
+        if a & crate::dv::attention::ACT != 0 {
+            q.attend(a)?;
+        }
     }
     q.refill_after_burst();
     Ok(n)

@@ -113,6 +113,8 @@ pub struct DvStridingRxQueue {
     cq: CqRing,
     pool: Rc<Pool>,
     ctl: Arc<dyn DvControl>,
+    /// The queue's attention word (`dv::attention`), read on an empty burst.
+    attn: crate::dv::AttentionWord,
     wq_num: u32,
     /// The buffer of every stride, indexed by the free-running stride counter: WQE `w` holds
     /// strides `w << log_n ..`.
@@ -369,6 +371,7 @@ impl DvStridingRxQueue {
             rq,
             cq,
             pool: pool.clone(),
+            attn: ctl.attention(),
             ctl,
             wq_num,
             bufs: vec![u32::MAX; strides as usize].into_boxed_slice(),
@@ -859,6 +862,43 @@ impl DvStridingRxQueue {
         Ok(got)
     }
 
+    /// What the attention word `a` says (`dv::attention`), acted on: the device stopped (the
+    /// queue fails), the CQ is in error (the queue fails: kernel `cq.c` `mlx5_ib_cq_event`,
+    /// `ibv_poll_cq(3)`: a CQ in error is unusable, and it writes nothing more, so without this
+    /// the queue would return 0 forever), the WQ was killed (reset as after a critical error
+    /// CQE, DPDK `mlx5_rx_err_handle`; VPP's `rdma_async_event_read_ready` treats such events
+    /// as errors). An MTU change needs nothing of a receive queue.
+    #[cold]
+    #[inline(never)]
+    fn attend(&mut self, a: u32) -> Result<(), QueueError> {
+        use crate::dv::attention as at;
+        use std::sync::atomic::Ordering::AcqRel;
+        if a & at::DEVICE_FATAL != 0 {
+            return Err(self.stop_on_fatal());
+        }
+        if a & at::CQ_ERROR != 0 {
+            log::warn!(
+                "RX queue on WQ {:#x}: its CQ went into error (overrun); the queue fails",
+                self.wq_num
+            );
+            self.stats.errors.cq_error += 1;
+            // Stop the device writing into posted buffers before they go back.
+            if self.ctl.reset_rq(self.wq_num).is_ok() {
+                self.release_posted();
+            } else {
+                self.device_holds_buffers = true;
+            }
+            self.failed = Some(crate::dv::FAILED_CQ_ERROR);
+            return Err(crate::dv::failed_error(crate::dv::FAILED_CQ_ERROR));
+        }
+        self.attn.fetch_and(!(at::QUEUE_FATAL | at::MTU_CHANGED), AcqRel);
+        if a & at::QUEUE_FATAL != 0 {
+            self.stats.errors.queue_fatal += 1;
+            self.recover_or_fail(syndrome::LOCAL_QP_OP)?;
+        }
+        Ok(())
+    }
+
     /// The device stopped on a fatal error: every posted buffer goes back to the pool.
     #[cold]
     fn stop_on_fatal(&mut self) -> QueueError {
@@ -1067,8 +1107,11 @@ impl DvStridingRxQueue {
         self.stats.drops += drops;
         if n > 0 {
             self.stats.bursts += 1;
-        } else if self.ctl.device_fatal() {
-            return Err(self.stop_on_fatal());
+        } else {
+            let a = self.attn.load(std::sync::atomic::Ordering::Relaxed);
+            if a & crate::dv::attention::ACT != 0 {
+                self.attend(a)?;
+            }
         }
         if let Some(synd) = error {
             self.recover_or_fail(synd)?;

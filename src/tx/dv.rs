@@ -13,18 +13,24 @@ use crate::dv::prm::{
     ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
-use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
+use crate::dv::{attention, failed_error, AttentionWord, DvCaps, DvControl, FAILED_CQ_ERROR, FAILED_DEVICE_FATAL};
 use crate::flow::wire::ETH_MIN_FRAME;
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
 /// Watchdog: how long completions may stop, with WQEs outstanding, before the doorbell is rung
-/// again (and counted in `QueueStats::doorbell_retries`). Every doorbell is flushed out of the
-/// write-combining buffer when it is written (`mmio_flush_writes`, `dv::ring`), so in normal
-/// operation this never fires; a count above 0 means the device missed a doorbell. Long enough
-/// for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for WQEs the
-/// device already ran is harmless.
-const RERING_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+/// again, at least (ns; longer where a full ring takes longer to drain on the link, and twice as
+/// long after each re-ring that changed nothing, up to [`RERING_MAX`]). Every doorbell is
+/// flushed out of the write-combining buffer when it is written (`mmio_flush_writes`,
+/// `dv::ring`), so a lost doorbell is rare; a paused or slow link is the common cause, and it
+/// is counted as what it is: a stall (`QueueStats::tx_stalls`), with the re-rings it took
+/// (`doorbell_rerings`). Neither DPDK nor VPP has a TX watchdog; the kernel's mlx5e checks for
+/// a missed interrupt before it resets anything (`en/reporter_tx.c`, timeout recovery), and
+/// this one only re-rings, which a device that already ran the WQEs takes as a no-op. A down
+/// link (the attention word's `LINK_DOWN`) suspends it.
+const RERING_AFTER: u64 = 10_000_000;
+/// The longest wait between two re-rings of one stall (ns).
+const RERING_MAX: u64 = 1_000_000_000;
 /// Frames up to this length (runts, below the Ethernet minimum) take the slow path, which pads
 /// them with zeros to 60 bytes and inlines them whole, as a MAC pads a short frame: the same
 /// bytes on the wire on every device, and the 18 inline bytes a ConnectX-4 needs even for a
@@ -98,8 +104,14 @@ pub struct DvTxQueue {
     /// Late flush CQEs the queue may still take without calling them an error: as many as the
     /// WQEBBs the last reset dropped could have (set by `recover_or_fail`).
     late_budget: u32,
-    /// Since when completions have not moved while WQEs are outstanding.
-    stalled_since: Option<std::time::Instant>,
+    /// Since when completions have not moved while WQEs are outstanding (`DvControl::now_ns`).
+    stalled_since: Option<u64>,
+    /// How long the watchdog waits before its next re-ring in this stall (ns), and whether this
+    /// stall was counted yet.
+    stall_wait: u64,
+    stall_counted: bool,
+    /// The queue's attention word ([`crate::dv::attention`]), read once per burst.
+    attn: AttentionWord,
     last_wqe: u32,
     stats: QueueStats,
 }
@@ -173,6 +185,7 @@ impl DvTxQueue {
             )));
         }
         let size = sq_ring.size();
+        let attn = ctl.attention();
         let empw = caps.enhanced_mpw && caps.inline_mode == InlineMode::None;
         let elts = tx_buffers(size, &caps);
         Ok(DvTxQueue {
@@ -219,6 +232,9 @@ impl DvTxQueue {
             failed: None,
             late_budget: 0,
             stalled_since: None,
+            stall_wait: RERING_AFTER,
+            stall_counted: false,
+            attn,
             last_wqe: 0,
             stats: QueueStats::default(),
         })
@@ -939,25 +955,113 @@ impl DvTxQueue {
         }
     }
 
-    /// The watchdog: a doorbell can still be lost (a device that missed it), so when completions
-    /// stop while WQEs are outstanding, ring again with the same last WQE and count it. The
-    /// device treats a repeated doorbell as a no-op if it already executed those WQEs.
+    /// The watchdog ([`RERING_AFTER`]): when completions stop while WQEs are outstanding, ring
+    /// again with the same last WQE (a device that already ran them takes it as a no-op), after
+    /// the wait, then after twice as long each time; a stall is counted once, a re-ring each
+    /// time. Nothing while the link is down: no completion is owed then.
     fn kick_if_stalled(&mut self) -> Result<(), QueueError> {
-        if self.ctl.device_fatal() {
-            return Err(self.stop_on_fatal());
+        let a = self.attn.load(std::sync::atomic::Ordering::Acquire);
+        if a & attention::ACT != 0 {
+            self.attend(a)?;
         }
-        if self.pi == self.head {
+        if self.pi == self.head || a & attention::LINK_DOWN != 0 {
             self.stalled_since = None;
             return Ok(());
         }
-        let now = std::time::Instant::now();
-        let since = *self.stalled_since.get_or_insert(now);
-        if now - since >= RERING_AFTER {
+        let now = self.ctl.now_ns();
+        let Some(since) = self.stalled_since else {
             self.stalled_since = Some(now);
+            self.stall_wait = self.drain_time().max(RERING_AFTER);
+            self.stall_counted = false;
+            return Ok(());
+        };
+        if now.saturating_sub(since) >= self.stall_wait {
+            if !self.stall_counted {
+                self.stall_counted = true;
+                self.stats.tx_stalls += 1;
+            }
+            self.stalled_since = Some(now);
+            self.stall_wait = (self.stall_wait * 2).min(RERING_MAX);
             self.sq.ring_doorbell(self.pi, self.last_wqe);
-            self.stats.doorbell_retries += 1;
+            self.stats.doorbell_rerings += 1;
         }
         Ok(())
+    }
+
+    /// How long the frames in flight take to leave on the link, twice over (ns): a full ring of
+    /// jumbo frames on a 1 Gb/s link is more than the watchdog's 10 ms. 0 where the link's
+    /// speed is unknown.
+    fn drain_time(&self) -> u64 {
+        let Some(bps) = self.ctl.link_bps().filter(|&b| b > 0) else {
+            return 0;
+        };
+        let frames = u64::from(self.pi.wrapping_sub(self.head)).max(self.in_flight() as u64);
+        let bits = frames * self.max_frame as u64 * 8;
+        (bits.saturating_mul(2_000_000_000) / bps).min(RERING_MAX)
+    }
+
+    /// What the attention word `a` says ([`crate::dv::attention`]), acted on: the device
+    /// stopped (the queue fails), the CQ is in error (the queue fails; kernel `cq.c`
+    /// `mlx5_ib_cq_event`, `ibv_poll_cq(3)`: a CQ in error is unusable), the QP was killed (reset
+    /// as after a completion error: kernel `qp.c` `mlx5_ib_qp_event`, and VPP's
+    /// `rdma_async_event_read_ready` treats such events as errors; DPDK's interrupt handler reads
+    /// only device and port events and relies on error CQEs, which a killed QP does not write),
+    /// or the MTU changed (the largest frame is the port's new one).
+    #[cold]
+    #[inline(never)]
+    fn attend(&mut self, a: u32) -> Result<(), QueueError> {
+        if a & attention::DEVICE_FATAL != 0 {
+            return Err(self.stop_on_fatal());
+        }
+        if a & attention::CQ_ERROR != 0 {
+            log::warn!(
+                "TX queue on QP {:#x}: its CQ went into error (overrun); the queue fails",
+                self.sq.qpn()
+            );
+            self.stats.errors.cq_error += 1;
+            return Err(self.fail_on(FAILED_CQ_ERROR));
+        }
+        if a & attention::MTU_CHANGED != 0 {
+            self.attn
+                .fetch_and(!attention::MTU_CHANGED, std::sync::atomic::Ordering::AcqRel);
+            if let Some(m) = self.ctl.max_frame() {
+                self.set_max_frame(m as usize);
+            }
+        }
+        if a & attention::QUEUE_FATAL != 0 {
+            self.attn
+                .fetch_and(!attention::QUEUE_FATAL, std::sync::atomic::Ordering::AcqRel);
+            self.stats.errors.queue_fatal += 1;
+            self.recover_or_fail(syndrome::LOCAL_QP_OP)?;
+        }
+        Ok(())
+    }
+
+    /// The port sends frames of up to `max` bytes from now on: the slow path's bound, and the
+    /// fast paths' length tests.
+    fn set_max_frame(&mut self, max: usize) {
+        self.max_frame = max;
+        if self.inline_mode > InlineMode::L2 {
+            self.threshold = max;
+        }
+        self.fast_span = max.saturating_sub(RUNT_MAX);
+        self.fast_lens_below = pow2_floor(max.saturating_sub(RUNT_MAX));
+    }
+
+    /// Stops the queue for good with `failed`: the device is stopped first (SQ reset) so that it
+    /// reads no buffer any more, then every buffer in flight goes back to the pool; if it cannot
+    /// be stopped the buffers stay with it.
+    #[cold]
+    fn fail_on(&mut self, failed: u8) -> QueueError {
+        if self.ctl.reset_sq(self.sq.qpn()).is_ok() {
+            let head = self.elts_head;
+            self.stats.drops += self.free_elts_until(head) as u64;
+            self.head = self.pi;
+        } else {
+            self.device_holds_buffers = true;
+        }
+        self.failed = Some(failed);
+        failed_error(failed)
     }
 }
 
@@ -1243,6 +1347,12 @@ impl DvTxQueue {
     fn burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
+        }
+        // The device's events for this queue (an MTU change, a killed QP, ...): one load and a
+        // branch per burst.
+        let a = self.attn.load(std::sync::atomic::Ordering::Relaxed);
+        if a & attention::ACT != 0 {
+            self.attend(a)?;
         }
         same_pool(&self.pool, pkts)?;
         if let Err((ci, freed)) = self.reap() {

@@ -182,11 +182,14 @@ pub enum DeviceEvent {
     PortUp { port: usize },
     /// The port's MTU changed ([`Nic::set_mtu`]); not an ibverbs event (the netdev's).
     Mtu { port: usize, mtu: u32 },
+    /// A fatal error stopped the port's device ([`Nic::set_dead`]; `IBV_EVENT_DEVICE_FATAL`).
+    DeviceFatal { port: usize },
 }
 
 /// Something that hears a device's events ([`Nic::on_event`]). Called with the device's lock
-/// held: it must not call back into the NIC.
-pub type EventListener = Box<dyn Fn(&DeviceEvent) + Send>;
+/// held: it must not call back into the NIC. It returns whether it wants to hear more (a
+/// listener for a queue that is gone says no, and is dropped).
+pub type EventListener = Box<dyn Fn(&DeviceEvent) -> bool + Send>;
 
 /// Counters of one model port ("the wire side").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1289,8 +1292,12 @@ impl Nic {
     /// `dead`: from now on it executes nothing and receives nothing, so no buffer is written or
     /// read again. Without: the device is back, as after the kernel's health recovery.
     pub fn set_dead(&self, port: usize, dead: bool) {
-        if let Some(p) = self.dev().ports.get_mut(port) {
-            p.dead = dead;
+        let mut d = self.dev();
+        if let Some(p) = d.ports.get_mut(port) {
+            let was = std::mem::replace(&mut p.dead, dead);
+            if dead && !was {
+                d.emit(DeviceEvent::DeviceFatal { port });
+            }
         }
     }
 
@@ -1705,7 +1712,10 @@ impl Device {
                 Some(sq) => sq.fatal = true,
                 None => return false,
             },
-            DeviceEvent::PortDown { port } | DeviceEvent::PortUp { port } | DeviceEvent::Mtu { port, .. } => {
+            DeviceEvent::PortDown { port }
+            | DeviceEvent::PortUp { port }
+            | DeviceEvent::Mtu { port, .. }
+            | DeviceEvent::DeviceFatal { port } => {
                 if port >= self.ports.len() {
                     return false;
                 }
@@ -1724,10 +1734,9 @@ impl Device {
             DeviceEvent::PortDown { port } => self.trace_event(format_args!("LINK port={port} state=down")),
             DeviceEvent::PortUp { port } => self.trace_event(format_args!("LINK port={port} state=up")),
             DeviceEvent::Mtu { port, mtu } => self.trace_event(format_args!("MTU port={port} mtu={mtu}")),
+            DeviceEvent::DeviceFatal { port } => self.trace_event(format_args!("DEVICE-FATAL port={port}")),
         }
-        for l in &self.listeners {
-            l(&event);
-        }
+        self.listeners.retain(|l| l(&event));
     }
 
     fn now(&mut self) -> (u64, u64) {

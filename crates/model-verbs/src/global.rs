@@ -246,6 +246,7 @@ fn init() -> Result<Global, String> {
         crate::devx::refuse_all();
     }
     let nic = Nic::new(wires, cfg.clone()).map_err(|e| e.to_string())?;
+    crate::devx::listen(&nic);
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.
