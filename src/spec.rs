@@ -302,13 +302,16 @@ pub(crate) fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
 #[non_exhaustive]
 pub struct PortOptions {
     /// Flow rules: which frames the port takes.
-    /// - `mlx5:`/`verbs:`: installed besides the defaults ([`FlowRule::own_mac`] stolen,
-    ///   [`FlowRule::multicast_copy`] copied so that ARP and ND keep reaching Linux).
-    /// - `xdp:`: replace the default (the interface's own MAC stolen; multicast stays with
+    /// - `mlx5:`/`verbs:`: installed besides the defaults ([`PortOptions::default_rules`],
+    ///   and [`FlowRule::multicast_copy`] copied so that Linux keeps getting multicast).
+    /// - `xdp:`: replace the default ([`PortOptions::default_rules`]; multicast stays with
     ///   Linux), as `rule=` options in the spec do; giving rules both ways is an error, and so is
     ///   a `copy` rule (XDP cannot deliver one frame both to the socket and to Linux).
     /// - `model:`: refused; a model port gets every frame on its wire.
     pub rules: Vec<FlowRule>,
+    /// What the port takes of the frames to its own MAC without rules of one's own
+    /// (`mlx5:`/`verbs:`: besides [`PortOptions::rules`]; `xdp:`: when no rule is given).
+    pub default_rules: DefaultRules,
     /// Take every frame from Linux. `mlx5:`/`verbs:`: replaces the default rules (so not with
     /// rules of one's own), and the port says so on stderr when opened. `xdp:`: the one rule `any` (as `rule=any`), so not with other
     /// rules. `model:`: what a model port does anyway.
@@ -335,11 +338,49 @@ pub struct PortOptions {
 
 setters!(PortOptions {
     rules: Vec<FlowRule>,
+    default_rules: DefaultRules,
     promiscuous: bool,
     rx_queues: u16,
     model: ModelOptions,
     rdma_core: Option<LibPaths>,
 });
+
+/// What a NIC port takes of the unicast frames to its own MAC by default.
+///
+/// ```
+/// use rawpkt::{DefaultRules, PortOptions};
+/// assert_eq!(PortOptions::default().default_rules, DefaultRules::UdpAndExperimental);
+/// let whole = PortOptions::default().default_rules(DefaultRules::WholeMac);
+/// assert_eq!(whole.default_rules, DefaultRules::WholeMac);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DefaultRules {
+    /// UDP over IPv4 and IPv6 and the IEEE local experimental EtherTypes 0x88b5 and 0x88b6
+    /// ([`FlowRule::default_unicast`]): ARP, neighbour discovery, ICMP (ping), TCP (ssh) and the
+    /// rest to the MAC stay with the netdev, whose address keeps working. Host UDP to that MAC
+    /// (DNS replies, DHCP renewals, NTP) is the port's; [`DefaultRules::None`] and rules naming
+    /// exactly the port's traffic are the remedy where that matters.
+    #[default]
+    UdpAndExperimental,
+    /// Every unicast frame to the port's MAC ([`FlowRule::own_mac`], VPP's "ucast" rule): the
+    /// netdev's address stops answering (no ARP replies, no neighbour advertisements, no ping,
+    /// no ssh over it).
+    WholeMac,
+    /// Nothing: only [`PortOptions::rules`] (and the multicast copy on `mlx5:`/`verbs:`).
+    None,
+}
+
+impl DefaultRules {
+    /// The rules this default installs for a port whose MAC is `mac`.
+    pub fn rules(self, mac: [u8; 6]) -> Vec<FlowRule> {
+        match self {
+            DefaultRules::UdpAndExperimental => FlowRule::default_unicast(mac),
+            DefaultRules::WholeMac => vec![FlowRule::own_mac(mac)],
+            DefaultRules::None => Vec::new(),
+        }
+    }
+}
 
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
 /// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
@@ -389,6 +430,7 @@ impl Default for PortOptions {
     fn default() -> Self {
         PortOptions {
             rules: Vec::new(),
+            default_rules: DefaultRules::default(),
             promiscuous: false,
             rx_queues: 1,
             model: ModelOptions::default(),

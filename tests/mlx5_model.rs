@@ -80,6 +80,7 @@ impl Model {
             self.set(&format!("device.{d}"), "reset");
             self.set(&format!("mtu.{d}"), "1500");
         }
+        self.set("flow_groups", "creation");
     }
 }
 
@@ -358,7 +359,11 @@ fn device_drops_are_the_out_of_buffer_counter() {
 fn traffic_both_ways(kind: &str) {
     let (_g, model) = setup();
     {
-        let a = open(&format!("{kind}:mlx5_0/1"), &opts(1, &[]));
+        // A takes every frame to its MAC (TCP included, which the default leaves to Linux).
+        let a = open(
+            &format!("{kind}:mlx5_0/1"),
+            &opts(1, &[]).default_rules(rawpkt::DefaultRules::WholeMac),
+        );
         let b = open(&format!("{kind}:mdl1"), &opts(1, &[]));
         let pool = pool();
         let mut a_tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
@@ -466,10 +471,12 @@ fn rules_steer_exactly_the_matching_frames(kind: &str) {
             want.push(vx);
             // Another port to another MAC: Linux's.
             model.inject("mlx5_1", &udp(OTHER_MAC, [10, 9, 1, i as u8], 5000 + i, 53));
-            // Our MAC (the default rule): ours.
-            let own = tcp(MAC1, [10, 9, 2, i as u8], 6000 + i, 22);
+            // UDP to our MAC (the default rules): ours.
+            let own = udp(MAC1, [10, 9, 2, i as u8], 6000 + i, 53);
             model.inject("mlx5_1", &own);
             want.push(own);
+            // TCP to our MAC (ssh to the netdev's address): Linux keeps it under the defaults.
+            model.inject("mlx5_1", &tcp(MAC1, [10, 9, 2, i as u8], 6000 + i, 22));
         }
         let mut got = receive(rx.as_mut(), &pool, want.len());
         std::thread::sleep(Duration::from_millis(20));
@@ -479,7 +486,7 @@ fn rules_steer_exactly_the_matching_frames(kind: &str) {
         same_frames(&got, &want, &format!("{kind}: exactly the matching frames"));
         assert_eq!(
             model.linux_frames("mlx5_1") - linux0,
-            50,
+            100,
             "{kind}: the rest reach Linux"
         );
         // Broadcast: copied to us and Linux keeps it (the multicast default rule, DONT_TRAP).
@@ -512,7 +519,11 @@ fn rules_steer_exactly_the_matching_frames_ibverbs() {
 fn rss_spreads_flows_evenly_over_four_queues() {
     let (_g, model) = setup();
     {
-        let port = open("mlx5:mlx5_0/1", &opts(4, &[]));
+        // TCP flows to the port's MAC: the whole MAC (the default leaves TCP to Linux).
+        let port = open(
+            "mlx5:mlx5_0/1",
+            &opts(4, &[]).default_rules(rawpkt::DefaultRules::WholeMac),
+        );
         let pool = pool();
         let cfg = QueueConfig::default().size(2048);
         let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
@@ -676,9 +687,10 @@ fn a_rule_the_nic_refuses_is_named() {
     let (_g, model) = setup();
     model.set("refuse_flow", "ipv6");
     {
+        // No default rules: the default's IPv6 UDP rule would be refused first.
         let port = open(
             "mlx5:mlx5_0/1",
-            &opts(1, &["ipv4 udp dst-port 4789", "ipv6 tcp dst-port 179"]),
+            &opts(1, &["ipv4 udp dst-port 4789", "ipv6 tcp dst-port 179"]).default_rules(rawpkt::DefaultRules::None),
         );
         let e = port.rx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err();
         assert_eq!(e.os_error(), Some(libc::EOPNOTSUPP), "{e:?}");
@@ -1358,4 +1370,110 @@ fn a_raised_mtu_is_used_without_reopening() {
         tx.stats()
     );
     got.clear();
+}
+
+/// Receives on every queue of `rxs` until `n` frames came (or 3 s passed): (queue, RSS hash,
+/// frame) of each.
+fn receive_hashed(rxs: &mut [Box<dyn RxQueue>], pool: &Rc<Pool>, n: usize) -> Vec<(usize, u32, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut b = Burst::new(pool, 64);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while got.len() < n && Instant::now() < deadline {
+        for (q, rx) in rxs.iter_mut().enumerate() {
+            rx.rx_burst(&mut b).unwrap();
+            for i in 0..b.len() {
+                got.push((q, b.packet(i).rss_hash(), b.data(i).to_vec()));
+            }
+            b.clear();
+        }
+    }
+    got
+}
+
+/// Toeplitz with the default key (the one the port's hash QPs use) over `input`.
+fn toeplitz(input: &[u8]) -> u32 {
+    rawpkt_wire::rss::ToeplitzTable::new(&rawpkt_wire::rss::DEFAULT_KEY).hash(input)
+}
+
+/// R: UDP flows between two IPv4 addresses that differ only in their ports (pktgen's `--flows`)
+/// spread over the queues: each frame is hashed over the addresses and its UDP ports (a hash QP
+/// of its own, as DPDK's `mlx5_flow_expand_rss` gives eth/ipv4/udp its flow). Before: the one
+/// IPv4 hash QP hashed TCP ports, every UDP frame hashed alike, one queue took them all.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn udp_flows_spread_over_queues() {
+    let (_g, model) = setup();
+    {
+        let port = open("mlx5:mlx5_1/1", &opts(4, &[]));
+        let pool = pool();
+        let cfg = QueueConfig::default().size(512);
+        let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
+        for i in 0..64u16 {
+            model.inject("mlx5_1", &udp(MAC1, [10, 0, 7, 1], 1024 + i, 9000));
+        }
+        let got = receive_hashed(&mut rxs, &pool, 64);
+        assert_eq!(got.len(), 64);
+        let mut used = [false; 4];
+        for (q, hash, f) in &got {
+            used[*q] = true;
+            // Source and destination address, then the UDP ports (the TIR's input order).
+            let mut input = Vec::new();
+            input.extend_from_slice(&f[26..34]);
+            input.extend_from_slice(&f[34..38]);
+            assert_eq!(*hash, toeplitz(&input), "queue {q}");
+        }
+        assert!(used.iter().filter(|&&u| u).count() >= 3, "{used:?}");
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+/// A UDP frame over IPv6 from fd00::1 port `sport` to fd00::2 port 9000.
+fn udp6(dst: [u8; 6], sport: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst)
+        .ipv6(
+            [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            64,
+        )
+        .udp(sport, 9000);
+    let payload = [0x5au8; 18];
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, &payload).unwrap();
+    v
+}
+
+/// 6: two flows of one priority that both match a frame overlap, and which wins is the order of
+/// the kernel's flow groups (`flow_groups=reverse` takes the other one). The port gives each
+/// flow a priority by its deepest layer, as DPDK's `mlx5_flow_adjust_priority`, so IPv6 UDP
+/// frames are hashed by the IPv6 UDP QP whatever the group order. Before: with groups reversed
+/// the catch-all IPv4 flow took them, hash 0, one queue.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn ipv6_frames_are_hashed_by_the_ipv6_qp_whatever_the_group_order() {
+    let (_g, model) = setup();
+    for order in ["reverse", "creation"] {
+        model.set("flow_groups", order);
+        // The whole MAC (the old default), the rule that overlapped its own IPv6 copy.
+        let o = opts(4, &[]).default_rules(rawpkt::DefaultRules::WholeMac);
+        let port = open("mlx5:mlx5_1/1", &o);
+        let pool = pool();
+        let cfg = QueueConfig::default().size(512);
+        let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
+        for i in 0..256u16 {
+            model.inject("mlx5_1", &udp6(MAC1, 2000 + i));
+        }
+        let got = receive_hashed(&mut rxs, &pool, 256);
+        assert_eq!(got.len(), 256, "{order}");
+        let mut used = [false; 4];
+        for (q, hash, f) in &got {
+            used[*q] = true;
+            let mut input = Vec::new();
+            input.extend_from_slice(&f[22..54]);
+            input.extend_from_slice(&f[54..58]);
+            assert_eq!(*hash, toeplitz(&input), "{order}: queue {q}");
+        }
+        assert!(used.iter().filter(|&&u| u).count() >= 3, "{order}: {used:?}");
+        drop(rxs);
+    }
+    assert_eq!(model.live_objects(), 0);
 }

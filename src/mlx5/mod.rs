@@ -21,6 +21,7 @@
 mod clock;
 mod discover;
 mod events;
+mod flows;
 mod inline;
 mod layout;
 mod port;

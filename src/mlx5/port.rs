@@ -13,8 +13,7 @@ use super::layout;
 use crate::dv::prm::{InlineMode, MiniFormat};
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl, TickClock};
-use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
-use crate::flow::wire::ETHERTYPE_IPV6;
+use crate::flow::rule::{parse_mac, FlowRule};
 use crate::rx::dv::DvRxQueue;
 use crate::rx::dv_striding::{params_for, DvStridingRxQueue};
 use crate::rx::verbs::VerbsRxQueue;
@@ -27,15 +26,6 @@ use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 /// What the kernel says when CAP_NET_RAW is missing (RAW_PACKET QPs and flows need it).
 pub(crate) const CAP_NET_RAW_HINT: &str =
     "CAP_NET_RAW is needed: run as root or `setcap cap_net_raw,cap_ipc_lock+ep BINARY`";
-
-/// Toeplitz over IPv4 (or IPv6) source and destination plus TCP ports: VPP's `rss4 ip-tcp` /
-/// `rss6 ip-tcp` defaults. The mlx5 kernel driver refuses one hash QP that mixes IPv4 with
-/// IPv6 fields or TCP with UDP ports (drivers/infiniband/hw/mlx5/qp.c
-/// `create_rss_raw_qp_tir`: EINVAL), hence one QP per IP version, as VPP has.
-const RSS_FIELDS_V4: u64 =
-    (IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP) as u64;
-const RSS_FIELDS_V6: u64 =
-    (IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP) as u64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -397,7 +387,8 @@ impl Mlx5Port {
         } else {
             let mut r = Vec::new();
             match mac {
-                Some(m) => r.push(FlowRule::own_mac(m)),
+                Some(m) => r.extend(opts.default_rules.rules(m)),
+                None if opts.default_rules == crate::spec::DefaultRules::None => {}
                 None => {
                     return Err(dev_err(
                         &spec,
@@ -600,14 +591,19 @@ impl Shared {
         let table: Vec<Arc<Wq>> = (0..size).map(|i| wqs[i % n].clone()).collect();
         let table = IndTable::create(&self.ctx, &table).map_err(|e| call_err(&self.spec, e))?;
         let key = crate::flow::rss::DEFAULT_KEY;
-        let qp4 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V4).map_err(|e| perm_err(&self.spec, e))?;
-        let qp6 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V6).map_err(|e| perm_err(&self.spec, e))?;
+        // One hash QP per IP version and L4 protocol over the one table (`flows`).
+        let qps = super::flows::Hash::ALL
+            .iter()
+            .map(|h| Qp::create_rss(&self.pd, &table, &key, h.fields()).map_err(|e| perm_err(&self.spec, e)))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut flows = Vec::new();
         for rule in &self.rules {
-            // VPP installs the IPv6 rule of a pair first, then the catch-all one for IPv4
-            // (`rdma_dev_set_ucast`): IPv6 frames are hashed by the IPv6 QP.
-            for (r, v6) in split_by_family(rule) {
-                let qp = if v6 { &qp6 } else { &qp4 };
+            // Each kind of frame the rule can match to the QP that hashes it, the more specific
+            // flows at the higher priorities (`flows`).
+            let expanded =
+                super::flows::expand(rule).map_err(|e| Error::config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
+            for (r, hash) in expanded {
+                let qp = &qps[hash.index()];
                 let mut attr = crate::flow::ibv_spec::compile(&r)
                     .map(CompiledFlow)
                     .map_err(|e| Error::config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
@@ -625,30 +621,9 @@ impl Shared {
         }
         Ok(Steering {
             _flows: flows,
-            _qps: vec![qp4, qp6],
+            _qps: qps,
             _table: table,
         })
-    }
-}
-
-/// A rule as the flows it becomes: one per IP version it can match, each for that version's
-/// RSS QP (true = IPv6). A rule that names no IP version becomes an IPv6-only copy plus itself.
-fn split_by_family(rule: &FlowRule) -> Vec<(FlowRule, bool)> {
-    match (&rule.ip, rule.ethertype) {
-        (Some(IpMatch::V6 { .. }), _) => vec![(rule.clone(), true)],
-        (Some(IpMatch::V4 { .. }), _) => vec![(rule.clone(), false)],
-        (None, Some(ETHERTYPE_IPV6)) => vec![(rule.clone(), true)],
-        (None, Some(_)) => vec![(rule.clone(), false)],
-        (None, None) => vec![
-            (
-                FlowRule {
-                    ethertype: Some(ETHERTYPE_IPV6),
-                    ..rule.clone()
-                },
-                true,
-            ),
-            (rule.clone(), false),
-        ],
     }
 }
 
@@ -1017,17 +992,6 @@ unsafe impl crate::sys::rdma::FlowAttr for CompiledFlow {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn family_split() {
-        let own = FlowRule::own_mac([2, 0, 0, 0, 0, 1]);
-        let s = split_by_family(&own);
-        assert_eq!(s.len(), 2);
-        assert_eq!(s[0].0.ethertype, Some(ETHERTYPE_IPV6));
-        assert!(s[0].1 && !s[1].1);
-        let v4: FlowRule = "ipv4 udp dst-port 4789".parse().unwrap();
-        assert_eq!(split_by_family(&v4), vec![(v4, false)]);
-    }
 
     #[test]
     fn speeds() {

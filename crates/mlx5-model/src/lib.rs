@@ -1238,6 +1238,19 @@ impl Nic {
         }
     }
 
+    /// Searches the flow groups of one priority last-created first (`reverse`) or in creation
+    /// order, on every steered port from now on (the `flow_groups` knob at run time).
+    pub fn set_flow_groups_reverse(&self, reverse: bool) {
+        let mut d = self.dev();
+        d.cfg.knobs.flow_groups_reverse = reverse;
+        for p in &mut d.ports {
+            if let Some(st) = p.steering.as_mut() {
+                st.reverse_groups = reverse;
+                st.rebuild();
+            }
+        }
+    }
+
     /// Removes a flow; false when no port has it.
     pub fn remove_flow(&self, id: u64) -> bool {
         let mut d = self.dev();

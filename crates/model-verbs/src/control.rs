@@ -14,7 +14,8 @@ pub extern "C" fn rawpkt_model_live_objects() -> u64 {
 }
 
 /// Sets a knob: "dv" = "1"/"0", "cap_net_raw" = "1"/"0", "refuse_flow" = a spec type name
-/// ("eth", "ipv4", "ipv6", "ipv4_ext", "tcp", "udp") or "". 0, or -1 for an unknown key/value.
+/// ("eth", "ipv4", "ipv6", "ipv4_ext", "tcp", "udp") or "", "flow_groups" = "creation" /
+/// "reverse"; the per-device ones of `devx::set`. 0, or -1 for an unknown key/value.
 #[no_mangle]
 pub unsafe extern "C" fn rawpkt_model_set(key: *const c_char, value: *const c_char) -> c_int {
     guard(-1, || {
@@ -42,6 +43,11 @@ pub unsafe extern "C" fn rawpkt_model_set(key: *const c_char, value: *const c_ch
             ("cap_net_raw", Some(f)) => g.cap_net_raw.store(f, Ordering::Relaxed),
             ("refuse_flow", _) if matches!(&*v, "" | "eth" | "ipv4" | "ipv6" | "ipv4_ext" | "tcp" | "udp") => {
                 *crate::objects::lock(&g.refuse_flow) = v.into_owned();
+            }
+            // Which of two overlapping flows of one priority wins (the profile's knob, at run
+            // time): the older match shape (`creation`) or the newer (`reverse`).
+            ("flow_groups", _) if matches!(&*v, "creation" | "reverse") => {
+                g.nic.set_flow_groups_reverse(v == "reverse")
             }
             _ => return -1,
         }
