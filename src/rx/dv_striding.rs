@@ -116,6 +116,8 @@ pub struct DvStridingRxQueue {
     /// The queue's attention word (`dv::attention`), read on an empty burst.
     attn: crate::dv::AttentionWord,
     wq_num: u32,
+    /// The bits of a CQE's `wqe_id` that name a WQE of the ring (its size - 1).
+    wqe_id_mask: u16,
     /// The buffer of every stride, indexed by the free-running stride counter: WQE `w` holds
     /// strides `w << log_n ..`.
     bufs: Box<[u32]>,
@@ -368,6 +370,7 @@ impl DvStridingRxQueue {
         };
         let size = rq.size();
         let mut q = DvStridingRxQueue {
+            wqe_id_mask: (size - 1) as u16,
             rq,
             cq,
             pool: pool.clone(),
@@ -635,15 +638,20 @@ impl DvStridingRxQueue {
         if cqe.opcode() == CQE_RESP_ERR {
             let synd = cqe.as_err().syndrome;
             self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
-            if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH)
-                || cqe.as_err().wqe_counter.get() != wqe
-            {
+            // Critical syndromes reset the WQ (DPDK `mlx5_rx_err_handle`). The error CQE's
+            // `wqe_counter` is not trusted: DPDK reads it only to dump the CQE, and what a device
+            // puts there on a striding RQ is in no source.
+            if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
                 return Other::Fatal(synd);
             }
-            // The error released the rest of the WQE.
-            self.free_strides(self.st_ci, n - pos);
+            // A non-critical error releases strides: as many as its byte count says in the MPRQ
+            // encoding (DPDK `mlx5_rx_poll_len` adds them to `skip_cnt`), or, where it says
+            // none that fit, the rest of the WQE.
+            let said = mprq::strides(cqe.byte_cnt.get());
+            let strides = if (1..=n - pos).contains(&said) { said } else { n - pos };
+            self.free_strides(self.st_ci, strides);
             return Other::Done {
-                strides: n - pos,
+                strides,
                 packets: 0,
                 chains: 0,
             };
@@ -655,7 +663,10 @@ impl DvStridingRxQueue {
             || strides == 0
             || pos + strides > n
             || u32::from(cqe.wqe_counter.get()) != pos
-            || cqe.wqe_id.get() != wqe
+            // Only the bits inside the ring: a device may report the WQE's ring index rather
+            // than its counter (DPDK `mlx5_rx_burst_mprq`: `!((wqe_id ^ rq_ci) & wq_mask)`;
+            // the kernel's mlx5e indexes its WQE array with `wqe_id`).
+            || (cqe.wqe_id.get() ^ wqe) & self.wqe_id_mask != 0
         {
             // Compressed or scattered CQEs were never asked for; a striding CQE that is not
             // where the queue is cannot be trusted.
