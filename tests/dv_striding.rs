@@ -175,6 +175,29 @@ fn run(r: &mut Rig, total: u64, lo: usize, hi: usize, max_burst: usize, seed: u6
     chained
 }
 
+/// The profile's device ([`common::device`]) where it takes this driver's striding WQEs (one
+/// buffer per stride, 8 or 16 strides); else the test has nothing to test there and is skipped,
+/// said with `PROFILE-SKIP` (firmware without `ext_stride_num_range`: the ports open a cyclic
+/// queue instead, `tests/profiles.rs`).
+fn striding_device() -> Option<ModelConfig> {
+    let d = common::device();
+    common::requires(
+        d.striding_rq.min_log_num_strides <= 4,
+        "the device takes no striding WQE of fewer than 2^9 strides (ext_strides=off)",
+    )
+    .then_some(d)
+}
+
+/// [`striding_device`], or the test returns.
+macro_rules! sdev {
+    () => {
+        match striding_device() {
+            Some(d) => d,
+            None => return,
+        }
+    };
+}
+
 fn big_pool() -> PoolConfig {
     PoolConfig::default().buffers(4096).buf_size(16384).headroom(128)
 }
@@ -192,7 +215,7 @@ const KIB_STRIDES: mprq::Params = mprq::Params {
 #[test]
 fn random_jumbo_frames_arrive_identical() {
     let q = QueueConfig::default().size(512);
-    let mut r = rig(common::device(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
+    let mut r = rig(sdev!(), &q, big_pool(), Some(KIB_STRIDES)).unwrap();
     // At most 16 frames a burst: 16 WQEs of the 32 even if each took a whole one.
     let chained = run(&mut r, 50_000, 60, 9000, 16, 0x5eed);
     assert!(chained > 40_000, "{chained} frames chained");
@@ -208,7 +231,7 @@ fn random_jumbo_frames_arrive_identical() {
 fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
     let q = QueueConfig::default().size(512);
     let pool = PoolConfig::default().buffers(8192);
-    let mut r = rig(common::device(), &q, pool, None).unwrap();
+    let mut r = rig(sdev!(), &q, pool, None).unwrap();
     assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
     let chained = run(&mut r, 1_000_000, 60, 9000, 16, 0x9000);
     assert!(chained > 850_000, "{chained} frames chained");
@@ -223,7 +246,7 @@ fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
 fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
     let q = QueueConfig::default().size(256);
     let pool = PoolConfig::default().buffers(4096);
-    let mut r = rig(common::device(), &q, pool, None).unwrap();
+    let mut r = rig(sdev!(), &q, pool, None).unwrap();
     assert_eq!((r.params.stride_bytes(), r.params.num_strides()), (1024, 16));
     run(&mut r, 1_000_000, 60, 1514, 48, 0xfeed);
     r.teardown();
@@ -236,7 +259,7 @@ fn a_million_random_frames_arrive_identical_on_a_striding_rq() {
 fn a_filler_releases_the_strides_left() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(common::device(), &q, pool, None).unwrap();
+    let mut r = rig(sdev!(), &q, pool, None).unwrap();
     // 15 frames of one stride, then one of two strides: one stride left, so a filler.
     r.send(0, 15, 100, 100);
     r.send(15, 16, 1500, 1500);
@@ -261,7 +284,7 @@ fn a_filler_releases_the_strides_left() {
 fn exhausted_strides_count_out_of_buffer() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(common::device(), &q, pool, None).unwrap();
+    let mut r = rig(sdev!(), &q, pool, None).unwrap();
     // 64 strides posted; 70 frames of one stride without a receive burst in between.
     r.send(0, 70, 60, 60);
     assert_eq!(r.nic.port_counters(1).rx_out_of_buffer, 6);
@@ -282,7 +305,7 @@ fn exhausted_strides_count_out_of_buffer() {
 fn error_cqes_release_strides_or_reset_the_queue() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(common::device(), &q, pool, None).unwrap();
+    let mut r = rig(sdev!(), &q, pool, None).unwrap();
     let mut got = Burst::new(&r.pool, 128);
     r.send(0, 3, 60, 60);
     r.nic.inject(
@@ -362,7 +385,7 @@ fn model_ports_open_striding_queues() {
 fn drops_reported_by_a_filler_are_counted() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig(common::device(), &q, pool, None).unwrap();
+    let mut r = rig(sdev!(), &q, pool, None).unwrap();
     r.send(0, 15, 100, 100);
     r.nic.inject(1, Fault::RxNoBuffer { frames: 2 });
     r.send(15, 17, 100, 100);
@@ -384,7 +407,7 @@ fn drops_reported_by_a_filler_are_counted() {
 fn random_frames_arrive_identical_through_compressed_sessions() {
     let q = QueueConfig::default().size(512);
     let pool = PoolConfig::default().buffers(8192);
-    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(sdev!(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let chained = run(&mut r, 1_000_000, 60, 9000, 16, 0xc0de);
     assert!(chained > 850_000, "{chained} frames chained");
     let c = r.nic.counters();
@@ -419,7 +442,7 @@ fn small_frames_through_compressed_sessions_of_8_stride_wqes() {
 /// `in_sessions` of them in compressed sessions.
 fn small_frames_through_sessions(pool: PoolConfig, strides: u32, frames: u64, hi: usize, in_sessions: u64, seed: u64) {
     let q = QueueConfig::default().size(256);
-    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(sdev!(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     assert_eq!(r.params.num_strides(), strides);
     run(&mut r, frames, 60, hi, 48, seed);
     let c = r.nic.counters();
@@ -438,7 +461,7 @@ fn small_frames_through_sessions(pool: PoolConfig, strides: u32, frames: u64, hi
 fn error_cqes_amid_compressed_sessions() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(sdev!(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let mut got = Burst::new(&r.pool, 128);
     r.send(0, 4, 60, 60);
     r.nic.inject(
@@ -493,12 +516,10 @@ fn error_cqes_amid_compressed_sessions() {
 fn striding_queues_compress_unless_timestamps() {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let e = rig_with(common::device(), &q, pool, None, Some(MiniFormat::Hash))
-        .err()
-        .unwrap();
+    let e = rig_with(sdev!(), &q, pool, None, Some(MiniFormat::Hash)).err().unwrap();
     assert!(e.contains("stride-index") && !e.contains('\n'), "{e}");
     let ts = q.clone().rx_timestamps(true);
-    let e = rig_with(common::device(), &ts, pool, None, Some(MiniFormat::CsumStridx))
+    let e = rig_with(sdev!(), &ts, pool, None, Some(MiniFormat::CsumStridx))
         .err()
         .unwrap();
     assert!(e.contains("timestamp") && !e.contains('\n'), "{e}");
@@ -511,7 +532,7 @@ fn a_mini_cqe_at_the_wrong_stride_resets_the_queue() {
     use mlx5_prm::{mini_array_bytes, Cqe64, MiniArray, MiniCqe};
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let mut r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let mut r = rig_with(sdev!(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     let cqn = r.keep.2.cqn();
     let mut title = Cqe64::resp_send(0, 60, 0, 0, 0, 0);
     title.make_title(3);
@@ -568,19 +589,20 @@ fn inject_session_of(r: &Rig, mut title: mlx5_prm::Cqe64, minis: &[mlx5_prm::Min
     }
 }
 
-fn compressing_rig() -> Rig {
+/// None (the test skipped) where [`striding_device`] says so.
+fn compressing_rig() -> Option<Rig> {
     let q = QueueConfig::default().size(64);
     let pool = PoolConfig::default().buffers(512);
-    let r = rig_with(common::device(), &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
+    let r = rig_with(striding_device()?, &q, pool, None, Some(MiniFormat::CsumStridx)).unwrap();
     assert_eq!(r.params.num_strides(), 16, "a session of a whole WQE is 16 frames");
-    r
+    Some(r)
 }
 
 /// A session of a whole WQE (16 frames, two mini-CQE arrays: the AVX2 path's case where the CPU
 /// has it, else the scalar path's straight-line one): every frame handed up, every slot but the title invalidated, nothing counted as bad.
 #[test]
 fn a_whole_wqe_session_is_handed_up_and_its_slots_invalidated() {
-    let mut r = compressing_rig();
+    let Some(mut r) = compressing_rig() else { return };
     inject_session(&r, &(0..16).collect::<Vec<u16>>());
     let mut got = Burst::new(&r.pool, 64);
     assert_eq!(r.rx.rx_burst(&mut got).unwrap(), 16);
@@ -602,7 +624,7 @@ fn a_whole_wqe_session_is_handed_up_and_its_slots_invalidated() {
 /// stride is checked, not only an array's or a session's ends.
 #[test]
 fn a_mini_cqe_inside_a_whole_wqe_session_at_the_wrong_stride_resets_the_queue() {
-    let mut r = compressing_rig();
+    let Some(mut r) = compressing_rig() else { return };
     let mut strides: Vec<u16> = (0..16).collect();
     strides[12] = 3;
     inject_session(&r, &strides);
@@ -626,7 +648,7 @@ fn a_mini_cqe_inside_a_whole_wqe_session_at_the_wrong_stride_resets_the_queue() 
 #[test]
 fn whole_wqe_sessions_hand_up_their_titles_hash_flags_and_drops() {
     use mlx5_prm::{cqe_flags, Cqe64, MiniCqe};
-    let mut r = compressing_rig();
+    let Some(mut r) = compressing_rig() else { return };
     let minis = |wqe: u16| -> Vec<MiniCqe> {
         (0..16)
             .map(|s| MiniCqe::csum(0, s, mprq::byte_cnt(60 + 2 * u32::from(wqe), 1, false).get()))
@@ -665,7 +687,7 @@ fn whole_wqe_sessions_hand_up_their_titles_hash_flags_and_drops() {
 #[test]
 fn a_one_stride_mini_cqe_longer_than_its_stride_in_a_whole_wqe_session_is_dropped() {
     use mlx5_prm::{Cqe64, MiniCqe};
-    let mut r = compressing_rig();
+    let Some(mut r) = compressing_rig() else { return };
     let stride = r.params.stride_bytes();
     let minis: Vec<MiniCqe> = (0..16u16)
         .map(|s| {
@@ -693,7 +715,7 @@ fn a_one_stride_mini_cqe_longer_than_its_stride_in_a_whole_wqe_session_is_droppe
 #[test]
 fn whole_wqe_sessions_with_a_strideless_or_filler_mini_cqe_take_the_scalar_path() {
     use mlx5_prm::{Cqe64, MiniCqe};
-    let mut r = compressing_rig();
+    let Some(mut r) = compressing_rig() else { return };
     let len_of = |wqe: u16, s: u16| 60 + 2 * u32::from(16 * wqe + s);
     let strideless: Vec<MiniCqe> = (0..16u16)
         .map(|s| match s {
@@ -730,7 +752,7 @@ fn whole_wqe_sessions_with_a_strideless_or_filler_mini_cqe_take_the_scalar_path(
 #[test]
 fn a_burst_with_room_for_one_whole_wqe_session_and_part_of_the_next() {
     use mlx5_prm::{Cqe64, MiniCqe, CQE_INVALIDATE};
-    let mut r = compressing_rig();
+    let Some(mut r) = compressing_rig() else { return };
     let len_of = |k: u16| 60 + 2 * u32::from(k);
     for wqe in 0..2u16 {
         let minis: Vec<MiniCqe> = (0..16u16)

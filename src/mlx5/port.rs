@@ -555,17 +555,25 @@ impl Shared {
         }
         crate::rx::dv_striding::refuse_other_options(cfg, pool)
             .map_err(|e| Error::config(format!("{}: {}", self.spec, e.message())))?;
+        let caps = self.striding_caps(cfg).unwrap_or(crate::dv::prm::mprq::Caps::NONE);
+        params_for(pool, &caps)
+            .map(Some)
+            .map_err(|e| Error::config(format!("{}: {e}", self.spec)))
+    }
+
+    /// The striding RQ caps `mlx5dv_query_device` reports, for a DV queue asked `rx_striding`.
+    fn striding_caps(&self, cfg: &QueueConfig) -> Option<crate::dv::prm::mprq::Caps> {
+        if !cfg.rx_striding || self.mode == Mode::Verbs {
+            return None;
+        }
         let c = self.ctx.striding_caps();
-        let caps = crate::dv::prm::mprq::Caps {
+        Some(crate::dv::prm::mprq::Caps {
             min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
             max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
             min_log_num_strides: c.min_single_wqe_log_num_of_strides,
             max_log_num_strides: c.max_single_wqe_log_num_of_strides,
             supported_qpts: c.supported_qpts,
-        };
-        params_for(pool, &caps)
-            .map(Some)
-            .map_err(|e| Error::config(format!("{}: {e}", self.spec)))
+        })
     }
 
     /// Builds the indirection table, the RSS QPs and the flows over the complete set of WQs.
@@ -717,6 +725,15 @@ impl Backend for Mlx5Port {
                 sh.spec
             )));
         }
+        let fallback;
+        let cfg = match sh.striding_caps(cfg) {
+            Some(caps) if caps.supported() && !crate::rx::dv_striding::takes_per_stride_wqes(&caps) => {
+                fallback =
+                    crate::rx::dv_striding::fallback_config(cfg, pool, sh.health.max_frame().unwrap_or(sh.max_frame));
+                &fallback
+            }
+            _ => cfg,
+        };
         let striding = sh.striding_params(pool, cfg)?;
         let mr = sh.mr_for(pool)?;
         let (cq, wq, comp) = match &striding {

@@ -417,8 +417,12 @@ impl ModelPort {
     fn striding_rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         crate::rx::dv_striding::refuse_other_options(cfg, pool)
             .map_err(|e| Error::config(format!("{}: {}", self.identity(), e.message())))?;
-        let params = params_for(pool, &self.nic.config().striding_rq)
-            .map_err(|e| Error::config(format!("{}: {e}", self.identity())))?;
+        let caps = self.nic.config().striding_rq;
+        if caps.supported() && !crate::rx::dv_striding::takes_per_stride_wqes(&caps) {
+            let max = self.nic.max_frame(self.port) as u32;
+            return self.rx_queue(qid, pool, &crate::rx::dv_striding::fallback_config(cfg, pool, max));
+        }
+        let params = params_for(pool, &caps).map_err(|e| Error::config(format!("{}: {e}", self.identity())))?;
         let (lkey, ctl) = self.take(false, qid, pool)?;
         let strides = params.num_strides();
         let wqes = (cfg.size / strides).max(1);

@@ -106,6 +106,35 @@ pub fn params_for(pool: &Pool, caps: &mprq::Caps) -> Result<mprq::Params, Error>
 /// (a ConnectX-5's `max_wqe_sz_rq`), 16 of them the next segment.
 const MAX_STRIDES: u32 = 16;
 
+/// Whether a device of `caps` takes striding WQEs of as few strides as this queue posts (one
+/// buffer per stride, at most [`MAX_STRIDES`]): not firmware without `ext_stride_num_range`,
+/// whose fewest is 2^9 (kernel `main.c` `mlx5_ib_query_device`).
+pub(crate) fn takes_per_stride_wqes(caps: &mprq::Caps) -> bool {
+    caps.min_log_num_strides <= MAX_STRIDES.trailing_zeros()
+}
+
+/// The queue an `rx_striding` queue becomes on a device with striding RQs that
+/// [`takes_per_stride_wqes`] says no to: a cyclic one, taking the frames the striding queue
+/// would have (up to `max_frame`, chained over buffers, as far as a WQE's data segments reach).
+/// DPDK falls back to a regular RQ when its MPRQ cannot be enabled (`mlx5_rxq.c`
+/// `mlx5_mprq_prepare`); its own MPRQ, one data segment over a buffer of all the strides with
+/// small frames copied out (`mprq_max_memcpy_len`), is a layout this per-stride queue is not.
+/// Said once on stderr (log) per process.
+pub(crate) fn fallback_config(cfg: &crate::QueueConfig, pool: &Pool, max_frame: u32) -> crate::QueueConfig {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        log::warn!(
+            "rx_striding: the device takes striding WQEs of 2^9 strides and up (firmware without \
+             ext_stride_num_range), more than this driver's one buffer per stride; the queue is a \
+             cyclic one (DPDK falls back to a regular RQ the same way)"
+        )
+    });
+    let reach = pool.data_room() * crate::dv::prm::MAX_RQ_SCATTER;
+    cfg.clone()
+        .rx_striding(false)
+        .rx_max_frame(cfg.rx_max_frame.max(max_frame.min(reach)))
+}
+
 /// A receive queue on a striding (multi-packet) RQ: one WQE per 8 or 16 frames, one pool buffer
 /// per stride.
 pub struct DvStridingRxQueue {

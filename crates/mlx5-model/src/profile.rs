@@ -14,7 +14,12 @@
 //! | `cx5` | the same | `wqe_id=ring`, `flush=late:2`, `flush_ce=honour_ce`, `zip=irregular:5` |
 //! | `cx6dx` | ConnectX-6 Dx (15b3:101d, part 4125, fw 22.36.1010), 1 GHz | the `cx5` knobs, the real-time clock (`clock=real-time`, `rq_ts_cap=rt`) |
 //! | `cx7` | ConnectX-7 (15b3:1021, part 4129, fw 28.43.3608), 1 GHz | the `cx5` knobs, `err_counter=stride`, `rq_ts_cap=fr_rt` |
-//! | `strict` | ConnectX-5 identity, 1 GHz clock in real-time format | every adversarial value: `wqe_id=ring`, `err_counter=zero`, `flush=late:3+partial:2`, `flush_ce=honour_ce`, `zip=irregular:7`, `ext_strides=off`, `vlan_insert=off`, `devx=absent`, `flow_groups=reverse`, `cq_overrun=error` |
+//! | `strict` | ConnectX-5 identity, 1 GHz clock in real-time format | every adversarial value: `wqe_id=ring`, `err_counter=zero`, `flush=late:3+partial:2`, `flush_ce=honour_ce`, `zip=irregular:11`, `vlan_insert=off`, `devx=absent`, `flow_groups=reverse`, `cq_overrun=error` |
+//!
+//! `ext_strides=off` (firmware whose striding WQEs take 2^9 strides and up) is in no profile: on
+//! it a driver that posts a buffer per stride has no striding queue to run (rawpkt opens a
+//! cyclic one instead), so the striding tests would have nothing to test and the other knobs
+//! would never reach a striding queue; it is tested on its own.
 //!
 //! Where a value is the model's guess rather than a source's (marked "assumed" in
 //! `docs/mlx5-notes.md`, Profiles), it is what a hardware self-test reports back.
@@ -239,7 +244,7 @@ pub const PROFILES: &[(&str, &str)] = &[
     ),
     (
         "strict",
-        "every adversarial choice at once, no DevX, no VLAN insertion, 2^9 strides at least",
+        "every adversarial choice at once, no DevX, no VLAN insertion",
     ),
 ];
 
@@ -549,7 +554,6 @@ impl ModelConfig {
                 "flush_ce=honour_ce",
                 "zip=irregular:11",
                 "clock=real-time",
-                "ext_strides=off",
                 "vlan_insert=off",
                 "devx=absent",
                 "flow_groups=reverse",
@@ -616,7 +620,7 @@ mod tests {
         assert_eq!(d.knobs, Knobs::default());
         assert_eq!(d.behaviour(), "default");
         let s = ModelConfig::profile("strict").unwrap();
-        assert_eq!(s.striding_rq.min_log_num_strides, 9);
+        assert_eq!(s.striding_rq.min_log_num_strides, 3);
         assert!(s
             .behaviour()
             .starts_with("strict wqe_id=ring err_counter=zero flush=late:3+partial:2"));
