@@ -62,3 +62,10 @@ pub fn requires(cond: bool, why: &str) -> bool {
     }
     cond
 }
+
+/// `d` with knob `item` set: a test that checks exact shapes of the model's choice pins that
+/// choice (`zip=regular` for session layouts) and keeps the profile's other behaviours.
+pub fn with_knob(mut d: mlx5_model::ModelConfig, item: &str) -> mlx5_model::ModelConfig {
+    d.knob(item).unwrap_or_else(|e| panic!("{e}"));
+    d
+}
