@@ -172,8 +172,9 @@ impl Port {
         self.backend.queue_pair(qid, pool, cfg)
     }
 
-    /// For hardware and xdp ports, one line about the device and what the backend chose: link
-    /// state, speed, MAC and datapath (mlx5, verbs), XDP attach mode, queues and rules (xdp).
+    /// One line about the device and what the backend chose: link state, speed, MAC and
+    /// datapath (mlx5, verbs), XDP attach mode, queues and rules (xdp), the model device's
+    /// profile and knobs (model).
     pub fn describe(&self) -> Option<String> {
         self.backend.describe()
     }

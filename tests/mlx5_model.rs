@@ -1477,3 +1477,40 @@ fn ipv6_frames_are_hashed_by_the_ipv6_qp_whatever_the_group_order() {
     }
     assert_eq!(model.live_objects(), 0);
 }
+
+/// The knobs at run time (`rawpkt_model_set("knob", ...)`), the profile line that says them
+/// (`rawpkt_model_profile`) and a port's counters by name (`rawpkt_model_port_counter`): what a
+/// program checking itself against the device reads.
+#[test]
+fn knobs_profile_and_counters_are_read_through_the_library() {
+    let (_g, model) = setup();
+    let lib = common::model_verbs_lib();
+    // SAFETY: the model library's initialisers only set up its own state (it is loaded already).
+    let l = unsafe { libloading::Library::new(lib) }.unwrap();
+    // SAFETY: the signature is the contract's (docs/model-library.md, Knobs and test controls).
+    let profile: libloading::Symbol<extern "C" fn() -> *const c_char> =
+        unsafe { l.get(b"rawpkt_model_profile\0") }.unwrap();
+    // SAFETY: as above.
+    let counter: libloading::Symbol<unsafe extern "C" fn(*const c_char, *const c_char) -> u64> =
+        unsafe { l.get(b"rawpkt_model_port_counter\0") }.unwrap();
+    let text = || {
+        let p = profile();
+        assert!(!p.is_null());
+        // SAFETY: a NUL-terminated string the library keeps until the next call.
+        unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    };
+    let read = |dev: &str, name: &str| {
+        let (dev, name) = (CString::new(dev).unwrap(), CString::new(name).unwrap());
+        // SAFETY: two NUL-terminated strings that live across the call.
+        unsafe { counter(dev.as_ptr(), name.as_ptr()) }
+    };
+    let before = text();
+    model.set("knob", "zip=never");
+    assert!(text().split(' ').any(|k| k == "zip=never"), "{}", text());
+    model.set("knob", "zip=regular");
+    assert_eq!(text(), before);
+    let n = read("mlx5_1", "rx_unclaimed");
+    model.inject("mlx5_1", &tcp(MAC1, [10, 9, 9, 9], 1, 22));
+    assert_eq!(read("mlx5_1", "rx_unclaimed"), n + 1);
+    assert_eq!(read("mlx5_1", "nope"), u64::MAX);
+}

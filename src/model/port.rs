@@ -523,6 +523,15 @@ impl Backend for ModelPort {
         })
     }
 
+    fn describe(&self) -> Option<String> {
+        Some(format!(
+            "port {} of model NIC {}: profile {}",
+            self.port,
+            self.key,
+            self.nic.config().behaviour()
+        ))
+    }
+
     fn identity(&self) -> PortIdentity {
         PortIdentity::Model {
             nic: self.key.clone(),

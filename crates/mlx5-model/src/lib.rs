@@ -1238,6 +1238,35 @@ impl Nic {
         }
     }
 
+    /// Sets a knob ([`profile::KNOBS`], `name=value`) while the NIC runs: from the next WQE,
+    /// frame or completion on. The clock is the NIC's from its making (its format and rate are
+    /// what the driver decided by), so `clock` is refused; `link` sets every port's link
+    /// ([`Nic::set_link`]); `ext_strides` changes the caps new WQs are made against.
+    pub fn set_knob(&self, item: &str) -> Result<(), String> {
+        let mut k = self.config().knobs;
+        k.set(item)?;
+        let mut d = self.dev();
+        if k.clock != d.cfg.knobs.clock {
+            return Err(format!(
+                "model knob {item}: the clock is fixed when the NIC is made (RAWPKT_MODEL_KNOBS, the profile)"
+            ));
+        }
+        let link_changed = k.link != d.cfg.knobs.link;
+        d.cfg.knob(item)?;
+        if let profile::Zip::Irregular(seed) = k.zip {
+            d.rng = seed ^ 0x9e37_79b9_7f4a_7c15;
+        }
+        let reverse = k.flow_groups_reverse;
+        drop(d);
+        self.set_flow_groups_reverse(reverse);
+        if link_changed {
+            for port in 0..self.ports() {
+                self.set_link(port, k.link);
+            }
+        }
+        Ok(())
+    }
+
     /// Searches the flow groups of one priority last-created first (`reverse`) or in creation
     /// order, on every steered port from now on (the `flow_groups` knob at run time).
     pub fn set_flow_groups_reverse(&self, reverse: bool) {
