@@ -1555,3 +1555,35 @@ fn a_wq_killed_by_the_device_is_reset_through_its_event() {
     }
     assert_eq!(model.live_objects(), 0);
 }
+
+/// 2 through the model library: what a port decides its receive timestamps count, for each
+/// profile's device (rx-sink says the port's description on its first line): ticks where DevX
+/// says the kernel asks free-running (cx7: `rq_ts_format` FR and RT), real time where the MTUTC
+/// register says so (cx6dx), real time by DPDK's 1 GHz rule where there is no DevX (strict),
+/// ticks of the 156.25 MHz clock otherwise (the default device).
+#[test]
+fn the_timestamp_clock_is_decided_as_dpdk_decides_it() {
+    let lib = common::model_verbs_lib();
+    for (profile, want) in [
+        ("default", "timestamps in clock ticks (from hca_core_clock)"),
+        ("cx7", "timestamps in clock ticks (from DevX rq_ts_format"),
+        ("cx6dx", "timestamps in real time (from DevX MTUTC register)"),
+        ("strict", "timestamps in real time (from a 1 GHz clock"),
+    ] {
+        let mut child = std::process::Command::new(common::tool("rx-sink"))
+            .env("RAWPKT_LIBIBVERBS", lib)
+            .env("RAWPKT_LIBMLX5", lib)
+            .env("RAWPKT_MODEL_PROFILE", profile)
+            .arg("mlx5:mlx5_1/1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(line.contains(want), "{profile}: {line}");
+    }
+}
