@@ -35,6 +35,9 @@ pub struct DvRxQueue {
     timestamps: bool,
     /// What the CQEs' timestamps count, to hand them up in ns (read only when `timestamps`).
     clock: TickClock,
+    /// Timestamps asked for and in real-time format: converted after each burst
+    /// (`rx_real_time`).
+    real_time: bool,
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
     /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`], [`rx_zip_movbe`],
@@ -228,6 +231,7 @@ impl DvRxQueue {
             data_off: pool.headroom(),
             data_room: pool.data_room(),
             timestamps: cfg.rx_timestamps,
+            real_time: cfg.rx_timestamps && clock.is_real_time(),
             clock,
             refill_min: REFILL_BATCH.min(size / 4).max(1),
             movbe: cfg.cpu_vector && crate::dv::cpu_has_movbe(),
@@ -1531,9 +1535,10 @@ const fn packet_flags(f: u16) -> u32 {
     out
 }
 
-impl RxQueue for DvRxQueue {
-    #[inline(never)]
-    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+impl DvRxQueue {
+    /// [`RxQueue::rx_burst`] after its test of the clock: the builds by CPU and by receive mode.
+    #[inline(always)]
+    fn dispatch(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if self.offload {
             return self.burst_offload(out);
         }
@@ -1560,6 +1565,28 @@ impl RxQueue for DvRxQueue {
             return unsafe { rx_burst_movbe(self, out) };
         }
         rx_burst_plain(self, out)
+    }
+}
+
+/// [`RxQueue::rx_burst`] of a queue whose CQE timestamps are real time: the loops store them as
+/// the CQEs have them (`TickClock::ns` is the identity then), and they are converted here, out
+/// of the loops (`dv::convert_real_time`).
+#[cold]
+#[inline(never)]
+fn rx_real_time(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    let start = out.len();
+    let r = q.dispatch(out);
+    crate::dv::convert_real_time(out.packets_mut_from(start));
+    r
+}
+
+impl RxQueue for DvRxQueue {
+    #[inline(never)]
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.real_time {
+            return rx_real_time(self, out);
+        }
+        self.dispatch(out)
     }
 
     fn stats(&self) -> &QueueStats {

@@ -160,6 +160,9 @@ pub struct DvStridingRxQueue {
     data_off: u16,
     timestamps: bool,
     clock: TickClock,
+    /// Timestamps asked for and in real-time format: converted after each burst
+    /// (`rx_real_time`).
+    real_time: bool,
     /// Free WQEs that make a refill worth its fixed cost.
     refill_min: u32,
     /// The CPU has MOVBE: bursts run in the build for it (as the cyclic queue's).
@@ -414,6 +417,7 @@ impl DvStridingRxQueue {
             cq_ci: 0,
             data_off: pool.headroom(),
             timestamps: cfg.rx_timestamps,
+            real_time: cfg.rx_timestamps && clock.is_real_time(),
             clock,
             refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
             movbe: cfg.cpu_vector && crate::dv::cpu_has_movbe(),
@@ -1241,9 +1245,10 @@ fn rx_zip_avx2<const N: usize>(q: &mut DvStridingRxQueue, out: &mut Burst) -> Re
     q.burst_zip(out, |q, slots| q.wqe_sessions::<N>(slots))
 }
 
-impl RxQueue for DvStridingRxQueue {
-    #[inline(never)]
-    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+impl DvStridingRxQueue {
+    /// [`RxQueue::rx_burst`] after its test of the clock: the builds by CPU and by receive mode.
+    #[inline(always)]
+    fn dispatch(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if self.zip_on {
             #[cfg(target_arch = "x86_64")]
             if self.movbe && self.avx2 {
@@ -1273,6 +1278,28 @@ impl RxQueue for DvStridingRxQueue {
             return unsafe { rx_burst_movbe(self, out) };
         }
         rx_burst_plain(self, out)
+    }
+}
+
+/// [`RxQueue::rx_burst`] of a queue whose CQE timestamps are real time: the loops store them as
+/// the CQEs have them (`TickClock::ns` is the identity then), and they are converted here, out
+/// of the loops (`dv::convert_real_time`).
+#[cold]
+#[inline(never)]
+fn rx_real_time(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
+    let start = out.len();
+    let r = q.dispatch(out);
+    crate::dv::convert_real_time(out.packets_mut_from(start));
+    r
+}
+
+impl RxQueue for DvStridingRxQueue {
+    #[inline(never)]
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.real_time {
+            return rx_real_time(self, out);
+        }
+        self.dispatch(out)
     }
 
     fn stats(&self) -> &QueueStats {
