@@ -121,8 +121,18 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         rawpkt_tools::env::open(&cfg.tx_port)
             .map_err(|e| Fail::rawpkt(format_args!("--port {}", rawpkt_wire::text::echo(&cfg.tx_port)), e))?,
     );
+    // The receiving port's default rules take UDP (and the experimental EtherTypes) to its
+    // MAC, which every stream but a GRE one is; GRE frames (IP protocol 47, which a verbs flow
+    // cannot name) need the whole MAC on an mlx5: port. (An xdp: port's rule= options say what
+    // it takes.)
+    let gre = specs.iter().any(|s| s.headers.encap == template::Encap::Gre);
+    let rx_opts = rawpkt::PortOptions::default().default_rules(if gre {
+        rawpkt::DefaultRules::WholeMac
+    } else {
+        rawpkt::DefaultRules::default()
+    });
     let rx_port = match &cfg.rx_port {
-        Some(spec) => Some(Arc::new(rawpkt_tools::env::open(spec).map_err(|e| {
+        Some(spec) => Some(Arc::new(rawpkt_tools::env::open_with(spec, &rx_opts).map_err(|e| {
             Fail::rawpkt(format_args!("--rx-port {}", rawpkt_wire::text::echo(spec)), e)
         })?)),
         None => None,
