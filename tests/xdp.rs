@@ -1380,7 +1380,7 @@ fn pktgen_fails_when_a_stream_is_lost_wholesale() {
     );
 }
 
-/// N: with the default rules the port takes UDP to the interface's MAC (pktgen's frames, all of
+/// With the default rules the port takes UDP to the interface's MAC (pktgen's frames, all of
 /// them) while the interface's address keeps working for Linux: ARP, IPv6 neighbour discovery,
 /// ping over IPv4 and IPv6, and a TCP connection: stealing the whole MAC would take unicast ARP
 /// replies, neighbour advertisements, echo requests and TCP with it, and the address would go dead.
