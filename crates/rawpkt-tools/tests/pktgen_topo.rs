@@ -26,7 +26,11 @@ fn pktgen(args: &[&str]) -> Output {
 }
 
 fn lines(out: &Output) -> Vec<serde_json::Value> {
-    assert!(out.status.success(), "pktgen failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pktgen failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -45,7 +49,10 @@ fn u(v: &serde_json::Value, k: &str) -> u64 {
 /// counts, nothing lost; the total line adds the directions up.
 fn check_directions(lines: &[serde_json::Value], want: &[(&str, &str)], load: u64) {
     let summaries = of_type(lines, "summary");
-    let names: Vec<&str> = summaries.iter().map(|s| s["direction"].as_str().expect("direction")).collect();
+    let names: Vec<&str> = summaries
+        .iter()
+        .map(|s| s["direction"].as_str().expect("direction"))
+        .collect();
     let want_names: Vec<String> = want.iter().map(|(a, b)| format!("{a} -> {b}")).collect();
     assert_eq!(names, want_names, "one summary per direction, in order");
     let (mut tx, mut rx) = (0, 0);
@@ -68,7 +75,10 @@ fn check_directions(lines: &[serde_json::Value], want: &[(&str, &str)], load: u6
             .filter(|l| l["direction"] == name.as_str())
             .map(|l| u(l, "tx_packets"))
             .sum();
-        assert!(per_second <= u(s, "tx_packets"), "{name}: {per_second} in the per-second lines");
+        assert!(
+            per_second <= u(s, "tx_packets"),
+            "{name}: {per_second} in the per-second lines"
+        );
     }
     assert!(of_type(lines, "interval").iter().all(|l| l["direction"].is_string()));
     let total = of_type(lines, "total");
@@ -124,7 +134,10 @@ fn two_port_pairs_count_each_direction_apart_and_they_add_up() {
     ]);
     check_directions(
         &lines(&out),
-        &[("model:pairs-a/0", "model:pairs-a/1"), ("model:pairs-b/1", "model:pairs-b/0")],
+        &[
+            ("model:pairs-a/0", "model:pairs-a/1"),
+            ("model:pairs-b/1", "model:pairs-b/0"),
+        ],
         20000,
     );
     // And as text: a summary per direction, named, and the total.
@@ -159,7 +172,11 @@ fn said_pps(out: &Output) -> f64 {
         .lines()
         .find(|l| l.contains("packets per second of"))
         .unwrap_or_else(|| panic!("no rate line in: {err}"));
-    let n = line.split(" is ").nth(1).and_then(|r| r.split(' ').next()).expect("a number");
+    let n = line
+        .split(" is ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .expect("a number");
     n.parse().unwrap_or_else(|e| panic!("{n}: {e} in {line}"))
 }
 
@@ -196,7 +213,10 @@ fn bit_rates_and_percentages_give_the_rate_they_name() {
         let (sent, secs) = (u(&s, "tx_packets") as f64, s["seconds"].as_f64().expect("seconds"));
         // Never faster than asked (a burst of 32 of slack, seconds has 3 decimals); and where
         // the rate is low enough for any machine, not far below it.
-        assert!(sent <= pps * (secs + 0.001) + 32.0, "--rate {rate}: {sent} in {secs} s: {s}");
+        assert!(
+            sent <= pps * (secs + 0.001) + 32.0,
+            "--rate {rate}: {sent} in {secs} s: {s}"
+        );
         if pps < 50_000.0 {
             assert!(sent >= pps * secs * 0.5, "--rate {rate}: {sent} in {secs} s: {s}");
         }
@@ -233,7 +253,10 @@ fn topology_and_rate_mistakes_are_one_line_and_exit_2() {
             ],
             "sends in two directions",
         ),
-        (&["--bidir", "--metrics", "127.0.0.1:0"], "--metrics takes one direction"),
+        (
+            &["--bidir", "--metrics", "127.0.0.1:0"],
+            "--metrics takes one direction",
+        ),
         (&["--bidir", "--search"], "--search measures one direction"),
         (&["--rate", "2Xbps"], "a bit rate on the wire"),
         (&["--rate", "150%"], "from above 0 to 100"),
@@ -244,7 +267,11 @@ fn topology_and_rate_mistakes_are_one_line_and_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         let err = err.trim_end();
         assert!(err.contains(want), "{args:?}: {err}");
-        assert_eq!(err.lines().filter(|l| l.starts_with("pktgen:")).count(), 1, "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("pktgen:")).count(),
+            1,
+            "{args:?}: {err}"
+        );
     }
 }
 
@@ -308,7 +335,10 @@ impl Pair {
             "1",
         ]);
         common::run(&["ip", "-n", &t.peer_ns, "link", "set", &t.peer, "address", PEER_MAC]);
-        for (ns, ifn, addr) in [(&t.gen_ns, &t.gen, "10.77.0.1/24"), (&t.peer_ns, &t.peer, "10.77.0.2/24")] {
+        for (ns, ifn, addr) in [
+            (&t.gen_ns, &t.gen, "10.77.0.1/24"),
+            (&t.peer_ns, &t.peer, "10.77.0.2/24"),
+        ] {
             common::run(&["ip", "-n", ns, "addr", "add", addr, "dev", ifn]);
             common::run(&["ip", "-n", ns, "link", "set", ifn, "up"]);
         }
@@ -317,7 +347,10 @@ impl Pair {
 
     fn remove(&self) {
         for ns in [&self.gen_ns, &self.peer_ns] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
@@ -376,12 +409,25 @@ fn gateway_frames_carry_the_neighbours_mac() {
     let neigh = common::run(&["ip", "-n", &t.gen_ns, "neigh", "show", "10.77.0.2", "dev", &t.gen]);
     assert!(neigh.contains(PEER_MAC), "{neigh}");
 
+    // An xdp: port does not both send and receive: one line, exit 2.
+    let out = pktgen(&["--port", &tx, "--rx-port", &rx, "--bidir", "--count", "10"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("both sending and receiving is not supported"), "{err}");
+
     // Nobody at 10.77.0.99: no answer, said in one line, exit 1, within the wait and a margin.
     let started = Instant::now();
     let out = pktgen(&["--port", &tx, "--gateway", "10.77.0.99", "--count", "10"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("--gateway 10.77.0.99") && err.contains("did not answer"), "{err}");
-    assert_eq!(err.trim_end().lines().filter(|l| l.starts_with("pktgen:")).count(), 1, "{err}");
+    assert!(
+        err.contains("--gateway 10.77.0.99") && err.contains("did not answer"),
+        "{err}"
+    );
+    assert_eq!(
+        err.trim_end().lines().filter(|l| l.starts_with("pktgen:")).count(),
+        1,
+        "{err}"
+    );
     assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
 }

@@ -62,10 +62,12 @@ pub(crate) struct Args {
     /// [default: 60, or the smallest frame that holds --vlan/--encap headers and the stamp].
     #[arg(long)]
     pub size: Option<String>,
-    /// Rate over all cores: packets per second, at least 1 (1M, 500k, 14.88Mpps); a bit rate
-    /// on the wire, L1 (frame, FCS, preamble, SFD and inter-frame gap: 24 bytes a frame beyond
-    /// --size), as TRex and MoonGen count (2Gbps, 500Mbps), or L2 (frame and FCS: 2Gbps-l2);
-    /// or a percentage of the sending port's line rate at L1 (50%).
+    /// Rate over all cores: packets per second, at least 1 (1M, 500k, 14.88Mpps); a bit rate,
+    /// by default L1, as a link's line rate counts (frame, FCS, preamble, SFD and inter-frame
+    /// gap: --size + 24 bytes a frame; TRex's bps_L1), e.g. 2Gbps, 500Mbps, or L2 with -l2
+    /// (frame and FCS: --size + 4; TRex's bps_L2), e.g. 2Gbps-l2; or a percentage of the sending
+    /// port's line rate, at L1 (50%; the port's link speed, refused where it reports none).
+    /// Each stream's frames' mean size turns a bit rate into packets per second (said on stderr).
     #[arg(long)]
     pub rate: Option<String>,
     /// Stop after this many packets.

@@ -192,6 +192,19 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                     "{id} {what} in two directions; each port sends in one and receives in one at most"
                 )));
             }
+            // An AF_XDP queue is one socket: the sender's and the receiver's halves of it would
+            // have to come from one `Port::queue_pair` on one thread.
+            let xdp_both = [(&d.tx_port, &rx_port), (&tx_port, &d.rx_port)]
+                .into_iter()
+                .find_map(|(t, r)| r.as_ref().filter(|r| r.same_port(t)).map(|_| t))
+                .filter(|p| matches!(p.identity(), rawpkt::PortIdentity::Xdp { .. }));
+            if let Some(p) = xdp_both {
+                return Err(Fail::Usage(format!(
+                    "{}: an xdp: port both sending and receiving is not supported yet (each of its queues is one \
+                     socket, which the sender and the receiver would share); use one direction per xdp: port",
+                    rawpkt_wire::text::echo(p.spec())
+                )));
+            }
         }
         let mut dcfg = cfg.clone();
         (dcfg.tx_port, dcfg.rx_port) = (tx_spec.clone(), rx_spec.clone());

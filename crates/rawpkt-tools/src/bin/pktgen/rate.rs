@@ -1,12 +1,13 @@
 //! Rates as users give them: packets per second, bit rates on the wire (L1, the default, or L2)
 //! and a percentage of the port's line rate; one parser for `--rate` and stream files.
 //!
-//! A bit rate counts what a frame takes on the wire, as TRex (`bps_L1`) and MoonGen count a link's
-//! load: at L1 each frame of `len` bytes (pktgen's sizes leave the FCS out) takes
-//! `len + 4` (FCS) `+ 8` (preamble and SFD) `+ 12` (inter-frame gap) bytes, so 64-byte frames
-//! (60 here) fill 10 Gbit/s at 14.88 Mpps; at L2 (`-l2`) only the frame and its FCS count,
-//! `len + 4`. A percentage is of the port's line rate at L1: `100%` of a 10 Gbit/s port is
-//! 14.88 Mpps of 60-byte frames.
+//! A bit rate counts by default what a frame takes on the wire, as a link's line rate does
+//! (TRex's `bps_L1`), so that `10Gbps` and `100%` of a 10 Gbit/s port are one rate: at L1 each
+//! frame of `len` bytes (pktgen's sizes leave the FCS out) takes `len + 4` (FCS) `+ 8` (preamble
+//! and SFD) `+ 12` (inter-frame gap) bytes, so 64-byte frames (60 here) fill 10 Gbit/s at
+//! 14.88 Mpps; at L2 (`-l2`, TRex's `bps_L2`) only the frame and its FCS count, `len + 4`. A
+//! percentage is of the port's line rate at L1: `100%` of a 10 Gbit/s port is 14.88 Mpps of
+//! 60-byte frames.
 
 /// Bytes a frame takes beyond its own at L2: the FCS.
 pub(crate) const FCS: f64 = 4.0;
