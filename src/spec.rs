@@ -227,6 +227,11 @@ impl Port {
     /// interface's (`ETHTOOL_GSET`, as `/sys/class/net/IF/speed`; None for a link that does
     /// not say), a `model:` port's 100 000 (the model is a 100 Gb/s ConnectX, as the model
     /// library's `ibv_query_port` reports: 4X EDR).
+    ///
+    /// ```
+    /// let port = rawpkt::open("model:speed-doc/0").unwrap();
+    /// assert_eq!(port.link_speed_mbps(), Some(100_000));
+    /// ```
     pub fn link_speed_mbps(&self) -> Option<u64> {
         self.backend.link_speed_mbps()
     }
@@ -237,6 +242,13 @@ impl Port {
     /// (REACHABLE, STALE, ...), else after asking the kernel to resolve it (ARP, neighbour
     /// discovery: `RTM_NEWNEIGH` with `NTF_USE`, which needs CAP_NET_ADMIN) and waiting at
     /// most `wait` for an answer. `model:` ports have no netdev: a config error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let port = rawpkt::open("model:neigh-doc/0").unwrap();
+    /// let e = port.neighbour_mac("10.0.0.1".parse().unwrap(), Duration::from_secs(1)).unwrap_err();
+    /// assert!(e.is_usage() && e.message().contains("no Linux netdev"));
+    /// ```
     pub fn neighbour_mac(&self, ip: std::net::IpAddr, wait: std::time::Duration) -> Result<[u8; 6], Error> {
         let Some((ifindex, netns)) = self.backend.netdev() else {
             return Err(Error::config(format!(
