@@ -431,3 +431,100 @@ fn gateway_frames_carry_the_neighbours_mac() {
     );
     assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
 }
+
+/// L3 mode on an `mlx5:` port of the model library (`crates/model-verbs/`), whose `mlx5_0` names
+/// the netdev `mdl0`: pktgen runs in a namespace where `mdl0` is a veth, and its peer, in another
+/// namespace, answers ARP for the gateway. The frames go out on the model's wire to `mlx5_1`,
+/// which takes frames to its own MAC: with the gateway's MAC set to that one, every frame
+/// arrives and carries it; with another MAC, the frames carry that one, and none arrives.
+#[test]
+#[ignore = "needs root"]
+fn gateway_on_an_mlx5_port_takes_its_netdevs_neighbour() {
+    assert!(common::is_root(), "needs root (namespaces, veths)");
+    let _one = serial();
+    let lib = common::model_verbs_lib();
+    let id = std::process::id();
+    let (ns, peer_ns, peer) = (format!("rpl3m{id}"), format!("rpl3n{id}"), format!("l3n{id}"));
+    struct Gone<'a>(&'a [&'a String]);
+    impl Drop for Gone<'_> {
+        fn drop(&mut self) {
+            for ns in self.0 {
+                let _ = Command::new("ip")
+                    .args(["netns", "del", ns])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+    let names = [&ns, &peer_ns];
+    let _gone = Gone(&names);
+    for (peer_mac, arrives) in [("02:4d:4c:35:00:01", true), ("02:78:00:00:00:02", false)] {
+        for n in names {
+            let _ = Command::new("ip")
+                .args(["netns", "del", n])
+                .stderr(Stdio::null())
+                .status();
+            common::run(&["ip", "netns", "add", n]);
+            common::run(&[
+                "ip",
+                "netns",
+                "exec",
+                n,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ]);
+        }
+        common::run(&[
+            "ip", "-n", &ns, "link", "add", "name", "mdl0", "type", "veth", "peer", "name", &peer, "netns", &peer_ns,
+        ]);
+        common::run(&["ip", "-n", &peer_ns, "link", "set", &peer, "address", peer_mac]);
+        common::run(&["ip", "-n", &ns, "addr", "add", "10.78.0.1/24", "dev", "mdl0"]);
+        common::run(&["ip", "-n", &peer_ns, "addr", "add", "10.78.0.2/24", "dev", &peer]);
+        common::run(&["ip", "-n", &ns, "link", "set", "mdl0", "up"]);
+        common::run(&["ip", "-n", &peer_ns, "link", "set", &peer, "up"]);
+        let cap = std::env::temp_dir().join(format!("rawpkt-l3m-{id}.pcap"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_pktgen")])
+            .args([
+                "--port",
+                "mlx5:mlx5_0/1",
+                "--rx-port",
+                "mlx5:mlx5_1/1",
+                "--gateway",
+                "10.78.0.2",
+                "--count",
+                "2000",
+                "--rate",
+                "20k",
+                "--latency-rate",
+                "off",
+                "--json",
+                "--capture",
+                cap.to_str().expect("utf-8 path"),
+            ])
+            .env("RAWPKT_LIBIBVERBS", lib)
+            .env("RAWPKT_LIBMLX5", lib)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pktgen runs");
+        let out = common::output_within(child, Duration::from_secs(60), "pktgen --gateway on mlx5:");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(err.contains(&format!("mlx5:mlx5_0/1 sends to {peer_mac}")), "{err}");
+        let frames = rawpkt_tools::pcap::Reader::open(&cap).expect("the capture reads");
+        let _ = std::fs::remove_file(&cap);
+        if arrives {
+            let s = of_type(&lines(&out), "summary")[0].clone();
+            assert_eq!((u(&s, "tx_packets"), u(&s, "rx_packets")), (2000, 2000), "{s}");
+            assert_eq!(frames.len(), 2000);
+            let want = common::mac_of(peer_mac);
+            assert!(frames.iter().all(|(_, f)| f[..6] == want), "every frame to {peer_mac}");
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(err.contains(&format!("they were addressed to {peer_mac}")), "{err}");
+            assert_eq!(frames.len(), 0);
+        }
+    }
+}
