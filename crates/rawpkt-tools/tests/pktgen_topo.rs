@@ -528,3 +528,115 @@ fn gateway_on_an_mlx5_port_takes_its_netdevs_neighbour() {
         }
     }
 }
+
+/// An IPv6 gateway is found by neighbour discovery, the same way (`NTF_USE` on an AF_INET6 entry).
+#[test]
+#[ignore = "needs root"]
+fn gateway_resolves_an_ipv6_neighbour() {
+    assert!(common::is_root(), "needs root (namespaces, veths, XDP)");
+    let _one = serial();
+    let id = std::process::id();
+    let (a, b, g, p) = (
+        format!("rpl36a{id}"),
+        format!("rpl36b{id}"),
+        format!("g6{id}"),
+        format!("p6{id}"),
+    );
+    struct Gone<'a>(&'a [&'a String]);
+    impl Drop for Gone<'_> {
+        fn drop(&mut self) {
+            for ns in self.0 {
+                let _ = Command::new("ip")
+                    .args(["netns", "del", ns])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+    let names = [&a, &b];
+    let _gone = Gone(&names);
+    for n in names {
+        let _ = Command::new("ip")
+            .args(["netns", "del", n])
+            .stderr(Stdio::null())
+            .status();
+        common::run(&["ip", "netns", "add", n]);
+    }
+    common::run(&[
+        "ip", "-n", &a, "link", "add", "name", &g, "type", "veth", "peer", "name", &p, "netns", &b,
+    ]);
+    common::run(&["ip", "-n", &b, "link", "set", &p, "address", "02:66:00:00:00:02"]);
+    // No duplicate address detection: the addresses are usable at once.
+    common::run(&["ip", "-n", &a, "addr", "add", "fd77::1/64", "dev", &g, "nodad"]);
+    common::run(&["ip", "-n", &b, "addr", "add", "fd77::2/64", "dev", &p, "nodad"]);
+    common::run(&["ip", "-n", &a, "link", "set", &g, "up"]);
+    common::run(&["ip", "-n", &b, "link", "set", &p, "up"]);
+    let out = pktgen(&[
+        "--port",
+        &format!("xdp:{g},netns={a}"),
+        "--gateway",
+        "fd77::2",
+        "--src-ip",
+        "fd77::1",
+        "--dst-ip",
+        "2001:db8::9",
+        "--count",
+        "100",
+        "--latency-rate",
+        "off",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let s = of_type(&lines(&out), "summary")[0].clone();
+    assert_eq!(u(&s, "tx_packets"), 100, "{s}");
+    assert!(err.contains("sends to 02:66:00:00:00:02"), "{err}");
+}
+
+/// A stream file's rates take the same forms, each stream's converted by its own frame size.
+#[test]
+fn stream_file_rates_take_bits_and_percentages() {
+    let _one = serial();
+    let f = std::env::temp_dir().join(format!("rawpkt-topo-streams-{}.toml", std::process::id()));
+    std::fs::write(
+        &f,
+        "[[stream]]\nname = \"bits\"\nsize = 60\nrate = \"10Mbps\"\n\n[[stream]]\nname = \"pct\"\nsize = 1514\nrate = \"0.01%\"\n\n[[stream]]\nname = \"l2\"\nsize = 124\nrate = \"1Mbps-l2\"\n",
+    )
+    .expect("write the stream file");
+    let out = pktgen(&[
+        "--port",
+        "model:srates/0",
+        "--streams",
+        f.to_str().expect("utf-8 path"),
+        "--duration",
+        "0.5",
+        "--json",
+    ]);
+    let _ = std::fs::remove_file(&f);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    for (name, pps) in [
+        ("bits", 10e6 / (84.0 * 8.0_f64)),
+        ("pct", 10e6 / (1538.0 * 8.0)),
+        ("l2", 1e6 / (128.0 * 8.0)),
+    ] {
+        let want = format!("stream {name}: rate ");
+        let line = err
+            .lines()
+            .find(|l| l.contains(&want))
+            .unwrap_or_else(|| panic!("{want:?} not in {err}"));
+        assert!(
+            line.contains(&format!(" is {} packets per second", pps.round())),
+            "{line}"
+        );
+    }
+    let s = of_type(&lines(&out), "summary")[0].clone();
+    let secs = s["seconds"].as_f64().expect("seconds");
+    for (t, pps) in s["streams"]
+        .as_array()
+        .expect("streams")
+        .iter()
+        .zip([14881.0, 813.0, 977.0])
+    {
+        let sent = u(t, "tx_packets") as f64;
+        assert!(sent <= pps * (secs + 0.001) + 32.0, "{t}");
+    }
+}
