@@ -2,6 +2,14 @@
 # The project's test command (README "Set-up on a fresh machine"; .ci/run calls it).
 #
 #   bash scripts/test.sh [--all] [--dry-run] [extra cargo test arguments, e.g. -p rawpkt]
+#   bash scripts/test.sh --profiles [PROFILE...]
+#
+# --profiles runs the DV test set (tests/dv_datapath.rs, dv_faults.rs, rx_modes.rs,
+# cqe_compression.rs, dv_striding.rs, scatter_gather.rs, profiles.rs) once per model profile
+# (default: default cx5 cx6dx cx7 strict; `mlx5_model::profile`), with RAWPKT_MODEL_PROFILE set,
+# and prints one line per profile: tests passed, failed, and skipped by the profile (a test's
+# `common::requires` said `PROFILE-SKIP`: an assertion only one knob value makes true). Exit 1
+# if any test failed on any profile. CI runs it after the whole suite (.ci/run).
 #
 # As root with apt-get, it installs what the tests need (iproute2, python3, iputils-ping,
 # util-linux, procps, tshark, gcc, libibverbs-dev, and Debian's ibverbs-utils, perftest and DPDK
@@ -20,6 +28,43 @@ cd "$(dirname "$0")/.."
 
 all=0 dry=0
 [ "${CI:-}" = true ] && all=1
+
+if [ "${1:-}" = --profiles ]; then
+    shift
+    profiles=("$@")
+    [ ${#profiles[@]} -gt 0 ] || profiles=(default cx5 cx6dx cx7 strict)
+    dv=(--test dv_datapath --test dv_faults --test rx_modes --test cqe_compression --test dv_striding
+        --test scatter_gather --test profiles)
+    # Built once: the profile is read when each test runs, not when it is compiled.
+    cargo test -p rawpkt --features internals --no-run "${dv[@]}" >/dev/null 2>&1 ||
+        cargo test -p rawpkt --features internals --no-run "${dv[@]}" || exit 1
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+    bad=0
+    summary=()
+    for p in "${profiles[@]}"; do
+        start=$SECONDS
+        RAWPKT_MODEL_PROFILE=$p cargo test -p rawpkt --features internals --no-fail-fast "${dv[@]}" \
+            -- --nocapture >"$log" 2>&1
+        status=$?
+        read -r passed failed < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' "$log")
+        skipped=$(grep -c '^PROFILE-SKIP ' "$log")
+        line="profile $p: $passed passed, $failed failed, $skipped skipped (requires); $((SECONDS - start)) s"
+        echo "$line"
+        summary+=("$line")
+        if [ "$status" != 0 ] || [ "$failed" != 0 ]; then
+            bad=1
+            sed -n 's/^test \(.*\) \.\.\. FAILED$/  FAILED \1/p' "$log"
+            grep -E "^error(\[|:)" "$log" | head -5
+        fi
+        grep '^PROFILE-SKIP ' "$log" | sed 's/^/  /'
+    done
+    echo
+    printf '%s\n' "${summary[@]}"
+    [ $bad = 0 ] && echo "test.sh --profiles: every profile passed" || echo "test.sh --profiles: FAILED"
+    exit $bad
+fi
+
 while [ $# -gt 0 ]; do
     case $1 in
     --all) all=1 ;;

@@ -24,6 +24,9 @@ pub enum FailureKind {
     Flushed,
     /// Anything else the device reported.
     Other,
+    /// The queue's completion queue went into error (`IBV_EVENT_CQ_ERR`, an overrun): nothing
+    /// completes any more; the queue must be opened again.
+    CqError,
 }
 
 impl std::fmt::Display for FailureKind {
@@ -34,6 +37,7 @@ impl std::fmt::Display for FailureKind {
             FailureKind::Protection => "buffer outside the registered memory",
             FailureKind::Flushed => "flushed after an earlier error",
             FailureKind::Other => "completion error",
+            FailureKind::CqError => "completion queue in error (overrun); reopen the queue",
         })
     }
 }
@@ -83,6 +87,16 @@ impl Failure {
         Failure {
             kind,
             syndrome: (syndrome != NO_SYNDROME).then_some(syndrome),
+        }
+    }
+}
+
+impl Failure {
+    /// The failure of a queue whose CQ went into error (an asynchronous event, no syndrome).
+    pub(crate) fn cq_error() -> Failure {
+        Failure {
+            kind: FailureKind::CqError,
+            syndrome: None,
         }
     }
 }

@@ -142,7 +142,7 @@ pub use failure::{Failure, FailureKind};
 pub use mem::pool::{flags, Burst, Packet, Pool, PoolConfig, TakeError};
 pub use open::{open, open_with};
 pub use rawpkt_sys::region::PageKind;
-pub use spec::{LibPaths, ModelOptions, Port, PortIdentity, PortOptions};
+pub use spec::{DefaultRules, LibPaths, ModelOptions, Port, PortIdentity, PortOptions};
 pub use stats::{ErrorCounts, QueueStats};
 
 /// The Direct Verbs datapath's parts, for rawpkt's own tests and benchmark (feature
@@ -152,7 +152,7 @@ pub use stats::{ErrorCounts, QueueStats};
 #[cfg(feature = "internals")]
 pub mod internals {
     pub use crate::dv::ring;
-    pub use crate::dv::{DvCaps, DvControl, TickClock};
+    pub use crate::dv::{attention, AttentionWord, DvCaps, DvControl, TickClock};
     pub use crate::model::port::{dv_caps, NicQueues};
     pub use crate::rx::dv::DvRxQueue;
     pub use crate::rx::dv_striding::{params_for, DvStridingRxQueue, STRIDES_LOG};

@@ -2,7 +2,7 @@
 //!
 //! | spec | port |
 //! |---|---|
-//! | `model:NAME/P` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread |
+//! | `model:NAME/P[,profile=PROFILE][,knob=NAME=VALUE]…` | port P (0 or 1) of a model NIC named NAME whose two ports are back to back; both ends opened by name share one NIC, which polls its doorbells on its own thread; the device's profile and knobs as [`ModelOptions`] says |
 //! | `model:afpacket=IFNAME` | a one-port model NIC wired to the Linux interface IFNAME through AF_PACKET |
 //! | `mlx5:NETDEV`, `mlx5:mlx5_0/1` | a ConnectX port (by netdev, or RDMA device and port) through rdma-core: RAW_PACKET queues, flow rules steering only what they name (the netdev keeps the rest), the Direct Verbs datapath, or ibverbs when the device offers no DV |
 //! | `verbs:NETDEV`, `verbs:mlx5_0/1` | the same port with the ibverbs datapath forced |
@@ -205,8 +205,9 @@ impl Port {
         self.backend.tx_queues()
     }
 
-    /// For hardware and xdp ports, one line about the device and what the backend chose: link
-    /// state, speed, MAC and datapath (mlx5, verbs), XDP attach mode, queues and rules (xdp).
+    /// One line about the device and what the backend chose: link state, speed, MAC and
+    /// datapath (mlx5, verbs), XDP attach mode, queues and rules (xdp), the model device's
+    /// profile and knobs (model).
     pub fn describe(&self) -> Option<String> {
         self.backend.describe()
     }
@@ -383,13 +384,16 @@ pub(crate) fn check_queue_config(cfg: &QueueConfig) -> Result<(), Error> {
 #[non_exhaustive]
 pub struct PortOptions {
     /// Flow rules: which frames the port takes.
-    /// - `mlx5:`/`verbs:`: installed besides the defaults ([`FlowRule::own_mac`] stolen,
-    ///   [`FlowRule::multicast_copy`] copied so that ARP and ND keep reaching Linux).
-    /// - `xdp:`: replace the default (the interface's own MAC stolen; multicast stays with
+    /// - `mlx5:`/`verbs:`: installed besides the defaults ([`PortOptions::default_rules`],
+    ///   and [`FlowRule::multicast_copy`] copied so that Linux keeps getting multicast).
+    /// - `xdp:`: replace the default ([`PortOptions::default_rules`]; multicast stays with
     ///   Linux), as `rule=` options in the spec do; giving rules both ways is an error, and so is
     ///   a `copy` rule (XDP cannot deliver one frame both to the socket and to Linux).
     /// - `model:`: refused; a model port gets every frame on its wire.
     pub rules: Vec<FlowRule>,
+    /// What the port takes of the frames to its own MAC without rules of one's own
+    /// (`mlx5:`/`verbs:`: besides [`PortOptions::rules`]; `xdp:`: when no rule is given).
+    pub default_rules: DefaultRules,
     /// Take every frame from Linux. `mlx5:`/`verbs:`: replaces the default rules (so not with
     /// rules of one's own), and the port says so on stderr when opened. `xdp:`: the one rule `any` (as `rule=any`), so not with other
     /// rules. `model:`: what a model port does anyway.
@@ -416,21 +420,69 @@ pub struct PortOptions {
 
 setters!(PortOptions {
     rules: Vec<FlowRule>,
+    default_rules: DefaultRules,
     promiscuous: bool,
     rx_queues: u16,
     model: ModelOptions,
     rdma_core: Option<LibPaths>,
 });
 
+/// What a NIC port takes of the unicast frames to its own MAC by default.
+///
+/// ```
+/// use rawpkt::{DefaultRules, PortOptions};
+/// assert_eq!(PortOptions::default().default_rules, DefaultRules::UdpAndExperimental);
+/// let whole = PortOptions::default().default_rules(DefaultRules::WholeMac);
+/// assert_eq!(whole.default_rules, DefaultRules::WholeMac);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DefaultRules {
+    /// UDP over IPv4 and IPv6 and the IEEE local experimental EtherTypes 0x88b5 and 0x88b6
+    /// ([`FlowRule::default_unicast`]): ARP, neighbour discovery, ICMP (ping), TCP (ssh) and the
+    /// rest to the MAC stay with the netdev, whose address keeps working. Host UDP to that MAC
+    /// (DNS replies, DHCP renewals, NTP) is the port's; [`DefaultRules::None`] and rules naming
+    /// exactly the port's traffic are the remedy where that matters.
+    #[default]
+    UdpAndExperimental,
+    /// Every unicast frame to the port's MAC ([`FlowRule::own_mac`], VPP's "ucast" rule): the
+    /// netdev's address stops answering (no ARP replies, no neighbour advertisements, no ping,
+    /// no ssh over it).
+    WholeMac,
+    /// Nothing: only [`PortOptions::rules`] (and the multicast copy on `mlx5:`/`verbs:`).
+    None,
+}
+
+impl DefaultRules {
+    /// The rules this default installs for a port whose MAC is `mac`.
+    pub fn rules(self, mac: [u8; 6]) -> Vec<FlowRule> {
+        match self {
+            DefaultRules::UdpAndExperimental => FlowRule::default_unicast(mac),
+            DefaultRules::WholeMac => vec![FlowRule::own_mac(mac)],
+            DefaultRules::None => Vec::new(),
+        }
+    }
+}
+
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
 /// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
 /// it is. The library reads no environment; the tools fill this from `RAWPKT_MODEL_CPU`,
-/// `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS` and `RAWPKT_MODEL_RX_BUFFER` (`mlx5_model::env`).
+/// `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS`, `RAWPKT_MODEL_RX_BUFFER`, `RAWPKT_MODEL_PROFILE`
+/// and `RAWPKT_MODEL_KNOBS` (`mlx5_model::env`).
+///
+/// The device profile and knobs can also be given in the spec: `model:pair0/0,profile=cx7` and
+/// `model:pair0/0,knob=wqe_id=ring,knob=flush=late:2` (the spec's profile wins over this one;
+/// its knobs come after these). The profiles and knobs are the `mlx5-model` crate's
+/// (`mlx5_model::profile`; `docs/model-library.md` lists them).
 ///
 /// ```
 /// use rawpkt::{ModelOptions, PortOptions};
 /// let opts = PortOptions::default().model(ModelOptions::default().rx_capacity_pps(Some(1e6)));
 /// assert_eq!(opts.model.rx_capacity_pps, Some(1e6));
+/// let m = ModelOptions::default().profile(Some("cx6dx".into())).knobs(vec!["zip=never".into()]);
+/// let port = rawpkt::open_with("model:profile-doc/0", &PortOptions::default().model(m)).unwrap();
+/// assert!(rawpkt::open("model:profile-doc2/0,profile=cx9").is_err());
+/// # drop(port);
 /// ```
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
@@ -448,6 +500,11 @@ pub struct ModelOptions {
     /// How much of `rx_capacity_pps` the port buffers, in seconds of it (the model's
     /// `rx_buffer_s`); None: its default, 50 ms.
     pub rx_buffer_s: Option<f64>,
+    /// The device profile: `default` (None: the same), `cx5`, `cx6dx`, `cx7` or `strict`; an
+    /// unknown name fails the open with one line.
+    pub profile: Option<String>,
+    /// Knobs set on top of the profile, each `name=value` (e.g. `wqe_id=ring`), in order.
+    pub knobs: Vec<String>,
 }
 
 setters!(ModelOptions {
@@ -455,12 +512,15 @@ setters!(ModelOptions {
     trace: Option<std::path::PathBuf>,
     rx_capacity_pps: Option<f64>,
     rx_buffer_s: Option<f64>,
+    profile: Option<String>,
+    knobs: Vec<String>,
 });
 
 impl Default for PortOptions {
     fn default() -> Self {
         PortOptions {
             rules: Vec::new(),
+            default_rules: DefaultRules::default(),
             promiscuous: false,
             rx_queues: 1,
             model: ModelOptions::default(),

@@ -23,6 +23,15 @@ pub struct ErrorCounts {
     pub other: u64,
     /// CQEs with an opcode or format the queue does not expect.
     pub bad_cqe: u64,
+    /// TX: flush CQEs (WR_FLUSH_ERR) of WQEs a recovery had already dropped, which the device
+    /// wrote after the reset; consumed without another reset (DPDK `mlx5_tx_error_cqe_handle`
+    /// does nothing for them). Not an error of the queue's, so not in [`ErrorCounts::total`].
+    pub late_flush: u64,
+    /// [`FailureKind::CqError`]: the device put the queue's CQ in error (an overrun).
+    pub cq_error: u64,
+    /// The device reported the queue's WQ or QP broken (`IBV_EVENT_WQ_FATAL`,
+    /// `IBV_EVENT_QP_FATAL`); the queue was reset as after a completion error.
+    pub queue_fatal: u64,
 }
 
 impl ErrorCounts {
@@ -33,6 +42,7 @@ impl ErrorCounts {
             FailureKind::Protection => self.local_prot += 1,
             FailureKind::Flushed => self.flushed += 1,
             FailureKind::Other => self.other += 1,
+            FailureKind::CqError => self.cq_error += 1,
         }
     }
 
@@ -43,7 +53,14 @@ impl ErrorCounts {
     /// assert_eq!(stats.errors.total(), 0);
     /// ```
     pub fn total(&self) -> u64 {
-        self.local_length + self.local_qp_op + self.local_prot + self.flushed + self.other + self.bad_cqe
+        self.local_length
+            + self.local_qp_op
+            + self.local_prot
+            + self.flushed
+            + self.other
+            + self.bad_cqe
+            + self.cq_error
+            + self.queue_fatal
     }
 }
 
@@ -78,11 +95,15 @@ pub struct QueueStats {
     pub errors: ErrorCounts,
     /// Queue resets after a completion error.
     pub recoveries: u64,
-    /// TX: times the queue rang its doorbell again because no completion had come for 10 ms
-    /// while frames were in flight. A lost doorbell is one cause; a paused or slow link, or a
-    /// device thread of the model that was not scheduled, are others. Not an error by itself:
-    /// nothing is lost.
-    pub doorbell_retries: u64,
+    /// TX: times completions stopped while frames were in flight for longer than the watchdog
+    /// waits (10 ms, or the time a full ring takes to drain on the link if longer); the link
+    /// being down does not count. A paused (PFC) or slow link, a model thread that was not
+    /// scheduled, or a lost doorbell may be why: not an error by itself, nothing is lost.
+    pub tx_stalls: u64,
+    /// TX: doorbells rung again during those stalls (the first after the wait, then after
+    /// twice as long each time, up to a second apart): harmless to a device that already ran
+    /// the WQEs, and what brings back one that missed a doorbell.
+    pub doorbell_rerings: u64,
     /// 1 once the queue stopped on the device's fatal error (`IBV_EVENT_DEVICE_FATAL`).
     pub device_fatal: u64,
     /// Bursts (calls that moved at least one packet).

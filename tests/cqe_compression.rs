@@ -43,7 +43,14 @@ fn send(r: &mut Rig, next_tx: &mut u64, n: usize, lo: usize, hi: usize) {
             assert_eq!(out.alloc(1, frame_len(*next_tx + i as u64, lo, hi)), 1, "pool ran dry");
             fill_frame(*next_tx + i as u64, out.data_mut(i));
         }
-        assert_eq!(r.tx.tx_burst(&mut out).unwrap(), k);
+        // A frame whose random EtherType is a tag takes a WQE of several WQEBBs on a device that
+        // inlines headers: the ring may be full before the burst is; the device then runs.
+        let mut taken = r.tx.tx_burst(&mut out).unwrap();
+        while taken < k {
+            r.nic.step();
+            r.tx.reclaim().unwrap();
+            taken += r.tx.tx_burst(&mut out).unwrap();
+        }
         *next_tx += k as u64;
         left -= k;
     }
@@ -165,12 +172,12 @@ fn through(dev: ModelConfig, seed: u64) {
 
 #[test]
 fn random_frames_arrive_identical_through_compressed_sessions_on_a_connectx5() {
-    through(ModelConfig::default(), 0x5eed);
+    through(common::device(), 0x5eed);
 }
 
 #[test]
 fn random_frames_arrive_identical_through_compressed_sessions_on_a_connectx4() {
-    through(ModelConfig::connectx4(), 0xc4);
+    through(common::device_cx4(), 0xc4);
 }
 
 /// A small CQ (32 entries for a 16-WQE RQ): sessions meet the ring end and owner flips all
@@ -178,7 +185,7 @@ fn random_frames_arrive_identical_through_compressed_sessions_on_a_connectx4() {
 /// mini arrays whose last byte is data) that must never pass for new CQEs.
 #[test]
 fn sessions_wrap_a_small_cq_over_many_passes() {
-    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+    for dev in [common::device(), common::device_cx4()] {
         let mut r = rig_with(cfg(16), dev, 512, HASH);
         random_traffic(&mut r, 50_000, 60, 200, 16, 7);
         assert_eq!(r.rx_cq.cqe_cnt(), 32);
@@ -191,7 +198,9 @@ fn sessions_wrap_a_small_cq_over_many_passes() {
 /// reports), then the rest.
 #[test]
 fn a_step_of_100_completions_makes_sessions_of_64_and_36() {
-    let mut r = rig_with(cfg(256), ModelConfig::default(), 1024, HASH);
+    // The layout of sessions as long as they can be (the profile's other knobs kept).
+    let dev = common::with_knob(common::device(), "zip=regular");
+    let mut r = rig_with(cfg(256), dev, 1024, HASH);
     let mut next_tx = 0;
     send(&mut r, &mut next_tx, 100, 60, 60);
     r.nic.step();
@@ -220,7 +229,7 @@ fn a_step_of_100_completions_makes_sessions_of_64_and_36() {
 /// the other slots of each session invalid, leaving the titles.
 #[test]
 fn a_session_ends_at_the_cq_end() {
-    let mut r = rig_with(cfg(16), ModelConfig::default(), 512, HASH);
+    let mut r = rig_with(cfg(16), common::device(), 512, HASH);
     let cqn = r.rx_cq.cqn();
     let mut t = Steps::new(&r);
     for _ in 0..29 {
@@ -269,7 +278,8 @@ fn a_session_ends_at_the_cq_end() {
 /// the sessions on both sides arrive whole.
 #[test]
 fn an_error_cqe_between_sessions_loses_one_frame() {
-    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+    for dev in [common::device(), common::device_cx4()] {
+        let dev = common::with_knob(dev, "zip=regular");
         let mut r = rig_with(cfg(64), dev, 512, HASH);
         let mut next_tx = 0;
         send(&mut r, &mut next_tx, 10, 60, 60);
@@ -336,7 +346,7 @@ fn an_error_cqe_between_sessions_loses_one_frame() {
 /// not lost in a session.
 #[test]
 fn drops_reported_in_a_session_are_counted() {
-    let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+    let mut r = rig_with(cfg(64), common::device(), 512, HASH);
     r.nic.inject(1, Fault::RxNoBuffer { frames: 5 });
     let mut next_tx = 0;
     send(&mut r, &mut next_tx, 20, 60, 60);
@@ -355,7 +365,7 @@ fn drops_reported_in_a_session_are_counted() {
 #[test]
 fn timestamps_and_compression_do_not_mix() {
     let q = cfg(64).rx_timestamps(true);
-    let nic = mlx5_model::Nic::pair(ModelConfig::default()).unwrap();
+    let nic = mlx5_model::Nic::pair(common::device()).unwrap();
     let pool = rawpkt::Pool::new(rawpkt::PoolConfig::default().buffers(256)).unwrap();
     let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let cq = nic.create_cq_with(64, HASH).unwrap();
@@ -418,7 +428,7 @@ fn model_ports_follow_the_queue_option() {
 /// rest of the session is handed up, and no buffer is lost.
 #[test]
 fn a_mini_cqe_longer_than_its_buffer_is_dropped() {
-    let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+    let mut r = rig_with(cfg(64), common::device(), 512, HASH);
     let cqn = r.rx_cq.cqn();
     let mut title = Cqe64::resp_send(0, 0, 0, 0, 0, 0);
     title.make_title(3);
@@ -465,7 +475,7 @@ fn long_mini_cqes_inside_full_arrays_are_dropped() {
 
 fn long_minis_in_a_burst_of(cap: usize, cpu_vector: bool) {
     let q = cfg(64).cpu_vector(cpu_vector);
-    let mut r = rig_with(q, ModelConfig::default(), 512, HASH);
+    let mut r = rig_with(q, common::device(), 512, HASH);
     let cqn = r.rx_cq.cqn();
     let n = 19u32;
     let len = |k: u32| match k {
@@ -525,7 +535,7 @@ fn long_minis_in_a_burst_of(cap: usize, cpu_vector: bool) {
 /// buffer freed), not handed up and not looped on.
 #[test]
 fn a_plain_cqe_longer_than_its_buffer_is_dropped_on_a_compressing_cq() {
-    let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+    let mut r = rig_with(cfg(64), common::device(), 512, HASH);
     let cqe = Cqe64::resp_send(0, 100_000, 0, 0, 0, 0);
     assert!(r.nic.inject_cqe(r.rx_cq.cqn(), cqe.as_bytes()));
     let mut got = Burst::new(&r.pool, 64);
@@ -541,7 +551,7 @@ fn a_plain_cqe_longer_than_its_buffer_is_dropped_on_a_compressing_cq() {
 /// them, the device's producer index and the driver's consumer index still in step.
 #[test]
 fn a_wq_reset_drops_a_whole_session_behind_the_error() {
-    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+    for dev in [common::device(), common::device_cx4()] {
         let mut r = rig_with(cfg(16), dev, 512, HASH);
         let cqn = r.rx_cq.cqn();
         let mut t = Steps::new(&r);
@@ -587,7 +597,9 @@ fn a_wq_reset_drops_a_whole_session_behind_the_error() {
 /// wraps, and opens the session there.
 #[test]
 fn a_plain_cqe_at_the_cq_end_then_a_session_across_the_wrap() {
-    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+    for dev in [common::device(), common::device_cx4()] {
+        // The layout of sessions as long as they can be (the profile's other knobs kept).
+        let dev = common::with_knob(dev, "zip=regular");
         let mut r = rig_with(cfg(16), dev, 512, HASH);
         let cqn = r.rx_cq.cqn();
         let mut t = Steps::new(&r);
@@ -624,7 +636,7 @@ fn a_plain_cqe_at_the_cq_end_then_a_session_across_the_wrap() {
 #[test]
 fn a_session_of_one_packet_is_handed_up() {
     for room in [1usize, 64] {
-        let mut r = rig_with(cfg(64), ModelConfig::default(), 512, HASH);
+        let mut r = rig_with(cfg(64), common::device(), 512, HASH);
         let cqn = r.rx_cq.cqn();
         let mut title = Cqe64::resp_send(0, 0, 0, 0, 0, 0);
         title.make_title(1);

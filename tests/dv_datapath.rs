@@ -78,13 +78,13 @@ fn a_million_through(dev: ModelConfig) -> u64 {
 #[test]
 fn a_million_random_frames_arrive_identical_on_a_connectx4() {
     // One 64-byte SEND per frame: 1e6 WQEBBs through a 256-WQEBB ring.
-    assert_eq!(a_million_through(ModelConfig::connectx4()), 1_000_000);
+    assert_eq!(a_million_through(common::device_cx4()), 1_000_000);
 }
 
 #[test]
 fn a_million_random_frames_arrive_identical_on_a_connectx5() {
     // Enhanced multi-packet WQEs: up to 32 frames each, data segments wrapping the ring end.
-    let wqes = a_million_through(ModelConfig::default());
+    let wqes = a_million_through(common::device());
     assert!(wqes < 1_000_000 / 8, "{wqes} eMPW WQEs for 1e6 frames");
 }
 
@@ -92,7 +92,7 @@ fn a_million_random_frames_arrive_identical_on_a_connectx5() {
 fn inlined_multi_wqebb_frames_wrap_the_ring_end() {
     // Frames up to 400 bytes are copied whole into WQEs of up to 7 WQEBBs.
     let q = QueueConfig::default().size(64).tx_inline(400);
-    let r = run(ModelConfig::connectx4(), q, 200_000, 22, 600, 32, 0xbeef);
+    let r = run(common::device_cx4(), q, 200_000, 22, 600, 32, 0xbeef);
     assert!(
         r.nic.counters().wrapped_wqes > 1000,
         "wrapped {}",
@@ -106,7 +106,7 @@ fn cq_owner_parity_holds_over_many_passes_of_a_small_cq() {
     // 64 asked → 128 entries: the parity must follow 128, not 64.
     let q = QueueConfig::default().size(64).tx_completion_every(1);
     // Bursts stay below what a 64-WQE RQ still has posted while it waits to refill 16 at once.
-    let r = run(ModelConfig::connectx4(), q, 5_000, 60, 60, 32, 7);
+    let r = run(common::device_cx4(), q, 5_000, 60, 60, 32, 7);
     assert_eq!(r.tx_cq.cqe_cnt(), 128);
     // One CQE per WQE on TX: 5000 CQEs = 39 passes; RX the same.
     assert!(r.nic.counters().cqes >= 10_000);
@@ -116,7 +116,7 @@ fn cq_owner_parity_holds_over_many_passes_of_a_small_cq() {
 #[test]
 fn rx_reports_checksums_types_and_hash() {
     let q = QueueConfig::default().size(64);
-    let mut r = rig(q, ModelConfig::default(), 256);
+    let mut r = rig(q, common::device(), 256);
     let mut good = Vec::new();
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
         .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
@@ -166,7 +166,7 @@ fn rx_reports_checksums_types_and_hash() {
 #[test]
 fn tx_checksum_offload_fills_in_checksums() {
     let q = QueueConfig::default().size(64);
-    let mut r = rig(q, ModelConfig::default(), 256);
+    let mut r = rig(q, common::device(), 256);
     let mut good = Vec::new();
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
         .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
@@ -194,7 +194,7 @@ fn tx_checksum_offload_fills_in_checksums() {
 fn a_burst_mixing_checksum_offload_flags_arrives_whole_and_in_order() {
     // One eMPW WQE carries one set of checksum flags: a mixed burst must be split at each change.
     let q = QueueConfig::default().size(64);
-    let mut r = rig(q, ModelConfig::default(), 256);
+    let mut r = rig(q, common::device(), 256);
     let offload = [false, true, true, false, true, false, false, true];
     let mut out = Burst::new(&r.pool, 8);
     for (i, &o) in offload.iter().enumerate() {
@@ -257,7 +257,7 @@ fn every_inline_mode_carries_the_headers_it_asks_for() {
         let dev = ModelConfig {
             inline_mode: mode,
             enhanced_mpw: mode == InlineMode::None,
-            ..ModelConfig::default()
+            ..common::device()
         };
         let mut r = common::rig(QueueConfig::default().size(256), dev, 2048);
         let mut rng = common::Rng(0x1d7e ^ mode as u64);

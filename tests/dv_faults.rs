@@ -59,7 +59,7 @@ fn tx_error_cqes_of_each_syndrome_are_counted_and_the_sq_recovers() {
         syndrome::BAD_RESP,
     ] {
         // A ConnectX-4 sends one WQE per packet, so the WQEs after the failing one are flushed.
-        let mut r = rig(q(true), ModelConfig::connectx4(), 512);
+        let mut r = rig(q(true), common::device_cx4(), 512);
         flows_again(&mut r);
         r.nic.inject(0, Fault::TxError { syndrome: synd });
         assert_eq!(send(&mut r, 0, 8), 8);
@@ -74,19 +74,26 @@ fn tx_error_cqes_of_each_syndrome_are_counted_and_the_sq_recovers() {
             _ => e.other,
         };
         assert_eq!(by_kind, 1, "syndrome {synd:#x}");
-        // The last WQE of the burst asked for a completion, so it was flushed with a CQE.
-        assert_eq!(e.flushed, 1);
         assert_eq!((s.recoveries, s.drops), (1, 8));
         assert_eq!(r.tx.in_flight(), 0);
-        assert_eq!(r.nic.port_counters(0).tx_error_cqes, 2);
         flows_again(&mut r);
+        // The last WQE of the burst asked for a completion, so it was flushed with a CQE: in
+        // the error's drain, or after the reset where the device writes flushes late
+        // (`flush=late:N`), or not at all where it writes only some (`flush=partial:K`). The
+        // others asked for none and report no flush (CE = 1, first error only).
+        let e = r.tx.stats().errors;
+        let flushes = e.flushed + e.late_flush;
+        let partial = common::device().knobs.flush.partial > 1;
+        assert!(flushes == 1 || partial && flushes == 0, "{e:?}");
+        assert_eq!(r.nic.port_counters(0).tx_error_cqes, 1 + flushes);
+        assert_eq!(r.tx.stats().recoveries, 1);
         r.teardown();
     }
 }
 
 #[test]
 fn an_error_on_an_empw_wqe_drops_all_its_packets_and_the_sq_recovers() {
-    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let mut r = rig(q(true), common::device(), 512);
     r.nic.inject(
         0,
         Fault::TxError {
@@ -112,7 +119,7 @@ fn an_error_on_an_empw_wqe_drops_all_its_packets_and_the_sq_recovers() {
 
 #[test]
 fn tx_error_without_recovery_fails_the_queue_and_returns_its_buffers() {
-    let mut r = rig(q(false), ModelConfig::default(), 512);
+    let mut r = rig(q(false), common::device(), 512);
     r.nic.inject(
         0,
         Fault::TxError {
@@ -145,7 +152,7 @@ fn tx_error_without_recovery_fails_the_queue_and_returns_its_buffers() {
 
 #[test]
 fn rx_local_length_loses_one_frame_and_the_queue_goes_on() {
-    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let mut r = rig(q(true), common::device(), 512);
     r.nic.inject(
         1,
         Fault::RxError {
@@ -168,7 +175,7 @@ fn rx_local_length_loses_one_frame_and_the_queue_goes_on() {
 #[test]
 fn rx_critical_errors_reset_the_wq_without_losing_buffers() {
     for synd in [syndrome::LOCAL_PROT, syndrome::LOCAL_QP_OP, syndrome::WR_FLUSH] {
-        let mut r = rig(q(true), ModelConfig::default(), 512);
+        let mut r = rig(q(true), common::device(), 512);
         r.nic.inject(1, Fault::RxError { syndrome: synd });
         assert_eq!(send(&mut r, 0, 10), 10);
         assert_eq!(receive(&mut r).unwrap(), 0);
@@ -186,7 +193,7 @@ fn rx_critical_errors_reset_the_wq_without_losing_buffers() {
 
 #[test]
 fn rx_error_without_recovery_fails_the_queue() {
-    let mut r = rig(q(false), ModelConfig::default(), 512);
+    let mut r = rig(q(false), common::device(), 512);
     r.nic.inject(
         1,
         Fault::RxError {
@@ -206,7 +213,7 @@ fn rx_error_without_recovery_fails_the_queue() {
 
 #[test]
 fn rx_buffer_exhaustion_is_counted_and_reported_in_the_next_cqe() {
-    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let mut r = rig(q(true), common::device(), 512);
     r.nic.inject(1, Fault::RxNoBuffer { frames: 5 });
     assert_eq!(send(&mut r, 0, 12), 12);
     assert_eq!(receive(&mut r).unwrap(), 7);
@@ -220,7 +227,7 @@ fn rx_buffer_exhaustion_is_counted_and_reported_in_the_next_cqe() {
 #[test]
 fn pool_exhaustion_starves_the_rq_and_traffic_resumes_when_buffers_return() {
     // 64 RX + 64 TX + a few: holding what we receive runs the pool dry.
-    let mut r = rig(q(true), ModelConfig::default(), 160);
+    let mut r = rig(q(true), common::device(), 160);
     let mut held = Burst::new(&r.pool, 1024);
     for round in 0..6 {
         send(&mut r, round * 32, 32);
@@ -250,7 +257,7 @@ fn pool_exhaustion_starves_the_rq_and_traffic_resumes_when_buffers_return() {
 /// cannot pass for a lost doorbell), complete without one.
 #[test]
 fn normal_operation_never_rings_a_doorbell_twice() {
-    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let mut r = rig(q(true), common::device(), 512);
     let mut got = Burst::new(&r.pool, 64);
     let (mut sent, mut received) = (0u64, 0usize);
     for round in 0..12u64 {
@@ -274,7 +281,7 @@ fn normal_operation_never_rings_a_doorbell_twice() {
     }
     assert_eq!(received as u64, sent);
     assert_eq!(r.tx.in_flight(), 0);
-    assert_eq!(r.tx.stats().doorbell_retries, 0, "{:?}", r.tx.stats());
+    assert_eq!(r.tx.stats().doorbell_rerings, 0, "{:?}", r.tx.stats());
     assert_eq!(r.nic.counters().doorbell_missing, 0);
     drop(got);
     r.teardown();
@@ -282,7 +289,7 @@ fn normal_operation_never_rings_a_doorbell_twice() {
 
 #[test]
 fn a_lost_doorbell_is_rung_again_and_nothing_is_lost() {
-    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let mut r = rig(q(true), common::device(), 512);
     r.nic.inject(0, Fault::LostDoorbell);
     assert_eq!(send(&mut r, 0, 8), 8);
     assert_eq!(receive(&mut r).unwrap(), 0);
@@ -294,7 +301,7 @@ fn a_lost_doorbell_is_rung_again_and_nothing_is_lost() {
         received += receive(&mut r).unwrap();
     }
     assert_eq!(received, 8);
-    assert!(r.tx.stats().doorbell_retries >= 1);
+    assert!(r.tx.stats().doorbell_rerings >= 1);
     // Meanwhile the device saw WQEs behind its doorbell record that no UAR write announced.
     assert_eq!(r.nic.counters().doorbell_missing, 1);
     settle(&mut r);
@@ -305,7 +312,7 @@ fn a_lost_doorbell_is_rung_again_and_nothing_is_lost() {
 #[test]
 fn a_lost_doorbell_on_a_full_ring_is_rung_again_by_tx_burst() {
     // The sender never runs out of packets, so it never calls reclaim with an empty burst.
-    let mut r = rig(q(true), ModelConfig::default(), 2048);
+    let mut r = rig(q(true), common::device(), 2048);
     let mut out = Burst::new(&r.pool, 32);
     while r.tx.in_flight() < 64 * 4 - 32 {
         out.alloc(out.room(), 60);
@@ -331,7 +338,7 @@ fn a_lost_doorbell_on_a_full_ring_is_rung_again_by_tx_burst() {
         r.tx.stats(),
         r.tx.in_flight()
     );
-    assert!(r.tx.stats().doorbell_retries >= 1);
+    assert!(r.tx.stats().doorbell_rerings >= 1);
     drop(out);
     settle(&mut r);
     r.teardown();
@@ -339,7 +346,7 @@ fn a_lost_doorbell_on_a_full_ring_is_rung_again_by_tx_burst() {
 
 #[test]
 fn bursts_from_another_pool_and_runts_are_refused_without_loss() {
-    let mut r = rig(q(true), ModelConfig::default(), 512);
+    let mut r = rig(q(true), common::device(), 512);
     let other = Pool::new(PoolConfig::default().buffers(8)).unwrap();
     let mut foreign = Burst::new(&other, 4);
     foreign.alloc(2, 60);
@@ -363,7 +370,7 @@ fn bursts_from_another_pool_and_runts_are_refused_without_loss() {
 
 #[test]
 fn fresh_cq_slots_look_as_rdma_core_leaves_them() {
-    let r = rig(q(true), ModelConfig::default(), 512);
+    let r = rig(q(true), common::device(), 512);
     let slot = r.nic.cq_slot(r.tx_cq.cqn(), 17).unwrap();
     let mut h4 = [0u8; 64];
     h4[63] = 0xf0;
@@ -377,7 +384,7 @@ fn garbage_cqes_never_panic_and_never_lose_a_buffer() {
     let mut rng = common::Rng(0x5eed);
     let mut detected = 0;
     for _ in 0..200 {
-        let mut r = rig(q(true), ModelConfig::default(), 512);
+        let mut r = rig(q(true), common::device(), 512);
         send(&mut r, 0, 16);
         r.nic.step();
         for _ in 0..rng.range(1, 8) {
@@ -415,7 +422,7 @@ fn garbage_cqes_never_panic_and_never_lose_a_buffer() {
 fn a_failed_queue_stops_the_device_before_its_buffers_are_reused() {
     // TX: the SQ fails (no recovery); the buffers it held go back to the pool only after the
     // device was stopped, so whatever the user writes into them next never goes out.
-    let mut r = rig(q(false), ModelConfig::default(), 256);
+    let mut r = rig(q(false), common::device(), 256);
     r.nic.inject(
         0,
         Fault::TxError {
@@ -442,7 +449,7 @@ fn a_failed_queue_stops_the_device_before_its_buffers_are_reused() {
 
     // RX: a CQE the queue cannot explain fails it; the device must not write into buffers the
     // user owns afterwards.
-    let mut r2 = rig(q(false), ModelConfig::default(), 256);
+    let mut r2 = rig(q(false), common::device(), 256);
     let mut bogus = [0u8; 64];
     bogus[63] = mlx5_prm::CQE_REQ << 4;
     r2.nic.inject_cqe(r2.rx_cq.cqn(), &bogus);
@@ -471,7 +478,7 @@ fn a_failed_queue_stops_the_device_before_its_buffers_are_reused() {
 #[test]
 fn more_completions_than_posted_wqes_are_refused_not_believed() {
     // 10 buffers in all: the RQ has at most 10 posted WQEs, and a CQ claiming 20 packets lies.
-    let mut r = rig(q(true), ModelConfig::default(), 10);
+    let mut r = rig(q(true), common::device(), 10);
     let posted = r.rx.posted();
     assert!(posted <= 10);
     for k in 0..20u16 {
@@ -495,7 +502,7 @@ fn more_completions_than_posted_wqes_are_refused_not_believed() {
 #[test]
 fn an_oversized_frame_is_dropped_alone_and_the_queue_goes_on() {
     // The device sends frames of at most 1000 bytes; buffers hold 1920.
-    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+    for dev in [common::device(), common::device_cx4()] {
         let dev = ModelConfig { max_frame: 1000, ..dev };
         let mut r = rig(q(true), dev, 512);
         let mut out = Burst::new(&r.pool, 32);
@@ -522,7 +529,7 @@ fn an_oversized_frame_is_dropped_alone_and_the_queue_goes_on() {
 #[test]
 fn a_wqe_inlining_fewer_headers_than_the_vport_asks_is_refused() {
     use mlx5_prm::InlineMode;
-    let mut r = rig(q(true), ModelConfig::connectx4(), 512);
+    let mut r = rig(q(true), common::device_cx4(), 512);
     flows_again(&mut r);
     r.nic.set_inline_mode(0, InlineMode::TcpUdp);
     // IPv4/UDP frames: the vport wants 42 header bytes inline, the queue writes 18.

@@ -78,7 +78,9 @@ impl Model {
             self.set(&format!("inline.{d}"), "none");
             self.set(&format!("pci_device.{d}"), "0x1017");
             self.set(&format!("device.{d}"), "reset");
+            self.set(&format!("mtu.{d}"), "1500");
         }
+        self.set("flow_groups", "creation");
     }
 }
 
@@ -357,7 +359,11 @@ fn device_drops_are_the_out_of_buffer_counter() {
 fn traffic_both_ways(kind: &str) {
     let (_g, model) = setup();
     {
-        let a = open(&format!("{kind}:mlx5_0/1"), &opts(1, &[]));
+        // A takes every frame to its MAC (TCP included, which the default leaves to Linux).
+        let a = open(
+            &format!("{kind}:mlx5_0/1"),
+            &opts(1, &[]).default_rules(rawpkt::DefaultRules::WholeMac),
+        );
         let b = open(&format!("{kind}:mdl1"), &opts(1, &[]));
         let pool = pool();
         let mut a_tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
@@ -465,10 +471,12 @@ fn rules_steer_exactly_the_matching_frames(kind: &str) {
             want.push(vx);
             // Another port to another MAC: Linux's.
             model.inject("mlx5_1", &udp(OTHER_MAC, [10, 9, 1, i as u8], 5000 + i, 53));
-            // Our MAC (the default rule): ours.
-            let own = tcp(MAC1, [10, 9, 2, i as u8], 6000 + i, 22);
+            // UDP to our MAC (the default rules): ours.
+            let own = udp(MAC1, [10, 9, 2, i as u8], 6000 + i, 53);
             model.inject("mlx5_1", &own);
             want.push(own);
+            // TCP to our MAC (ssh to the netdev's address): Linux keeps it under the defaults.
+            model.inject("mlx5_1", &tcp(MAC1, [10, 9, 2, i as u8], 6000 + i, 22));
         }
         let mut got = receive(rx.as_mut(), &pool, want.len());
         std::thread::sleep(Duration::from_millis(20));
@@ -478,7 +486,7 @@ fn rules_steer_exactly_the_matching_frames(kind: &str) {
         same_frames(&got, &want, &format!("{kind}: exactly the matching frames"));
         assert_eq!(
             model.linux_frames("mlx5_1") - linux0,
-            50,
+            100,
             "{kind}: the rest reach Linux"
         );
         // Broadcast: copied to us and Linux keeps it (the multicast default rule, DONT_TRAP).
@@ -511,7 +519,11 @@ fn rules_steer_exactly_the_matching_frames_ibverbs() {
 fn rss_spreads_flows_evenly_over_four_queues() {
     let (_g, model) = setup();
     {
-        let port = open("mlx5:mlx5_0/1", &opts(4, &[]));
+        // TCP flows to the port's MAC: the whole MAC (the default leaves TCP to Linux).
+        let port = open(
+            "mlx5:mlx5_0/1",
+            &opts(4, &[]).default_rules(rawpkt::DefaultRules::WholeMac),
+        );
         let pool = pool();
         let cfg = QueueConfig::default().size(2048);
         let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
@@ -675,9 +687,10 @@ fn a_rule_the_nic_refuses_is_named() {
     let (_g, model) = setup();
     model.set("refuse_flow", "ipv6");
     {
+        // No default rules: the default's IPv6 UDP rule would be refused first.
         let port = open(
             "mlx5:mlx5_0/1",
-            &opts(1, &["ipv4 udp dst-port 4789", "ipv6 tcp dst-port 179"]),
+            &opts(1, &["ipv4 udp dst-port 4789", "ipv6 tcp dst-port 179"]).default_rules(rawpkt::DefaultRules::None),
         );
         let e = port.rx_queue(0, &pool(), &qcfg()).map(|_| ()).unwrap_err();
         assert_eq!(e.os_error(), Some(libc::EOPNOTSUPP), "{e:?}");
@@ -1285,4 +1298,292 @@ fn pktgen_receives_what_it_sent_in_every_receive_mode_on_mlx5_ports() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("has no receive modes"), "{stderr}");
+}
+
+/// A frame of `len` bytes to `dst` (UDP, payload padded).
+fn udp_len(dst: [u8; 6], len: usize) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst)
+        .ipv4([10, 0, 9, 1], [10, 0, 0, 2], 64)
+        .udp(4000, 4001);
+    let payload = vec![0x3cu8; len - 42];
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, &payload).unwrap();
+    v
+}
+
+/// The MTU of the netdev changes while the port is open (`mtu.mlx5_0`: the fake sysfs `mtu`
+/// and the device's, as `ip link set mtu` and mlx5e's `mlx5e_change_mtu` would): the port's
+/// events watcher re-reads it (every 250 ms; DPDK hears link changes through netlink) and the
+/// open send queue takes frames of the raised size, then drops them itself once it is lowered
+/// again. Bounded waits only: the watcher's period is the whole delay. A frame sent between the
+/// device's change and the watcher's next read fails on the device (one reset at most); after
+/// that the queue drops such frames itself and nothing more fails.
+#[test]
+fn a_raised_mtu_is_used_without_reopening() {
+    let (_g, model) = setup();
+    let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+    let b = open("mlx5:mlx5_1/1", &opts(1, &[]));
+    let pool = pool();
+    let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+    let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+    let big = udp_len(MAC1, 1600);
+    let mut got = Burst::new(&pool, 64);
+    let send_one = |tx: &mut Box<dyn TxQueue>| {
+        let mut out = Burst::new(&pool, 1);
+        assert!(out.push_copy(&big));
+        tx.tx_burst(&mut out).unwrap();
+        let _ = tx.reclaim();
+    };
+    send_one(&mut tx);
+    assert_eq!(tx.stats().drops, 1, "longer than MTU 1500 + 18: dropped by the queue");
+    model.set("mtu.mlx5_0", "1600");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while got.is_empty() {
+        assert!(Instant::now() < deadline, "the raised MTU was never taken");
+        send_one(&mut tx);
+        std::thread::sleep(Duration::from_millis(20));
+        rx.rx_burst(&mut got).unwrap();
+    }
+    assert_eq!(got.packet(0).len(), 1600);
+    model.set("mtu.mlx5_0", "1500");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        assert!(Instant::now() < deadline, "the lowered MTU was never taken");
+        std::thread::sleep(Duration::from_millis(20));
+        let s = *tx.stats();
+        send_one(&mut tx);
+        // Dropped by the queue itself: not handed to the device, no reset.
+        if tx.stats().packets == s.packets && tx.stats().recoveries == s.recoveries {
+            break;
+        }
+    }
+    let recoveries = tx.stats().recoveries;
+    for _ in 0..10 {
+        send_one(&mut tx);
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let _ = tx.reclaim();
+    assert_eq!(
+        tx.stats().recoveries,
+        recoveries,
+        "dropped by the queue, not failed: {:?}",
+        tx.stats()
+    );
+    got.clear();
+}
+
+/// Receives on every queue of `rxs` until `n` frames came (or 3 s passed): (queue, RSS hash,
+/// frame) of each.
+fn receive_hashed(rxs: &mut [Box<dyn RxQueue>], pool: &Rc<Pool>, n: usize) -> Vec<(usize, u32, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut b = Burst::new(pool, 64);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while got.len() < n && Instant::now() < deadline {
+        for (q, rx) in rxs.iter_mut().enumerate() {
+            rx.rx_burst(&mut b).unwrap();
+            for i in 0..b.len() {
+                got.push((q, b.packet(i).rss_hash(), b.data(i).to_vec()));
+            }
+            b.clear();
+        }
+    }
+    got
+}
+
+/// Toeplitz with the default key (the one the port's hash QPs use) over `input`.
+fn toeplitz(input: &[u8]) -> u32 {
+    rawpkt_wire::rss::ToeplitzTable::new(&rawpkt_wire::rss::DEFAULT_KEY).hash(input)
+}
+
+/// UDP flows between two IPv4 addresses that differ only in their ports (pktgen's `--flows`)
+/// spread over the queues: each frame is hashed over the addresses and its UDP ports (a hash QP
+/// of its own, as DPDK's `mlx5_flow_expand_rss` gives eth/ipv4/udp its flow). With one IPv4
+/// hash QP hashing TCP ports, every UDP frame would hash alike and one queue take them all.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn udp_flows_spread_over_queues() {
+    let (_g, model) = setup();
+    {
+        let port = open("mlx5:mlx5_1/1", &opts(4, &[]));
+        let pool = pool();
+        let cfg = QueueConfig::default().size(512);
+        let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
+        for i in 0..64u16 {
+            model.inject("mlx5_1", &udp(MAC1, [10, 0, 7, 1], 1024 + i, 9000));
+        }
+        let got = receive_hashed(&mut rxs, &pool, 64);
+        assert_eq!(got.len(), 64);
+        let mut used = [false; 4];
+        for (q, hash, f) in &got {
+            used[*q] = true;
+            // Source and destination address, then the UDP ports (the TIR's input order).
+            let mut input = Vec::new();
+            input.extend_from_slice(&f[26..34]);
+            input.extend_from_slice(&f[34..38]);
+            assert_eq!(*hash, toeplitz(&input), "queue {q}");
+        }
+        assert!(used.iter().filter(|&&u| u).count() >= 3, "{used:?}");
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+/// A UDP frame over IPv6 from fd00::1 port `sport` to fd00::2 port 9000.
+fn udp6(dst: [u8; 6], sport: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst)
+        .ipv6(
+            [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            64,
+        )
+        .udp(sport, 9000);
+    let payload = [0x5au8; 18];
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, &payload).unwrap();
+    v
+}
+
+/// 6: two flows of one priority that both match a frame overlap, and which wins is the order of
+/// the kernel's flow groups (`flow_groups=reverse` takes the other one). The port gives each
+/// flow a priority by its deepest layer, as DPDK's `mlx5_flow_adjust_priority`, so IPv6 UDP
+/// frames are hashed by the IPv6 UDP QP whatever the group order. With flows of one priority
+/// and groups reversed, the catch-all IPv4 flow would take them: hash 0, one queue.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn ipv6_frames_are_hashed_by_the_ipv6_qp_whatever_the_group_order() {
+    let (_g, model) = setup();
+    for order in ["reverse", "creation"] {
+        model.set("flow_groups", order);
+        // The whole MAC (the old default), the rule that overlapped its own IPv6 copy.
+        let o = opts(4, &[]).default_rules(rawpkt::DefaultRules::WholeMac);
+        let port = open("mlx5:mlx5_1/1", &o);
+        let pool = pool();
+        let cfg = QueueConfig::default().size(512);
+        let mut rxs: Vec<Box<dyn RxQueue>> = (0..4).map(|q| port.rx_queue(q, &pool, &cfg).unwrap()).collect();
+        for i in 0..256u16 {
+            model.inject("mlx5_1", &udp6(MAC1, 2000 + i));
+        }
+        let got = receive_hashed(&mut rxs, &pool, 256);
+        assert_eq!(got.len(), 256, "{order}");
+        let mut used = [false; 4];
+        for (q, hash, f) in &got {
+            used[*q] = true;
+            let mut input = Vec::new();
+            input.extend_from_slice(&f[22..54]);
+            input.extend_from_slice(&f[54..58]);
+            assert_eq!(*hash, toeplitz(&input), "{order}: queue {q}");
+        }
+        assert!(used.iter().filter(|&&u| u).count() >= 3, "{order}: {used:?}");
+        drop(rxs);
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+/// The knobs at run time (`rawpkt_model_set("knob", ...)`), the profile line that says them
+/// (`rawpkt_model_profile`) and a port's counters by name (`rawpkt_model_port_counter`): what a
+/// program checking itself against the device reads.
+#[test]
+fn knobs_profile_and_counters_are_read_through_the_library() {
+    let (_g, model) = setup();
+    let lib = common::model_verbs_lib();
+    // SAFETY: the model library's initialisers only set up its own state (it is loaded already).
+    let l = unsafe { libloading::Library::new(lib) }.unwrap();
+    // SAFETY: the signature is the contract's (docs/model-library.md, Knobs and test controls).
+    let profile: libloading::Symbol<extern "C" fn() -> *const c_char> =
+        unsafe { l.get(b"rawpkt_model_profile\0") }.unwrap();
+    // SAFETY: as above.
+    let counter: libloading::Symbol<unsafe extern "C" fn(*const c_char, *const c_char) -> u64> =
+        unsafe { l.get(b"rawpkt_model_port_counter\0") }.unwrap();
+    let text = || {
+        let p = profile();
+        assert!(!p.is_null());
+        // SAFETY: a NUL-terminated string the library keeps until the next call.
+        unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    };
+    let read = |dev: &str, name: &str| {
+        let (dev, name) = (CString::new(dev).unwrap(), CString::new(name).unwrap());
+        // SAFETY: two NUL-terminated strings that live across the call.
+        unsafe { counter(dev.as_ptr(), name.as_ptr()) }
+    };
+    let before = text();
+    model.set("knob", "zip=never");
+    assert!(text().split(' ').any(|k| k == "zip=never"), "{}", text());
+    model.set("knob", "zip=regular");
+    assert_eq!(text(), before);
+    let n = read("mlx5_1", "rx_unclaimed");
+    model.inject("mlx5_1", &tcp(MAC1, [10, 9, 9, 9], 1, 22));
+    assert_eq!(read("mlx5_1", "rx_unclaimed"), n + 1);
+    assert_eq!(read("mlx5_1", "nope"), u64::MAX);
+}
+
+/// 4 through the model library: the firmware kills a receive WQ (`async_event.mlx5_1` =
+/// `wq_fatal:200`, the port's one WQ: the WQ stops and `IBV_EVENT_WQ_FATAL` names it in
+/// `element.wq`, as mlx5_ib's `mlx5_ib_wq_event`). The port's events watcher finds the queue by
+/// that object and sets its attention word; the queue resets the WQ on its next empty burst, and
+/// frames arrive again; unattended, a killed WQ takes nothing, for good.
+#[test]
+#[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
+fn a_wq_killed_by_the_device_is_reset_through_its_event() {
+    let (_g, model) = setup();
+    {
+        let a = open("mlx5:mlx5_0/1", &opts(1, &[]));
+        let b = open("mlx5:mlx5_1/1", &opts(1, &[]));
+        let pool = pool();
+        let mut tx = a.tx_queue(0, &pool, &qcfg()).unwrap();
+        let mut rx = b.rx_queue(0, &pool, &qcfg()).unwrap();
+        let frames: Vec<Vec<u8>> = (0..10).map(|i| udp(MAC1, [10, 0, 8, i], 1, 2)).collect();
+        send(tx.as_mut(), &pool, &frames);
+        assert_eq!(receive(rx.as_mut(), &pool, 10).len(), 10);
+        // The first WQ the device made since every object went (`setup`): number 0x200.
+        model.set("async_event.mlx5_1", "wq_fatal:200");
+        let mut got = Burst::new(&pool, 64);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut i = 0u8;
+        while got.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "no frame after the WQ was killed: {:?}",
+                rx.stats()
+            );
+            send(tx.as_mut(), &pool, &[udp(MAC1, [10, 0, 9, i], 1, 2)]);
+            i = i.wrapping_add(1);
+            std::thread::sleep(Duration::from_millis(10));
+            rx.rx_burst(&mut got).unwrap();
+        }
+        let s = *rx.stats();
+        assert_eq!((s.recoveries, s.errors.queue_fatal), (1, 1), "{s:?}");
+        drop(got);
+    }
+    assert_eq!(model.live_objects(), 0);
+}
+
+/// 2 through the model library: what a port decides its receive timestamps count, for each
+/// profile's device (rx-sink says the port's description on its first line): ticks where DevX
+/// says the kernel asks free-running (cx7: `rq_ts_format` FR and RT), real time where the MTUTC
+/// register says so (cx6dx), real time by DPDK's 1 GHz rule where there is no DevX (strict),
+/// ticks of the 156.25 MHz clock otherwise (the default device).
+#[test]
+fn the_timestamp_clock_is_decided_as_dpdk_decides_it() {
+    let lib = common::model_verbs_lib();
+    for (profile, want) in [
+        ("default", "timestamps in clock ticks (from hca_core_clock)"),
+        ("cx7", "timestamps in clock ticks (from DevX rq_ts_format"),
+        ("cx6dx", "timestamps in real time (from DevX MTUTC register)"),
+        ("strict", "timestamps in real time (from a 1 GHz clock"),
+    ] {
+        let mut child = std::process::Command::new(common::tool("rx-sink"))
+            .env("RAWPKT_LIBIBVERBS", lib)
+            .env("RAWPKT_LIBMLX5", lib)
+            .env("RAWPKT_MODEL_PROFILE", profile)
+            .arg("mlx5:mlx5_1/1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(line.contains(want), "{profile}: {line}");
+    }
 }

@@ -321,7 +321,7 @@ fn the_trace_records_every_wqe_and_cqe_in_the_documented_format() {
     }
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).ok();
-    assert!(text.starts_with("# rawpkt mlx5 model trace v1\n"));
+    assert!(text.starts_with("# rawpkt mlx5 model trace v2\n"));
     let wqes: Vec<&str> = text.lines().filter(|l| l.starts_with("WQE ")).collect();
     let cqes: Vec<&str> = text.lines().filter(|l| l.starts_with("CQE ")).collect();
     assert_eq!((wqes.len(), cqes.len()), (5, 5));

@@ -3,6 +3,8 @@
 //! in, byte-identical frames, tags inserted on the wire and stripped on receive, faults that lose
 //! no buffer.
 
+mod common;
+
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -171,24 +173,24 @@ fn run(dev: ModelConfig, total: u64, tags: bool, seed: u64) {
 
 #[test]
 fn jumbo_frames_cross_byte_identical_on_a_connectx5() {
-    run(ModelConfig::default(), 100_000, false, 0x5eed_0001);
+    run(common::device(), 100_000, false, 0x5eed_0001);
 }
 
 #[test]
 fn jumbo_frames_cross_byte_identical_on_a_connectx4() {
-    run(ModelConfig::connectx4(), 100_000, false, 0x5eed_0002);
+    run(common::device_cx4(), 100_000, false, 0x5eed_0002);
 }
 
 #[test]
 fn tags_inserted_on_send_are_stripped_on_receive_with_their_tci() {
-    run(ModelConfig::default(), 5_000, true, 0x5eed_0003);
-    run(ModelConfig::connectx4(), 5_000, true, 0x5eed_0004);
+    run(common::device(), 5_000, true, 0x5eed_0003);
+    run(common::device_cx4(), 5_000, true, 0x5eed_0004);
 }
 
 /// Without stripping, an inserted tag arrives in the frame, after the MAC addresses.
 #[test]
 fn an_inserted_tag_is_on_the_wire() {
-    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+    for dev in [common::device(), common::device_cx4()] {
         let mut r = rig(&jumbo_queue(false), dev, PoolConfig::default());
         let mut out = Burst::new(&r.pool, 4);
         let (short, long) = (frame(1, 60), frame(2, 5000));
@@ -220,7 +222,7 @@ fn an_inserted_tag_is_on_the_wire() {
 #[test]
 fn receive_errors_on_scatter_wqes_lose_no_buffer() {
     for synd in [0x01u8 /* LOCAL_LENGTH */, 0x04 /* LOCAL_PROT: queue reset */] {
-        let mut r = rig(&jumbo_queue(false), ModelConfig::default(), PoolConfig::default());
+        let mut r = rig(&jumbo_queue(false), common::device(), PoolConfig::default());
         let mut out = Burst::new(&r.pool, 8);
         let mut got = Burst::new(&r.pool, 8);
         r.nic.inject(1, Fault::RxError { syndrome: synd });
@@ -265,7 +267,7 @@ fn receive_errors_on_scatter_wqes_lose_no_buffer() {
 /// counted with all its buffers back in the pool.
 #[test]
 fn chains_that_do_not_fit_wait_or_are_dropped_whole() {
-    for dev in [ModelConfig::default(), ModelConfig::connectx4()] {
+    for dev in [common::device(), common::device_cx4()] {
         let q = QueueConfig::default().size(8).rx_max_frame(9000);
         let mut r = rig(&q, dev.clone(), PoolConfig::default());
         let mut out = Burst::new(&r.pool, 16);

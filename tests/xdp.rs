@@ -242,10 +242,11 @@ fn bad_input_gives_one_line_errors() {
 
     // A queue id past the port's queues.
     let port = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).unwrap();
-    // The default steals the interface's own MAC only: no multicast copy rule XDP cannot honour.
+    // The default steals UDP and the experimental EtherTypes to the interface's own MAC: no
+    // multicast copy rule XDP cannot honour.
     let d = port.description();
     assert!(
-        d.contains("rules [dst-mac ") && !d.contains(';') && !d.contains("01:00:00:00:00:00"),
+        d.contains("rules [dst-mac ") && d.contains("ipv4 udp") && !d.contains("01:00:00:00:00:00"),
         "{d}"
     );
     let pl = pool(4096);
@@ -796,7 +797,9 @@ fn checksums_asked_for_are_filled_in_on_the_way_out() {
     let p = Pair::create();
     let (mac_a, mac_b) = (p.mac(&p.ns_a, &p.a), p.mac(&p.ns_b, &p.b));
     let pa = rawpkt::open(&format!("xdp:{},netns={}", p.a, p.ns_a)).expect("open A");
-    let pb = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).expect("open B");
+    // B takes every frame to its MAC: TCP among them, which the default leaves to Linux.
+    let whole = rawpkt::PortOptions::default().default_rules(rawpkt::DefaultRules::WholeMac);
+    let pb = rawpkt::open_with(&format!("xdp:{},netns={}", p.b, p.ns_b), &whole).expect("open B");
     let (v6a, v6b) = (
         "fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
         "fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets(),
@@ -1375,4 +1378,102 @@ fn pktgen_fails_when_a_stream_is_lost_wholesale() {
         lines[0].starts_with("pktgen: stream latency: none of its ") && lines[0].contains("where 5000 frames"),
         "{err}"
     );
+}
+
+/// With the default rules the port takes UDP to the interface's MAC (pktgen's frames, all of
+/// them) while the interface's address keeps working for Linux: ARP, IPv6 neighbour discovery,
+/// ping over IPv4 and IPv6, and a TCP connection: stealing the whole MAC would take unicast ARP
+/// replies, neighbour advertisements, echo requests and TCP with it, and the address would go dead.
+#[test]
+#[ignore = "needs root, iproute2, iputils-ping"]
+fn default_rules_keep_arp_nd_ping_and_tcp() {
+    assert!(is_root(), "needs root");
+    const N: u64 = 10_000;
+    let p = Pair::create();
+    for (ns, ifn, ip6) in [(&p.ns_a, &p.a, "fd77::1/64"), (&p.ns_b, &p.b, "fd77::2/64")] {
+        p.exec(ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0"]);
+        p.exec(ns, &["sysctl", "-qw", &format!("net.ipv6.conf.{ifn}.disable_ipv6=0")]);
+        run(&["ip", "-n", ns, "addr", "add", ip6, "dev", ifn, "nodad"]);
+    }
+    let port = rawpkt::open(&format!("xdp:{},netns={}", p.b, p.ns_b)).expect("open B with the default rules");
+    let pl = pool(8192);
+    let mut rx = port.rx_queue(0, &pl, &QueueConfig::default()).unwrap();
+    let mac_b = p.mac(&p.ns_b, &p.b);
+    let mac_text = mac_b.map(|b| format!("{b:02x}")).join(":");
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &p.ns_b, "python3", "-c", TCP_SERVER])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sout = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    sout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    // pktgen's UDP frames to B's MAC, while Linux on B answers ARP, ND, ping and TCP.
+    let pktgen = Command::new(common::tool("pktgen"))
+        .args(["--port", &format!("xdp:{},netns={}", p.a, p.ns_a)])
+        .args(["--dst-mac", &mac_text, "--count", &N.to_string(), "--rate", "20k"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Neighbours forgotten first, so that resolution itself is tested. Linux's side runs in
+    // child processes while this thread keeps the port's queue drained.
+    p.exec(&p.ns_a, &["ip", "neigh", "flush", "dev", &p.a]);
+    let in_a = |args: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", &p.ns_a])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let checks = [
+        ("ping", in_a(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.0.2"])),
+        (
+            "ping -6",
+            in_a(&["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", "fd77::2"]),
+        ),
+        ("TCP", in_a(&["python3", "-c", TCP_CLIENT])),
+    ];
+    let mut got = Burst::new(&pl, 64);
+    let mut n = 0u64;
+    let mut pending: Vec<_> = checks.into_iter().map(Some).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (n < N || pending.iter().any(Option::is_some)) && Instant::now() < deadline {
+        n += rx.rx_burst(&mut got).unwrap() as u64;
+        for i in 0..got.len() {
+            let f = got.data(i);
+            assert_eq!((&f[0..6], f[23]), (&mac_b[..], 17), "a UDP frame to B's MAC");
+        }
+        got.clear();
+        for slot in pending.iter_mut() {
+            if let Some((_, child)) = slot.as_mut() {
+                if child.try_wait().unwrap().is_some() {
+                    let (what, child) = slot.take().unwrap();
+                    let out = child.wait_with_output().unwrap();
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    assert!(
+                        out.status.success(),
+                        "{what}: {text}{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    if what == "TCP" {
+                        assert_eq!(text.trim(), "ok", "TCP to B's address");
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        pending.iter().all(Option::is_none),
+        "Linux's checks did not finish in 60 s"
+    );
+    let _ = server.wait();
+    let out = pktgen.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(n, N, "every pktgen frame reached the port");
+    drop((rx, got));
+    drop(port);
 }

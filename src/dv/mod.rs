@@ -46,6 +46,9 @@ pub struct DvCaps {
     /// Largest frame the port sends (MTU plus L2 header); a larger one fails its whole WQE with
     /// LOCAL_LENGTH and resets the queue, so the driver drops it first.
     pub max_frame: u32,
+    /// The device inserts a VLAN tag the Ethernet segment asks for (`wqe_vlan_insert`, with no
+    /// inline required: `mlx5::inline`); otherwise the driver inlines the tagged header.
+    pub vlan_insert: bool,
 }
 
 impl DvCaps {
@@ -54,29 +57,45 @@ impl DvCaps {
         inline_mode: prm::InlineMode::L2,
         enhanced_mpw: false,
         max_frame: 9216,
+        vlan_insert: false,
     };
-    /// A ConnectX-5: nothing inlined, enhanced multi-packet send.
+    /// A ConnectX-5 whose DevX reports `wqe_vlan_insert`: nothing inlined, enhanced
+    /// multi-packet send, VLAN insertion.
     pub const CONNECTX5: DvCaps = DvCaps {
         inline_mode: prm::InlineMode::None,
         enhanced_mpw: true,
         max_frame: 9216,
+        vlan_insert: true,
     };
 }
 
-/// A device's free-running clock, in ticks of `hca_core_clock` kHz, as nanoseconds: what a CQE's
-/// timestamp counts on mlx5 unless the real-time format was asked for (the PRM's `timestamp`
-/// field of the CQE; rdma-core `mlx5dv_ts_to_ns` converts the same ticks). The conversion is a
-/// multiply and a shift, precomputed once per queue: ns = ticks × (10^6 / kHz) in fixed point
-/// with as many fraction bits as keep the factor in 64 (61 for a ConnectX-5's 6.4 ns), a
-/// 64×64→128 multiply (one `mul` on x86_64), so that a day of ticks is still exact to the ns.
-/// rdma-core's own conversion (`mlx5dv_ts_to_ns` over `mlx5dv_get_clock_info`) also follows the
-/// kernel's PTP adjustments of the clock; this one gives ns of the free-running clock, one time
-/// base per device, which is what comparing two timestamps of one device needs.
+/// What a CQE's timestamp counts, as nanoseconds. Two formats (the PRM's CQE `timestamp`):
+/// - a device's free-running clock, in ticks of `hca_core_clock` kHz, unless the real-time
+///   format is in force (rdma-core `mlx5dv_ts_to_ns` converts the same ticks). The conversion is
+///   a multiply and a shift, precomputed once per queue: ns = ticks × (10^6 / kHz) in fixed
+///   point with as many fraction bits as keep the factor in 64 (61 for a ConnectX-5's 6.4 ns), a
+///   64×64→128 multiply (one `mul` on x86_64), so that a day of ticks is still exact to the ns.
+///   rdma-core's own conversion (`mlx5dv_ts_to_ns` over `mlx5dv_get_clock_info`) also follows
+///   the kernel's PTP adjustments of the clock; this one gives ns of the free-running clock, one
+///   time base per device, which is what comparing two timestamps of one device needs;
+/// - real time ([`TickClock::REAL_TIME`]), which ConnectX-6 Dx and later write when their clock
+///   runs in real-time mode: seconds in the high 32 bits, nanoseconds in the low (DPDK
+///   `mlx5_rxtx.h` `mlx5_txpp_convert_rx_ts`), on the time base of the device's PHC. Which one a
+///   device writes is decided by its backend (`mlx5::clock` from DevX, as DPDK's
+///   `mlx5_rt_timestamp_config`).
+///
+/// The receive loops convert with [`TickClock::ns`], a multiply and a shift whatever the format:
+/// for real time it is the identity, and the queue converts the burst's timestamps afterwards,
+/// out of the loops. A test of the format inside the loops that hand up
+/// timestamps cost the loops that do not 2 instructions a packet, by how the compiler then
+/// allocated their registers (`scripts/callgrind.sh`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TickClock {
     /// Nanoseconds per tick, × 2^`shift`, rounded up (a whole number of ns stays whole).
     mult: u64,
     shift: u32,
+    /// Timestamps in real-time format (`mult`/`shift` the identity then).
+    real_time: bool,
 }
 
 impl TickClock {
@@ -84,7 +103,21 @@ impl TickClock {
     pub(crate) const NANOSECONDS: TickClock = TickClock {
         mult: 1 << 63,
         shift: 63,
+        real_time: false,
     };
+
+    /// CQE timestamps in real-time format: `seconds << 32 | nanoseconds`.
+    pub const REAL_TIME: TickClock = TickClock {
+        mult: 1 << 63,
+        shift: 63,
+        real_time: true,
+    };
+
+    /// Whether timestamps are in real-time format: [`TickClock::ns`] leaves them as they are,
+    /// and the queue converts them after each burst.
+    pub fn is_real_time(self) -> bool {
+        self.real_time
+    }
 
     /// The clock of a device that ticks at `khz` kHz (`ibv_device_attr_ex::hca_core_clock`);
     /// None for 0 (a device that reports no clock).
@@ -99,28 +132,85 @@ impl TickClock {
         Some(TickClock {
             mult: u64::try_from(mult).ok()?,
             shift,
+            real_time: false,
         })
     }
 
-    /// `ticks` of the device clock in nanoseconds.
+    /// `ticks` of the device clock in nanoseconds (a real-time timestamp as it is).
     #[inline(always)]
     pub fn ns(self, ticks: u64) -> u64 {
         ((u128::from(ticks) * u128::from(self.mult)) >> self.shift) as u64
+    }
+
+    /// A CQE timestamp in nanoseconds, whatever its format.
+    pub fn timestamp_ns(self, raw: u64) -> u64 {
+        if self.real_time {
+            real_time_ns(raw)
+        } else {
+            self.ns(raw)
+        }
+    }
+}
+
+/// A real-time CQE timestamp in ns: DPDK `mlx5_txpp_convert_rx_ts`, `(ts & UINT32_MAX) + (ts >>
+/// 32) * NS_PER_S`.
+pub(crate) fn real_time_ns(raw: u64) -> u64 {
+    (raw & 0xffff_ffff) + (raw >> 32) * 1_000_000_000
+}
+
+/// Converts the real-time timestamps of `packets` (those with `flags::TIMESTAMP`, which the
+/// receive loops stored as the CQE had them) to ns: a queue whose clock is real-time does it
+/// after each burst.
+#[cold]
+#[inline(never)]
+pub(crate) fn convert_real_time(packets: &mut [crate::Packet]) {
+    for p in packets {
+        if p.flags & crate::flags::TIMESTAMP != 0 {
+            p.timestamp = real_time_ns(p.timestamp);
+        }
     }
 }
 
 /// `failed` value of a DV queue stopped by the device's fatal error (no mlx5 syndrome is 0xff).
 pub(crate) const FAILED_DEVICE_FATAL: u8 = 0xff;
+/// `failed` value of a DV queue whose CQ went into error (no mlx5 syndrome is 0xfe).
+pub(crate) const FAILED_CQ_ERROR: u8 = 0xfe;
 
 /// The error a failed DV queue returns for its `failed` value.
 #[cold]
 pub(crate) fn failed_error(failed: u8) -> crate::QueueError {
-    if failed == FAILED_DEVICE_FATAL {
-        crate::QueueError::DeviceFatal
-    } else {
-        crate::QueueError::Failed(crate::Failure::from_mlx5(failed))
+    match failed {
+        FAILED_DEVICE_FATAL => crate::QueueError::DeviceFatal,
+        FAILED_CQ_ERROR => crate::QueueError::Failed(crate::Failure::cq_error()),
+        _ => crate::QueueError::Failed(crate::Failure::from_mlx5(failed)),
     }
 }
+
+/// The bits of a queue's attention word ([`DvControl::attention`]): what the device's
+/// asynchronous events (and the port's watcher) tell a queue. The datapath reads the word where
+/// it costs nothing it did not pay before: TX once per burst, RX on an empty burst.
+pub mod attention {
+    /// `IBV_EVENT_DEVICE_FATAL`: the device stopped; every queue fails.
+    pub const DEVICE_FATAL: u32 = 1 << 0;
+    /// `IBV_EVENT_CQ_ERR` for the queue's CQ (an overrun): it writes nothing more, the queue
+    /// fails (a CQ must be made again; reopening the queue does it).
+    pub const CQ_ERROR: u32 = 1 << 1;
+    /// `IBV_EVENT_WQ_FATAL` / `IBV_EVENT_QP_FATAL` for the queue's WQ or QP: reset as after a
+    /// completion error (kernel `qp.c` `mlx5_ib_wq_event`, `mlx5_ib_qp_event`).
+    pub const QUEUE_FATAL: u32 = 1 << 2;
+    /// The port's link is down (`IBV_EVENT_PORT_ERR`, cleared by `IBV_EVENT_PORT_ACTIVE`): no
+    /// completion is owed, the TX watchdog waits.
+    pub const LINK_DOWN: u32 = 1 << 3;
+    /// The port's MTU changed: the send path takes its new largest frame
+    /// ([`DvControl::max_frame`](super::DvControl::max_frame)).
+    pub const MTU_CHANGED: u32 = 1 << 4;
+    /// The bits a queue acts on (all but the link state, which only the watchdog reads).
+    pub const ACT: u32 = DEVICE_FATAL | CQ_ERROR | QUEUE_FATAL | MTU_CHANGED;
+}
+
+/// A queue's attention word: set by whoever hears the device's events for the queue's objects,
+/// read and partly cleared by the queue.
+pub type AttentionWord = std::sync::Arc<std::sync::atomic::AtomicU32>;
 
 /// Queue state changes the datapath needs from the control path. On hardware these are
 /// `ibv_modify_qp` (RESET → INIT → RTR → RTS) and `ibv_modify_wq` (RESET → RDY); on the model they
@@ -130,10 +220,30 @@ pub trait DvControl: Send + Sync {
     fn reset_sq(&self, qpn: u32) -> Result<(), String>;
     /// Resets a receive WQ to WQE 0, discarding whatever was posted.
     fn reset_rq(&self, wq_num: u32) -> Result<(), String>;
+    /// The queue's attention word ([`attention`]), which the events of the device set for this
+    /// queue. A queue takes it once, at creation, and reads it on its own paths; the default, for
+    /// a control that hears no events, is a word nothing ever sets.
+    fn attention(&self) -> AttentionWord {
+        AttentionWord::default()
+    }
     /// The device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`): it has stopped, and with it
-    /// every queue. Read on the queues' idle paths only.
+    /// every queue.
     fn device_fatal(&self) -> bool {
-        false
+        self.attention().load(std::sync::atomic::Ordering::Acquire) & attention::DEVICE_FATAL != 0
+    }
+    /// The largest frame the port sends now (what [`DvCaps::max_frame`] said at open, or what
+    /// an MTU change made it); None where the control does not know.
+    fn max_frame(&self) -> Option<u32> {
+        None
+    }
+    /// The time the TX watchdog counts in, ns: the host's coarse monotonic clock, or the model
+    /// device's (simulated when a test steps it).
+    fn now_ns(&self) -> u64 {
+        coarse_now_ns()
+    }
+    /// The link's speed, bit/s, where known: how long a full ring may take to drain.
+    fn link_bps(&self) -> Option<u64> {
+        None
     }
     /// The clock the device's CQE timestamps count ([`TickClock`]); None where it is unknown,
     /// and then a queue asked for receive timestamps refuses to open rather than hand up ticks
@@ -141,6 +251,19 @@ pub trait DvControl: Send + Sync {
     fn clock(&self) -> Option<TickClock> {
         None
     }
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in ns: a clock read that costs no system call and no serialising
+/// instruction (the vDSO returns the last tick's time), fine enough for a watchdog of ms.
+pub(crate) fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec, a live local.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]
@@ -165,5 +288,11 @@ mod clock_tests {
             17_280_000_000_000_000
         );
         assert_eq!(TickClock::from_khz(0), None);
+        // Real time: 1 700 000 000 s and 123 456 789 ns, left as it is by `ns`.
+        let rt = TickClock::REAL_TIME;
+        let raw = (1_700_000_000u64 << 32) | 123_456_789;
+        assert!(rt.is_real_time() && !c.is_real_time());
+        assert_eq!((rt.ns(raw), rt.timestamp_ns(raw)), (raw, 1_700_000_000_123_456_789));
+        assert_eq!(c.timestamp_ns(5), 32);
     }
 }

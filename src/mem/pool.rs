@@ -868,6 +868,12 @@ impl Burst {
         self.len -= n;
     }
 
+    /// The packets from `start` on, to rewrite in place (what a backend handed up last).
+    #[cfg(any(feature = "model", feature = "mlx5"))]
+    pub(crate) fn packets_mut_from(&mut self, start: usize) -> &mut [Packet] {
+        &mut self.pkts[start..self.len]
+    }
+
     /// Free slots for a backend to fill: write descriptors into the slice, then `commit`.
     #[inline]
     pub(crate) fn spare(&mut self) -> &mut [Packet] {

@@ -26,6 +26,11 @@ impl Found {
         self.ibdev_path.join("device/net").join(netdev)
     }
 
+    /// The file of a sysfs attribute of the netdev.
+    pub(super) fn netdev_path(&self, netdev: &str, attr: &str) -> PathBuf {
+        self.netdev_dir(netdev).join(attr)
+    }
+
     /// A sysfs attribute of the netdev, trimmed.
     pub(super) fn netdev_attr(&self, netdev: &str, attr: &str) -> Option<String> {
         std::fs::read_to_string(self.netdev_dir(netdev).join(attr))

@@ -18,8 +18,10 @@
 //! Everything is released in reverse through reference counts (see `sys::rdma::objects`):
 //! flows, RSS QPs, indirection table, WQs, QPs, CQs, MRs, PD, context.
 
+mod clock;
 mod discover;
 mod events;
+mod flows;
 mod inline;
 mod layout;
 mod port;

@@ -13,8 +13,7 @@ use super::layout;
 use crate::dv::prm::{InlineMode, MiniFormat};
 use crate::dv::ring::KeepAlive;
 use crate::dv::{DvCaps, DvControl, TickClock};
-use crate::flow::rule::{parse_mac, FlowRule, IpMatch};
-use crate::flow::wire::ETHERTYPE_IPV6;
+use crate::flow::rule::{parse_mac, FlowRule};
 use crate::rx::dv::DvRxQueue;
 use crate::rx::dv_striding::{params_for, DvStridingRxQueue};
 use crate::rx::verbs::VerbsRxQueue;
@@ -27,15 +26,6 @@ use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 /// What the kernel says when CAP_NET_RAW is missing (RAW_PACKET QPs and flows need it).
 pub(crate) const CAP_NET_RAW_HINT: &str =
     "CAP_NET_RAW is needed: run as root or `setcap cap_net_raw,cap_ipc_lock+ep BINARY`";
-
-/// Toeplitz over IPv4 (or IPv6) source and destination plus TCP ports: VPP's `rss4 ip-tcp` /
-/// `rss6 ip-tcp` defaults. The mlx5 kernel driver refuses one hash QP that mixes IPv4 with
-/// IPv6 fields or TCP with UDP ports (drivers/infiniband/hw/mlx5/qp.c
-/// `create_rss_raw_qp_tir`: EINVAL), hence one QP per IP version, as VPP has.
-const RSS_FIELDS_V4: u64 =
-    (IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP) as u64;
-const RSS_FIELDS_V6: u64 =
-    (IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP) as u64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -70,8 +60,12 @@ struct Shared {
     pd: Arc<Pd>,
     ctx: Arc<Context>,
     health: Arc<events::Health>,
-    /// The device clock (`ibv_device_attr_ex::hca_core_clock`): what CQE timestamps count.
+    /// What CQE timestamps count (`mlx5::clock`): ticks of `hca_core_clock`, or real time.
     clock: Option<TickClock>,
+    /// The link's speed at open, bit/s (the TX watchdog's wait for a full ring).
+    link_bps: Option<u64>,
+    /// The netdev's PHC, the time base of real-time timestamps.
+    phc: Option<super::clock::Phc>,
 }
 
 /// Flows, then the RSS QPs, then the table: field order is drop order, the order the kernel
@@ -223,6 +217,7 @@ fn probe_dv(
             inline_mode: d.mode,
             enhanced_mpw: empw,
             max_frame,
+            vlan_insert: d.vlan_insert,
         },
         d.source,
     ))
@@ -340,6 +335,18 @@ impl Mlx5Port {
                 }
             },
         };
+        // What the CQE timestamps count (`clock`): ticks, or real time on the PHC's time base.
+        let clock = match mode {
+            Mode::Dv(_) => ctx.query_device_ex().ok().and_then(|a| {
+                let flags = ctx.mlx5dv_query().map_or(0, |q| q.flags);
+                super::clock::decide(&ctx, flags, a.hca_core_clock)
+            }),
+            Mode::Verbs => None,
+        };
+        let phc = match (&clock, netdev.as_deref()) {
+            (Some(c), Some(n)) if c.clock.is_real_time() => super::clock::Phc::of(n),
+            _ => None,
+        };
         let pd = Pd::alloc(&ctx).map_err(|e| call_err(&spec, e))?;
 
         let mac_text = mac.map_or("unknown".to_string(), |m| {
@@ -353,17 +360,26 @@ impl Mlx5Port {
             port_state_name(pattr.state),
             match mode {
                 Mode::Dv(c) => format!(
-                    "Direct Verbs ({}inline headers: {}, from {inline_source})",
+                    "Direct Verbs ({}inline headers: {}, from {inline_source}; VLAN tags inserted by the {})",
                     if c.enhanced_mpw && c.inline_mode == InlineMode::None {
                         "enhanced MPW, "
                     } else {
                         ""
                     },
-                    c.inline_mode.name()
+                    c.inline_mode.name(),
+                    if c.vlan_insert { "device" } else { "driver" }
                 ),
                 Mode::Verbs => "ibverbs".to_string(),
             }
-        );
+        ) + &match &clock {
+            Some(c) if c.clock.is_real_time() => format!(
+                ", timestamps in real time (from {}){}",
+                c.source,
+                if phc.is_some() { "" } else { ", no PHC to read" }
+            ),
+            Some(c) => format!(", timestamps in clock ticks (from {})", c.source),
+            None => String::new(),
+        };
 
         let rules = if opts.promiscuous {
             log::warn!(
@@ -374,7 +390,8 @@ impl Mlx5Port {
         } else {
             let mut r = Vec::new();
             match mac {
-                Some(m) => r.push(FlowRule::own_mac(m)),
+                Some(m) => r.extend(opts.default_rules.rules(m)),
+                None if opts.default_rules == crate::spec::DefaultRules::None => {}
                 None => {
                     return Err(dev_err(
                         &spec,
@@ -387,7 +404,12 @@ impl Mlx5Port {
             r
         };
         let health = Arc::new(events::Health::default());
-        let watcher = events::Watcher::start(ctx.clone(), port_num, spec.clone(), health.clone());
+        // The watcher also follows the netdev's MTU (sysfs), as the send queues' largest frame.
+        let mtu_source = netdev.as_deref().map(|n| events::MtuSource {
+            path: dev.netdev_path(n, "mtu"),
+            mtu,
+        });
+        let watcher = events::Watcher::start(ctx.clone(), port_num, spec.clone(), health.clone(), mtu_source);
         Ok(Mlx5Port {
             _events: watcher,
             shared: Arc::new(Shared {
@@ -412,10 +434,9 @@ impl Mlx5Port {
                 rules,
                 rx_queues: opts.rx_queues,
                 pd,
-                clock: ctx
-                    .query_device_ex()
-                    .ok()
-                    .and_then(|a| TickClock::from_khz(a.hca_core_clock)),
+                clock: clock.map(|c| c.clock),
+                phc,
+                link_bps: (speed > 0.0).then_some((speed * 1e9) as u64),
                 ctx,
                 health,
             }),
@@ -539,17 +560,25 @@ impl Shared {
         }
         crate::rx::dv_striding::refuse_other_options(cfg, pool)
             .map_err(|e| Error::config(format!("{}: {}", self.spec, e.message())))?;
+        let caps = self.striding_caps(cfg).unwrap_or(crate::dv::prm::mprq::Caps::NONE);
+        params_for(pool, &caps)
+            .map(Some)
+            .map_err(|e| Error::config(format!("{}: {e}", self.spec)))
+    }
+
+    /// The striding RQ caps `mlx5dv_query_device` reports, for a DV queue asked `rx_striding`.
+    fn striding_caps(&self, cfg: &QueueConfig) -> Option<crate::dv::prm::mprq::Caps> {
+        if !cfg.rx_striding || self.mode == Mode::Verbs {
+            return None;
+        }
         let c = self.ctx.striding_caps();
-        let caps = crate::dv::prm::mprq::Caps {
+        Some(crate::dv::prm::mprq::Caps {
             min_log_stride_bytes: c.min_single_stride_log_num_of_bytes,
             max_log_stride_bytes: c.max_single_stride_log_num_of_bytes,
             min_log_num_strides: c.min_single_wqe_log_num_of_strides,
             max_log_num_strides: c.max_single_wqe_log_num_of_strides,
             supported_qpts: c.supported_qpts,
-        };
-        params_for(pool, &caps)
-            .map(Some)
-            .map_err(|e| Error::config(format!("{}: {e}", self.spec)))
+        })
     }
 
     /// Builds the indirection table, the RSS QPs and the flows over the complete set of WQs.
@@ -575,14 +604,19 @@ impl Shared {
         let table: Vec<Arc<Wq>> = (0..size).map(|i| wqs[i % n].clone()).collect();
         let table = IndTable::create(&self.ctx, &table).map_err(|e| call_err(&self.spec, e))?;
         let key = crate::flow::rss::DEFAULT_KEY;
-        let qp4 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V4).map_err(|e| perm_err(&self.spec, e))?;
-        let qp6 = Qp::create_rss(&self.pd, &table, &key, RSS_FIELDS_V6).map_err(|e| perm_err(&self.spec, e))?;
+        // One hash QP per IP version and L4 protocol over the one table (`flows`).
+        let qps = super::flows::Hash::ALL
+            .iter()
+            .map(|h| Qp::create_rss(&self.pd, &table, &key, h.fields()).map_err(|e| perm_err(&self.spec, e)))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut flows = Vec::new();
         for rule in &self.rules {
-            // VPP installs the IPv6 rule of a pair first, then the catch-all one for IPv4
-            // (`rdma_dev_set_ucast`): IPv6 frames are hashed by the IPv6 QP.
-            for (r, v6) in split_by_family(rule) {
-                let qp = if v6 { &qp6 } else { &qp4 };
+            // Each kind of frame the rule can match to the QP that hashes it, the more specific
+            // flows at the higher priorities (`flows`).
+            let expanded =
+                super::flows::expand(rule).map_err(|e| Error::config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
+            for (r, hash) in expanded {
+                let qp = &qps[hash.index()];
                 let mut attr = crate::flow::ibv_spec::compile(&r)
                     .map(CompiledFlow)
                     .map_err(|e| Error::config(format!("{}: rule `{rule}`: {e}", self.spec)))?;
@@ -600,30 +634,9 @@ impl Shared {
         }
         Ok(Steering {
             _flows: flows,
-            _qps: vec![qp4, qp6],
+            _qps: qps,
             _table: table,
         })
-    }
-}
-
-/// A rule as the flows it becomes: one per IP version it can match, each for that version's
-/// RSS QP (true = IPv6). A rule that names no IP version becomes an IPv6-only copy plus itself.
-fn split_by_family(rule: &FlowRule) -> Vec<(FlowRule, bool)> {
-    match (&rule.ip, rule.ethertype) {
-        (Some(IpMatch::V6 { .. }), _) => vec![(rule.clone(), true)],
-        (Some(IpMatch::V4 { .. }), _) => vec![(rule.clone(), false)],
-        (None, Some(ETHERTYPE_IPV6)) => vec![(rule.clone(), true)],
-        (None, Some(_)) => vec![(rule.clone(), false)],
-        (None, None) => vec![
-            (
-                FlowRule {
-                    ethertype: Some(ETHERTYPE_IPV6),
-                    ..rule.clone()
-                },
-                true,
-            ),
-            (rule.clone(), false),
-        ],
     }
 }
 
@@ -632,6 +645,10 @@ struct SqControl {
     qp: Arc<Qp>,
     port: u8,
     health: Arc<events::Health>,
+    /// The queue's attention word, set by the events watcher for its QP and CQ.
+    word: crate::dv::AttentionWord,
+    /// The link's speed (for the watchdog's wait), bit/s.
+    link_bps: Option<u64>,
 }
 
 impl DvControl for SqControl {
@@ -644,8 +661,20 @@ impl DvControl for SqControl {
         Err("a send queue has no receive WQ".into())
     }
 
+    fn attention(&self) -> crate::dv::AttentionWord {
+        self.word.clone()
+    }
+
     fn device_fatal(&self) -> bool {
         self.health.fatal()
+    }
+
+    fn max_frame(&self) -> Option<u32> {
+        self.health.max_frame()
+    }
+
+    fn link_bps(&self) -> Option<u64> {
+        self.link_bps
     }
 }
 
@@ -653,6 +682,8 @@ struct RqControl {
     wq: Arc<Wq>,
     health: Arc<events::Health>,
     clock: Option<TickClock>,
+    /// The queue's attention word, set by the events watcher for its WQ and CQ.
+    word: crate::dv::AttentionWord,
 }
 
 impl DvControl for RqControl {
@@ -665,6 +696,10 @@ impl DvControl for RqControl {
         // `mlx5_modify_wq`), RESET → RDY takes WQEs from index 0 again (DPDK `mlx5_rx_err_handle`).
         self.wq.set_state(IBV_WQS_RESET).map_err(|e| e.to_string())?;
         self.wq.set_state(IBV_WQS_RDY).map_err(|e| e.to_string())
+    }
+
+    fn attention(&self) -> crate::dv::AttentionWord {
+        self.word.clone()
     }
 
     fn device_fatal(&self) -> bool {
@@ -695,6 +730,15 @@ impl Backend for Mlx5Port {
                 sh.spec
             )));
         }
+        let fallback;
+        let cfg = match sh.striding_caps(cfg) {
+            Some(caps) if caps.supported() && !crate::rx::dv_striding::takes_per_stride_wqes(&caps) => {
+                fallback =
+                    crate::rx::dv_striding::fallback_config(cfg, pool, sh.health.max_frame().unwrap_or(sh.max_frame));
+                &fallback
+            }
+            _ => cfg,
+        };
         let striding = sh.striding_params(pool, cfg)?;
         let mr = sh.mr_for(pool)?;
         let (cq, wq, comp) = match &striding {
@@ -749,6 +793,7 @@ impl Backend for Mlx5Port {
                     wq: wq.clone(),
                     health: sh.health.clone(),
                     clock: sh.clock,
+                    word: sh.health.register(&[wq.addr(), cq.addr()]),
                 });
                 let (num, lkey) = (wq.wq_num(), mr.lkey());
                 if let Some(p) = striding {
@@ -847,10 +892,17 @@ impl Backend for Mlx5Port {
                 let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
                 let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
+                    word: sh.health.register(&[qp.addr(), cq.addr()]),
                     qp,
                     port: sh.port_num,
                     health: sh.health.clone(),
+                    link_bps: sh.link_bps,
                 });
+                // The port's largest frame now: an MTU changed since the port opened counts.
+                let caps = DvCaps {
+                    max_frame: sh.health.max_frame().unwrap_or(caps.max_frame),
+                    ..caps
+                };
                 #[allow(unsafe_code)]
                 // SAFETY: `qp` and `cq` were created above for this queue alone, and `keep` holds them
                 // (and the MR) for as long as the infos, hence the queue, live.
@@ -932,7 +984,13 @@ impl Backend for Mlx5Port {
         if self.shared.mode == Mode::Verbs {
             return None;
         }
-        Some(self.shared.clock?.ns(self.shared.ctx.raw_clock()?))
+        let clock = self.shared.clock?;
+        if clock.is_real_time() {
+            // Real-time timestamps are on the PHC's time base (kernel `lib/clock.c`
+            // `mlx5_real_time_mode`); the free-running counter is another clock.
+            return self.shared.phc.as_ref()?.now_ns();
+        }
+        Some(clock.ns(self.shared.ctx.raw_clock()?))
     }
 
     fn identity(&self) -> crate::PortIdentity {
@@ -968,17 +1026,6 @@ unsafe impl crate::sys::rdma::FlowAttr for CompiledFlow {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn family_split() {
-        let own = FlowRule::own_mac([2, 0, 0, 0, 0, 1]);
-        let s = split_by_family(&own);
-        assert_eq!(s.len(), 2);
-        assert_eq!(s[0].0.ethertype, Some(ETHERTYPE_IPV6));
-        assert!(s[0].1 && !s[1].1);
-        let v4: FlowRule = "ipv4 udp dst-port 4789".parse().unwrap();
-        assert_eq!(split_by_family(&v4), vec![(v4, false)]);
-    }
 
     #[test]
     fn speeds() {

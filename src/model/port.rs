@@ -16,14 +16,38 @@ use crate::tx::dv::DvTxQueue;
 use crate::{Error, Pool, QueueConfig, RxQueue, TxQueue};
 use mlx5_model::{Link, ModelConfig, Nic, QueueMem, RqOptions};
 
-/// The default device ([`ModelConfig::default`]) run as `opts` say (trace, receive rate).
-fn model_config(opts: &ModelOptions) -> ModelConfig {
-    ModelConfig {
+/// The device `profile` and `knobs` describe (the default device, [`ModelConfig::default`], for
+/// none) run as `opts` say (trace, receive rate).
+fn model_config(opts: &ModelOptions, profile: Option<&str>, knobs: &[String]) -> Result<ModelConfig, String> {
+    let device = ModelConfig::with_profile(profile, knobs)?;
+    Ok(ModelConfig {
         trace: opts.trace.clone(),
         rx_capacity_pps: opts.rx_capacity_pps,
-        rx_buffer_s: opts.rx_buffer_s.unwrap_or(ModelConfig::default().rx_buffer_s),
-        ..ModelConfig::default()
+        rx_buffer_s: opts.rx_buffer_s.unwrap_or(device.rx_buffer_s),
+        ..device
+    })
+}
+
+/// What a `model:` spec says after the port: `,profile=NAME` and `,knob=NAME=VALUE` options, in
+/// order (profile, knobs); one line naming a malformed one.
+fn spec_options(rest: &str) -> Result<(&str, Option<&str>, Vec<String>), Error> {
+    let mut parts = rest.split(',');
+    let port = parts.next().unwrap_or("");
+    let (mut profile, mut knobs) = (None, Vec::new());
+    for opt in parts {
+        if let Some(p) = opt.strip_prefix("profile=") {
+            profile = Some(p);
+        } else if let Some(k) = opt.strip_prefix("knob=") {
+            knobs.push(k.to_string());
+        } else {
+            return Err(Error::spec(format!(
+                "model:{}: unknown option `{}` (options: profile=NAME, knob=NAME=VALUE)",
+                echo(rest),
+                echo(opt)
+            )));
+        }
     }
+    Ok((port, profile, knobs))
 }
 
 /// What the datapath learns from a model device (`mlx5dv_query_device` and `eth_min_inline` on
@@ -33,6 +57,8 @@ pub fn dv_caps(cfg: &ModelConfig) -> DvCaps {
         inline_mode: cfg.inline_mode,
         enhanced_mpw: cfg.enhanced_mpw,
         max_frame: cfg.max_frame as u32,
+        // As the mlx5 backend decides it from DevX (`mlx5::inline`): the cap, and no inline.
+        vlan_insert: cfg.knobs.vlan_insert && cfg.inline_mode == mlx5_prm::InlineMode::None,
     }
 }
 
@@ -59,6 +85,10 @@ pub trait NicQueues {
     /// A control handle for the datapath's queue resets. It keeps the NIC (and its polling
     /// thread) alive as long as a queue holds it, as an open verbs context would.
     fn control(self: &Arc<Self>) -> Arc<dyn DvControl>;
+    /// [`NicQueues::control`] for a queue on port `port` whose objects (CQ, SQ or WQ numbers)
+    /// are `objects`: its attention word hears the device's events for them and for the port
+    /// (`dv::attention`), its `max_frame` is the port's, its clock the device's.
+    fn control_for(self: &Arc<Self>, port: usize, objects: &[u32]) -> Arc<dyn DvControl>;
 }
 
 impl NicQueues for Nic {
@@ -95,11 +125,13 @@ impl NicQueues for Nic {
     }
 
     fn control(self: &Arc<Self>) -> Arc<dyn DvControl> {
-        Arc::new(ModelControl {
-            nic: self.clone(),
-            lkey: None,
-            _id: None,
-        })
+        Arc::new(ModelControl::new(self.clone(), 0, None, None))
+    }
+
+    fn control_for(self: &Arc<Self>, port: usize, objects: &[u32]) -> Arc<dyn DvControl> {
+        let ctl = ModelControl::new(self.clone(), port, None, None);
+        ctl.watch(objects);
+        Arc::new(ctl)
     }
 }
 
@@ -121,6 +153,50 @@ struct ModelControl {
     lkey: Option<u32>,
     /// The `model:` port's queue id, given back with the queue.
     _id: Option<IdHeld>,
+    /// The port the queue is on.
+    port: usize,
+    /// The queue's attention word, set by the device's events ([`ModelControl::watch`]).
+    word: crate::dv::AttentionWord,
+}
+
+impl ModelControl {
+    fn new(nic: Arc<Nic>, port: usize, lkey: Option<u32>, id: Option<IdHeld>) -> ModelControl {
+        ModelControl {
+            nic,
+            lkey,
+            _id: id,
+            port,
+            word: crate::dv::AttentionWord::default(),
+        }
+    }
+
+    /// Makes the device's events for `objects` (CQ, SQ, WQ numbers) and for the queue's port
+    /// set the bits of the attention word, as the events watcher of an `mlx5:` port does
+    /// (`mlx5::events`); the listener goes when the queue (its word) does.
+    fn watch(&self, objects: &[u32]) {
+        use crate::dv::attention as at;
+        use mlx5_model::DeviceEvent as E;
+        use std::sync::atomic::Ordering::AcqRel;
+        let word = Arc::downgrade(&self.word);
+        let (objects, port) = (objects.to_vec(), self.port);
+        self.nic.on_event(Box::new(move |ev| {
+            let Some(w) = word.upgrade() else {
+                return false;
+            };
+            let mine = |n: &u32| objects.contains(n);
+            match *ev {
+                E::CqError { ref cqn } if mine(cqn) => w.fetch_or(at::CQ_ERROR, AcqRel),
+                E::WqFatal { ref wqn } if mine(wqn) => w.fetch_or(at::QUEUE_FATAL, AcqRel),
+                E::QpFatal { ref qpn } if mine(qpn) => w.fetch_or(at::QUEUE_FATAL, AcqRel),
+                E::PortDown { port: p } if p == port => w.fetch_or(at::LINK_DOWN, AcqRel),
+                E::PortUp { port: p } if p == port => w.fetch_and(!at::LINK_DOWN, AcqRel),
+                E::Mtu { port: p, .. } if p == port => w.fetch_or(at::MTU_CHANGED, AcqRel),
+                E::DeviceFatal { port: p } if p == port => w.fetch_or(at::DEVICE_FATAL, AcqRel),
+                _ => 0,
+            };
+            true
+        }));
+    }
 }
 
 impl Drop for ModelControl {
@@ -141,13 +217,31 @@ impl DvControl for ModelControl {
     }
 
     fn clock(&self) -> Option<TickClock> {
-        Some(model_clock())
+        Some(model_clock(self.nic.timestamp_clock()))
+    }
+
+    fn attention(&self) -> crate::dv::AttentionWord {
+        self.word.clone()
+    }
+
+    fn max_frame(&self) -> Option<u32> {
+        Some(self.nic.max_frame(self.port) as u32)
+    }
+
+    fn now_ns(&self) -> u64 {
+        // The device's clock: simulated where a test steps the NIC, so that the watchdog waits
+        // in the device's time, as the link it waits for runs in it.
+        self.nic.clock_ns()
     }
 }
 
-/// The model device's clock (`HCA_CORE_CLOCK_KHZ`), as the driver reads its CQEs.
-fn model_clock() -> TickClock {
-    TickClock::from_khz(mlx5_model::HCA_CORE_CLOCK_KHZ).expect("a non-zero frequency")
+/// What the model device's CQE timestamps count (its `clock` knob): ticks of its
+/// `hca_core_clock`, or real time.
+fn model_clock(clock: mlx5_model::profile::Clock) -> TickClock {
+    match clock {
+        mlx5_model::profile::Clock::RealTime => TickClock::REAL_TIME,
+        mlx5_model::profile::Clock::FreeRunning { khz } => TickClock::from_khz(khz).expect("a non-zero frequency"),
+    }
 }
 
 /// For a `model:` port: the model NIC behind it and the port's number on it (counters, fault
@@ -194,6 +288,12 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
             echo(spec)
         )));
     }
+    let (rest, spec_profile, spec_knobs) = spec_options(rest)?;
+    let profile = spec_profile.or(opts.model.profile.as_deref());
+    let knobs: Vec<String> = opts.model.knobs.iter().cloned().chain(spec_knobs).collect();
+    // The device these ask for, checked before anything is opened (a bad name is one line).
+    let device =
+        model_config(&opts.model, profile, &knobs).map_err(|e| Error::config(format!("{}: {e}", echo(spec))))?;
     let (key, port, wires) = if let Some(ifname) = rest.strip_prefix("afpacket=") {
         if ifname.is_empty() {
             return Err(Error::spec("model:afpacket= needs an interface name"));
@@ -229,7 +329,22 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         .find(|(k, _, _)| *k == key)
         .and_then(|(_, w, ids)| Some((w.upgrade()?, ids.clone())));
     let (nic, ids) = match found {
-        Some(found) => found,
+        Some((nic, ids)) => {
+            // The other end of a NIC that exists: it is what it was made as, so a port that asks
+            // for another device is told so rather than given one it did not ask for.
+            let have = nic.config();
+            if (profile.is_some() || !knobs.is_empty())
+                && (have.profile != device.profile || have.knobs != device.knobs)
+            {
+                return Err(Error::config(format!(
+                    "{}: model NIC {key} is already open as `{}`, not `{}`: give both ports the same profile and knobs (or none to the second)",
+                    echo(spec),
+                    have.behaviour(),
+                    device.behaviour()
+                )));
+            }
+            (nic, ids)
+        }
         None => {
             let m = &opts.model;
             if let Some(b) = m.rx_buffer_s.filter(|b| !(b.is_finite() && (0.0..=60.0).contains(b))) {
@@ -254,9 +369,8 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
                     )));
                 }
             }
-            let cfg = model_config(m);
             // A trace path that names no regular file is the caller's to change.
-            let nic = Nic::new(wires, cfg).map_err(|e| {
+            let nic = Nic::new(wires, device).map_err(|e| {
                 let kind = if rawpkt_sys::file::refused(&e) {
                     Error::config
                 } else {
@@ -294,7 +408,7 @@ struct ModelPort {
 impl ModelPort {
     /// Takes queue id `qid` of direction `tx` on this port, with a control handle for the queue
     /// holding it and one registration of the pool: both are given back when the queue goes.
-    fn take(&self, tx: bool, qid: u16, pool: &Rc<Pool>) -> Result<(u32, Arc<dyn DvControl>), Error> {
+    fn take(&self, tx: bool, qid: u16, pool: &Rc<Pool>) -> Result<(u32, ModelControl), Error> {
         let dir = if tx { "TX" } else { "RX" };
         if qid >= MODEL_QUEUES {
             return Err(Error::config(format!(
@@ -316,12 +430,10 @@ impl ModelPort {
         };
         // Each queue holds a registration of its pool for as long as it lives.
         let lkey = self.nic.register_mr(pool.region());
-        let ctl = Arc::new(ModelControl {
-            nic: self.nic.clone(),
-            lkey: Some(lkey),
-            _id: Some(held),
-        });
-        Ok((lkey, ctl))
+        Ok((
+            lkey,
+            ModelControl::new(self.nic.clone(), self.port, Some(lkey), Some(held)),
+        ))
     }
 }
 
@@ -331,8 +443,12 @@ impl ModelPort {
     fn striding_rx_queue(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<Box<dyn RxQueue>, Error> {
         crate::rx::dv_striding::refuse_other_options(cfg, pool)
             .map_err(|e| Error::config(format!("{}: {}", self.identity(), e.message())))?;
-        let params = params_for(pool, &self.nic.config().striding_rq)
-            .map_err(|e| Error::config(format!("{}: {e}", self.identity())))?;
+        let caps = self.nic.config().striding_rq;
+        if caps.supported() && !crate::rx::dv_striding::takes_per_stride_wqes(&caps) {
+            let max = self.nic.max_frame(self.port) as u32;
+            return self.rx_queue(qid, pool, &crate::rx::dv_striding::fallback_config(cfg, pool, max));
+        }
+        let params = params_for(pool, &caps).map_err(|e| Error::config(format!("{}: {e}", self.identity())))?;
         let (lkey, ctl) = self.take(false, qid, pool)?;
         let strides = params.num_strides();
         let wqes = (cfg.size / strides).max(1);
@@ -353,6 +469,8 @@ impl ModelPort {
             .nic
             .create_rq_with(self.port, wqes, cq.cqn, opts)
             .map_err(Error::device)?;
+        ctl.watch(&[cq.cqn, wq]);
+        let ctl: Arc<dyn DvControl> = Arc::new(ctl);
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvStridingRxQueue::new(&rwq, &cq, params, wq, lkey, pool, cfg, ctl)
@@ -382,6 +500,8 @@ impl Backend for ModelPort {
             .nic
             .create_rq_with(self.port, cfg.size, cq.cqn, opts)
             .map_err(Error::device)?;
+        ctl.watch(&[cq.cqn, wq]);
+        let ctl: Arc<dyn DvControl> = Arc::new(ctl);
         // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
             DvRxQueue::new(&rwq, &cq, wq, lkey, pool, cfg, ctl)
@@ -392,9 +512,16 @@ impl Backend for ModelPort {
         let (lkey, ctl) = self.take(true, qid, pool)?;
         let cq = self.nic.create_cq(cfg.size).map_err(Error::device)?;
         let sq = self.nic.create_sq(self.port, cfg.size, cq.cqn).map_err(Error::device)?;
+        ctl.watch(&[cq.cqn, sq.qpn()]);
+        let ctl: Arc<dyn DvControl> = Arc::new(ctl);
+        // The port's largest frame now (an MTU change since the NIC was made included).
+        let caps = DvCaps {
+            max_frame: self.nic.max_frame(self.port) as u32,
+            ..self.nic.caps()
+        };
         // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
         Ok(Box::new(unsafe {
-            DvTxQueue::new(&sq, &cq, lkey, pool, cfg, self.nic.caps(), ctl)
+            DvTxQueue::new(&sq, &cq, lkey, pool, cfg, caps, ctl)
         }?))
     }
 
@@ -417,7 +544,23 @@ impl Backend for ModelPort {
     }
 
     fn device_clock_ns(&self) -> Option<u64> {
-        Some(model_clock().ns(self.nic.clock_ticks()))
+        // On the time base of the CQE timestamps: the model's real-time clock (its PHC) where
+        // they are in real-time format.
+        let clock = model_clock(self.nic.timestamp_clock());
+        Some(if clock.is_real_time() {
+            self.nic.real_time_ns()
+        } else {
+            clock.ns(self.nic.clock_ticks())
+        })
+    }
+
+    fn describe(&self) -> Option<String> {
+        Some(format!(
+            "port {} of model NIC {}: profile {}",
+            self.port,
+            self.key,
+            self.nic.config().behaviour()
+        ))
     }
 
     fn identity(&self) -> PortIdentity {

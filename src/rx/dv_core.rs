@@ -90,6 +90,9 @@ pub(crate) struct RxCore<K: RqKind> {
     pub(super) timestamps: bool,
     /// What the CQEs' timestamps count, to hand them up in ns (read only when `timestamps`).
     pub(super) clock: TickClock,
+    /// Timestamps asked for and in real-time format: converted after each burst
+    /// ([`rx_real_time`]).
+    pub(super) real_time: bool,
     /// The CPU has MOVBE: bursts run in the build for it (each big-endian CQE field loaded,
     /// and each refilled WQE address stored, with one instruction).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -109,6 +112,8 @@ pub(crate) struct RxCore<K: RqKind> {
     /// The compressed session being handed up, which may span bursts.
     pub(super) zip: Zip,
     pub(super) ctl: Arc<dyn DvControl>,
+    /// The queue's attention word (`dv::attention`), read on an empty burst.
+    pub(super) attn: crate::dv::AttentionWord,
     pub(super) wq_num: u32,
     /// Reset the WQ and go on after an error CQE that stops it (`QueueConfig::recover`).
     pub(super) recover: bool,
@@ -178,12 +183,14 @@ impl<K: RqKind> RxCore<K> {
             room,
             refill_min: (super::REFILL_BATCH >> log).min(wqes / 4).max(1),
             timestamps: cfg.rx_timestamps,
+            real_time: cfg.rx_timestamps && clock.is_real_time(),
             clock,
             movbe,
             avx2,
             zip_on,
             vector: if zip_on && movbe && avx2 { rq.vector_width() } else { 0 },
             zip: Zip::default(),
+            attn: ctl.attention(),
             ctl,
             wq_num,
             recover: cfg.recover,
@@ -201,11 +208,20 @@ impl<K: RqKind> RxCore<K> {
         (self.rq_pi << self.rq.log_units()).wrapping_sub(self.rq_ci)
     }
 
-    /// `RxQueue::rx_burst`: the burst's build for the queue's CQ and the CPU, each out of line
-    /// (a function with target features of its own must be), so that this is a dispatch and a
-    /// tail call.
+    /// `RxQueue::rx_burst`: on a queue whose CQE timestamps are real time, [`rx_real_time`];
+    /// else [`RxCore::dispatch`].
     #[inline(always)]
     pub(super) fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.real_time {
+            return rx_real_time(self, out);
+        }
+        self.dispatch(out)
+    }
+
+    /// The burst's build for the queue's CQ and the CPU, each out of line (a function with
+    /// target features of its own must be), so that this is a dispatch and a tail call.
+    #[inline(always)]
+    fn dispatch(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if self.zip_on {
             // `vector` is not 0 only where the CPU reports AVX2 and MOVBE (`RxCore::new`;
             // `set_cpu_features` can only clear it).
@@ -396,14 +412,54 @@ impl<K: RqKind> RxCore<K> {
         self.stats.drops += p.drops;
         if n > 0 {
             self.stats.bursts += 1;
-        } else if self.ctl.device_fatal() {
-            return Err(self.stop_on_fatal());
+        } else {
+            let a = self.attn.load(std::sync::atomic::Ordering::Relaxed);
+            if a & crate::dv::attention::ACT != 0 {
+                self.attend(a)?;
+            }
         }
         if let Some(synd) = p.error {
             self.recover_or_fail(synd)?;
         }
         K::refill(self, self.refill_min);
         Ok(n)
+    }
+
+    /// What the attention word `a` says (`dv::attention`), acted on: the device stopped (the
+    /// queue fails), the CQ is in error (the queue fails: kernel `cq.c` `mlx5_ib_cq_event`,
+    /// `ibv_poll_cq(3)`: a CQ in error is unusable, and it writes nothing more, so without this
+    /// the queue would return 0 forever), the WQ was killed (reset as after a critical error
+    /// CQE, DPDK `mlx5_rx_err_handle`; VPP's `rdma_async_event_read_ready` treats such events
+    /// as errors). An MTU change needs nothing of a receive queue.
+    #[cold]
+    #[inline(never)]
+    fn attend(&mut self, a: u32) -> Result<(), QueueError> {
+        use crate::dv::attention as at;
+        use std::sync::atomic::Ordering::AcqRel;
+        if a & at::DEVICE_FATAL != 0 {
+            return Err(self.stop_on_fatal());
+        }
+        if a & at::CQ_ERROR != 0 {
+            log::warn!(
+                "RX queue on WQ {:#x}: its CQ went into error (overrun); the queue fails",
+                self.wq_num
+            );
+            self.stats.errors.cq_error += 1;
+            // Stop the device writing into posted buffers before they go back.
+            if self.ctl.reset_rq(self.wq_num).is_ok() {
+                K::release_posted(self);
+            } else {
+                self.device_holds_buffers = true;
+            }
+            self.failed = Some(crate::dv::FAILED_CQ_ERROR);
+            return Err(failed_error(crate::dv::FAILED_CQ_ERROR));
+        }
+        self.attn.fetch_and(!(at::QUEUE_FATAL | at::MTU_CHANGED), AcqRel);
+        if a & at::QUEUE_FATAL != 0 {
+            self.stats.errors.queue_fatal += 1;
+            self.recover_or_fail(crate::dv::prm::syndrome::LOCAL_QP_OP)?;
+        }
+        Ok(())
     }
 
     /// The device stopped on a fatal error: it writes nothing any more, so every posted buffer
@@ -727,4 +783,17 @@ const fn packet_flags(f: u16) -> u32 {
         out |= flags::IP_OPTIONS;
     }
     out
+}
+
+/// `RxQueue::rx_burst` of a queue whose CQE timestamps are real time: the bursts store them as
+/// the CQEs have them (`TickClock::ns` is the identity then), and they are converted here, out
+/// of the loops (`dv::convert_real_time`), so that the queues that hand up no real-time
+/// timestamps pay nothing for the format.
+#[cold]
+#[inline(never)]
+fn rx_real_time<K: RqKind>(q: &mut RxCore<K>, out: &mut Burst) -> Result<usize, QueueError> {
+    let start = out.len();
+    let r = q.dispatch(out);
+    crate::dv::convert_real_time(out.packets_mut_from(start));
+    r
 }

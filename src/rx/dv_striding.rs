@@ -111,6 +111,35 @@ pub fn params_for(pool: &Pool, caps: &mprq::Caps) -> Result<mprq::Params, Error>
 /// (a ConnectX-5's `max_wqe_sz_rq`), 16 of them the next segment.
 const MAX_STRIDES: u32 = 16;
 
+/// Whether a device of `caps` takes striding WQEs of as few strides as this queue posts (one
+/// buffer per stride, at most [`MAX_STRIDES`]): not firmware without `ext_stride_num_range`,
+/// whose fewest is 2^9 (kernel `main.c` `mlx5_ib_query_device`).
+pub(crate) fn takes_per_stride_wqes(caps: &mprq::Caps) -> bool {
+    caps.min_log_num_strides <= MAX_STRIDES.trailing_zeros()
+}
+
+/// The queue an `rx_striding` queue becomes on a device with striding RQs that
+/// [`takes_per_stride_wqes`] says no to: a cyclic one, taking the frames the striding queue
+/// would have (up to `max_frame`, chained over buffers, as far as a WQE's data segments reach).
+/// DPDK falls back to a regular RQ when its MPRQ cannot be enabled (`mlx5_rxq.c`
+/// `mlx5_mprq_prepare`); its own MPRQ, one data segment over a buffer of all the strides with
+/// small frames copied out (`mprq_max_memcpy_len`), is a layout this per-stride queue is not.
+/// Said once on stderr (log) per process.
+pub(crate) fn fallback_config(cfg: &crate::QueueConfig, pool: &Pool, max_frame: u32) -> crate::QueueConfig {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        log::warn!(
+            "rx_striding: the device takes striding WQEs of 2^9 strides and up (firmware without \
+             ext_stride_num_range), more than this driver's one buffer per stride; the queue is a \
+             cyclic one (DPDK falls back to a regular RQ the same way)"
+        )
+    });
+    let reach = pool.data_room() * crate::dv::prm::MAX_RQ_SCATTER;
+    cfg.clone()
+        .rx_striding(false)
+        .rx_max_frame(cfg.rx_max_frame.max(max_frame.min(reach)))
+}
+
 /// A receive queue on a striding (multi-packet) RQ: one WQE per 8 or 16 frames, one pool buffer
 /// per stride.
 pub struct DvStridingRxQueue {
@@ -125,6 +154,8 @@ pub(crate) struct Striding {
     ring: StridingRqRing,
     /// Strides per WQE, log2.
     log_n: u32,
+    /// The bits of a CQE's `wqe_id` that name a WQE of the ring (its size - 1).
+    wqe_id_mask: u16,
     /// Sessions the AVX2 path took (tests check that it ran).
     #[cfg(test)]
     vector_sessions: u64,
@@ -349,6 +380,7 @@ impl DvStridingRxQueue {
         let kind = Striding {
             ring: rq,
             log_n: u32::from(params.log_num_strides),
+            wqe_id_mask: (size - 1) as u16,
             #[cfg(test)]
             vector_sessions: 0,
         };
@@ -485,13 +517,20 @@ impl RxCore<Striding> {
         }
         if cqe.opcode() == CQE_RESP_ERR {
             let synd = cqe.as_err().syndrome;
-            if self.error_cqe(&cqe).is_err() || cqe.as_err().wqe_counter.get() != wqe {
+            // Critical syndromes reset the WQ (DPDK `mlx5_rx_err_handle`). The error CQE's
+            // `wqe_counter` is not trusted: DPDK reads it only to dump the CQE, and what a device
+            // puts there on a striding RQ is in no source.
+            if self.error_cqe(&cqe).is_err() {
                 return Other::Fatal(synd);
             }
-            // The error released the rest of the WQE.
-            self.free_bufs(self.rq_ci, n - pos);
+            // A non-critical error releases strides: as many as its byte count says in the MPRQ
+            // encoding (DPDK `mlx5_rx_poll_len` adds them to `skip_cnt`), or, where it says
+            // none that fit, the rest of the WQE.
+            let said = mprq::strides(cqe.byte_cnt.get());
+            let strides = if (1..=n - pos).contains(&said) { said } else { n - pos };
+            self.free_bufs(self.rq_ci, strides);
             return Other::Done {
-                strides: n - pos,
+                strides,
                 packets: 0,
                 chains: 0,
             };
@@ -503,7 +542,10 @@ impl RxCore<Striding> {
             || strides == 0
             || pos + strides > n
             || u32::from(cqe.wqe_counter.get()) != pos
-            || cqe.wqe_id.get() != wqe
+            // Only the bits inside the ring: a device may report the WQE's ring index rather
+            // than its counter (DPDK `mlx5_rx_burst_mprq`: `!((wqe_id ^ rq_ci) & wq_mask)`;
+            // the kernel's mlx5e indexes its WQE array with `wqe_id`).
+            || (cqe.wqe_id.get() ^ wqe) & self.rq.wqe_id_mask != 0
         {
             // Compressed or scattered CQEs were never asked for; a striding CQE that is not
             // where the queue is cannot be trusted.

@@ -13,18 +13,24 @@ use crate::dv::prm::{
     ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, MAX_WQE_DS, SEND_WQE_BB, WQE_CTRL_CQ_UPDATE,
 };
 use crate::dv::ring::{CqInfo, CqRing, MaskedRing, SqInfo, SqRing, SqWriter};
-use crate::dv::{failed_error, DvCaps, DvControl, FAILED_DEVICE_FATAL};
+use crate::dv::{attention, failed_error, AttentionWord, DvCaps, DvControl, FAILED_CQ_ERROR, FAILED_DEVICE_FATAL};
 use crate::flow::wire::ETH_MIN_FRAME;
 use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, TxQueue};
 
 /// Watchdog: how long completions may stop, with WQEs outstanding, before the doorbell is rung
-/// again (and counted in `QueueStats::doorbell_retries`). Every doorbell is flushed out of the
-/// write-combining buffer when it is written (`mmio_flush_writes`, `dv::ring`), so in normal
-/// operation this never fires; a count above 0 means the device missed a doorbell. Long enough
-/// for a full ring of jumbo frames to drain on a slow link; a repeated doorbell for WQEs the
-/// device already ran is harmless.
-const RERING_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+/// again, at least (ns; longer where a full ring takes longer to drain on the link, and twice as
+/// long after each re-ring that changed nothing, up to [`RERING_MAX`]). Every doorbell is
+/// flushed out of the write-combining buffer when it is written (`mmio_flush_writes`,
+/// `dv::ring`), so a lost doorbell is rare; a paused or slow link is the common cause, and it
+/// is counted as what it is: a stall (`QueueStats::tx_stalls`), with the re-rings it took
+/// (`doorbell_rerings`). Neither DPDK nor VPP has a TX watchdog; the kernel's mlx5e checks for
+/// a missed interrupt before it resets anything (`en/reporter_tx.c`, timeout recovery), and
+/// this one only re-rings, which a device that already ran the WQEs takes as a no-op. A down
+/// link (the attention word's `LINK_DOWN`) suspends it.
+const RERING_AFTER: u64 = 10_000_000;
+/// The longest wait between two re-rings of one stall (ns).
+const RERING_MAX: u64 = 1_000_000_000;
 /// Frames up to this length (runts, below the Ethernet minimum) take the slow path, which pads
 /// them with zeros to 60 bytes and inlines them whole, as a MAC pads a short frame: the same
 /// bytes on the wire on every device, and the 18 inline bytes a ConnectX-4 needs even for a
@@ -82,6 +88,9 @@ pub struct DvTxQueue {
     /// The largest power of two not above `fast_span` (0 if it is 0): where the OR of a burst's
     /// `len - 60` is below it, every frame passes that test.
     fast_lens_below: u32,
+    /// The device inserts VLAN tags ([`DvCaps::vlan_insert`]); otherwise [`DvTxQueue::post_sg`]
+    /// writes the tag into the inlined header.
+    vlan_insert: bool,
     /// The CPU has MOVBE: eMPW data segments are written by the build for it ([`FillFn`]).
     #[cfg_attr(not(all(test, feature = "model")), allow(dead_code))]
     movbe: bool,
@@ -92,8 +101,19 @@ pub struct DvTxQueue {
     /// The device could not be stopped: the in-flight buffers must never go back to the pool.
     device_holds_buffers: bool,
     failed: Option<u8>,
-    /// Since when completions have not moved while WQEs are outstanding.
-    stalled_since: Option<std::time::Instant>,
+    /// Late flush CQEs the queue may still take without calling them an error: as many as the
+    /// WQEBBs the last reset dropped could have (set by `recover_or_fail`).
+    late_budget: u32,
+    /// The WQEBBs (mod 2^16, `[from, to)`) the last reset dropped: what a late flush CQE names.
+    late_wqes: (u16, u16),
+    /// Since when completions have not moved while WQEs are outstanding (`DvControl::now_ns`).
+    stalled_since: Option<u64>,
+    /// How long the watchdog waits before its next re-ring in this stall (ns), and whether this
+    /// stall was counted yet.
+    stall_wait: u64,
+    stall_counted: bool,
+    /// The queue's attention word ([`crate::dv::attention`]), read once per burst.
+    attn: AttentionWord,
     last_wqe: u32,
     stats: QueueStats,
 }
@@ -167,6 +187,7 @@ impl DvTxQueue {
             )));
         }
         let size = sq_ring.size();
+        let attn = ctl.attention();
         let empw = caps.enhanced_mpw && caps.inline_mode == InlineMode::None;
         let elts = tx_buffers(size, &caps);
         Ok(DvTxQueue {
@@ -182,8 +203,9 @@ impl DvTxQueue {
             elts: vec![0; elts as usize].into_boxed_slice(),
             elts_head: 0,
             elts_tail: 0,
-            // At most one requested completion per WQE in flight.
-            comps: MaskedRing::new(size as usize, CompRecord::default()),
+            // At most one requested completion per WQE in flight, and room to move them one slot
+            // up per late flush CQE (`skip_late_flush`).
+            comps: MaskedRing::new(2 * size as usize, CompRecord::default()),
             comp_pi: 0,
             since_signal: 0,
             signal_every: cfg.tx_completion_every.clamp(1, size),
@@ -203,13 +225,19 @@ impl DvTxQueue {
             },
             fast_span: (caps.max_frame as usize).saturating_sub(RUNT_MAX),
             fast_lens_below: pow2_floor((caps.max_frame as usize).saturating_sub(RUNT_MAX)),
+            vlan_insert: caps.vlan_insert && caps.inline_mode == InlineMode::None,
             movbe: cfg.cpu_vector && crate::dv::cpu_has_movbe(),
             fill: fill_fn(cfg.cpu_vector && crate::dv::cpu_has_movbe()),
             max_frame: caps.max_frame as usize,
             device_holds_buffers: false,
             recover: cfg.recover,
             failed: None,
+            late_budget: 0,
+            late_wqes: (0, 0),
             stalled_since: None,
+            stall_wait: RERING_AFTER,
+            stall_counted: false,
+            attn,
             last_wqe: 0,
             stats: QueueStats::default(),
         })
@@ -289,9 +317,87 @@ impl DvTxQueue {
 
     /// CQEs from `ci` on include an error (or a CQE the queue cannot account for: `freed` is
     /// None): counts them, then recovers the queue or fails it.
+    ///
+    /// Flush CQEs (WR_FLUSH_ERR) at the head are not a new error: they are the device's answers
+    /// for WQEs that a recovery already dropped, which silicon may write after the reset (they
+    /// were in flight), and one for every such WQE whose CE asked for every error. DPDK consumes
+    /// them and does nothing else (`mlx5_tx.c` `mlx5_tx_error_cqe_handle` acts only on other
+    /// syndromes; `mlx5_tx_handle_completion` goes on past them), and so does this queue
+    /// ([`DvTxQueue::skip_late_flush`]): counted in `errors.late_flush`, no second reset, and the
+    /// frames posted since the reset go out. A QP the firmware moved to the error state without a
+    /// failing WQE also answers with flushes only; that comes as a QP_FATAL event (the queue's
+    /// attention word), not through here; and more flushes than the reset could have left
+    /// ([`DvTxQueue::late_budget`]) are taken as that error.
     #[cold]
     #[inline(never)]
     fn completion_error(&mut self, ci: u32, freed: Option<usize>) -> Result<usize, QueueError> {
+        let Some(mut total) = freed else {
+            return self.completion_failed(ci, None);
+        };
+        let mut ci = ci;
+        loop {
+            let head = ci;
+            while let Some(cqe) = self.cq.poll(ci) {
+                if cqe.opcode() != CQE_REQ_ERR
+                    || cqe.as_err().syndrome != syndrome::WR_FLUSH
+                    || !self.is_late(cqe.as_err().wqe_counter.get(), ci)
+                {
+                    break;
+                }
+                self.skip_late_flush(ci);
+                ci = ci.wrapping_add(1);
+            }
+            if ci == head {
+                return self.completion_failed(ci, Some(total));
+            }
+            self.cq_ci = ci;
+            self.cq.publish_ci(ci);
+            // What follows is polled as any completion: answers to the requests made since the
+            // reset, or another error.
+            match self.reap() {
+                Ok(freed) => return Ok(total + freed),
+                Err((at, None)) => return self.completion_failed(at, None),
+                Err((at, Some(freed))) => {
+                    total += freed;
+                    ci = at;
+                }
+            }
+        }
+    }
+
+    /// Whether a flush CQE at CQ index `ci` naming WQE `counter` can be a late answer for a WQE
+    /// the last reset dropped: the budget is not spent, `counter` lies among the WQEBBs that
+    /// were in flight then, and it is not the WQE whose answer is due at `ci` (a flush of that
+    /// one is a new error of the SQ, which needs a reset of its own: a WQE posted since the
+    /// reset that is never answered would hold its frames forever).
+    fn is_late(&self, counter: u16, ci: u32) -> bool {
+        let (from, to) = self.late_wqes;
+        let dropped = u32::from(counter.wrapping_sub(from)) < u32::from(to.wrapping_sub(from));
+        let due = ci != self.comp_pi && self.comps.get(ci).wqe as u16 == counter;
+        self.late_budget > 0 && dropped && !due
+    }
+
+    /// Consumes the late flush CQE at CQ index `ci` (= `cq_ci`, the slot the next request's
+    /// answer was expected in): the records of the requests still outstanding move one slot up,
+    /// so that CQE number `k` answers record `k` again (the ring has room: twice the SQ's size).
+    #[cold]
+    fn skip_late_flush(&mut self, ci: u32) {
+        let mut i = self.comp_pi;
+        while i != ci {
+            let rec = self.comps.get(i.wrapping_sub(1));
+            self.comps.set(i, rec);
+            i = i.wrapping_sub(1);
+        }
+        self.comp_pi = self.comp_pi.wrapping_add(1);
+        self.late_budget -= 1;
+        self.stats.errors.late_flush += 1;
+    }
+
+    /// The error path proper: counts what is in the CQ from `ci` on, then recovers the queue or
+    /// fails it (`freed` as [`DvTxQueue::completion_error`] takes it).
+    #[cold]
+    #[inline(never)]
+    fn completion_failed(&mut self, ci: u32, freed: Option<usize>) -> Result<usize, QueueError> {
         let mut error = None;
         if freed.is_none() {
             self.stats.errors.bad_cqe += 1;
@@ -338,6 +444,9 @@ impl DvTxQueue {
         }
         let head = self.elts_head;
         self.stats.drops += self.free_elts_until(head) as u64;
+        // The WQEBBs dropped here, as CQEs name them: a late flush CQE can answer only these.
+        let dropped = self.pi.wrapping_sub(self.head).min(self.sq.size());
+        self.late_wqes = (self.head as u16, self.pi as u16);
         self.head = self.pi;
         // Completions written before the reset belong to WQEs that no longer exist.
         while self.cq.ready(self.cq_ci) {
@@ -348,8 +457,10 @@ impl DvTxQueue {
         self.pi = 0;
         self.head = 0;
         // Requests made before the reset will never be answered; the next CQE answers the next
-        // request.
+        // request, unless a flush CQE of the WQEs dropped here comes first (`completion_error`):
+        // at most one per WQEBB that was in flight.
         self.comp_pi = self.cq_ci;
+        self.late_budget = dropped;
         self.since_signal = 0;
         self.stalled_since = None;
         if !self.recover {
@@ -730,8 +841,9 @@ impl DvTxQueue {
     /// packet that asks for a VLAN tag ([`flags::TX_VLAN`]). The headers the device's inline
     /// mode asks for (at least the canonical 18 bytes where it asks for any) are copied into the
     /// WQE from the front of the frame, across segments if need be; the rest of every segment
-    /// is gathered in place. The tag is inserted by the NIC where nothing must be inlined
-    /// ([`encode_send_sg`]'s VLAN insertion, DPDK `mlx5_tx_eseg_none`), and written into the
+    /// is gathered in place. The tag is inserted by the NIC where nothing must be inlined and the
+    /// device has the cap ([`DvCaps::vlan_insert`]; [`encode_send_sg`]'s VLAN insertion, DPDK
+    /// `mlx5_tx_eseg_none`), and written into the
     /// inlined header otherwise, as DPDK does when it inlines (`mlx5_tx_eseg_data`). Dropped
     /// and counted when the frame is longer than the port sends or needs more data segments
     /// than a WQE holds; `Err(())` when the ring (or its buffer ring) has no room now.
@@ -769,7 +881,9 @@ impl DvTxQueue {
                 break;
             }
         }
-        let hw_insert = vlan.is_some() && self.inline_mode == InlineMode::None;
+        // The device inserts the tag only where it says it can (`wqe_vlan_insert`, DPDK
+        // `mlx5_set_min_inline`); else it goes into the inlined header, as DPDK's `vlan_inline`.
+        let hw_insert = vlan.is_some() && self.vlan_insert;
         let (inline, skip) = if hw_insert {
             (0, 0)
         } else {
@@ -862,25 +976,113 @@ impl DvTxQueue {
         }
     }
 
-    /// The watchdog: a doorbell can still be lost (a device that missed it), so when completions
-    /// stop while WQEs are outstanding, ring again with the same last WQE and count it. The
-    /// device treats a repeated doorbell as a no-op if it already executed those WQEs.
+    /// The watchdog ([`RERING_AFTER`]): when completions stop while WQEs are outstanding, ring
+    /// again with the same last WQE (a device that already ran them takes it as a no-op), after
+    /// the wait, then after twice as long each time; a stall is counted once, a re-ring each
+    /// time. Nothing while the link is down: no completion is owed then.
     fn kick_if_stalled(&mut self) -> Result<(), QueueError> {
-        if self.ctl.device_fatal() {
-            return Err(self.stop_on_fatal());
+        let a = self.attn.load(std::sync::atomic::Ordering::Acquire);
+        if a & attention::ACT != 0 {
+            self.attend(a)?;
         }
-        if self.pi == self.head {
+        if self.pi == self.head || a & attention::LINK_DOWN != 0 {
             self.stalled_since = None;
             return Ok(());
         }
-        let now = std::time::Instant::now();
-        let since = *self.stalled_since.get_or_insert(now);
-        if now - since >= RERING_AFTER {
+        let now = self.ctl.now_ns();
+        let Some(since) = self.stalled_since else {
             self.stalled_since = Some(now);
+            self.stall_wait = self.drain_time().max(RERING_AFTER);
+            self.stall_counted = false;
+            return Ok(());
+        };
+        if now.saturating_sub(since) >= self.stall_wait {
+            if !self.stall_counted {
+                self.stall_counted = true;
+                self.stats.tx_stalls += 1;
+            }
+            self.stalled_since = Some(now);
+            self.stall_wait = (self.stall_wait * 2).min(RERING_MAX);
             self.sq.ring_doorbell(self.pi, self.last_wqe);
-            self.stats.doorbell_retries += 1;
+            self.stats.doorbell_rerings += 1;
         }
         Ok(())
+    }
+
+    /// How long the frames in flight take to leave on the link, twice over (ns): a full ring of
+    /// jumbo frames on a 1 Gb/s link is more than the watchdog's 10 ms. 0 where the link's
+    /// speed is unknown.
+    fn drain_time(&self) -> u64 {
+        let Some(bps) = self.ctl.link_bps().filter(|&b| b > 0) else {
+            return 0;
+        };
+        let frames = u64::from(self.pi.wrapping_sub(self.head)).max(self.in_flight() as u64);
+        let bits = frames * self.max_frame as u64 * 8;
+        (bits.saturating_mul(2_000_000_000) / bps).min(RERING_MAX)
+    }
+
+    /// What the attention word `a` says ([`crate::dv::attention`]), acted on: the device
+    /// stopped (the queue fails), the CQ is in error (the queue fails; kernel `cq.c`
+    /// `mlx5_ib_cq_event`, `ibv_poll_cq(3)`: a CQ in error is unusable), the QP was killed (reset
+    /// as after a completion error: kernel `qp.c` `mlx5_ib_qp_event`, and VPP's
+    /// `rdma_async_event_read_ready` treats such events as errors; DPDK's interrupt handler reads
+    /// only device and port events and relies on error CQEs, which a killed QP does not write),
+    /// or the MTU changed (the largest frame is the port's new one).
+    #[cold]
+    #[inline(never)]
+    fn attend(&mut self, a: u32) -> Result<(), QueueError> {
+        if a & attention::DEVICE_FATAL != 0 {
+            return Err(self.stop_on_fatal());
+        }
+        if a & attention::CQ_ERROR != 0 {
+            log::warn!(
+                "TX queue on QP {:#x}: its CQ went into error (overrun); the queue fails",
+                self.sq.qpn()
+            );
+            self.stats.errors.cq_error += 1;
+            return Err(self.fail_on(FAILED_CQ_ERROR));
+        }
+        if a & attention::MTU_CHANGED != 0 {
+            self.attn
+                .fetch_and(!attention::MTU_CHANGED, std::sync::atomic::Ordering::AcqRel);
+            if let Some(m) = self.ctl.max_frame() {
+                self.set_max_frame(m as usize);
+            }
+        }
+        if a & attention::QUEUE_FATAL != 0 {
+            self.attn
+                .fetch_and(!attention::QUEUE_FATAL, std::sync::atomic::Ordering::AcqRel);
+            self.stats.errors.queue_fatal += 1;
+            self.recover_or_fail(syndrome::LOCAL_QP_OP)?;
+        }
+        Ok(())
+    }
+
+    /// The port sends frames of up to `max` bytes from now on: the slow path's bound, and the
+    /// fast paths' length tests.
+    fn set_max_frame(&mut self, max: usize) {
+        self.max_frame = max;
+        if self.inline_mode > InlineMode::L2 {
+            self.threshold = max;
+        }
+        self.fast_span = max.saturating_sub(RUNT_MAX);
+        self.fast_lens_below = pow2_floor(max.saturating_sub(RUNT_MAX));
+    }
+
+    /// Stops the queue for good with `failed`: the device is stopped first (SQ reset) so that it
+    /// reads no buffer any more, then every buffer in flight goes back to the pool; if it cannot
+    /// be stopped the buffers stay with it.
+    #[cold]
+    fn fail_on(&mut self, failed: u8) -> QueueError {
+        if self.ctl.reset_sq(self.sq.qpn()).is_ok() {
+            let head = self.elts_head;
+            self.stats.drops += self.free_elts_until(head) as u64;
+            self.head = self.pi;
+        } else {
+            self.device_holds_buffers = true;
+        }
+        self.failed = Some(failed);
+        failed_error(failed)
     }
 }
 
@@ -1166,6 +1368,12 @@ impl DvTxQueue {
     fn burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
+        }
+        // The device's events for this queue (an MTU change, a killed QP, ...): one load and a
+        // branch per burst.
+        let a = self.attn.load(std::sync::atomic::Ordering::Relaxed);
+        if a & attention::ACT != 0 {
+            self.attend(a)?;
         }
         same_pool(&self.pool, pkts)?;
         if let Err((ci, freed)) = self.reap() {

@@ -10,9 +10,11 @@
 //! | `xdp:veth0,mode=native` / `mode=generic` | attach the XDP program only in driver (native) / SKB (generic) mode; default: native, then generic |
 //! | `xdp:veth0,bind=copy` / `bind=zerocopy` | force the socket's mode; default: zero-copy, then copy |
 //!
-//! **Which frames a port takes.** Without rules a port steals the frames to the interface's own
-//! MAC ([`FlowRule::own_mac`]); multicast and broadcast (ARP requests, neighbour discovery) stay
-//! with Linux. Rules, from `rule=` options or else from [`PortOptions::rules`], replace that
+//! **Which frames a port takes.** Without rules a port steals what
+//! [`PortOptions::default_rules`] names of the frames to the interface's own MAC (by default UDP
+//! and the local experimental EtherTypes, [`FlowRule::default_unicast`], so that ARP replies,
+//! neighbour discovery, ping and TCP to the interface's address keep working); multicast and
+//! broadcast stay with Linux. Rules, from `rule=` options or else from [`PortOptions::rules`], replace that
 //! default (on mlx5 ports, `PortOptions::rules` are added to it instead); they may not come from
 //! both, and [`PortOptions::promiscuous`] stands for `rule=any`. The rules are compiled at open
 //! time into an XDP program ([`crate::flow::bpf::compile_xdp`]): a frame some rule matches goes,
@@ -51,7 +53,8 @@
 //! 2048 or 4096 bytes (one UMEM chunk each). Received frames start 256 bytes into their buffer
 //! (`XDP_PACKET_HEADROOM`).
 //!
-//! [`FlowRule::own_mac`]: crate::flow::rule::FlowRule::own_mac
+//! [`FlowRule::default_unicast`]: crate::flow::rule::FlowRule::default_unicast
+//! [`PortOptions::default_rules`]: crate::PortOptions::default_rules
 //! [`FlowRule::multicast_copy`]: crate::flow::rule::FlowRule::multicast_copy
 //! [`FlowRule::promiscuous`]: crate::flow::rule::FlowRule::promiscuous
 //! [`PortOptions::rules`]: crate::PortOptions::rules
@@ -91,6 +94,8 @@ pub(crate) struct XdpSpec {
     pub bind: BindMode,
     /// [`PortOptions::rx_queues`]: 1 (any number of queues), or the number the port must take.
     pub rx_queues: u16,
+    /// [`PortOptions::default_rules`]: what the port takes when no rule is given.
+    pub default_rules: crate::spec::DefaultRules,
 }
 
 /// Why a copy rule is refused on an xdp port (see the module documentation).
@@ -131,6 +136,7 @@ pub(crate) fn parse_spec(rest: &str) -> Result<XdpSpec, Error> {
         attach: AttachMode::Auto,
         bind: BindMode::Auto,
         rx_queues: 1,
+        default_rules: crate::spec::DefaultRules::default(),
     };
     // Options other than `rule=` take one value: a second one is refused rather than winning.
     let mut given: Vec<(&str, &str)> = Vec::new();
@@ -214,6 +220,7 @@ pub(crate) fn spec_with_options(rest: &str, opts: &PortOptions) -> Result<XdpSpe
         _ => {}
     }
     spec.rx_queues = opts.rx_queues;
+    spec.default_rules = opts.default_rules;
     Ok(spec)
 }
 

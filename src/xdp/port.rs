@@ -312,7 +312,7 @@ fn open_here(spec: &XdpSpec) -> Result<Opened, Error> {
             let mac = netdev::mac(ifname).map_err(|e| dev(format!("reading its MAC address: {e}")).caused_by(e))?;
             // mlx5's default also copies multicast; XDP cannot copy (see the module docs), so
             // multicast simply stays with Linux.
-            vec![FlowRule::own_mac(mac)]
+            spec.default_rules.rules(mac)
         }
     };
     let program =

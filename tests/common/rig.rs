@@ -13,6 +13,8 @@ use rawpkt::{Pool, PoolConfig, QueueConfig};
 
 pub struct Rig {
     pub nic: Arc<Nic>,
+    /// The RX queue's WQ number.
+    pub wq: u32,
     pub pool: Rc<Pool>,
     pub tx: DvTxQueue,
     pub rx: DvRxQueue,
@@ -33,14 +35,18 @@ pub fn rig_with(q: QueueConfig, model: ModelConfig, buffers: u32, rx_comp: Optio
     let lkey = nic.register_mr(rawpkt::internals::pool_region(&pool));
     let tx_cq = nic.create_cq(q.size).unwrap();
     let sq = nic.create_sq(0, q.size, tx_cq.cqn()).unwrap();
+    // Each queue's control hears the device's events for its objects and port (`dv::attention`).
+    let tx_ctl = nic.control_for(0, &[tx_cq.cqn(), sq.qpn()]);
     // SAFETY: the model made this SQ and CQ for this queue alone, and the infos keep them alive.
-    let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), nic.control()) }.unwrap();
+    let tx = unsafe { DvTxQueue::new(&sq, &tx_cq, lkey, &pool, &q, nic.caps(), tx_ctl) }.unwrap();
     let rx_cq = nic.create_cq_with(q.size, rx_comp).unwrap();
     let (rwq, wq) = nic.create_rq(1, q.size, rx_cq.cqn()).unwrap();
+    let rx_ctl = nic.control_for(1, &[rx_cq.cqn(), wq]);
     // SAFETY: the model made this RQ and CQ for this queue alone, and the infos keep them alive.
-    let rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, nic.control()) }.unwrap();
+    let rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &q, rx_ctl) }.unwrap();
     Rig {
         nic,
+        wq,
         pool,
         tx,
         rx,
@@ -56,6 +62,7 @@ impl Rig {
     pub fn teardown(self) {
         let Rig {
             nic,
+            wq: _,
             pool,
             tx,
             rx,

@@ -6,6 +6,10 @@
 //!   (`docs/model-trace.md`); a regular file (created or truncated), nothing else.
 //! - `RAWPKT_MODEL_RX_PPS=N`: each port takes at most N frames a second (a positive number),
 //!   through a buffer of `RAWPKT_MODEL_RX_BUFFER=S` seconds of it (0 to 60; default 0.05).
+//! - `RAWPKT_MODEL_PROFILE=NAME`: the device is profile NAME (`default`, `cx5`, `cx6dx`, `cx7`,
+//!   `strict`: [`crate::profile`]).
+//! - `RAWPKT_MODEL_KNOBS=K=V[,K=V...]`: knobs set on top of the profile
+//!   ([`crate::profile::KNOBS`]), e.g. `wqe_id=ring,flush=late:2`.
 //!
 //! A value that is malformed or out of range is one line naming the variable, never ignored.
 
@@ -22,6 +26,10 @@ pub struct EnvOptions {
     pub rx_capacity_pps: Option<f64>,
     /// `RAWPKT_MODEL_RX_BUFFER`: the buffer in front of that rate, in seconds of it.
     pub rx_buffer_s: Option<f64>,
+    /// `RAWPKT_MODEL_PROFILE`: the device profile (checked by [`EnvOptions::device`]).
+    pub profile: Option<String>,
+    /// `RAWPKT_MODEL_KNOBS`, split at commas (checked by [`EnvOptions::device`]).
+    pub knobs: Vec<String>,
 }
 
 impl EnvOptions {
@@ -40,7 +48,31 @@ impl EnvOptions {
                 |b| (0.0..=60.0).contains(&b),
                 "seconds from 0 to 60",
             )?,
+            profile: std::env::var("RAWPKT_MODEL_PROFILE")
+                .ok()
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty()),
+            knobs: std::env::var("RAWPKT_MODEL_KNOBS")
+                .map(|k| {
+                    k.split(',')
+                        .map(str::trim)
+                        .filter(|k| !k.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
+    }
+
+    /// The device the profile and knobs describe, run as the other options say (trace,
+    /// receive rate); one line naming the variable and what is wrong with it otherwise.
+    pub fn device(&self) -> Result<crate::ModelConfig, String> {
+        let mut cfg = crate::ModelConfig::with_profile(self.profile.as_deref(), &[])
+            .map_err(|e| format!("RAWPKT_MODEL_PROFILE: {e}"))?;
+        for k in &self.knobs {
+            cfg.knob(k).map_err(|e| format!("RAWPKT_MODEL_KNOBS: {e}"))?;
+        }
+        Ok(self.apply(cfg))
     }
 
     /// `cfg` with the trace, receive rate and buffer these options set.

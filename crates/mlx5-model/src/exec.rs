@@ -3,8 +3,9 @@
 //! `docs/mlx5-notes.md` collects those rules, and what the model chose where no source says.
 #![allow(unsafe_code)]
 
+use super::profile::{CqOverrun, FlushCe, LinkMode, Zip};
 use super::ring as dma;
-use super::{Device, Fault, Link, SpecialFlow, CQE_COMP_MAX_NUM, CQN_BASE, WQN_BASE};
+use super::{Device, DeviceEvent, Fault, Link, SpecialFlow, CQE_COMP_MAX_NUM, CQN_BASE, WQN_BASE};
 use mlx5_prm::{
     cqe_flags, eseg_vlan_insert, syndrome, wqebbs, Be16, Be32, Cqe64, CtrlSeg, ErrCqe, EthSeg, InlineMode, DS_BYTES,
     EMPW_TITLE_DS, ESEG_INLINE_OFFSET, ETH_L2_MIN_HEADER_SIZE, ETH_P_8021Q, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
@@ -14,6 +15,15 @@ use mlx5_prm::{mini_array_slot, MiniCqe, MiniFormat, MINI_CQES_PER_SLOT};
 use rawpkt_sys::afpacket::Received;
 use rawpkt_wire::wire as pkt;
 use rawpkt_wire::wire::ETH_MIN_FRAME;
+
+/// A flush CQE in flight (`flush=late:N`): written to CQ `cqn` at step `due`.
+pub(super) struct LateCqe {
+    pub(super) due: u64,
+    pub(super) cqn: u32,
+    qpn: u32,
+    wqe: u16,
+    bytes: [u8; 64],
+}
 
 /// Why a send WQE failed, as the syndrome of the REQ_ERR CQE the hardware writes.
 struct WqeError {
@@ -377,6 +387,9 @@ impl Device {
         self.now = None;
         self.steps += 1;
         let mut work = 0;
+        if !self.late.is_empty() {
+            work += self.write_late();
+        }
         // Send queues take turns, each running at most SQ_TURN_BBS of its doorbelled WQEs per
         // turn (`process_sq`), as a NIC's transmit scheduler arbitrates between SQs rather than
         // emptying one before it looks at the next: a frame on a quiet queue (a latency probe)
@@ -413,7 +426,12 @@ impl Device {
         // borrowed mutably here.
         let (ring, [bf0, bf1], dbrec) = (sq.mem.ring(), sq.mem.bf_halves(), sq.mem.dbrec());
         let (hw_ci, port, wqe_cnt, error, ready, qpn) = (sq.hw_ci, sq.port, sq.wqe_cnt, sq.error, sq.ready, sq.qpn);
-        if !ready || self.ports[port].dead {
+        let fatal = sq.fatal;
+        if self.ports[port].link_mode != LinkMode::Up && self.link_holds(port, [bf0, bf1]) {
+            // Down or paused: doorbells stay latched until the link runs again.
+            return (0, false);
+        }
+        if !ready || fatal || self.ports[port].dead {
             // A QP outside RTS/ERR, or on a device stopped by a fatal error, ignores its doorbells (the SQ is in RST in the PRM's terms):
             // drop any UAR write so it is not acted on after the QP reaches RTS.
             // SAFETY: both halves of the register belong to this live SQ's memory.
@@ -492,7 +510,13 @@ impl Device {
             };
         }
         if ahead == 0 && in_memory == bytes {
-            return (0, false); // a repeated doorbell for WQEs already run
+            // A repeated doorbell for WQEs already run (a driver's watchdog ringing again):
+            // harmless, and said in the trace.
+            self.trace_event(format_args!(
+                "DOORBELL-REPEAT qpn={qpn:#x} uar={:016x} record={record}",
+                u64::from_be_bytes(bytes)
+            ));
+            return (0, false);
         }
         let strict_mismatch = self.cfg.strict_doorbell && ahead != pending;
         if ahead == 0 || !published || in_memory != bytes || strict_mismatch {
@@ -503,9 +527,13 @@ impl Device {
             ));
             return (0, false);
         }
+        // A doorbell the model put back for the queue's next turn (below) is logged again when
+        // it is taken again, with `again=1`.
+        let again = std::mem::take(&mut self.sqs[i].as_mut().expect("caller checked").put_back) == Some(uar);
         self.trace_event(format_args!(
-            "DOORBELL qpn={qpn:#x} uar={:016x} record={record}",
-            u64::from_be_bytes(bytes)
+            "DOORBELL qpn={qpn:#x} uar={:016x} record={record}{}",
+            u64::from_be_bytes(bytes),
+            if again { " again=1" } else { "" }
         ));
         let mut done = 0;
         let mut left = ahead;
@@ -531,8 +559,56 @@ impl Device {
                 std::sync::atomic::Ordering::Relaxed,
             );
             self.counters.doorbells -= 1;
+            self.sqs[i].as_mut().expect("caller checked").put_back = Some(uar);
         }
         (done, left > 0)
+    }
+
+    /// Whether port `port`'s link holds its SQs' doorbells back now: down, or paused (the pause
+    /// starts at the first doorbell, `registers`, that finds the link paused, and lasts the
+    /// knob's ms of device time; then the link is up). Cold: only on a port whose link is not up.
+    #[cold]
+    #[inline(never)]
+    fn link_holds(&mut self, port: usize, registers: [*mut u8; 2]) -> bool {
+        match self.ports[port].link_mode {
+            LinkMode::Up => false,
+            LinkMode::Down => true,
+            LinkMode::Pause(ms) => {
+                let now = self.now_ns();
+                match self.ports[port].pause_until {
+                    Some(until) if now >= until => {
+                        self.ports[port].link_mode = LinkMode::Up;
+                        self.ports[port].pause_until = None;
+                        self.trace_event(format_args!("LINK port={port} state=resumed"));
+                        false
+                    }
+                    Some(_) => true,
+                    None => {
+                        // SAFETY: both halves of the register belong to a live SQ's memory.
+                        let rung = registers.iter().any(|&r| unsafe { peek_uar(r) } != UAR_IDLE);
+                        if rung {
+                            self.ports[port].pause_until = Some(now + u64::from(ms) * 1_000_000);
+                            self.trace_event(format_args!("LINK port={port} state=paused ms={ms}"));
+                        }
+                        rung
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the late flush CQEs whose step has come; returns how many.
+    #[cold]
+    #[inline(never)]
+    fn write_late(&mut self) -> usize {
+        let mut n = 0;
+        while self.late.front().is_some_and(|l| l.due <= self.steps) {
+            let l = self.late.pop_front().expect("just seen");
+            self.trace_event(format_args!("FLUSH-LATE qpn={:#x} wqe={}", l.qpn, l.wqe));
+            self.write_cqe(l.cqn, &l.bytes);
+            n += 1;
+        }
+        n
     }
 
     /// Executes the WQE at the SQ's consumer index; returns the WQEBBs it took.
@@ -579,6 +655,7 @@ impl Device {
         }
         let signalled = ctrl.completion_mode() >= 2;
         self.tx_sq = i;
+        self.tx_max_frame = self.ports[port].max_frame;
         let mut out = self.out.take().expect("put back after every WQE");
         let result = if in_error {
             // After an error every later WQE is flushed. No source says which flushed WQEs get
@@ -629,7 +706,7 @@ impl Device {
                 // The hardware writes a CQE only for a WQE that asks for one (CE = 2 in
                 // `fm_ce_se`, `MLX5_WQE_CTRL_CQ_UPDATE`).
                 if signalled {
-                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_ticks());
+                    let mut cqe = Cqe64::req(pi as u16, qpn, self.now_stamp());
                     // The completed WQE's own opcode in sop_drop_qpn[31:24] (0x29 for an eMPW),
                     // which rdma-core's `handle_good_req` (providers/mlx5/cq.c) reads.
                     cqe.sop_drop_qpn = Be32::new(u32::from(ctrl.opcode()) << 24 | qpn);
@@ -642,12 +719,42 @@ impl Device {
                 sq.error = true;
                 sq.hw_ci = pi.wrapping_add(bbs);
                 // The failing WQE gets an error CQE even when unsignalled (VPP marks unsignalled
-                // WQEs with an `imm` sentinel to recognise exactly those CQEs); flushed ones only
-                // when signalled.
-                if first_error || signalled {
+                // WQEs with an `imm` sentinel to recognise exactly those CQEs). Flushed ones: by
+                // default only when signalled; under `flush_ce=honour_ce` as their CE field says
+                // (DPDK `mlx5_prm.h`: `MLX5_COMP_ONLY_ERR` 0 reports every error, a flush
+                // included; `MLX5_COMP_ONLY_FIRST_ERR` 1 only the first; 2 and 3 always).
+                let flush_ce = self.cfg.knobs.flush_ce;
+                let wanted = first_error
+                    || match flush_ce {
+                        FlushCe::Signalled => signalled,
+                        FlushCe::HonourCe => ctrl.completion_mode() != 1,
+                    };
+                let flush = self.cfg.knobs.flush;
+                let mut write = wanted;
+                if wanted && !first_error && flush.partial > 1 {
+                    // `flush=partial:K`: only every K-th of them reaches the CQ.
+                    sq.flushes += 1;
+                    write = sq.flushes.is_multiple_of(flush.partial);
+                }
+                if write {
                     self.ports[port].counters.tx_error_cqes += 1;
                     let err = ErrCqe::req_err(synd, pi as u16, ctrl.opcode(), qpn);
-                    self.write_cqe(cqn, err.as_bytes());
+                    if !first_error && flush.late > 0 {
+                        // `flush=late:N`: in flight for N steps, whatever happens to the SQ.
+                        self.trace_event(format_args!(
+                            "FLUSH-DEFERRED qpn={qpn:#x} wqe={} steps={}",
+                            pi as u16, flush.late
+                        ));
+                        self.late.push_back(LateCqe {
+                            due: self.steps + u64::from(flush.late),
+                            cqn,
+                            qpn,
+                            wqe: pi as u16,
+                            bytes: *err.as_bytes(),
+                        });
+                    } else {
+                        self.write_cqe(cqn, err.as_bytes());
+                    }
                 }
                 bbs
             }
@@ -692,13 +799,19 @@ impl Device {
         let vlan_insert = eseg_vlan_insert(eseg);
         // With a VLAN insertion the dword holds the tag, and nothing is inlined (read as a size,
         // 0x8000 is more than any WQE holds: no eMPW title accepts it).
+        if vlan_insert.is_some() && !self.cfg.knobs.vlan_insert {
+            // A device without `wqe_vlan_insert` (the knob off): the model fails the WQE, as
+            // it fails any WQE asking for what the device does not do (model's choice,
+            // `docs/mlx5-notes.md`, Send WQEs).
+            return qp_op;
+        }
         let inline = if vlan_insert.is_some() {
             0
         } else {
             usize::from(u16::from_be_bytes([eseg[12], eseg[13]]))
         };
         out.clear();
-        let max = self.cfg.max_frame;
+        let max = self.tx_max_frame;
         match ctrl.opcode() {
             OPCODE_SEND => {
                 let eseg_ds = EthSeg::ds_for_inline(inline);
@@ -792,7 +905,7 @@ impl Device {
         let (base, size) = (mr.base, mr.len);
         // An inline segment has bit 31 set, so one compare refuses it, 0 and anything longer
         // than a frame (max_frame is far below 2^31).
-        let max = self.cfg.max_frame.min(i32::MAX as usize) as u64;
+        let max = self.tx_max_frame.min(i32::MAX as usize) as u64;
         let (mut lo, mut hi, mut bytes) = (u64::MAX, 0u64, 0u64);
         let dst = out.pieces.iter_mut().zip(out.frames.iter_mut());
         for (k, (seg, (p, f))) in segs.chunks_exact(DS_BYTES).zip(dst).enumerate() {
@@ -850,7 +963,7 @@ impl Device {
             // never makes one): fail the WQE so that a driver that writes one notices.
             return Err(syndrome::LOCAL_QP_OP);
         }
-        if *frame_len + byte_count as usize > self.cfg.max_frame {
+        if *frame_len + byte_count as usize > self.tx_max_frame {
             return Err(syndrome::LOCAL_LENGTH);
         }
         let src = self
@@ -1039,6 +1152,10 @@ impl Device {
     /// A frame arrives on `port`: RSS picks an RQ, the frame is scattered into its next WQE.
     pub(super) fn deliver(&mut self, port: usize, frame: &Frame<'_>) {
         if self.ports[port].dead {
+            return;
+        }
+        if self.ports[port].link_mode == LinkMode::Down {
+            self.ports[port].counters.rx_wire_drops += 1;
             return;
         }
         if let Some(pps) = self.cfg.rx_capacity_pps {
@@ -1235,7 +1352,13 @@ impl Device {
         }
         if rq.hw_ci & 0xffff == rq.posted {
             // SAFETY: the record word belongs to this live RQ.
-            rq.posted = unsafe { dma::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+            let record = unsafe { dma::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+            if record != rq.posted {
+                if let Some(t) = self.trace.as_mut() {
+                    t.rdb(wq, record);
+                }
+            }
+            rq.posted = record;
         }
         if no_buffer || rq.hw_ci & 0xffff == rq.posted {
             rq.pending_drops = rq.pending_drops.saturating_add(1);
@@ -1253,6 +1376,9 @@ impl Device {
         // SAFETY: slot is inside the RQ ring and below the posted counter.
         unsafe { dma::read(rq.mem.ring().wrapping_add(slot * 16), &mut seg) };
         let (byte_count, lkey, addr) = data_seg(&seg);
+        if let Some(t) = self.trace.as_mut() {
+            t.rwqe(wq, u32::from(counter), &seg);
+        }
         let injected = self.take_fault(port, |f| matches!(f, Fault::RxError { .. }));
         let failure = if let Some(Fault::RxError { syndrome }) = injected {
             Some(syndrome)
@@ -1280,6 +1406,9 @@ impl Device {
             std::slice::from_raw_parts_mut(dst, frame.len)
         };
         fill_checksums(buf, frame.csum);
+        if let Some(t) = self.trace.as_mut() {
+            t.rxd(wq, addr, frame.len);
+        }
         let parsed_here;
         let (parsed, hash) = match pre {
             Some(p) => p,
@@ -1316,6 +1445,9 @@ impl Device {
         let mut wqe = [0u8; 16 * super::MAX_RQ_SGE as usize];
         // SAFETY: the WQE at slot is inside the RQ ring (stride bytes per WQE) and posted.
         unsafe { dma::read(rq.mem.ring().wrapping_add(slot * stride), &mut wqe[..stride]) };
+        if let Some(t) = self.trace.as_mut() {
+            t.rwqe(wq, u32::from(counter), &wqe[..stride]);
+        }
         let segs = wqe[..stride]
             .chunks_exact(16)
             .map(|s| data_seg(s.try_into().expect("16 bytes")))
@@ -1370,6 +1502,9 @@ impl Device {
                 // device from the RQ doorbell to the CQE; `buf` is the model's own vector.
                 // SAFETY: as above.
                 unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), addr as *mut u8, n) };
+                if let Some(t) = self.trace.as_mut() {
+                    t.rxd(wq, addr, n);
+                }
                 rest = &rest[n..];
             }
         }
@@ -1383,6 +1518,12 @@ impl Device {
     /// A receive WQE that failed with `synd`: its error CQE; the errors the PRM calls fatal to
     /// the queue (a bad lkey, protection, flush) put the RQ in the error state.
     pub(super) fn rx_failed(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, synd: u8) {
+        self.rx_failed_with(port, wq, cqn, counter, synd, 0);
+    }
+
+    /// [`Device::rx_failed`] with `byte_cnt` (at 0x2c, where a plain CQE has it) in the error
+    /// CQE.
+    pub(super) fn rx_failed_with(&mut self, port: usize, wq: u32, cqn: u32, counter: u16, synd: u8, byte_cnt: u32) {
         if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
             self.rqs[wq.wrapping_sub(WQN_BASE) as usize]
                 .as_mut()
@@ -1390,8 +1531,9 @@ impl Device {
                 .error = true;
         }
         self.ports[port].counters.rx_error_cqes += 1;
-        let err = ErrCqe::resp_err(synd, counter, wq);
-        self.write_cqe(cqn, err.as_bytes());
+        let mut err = *ErrCqe::resp_err(synd, counter, wq).as_bytes();
+        err[0x2c..0x30].copy_from_slice(&byte_cnt.to_be_bytes());
+        self.write_cqe(cqn, &err);
     }
 
     /// A frame of `len` bytes received into WQE `counter` of `wq`: counters, and its CQE.
@@ -1407,7 +1549,7 @@ impl Device {
         let c = &mut self.ports[port].counters;
         c.rx_frames += 1;
         c.rx_bytes += len as u64;
-        let now = self.now_ticks();
+        let now = self.now_stamp();
         let mut cqe = Cqe64::resp_send(counter, len as u32, hash, flags, now, drops);
         cqe.vlan_info = Be16::new(vlan);
         // CQE v1 names the receiving queue by its user index in `srqn_uidx[23:0]` (rdma-core
@@ -1452,6 +1594,16 @@ impl Device {
         }
     }
 
+    /// The `zip=irregular` knob's next number (xorshift64*).
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.rng.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32
+    }
+
     /// Writes CQ `cqn`'s held completions in order: each run of two or more that may share a
     /// title ([`session_member`]) as a compressed session of at most [`CQE_COMP_MAX_NUM`], the
     /// rest as plain CQEs.
@@ -1478,10 +1630,16 @@ impl Device {
                 break;
             };
             let to_end = (cq.cqe_cnt - (cq.pi & (cq.cqe_cnt - 1))) as usize;
+            // The longest session the knob lets start here: `max_num`, a random length (a
+            // device compressing what it has when it has it: sessions of any length, starting
+            // anywhere, so a driver meets short and odd ones), or 1 (no compression).
+            let longest = match self.cfg.knobs.zip {
+                Zip::Regular => CQE_COMP_MAX_NUM as usize,
+                Zip::Never => 1,
+                Zip::Irregular(_) => 1 + (self.next_random() % u64::from(CQE_COMP_MAX_NUM)) as usize,
+            };
             let mut n = 1;
-            while i + n < held.len()
-                && n < (CQE_COMP_MAX_NUM as usize).min(to_end)
-                && session_member(&held[i], &held[i + n], n as u16, fmt)
+            while i + n < held.len() && n < longest.min(to_end) && session_member(&held[i], &held[i + n], n as u16, fmt)
             {
                 n += 1;
             }
@@ -1515,10 +1673,16 @@ impl Device {
             return false;
         };
         let n = run.len() as u32;
+        if cq.error {
+            return false;
+        }
         if self.cfg.strict_cq {
             // SAFETY: the record word belongs to this live CQ.
             let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) };
             cq.ci_seen = ci;
+            if let Some(t) = self.trace.as_mut() {
+                t.cqci(cqn, ci);
+            }
             if cq.used(cq.pi.wrapping_add(n - 1), ci) >= cq.cqe_cnt {
                 return false;
             }
@@ -1542,6 +1706,14 @@ impl Device {
             // SAFETY: the slot is inside the CQ ring and, by the check above (or the driver's
             // sizing), consumed by the driver.
             unsafe { dma::write_bytes(cq.mem.ring().wrapping_add(at as usize * 64), &bytes[..len]) };
+            if let Some(t) = self.trace.as_mut() {
+                let name = match fmt {
+                    MiniFormat::Hash => "hash",
+                    MiniFormat::Csum => "csum",
+                    MiniFormat::CsumStridx => "csum_stridx",
+                };
+                t.mini(cqn, h.wrapping_add(mini_array_slot(j as u32)), name, &bytes[..len]);
+            }
         }
         let mut title = run[0];
         title.make_title(n);
@@ -1555,7 +1727,7 @@ impl Device {
         self.counters.cqe_sessions += 1;
         self.counters.cqe_session_packets += u64::from(n);
         if let Some(t) = self.trace.as_mut() {
-            t.cqe(cqn, h, &bytes);
+            t.cqe_title(cqn, h, &bytes, n);
         }
         true
     }
@@ -1565,14 +1737,26 @@ impl Device {
         let Some(cq) = cq_of(&mut self.cqs, cqn) else {
             return false;
         };
+        if cq.error {
+            // A CQ in error writes nothing (`cq_overrun=error`, `DeviceEvent::CqError`).
+            return false;
+        }
         if self.cfg.strict_cq && cq.used(cq.pi, cq.ci_seen) >= cq.cqe_cnt {
             // SAFETY: the record word belongs to this live CQ.
             let ci = unsafe { dma::load_dbrec(cq.mem.dbrec()) };
             cq.ci_seen = ci;
+            if let Some(t) = self.trace.as_mut() {
+                t.cqci(cqn, ci);
+            }
             if cq.used(cq.pi, ci) >= cq.cqe_cnt {
                 let pi = cq.pi;
                 self.counters.cq_overruns += 1;
                 self.trace_event(format_args!("CQ-OVERRUN cqn={cqn:#x} pi={pi} ci={ci}"));
+                if self.cfg.knobs.cq_overrun == CqOverrun::Error {
+                    // The CQ enters the error state and says so (kernel `cq.c`
+                    // `mlx5_ib_cq_event`: `IBV_EVENT_CQ_ERR`).
+                    self.raise(DeviceEvent::CqError { cqn });
+                }
                 return false;
             }
         }
@@ -1598,7 +1782,7 @@ impl Device {
         faults.remove(at)
     }
 
-    fn trace_event(&mut self, args: std::fmt::Arguments<'_>) {
+    pub(super) fn trace_event(&mut self, args: std::fmt::Arguments<'_>) {
         if let Some(t) = self.trace.as_mut() {
             t.event(args);
         }
@@ -1607,7 +1791,7 @@ impl Device {
 
 /// The live CQ `cqn` among `cqs` (a function of the field alone, so that the rest of the
 /// device stays borrowable).
-fn cq_of(cqs: &mut [Option<super::CqObj>], cqn: u32) -> Option<&mut super::CqObj> {
+pub(super) fn cq_of(cqs: &mut [Option<super::CqObj>], cqn: u32) -> Option<&mut super::CqObj> {
     cqs.get_mut(cqn.wrapping_sub(CQN_BASE) as usize)
         .and_then(Option::as_mut)
 }

@@ -34,10 +34,12 @@
 //!   check of the WQE still runs first, and no device-visible state depends on those bytes.
 #![allow(unsafe_code)] // the device side of DMA: ring memory and doorbell words
 
+mod clock;
 pub mod env;
 mod exec;
 pub use exec::{hdr_type_etc, SQ_TURN_BBS};
 pub mod link;
+pub mod profile;
 mod ring;
 mod striding;
 mod trace;
@@ -70,18 +72,13 @@ pub const CQE_COMP_MAX_NUM: u32 = 64;
 /// 8 bytes are the same doorbell, at either one.
 pub const BF_SIZE: u32 = 256;
 
-/// Device behaviour knobs.
-/// The device clock's frequency, `hca_core_clock` in kHz (mlx5 `device_frequency_khz`): a
+/// The default device clock's frequency, `hca_core_clock` in kHz (mlx5 `device_frequency_khz`): a
 /// ConnectX-5's 156.25 MHz, 6.4 ns a tick (`hca_core_clock 156250kHZ` in the `ibv_devinfo -v`
 /// outputs of openucx/ucx#5376 and #4770; model-verbs `device.rs`). The model's CQEs carry
 /// this clock in ticks since the NIC was created, as hardware's carry its free-running clock
 /// (the PRM's CQE `timestamp`; converted to ns by the driver, `dv::TickClock`).
+/// Other profiles run other clocks (`profile::Clock`).
 pub const HCA_CORE_CLOCK_KHZ: u64 = 156_250;
-
-/// `ns` of the model's clock as ticks of [`HCA_CORE_CLOCK_KHZ`].
-fn ticks(ns: u64) -> u64 {
-    (u128::from(ns) * u128::from(HCA_CORE_CLOCK_KHZ) / 1_000_000) as u64
-}
 
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
@@ -118,6 +115,12 @@ pub struct ModelConfig {
     /// or none on a ConnectX-4 ([`mlx5_prm::mprq::Caps`]); a WQ asked outside them is
     /// refused, as mlx5_ib refuses it.
     pub striding_rq: mlx5_prm::mprq::Caps,
+    /// The profile the device was made from (`profile`; "default" for this default device).
+    pub profile: String,
+    /// What the device says it is (the model library's sysfs and queries).
+    pub identity: profile::Identity,
+    /// How the device behaves where the sources leave it a choice ([`profile::Knobs`]).
+    pub knobs: profile::Knobs,
 }
 
 impl ModelConfig {
@@ -146,6 +149,9 @@ impl Default for ModelConfig {
             rx_capacity_pps: None,
             rx_buffer_s: 0.05,
             striding_rq: mlx5_prm::mprq::Caps::CONNECTX5,
+            profile: "default".into(),
+            identity: profile::Identity::CONNECTX5,
+            knobs: profile::Knobs::default(),
         }
     }
 }
@@ -162,6 +168,35 @@ pub enum Fault {
     /// The next UAR doorbell write on the port is lost.
     LostDoorbell,
 }
+
+/// An asynchronous event of the device, as the kernel's mlx5_ib raises it for an object
+/// (`qp.c` `mlx5_ib_wq_event` / `mlx5_ib_qp_event`, `cq.c` `mlx5_ib_cq_event`) or a port: what
+/// `ibv_get_async_event` returns. [`Nic::raise`] makes one happen; listeners
+/// ([`Nic::on_event`]) hear every one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceEvent {
+    /// The CQ is in error (an overrun, `IBV_EVENT_CQ_ERR`): it writes nothing more.
+    CqError { cqn: u32 },
+    /// The WQ is broken (`IBV_EVENT_WQ_FATAL`, from `MLX5_EVENT_TYPE_WQ_CATAS_ERROR`): frames
+    /// steered to it are dropped (`rx_wq_error`) until it is reset.
+    WqFatal { wqn: u32 },
+    /// The QP is broken (`IBV_EVENT_QP_FATAL`): its SQ runs nothing and writes no CQE until it
+    /// is reset.
+    QpFatal { qpn: u32 },
+    /// The port's link went down (`IBV_EVENT_PORT_ERR`).
+    PortDown { port: usize },
+    /// The port's link came up (`IBV_EVENT_PORT_ACTIVE`).
+    PortUp { port: usize },
+    /// The port's MTU changed ([`Nic::set_mtu`]); not an ibverbs event (the netdev's).
+    Mtu { port: usize, mtu: u32 },
+    /// A fatal error stopped the port's device ([`Nic::set_dead`]; `IBV_EVENT_DEVICE_FATAL`).
+    DeviceFatal { port: usize },
+}
+
+/// Something that hears a device's events ([`Nic::on_event`]). Called with the device's lock
+/// held: it must not call back into the NIC. It returns whether it wants to hear more (a
+/// listener for a queue that is gone says no, and is dropped).
+pub type EventListener = Box<dyn Fn(&DeviceEvent) -> bool + Send>;
 
 /// Counters of one model port ("the wire side").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -316,11 +351,18 @@ pub(crate) struct SqObj {
     /// WQEBBs executed (free-running).
     hw_ci: u32,
     error: bool,
+    /// The firmware killed the QP ([`DeviceEvent::QpFatal`]): nothing runs until a reset.
+    fatal: bool,
+    /// Flushed WQEs that would have had a CQE, since the error (the `flush=partial:K` knob).
+    flushes: u32,
     unrung_polls: u32,
     /// The QP is in RTS (or ERR): doorbells are acted on. A QP in RESET/INIT/RTR ignores them.
     ready: bool,
     /// The transport domain of the SQ's TIS (0: none, never "self" to any TIR).
     td: u32,
+    /// The doorbell the model put back into the register for the queue's next turn
+    /// (`exec.rs`, `process_sq`), so that the trace can say it is taken again.
+    put_back: Option<u64>,
 }
 
 pub(crate) struct RqObj {
@@ -439,6 +481,8 @@ struct Steering {
     /// The unicast address the netdev's L2 table holds; `None`: the netdev takes every frame
     /// (promiscuous), so the leftovers namespace sees none.
     netdev_mac: Option<[u8; 6]>,
+    /// The `flow_groups=reverse` knob: groups of one priority searched last-created first.
+    reverse_groups: bool,
 }
 
 impl Steering {
@@ -467,6 +511,7 @@ impl Steering {
 
     fn rebuild(&mut self) {
         let mut set = rawpkt_wire::matcher::RuleSet::new();
+        set.reverse_groups(self.reverse_groups);
         for (_, r, _) in &self.flows {
             // Rules were validated when added; the count is bounded by `add_flow`.
             let _ = set.add(r.clone());
@@ -491,6 +536,8 @@ pub(crate) struct CqObj {
     /// Receive completions not written yet: a compressing CQ holds a step's worth and writes
     /// them as sessions where several are ready at once (`Device::flush_held`, exec.rs).
     held: Vec<Cqe64>,
+    /// In error (`cq_overrun=error`, [`DeviceEvent::CqError`]): nothing is written any more.
+    error: bool,
 }
 
 impl CqObj {
@@ -536,6 +583,14 @@ pub(crate) struct PortState {
     /// Something besides the wire reads what the port sends: a sniffer flow, or local
     /// loopback (kept by `PortState::update_taps` whenever either changes).
     taps: bool,
+    /// The link ([`profile::LinkMode`]): up, down (nothing sent or received), or paused.
+    link_mode: profile::LinkMode,
+    /// While paused: the device time (ns) the pause ends, from the first doorbell that found
+    /// the link paused.
+    pause_until: Option<u64>,
+    /// Largest frame the port sends or takes ([`Nic::set_mtu`]; `ModelConfig::max_frame` at
+    /// first).
+    max_frame: usize,
 }
 
 impl PortState {
@@ -556,12 +611,12 @@ pub struct Device {
     next_flow: u64,
     counters: DeviceCounters,
     trace: Option<Trace>,
-    clock: Instant,
-    /// The clock in ns and in device ticks, read at most once per step: at the first completion
+    clock: Arc<clock::DevClock>,
+    /// The clock in ns and as a CQE timestamp, read at most once per step: at the first completion
     /// the step writes.
     now: Option<(u64, u64)>,
     /// Steps run so far (`rx_capacity_pps` lends a step's frames the refill of the pause
-    /// before it, and only that step's).
+    /// before it, and only that step's; the clock of the `flush=late:N` knob).
     steps: u64,
     /// The frames of the WQE being executed, described rather than copied (taken out while a
     /// WQE executes). Bytes are copied only where something reads them (exec.rs, `Frame`).
@@ -582,8 +637,17 @@ pub struct Device {
     published: Vec<Published>,
     /// The SQ whose WQE is executing (its TIS's domain is that of the frames it sends).
     tx_sq: usize,
+    /// The largest frame its port sends (`PortState::max_frame`).
+    tx_max_frame: usize,
     /// While a looped-back frame is delivered: the domain of the TIS that sent it.
     looped_from: Option<u32>,
+    /// Flush CQEs in flight (`flush=late:N`): written when their step comes, whatever happened
+    /// to the SQ since.
+    late: VecDeque<exec::LateCqe>,
+    /// The `zip=irregular` knob's generator state.
+    rng: u64,
+    /// Who hears the device's events ([`Nic::on_event`]).
+    listeners: Vec<EventListener>,
 }
 
 /// A counter file and what was last written to it.
@@ -624,8 +688,8 @@ pub struct Nic {
     dev: Arc<Mutex<Device>>,
     /// The UAR pages of the SQs ([`Nic::uar_fd`]).
     uars: Arc<uar::UarSpace>,
-    /// When the device clock read 0 (the device's `clock`), read without the device's lock.
-    epoch: Instant,
+    /// The device clock, read without the device's lock.
+    clock: Arc<clock::DevClock>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -651,7 +715,7 @@ impl Nic {
     /// created (the system's error kept, with the file named).
     pub fn new(links: Vec<Link>, cfg: ModelConfig) -> std::io::Result<Arc<Nic>> {
         let trace = match &cfg.trace {
-            Some(p) => Some(Trace::create(p).map_err(|e| {
+            Some(p) => Some(Trace::create(p, &cfg.behaviour()).map_err(|e| {
                 let text = format!("trace file {}: {e}", p.display());
                 rawpkt_sys::context(e, text)
             })?),
@@ -671,9 +735,17 @@ impl Nic {
                 local_lb: false,
                 mac: None,
                 taps: false,
+                link_mode: cfg.knobs.link,
+                pause_until: None,
+                max_frame: cfg.max_frame,
             })
             .collect();
-        let epoch = Instant::now();
+        let clock = Arc::new(clock::DevClock::new(cfg.knobs.clock, cfg.knobs.clock_khz()));
+        let tx_max_frame = cfg.max_frame;
+        let rng = match cfg.knobs.zip {
+            profile::Zip::Irregular(seed) => seed ^ 0x9e37_79b9_7f4a_7c15,
+            _ => 0,
+        };
         let dev = Device {
             out: Some(Box::default()),
             scratch: Vec::with_capacity(cfg.max_frame),
@@ -691,26 +763,65 @@ impl Nic {
             next_flow: 1,
             counters: DeviceCounters::default(),
             trace,
-            clock: epoch,
+            clock: clock.clone(),
             now: None,
             steps: 0,
             published: Vec::new(),
             tx_sq: 0,
+            tx_max_frame,
             looped_from: None,
+            late: VecDeque::new(),
+            rng,
+            listeners: Vec::new(),
         };
         Ok(Arc::new(Nic {
             dev: Arc::new(Mutex::new(dev)),
             uars: uar::UarSpace::new()?,
-            epoch,
+            clock,
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
         }))
     }
 
-    /// The device clock now, in ticks of [`HCA_CORE_CLOCK_KHZ`] (what `ibv_query_rt_values_ex`
-    /// reads on hardware), on the time base of the CQEs' timestamps.
+    /// The device's free-running counter now, in ticks of its `hca_core_clock`
+    /// ([`profile::Knobs::clock_khz`]; what `ibv_query_rt_values_ex` reads on hardware): the
+    /// time base of the CQEs' timestamps unless the clock runs in real-time format.
     pub fn clock_ticks(&self) -> u64 {
-        ticks(self.epoch.elapsed().as_nanos() as u64)
+        self.clock.ticks(self.clock.ns())
+    }
+
+    /// What the CQEs' timestamps count (the `clock` knob the NIC was made with), read without
+    /// the device's lock.
+    pub fn timestamp_clock(&self) -> profile::Clock {
+        self.clock.mode()
+    }
+
+    /// The device's clock now as a CQE's `timestamp` carries it (ticks, or real time as
+    /// `seconds << 32 | nanoseconds`, as the `clock` knob says).
+    pub fn clock_stamp(&self) -> u64 {
+        self.clock.stamp(self.clock.ns())
+    }
+
+    /// The device's real-time clock now, ns since the Unix epoch (the PHC of a device whose
+    /// clock runs in real-time mode).
+    pub fn real_time_ns(&self) -> u64 {
+        self.clock.real_time(self.clock.ns())
+    }
+
+    /// Stops the device's clock where it is: from now on it moves only by
+    /// [`Nic::advance_clock`], so that a stepped test decides what time every CQE carries.
+    pub fn simulate_clock(&self) {
+        self.clock.simulate();
+    }
+
+    /// Moves a simulated clock ([`Nic::simulate_clock`]) `ns` forward.
+    pub fn advance_clock(&self, ns: u64) {
+        self.clock.advance(ns);
+    }
+
+    /// The device clock, ns since the NIC was made (simulated or the host's).
+    pub fn clock_ns(&self) -> u64 {
+        self.clock.ns()
     }
 
     /// The file holding the SQs' UAR pages: `mmap(fd, UAR_PAGE, uar_page * UAR_PAGE)` maps the
@@ -807,6 +918,7 @@ impl Nic {
                 ci_seen: 0,
                 comp,
                 held: Vec::new(),
+                error: false,
             },
         );
         let cqn = CQN_BASE + idx as u32;
@@ -848,9 +960,12 @@ impl Nic {
                 port,
                 hw_ci: 0,
                 error: false,
+                fatal: false,
+                flushes: 0,
                 unrung_polls: 0,
                 ready: true,
                 td: 0,
+                put_back: None,
             },
         );
         let qpn = QPN_BASE + idx as u32;
@@ -1082,8 +1197,13 @@ impl Nic {
     /// Puts the port behind flow steering (the model library's devices): from now on only
     /// flows deliver to its queues, and what no flow steals goes to Linux.
     pub fn enable_steering(&self, port: usize) {
-        if let Some(p) = self.dev().ports.get_mut(port) {
-            p.steering.get_or_insert_with(Steering::default);
+        let mut d = self.dev();
+        let reverse_groups = d.cfg.knobs.flow_groups_reverse;
+        if let Some(p) = d.ports.get_mut(port) {
+            p.steering.get_or_insert_with(|| Steering {
+                reverse_groups,
+                ..Steering::default()
+            });
         }
     }
 
@@ -1125,6 +1245,48 @@ impl Nic {
     pub fn set_netdev_filter(&self, port: usize, mac: Option<[u8; 6]>) {
         if let Some(st) = self.dev().ports.get_mut(port).and_then(|p| p.steering.as_mut()) {
             st.netdev_mac = mac;
+        }
+    }
+
+    /// Sets a knob ([`profile::KNOBS`], `name=value`) while the NIC runs: from the next WQE,
+    /// frame or completion on. The clock is the NIC's from its making (its format and rate are
+    /// what the driver decided by), so `clock` is refused; `link` sets every port's link
+    /// ([`Nic::set_link`]); `ext_strides` changes the caps new WQs are made against.
+    pub fn set_knob(&self, item: &str) -> Result<(), String> {
+        let mut k = self.config().knobs;
+        k.set(item)?;
+        let mut d = self.dev();
+        if k.clock != d.cfg.knobs.clock {
+            return Err(format!(
+                "model knob {item}: the clock is fixed when the NIC is made (RAWPKT_MODEL_KNOBS, the profile)"
+            ));
+        }
+        let link_changed = k.link != d.cfg.knobs.link;
+        d.cfg.knob(item)?;
+        if let profile::Zip::Irregular(seed) = k.zip {
+            d.rng = seed ^ 0x9e37_79b9_7f4a_7c15;
+        }
+        let reverse = k.flow_groups_reverse;
+        drop(d);
+        self.set_flow_groups_reverse(reverse);
+        if link_changed {
+            for port in 0..self.ports() {
+                self.set_link(port, k.link);
+            }
+        }
+        Ok(())
+    }
+
+    /// Searches the flow groups of one priority last-created first (`reverse`) or in creation
+    /// order, on every steered port from now on (the `flow_groups` knob at run time).
+    pub fn set_flow_groups_reverse(&self, reverse: bool) {
+        let mut d = self.dev();
+        d.cfg.knobs.flow_groups_reverse = reverse;
+        for p in &mut d.ports {
+            if let Some(st) = p.steering.as_mut() {
+                st.reverse_groups = reverse;
+                st.rebuild();
+            }
         }
     }
 
@@ -1182,8 +1344,12 @@ impl Nic {
     /// `dead`: from now on it executes nothing and receives nothing, so no buffer is written or
     /// read again. Without: the device is back, as after the kernel's health recovery.
     pub fn set_dead(&self, port: usize, dead: bool) {
-        if let Some(p) = self.dev().ports.get_mut(port) {
-            p.dead = dead;
+        let mut d = self.dev();
+        if let Some(p) = d.ports.get_mut(port) {
+            let was = std::mem::replace(&mut p.dead, dead);
+            if dead && !was {
+                d.emit(DeviceEvent::DeviceFatal { port });
+            }
         }
     }
 
@@ -1199,6 +1365,7 @@ impl Nic {
         let mut d = self.dev();
         let sq = d.sq_mut(qpn).ok_or_else(|| format!("no SQ {qpn:#x}"))?;
         reset_sq_obj(sq);
+        d.trace_event(format_args!("RESET-SQ qpn={qpn:#x}"));
         Ok(())
     }
 
@@ -1210,6 +1377,7 @@ impl Nic {
         d.flush_held();
         let rq = d.rq_mut(wq_num).ok_or_else(|| format!("no WQ {wq_num:#x}"))?;
         reset_rq_obj(rq);
+        d.trace_event(format_args!("RESET-RQ wqn={wq_num:#x}"));
         Ok(())
     }
 
@@ -1279,6 +1447,56 @@ impl Nic {
                 at: Instant::now(),
             });
         }
+    }
+
+    /// Makes `event` happen, as the firmware would: a CQ enters the error state and writes
+    /// nothing more; a WQ drops what is steered to it; a QP's SQ runs nothing; a port's link
+    /// goes down or up; then every listener ([`Nic::on_event`]) hears it. False for an object
+    /// or port that does not exist.
+    pub fn raise(&self, event: DeviceEvent) -> bool {
+        self.dev().raise(event)
+    }
+
+    /// Adds a listener that hears every event the device raises from now on (an overrun CQ
+    /// under `cq_overrun=error`, [`Nic::raise`], a link or MTU change).
+    pub fn on_event(&self, listener: EventListener) {
+        self.dev().listeners.push(listener);
+    }
+
+    /// Sets port `port`'s link ([`profile::LinkMode`]); raises PORT_ERR / PORT_ACTIVE where the
+    /// link goes down or comes up.
+    pub fn set_link(&self, port: usize, mode: profile::LinkMode) {
+        let mut d = self.dev();
+        let Some(p) = d.ports.get_mut(port) else { return };
+        let was_down = p.link_mode == profile::LinkMode::Down;
+        p.link_mode = mode;
+        p.pause_until = None;
+        let down = mode == profile::LinkMode::Down;
+        if down != was_down {
+            d.emit(if down {
+                DeviceEvent::PortDown { port }
+            } else {
+                DeviceEvent::PortUp { port }
+            });
+        }
+    }
+
+    /// Sets port `port`'s MTU: from the next WQE on it sends and takes frames of up to
+    /// `mtu` + 18 bytes (Ethernet header, a VLAN tag, as `max_frame` counts them), as the port
+    /// MTU register (PMTU) mlx5e sets in `mlx5e_change_mtu` would; listeners hear
+    /// [`DeviceEvent::Mtu`].
+    pub fn set_mtu(&self, port: usize, mtu: u32) {
+        let mut d = self.dev();
+        if let Some(p) = d.ports.get_mut(port) {
+            p.max_frame = mtu as usize + 18;
+            d.emit(DeviceEvent::Mtu { port, mtu });
+        }
+    }
+
+    /// The largest frame port `port` sends or takes now.
+    pub fn max_frame(&self, port: usize) -> usize {
+        let d = self.dev();
+        d.ports.get(port).map_or(d.cfg.max_frame, |p| p.max_frame)
     }
 
     pub fn inject(&self, port: usize, fault: Fault) {
@@ -1414,6 +1632,9 @@ impl Drop for ObjHandle {
                 if let Some(s) = d.cqs.get_mut((cqn - CQN_BASE) as usize) {
                     *s = None;
                 }
+                // Late flush CQEs for it have nowhere to go (and must not reach a new CQ that
+                // takes its number).
+                d.late.retain(|l| l.cqn != cqn);
             }
         }
     }
@@ -1428,6 +1649,9 @@ unsafe impl Sync for ObjMem {}
 fn reset_sq_obj(sq: &mut SqObj) {
     sq.hw_ci = 0;
     sq.error = false;
+    sq.fatal = false;
+    sq.flushes = 0;
+    sq.put_back = None;
     sq.unrung_polls = 0;
     // SAFETY: the dbrec and UAR words belong to this live SQ; a reset drops a pending UAR
     // write and zeroes the record (the driver zeroes its record too).
@@ -1521,14 +1745,56 @@ impl Device {
     fn now_ns(&mut self) -> u64 {
         self.now().0
     }
-    /// The device clock in ticks of [`HCA_CORE_CLOCK_KHZ`], as CQEs carry it: the step's reading.
-    fn now_ticks(&mut self) -> u64 {
+    /// The device clock as CQEs carry it (`DevClock::stamp`): the step's reading.
+    fn now_stamp(&mut self) -> u64 {
         self.now().1
     }
+    /// See [`Nic::raise`].
+    fn raise(&mut self, event: DeviceEvent) -> bool {
+        match event {
+            DeviceEvent::CqError { cqn } => match exec::cq_of(&mut self.cqs, cqn) {
+                Some(cq) => cq.error = true,
+                None => return false,
+            },
+            DeviceEvent::WqFatal { wqn } => match self.rq_mut(wqn) {
+                Some(rq) => rq.error = true,
+                None => return false,
+            },
+            DeviceEvent::QpFatal { qpn } => match self.sq_mut(qpn) {
+                Some(sq) => sq.fatal = true,
+                None => return false,
+            },
+            DeviceEvent::PortDown { port }
+            | DeviceEvent::PortUp { port }
+            | DeviceEvent::Mtu { port, .. }
+            | DeviceEvent::DeviceFatal { port } => {
+                if port >= self.ports.len() {
+                    return false;
+                }
+            }
+        }
+        self.emit(event);
+        true
+    }
+
+    /// Tells every listener, and the trace.
+    fn emit(&mut self, event: DeviceEvent) {
+        match event {
+            DeviceEvent::CqError { cqn } => self.trace_event(format_args!("CQ-ERROR cqn={cqn:#x}")),
+            DeviceEvent::WqFatal { wqn } => self.trace_event(format_args!("WQ-FATAL wqn={wqn:#x}")),
+            DeviceEvent::QpFatal { qpn } => self.trace_event(format_args!("QP-FATAL qpn={qpn:#x}")),
+            DeviceEvent::PortDown { port } => self.trace_event(format_args!("LINK port={port} state=down")),
+            DeviceEvent::PortUp { port } => self.trace_event(format_args!("LINK port={port} state=up")),
+            DeviceEvent::Mtu { port, mtu } => self.trace_event(format_args!("MTU port={port} mtu={mtu}")),
+            DeviceEvent::DeviceFatal { port } => self.trace_event(format_args!("DEVICE-FATAL port={port}")),
+        }
+        self.listeners.retain(|l| l(&event));
+    }
+
     fn now(&mut self) -> (u64, u64) {
         *self.now.get_or_insert_with(|| {
-            let ns = self.clock.elapsed().as_nanos() as u64;
-            (ns, ticks(ns))
+            let ns = self.clock.ns();
+            (ns, self.clock.stamp(ns))
         })
     }
 }

@@ -14,6 +14,7 @@
 //! names the WQE in `wqe_counter` and releases the rest of it, as a filler would.
 
 use super::exec::{data_seg, hdr_type_etc, Frame};
+use super::profile::{ErrCounter, WqeId};
 use super::ring as dma;
 use super::{Device, Fault, StridingState, MAX_RQ_SGE, WQN_BASE};
 use mlx5_prm::{mprq, syndrome, Be16, Be32, Cqe64, INVALID_LKEY};
@@ -78,6 +79,7 @@ impl Device {
         let shift = if params.two_byte_shift { mprq::TWO_BYTE_SHIFT } else { 0 };
         let at = u64::from(first * params.stride_bytes() + shift);
         match self.striding_place(ri, wqe, at, bytes) {
+            Ok(()) if self.trace.is_some() => self.trace_striding(ri, wqe, first, at, bytes.len()),
             Ok(()) => {}
             Err(synd) => {
                 self.striding_failed(port, wq, ri, synd);
@@ -108,7 +110,13 @@ impl Device {
         let rq = self.rqs[ri].as_mut().expect("live");
         if rq.hw_ci & 0xffff == rq.posted {
             // SAFETY: the record word belongs to this live RQ.
-            rq.posted = unsafe { dma::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+            let record = unsafe { dma::load_dbrec(rq.mem.dbrec()) } & 0xffff;
+            if record != rq.posted {
+                if let Some(t) = self.trace.as_mut() {
+                    t.rdb(rq.wq_num, record);
+                }
+            }
+            rq.posted = record;
         }
         rq.hw_ci & 0xffff != rq.posted
     }
@@ -134,13 +142,23 @@ impl Device {
 
     /// An error completion for the current WQE, which it releases whole (see the module comment);
     /// the syndromes fatal to the queue put it in the error state (`rx_failed`).
+    ///
+    /// What the error CQE's `wqe_counter` holds is the `err_counter` knob's (no source says:
+    /// DPDK's `mlx5_rx_err_handle` and the kernel read it only to dump the CQE); its byte count
+    /// carries the strides released, in the MPRQ encoding a plain CQE uses (`mprq::byte_cnt`),
+    /// which DPDK's `mlx5_rx_poll_len` reads to skip them (the model's choice of value).
     fn striding_failed(&mut self, port: usize, wq: u32, ri: usize, synd: u8) {
-        let (cqn, wqe, left) = {
+        let (cqn, wqe, next, left) = {
             let rq = self.rqs[ri].as_ref().expect("live");
             let s = rq.striding.as_ref().expect("a striding RQ");
-            (rq.cqn, rq.hw_ci, s.params.num_strides() - s.next_stride)
+            (rq.cqn, rq.hw_ci, s.next_stride, s.params.num_strides() - s.next_stride)
         };
-        self.rx_failed(port, wq, cqn, wqe as u16, synd);
+        let counter = match self.cfg.knobs.err_counter {
+            ErrCounter::Wqe => wqe as u16,
+            ErrCounter::Stride => next as u16,
+            ErrCounter::Zero => 0,
+        };
+        self.rx_failed_with(port, wq, cqn, counter, synd, mprq::byte_cnt(0, left, false).get());
         self.striding_advance(ri, left);
     }
 
@@ -150,13 +168,53 @@ impl Device {
     fn striding_cqe(&mut self, cqn: u32, wq: u32, wqe: u32, stride: u32, byte_cnt: Be32, hash: u32, flags: u16) {
         let rq = self.rqs[wq.wrapping_sub(WQN_BASE) as usize].as_mut().expect("live");
         let drops = std::mem::take(&mut rq.pending_drops);
-        let now = self.now_ticks();
+        let wqe_cnt = rq.wqe_cnt;
+        let now = self.now_stamp();
         let mut cqe = Cqe64::resp_send(stride as u16, 0, hash, flags, now, drops);
         cqe.byte_cnt = byte_cnt;
-        cqe.wqe_id = Be16::new(wqe as u16);
+        // `wqe_id`: the WQE counter, or its index in the ring (the `wqe_id` knob: what the
+        // kernel's mlx5e takes it for, `en_rx.c` `mlx5e_handle_rx_cqe_mpwrq` indexing
+        // `rq->mpwqe.info[wqe_id]`).
+        let id = match self.cfg.knobs.wqe_id {
+            WqeId::Counter => wqe,
+            WqeId::Ring => wqe & (wqe_cnt - 1),
+        };
+        cqe.wqe_id = Be16::new(id as u16);
         // CQE v1 names the receiving queue by its user index (see `rx_done`).
         cqe.srqn_uidx = Be32::new(wq & 0x00ff_ffff);
         self.write_cqe(cqn, cqe.as_bytes());
+    }
+
+    /// The trace's records of a frame placed at offset `at` of WQE `wqe` (`RWQE` when it is the
+    /// WQE's first frame, `RXD` for each data segment it lands in).
+    #[cold]
+    fn trace_striding(&mut self, ri: usize, wqe: u32, first: u32, at: u64, len: usize) {
+        let rq = self.rqs[ri].as_ref().expect("live");
+        let (stride, wq) = (rq.stride as usize, rq.wq_num);
+        let mut raw = [0u8; 16 * MAX_RQ_SGE as usize];
+        let slot = (wqe & (rq.wqe_cnt - 1)) as usize;
+        // SAFETY: the WQE lies inside the RQ ring (stride bytes per WQE) and is posted.
+        unsafe { dma::read(rq.mem.ring().wrapping_add(slot * stride), &mut raw[..stride]) };
+        let Some(t) = self.trace.as_mut() else { return };
+        if first == 0 {
+            t.rwqe(wq, wqe, &raw[..stride]);
+        }
+        let (mut skip, mut rest) = (at, len as u64);
+        for seg in raw[16..stride].chunks_exact(16) {
+            let (seg_len, lkey, addr) = data_seg(seg.try_into().expect("16 bytes"));
+            if rest == 0 || lkey == INVALID_LKEY {
+                break;
+            }
+            let seg_len = u64::from(seg_len);
+            if skip >= seg_len {
+                skip -= seg_len;
+                continue;
+            }
+            let n = rest.min(seg_len - skip);
+            t.rxd(wq, addr + skip, n as usize);
+            rest -= n;
+            skip = 0;
+        }
     }
 
     /// Writes `bytes` at offset `at` of WQE `wqe`'s strided buffer: the concatenation of its

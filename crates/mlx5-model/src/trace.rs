@@ -63,7 +63,7 @@ impl Trace {
     /// Creates the trace file for a new NIC: `path`, or `path.<n>` when `n` NICs of this
     /// process have asked for `path` before; a path that names no regular file is refused
     /// (`sys::file::create_write`).
-    pub fn create(path: &Path) -> std::io::Result<Trace> {
+    pub fn create(path: &Path, behaviour: &str) -> std::io::Result<Trace> {
         static AT_EXIT: Once = Once::new();
         AT_EXIT.call_once(|| {
             // SAFETY: registering a plain extern "C" fn with no arguments; it runs at normal
@@ -88,7 +88,8 @@ impl Trace {
         // and one with a reader, or a device, the device's thread in its writes.
         let mut w = BufWriter::new(rawpkt_sys::file::create_write(&path)?);
         *n += 1;
-        writeln!(w, "# rawpkt mlx5 model trace v1")?;
+        writeln!(w, "# rawpkt mlx5 model trace v2")?;
+        writeln!(w, "# profile {behaviour}")?;
         let out = Arc::new(Mutex::new(w));
         f.live.retain(|w| w.strong_count() > 0);
         f.live.push(Arc::downgrade(&out));
@@ -135,6 +136,52 @@ impl Trace {
         self.line(format_args!("CQE {seq} cqn={cqn:#x} pi={pi} {}\n", hex(bytes)));
     }
 
+    /// `CQE <seq> cqn=<hex> pi=<producer index> <hex of 64 bytes> title=<n>`: the title of a
+    /// compressed session of `n` completions.
+    pub fn cqe_title(&mut self, cqn: u32, pi: u32, bytes: &[u8; 64], n: u32) {
+        let seq = self.next();
+        self.line(format_args!(
+            "CQE {seq} cqn={cqn:#x} pi={pi} {} title={n}\n",
+            hex(bytes)
+        ));
+    }
+
+    /// `MINI <seq> cqn=<hex> pi=<slot counter> n=<k> fmt=<format> <hex of 8k bytes>`: a mini-CQE
+    /// array of `k` entries written at CQ slot counter `pi`.
+    pub fn mini(&mut self, cqn: u32, pi: u32, fmt: &str, bytes: &[u8]) {
+        let seq = self.next();
+        self.line(format_args!(
+            "MINI {seq} cqn={cqn:#x} pi={pi} n={} fmt={fmt} {}\n",
+            bytes.len() / 8,
+            hex(bytes)
+        ));
+    }
+
+    /// `RWQE <seq> wqn=<hex> wqe=<counter> <hex>`: a receive WQE read, bytes in memory order.
+    pub fn rwqe(&mut self, wqn: u32, wqe: u32, bytes: &[u8]) {
+        let seq = self.next();
+        self.line(format_args!("RWQE {seq} wqn={wqn:#x} wqe={wqe} {}\n", hex(bytes)));
+    }
+
+    /// `RDB <seq> wqn=<hex> record=<n>`: the RQ's doorbell record read, and it said more WQEs
+    /// are posted than the device knew of.
+    pub fn rdb(&mut self, wqn: u32, record: u32) {
+        let seq = self.next();
+        self.line(format_args!("RDB {seq} wqn={wqn:#x} record={record}\n"));
+    }
+
+    /// `RXD <seq> wqn=<hex> addr=<hex> len=<n>`: frame bytes placed in a receive buffer.
+    pub fn rxd(&mut self, wqn: u32, addr: u64, len: usize) {
+        let seq = self.next();
+        self.line(format_args!("RXD {seq} wqn={wqn:#x} addr={addr:#x} len={len}\n"));
+    }
+
+    /// `CQCI <seq> cqn=<hex> ci=<n>`: the CQ's consumer index read from its doorbell record.
+    pub fn cqci(&mut self, cqn: u32, ci: u32) {
+        let seq = self.next();
+        self.line(format_args!("CQCI {seq} cqn={cqn:#x} ci={ci}\n"));
+    }
+
     /// `EV <seq> <KIND> key=value ...`
     pub fn event(&mut self, args: std::fmt::Arguments<'_>) {
         let seq = self.next();
@@ -160,8 +207,8 @@ mod tests {
     #[test]
     fn two_traces_of_one_path_get_two_files_and_whole_records() {
         let base = std::env::temp_dir().join(format!("rawpkt-trace-unit-{}", std::process::id()));
-        let mut a = Trace::create(&base).unwrap();
-        let mut b = Trace::create(&base).unwrap();
+        let mut a = Trace::create(&base, "default").unwrap();
+        let mut b = Trace::create(&base, "cx5 wqe_id=ring").unwrap();
         assert_eq!(a.path(), base);
         assert_eq!(b.path(), PathBuf::from(format!("{}.1", base.display())));
         a.event(format_args!("A x=1"));
@@ -170,8 +217,11 @@ mod tests {
         flush_all_at_exit();
         let ta = std::fs::read_to_string(a.path()).unwrap();
         let tb = std::fs::read_to_string(b.path()).unwrap();
-        assert_eq!(ta, "# rawpkt mlx5 model trace v1\nEV 1 A x=1\n");
-        assert_eq!(tb, "# rawpkt mlx5 model trace v1\nEV 1 B y=2\n");
+        assert_eq!(ta, "# rawpkt mlx5 model trace v2\n# profile default\nEV 1 A x=1\n");
+        assert_eq!(
+            tb,
+            "# rawpkt mlx5 model trace v2\n# profile cx5 wqe_id=ring\nEV 1 B y=2\n"
+        );
         let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
         drop((a, b));
         let _ = std::fs::remove_file(pa);

@@ -199,7 +199,11 @@ fn the_empw_title_and_data_segment_match_the_segment_definitions() {
         let ctrl = CtrlSeg {
             opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, pi as u16, OPCODE_ENHANCED_MPSW),
             qpn_ds: CtrlSeg::qpn_ds(QPN, ds as u8),
-            fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
+            fm_ce_se: if signal {
+                WQE_CTRL_CQ_UPDATE
+            } else {
+                WQE_CTRL_CQ_FIRST_ERR
+            },
             ..CtrlSeg::default()
         };
         let eth = EthSeg {

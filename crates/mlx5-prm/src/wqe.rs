@@ -14,6 +14,12 @@ pub const EMPW_MAX_PACKETS: usize = 32;
 pub const EMPW_TITLE_DS: u32 = 2;
 
 pub const WQE_CTRL_CQ_UPDATE: u8 = 0x08;
+/// CE = 1 in `fm_ce_se`, "a CQE for the first error only" (DPDK `MLX5_COMP_ONLY_FIRST_ERR <<
+/// MLX5_COMP_MODE_OFFSET`): what the encoders below put in a WQE that asks for no completion, as
+/// DPDK's `mlx5_tx.h` `mlx5_tx_cseg_init` does. With CE = 0 ("every error") a device writes a
+/// flush CQE for each such WQE behind an error; with 1 only the failing WQE and the ones that
+/// asked for a completion report.
+pub const WQE_CTRL_CQ_FIRST_ERR: u8 = 0x04;
 pub const WQE_CTRL_SOLICITED: u8 = 0x02;
 pub const WQE_CTRL_FENCE: u8 = 0x80;
 
@@ -265,7 +271,11 @@ pub fn encode_send_sg(
     let ctrl = CtrlSeg {
         opmod_idx_opcode: CtrlSeg::opmod_idx_opcode(0, wqe_index, OPCODE_SEND),
         qpn_ds: CtrlSeg::qpn_ds(qpn, ds as u8),
-        fm_ce_se: if signal { WQE_CTRL_CQ_UPDATE } else { 0 },
+        fm_ce_se: if signal {
+            WQE_CTRL_CQ_UPDATE
+        } else {
+            WQE_CTRL_CQ_FIRST_ERR
+        },
         imm,
         ..CtrlSeg::default()
     };
@@ -340,7 +350,9 @@ compile_error!(
 /// golden vectors check them through the struct views and [`CtrlSeg`]/[`EthSeg`].
 #[cfg(target_endian = "little")]
 pub mod packed {
-    use super::{Be32, ETH_L2_INLINE_HEADER_SIZE, OPCODE_ENHANCED_MPSW, OPCODE_SEND, WQE_CTRL_CQ_UPDATE};
+    use super::{
+        Be32, ETH_L2_INLINE_HEADER_SIZE, OPCODE_ENHANCED_MPSW, OPCODE_SEND, WQE_CTRL_CQ_FIRST_ERR, WQE_CTRL_CQ_UPDATE,
+    };
 
     /// A word of two 32-bit halves, `lo` first in memory.
     #[inline(always)]
@@ -383,7 +395,15 @@ pub mod packed {
         [
             join((index & 0x00ff_ffff).to_be(), qpn_ds4.0),
             // signature, stream id, fm_ce_se (byte 11), imm.
-            join(if signal { (WQE_CTRL_CQ_UPDATE as u32) << 24 } else { 0 }, imm),
+            join(
+                (if signal {
+                    WQE_CTRL_CQ_UPDATE
+                } else {
+                    WQE_CTRL_CQ_FIRST_ERR
+                } as u32)
+                    << 24,
+                imm,
+            ),
             // swp_offs 0, cs_flags (byte 4), swp_flags 0, mss 0.
             join(0, cs_flags as u32),
             HDR_SZ | (hdr.0 as u64) << 48,
@@ -403,7 +423,15 @@ pub mod packed {
         let word0 = ((pi & 0xffff) << 8 | OPCODE_ENHANCED_MPSW as u32).to_be();
         // `ds` is the low byte of the big-endian qpn_ds word: replaced in place, no byte swaps.
         let qpn_ds = qpn_ds.0 & !0xffu32.to_be() | (ds & 0x3f).to_be();
-        let word1 = join(if signal { (WQE_CTRL_CQ_UPDATE as u32) << 24 } else { 0 }, 0);
+        let word1 = join(
+            (if signal {
+                WQE_CTRL_CQ_UPDATE
+            } else {
+                WQE_CTRL_CQ_FIRST_ERR
+            } as u32)
+                << 24,
+            0,
+        );
         [[join(word0, qpn_ds), word1], [join(0, cs_flags as u32), 0]]
     }
 }

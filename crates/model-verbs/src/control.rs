@@ -14,7 +14,9 @@ pub extern "C" fn rawpkt_model_live_objects() -> u64 {
 }
 
 /// Sets a knob: "dv" = "1"/"0", "cap_net_raw" = "1"/"0", "refuse_flow" = a spec type name
-/// ("eth", "ipv4", "ipv6", "ipv4_ext", "tcp", "udp") or "". 0, or -1 for an unknown key/value.
+/// ("eth", "ipv4", "ipv6", "ipv4_ext", "tcp", "udp") or "", "flow_groups" = "creation" /
+/// "reverse", "knob" = any device knob as `name=value` (`mlx5_model::profile::KNOBS`; the clock
+/// is fixed at start); the per-device ones of `devx::set`. 0, or -1 for an unknown key/value.
 #[no_mangle]
 pub unsafe extern "C" fn rawpkt_model_set(key: *const c_char, value: *const c_char) -> c_int {
     guard(-1, || {
@@ -42,6 +44,18 @@ pub unsafe extern "C" fn rawpkt_model_set(key: *const c_char, value: *const c_ch
             ("cap_net_raw", Some(f)) => g.cap_net_raw.store(f, Ordering::Relaxed),
             ("refuse_flow", _) if matches!(&*v, "" | "eth" | "ipv4" | "ipv6" | "ipv4_ext" | "tcp" | "udp") => {
                 *crate::objects::lock(&g.refuse_flow) = v.into_owned();
+            }
+            // Which of two overlapping flows of one priority wins (the profile's knob, at run
+            // time): the older match shape (`creation`) or the newer (`reverse`).
+            ("flow_groups", _) if matches!(&*v, "creation" | "reverse") => {
+                g.nic.set_flow_groups_reverse(v == "reverse")
+            }
+            // Any device knob (`mlx5_model::profile::KNOBS`) at run time: "knob" = "wqe_id=ring".
+            ("knob", _) => {
+                if let Err(e) = g.nic.set_knob(&v) {
+                    eprintln!("rawpkt model library: {e}");
+                    return -1;
+                }
             }
             _ => return -1,
         }
@@ -130,5 +144,53 @@ pub unsafe extern "C" fn rawpkt_model_setup_error(buf: *mut c_char, len: usize) 
             crate::global::fill(out, &e.msg);
         }
         e.errno
+    })
+}
+
+/// The devices' profile and the knobs that differ from the default, as the trace's `# profile`
+/// line says them (`cx5 wqe_id=ring flush=late:2 ...`; `default` for the default device):
+/// NUL-terminated, valid until the next call; NULL if the model could not start.
+#[no_mangle]
+pub extern "C" fn rawpkt_model_profile() -> *const c_char {
+    guard(std::ptr::null(), || {
+        static LAST: std::sync::Mutex<Option<std::ffi::CString>> = std::sync::Mutex::new(None);
+        let Ok(g) = global() else { return std::ptr::null() };
+        let text = std::ffi::CString::new(g.nic.config().behaviour()).unwrap_or_default();
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        last.insert(text).as_ptr()
+    })
+}
+
+/// One counter of `ibdev`'s port as the device keeps it (`mlx5_model::PortCounters`, by field
+/// name: `tx_frames`, `tx_bytes`, `rx_frames`, `rx_bytes`, `rx_out_of_buffer`, `rx_unclaimed`,
+/// `rx_steer_missed`, `rx_wq_error`, `tx_error_cqes`, `rx_error_cqes`, `tx_wire_errors`,
+/// `rx_wire_drops`): what a program compares its own counters with, as it would `ethtool -S`
+/// on hardware. `UINT64_MAX` for an unknown device or name.
+#[no_mangle]
+pub unsafe extern "C" fn rawpkt_model_port_counter(ibdev: *const c_char, name: *const c_char) -> u64 {
+    guard(u64::MAX, || {
+        if name.is_null() {
+            return u64::MAX;
+        }
+        let (Ok(g), Some(port)) = (global(), port_of(ibdev, 1)) else {
+            return u64::MAX;
+        };
+        let c = g.nic.port_counters(port);
+        // SAFETY: the caller passes a NUL-terminated string (checked non-NULL).
+        match &*unsafe { CStr::from_ptr(name) }.to_string_lossy() {
+            "tx_frames" => c.tx_frames,
+            "tx_bytes" => c.tx_bytes,
+            "rx_frames" => c.rx_frames,
+            "rx_bytes" => c.rx_bytes,
+            "rx_out_of_buffer" => c.rx_out_of_buffer,
+            "rx_unclaimed" => c.rx_unclaimed,
+            "rx_steer_missed" => c.rx_steer_missed,
+            "rx_wq_error" => c.rx_wq_error,
+            "tx_error_cqes" => c.tx_error_cqes,
+            "rx_error_cqes" => c.rx_error_cqes,
+            "tx_wire_errors" => c.tx_wire_errors,
+            "rx_wire_drops" => c.rx_wire_drops,
+            _ => u64::MAX,
+        }
     })
 }

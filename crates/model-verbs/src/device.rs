@@ -26,11 +26,10 @@ use crate::global::{global, Kind, DEVS};
 use crate::objects::Context;
 use crate::{guard, set_errno};
 
-/// `fw_ver` (16.x is ConnectX-5 firmware) and `board_id` (the PSID), from open-mpi/ompi#6137.
-pub(crate) const FW_VER: &str = "16.35.2000";
+/// `board_id` (the PSID), from open-mpi/ompi#6137; `fw_ver` and the part are the profile's
+/// (`mlx5_model::profile::Identity`: 16.x is ConnectX-5 firmware).
 pub(crate) const BOARD_ID: &str = "MT_0000000008";
-/// `hca_core_clock` in kHz and `completion_timestamp_mask` (see the module docs).
-pub(crate) const HCA_CORE_CLOCK_KHZ: u64 = mlx5_model::HCA_CORE_CLOCK_KHZ;
+/// `completion_timestamp_mask` (see the module docs); `hca_core_clock` is the profile's.
 pub(crate) const TIMESTAMP_MASK: u64 = 0x7fff_ffff_ffff_ffff;
 /// Packet pacing: the QP rate limits `ibv_modify_qp(IBV_QP_RATE_LIMIT)` accepts, in kbit/s
 /// (mlx5_core `mlx5_rl_is_in_range`; 0 means unlimited). The model accepts them and does not

@@ -9,6 +9,7 @@
 //! queues, flow counters, crypto, ...) is 0, which is what drivers fall back from; the values
 //! that are set are those the verbs queries already report (`device.rs`).
 
+use mlx5_model::profile::{Knobs, TsCap};
 use mlx5_prm::InlineMode;
 
 /// Bytes of a capability page (`union mlx5_ifc_hca_cap_union_bits`).
@@ -53,6 +54,8 @@ mod general {
     pub const ETH_NET_OFFLOADS: (usize, usize) = (0x21c, 1);
     pub const ROCE: (usize, usize) = (0x21d, 1);
     pub const LOG_MAX_RQT_SIZE: (usize, usize) = (0x393, 5);
+    pub const EXT_STRIDE_NUM_RANGE: (usize, usize) = (0x3a0, 1);
+    pub const RQ_TS_FORMAT: (usize, usize) = (0x442, 2);
     pub const DEVICE_FREQUENCY_KHZ: (usize, usize) = (0x4e0, 0x20);
     pub const CQE_COMPRESSION: (usize, usize) = (0x5bf, 1);
 }
@@ -61,6 +64,7 @@ mod general {
 mod eth {
     pub const CSUM_CAP: (usize, usize) = (0x0, 1);
     pub const VLAN_CAP: (usize, usize) = (0x1, 1);
+    pub const WQE_VLAN_INSERT: (usize, usize) = (0x7, 1);
     pub const WQE_INLINE_MODE: (usize, usize) = (0x12, 2);
 }
 
@@ -78,9 +82,15 @@ fn put(page: &mut [u8], f: (usize, usize), v: u32) {
     set(page, f.0, f.1, v);
 }
 
-/// The page `which` of device `port` (its vport's inline mode `inline`), or None for a page the
-/// model does not answer (the command then fails as for a bad parameter).
-pub(crate) fn page(which: u16, port: usize, inline: InlineMode) -> Option<Vec<u8>> {
+/// `cmd_hca_cap.rq_ts_format` values (`MLX5_RQ_TIMESTAMP_FORMAT_CAP_*`, mlx5_ifc.h).
+const RQ_TS_FREE_RUNNING: u32 = 0;
+const RQ_TS_REAL_TIME: u32 = 1;
+const RQ_TS_FREE_RUNNING_AND_REAL_TIME: u32 = 2;
+
+/// The page `which` of device `port` (its vport's inline mode `inline`, the device's `knobs`),
+/// or None for a page the model does not answer (the command then fails as for a bad
+/// parameter).
+pub(crate) fn page(which: u16, port: usize, inline: InlineMode, knobs: &Knobs) -> Option<Vec<u8>> {
     let mut p = vec![0u8; PAGE];
     match which {
         GENERAL => {
@@ -99,16 +109,21 @@ pub(crate) fn page(which: u16, port: usize, inline: InlineMode) -> Option<Vec<u8
             put(&mut p, general::CQE_VERSION, 1);
             // RSS tables of up to 2048 entries (max_rwq_indirection_table_size).
             put(&mut p, general::LOG_MAX_RQT_SIZE, 11);
-            put(
-                &mut p,
-                general::DEVICE_FREQUENCY_KHZ,
-                mlx5_model::HCA_CORE_CLOCK_KHZ as u32,
-            );
+            put(&mut p, general::DEVICE_FREQUENCY_KHZ, knobs.clock_khz() as u32);
+            // 2^3 strides per striding WQE and up, or 2^9 (kernel `mlx5_ib_query_device`).
+            put(&mut p, general::EXT_STRIDE_NUM_RANGE, u32::from(knobs.ext_strides));
+            let ts = match knobs.rq_ts_cap {
+                TsCap::Fr => RQ_TS_FREE_RUNNING,
+                TsCap::Rt => RQ_TS_REAL_TIME,
+                TsCap::FrRt => RQ_TS_FREE_RUNNING_AND_REAL_TIME,
+            };
+            put(&mut p, general::RQ_TS_FORMAT, ts);
             put(&mut p, general::CQE_COMPRESSION, 1);
         }
         ETHERNET_OFFLOAD => {
             put(&mut p, eth::CSUM_CAP, 1);
             put(&mut p, eth::VLAN_CAP, 1);
+            put(&mut p, eth::WQE_VLAN_INSERT, u32::from(knobs.vlan_insert));
             let mode = match inline {
                 InlineMode::None => CAP_INLINE_MODE_NOT_REQUIRED,
                 InlineMode::L2 => CAP_INLINE_MODE_L2,
@@ -139,11 +154,14 @@ mod tests {
         set(&mut p, 0x40, 32, 156_250);
         assert_eq!(u32::from_be_bytes(p[8..12].try_into().unwrap()), 156_250);
         assert_eq!((get(&p, 0x12, 2), get(&p, 0x40, 32)), (2, 156_250));
-        let g = page(GENERAL, 1, InlineMode::None).unwrap();
+        let k = Knobs::default();
+        let g = page(GENERAL, 1, InlineMode::None, &k).unwrap();
         assert_eq!(get(&g, 0x21c, 1), 1, "eth_net_offloads");
         assert_eq!(get(&g, 0x4e0, 32), 156_250, "device_frequency_khz");
-        let e = page(ETHERNET_OFFLOAD, 0, InlineMode::L2).unwrap();
+        assert_eq!(get(&g, 0x3a0, 1), 1, "ext_stride_num_range");
+        let e = page(ETHERNET_OFFLOAD, 0, InlineMode::L2, &k).unwrap();
+        assert_eq!(get(&e, 0x7, 1), 1, "wqe_vlan_insert");
         assert_eq!(mlx5_prm::devx::wqe_inline_mode(&[&[0u8; 16][..], &e].concat()), 0);
-        assert!(page(0x20, 0, InlineMode::None).is_none());
+        assert!(page(0x20, 0, InlineMode::None, &k).is_none());
     }
 }

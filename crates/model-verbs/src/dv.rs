@@ -44,6 +44,13 @@ pub unsafe extern "C" fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out
             a.flags = u64::from(
                 MLX5DV_CONTEXT_FLAGS_CQE_V1 | MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED | MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW,
             );
+            // `MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS` (rdma-core `mlx5.c`, from the kernel's
+            // `MLX5_IB_QUERY_DEV_RESP_FLAGS_REAL_TIME_TS`): the device can write real-time
+            // timestamps, and the kernel then sets each WQ's timestamp format itself (`qp.c`
+            // `get_rq_ts_format`: free-running where `rq_ts_format` allows it).
+            if g.cfg.knobs.rq_ts_cap != mlx5_model::profile::TsCap::Fr {
+                a.flags |= u64::from(MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS);
+            }
             if asked & u64::from(MLX5DV_CONTEXT_MASK_CQE_COMPRESION) != 0 {
                 a.cqe_comp_caps = mlx5dv_cqe_comp_caps {
                     max_num: mlx5_model::CQE_COMP_MAX_NUM,

@@ -5,7 +5,7 @@ use std::ffi::{c_char, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use mlx5_model::{Link, ModelConfig, Nic};
+use mlx5_model::{Link, Nic};
 use rdma_abi::ibv_device;
 
 /// One RDMA device of the model (contract table).
@@ -154,6 +154,8 @@ impl Registry {
 /// The process-wide model.
 pub(crate) struct Global {
     pub nic: Arc<Nic>,
+    /// What the devices are: identity, caps and knobs as the profile and knobs made them.
+    pub cfg: mlx5_model::ModelConfig,
     /// The `struct ibv_device`s, one per [`DEVS`] entry, leaked: device pointers stay valid for the process, as
     /// rdma-core's do once discovered.
     devices: [usize; DEVS.len()],
@@ -285,10 +287,16 @@ fn init() -> Result<Global, SetupError> {
             )))
         }
     }
-    // This stand-in for libibverbs reads the model's variables, as the tools do.
+    // This stand-in for libibverbs reads the model's variables, as the tools do: the device
+    // profile and knobs (`RAWPKT_MODEL_PROFILE`, `RAWPKT_MODEL_KNOBS`) among them.
     let opts = mlx5_model::env::EnvOptions::read().map_err(SetupError::usage)?;
-    let root = crate::sysfs::create().map_err(|msg| SetupError { errno: libc::EIO, msg })?;
-    let nic = Nic::new(wires, opts.apply(ModelConfig::default())).map_err(|e| {
+    let cfg = opts.device().map_err(SetupError::usage)?;
+    let root = crate::sysfs::create(&cfg.identity).map_err(|msg| SetupError { errno: libc::EIO, msg })?;
+    // A profile without DevX is a kernel that offers none (as `RAWPKT_MODEL_DEVX=0`).
+    if cfg.knobs.devx == mlx5_model::profile::Devx::Absent {
+        crate::devx::refuse_all();
+    }
+    let nic = Nic::new(wires, cfg.clone()).map_err(|e| {
         // A trace path that names no regular file is the user's mistake.
         let msg = e.to_string();
         if rawpkt_sys::file::refused(&e) {
@@ -297,6 +305,7 @@ fn init() -> Result<Global, SetupError> {
             SetupError::system(msg, &e)
         }
     })?;
+    crate::devx::listen(&nic);
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
         // steers them to a queue.
@@ -337,6 +346,7 @@ fn init() -> Result<Global, SetupError> {
     crate::traffic::start_from_env();
     let g = Global {
         nic,
+        cfg,
         devices,
         sysfs_root: CString::new(root.to_string_lossy().as_bytes()).map_err(|e| SetupError {
             errno: libc::EINVAL,

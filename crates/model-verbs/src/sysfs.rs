@@ -114,7 +114,7 @@ fn remove_stale_trees(tmp: &Path) {
 
 /// Writes the tree in a fresh directory of the temp dir (once per process) and returns it,
 /// after removing the trees dead processes left behind.
-pub(crate) fn create() -> Result<PathBuf, String> {
+pub(crate) fn create(id: &mlx5_model::profile::Identity) -> Result<PathBuf, String> {
     let tmp = std::env::temp_dir();
     remove_stale_trees(&tmp);
     let root = tmp.join(format!("{PREFIX}{}", std::process::id()));
@@ -128,7 +128,7 @@ pub(crate) fn create() -> Result<PathBuf, String> {
     fs::create_dir_all(&driver).map_err(|e| format!("{}: {e}", driver.display()))?;
     for (port, d) in DEVS.iter().enumerate() {
         let pci = root.join("devices/pci0000:3a").join(d.pci);
-        write_pci_identity(&pci, d.pci, 0x1017)?;
+        write_pci_identity(&pci, d.pci, id.pci_device_id)?;
         // One NUMA node, as a single-socket host's functions show it.
         write(&pci.join("numa_node"), "0\n")?;
         link(&driver, &pci.join("driver"))?;
@@ -151,8 +151,8 @@ pub(crate) fn create() -> Result<PathBuf, String> {
         let ib = root.join("class/infiniband").join(d.ibdev);
         link(&pci, &ib.join("device"))?;
         write(&ib.join("node_type"), "1: CA\n")?;
-        write(&ib.join("fw_ver"), "16.35.2000\n")?;
-        write(&ib.join("hca_type"), "MT4119\n")?;
+        write(&ib.join("fw_ver"), &format!("{}\n", id.fw_ver))?;
+        write(&ib.join("hca_type"), &format!("{}\n", id.hca_type))?;
         write(&ib.join("ports/1/state"), "4: ACTIVE\n")?;
         write(&ib.join("ports/1/phys_state"), "5: LinkUp\n")?;
         write(&ib.join("ports/1/link_layer"), "Ethernet\n")?;

@@ -197,13 +197,14 @@ fn device_attr(port: usize) -> ibv_device_attr {
     use crate::device::*;
     // SAFETY: C data, all-zero valid.
     let mut a: ibv_device_attr = unsafe { std::mem::zeroed() };
-    crate::global::fill(&mut a.fw_ver, FW_VER);
+    let id = global().map_or(mlx5_model::profile::Identity::CONNECTX5, |g| g.cfg.identity);
+    crate::global::fill(&mut a.fw_ver, id.fw_ver);
     a.node_guid = node_guid(port).to_be();
     a.sys_image_guid = sys_image_guid(port).to_be();
     a.max_mr_size = u64::MAX;
     a.page_size_cap = 0xffff_ffff_ffff_f000;
     a.vendor_id = 0x02c9;
-    a.vendor_part_id = 4119; // ConnectX-5 (0x1017)
+    a.vendor_part_id = id.vendor_part_id;
     a.hw_ver = 0;
     a.max_qp = 1 << 18;
     a.max_qp_wr = MAX_QP_WR as c_int;
@@ -286,7 +287,7 @@ unsafe extern "C" fn query_device_ex(
             u64::from(a.orig_attr.device_cap_flags) | IBV_DEVICE_RAW_SCATTER_FCS | IBV_DEVICE_PCI_WRITE_END_PADDING;
         a.phys_port_cnt_ex = 1;
         a.completion_timestamp_mask = crate::device::TIMESTAMP_MASK;
-        a.hca_core_clock = crate::device::HCA_CORE_CLOCK_KHZ;
+        a.hca_core_clock = g.cfg.knobs.clock_khz();
         a.packet_pacing_caps.qp_rate_limit_min = crate::device::RATE_LIMIT_MIN_KBPS;
         a.packet_pacing_caps.qp_rate_limit_max = crate::device::RATE_LIMIT_MAX_KBPS;
         a.packet_pacing_caps.supported_qpts = 1 << IBV_QPT_RAW_PACKET;

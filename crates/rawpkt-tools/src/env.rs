@@ -2,8 +2,10 @@
 //! as options ([`ModelOptions`] and the rdma-core files in [`PortOptions`]) and reads no
 //! environment itself.
 //!
-//! - `RAWPKT_MODEL_CPU`, `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS`, `RAWPKT_MODEL_RX_BUFFER`: how
-//!   the model NIC behind `model:` ports runs (`mlx5_model::env`).
+//! - `RAWPKT_MODEL_CPU`, `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS`, `RAWPKT_MODEL_RX_BUFFER`,
+//!   `RAWPKT_MODEL_PROFILE`, `RAWPKT_MODEL_KNOBS`: how the model NIC behind `model:` ports runs
+//!   and which device it is (`mlx5_model::env`); a profile or knob the model does not know fails
+//!   opening a `model:` port with one line (a usage mistake, exit 2).
 //! - `RAWPKT_LIBIBVERBS=FILE`, `RAWPKT_LIBMLX5=FILE`: `mlx5:`/`verbs:` ports load rdma-core from
 //!   these files rather than by soname (a private copy, or the model library `model-verbs`); one
 //!   of them alone leaves the other at its soname. A path must name a regular file.
@@ -23,7 +25,24 @@ pub fn model_options() -> Result<ModelOptions, String> {
         .cpu(e.cpu)
         .trace(e.trace)
         .rx_capacity_pps(e.rx_capacity_pps)
-        .rx_buffer_s(e.rx_buffer_s))
+        .rx_buffer_s(e.rx_buffer_s)
+        .profile(e.profile)
+        .knobs(e.knobs))
+}
+
+/// One line for `--help`: the model's device profiles and knobs.
+pub fn model_profiles_help() -> String {
+    let profiles: Vec<&str> = mlx5_model::profile::PROFILES.iter().map(|(p, _)| *p).collect();
+    let knobs: Vec<String> = mlx5_model::profile::KNOBS
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!(
+        "Model ports: RAWPKT_MODEL_PROFILE={} (or `,profile=NAME` in the spec) picks the model \
+device; RAWPKT_MODEL_KNOBS=K=V,... (or `,knob=K=V`) sets knobs on top: {}.",
+        profiles.join("|"),
+        knobs.join(", ")
+    )
 }
 
 /// The rdma-core files `RAWPKT_LIBIBVERBS` and `RAWPKT_LIBMLX5` name; None if neither is set.

@@ -248,8 +248,38 @@ fn usage_mistakes_are_one_line_and_exit_2() {
             &["--vlan", "4095"],
             "--vlan \"4095\": expected a VLAN ID from 0 to 4094 (4095 is reserved)",
         ),
+        (
+            &["--port", "model:x/0,profile=cx9"],
+            "model profile \"cx9\": no such profile",
+        ),
+        (
+            &["--port", "model:x/0,knob=wqe_id=maybe"],
+            "expected wqe_id=counter|ring",
+        ),
     ] {
         fails_with(2, args, want);
+    }
+    // The same from the environment (RAWPKT_MODEL_PROFILE, RAWPKT_MODEL_KNOBS).
+    for (var, value, want) in [
+        (
+            "RAWPKT_MODEL_PROFILE",
+            "cx9",
+            "no such profile (profiles: default, cx5, cx6dx, cx7, strict)",
+        ),
+        (
+            "RAWPKT_MODEL_KNOBS",
+            "zip=sometimes",
+            "expected zip=regular|irregular:SEED|never",
+        ),
+    ] {
+        let out = Command::new(common::tool("pktgen"))
+            .env(var, value)
+            .args(["--count", "10"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {err}");
+        assert!(err.lines().count() == 1 && err.contains(want), "{var}={value}: {err}");
     }
 }
 

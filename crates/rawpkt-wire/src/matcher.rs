@@ -215,11 +215,32 @@ struct Entry {
 pub struct RuleSet {
     entries: Vec<Entry>,
     order: Vec<u8>,
+    /// Flow groups of a table searched last-created first ([`RuleSet::reverse_groups`]).
+    reverse: bool,
 }
 
 impl RuleSet {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Searches the flow groups of each table last-created first: the other order a device may
+    /// keep them in. Nothing in the kernel's `fs.c` promises creation order for two groups of
+    /// one priority that both match a frame (docs/mlx5-notes.md, "Steering: rules of one
+    /// priority"), so a rule set whose outcome depends on it is wrong on some device; the model's
+    /// `flow_groups=reverse` knob turns this on to show it.
+    pub fn reverse_groups(&mut self, on: bool) {
+        self.reverse = on;
+        self.sort();
+    }
+
+    fn sort(&mut self) {
+        let (entries, reverse) = (&self.entries, self.reverse);
+        self.order.sort_by_key(|&i| {
+            let e = &entries[usize::from(i)];
+            let group = if reverse { usize::MAX - e.group } else { e.group };
+            (e.table, group, i)
+        });
     }
 
     /// Adds a rule and returns its index.
@@ -238,11 +259,7 @@ impl RuleSet {
             .unwrap_or(index);
         self.entries.push(Entry { rule, table, group });
         self.order.push(index as u8);
-        let entries = &self.entries;
-        self.order.sort_by_key(|&i| {
-            let e = &entries[usize::from(i)];
-            (e.table, e.group, i)
-        });
+        self.sort();
         Ok(index)
     }
 

@@ -282,7 +282,42 @@ impl FlowRule {
         priority: 0,
     };
 
-    /// Steal unicast frames to our MAC: VPP's default "ucast" rule.
+    /// What a port takes of the unicast frames to its MAC by default: UDP over IPv4 and IPv6,
+    /// and the two IEEE 802 local experimental EtherTypes (0x88b5, 0x88b6). ARP, ICMP and
+    /// ICMPv6 (neighbour discovery, ping), TCP and everything else to the MAC stay with the
+    /// netdev, so its address keeps answering (ssh, ping) while rawpkt takes the traffic it is
+    /// for. Stealing the whole MAC ([`FlowRule::own_mac`]) took unicast ARP replies and IPv6
+    /// neighbour advertisements too, and Linux lost its neighbours. Host UDP to that MAC (DNS
+    /// replies, DHCP renewals, NTP) is rawpkt's under this default.
+    pub fn default_unicast(mac: [u8; 6]) -> Vec<Self> {
+        let own = FlowRule {
+            dst_mac: Some(MacMatch::exact(mac)),
+            ..Self::ANY
+        };
+        vec![
+            FlowRule {
+                ip: Some(IpMatch::V4 { src: None, dst: None }),
+                ip_proto: Some(crate::wire::IPPROTO_UDP),
+                ..own.clone()
+            },
+            FlowRule {
+                ip: Some(IpMatch::V6 { src: None, dst: None }),
+                ip_proto: Some(crate::wire::IPPROTO_UDP),
+                ..own.clone()
+            },
+            FlowRule {
+                ethertype: Some(0x88b5),
+                ..own.clone()
+            },
+            FlowRule {
+                ethertype: Some(0x88b6),
+                ..own
+            },
+        ]
+    }
+
+    /// Steal unicast frames to our MAC: VPP's default "ucast" rule (rawpkt's old default; see
+    /// [`FlowRule::default_unicast`] for why it is not the default any more).
     pub fn own_mac(mac: [u8; 6]) -> Self {
         FlowRule {
             dst_mac: Some(MacMatch::exact(mac)),

@@ -248,9 +248,10 @@ impl Context {
             .map(|_| ())
     }
 
-    /// The next asynchronous event (its type, and the port number for port events), acked; None
-    /// when none waits (the fd is non-blocking) or the call fails.
-    pub fn next_async_event(&self) -> Option<(ibv_event_type, c_int)> {
+    /// The next asynchronous event (its type, the port number for port events, and the address
+    /// of the object it is about for CQ, QP and WQ events: `Cq::addr` and the others), acked;
+    /// None when none waits (the fd is non-blocking) or the call fails.
+    pub fn next_async_event(&self) -> Option<(ibv_event_type, c_int, usize)> {
         let (get, ack) = (self.rdma.ibv.get_async_event?, self.rdma.ibv.ack_async_event?);
         // SAFETY: ibv_async_event is C data (a union of pointers and an int, an enum): all zero
         // is valid.
@@ -262,10 +263,12 @@ impl Context {
         // SAFETY: port_num is the union member a port or device event fills; for other events
         // it reads the low bits of a pointer, which only the port events below look at.
         let port = unsafe { ev.element.port_num };
+        // SAFETY: the union's pointer members share its storage; read as an address only.
+        let element = unsafe { ev.element.cq } as usize;
         let ty = ev.event_type;
         // SAFETY: the event just returned, acked once.
         unsafe { ack(&mut ev) };
-        Some((ty, port))
+        Some((ty, port, element))
     }
 
     /// `___ibv_query_port`.
@@ -477,6 +480,11 @@ unsafe impl Send for Cq {}
 unsafe impl Sync for Cq {}
 
 impl Cq {
+    /// The object's address, as an asynchronous event names it (`ibv_async_event.element`).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     /// `ibv_create_cq(ctx, cqe, NULL, NULL, 0)`.
     pub fn create(ctx: &Arc<Context>, cqe: u32) -> Result<Arc<Cq>, CallError> {
         let cqe = c_int::try_from(cqe).unwrap_or(c_int::MAX);
@@ -578,6 +586,11 @@ unsafe impl Send for Qp {}
 unsafe impl Sync for Qp {}
 
 impl Qp {
+    /// The object's address, as an asynchronous event names it (`ibv_async_event.element`).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     /// A RAW_PACKET QP with a send queue only (VPP `rdma_txq_init`, DPDK
     /// `mlx5_txq_ibv_qp_create`): send and receive CQ both `cq`, one SGE, and `max_inline` the
     /// largest frame the queue copies into a WQE, so that rdma-core sizes the WQEs for it and
@@ -745,6 +758,11 @@ unsafe impl Send for Wq {}
 unsafe impl Sync for Wq {}
 
 impl Wq {
+    /// The object's address, as an asynchronous event names it (`ibv_async_event.element`).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     /// verbs.h `ibv_create_wq`, completions to `cq`, with `max_sge` data segments per WQE (the
     /// WQ's stride: rdma-core `mlx5_calc_rwq_size`, 16 bytes per segment rounded up to a power
     /// of two; 1 gives 16-byte WQEs) and, with

@@ -8,10 +8,11 @@ use clap::Parser;
 
 /// The tools' exit status rule, and pktgen's own kind of failure.
 fn exit_status() -> String {
-    rawpkt_tools::fail::exit_status(
+    let status = rawpkt_tools::fail::exit_status(
         "pktgen",
         ", or frames sent and not one received (as ping exits 1 when no reply came)",
-    )
+    );
+    format!("{}\n\n{status}", rawpkt_tools::env::model_profiles_help())
 }
 
 /// pktgen: sends Ethernet/IP/UDP traffic from pinned cores and receives it, with per-second

@@ -115,12 +115,17 @@ struct Dir {
 
 /// Opens `spec` once for the whole run: a port that sends one way and receives the other is one
 /// open port.
-fn open_port(opened: &mut Vec<(String, Arc<Port>)>, spec: &str, what: &str) -> Result<Arc<Port>, Fail> {
+fn open_port(
+    opened: &mut Vec<(String, Arc<Port>)>,
+    spec: &str,
+    opts: &rawpkt::PortOptions,
+    what: &str,
+) -> Result<Arc<Port>, Fail> {
     if let Some((_, p)) = opened.iter().find(|(s, _)| s == spec) {
         return Ok(p.clone());
     }
     let p = Arc::new(
-        rawpkt_tools::env::open(spec)
+        rawpkt_tools::env::open_with(spec, opts)
             .map_err(|e| Fail::rawpkt(format_args!("{what} {}", rawpkt_wire::text::echo(spec)), e))?,
     );
     opened.push((spec.to_string(), p.clone()));
@@ -160,13 +165,23 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             std::env::set_var("RAWPKT_MODEL_CPU", last.to_string());
         }
     }
+    // The receiving ports' default rules take UDP (and the experimental EtherTypes) to their
+    // MAC, which every stream but a GRE one is; GRE frames (IP protocol 47, which a verbs flow
+    // cannot name) need the whole MAC on an mlx5: port. (An xdp: port's rule= options say what
+    // it takes.) A port that only sends installs no rules: one set of options opens them all.
+    let gre = specs.iter().any(|s| s.headers.encap == template::Encap::Gre);
+    let opts = rawpkt::PortOptions::default().default_rules(if gre {
+        rawpkt::DefaultRules::WholeMac
+    } else {
+        rawpkt::DefaultRules::default()
+    });
     let several = cfg.directions.len() > 1;
     let mut opened = Vec::new();
     let mut dirs: Vec<Dir> = Vec::new();
     for (tx_spec, rx_spec) in &cfg.directions {
-        let tx_port = open_port(&mut opened, tx_spec, "--port")?;
+        let tx_port = open_port(&mut opened, tx_spec, &opts, "--port")?;
         let rx_port = match rx_spec {
-            Some(spec) => Some(open_port(&mut opened, spec, "--rx-port")?),
+            Some(spec) => Some(open_port(&mut opened, spec, &opts, "--rx-port")?),
             None => None,
         };
         // A port's frames leave on its wire: the same port as receiver would count every one lost.
