@@ -71,7 +71,7 @@ pub(crate) struct Args {
     /// Packets per burst.
     #[arg(long, default_value_t = 32)]
     pub burst: usize,
-    /// Replay the frames of this pcap file instead of generating them.
+    /// Replay the frames of this pcap or pcapng file instead of generating them.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
     /// Replay at the file's own pace times this factor (10: ten times as fast), or "max": back
@@ -82,7 +82,7 @@ pub(crate) struct Args {
     /// Replay the file this many times, then stop [default: until --count or --duration].
     #[arg(long, value_name = "N")]
     pub pcap_loops: Option<u64>,
-    /// Write received frames to this pcap file.
+    /// Write received frames to this pcap file (pcapng when its name ends in .pcapng).
     #[arg(long)]
     pub capture: Option<PathBuf>,
     /// One JSON object per line instead of text.
