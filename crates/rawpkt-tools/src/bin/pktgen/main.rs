@@ -4,6 +4,7 @@
 #![warn(unreachable_pub)]
 
 mod cli;
+mod http;
 mod metrics;
 mod pace;
 mod report;
