@@ -1802,3 +1802,166 @@ fn every_receive_mode_receives_what_was_sent() {
         "--rx-mode chooses the receive queue: it needs a receive port",
     );
 }
+
+/// One HTTP request to pktgen's control endpoint: the status line and the body.
+fn control(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    use std::io::{Read as _, Write as _};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = String::new();
+    c.read_to_string(&mut got).unwrap();
+    let (head, body) = got.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// Live control: while two streams run, one's rate goes from 100k to 200k pps, the other is
+/// paused and resumed, through the control endpoint; the per-second counts follow, in bounds
+/// that hold however busy the machine: from each change on, a stream never sends more than its
+/// new rate allows since the change (+1 % and two bursts), a paused stream sends nothing but
+/// the burst in hand, and a resumed one does not make up for its pause. Every change is an
+/// event in the interval lines and the summary.
+#[test]
+fn live_control_changes_rates_and_pauses_streams() {
+    use std::io::BufRead as _;
+    let _one = serial();
+    fails_with(
+        2,
+        &["--control", "0.0.0.0:9"],
+        "--control 0.0.0.0:9: serves only on a loopback address",
+    );
+    // The stream to pause first: the send loop fills its bursts stream by stream, and the
+    // first is never short of room.
+    let f = stream_file(
+        "ctl",
+        "[[stream]]\nname = 'b'\nrate = '50k'\n\n[[stream]]\nname = 'a'\nrate = '100k'\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args([
+            "--streams",
+            f.str(),
+            "--duration",
+            "6",
+            "--latency-rate",
+            "off",
+            "--json",
+            "--control",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("pktgen said no control address");
+        }
+        if let Some(a) = line.trim_end().strip_prefix("pktgen: control at http://") {
+            break a.trim_end_matches('/').to_string();
+        }
+    };
+    let stderr = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+        rest
+    });
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (st, body) = control(&addr, "POST", "/streams/a/rate", "{\"pps\": 200000}");
+    assert!(st.contains("200"), "{st}: {body}");
+    let (st, body) = control(&addr, "POST", "/streams/b/pause", "");
+    assert!(st.contains("200"), "{st}: {body}");
+    let (st, _) = control(&addr, "POST", "/streams/c/pause", "");
+    assert!(st.contains("404"), "{st}");
+    std::thread::sleep(
+        Duration::from_millis(2000).saturating_sub(started.elapsed().saturating_sub(Duration::from_millis(1500))),
+    );
+    let (_, stats) = control(&addr, "GET", "/stats", "");
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["streams"][1]["pps"], 200000.0, "{stats}");
+    assert_eq!(stats["streams"][0]["paused"], true, "{stats}");
+    let (st, _) = control(&addr, "POST", "/streams/b/resume", "");
+    assert!(st.contains("200"), "{st}");
+    let out = common::output_within(child, Duration::from_secs(60), "pktgen --control");
+    let err = stderr.join().unwrap();
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let s = lines.last().unwrap();
+    let ev = s["events"].as_array().unwrap_or_else(|| panic!("no events: {s}"));
+    let what: Vec<(&str, &str)> = ev
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["stream"].as_str().unwrap()))
+        .collect();
+    assert_eq!(what, [("rate", "a"), ("pause", "b"), ("resume", "b")], "{s}");
+    let t = |i: usize| ev[i]["t"].as_f64().unwrap();
+    let tx = |i: usize| ev[i]["tx_packets"].as_u64().unwrap();
+    // The interval lines carry the same events, each once.
+    let shown: usize = lines
+        .iter()
+        .filter(|l| l["type"] == "interval")
+        .filter_map(|l| l["events"].as_array())
+        .map(Vec::len)
+        .sum();
+    assert_eq!(shown, 3, "{text}");
+    // Each stream's count so far at each interval line.
+    let intervals: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    let mut cum = [0u64; 2];
+    let mut per_line = Vec::new();
+    let mut prev_t = 0.0;
+    for l in &intervals {
+        let st = l["streams"].as_array().unwrap();
+        let d = [
+            st[0]["tx_packets"].as_u64().unwrap(),
+            st[1]["tx_packets"].as_u64().unwrap(),
+        ];
+        cum = [cum[0] + d[0], cum[1] + d[1]];
+        per_line.push((prev_t, l["t"].as_f64().unwrap(), d, cum));
+        prev_t = l["t"].as_f64().unwrap();
+    }
+    let bound = |pps: f64, secs: f64| (pps * secs * 1.01) as u64 + 64;
+    for &(from, to, d, cum) in &per_line {
+        let what = format!("interval {from:.3}-{to:.3}: {d:?}, so far {cum:?}; events {ev:?}");
+        // a: 100k until the change, 200k from it.
+        if to < t(0) {
+            assert!(cum[1] <= bound(1e5, to), "{what}");
+        } else {
+            assert!(cum[1] - tx(0) <= bound(2e5, to - t(0)), "{what}");
+        }
+        // b: 50k until the pause; nothing but the burst in hand while paused; 50k from the
+        // resume, with nothing made up.
+        if to < t(1) {
+            assert!(cum[0] <= bound(5e4, to), "{what}");
+        } else if from >= t(1) && to <= t(2) {
+            assert!(d[0] <= 64, "{what}");
+        } else if to >= t(2) {
+            assert!(cum[0] - tx(2) <= bound(5e4, to - t(2)), "{what}");
+        }
+    }
+    assert!(tx(2) - tx(1) <= 64, "b sent {} while paused: {ev:?}", tx(2) - tx(1));
+    assert!(
+        per_line
+            .iter()
+            .any(|&(from, to, d, _)| from >= t(1) && to <= t(2) && d[0] == 0),
+        "a whole second of b paused with nothing sent: {per_line:?} {ev:?}"
+    );
+    let streams = s["streams"].as_array().unwrap();
+    assert!(
+        streams[0]["tx_packets"].as_u64().unwrap() > tx(2),
+        "b sends again after its resume: {s}"
+    );
+    eprintln!(
+        "control: events {ev:?}; per second (b, a): {:?}",
+        per_line.iter().map(|p| p.2).collect::<Vec<_>>()
+    );
+}

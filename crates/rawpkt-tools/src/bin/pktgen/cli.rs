@@ -152,6 +152,11 @@ pub(crate) struct Args {
     /// JSON summary).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    /// Live control at http://ADDR (a loopback address; port 0: one the system chooses, said
+    /// on stderr): GET /stats, POST /streams/ID/rate {"pps": N}, POST /streams/ID/pause and
+    /// /resume, POST /stop (docs/pktgen.md).
+    #[arg(long, value_name = "ADDR")]
+    pub control: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,6 +199,7 @@ pub(crate) struct Config {
     pub pcap_speed: Option<f64>,
     pub pcap_loops: Option<u64>,
     pub metrics: Option<std::net::SocketAddr>,
+    pub control: Option<std::net::SocketAddr>,
     /// Stamps and latency on the ports' device clock (--hw-timestamps).
     pub hw_timestamps: bool,
     /// The receive queue's configuration before its size and timestamps: `QueueConfig`'s
@@ -443,6 +449,7 @@ impl Config {
             headers,
             ranges,
             metrics: a.metrics.as_deref().map(crate::metrics::parse_addr).transpose()?,
+            control: a.control.as_deref().map(crate::control::parse_addr).transpose()?,
             pcap_speed,
             pcap_loops: a.pcap_loops,
             hw_timestamps: a.hw_timestamps,

@@ -4,6 +4,7 @@
 #![warn(unreachable_pub)]
 
 mod cli;
+mod control;
 mod http;
 mod metrics;
 mod pace;
@@ -248,6 +249,36 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     let rx_ready = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
+    // Live control: each stream's settings, read by its pacers once per burst.
+    let controls: Vec<Arc<control::StreamControl>> = match cfg.control {
+        Some(_) => streams
+            .iter()
+            .map(|s| {
+                Arc::new(control::StreamControl::new(
+                    s.spec.rate,
+                    !matches!(s.spec.shape, stream::Shape::Timed(_)),
+                ))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let events = Arc::new(control::Events::default());
+    if let Some(addr) = cfg.control {
+        let bound = control::serve(
+            addr,
+            control::Sources {
+                epoch,
+                names: streams.iter().map(|s| s.spec.name.clone()).collect(),
+                controls: controls.clone(),
+                streams: per_stream.clone(),
+                events: events.clone(),
+            },
+        )
+        .map_err(Fail::Runtime)?;
+        if addr.port() == 0 {
+            rawpkt_sys::errln!("pktgen: control at http://{bound}/");
+        }
+    }
     let deadline = cfg.duration.map(|d| epoch + Duration::from_secs_f64(d));
 
     // CPUs: one per transmit core, one for a model NIC's own loop, one for the receiver. When
@@ -334,6 +365,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 hw_clock: cfg.hw_timestamps,
                 latency_queue,
                 rx_ready: rx_ready.clone(),
+                controls: controls.clone(),
             };
             let (port, streams, counters) = (tx_port.clone(), streams.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };
@@ -352,6 +384,9 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         .collect();
 
     let mut reporter = Reporter::new(&cfg, epoch, streams.iter().map(|s| s.spec.name.clone()).collect());
+    if cfg.control.is_some() {
+        reporter.events = Some(events.clone());
+    }
     while !tx_threads.iter().all(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         reporter.tick(&tx_counters, &rx_counters, &per_stream, false);
@@ -446,7 +481,11 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     // Not when a closed stdout stopped the run: that ends quietly.
     if stop.load(Ordering::Relaxed) && rawpkt_sys::signal::stdout_ok() && errors.is_empty() && !cfg.json {
-        rawpkt_sys::errln!("pktgen: interrupted; queues torn down");
+        if events.since(0).iter().any(|e| e.action == "stop") {
+            rawpkt_sys::errln!("pktgen: stopped through --control; queues torn down");
+        } else {
+            rawpkt_sys::errln!("pktgen: interrupted; queues torn down");
+        }
     }
     match errors.into_iter().next() {
         Some(e) => Err(e),

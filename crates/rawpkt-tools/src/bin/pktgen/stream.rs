@@ -467,6 +467,25 @@ pub(crate) struct Pacer {
     /// Poisson and timed: when each departure not yet made was due (ns from the start, rounded
     /// down), departure `k` at `k % DUE_RING`; at most a burst is due ahead of those made.
     dues: [u64; DUE_RING],
+    /// Live control (`--control`): the stream's settings, read once per burst, and what this
+    /// pacer last applied of them.
+    control: Option<Control>,
+    /// Constant and bursts: the rate's credit counts from `base_ns`, when `base_made` packets
+    /// were made (0 and 0 but after a change of rate or a pause).
+    base_ns: u64,
+    base_made: u64,
+}
+
+/// What a pacer under live control keeps.
+struct Control {
+    settings: std::sync::Arc<crate::control::StreamControl>,
+    /// The settings' version applied.
+    seen: u64,
+    paused: bool,
+    /// When the pause began (ns from the start): a timed replay's schedule moves by the pause.
+    paused_at: u64,
+    /// The stream's rate is shared by this many pacers (cores).
+    share_of: f64,
 }
 
 /// Departures a pacer remembers the due time of: the largest burst (`--burst` takes at most
@@ -505,9 +524,74 @@ impl Pacer {
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             share: share.clamp(1, DUE_RING),
             dues: [0; DUE_RING],
+            control: None,
+            base_ns: 0,
+            base_made: 0,
         };
         p.next_ns = if p.times.is_empty() { p.gap() } else { 0.0 };
         p
+    }
+
+    /// Puts the pacer under live control: `settings` are the stream's, whose rate this pacer
+    /// takes a `share_of`-th of.
+    pub(crate) fn controlled(
+        mut self,
+        settings: std::sync::Arc<crate::control::StreamControl>,
+        share_of: u64,
+    ) -> Pacer {
+        self.control = Some(Control {
+            seen: settings.version(),
+            settings,
+            paused: false,
+            paused_at: 0,
+            share_of: share_of.max(1) as f64,
+        });
+        self
+    }
+
+    /// Whether the stream is paused at `elapsed_ns`, applying the settings first when they
+    /// changed since the last look: one atomic load when they did not.
+    #[inline]
+    fn paused(&mut self, elapsed_ns: u64) -> bool {
+        let Some(c) = &self.control else { return false };
+        if c.settings.version() != c.seen {
+            self.apply(elapsed_ns);
+        }
+        self.control.as_ref().is_some_and(|c| c.paused)
+    }
+
+    /// Applies changed settings at `elapsed_ns`: a new rate counts from now, from the packets
+    /// made (nothing owed is sent at once, nothing sent is taken back); a pause stops the
+    /// departures, and a resumed stream starts afresh (a timed replay's schedule moves by the
+    /// length of the pause).
+    #[cold]
+    #[inline(never)]
+    fn apply(&mut self, elapsed_ns: u64) {
+        let Some(c) = self.control.as_mut() else { return };
+        c.seen = c.settings.version();
+        let (pps, paused) = c.settings.settings();
+        let was_paused = std::mem::replace(&mut c.paused, paused);
+        if paused && !was_paused {
+            c.paused_at = elapsed_ns;
+        }
+        let t = elapsed_ns as f64;
+        if let Shape::Timed(_) = self.shape {
+            if was_paused && !paused && !self.times.is_empty() {
+                let shift = t - c.paused_at as f64;
+                self.base += shift;
+                self.next_ns += shift;
+            }
+            return;
+        }
+        let share_of = c.share_of;
+        self.per_ns = pps.map(|r| r / share_of / 1e9);
+        (self.base_ns, self.base_made) = (elapsed_ns, self.made);
+        // Poisson: departures due and not made are dropped, and the next one is a gap of the
+        // new rate away.
+        self.due = self.made;
+        if self.shape == Shape::Poisson {
+            self.next_ns = t + self.gap();
+        }
     }
 
     /// Timed: the departure after the one at `next_ns`.
@@ -538,6 +622,16 @@ impl Pacer {
     /// made, `u64::MAX` when the count is done. Meant for `per_departure` pacers.
     #[inline]
     pub(crate) fn next_due_ns(&self) -> u64 {
+        if let Some(c) = &self.control {
+            // Changed settings are applied by the next `allowed`: due now, so that the loop
+            // calls it; a paused stream has nothing due.
+            if c.settings.version() != c.seen {
+                return 0;
+            }
+            if c.paused {
+                return u64::MAX;
+            }
+        }
         if self.done() {
             u64::MAX
         } else if self.due > self.made {
@@ -571,16 +665,21 @@ impl Pacer {
     /// How many packets may be made now, `elapsed_ns` after the start, into `room` free slots.
     #[inline]
     pub(crate) fn allowed(&mut self, elapsed_ns: u64, room: usize) -> usize {
+        if self.paused(elapsed_ns) {
+            return 0;
+        }
         let left = self.limit - self.made;
         let room = room.min(self.share) as u64;
+        // The rate's credit runs from the start, or from its last change.
+        let since = elapsed_ns.saturating_sub(self.base_ns) as f64;
         let n = match (self.per_ns, self.shape) {
             (_, Shape::Timed(_)) if !self.times.is_empty() => self.due_by(elapsed_ns, room),
             (None, _) | (_, Shape::Timed(_)) => room,
             // Packets made so far may not run ahead of rate × time since the start.
-            (Some(r), Shape::Constant) => ((elapsed_ns as f64 * r) as u64).saturating_sub(self.made),
+            (Some(r), Shape::Constant) => ((since * r) as u64 + self.base_made).saturating_sub(self.made),
             (Some(r), Shape::Bursts(b)) => {
                 let b = u64::from(b);
-                (((elapsed_ns as f64 * r) as u64) / b * b).saturating_sub(self.made)
+                (((since * r) as u64) / b * b + self.base_made).saturating_sub(self.made)
             }
             (Some(_), Shape::Poisson) => self.due_by(elapsed_ns, room),
         };
@@ -889,6 +988,51 @@ mod tests {
             for (got, want) in out.iter().zip(&want) {
                 assert!((*got as f64 - want).abs() <= 10.0, "{x}x: {out:?} against {want:?}");
             }
+        }
+    }
+
+    /// Under live control, on a simulated clock: a rate change counts from the moment the
+    /// pacer sees it, with nothing owed; a pause stops the departures at the next burst; a
+    /// resumed stream does not make up for its pause.
+    #[test]
+    fn a_controlled_pacer_follows_rate_changes_and_pauses() {
+        use crate::control::StreamControl;
+        for shape in [Shape::Constant, Shape::Bursts(8), Shape::Poisson] {
+            let ctl = std::sync::Arc::new(StreamControl::new(Some(1e5), true));
+            // Two cores: this pacer takes half the stream's rate.
+            let mut p = Pacer::new(Some(5e4), shape, None, 3, usize::MAX, &[]).controlled(ctl.clone(), 2);
+            let mut made_at = Vec::new();
+            for now in (0..4_000_000_000u64).step_by(10_000) {
+                match now {
+                    1_000_000_000 => ctl.set_for_test(Some(2e5), None),
+                    2_000_000_000 => ctl.set_for_test(None, Some(true)),
+                    3_000_000_000 => ctl.set_for_test(None, Some(false)),
+                    _ => {}
+                }
+                if p.next_due_ns() > now && p.per_departure() {
+                    continue;
+                }
+                let n = p.allowed(now, 64);
+                p.made += n as u64;
+                made_at.push((now, p.made));
+            }
+            let at = |t: u64| made_at.iter().rev().find(|(n, _)| *n <= t).map_or(0, |m| m.1);
+            let second = |k: u64| at(k * 1_000_000_000 + 999_990_000) - at(k * 1_000_000_000 - 10_000);
+            let (s0, s1, s2, s3) = (at(999_990_000), second(1), second(2), second(3));
+            let tol = if shape == Shape::Poisson { 0.03 } else { 0.001 };
+            assert!(
+                (s0 as f64 / 5e4 - 1.0).abs() < tol,
+                "{shape:?}: {s0} in the first second"
+            );
+            assert!(
+                (s1 as f64 / 1e5 - 1.0).abs() < tol,
+                "{shape:?}: {s1} after the change to 2e5 / 2"
+            );
+            assert!(s2 <= 8, "{shape:?}: {s2} while paused");
+            assert!(
+                (s3 as f64 / 1e5 - 1.0).abs() < tol,
+                "{shape:?}: {s3} after the resume, with nothing made up"
+            );
         }
     }
 

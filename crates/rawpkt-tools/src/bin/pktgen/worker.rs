@@ -111,6 +111,8 @@ pub(crate) struct TxPlan {
     /// Set once the receive queues exist: no core sends before (a frame steered to a queue
     /// with no socket yet is lost). The first core sets it when it runs the receiver itself.
     pub rx_ready: Arc<AtomicBool>,
+    /// Live control: each stream's settings (`--control`), or none.
+    pub controls: Vec<Arc<crate::control::StreamControl>>,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -358,6 +360,10 @@ pub(crate) fn transmit(
             plan.burst / unpaced.max(1),
             &s.traffic.times,
         );
+        let pacer = match plan.controls.get(i) {
+            Some(c) => pacer.controlled(c.clone(), share_of),
+            None => pacer,
+        };
         Ok(Lane {
             stream: i,
             departed: if pacer.per_departure() {
