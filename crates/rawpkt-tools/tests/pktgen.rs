@@ -1876,7 +1876,20 @@ fn live_control_changes_rates_and_pauses_streams() {
         rest
     });
     let started = Instant::now();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Clients that misbehave hold nobody up: a hundred connected and silent, and one that says
+    // a body of a gigabyte is answered at once.
+    let idle: Vec<std::net::TcpStream> = (0..100).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    {
+        use std::io::{Read as _, Write as _};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"POST /stop HTTP/1.1\r\nContent-Length: 1000000000\r\n\r\n")
+            .unwrap();
+        let mut got = String::new();
+        let _ = c.read_to_string(&mut got);
+        assert!(got.starts_with("HTTP/1.1 413"), "{got}");
+    }
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
     let (st, body) = control(&addr, "POST", "/streams/a/rate", "{\"pps\": 200000}");
     assert!(st.contains("200"), "{st}: {body}");
     let (st, body) = control(&addr, "POST", "/streams/b/pause", "");
@@ -1892,6 +1905,7 @@ fn live_control_changes_rates_and_pauses_streams() {
     assert_eq!(stats["streams"][0]["paused"], true, "{stats}");
     let (st, _) = control(&addr, "POST", "/streams/b/resume", "");
     assert!(st.contains("200"), "{st}");
+    drop(idle);
     let out = common::output_within(child, Duration::from_secs(60), "pktgen --control");
     let err = stderr.join().unwrap();
     assert!(out.status.success(), "{err}");

@@ -198,7 +198,7 @@ impl Conn {
                     }
                     Ok(n) => {
                         self.request.extend_from_slice(&buf[..n]);
-                        if self.request.len() >= MAX_REQUEST || whole(&self.request).is_some() {
+                        if self.request.len() >= MAX_REQUEST || answerable(&self.request) {
                             break;
                         }
                     }
@@ -249,6 +249,12 @@ fn head(req: &[u8]) -> Option<(usize, usize)> {
         .map_or(Some(0), |(_, v)| v.trim().parse::<usize>().ok())
         .unwrap_or(usize::MAX);
     Some((end, len))
+}
+
+/// Whether `req` can be answered: it is whole, or its head says a body longer than a request
+/// may be (answered at once, not after the deadline).
+fn answerable(req: &[u8]) -> bool {
+    whole(req).is_some() || head(req).is_some_and(|(end, len)| end.saturating_add(len) > MAX_REQUEST)
 }
 
 /// Whether `req` holds a whole request (head, and as much body as it says): its length.
@@ -323,6 +329,8 @@ mod tests {
         assert_eq!(whole(b"POST /stop HTTP/1.1\r\nContent-Length: 4\r\n\r\n{}"), None);
         assert_eq!(whole(b"POST /stop HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}"), Some(44));
         assert_eq!(whole(b"GET / HTTP/1.1\r\n"), None);
+        assert!(answerable(b"POST / HTTP/1.1\r\nContent-Length: 1000000000\r\n\r\n"));
+        assert!(!answerable(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n{}"));
         let echo = |r: &Request| {
             text(
                 "200 OK",
