@@ -8,10 +8,11 @@
 //! (nanoseconds) and an Enhanced Packet Block per frame. The reader takes classic files of either
 //! resolution in either byte order, and pcapng files of any number of sections, each in its own
 //! byte order, with their interfaces' `if_tsresol` and `if_tsoffset`, reading Enhanced, Simple
-//! and (obsolete) Packet Blocks and stepping over every other block. It loads the whole file and checks every record
-//! once when it opens it, so that iterating cannot fail and a truncated capture is reported before
-//! a replay starts rather than halfway through it; so it reads only regular files, up to a size
-//! the caller sets ([`Reader::open_at_most`]), and never waits on a FIFO or a device.
+//! and (obsolete) Packet Blocks and stepping over every other block. It loads the whole file and
+//! checks every record once when it opens it, so that iterating cannot fail and a truncated
+//! capture is reported before a replay starts rather than halfway through it; so it reads only
+//! regular files, up to a size the caller sets ([`Reader::open_at_most`]), and never waits on a
+//! FIFO or a device.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
