@@ -871,6 +871,15 @@ fn a_stream_file_mistake_names_file_line_and_field() {
         &["--streams", f.str()],
         &format!("{}:5: field rate: \"lots\"", f.str()),
     );
+    // TOML the reader refuses, and a field no stream has: one line with the file and the line.
+    let f = stream_file("syntax", "[[ stream ]]\nsize = 60\nname = 'unterminated\n");
+    fails_with(2, &["--streams", f.str()], &format!("{}:3: ", f.str()));
+    let f = stream_file("unknown", "[[stream]]\nsize = 60\nsrc_mac = 'x'\n");
+    fails_with(
+        2,
+        &["--streams", f.str()],
+        &format!("{}:3: field src_mac: unknown; a stream has name", f.str()),
+    );
     fails_with(1, &["--streams", "/nonexistent/s.toml"], "/nonexistent/s.toml");
     // Text that is not UTF-8 is a mistake at its line, as any other.
     let f = TempPath::new("latin1.toml");
