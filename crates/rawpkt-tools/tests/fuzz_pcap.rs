@@ -2,8 +2,11 @@
 //! with).
 //!
 //! Inputs: files our writer makes (random frames and timestamps), the same in the three other
-//! pcap flavours (big-endian, microsecond), those mutated (lengths, magic, link type, cuts), and
-//! raw bytes. Invariants, against a separate walk of the format written here:
+//! pcap flavours (big-endian, microsecond), pcapng files our writer makes, those mutated
+//! (lengths, magic, link type, cuts), and raw bytes. Invariants, against a separate walk of the
+//! classic format written here (a pcapng file, whose blocks the unit tests of `pcap.rs` check
+//! against fixtures, must read back as written when unmutated, and otherwise read or be
+//! refused in one line within the same memory bound):
 //! - the reader accepts exactly the files the walk accepts, with the same records (timestamp in
 //!   ns and bytes), so every record lies inside the file and together they tile it;
 //! - it refuses the others with the error the walk names (too short, magic, link type, or the
@@ -16,7 +19,7 @@ use rawpkt_test_support::fuzz;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use rawpkt_tools::pcap::{PcapError, Reader, Writer};
+use rawpkt_tools::pcap::{Format, PcapError, Reader, Writer};
 
 /// Counts the bytes live and their peak, per thread (the test harness allocates on others).
 struct Counting;
@@ -66,6 +69,8 @@ enum Want {
     Linktype(u32),
     /// record (from 1), offset of its header, bytes it needs, bytes left
     Truncated(usize, usize, usize, usize),
+    /// A pcapng section header: what was written, if the file is unmutated.
+    Pcapng,
 }
 
 /// The pcap format (libpcap's `pcap-savefile(5)`): a 24-byte header whose magic gives the byte
@@ -82,6 +87,7 @@ fn walk(d: &[u8]) -> Want {
         (0xa1b2_3c4d, _) => (false, 1),
         (_, 0xa1b2_c3d4) => (true, 1000),
         (_, 0xa1b2_3c4d) => (true, 1),
+        (0x0a0d_0d0a, _) => return Want::Pcapng,
         (m, _) => return Want::NotPcap(m),
     };
     let word = |b: &[u8]| if big { be(b) } else { le(b) };
@@ -107,8 +113,13 @@ fn walk(d: &[u8]) -> Want {
     Want::Records(out)
 }
 
-fn file(rng: &mut fuzz::Rng) -> Vec<u8> {
-    let mut w = Writer::new(Vec::new()).unwrap();
+/// Bytes to read, and the records a pcapng file among them was written with.
+type Input = (Vec<u8>, Option<Vec<(u64, Vec<u8>)>>);
+
+/// A file our writer makes, and its records when it is pcapng.
+fn file(rng: &mut fuzz::Rng) -> Input {
+    let ng = rng.one_in(4);
+    let mut w = Writer::new_as(Vec::new(), if ng { Format::Pcapng } else { Format::Pcap }).unwrap();
     let mut frames = Vec::new();
     for _ in 0..rng.below(12) {
         let len = match rng.below(4) {
@@ -122,6 +133,9 @@ fn file(rng: &mut fuzz::Rng) -> Vec<u8> {
         frames.push((ts, f));
     }
     let mut d = w.into_inner().unwrap();
+    if ng {
+        return (d, Some(frames));
+    }
     // Another flavour: swap the byte order of every header word, and/or use microseconds.
     let big = rng.one_in(2);
     let micro = rng.one_in(2);
@@ -146,40 +160,47 @@ fn file(rng: &mut fuzz::Rng) -> Vec<u8> {
             at += 16 + cap as usize;
         }
     }
-    d
+    (d, None)
 }
 
-fn input(rng: &mut fuzz::Rng) -> Vec<u8> {
+/// Bytes to read, and what a pcapng file among them must read as (unmutated).
+fn input(rng: &mut fuzz::Rng) -> Input {
     match rng.below(8) {
         0 => {
             let n = rng.below(64);
-            rng.bytes(n)
+            (rng.bytes(n), None)
         }
         1..=2 => file(rng),
         3 => {
-            // A record whose captured length is huge: believed, it would ask for 4 GiB.
-            let mut d = file(rng);
+            // A record whose captured length is huge: believed, it would ask for 4 GiB (the
+            // captured length of a classic record; of a pcapng file, the length of its
+            // interface block or its first packet's interface field).
+            let (mut d, _) = file(rng);
             if d.len() >= 40 {
                 d[32..36].copy_from_slice(&[0xff, 0xff, 0xff, rng.byte()]);
             }
-            d
+            (d, None)
         }
         _ => {
-            let mut d = file(rng);
+            let (mut d, _) = file(rng);
             rng.mutate(&mut d);
-            d
+            (d, None)
         }
     }
 }
 
-fn check(d: Vec<u8>, seen: &mut [u64; 5]) {
-    let want = walk(&d);
+fn check((d, ng): Input, seen: &mut [u64; 6]) {
+    let want = match (walk(&d), ng) {
+        (Want::Pcapng, Some(recs)) => Want::Records(recs),
+        (w, _) => w,
+    };
     seen[match want {
         Want::Records(_) => 0,
         Want::TooShort => 1,
         Want::NotPcap(_) => 2,
         Want::Linktype(_) => 3,
         Want::Truncated(..) => 4,
+        Want::Pcapng => 5,
     }] += 1;
     let len = d.len();
     PEAK.with(|p| p.set(LIVE.with(Cell::get)));
@@ -203,9 +224,13 @@ fn check(d: Vec<u8>, seen: &mut [u64; 5]) {
             assert!(r.get(recs.len()).is_none());
             assert_eq!(r.iter().len(), recs.len());
         }
+        (Ok(_), Want::Pcapng) => {}
         (Err(e), want) => {
             let msg = e.to_string();
             assert!(!msg.contains('\n') && msg.len() <= 400, "not one bounded line: {msg:?}");
+            if want == Want::Pcapng {
+                return;
+            }
             let got = match e {
                 PcapError::TooShort { len: l, .. } => {
                     assert_eq!(l, len);
@@ -230,9 +255,9 @@ fn check(d: Vec<u8>, seen: &mut [u64; 5]) {
 
 #[test]
 fn fuzz_pcap() {
-    let mut seen = [0; 5];
+    let mut seen = [0; 6];
     let n = fuzz::run("fuzz_pcap", 200_000, |rng, _| check(input(rng), &mut seen));
-    eprintln!("accepted, too short, not pcap, link type, truncated: {seen:?}");
+    eprintln!("accepted, too short, not pcap, link type, truncated, mutated pcapng: {seen:?}");
     // Every outcome must be reached, or the generator misses part of the reader.
     assert!(n < 1000 || seen.iter().all(|&k| k * 100 > n), "{seen:?} of {n}");
 }

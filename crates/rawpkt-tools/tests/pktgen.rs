@@ -177,6 +177,164 @@ fn a_pcap_is_replayed_frame_for_frame() {
     assert!(s.get("latency_ns").is_none(), "replayed frames carry no stamp");
 }
 
+/// A pcapng file replays as its pcap twin does, and `--capture x.pcapng` writes pcapng whose
+/// frames, on a port without receive timestamps, each have a time of their own, in the order
+/// they arrived (not one time per receive burst).
+#[test]
+fn pcapng_replays_and_captures_date_each_frame() {
+    use rawpkt_tools::pcap::{Format, Reader, Writer};
+    let _one = serial();
+    let input = TempPath::new("ng-in.pcapng");
+    let output = TempPath::new("ng-out.pcapng");
+    let frames: Vec<Vec<u8>> = (0..4u8)
+        .map(|k| {
+            let mut f = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                .ipv4([10, 1, 0, k], [10, 2, 0, 1], 64)
+                .udp(1000 + u16::from(k), 2000)
+                .write(&mut f, &vec![k; 18 + 50 * usize::from(k)])
+                .unwrap();
+            f
+        })
+        .collect();
+    let mut w = Writer::create(&input.0).unwrap();
+    assert_eq!(w.format(), Format::Pcapng);
+    for (i, f) in frames.iter().enumerate() {
+        w.write(1_700_000_000_000_000_000 + i as u64 * 1000, f).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    // 2000 frames at 200k pps: bursts of several frames whenever the receiver is behind.
+    let s = summary(&pktgen(&[
+        "--pcap",
+        input.str(),
+        "--pcap-speed",
+        "max",
+        "--rate",
+        "200k",
+        "--count",
+        "2000",
+        "--json",
+        "--capture",
+        output.str(),
+    ]));
+    assert_eq!(
+        &std::fs::read(&output.0).unwrap()[..4],
+        &[0x0a, 0x0d, 0x0d, 0x0a],
+        "pcapng"
+    );
+    let r = Reader::open(&output.0).unwrap();
+    assert_eq!(s["rx_packets"].as_u64(), Some(r.len() as u64));
+    assert_eq!(r.len(), 2000);
+    let got: Vec<Vec<u8>> = r.frames();
+    let want: Vec<Vec<u8>> = (0..2000).map(|i| frames[i % 4].clone()).collect();
+    assert_eq!(got, want);
+    // The model port has receive timestamps: each frame is dated by its own, which never go
+    // back (the model stamps frames it writes in one step alike).
+    let times: Vec<u64> = r.iter().map(|(t, _)| t).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "capture times never go back");
+}
+
+/// A network namespace with a veth pair in it (IPv6 off, so that Linux sends nothing on it),
+/// deleted with the namespace when dropped.
+struct VethPair {
+    ns: String,
+}
+
+impl VethPair {
+    fn create(tag: &str) -> VethPair {
+        let ns = format!("pg{tag}{}", std::process::id());
+        let _ = Command::new("ip")
+            .args(["netns", "del", &ns])
+            .stderr(Stdio::null())
+            .status();
+        common::run(&["ip", "netns", "add", &ns]);
+        let v = VethPair { ns };
+        let ns = v.ns.as_str();
+        common::run(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]);
+        common::run(&[
+            "ip",
+            "-n",
+            ns,
+            "link",
+            "add",
+            "va",
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "vb",
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+        ]);
+        for ifn in ["va", "vb"] {
+            common::run(&["ip", "-n", ns, "link", "set", ifn, "up"]);
+        }
+        v
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+/// On a port without receive timestamps (an `xdp:` veth) a capture dates frames by the
+/// receiver's clock: each frame a time of its own, increasing in arrival order, not one per
+/// receive burst.
+#[test]
+#[ignore = "needs root"]
+fn a_capture_without_device_timestamps_dates_each_frame() {
+    assert!(common::is_root(), "needs root (a namespace, a veth pair, XDP)");
+    let _one = serial();
+    let v = VethPair::create("cap");
+    let cap = TempPath::new("veth.pcapng");
+    let (tx, rx) = (format!("xdp:va,netns={}", v.ns), format!("xdp:vb,netns={}", v.ns));
+    let s = summary(&pktgen(&[
+        "--port",
+        &tx,
+        "--rx-port",
+        &rx,
+        "--latency-rate",
+        "off",
+        "--rate",
+        "100k",
+        "--count",
+        "1080",
+        "--json",
+        "--capture",
+        cap.str(),
+    ]));
+    let r = rawpkt_tools::pcap::Reader::open(&cap.0).unwrap();
+    assert_eq!(s["rx_packets"].as_u64(), Some(r.len() as u64), "{s}");
+    assert!(r.len() >= 1000, "{} of 1080 captured: {s}", r.len());
+    let times: Vec<u64> = r.iter().map(|(t, _)| t).collect();
+    for w in times.windows(2) {
+        assert!(
+            w[0] < w[1],
+            "capture times go up frame by frame: {} then {}",
+            w[0],
+            w[1]
+        );
+    }
+}
+
 /// Runs pktgen with `args` and checks that it fails with `code` and one line on stderr (bar the
 /// pool's hugepage warning) that names the problem.
 fn fails_with(code: i32, args: &[&str], want: &str) {
@@ -489,7 +647,7 @@ fn pcap_takes_only_a_regular_file_it_can_replay() {
     let mut w = rawpkt_tools::pcap::Writer::create(&big.0).unwrap();
     w.flush().unwrap();
     drop(w);
-    let max = 24 + 65535 * (16 + 1514);
+    let max = 65536 + 65535 * (35 + 1514);
     std::fs::OpenOptions::new()
         .write(true)
         .open(&big.0)
@@ -499,7 +657,7 @@ fn pcap_takes_only_a_regular_file_it_can_replay() {
     fails_with(
         2,
         &["--pcap", big.str()],
-        &format!("--pcap {}: {} bytes is more than pktgen replays: at most 65535 frames of up to 1514 bytes, a pcap file of {max} bytes", big.str(), max + 1),
+        &format!("--pcap {}: {} bytes is more than pktgen replays: at most 65535 frames of up to 1514 bytes, a capture file of {max} bytes", big.str(), max + 1),
     );
 }
 
@@ -742,6 +900,15 @@ fn a_stream_file_mistake_names_file_line_and_field() {
         2,
         &["--streams", f.str()],
         &format!("{}:5: field rate: \"lots\"", f.str()),
+    );
+    // TOML the reader refuses, and a field no stream has: one line with the file and the line.
+    let f = stream_file("syntax", "[[ stream ]]\nsize = 60\nname = 'unterminated\n");
+    fails_with(2, &["--streams", f.str()], &format!("{}:3: ", f.str()));
+    let f = stream_file("unknown", "[[stream]]\nsize = 60\nsrc_mac = 'x'\n");
+    fails_with(
+        2,
+        &["--streams", f.str()],
+        &format!("{}:3: field src_mac: unknown; a stream has name", f.str()),
     );
     fails_with(1, &["--streams", "/nonexistent/s.toml"], "/nonexistent/s.toml");
     // Text that is not UTF-8 is a mistake at its line, as any other.
@@ -1672,5 +1839,182 @@ fn every_receive_mode_receives_what_was_sent() {
         2,
         &["--port", "model:x/0", "--rx-mode", "striding"],
         "--rx-mode chooses the receive queue: it needs a receive port",
+    );
+}
+
+/// One HTTP request to pktgen's control endpoint: the status line and the body.
+fn control(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    use std::io::{Read as _, Write as _};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = String::new();
+    c.read_to_string(&mut got).unwrap();
+    let (head, body) = got.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// Live control: while two streams run, one's rate goes from 100k to 200k pps, the other is
+/// paused and resumed, through the control endpoint; the per-second counts follow, in bounds
+/// that hold however busy the machine: from each change on, a stream never sends more than its
+/// new rate allows since the change (+1 % and two bursts), a paused stream sends nothing but
+/// the burst in hand, and a resumed one does not make up for its pause. Every change is an
+/// event in the interval lines and the summary.
+#[test]
+fn live_control_changes_rates_and_pauses_streams() {
+    use std::io::BufRead as _;
+    let _one = serial();
+    fails_with(
+        2,
+        &["--control", "0.0.0.0:9"],
+        "--control 0.0.0.0:9: serves only on a loopback address",
+    );
+    // The stream to pause first: the send loop fills its bursts stream by stream, and the
+    // first is never short of room.
+    let f = stream_file(
+        "ctl",
+        "[[stream]]\nname = 'b'\nrate = '50k'\n\n[[stream]]\nname = 'a'\nrate = '100k'\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args([
+            "--streams",
+            f.str(),
+            "--duration",
+            "6",
+            "--latency-rate",
+            "off",
+            "--json",
+            "--control",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("pktgen said no control address");
+        }
+        if let Some(a) = line.trim_end().strip_prefix("pktgen: control at http://") {
+            break a.trim_end_matches('/').to_string();
+        }
+    };
+    let stderr = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+        rest
+    });
+    let started = Instant::now();
+    // Clients that misbehave hold nobody up: a hundred connected and silent, and one that says
+    // a body of a gigabyte is answered at once.
+    let idle: Vec<std::net::TcpStream> = (0..100).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    {
+        use std::io::{Read as _, Write as _};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"POST /stop HTTP/1.1\r\nContent-Length: 1000000000\r\n\r\n")
+            .unwrap();
+        let mut got = String::new();
+        let _ = c.read_to_string(&mut got);
+        assert!(got.starts_with("HTTP/1.1 413"), "{got}");
+    }
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
+    let (st, body) = control(&addr, "POST", "/streams/a/rate", "{\"pps\": 200000}");
+    assert!(st.contains("200"), "{st}: {body}");
+    let (st, body) = control(&addr, "POST", "/streams/b/pause", "");
+    assert!(st.contains("200"), "{st}: {body}");
+    let (st, _) = control(&addr, "POST", "/streams/c/pause", "");
+    assert!(st.contains("404"), "{st}");
+    std::thread::sleep(
+        Duration::from_millis(2000).saturating_sub(started.elapsed().saturating_sub(Duration::from_millis(1500))),
+    );
+    let (_, stats) = control(&addr, "GET", "/stats", "");
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["streams"][1]["pps"], 200000.0, "{stats}");
+    assert_eq!(stats["streams"][0]["paused"], true, "{stats}");
+    let (st, _) = control(&addr, "POST", "/streams/b/resume", "");
+    assert!(st.contains("200"), "{st}");
+    drop(idle);
+    let out = common::output_within(child, Duration::from_secs(60), "pktgen --control");
+    let err = stderr.join().unwrap();
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let s = lines.last().unwrap();
+    let ev = s["events"].as_array().unwrap_or_else(|| panic!("no events: {s}"));
+    let what: Vec<(&str, &str)> = ev
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["stream"].as_str().unwrap()))
+        .collect();
+    assert_eq!(what, [("rate", "a"), ("pause", "b"), ("resume", "b")], "{s}");
+    let t = |i: usize| ev[i]["t"].as_f64().unwrap();
+    let tx = |i: usize| ev[i]["tx_packets"].as_u64().unwrap();
+    // The interval lines carry the same events, each once.
+    let shown: usize = lines
+        .iter()
+        .filter(|l| l["type"] == "interval")
+        .filter_map(|l| l["events"].as_array())
+        .map(Vec::len)
+        .sum();
+    assert_eq!(shown, 3, "{text}");
+    // Each stream's count so far at each interval line.
+    let intervals: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    let mut cum = [0u64; 2];
+    let mut per_line = Vec::new();
+    let mut prev_t = 0.0;
+    for l in &intervals {
+        let st = l["streams"].as_array().unwrap();
+        let d = [
+            st[0]["tx_packets"].as_u64().unwrap(),
+            st[1]["tx_packets"].as_u64().unwrap(),
+        ];
+        cum = [cum[0] + d[0], cum[1] + d[1]];
+        per_line.push((prev_t, l["t"].as_f64().unwrap(), d, cum));
+        prev_t = l["t"].as_f64().unwrap();
+    }
+    let bound = |pps: f64, secs: f64| (pps * secs * 1.01) as u64 + 64;
+    for &(from, to, d, cum) in &per_line {
+        let what = format!("interval {from:.3}-{to:.3}: {d:?}, so far {cum:?}; events {ev:?}");
+        // a: 100k until the change, 200k from it.
+        if to < t(0) {
+            assert!(cum[1] <= bound(1e5, to), "{what}");
+        } else {
+            assert!(cum[1] - tx(0) <= bound(2e5, to - t(0)), "{what}");
+        }
+        // b: 50k until the pause; nothing but the burst in hand while paused; 50k from the
+        // resume, with nothing made up.
+        if to < t(1) {
+            assert!(cum[0] <= bound(5e4, to), "{what}");
+        } else if from >= t(1) && to <= t(2) {
+            assert!(d[0] <= 64, "{what}");
+        } else if to >= t(2) {
+            assert!(cum[0] - tx(2) <= bound(5e4, to - t(2)), "{what}");
+        }
+    }
+    assert!(tx(2) - tx(1) <= 64, "b sent {} while paused: {ev:?}", tx(2) - tx(1));
+    assert!(
+        per_line
+            .iter()
+            .any(|&(from, to, d, _)| from >= t(1) && to <= t(2) && d[0] == 0),
+        "a whole second of b paused with nothing sent: {per_line:?} {ev:?}"
+    );
+    let streams = s["streams"].as_array().unwrap();
+    assert!(
+        streams[0]["tx_packets"].as_u64().unwrap() > tx(2),
+        "b sends again after its resume: {s}"
+    );
+    eprintln!(
+        "control: events {ev:?}; per second (b, a): {:?}",
+        per_line.iter().map(|p| p.2).collect::<Vec<_>>()
     );
 }

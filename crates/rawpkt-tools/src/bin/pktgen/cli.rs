@@ -88,7 +88,7 @@ pub(crate) struct Args {
     /// Packets per burst.
     #[arg(long, default_value_t = 32)]
     pub burst: usize,
-    /// Replay the frames of this pcap file instead of generating them.
+    /// Replay the frames of this pcap or pcapng file instead of generating them.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
     /// Replay at the file's own pace times this factor (10: ten times as fast), or "max": back
@@ -99,7 +99,7 @@ pub(crate) struct Args {
     /// Replay the file this many times, then stop [default: until --count or --duration].
     #[arg(long, value_name = "N")]
     pub pcap_loops: Option<u64>,
-    /// Write received frames to this pcap file.
+    /// Write received frames to this pcap file (pcapng when its name ends in .pcapng).
     #[arg(long)]
     pub capture: Option<PathBuf>,
     /// One JSON object per line instead of text.
@@ -169,6 +169,11 @@ pub(crate) struct Args {
     /// JSON summary).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    /// Live control at http://ADDR (a loopback address; port 0: one the system chooses, said
+    /// on stderr): GET /stats, POST /streams/ID/rate {"pps": N}, POST /streams/ID/pause and
+    /// /resume, POST /stop (docs/pktgen.md).
+    #[arg(long, value_name = "ADDR")]
+    pub control: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +221,7 @@ pub(crate) struct Config {
     pub pcap_speed: Option<f64>,
     pub pcap_loops: Option<u64>,
     pub metrics: Option<std::net::SocketAddr>,
+    pub control: Option<std::net::SocketAddr>,
     /// Stamps and latency on the ports' device clock (--hw-timestamps).
     pub hw_timestamps: bool,
     /// The receive queue's configuration before its size and timestamps: `QueueConfig`'s
@@ -315,6 +321,7 @@ impl Config {
         if directions.len() > 1 {
             for (given, name) in [
                 (a.metrics.is_some(), "--metrics"),
+                (a.control.is_some(), "--control"),
                 (a.capture.is_some(), "--capture"),
                 (a.pcap.is_some(), "--pcap"),
             ] {
@@ -502,6 +509,7 @@ impl Config {
             headers,
             ranges,
             metrics: a.metrics.as_deref().map(crate::metrics::parse_addr).transpose()?,
+            control: a.control.as_deref().map(crate::control::parse_addr).transpose()?,
             pcap_speed,
             pcap_loops: a.pcap_loops,
             hw_timestamps: a.hw_timestamps,

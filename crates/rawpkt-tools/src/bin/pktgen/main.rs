@@ -4,6 +4,8 @@
 #![warn(unreachable_pub)]
 
 mod cli;
+mod control;
+mod http;
 mod metrics;
 mod pace;
 mod rate;
@@ -400,6 +402,38 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         metrics_at = Some(bound);
     }
     let epoch = Instant::now();
+    // Live control: each stream's settings, read by its pacers once per burst.
+    // `Config` has made sure there is one direction when there is control.
+    let controls: Vec<Arc<control::StreamControl>> = match cfg.control {
+        Some(_) => dirs[0]
+            .streams
+            .iter()
+            .map(|s| {
+                Arc::new(control::StreamControl::new(
+                    s.spec.rate,
+                    !matches!(s.spec.shape, stream::Shape::Timed(_)),
+                ))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let events = Arc::new(control::Events::default());
+    if let Some(addr) = cfg.control {
+        let bound = control::serve(
+            addr,
+            control::Sources {
+                epoch,
+                names: dirs[0].streams.iter().map(|s| s.spec.name.clone()).collect(),
+                controls: controls.clone(),
+                streams: dirs[0].per_stream.clone(),
+                events: events.clone(),
+            },
+        )
+        .map_err(Fail::Runtime)?;
+        if addr.port() == 0 {
+            rawpkt_sys::errln!("pktgen: control at http://{bound}/");
+        }
+    }
     let deadline = cfg.duration.map(|d| epoch + Duration::from_secs_f64(d));
 
     // CPUs: one per transmit core, one for a model NIC's own loop, one per receiver. When the
@@ -493,6 +527,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                     hw_clock: cfg.hw_timestamps,
                     latency_queue: d.latency_queue,
                     rx_ready: d.rx_ready.clone(),
+                    controls: controls.clone(),
                 };
                 let (port, streams, counters) = (d.tx_port.clone(), d.streams.clone(), d.tx_counters[core].clone());
                 let rx = if core == 0 { inline_rx.take() } else { None };
@@ -512,6 +547,9 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         let mut reporter = Reporter::new(&d.cfg, epoch, d.streams.iter().map(|s| s.spec.name.clone()).collect());
         if several {
             reporter.direction(direction_name(&d.cfg));
+        }
+        if cfg.control.is_some() {
+            reporter.events = Some(events.clone());
         }
         running.push((tx_threads, rx_thread, reporter));
     }
@@ -563,7 +601,11 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     // Not when a closed stdout stopped the run: that ends quietly.
     if stop.load(Ordering::Relaxed) && rawpkt_sys::signal::stdout_ok() && errors.is_empty() && !cfg.json {
-        rawpkt_sys::errln!("pktgen: interrupted; queues torn down");
+        if events.since(0).iter().any(|e| e.action == "stop") {
+            rawpkt_sys::errln!("pktgen: stopped through --control; queues torn down");
+        } else {
+            rawpkt_sys::errln!("pktgen: interrupted; queues torn down");
+        }
     }
     match errors.into_iter().next() {
         Some(e) => Err(e),

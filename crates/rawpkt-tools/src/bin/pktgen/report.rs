@@ -37,6 +37,9 @@ pub(crate) struct Reporter {
     last_streams: Vec<[u64; 4]>,
     /// Which direction this is ("TX -> RX") in a run of several, else None.
     direction: Option<String>,
+    /// Live control's changes (`--control`), and how many of them the lines have shown.
+    pub events: Option<Arc<crate::control::Events>>,
+    shown: usize,
 }
 
 /// Values of one stream for one interval line.
@@ -83,6 +86,8 @@ impl Reporter {
             last_streams: vec![[0; 4]; names.len()],
             names,
             direction: None,
+            events: None,
+            shown: 0,
         }
     }
 
@@ -145,6 +150,7 @@ impl Reporter {
                     .join(",");
                 st = format!(",\"streams\":[{st}]");
             }
+            st += &self.new_events(|e| e.json(), ",\"events\":[", ",", "]");
             rawpkt_sys::outln!(
                 "{{\"type\":\"interval\"{},\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
                 self.direction_json(),
@@ -159,8 +165,9 @@ impl Reporter {
                 errors
             );
         } else {
+            let changes = self.new_events(|e| e.text(), "", "\n", "\n");
             let mut line = format!(
-                "{:7.2}s  tx {}  {:8.3} Mpps {:7.3} Gbit/s",
+                "{changes}{:7.2}s  tx {}  {:8.3} Mpps {:7.3} Gbit/s",
                 now.as_secs_f64(),
                 self.tx_name,
                 mpps(dt[0], secs),
@@ -198,6 +205,24 @@ impl Reporter {
         }
     }
 
+    /// The control's changes not shown yet, each as `one` makes it, joined, between `open`
+    /// and `close`; "" when there are none.
+    fn new_events(
+        &mut self,
+        one: impl Fn(&crate::control::Event) -> String,
+        open: &str,
+        sep: &str,
+        close: &str,
+    ) -> String {
+        let Some(ev) = &self.events else { return String::new() };
+        let new = ev.since(self.shown);
+        if new.is_empty() {
+            return String::new();
+        }
+        self.shown += new.len();
+        format!("{open}{}{close}", new.iter().map(one).collect::<Vec<_>>().join(sep))
+    }
+
     pub(crate) fn summary(&self, s: &Summary) {
         if self.json {
             let lat = match &s.latency {
@@ -225,7 +250,11 @@ impl Reporter {
                     )
                 })
                 .collect();
-            let metrics = s.metrics.map_or(String::new(), |a| format!(",\"metrics\":\"{a}\""));
+            let mut metrics = s.metrics.map_or(String::new(), |a| format!(",\"metrics\":\"{a}\""));
+            if let Some(ev) = &self.events {
+                let all: Vec<String> = ev.since(0).iter().map(crate::control::Event::json).collect();
+                metrics += &format!(",\"events\":[{}]", all.join(","));
+            }
             let lat = format!("{metrics}{lat},\"streams\":[{}]", streams.join(","));
             rawpkt_sys::outln!(
                 "{{\"type\":\"summary\"{},\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{},\"send_queues_per_core\":{}{lat}}}",

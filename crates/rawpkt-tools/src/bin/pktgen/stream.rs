@@ -1,11 +1,10 @@
 //! Streams: what a run sends, as one or more independent definitions (frame template, size,
 //! rate, rate shape, flows, count), and the pacer each transmit core keeps per stream.
 //!
-//! One stream comes from the command line; several from a stream file, a small subset of TOML
-//! (docs/pktgen.md has the schema): `[[stream]]` tables of `key = value` lines, values a quoted
-//! string, a number or `true`/`false`, `#` comments. It is parsed here, in about a hundred
-//! lines, rather than by the `toml` and `serde` crates, so that a mistake names file, line and
-//! field in one line and pktgen gains no dependencies.
+//! One stream comes from the command line; several from a stream file, TOML of `[[stream]]`
+//! tables (docs/pktgen.md has the schema), read by the `toml` crate through serde with the
+//! place of every value kept (`toml::Spanned`), so that a mistake names file, line and field
+//! in one line.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -232,57 +231,121 @@ pub(crate) fn parse_bytes(file: &str, data: &[u8], cfg: &Config) -> Result<Vec<S
     parse(file, text, cfg)
 }
 
+/// A stream file as TOML has it: `[[stream]]` tables, each field's value with where it is in
+/// the text, read into a [`StreamSpec`] by [`parse`] so that every mistake names its line.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileToml {
+    #[serde(default)]
+    stream: Vec<Spanned<StreamToml>>,
+}
+
+type Field = Option<Spanned<toml::Value>>;
+
+/// One `[[stream]]` table. Values are taken as TOML gives them (a string, an integer, a float,
+/// an array) and read by pktgen's own parsers, which say what was expected in pktgen's words.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamToml {
+    name: Field,
+    size: Field,
+    rate: Field,
+    shape: Field,
+    flows: Field,
+    count: Field,
+    src_ip: Field,
+    dst_ip: Field,
+    src_port: Field,
+    dst_port: Field,
+    vlan: Field,
+    encap: Field,
+    outer_src_ip: Field,
+    outer_dst_ip: Field,
+    /// `outer.src_ip`, `outer.dst_ip`: the same as `outer_src_ip`, `outer_dst_ip`, written as
+    /// a table (`outer = { src_ip = ... }` or dotted keys).
+    outer: Option<Spanned<OuterToml>>,
+    ranges: Field,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OuterToml {
+    src_ip: Field,
+    dst_ip: Field,
+}
+
+use toml::Spanned;
+
+/// What a stream table may hold, for the message about a field it may not.
+const FIELDS: &str = "name, size, rate, shape, flows, count, src_ip, dst_ip, src_port, dst_port, vlan, encap, \
+                      outer_src_ip (or outer.src_ip), outer_dst_ip (or outer.dst_ip), ranges";
+
+/// The line (from 1) of byte `at` of `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    1 + text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+}
+
+/// A stream file's text as streams, those fields it leaves out taken from the command line.
+/// Any TOML is read (array-of-tables headers with spaces, literal strings, hexadecimal
+/// integers, dotted keys, inline tables); a mistake is one line, `FILE:LINE: field NAME: what`.
 pub(crate) fn parse(file: &str, text: &str, cfg: &Config) -> Result<Vec<StreamSpec>, String> {
-    let mut out: Vec<(StreamSpec, usize)> = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let at = |field: &str, what: String| {
-            if field.is_empty() {
-                format!("{file}:{line}: {what}")
-            } else {
-                format!("{file}:{line}: field {field}: {what}")
-            }
-        };
-        let l = strip_comment(raw).trim();
-        if l.is_empty() {
-            continue;
-        }
-        if l == "[[stream]]" {
-            if out.len() == MAX_STREAMS {
-                return Err(at("", format!("more than {MAX_STREAMS} streams")));
-            }
-            let mut s = StreamSpec::from_config(cfg);
-            s.name = format!("stream{}", out.len());
-            out.push((s, line));
-            seen.clear();
-            continue;
-        }
-        if l.starts_with('[') {
-            return Err(at("", format!("{l}: the only table is [[stream]]")));
-        }
-        let Some((key, value)) = l.split_once('=') else {
-            return Err(at("", format!("{l:?}: expected key = value or [[stream]]")));
-        };
-        let (key, value) = (key.trim(), value.trim());
-        let Some((s, _)) = out.last_mut() else {
-            return Err(at(key, "comes before the first [[stream]]".into()));
-        };
-        if seen.contains(&key) {
-            return Err(at(key, "given twice in one stream".into()));
-        }
-        let v = Value::parse(value).map_err(|e| at(key, e))?;
-        set(s, key, &v).map_err(|e| at(key, e))?;
-        // `key` borrows `text`, which outlives `seen`.
-        seen.push(key);
-    }
-    if out.is_empty() {
+    let doc: FileToml = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+    if doc.stream.is_empty() {
         return Err(format!("{file}: no [[stream]] in it"));
     }
-    for (s, line) in &out {
-        if let Err((field, e)) = s.check() {
-            return Err(format!("{file}:{line}: field {field}: {e}"));
+    let mut out: Vec<(StreamSpec, usize)> = Vec::new();
+    for t in &doc.stream {
+        let line = line_of(text, t.span().start);
+        if out.len() == MAX_STREAMS {
+            return Err(format!("{file}:{line}: more than {MAX_STREAMS} streams"));
         }
+        let mut s = StreamSpec::from_config(cfg);
+        s.name = format!("stream{}", out.len());
+        // Where each field was given: the line a check of that field names.
+        let mut lines: Vec<(&'static str, usize)> = Vec::new();
+        let t = t.get_ref();
+        let outer = t.outer.as_ref().map(|o| o.get_ref());
+        let fields: [(&'static str, &Field); 17] = [
+            ("name", &t.name),
+            ("size", &t.size),
+            ("rate", &t.rate),
+            ("shape", &t.shape),
+            ("flows", &t.flows),
+            ("count", &t.count),
+            ("src_ip", &t.src_ip),
+            ("dst_ip", &t.dst_ip),
+            ("src_port", &t.src_port),
+            ("dst_port", &t.dst_port),
+            ("vlan", &t.vlan),
+            ("encap", &t.encap),
+            ("outer_src_ip", &t.outer_src_ip),
+            ("outer_dst_ip", &t.outer_dst_ip),
+            ("outer.src_ip", outer.map_or(&None, |o| &o.src_ip)),
+            ("outer.dst_ip", outer.map_or(&None, |o| &o.dst_ip)),
+            ("ranges", &t.ranges),
+        ];
+        for (key, v) in fields {
+            let Some(v) = v else { continue };
+            let at = line_of(text, v.span().start);
+            // One field, two spellings.
+            let canonical = key.replace('.', "_");
+            if lines.iter().any(|(k, _)| k.replace('.', "_") == canonical) {
+                return Err(format!("{file}:{at}: field {key}: given twice in one stream"));
+            }
+            set(&mut s, key, v.get_ref()).map_err(|e| format!("{file}:{at}: field {key}: {e}"))?;
+            lines.push((key, at));
+        }
+        if let Err((field, e)) = s.check() {
+            let at = lines
+                .iter()
+                .find(|(k, _)| k.replace('.', "_") == field)
+                .map_or(line, |&(_, l)| l);
+            return Err(format!("{file}:{at}: field {field}: {e}"));
+        }
+        out.push((s, line));
     }
     for (i, (s, line)) in out.iter().enumerate() {
         if out[..i].iter().any(|(o, _)| o.name == s.name) {
@@ -292,88 +355,98 @@ pub(crate) fn parse(file: &str, text: &str, cfg: &Config) -> Result<Vec<StreamSp
     Ok(out.into_iter().map(|(s, _)| s).collect())
 }
 
-fn strip_comment(l: &str) -> &str {
-    let mut quoted = false;
-    for (i, c) in l.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            '#' if !quoted => return &l[..i],
-            _ => {}
-        }
+/// A mistake the TOML reader found (syntax, a key twice, a field no stream has, a table where
+/// streams go) in one line: the reader's own message, where it is, and the field when there is
+/// one.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> String {
+    let span = e.span().unwrap_or(0..0);
+    let line = line_of(text, span.start);
+    let at = if e.span().is_some() {
+        format!("{file}:{line}")
+    } else {
+        file.to_string()
+    };
+    let msg = e.message().trim().replace('\n', "; ");
+    if let Some(rest) = msg.strip_prefix("unknown field `") {
+        let name = rest.split('`').next().unwrap_or("");
+        return if rest.contains("expected `stream`") {
+            format!("{at}: field {name}: outside any [[stream]] table (a stream file holds [[stream]] tables only)")
+        } else if rest.contains("expected `src_ip`") {
+            format!("{at}: field outer.{name}: unknown; outer has src_ip and dst_ip")
+        } else {
+            format!("{at}: field {name}: unknown; a stream has {FIELDS}")
+        };
     }
-    l
+    if msg.starts_with("invalid type") && msg.contains("expected a sequence") {
+        return format!("{at}: field stream: expected [[stream]] tables (an array of tables), not [stream]");
+    }
+    // The text the reader points at, when it is a key or a short value on the line.
+    let pointed = text
+        .get(span.clone())
+        .filter(|s| !s.is_empty() && s.len() <= 40 && !s.contains('\n'));
+    if let (Some(key), true) = (pointed, msg.starts_with("duplicate key")) {
+        return format!("{at}: field {}: given twice in one table", key.trim());
+    }
+    let shown = pointed.map_or(String::new(), |s| format!(" ({s:?})"));
+    format!("{at}: {msg}{shown}")
 }
 
-enum Value {
-    Str(String),
-    Num(String),
-    Bool(bool),
-}
-
-impl Value {
-    fn parse(v: &str) -> Result<Value, String> {
-        if let Some(rest) = v.strip_prefix('"') {
-            return match rest.strip_suffix('"') {
-                Some(s) if !s.contains('"') && !s.contains('\\') => Ok(Value::Str(s.to_string())),
-                _ => Err(format!("{v}: a string is \"...\" without escapes")),
-            };
-        }
-        match v {
-            "true" => Ok(Value::Bool(true)),
-            "false" => Ok(Value::Bool(false)),
-            _ if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "+-._".contains(c)) => {
-                Ok(Value::Num(v.replace('_', "")))
-            }
-            _ => Err(format!("{v:?}: expected a \"string\", a number, true or false")),
-        }
-    }
-
-    /// The text of a string or a number (`rate = 1e6` and `rate = "1M"` both read).
-    fn text(&self) -> Result<&str, String> {
-        match self {
-            Value::Str(s) | Value::Num(s) => Ok(s),
-            Value::Bool(b) => Err(format!("{b}: expected a value, not true/false")),
-        }
-    }
-
-    fn int<T: std::str::FromStr>(&self, what: &str) -> Result<T, String> {
-        let t = self.text()?;
-        t.parse().map_err(|_| format!("{t}: expected {what}"))
+/// The text of a string or a number: what pktgen's parsers of the command line read
+/// (`rate = 1e6` and `rate = "1M"` both read; so does `src_port = 0x1388`).
+fn text(v: &toml::Value) -> Result<String, String> {
+    match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Err(format!("{b}: expected a string or a number")),
+        other => Err(format!("expected a string or a number, not {}", other.type_str())),
     }
 }
 
-fn set(s: &mut StreamSpec, key: &str, v: &Value) -> Result<(), String> {
+/// A list given as an array (`vlan = [100, 200]`) or as the command line's comma-separated
+/// text (`vlan = "100,200"`).
+fn list(v: &toml::Value) -> Result<String, String> {
+    match v {
+        toml::Value::Array(a) => Ok(a.iter().map(text).collect::<Result<Vec<_>, _>>()?.join(",")),
+        v => text(v),
+    }
+}
+
+fn int<T: std::str::FromStr>(v: &toml::Value, what: &str) -> Result<T, String> {
+    let t = text(v)?;
+    t.parse().map_err(|_| format!("{t}: expected {what}"))
+}
+
+fn set(s: &mut StreamSpec, key: &str, v: &toml::Value) -> Result<(), String> {
     match key {
         "name" => match v {
-            Value::Str(n) if !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) => {
+            toml::Value::String(n)
+                if !n.is_empty()
+                    && n.len() <= 64
+                    && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+            {
                 s.name = n.clone()
             }
-            _ => return Err("expected a quoted name of letters, digits, '-', '_' or '.'".into()),
+            _ => return Err("expected a quoted name of letters, digits, '-', '_' or '.' (64 at most)".into()),
         },
-        "size" => s.size = crate::cli::size(v.text()?).map_err(|e| e.replace("--size ", ""))?,
+        "size" => s.size = crate::cli::size(&text(v)?).map_err(|e| e.replace("--size ", ""))?,
         "rate" => {
-            let r = crate::rate::parse_rate(v.text()?)?;
+            let r = crate::rate::parse_rate(&text(v)?)?;
             (s.rate, s.rate_given) = (r.as_pps(), Some(r));
         }
-        "shape" => s.shape = Shape::parse(v.text()?)?,
-        "flows" => s.flows = v.int("a number of flows from 1")?,
-        "count" => s.count = Some(v.int("a number of packets")?),
-        "src_ip" => s.src_ip = v.int("an IPv4 or IPv6 address")?,
-        "dst_ip" => s.dst_ip = v.int("an IPv4 or IPv6 address")?,
-        "src_port" => s.src_port = v.int("a UDP port, 0 to 65535")?,
-        "dst_port" => s.dst_port = v.int("a UDP port, 0 to 65535")?,
-        "vlan" => s.headers.vlan = crate::cli::vlans(v.text()?)?,
-        "encap" => s.headers.encap = crate::template::Encap::parse(v.text()?)?,
-        "outer_src_ip" => s.headers.outer.0 = v.int("an IPv4 or IPv6 address")?,
-        "outer_dst_ip" => s.headers.outer.1 = v.int("an IPv4 or IPv6 address")?,
-        "ranges" => s.ranges = crate::template::Range::parse_list(v.text()?)?,
-        _ => {
-            return Err(
-                "unknown; a stream has name, size, rate, shape, flows, count, src_ip, dst_ip, src_port, \
-                 dst_port, vlan, encap, outer_src_ip, outer_dst_ip, ranges"
-                    .into(),
-            )
-        }
+        "shape" => s.shape = Shape::parse(&text(v)?)?,
+        "flows" => s.flows = int(v, "a number of flows from 1")?,
+        "count" => s.count = Some(int(v, "a number of packets")?),
+        "src_ip" => s.src_ip = int(v, "an IPv4 or IPv6 address")?,
+        "dst_ip" => s.dst_ip = int(v, "an IPv4 or IPv6 address")?,
+        "src_port" => s.src_port = int(v, "a UDP port, 0 to 65535")?,
+        "dst_port" => s.dst_port = int(v, "a UDP port, 0 to 65535")?,
+        "vlan" => s.headers.vlan = crate::cli::vlans(&list(v)?)?,
+        "encap" => s.headers.encap = crate::template::Encap::parse(&text(v)?)?,
+        "outer_src_ip" | "outer.src_ip" => s.headers.outer.0 = int(v, "an IPv4 or IPv6 address")?,
+        "outer_dst_ip" | "outer.dst_ip" => s.headers.outer.1 = int(v, "an IPv4 or IPv6 address")?,
+        "ranges" => s.ranges = crate::template::Range::parse_list(&list(v)?)?,
+        _ => return Err(format!("unknown; a stream has {FIELDS}")),
     }
     Ok(())
 }
@@ -403,6 +476,25 @@ pub(crate) struct Pacer {
     /// Poisson and timed: when each departure not yet made was due (ns from the start, rounded
     /// down), departure `k` at `k % DUE_RING`; at most a burst is due ahead of those made.
     dues: [u64; DUE_RING],
+    /// Live control (`--control`): the stream's settings, read once per burst, and what this
+    /// pacer last applied of them.
+    control: Option<Control>,
+    /// Constant and bursts: the rate's credit counts from `base_ns`, when `base_made` packets
+    /// were made (0 and 0 but after a change of rate or a pause).
+    base_ns: u64,
+    base_made: u64,
+}
+
+/// What a pacer under live control keeps.
+struct Control {
+    settings: std::sync::Arc<crate::control::StreamControl>,
+    /// The settings' version applied.
+    seen: u64,
+    paused: bool,
+    /// When the pause began (ns from the start): a timed replay's schedule moves by the pause.
+    paused_at: u64,
+    /// The stream's rate is shared by this many pacers (cores).
+    share_of: f64,
 }
 
 /// Departures a pacer remembers the due time of: the largest burst (`--burst` takes at most
@@ -441,9 +533,74 @@ impl Pacer {
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             share: share.clamp(1, DUE_RING),
             dues: [0; DUE_RING],
+            control: None,
+            base_ns: 0,
+            base_made: 0,
         };
         p.next_ns = if p.times.is_empty() { p.gap() } else { 0.0 };
         p
+    }
+
+    /// Puts the pacer under live control: `settings` are the stream's, whose rate this pacer
+    /// takes a `share_of`-th of.
+    pub(crate) fn controlled(
+        mut self,
+        settings: std::sync::Arc<crate::control::StreamControl>,
+        share_of: u64,
+    ) -> Pacer {
+        self.control = Some(Control {
+            seen: settings.version(),
+            settings,
+            paused: false,
+            paused_at: 0,
+            share_of: share_of.max(1) as f64,
+        });
+        self
+    }
+
+    /// Whether the stream is paused at `elapsed_ns`, applying the settings first when they
+    /// changed since the last look: one atomic load when they did not.
+    #[inline]
+    fn paused(&mut self, elapsed_ns: u64) -> bool {
+        let Some(c) = &self.control else { return false };
+        if c.settings.version() != c.seen {
+            self.apply(elapsed_ns);
+        }
+        self.control.as_ref().is_some_and(|c| c.paused)
+    }
+
+    /// Applies changed settings at `elapsed_ns`: a new rate counts from now, from the packets
+    /// made (nothing owed is sent at once, nothing sent is taken back); a pause stops the
+    /// departures, and a resumed stream starts afresh (a timed replay's schedule moves by the
+    /// length of the pause).
+    #[cold]
+    #[inline(never)]
+    fn apply(&mut self, elapsed_ns: u64) {
+        let Some(c) = self.control.as_mut() else { return };
+        c.seen = c.settings.version();
+        let (pps, paused) = c.settings.settings();
+        let was_paused = std::mem::replace(&mut c.paused, paused);
+        if paused && !was_paused {
+            c.paused_at = elapsed_ns;
+        }
+        let t = elapsed_ns as f64;
+        if let Shape::Timed(_) = self.shape {
+            if was_paused && !paused && !self.times.is_empty() {
+                let shift = t - c.paused_at as f64;
+                self.base += shift;
+                self.next_ns += shift;
+            }
+            return;
+        }
+        let share_of = c.share_of;
+        self.per_ns = pps.map(|r| r / share_of / 1e9);
+        (self.base_ns, self.base_made) = (elapsed_ns, self.made);
+        // Poisson: departures due and not made are dropped, and the next one is a gap of the
+        // new rate away.
+        self.due = self.made;
+        if self.shape == Shape::Poisson {
+            self.next_ns = t + self.gap();
+        }
     }
 
     /// Timed: the departure after the one at `next_ns`.
@@ -474,6 +631,16 @@ impl Pacer {
     /// made, `u64::MAX` when the count is done. Meant for `per_departure` pacers.
     #[inline]
     pub(crate) fn next_due_ns(&self) -> u64 {
+        if let Some(c) = &self.control {
+            // Changed settings are applied by the next `allowed`: due now, so that the loop
+            // calls it; a paused stream has nothing due.
+            if c.settings.version() != c.seen {
+                return 0;
+            }
+            if c.paused {
+                return u64::MAX;
+            }
+        }
         if self.done() {
             u64::MAX
         } else if self.due > self.made {
@@ -507,16 +674,21 @@ impl Pacer {
     /// How many packets may be made now, `elapsed_ns` after the start, into `room` free slots.
     #[inline]
     pub(crate) fn allowed(&mut self, elapsed_ns: u64, room: usize) -> usize {
+        if self.paused(elapsed_ns) {
+            return 0;
+        }
         let left = self.limit - self.made;
         let room = room.min(self.share) as u64;
+        // The rate's credit runs from the start, or from its last change.
+        let since = elapsed_ns.saturating_sub(self.base_ns) as f64;
         let n = match (self.per_ns, self.shape) {
             (_, Shape::Timed(_)) if !self.times.is_empty() => self.due_by(elapsed_ns, room),
             (None, _) | (_, Shape::Timed(_)) => room,
             // Packets made so far may not run ahead of rate × time since the start.
-            (Some(r), Shape::Constant) => ((elapsed_ns as f64 * r) as u64).saturating_sub(self.made),
+            (Some(r), Shape::Constant) => ((since * r) as u64 + self.base_made).saturating_sub(self.made),
             (Some(r), Shape::Bursts(b)) => {
                 let b = u64::from(b);
-                (((elapsed_ns as f64 * r) as u64) / b * b).saturating_sub(self.made)
+                (((since * r) as u64) / b * b + self.base_made).saturating_sub(self.made)
             }
             (Some(_), Shape::Poisson) => self.due_by(elapsed_ns, room),
         };
@@ -583,18 +755,49 @@ mod tests {
                 "[[stream]]\nsize = 59\n",
                 "s.toml:2: field size: \"59\": expected a frame size",
             ),
-            ("[[stream]]\nsizes = 60\n", "s.toml:2: field sizes: unknown"),
-            ("rate = 1\n", "s.toml:1: field rate: comes before the first [[stream]]"),
-            ("[[stream]]\nrate = 1\nrate = 2\n", "s.toml:3: field rate: given twice"),
-            ("[[stream]]\nflows 3\n", "s.toml:2: \"flows 3\": expected key = value"),
-            ("[stream]\n", "s.toml:1: [stream]: the only table is [[stream]]"),
+            (
+                "[[stream]]\nsizes = 60\n",
+                "s.toml:2: field sizes: unknown; a stream has name, size",
+            ),
+            ("rate = 1\n", "s.toml:1: field rate: outside any [[stream]] table"),
+            (
+                "[[stream]]\nrate = 1\nrate = 2\n",
+                "s.toml:3: field rate: given twice in one table",
+            ),
+            ("[[stream]]\noutside_ip = 1\n", "s.toml:2: field outside_ip: unknown"),
+            (
+                "[[stream]]\nouter_src_ip = \"10.0.0.1\"\nouter.src_ip = \"10.0.0.2\"\n",
+                "s.toml:3: field outer.src_ip: given twice in one stream",
+            ),
+            (
+                "[[stream]]\nouter.vni = 3\n",
+                "s.toml:2: field outer.vni: unknown; outer has src_ip and dst_ip",
+            ),
+            ("[[stream]]\nflows 3\n", "s.toml:2: "),
+            ("[stream]\n", "s.toml:1: field stream: expected [[stream]] tables"),
+            (
+                "[[stream]]\ncount = true\n",
+                "s.toml:2: field count: true: expected a string or a number",
+            ),
+            (
+                "[[stream]]\nflows = [1, 2]\n",
+                "s.toml:2: field flows: expected a string or a number, not array",
+            ),
+            (
+                "[[stream]]\nsize = { a = 1 }\n",
+                "s.toml:2: field size: expected a string or a number, not table",
+            ),
             (
                 "[[stream]]\nshape = \"poisson\"\n",
-                "s.toml:1: field shape: poisson needs a rate",
+                "s.toml:2: field shape: poisson needs a rate",
             ),
             (
                 "[[stream]]\nsrc_ip = \"fd00::1\"\n",
                 "s.toml:1: field dst_ip: src_ip and dst_ip",
+            ),
+            (
+                "[[stream]]\nencap = \"vxlan:1\"\n\nouter.dst_ip = \"fd00::1\"\n",
+                "s.toml:4: field outer_dst_ip: outer_src_ip and outer_dst_ip",
             ),
             (
                 "[[stream]]\nname = \"a\"\n[[stream]]\nname = \"a\"\n",
@@ -604,12 +807,85 @@ mod tests {
                 "[[stream]]\ncount = -1\n",
                 "s.toml:2: field count: -1: expected a number",
             ),
-            ("[[stream]]\nname = \"x\"y\"\n", "s.toml:2: field name:"),
+            ("[[stream]]\nname = \"x\"y\"\n", "s.toml:2: "),
+            ("[[stream]]\nname = \"unterminated\n", "s.toml:2: "),
             ("# nothing\n", "s.toml: no [[stream]]"),
+            ("", "s.toml: no [[stream]]"),
         ] {
             let e = parse("s.toml", text, &cfg()).unwrap_err();
             assert!(e.starts_with(want), "{text:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    /// Valid TOML reads as TOML reads it: spaces inside the array-of-tables brackets, literal
+    /// strings, hexadecimal, octal and binary integers, underscores, dotted keys and inline
+    /// tables, arrays for lists, and an inline array of tables.
+    #[test]
+    fn any_valid_toml_reads() {
+        let text = "[[ stream ]]\nname = 'lit.eral'\nsrc_port = 0x1388\ndst_port = 0o17\nflows = 0b100\nsize = 256\n\
+                    count = 1_000\nencap = 'vxlan:42'\nouter.src_ip = '10.9.0.1'\nouter . dst_ip = \"10.9.0.2\"\n\
+                    vlan = [100, 200]\nranges = ['dst-ip:4', \"src-port:2\"]\n\
+                    [[stream]]\nouter = { src_ip = 'fd00::1', dst_ip = 'fd00::2' }\nencap = 'vxlan:1'\nsize = 256\nrate = 2.5e5\n";
+        let s = parse("s.toml", text, &cfg()).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (s[0].name.as_str(), s[0].src_port, s[0].dst_port, s[0].flows, s[0].count),
+            ("lit.eral", 5000, 15, 4, Some(1000))
+        );
+        assert_eq!(
+            s[0].headers.outer,
+            ("10.9.0.1".parse().unwrap(), "10.9.0.2".parse().unwrap())
+        );
+        assert_eq!(s[0].headers.vlan, vec![100, 200]);
+        assert_eq!(s[0].ranges.len(), 2);
+        assert_eq!(
+            (s[1].rate, s[1].headers.outer.1),
+            (Some(2.5e5), "fd00::2".parse().unwrap())
+        );
+        let inline = parse(
+            "s.toml",
+            "stream = [{ name = 'a' }, { name = 'b', size = 128 }]\n",
+            &cfg(),
+        )
+        .unwrap();
+        assert_eq!((inline[1].name.as_str(), inline[1].size), ("b", Size::Fixed(128)));
+    }
+
+    /// The manual's example stream file is one that reads.
+    #[test]
+    fn the_manuals_example_reads() {
+        let doc = include_str!("../../../../../docs/pktgen.md");
+        let block = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .unwrap();
+        let s = parse("pktgen.md", block, &cfg()).unwrap();
+        assert_eq!(
+            s.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["small", "tunnel"]
+        );
+    }
+
+    /// What a fuzzer or a careless pipe gives: deep nesting, long lines, binary-like text. One
+    /// line each, no panic, no overflow of the stack.
+    #[test]
+    fn hostile_text_is_one_line() {
+        let deep = format!("[[stream]]\nsize = {}\n", "[".repeat(200_000));
+        let keys = format!("[[stream]]\n{} = 1\n", vec!["a"; 50_000].join("."));
+        let long = format!("[[stream]]\nname = '{}'\n", "x".repeat(500_000));
+        let many = "[[stream]]\n".repeat(MAX_STREAMS + 1);
+        for text in [
+            deep,
+            keys,
+            long,
+            many,
+            "\u{0}\u{1}".into(),
+            "[[stream]]\nrate = nan\n".into(),
+        ] {
+            let e = parse("s.toml", &text, &cfg()).unwrap_err();
+            assert!(e.starts_with("s.toml:") && !e.contains('\n') && e.len() < 400, "{e}");
         }
     }
 
@@ -721,6 +997,51 @@ mod tests {
             for (got, want) in out.iter().zip(&want) {
                 assert!((*got as f64 - want).abs() <= 10.0, "{x}x: {out:?} against {want:?}");
             }
+        }
+    }
+
+    /// Under live control, on a simulated clock: a rate change counts from the moment the
+    /// pacer sees it, with nothing owed; a pause stops the departures at the next burst; a
+    /// resumed stream does not make up for its pause.
+    #[test]
+    fn a_controlled_pacer_follows_rate_changes_and_pauses() {
+        use crate::control::StreamControl;
+        for shape in [Shape::Constant, Shape::Bursts(8), Shape::Poisson] {
+            let ctl = std::sync::Arc::new(StreamControl::new(Some(1e5), true));
+            // Two cores: this pacer takes half the stream's rate.
+            let mut p = Pacer::new(Some(5e4), shape, None, 3, usize::MAX, &[]).controlled(ctl.clone(), 2);
+            let mut made_at = Vec::new();
+            for now in (0..4_000_000_000u64).step_by(10_000) {
+                match now {
+                    1_000_000_000 => ctl.set_for_test(Some(2e5), None),
+                    2_000_000_000 => ctl.set_for_test(None, Some(true)),
+                    3_000_000_000 => ctl.set_for_test(None, Some(false)),
+                    _ => {}
+                }
+                if p.next_due_ns() > now && p.per_departure() {
+                    continue;
+                }
+                let n = p.allowed(now, 64);
+                p.made += n as u64;
+                made_at.push((now, p.made));
+            }
+            let at = |t: u64| made_at.iter().rev().find(|(n, _)| *n <= t).map_or(0, |m| m.1);
+            let second = |k: u64| at(k * 1_000_000_000 + 999_990_000) - at(k * 1_000_000_000 - 10_000);
+            let (s0, s1, s2, s3) = (at(999_990_000), second(1), second(2), second(3));
+            let tol = if shape == Shape::Poisson { 0.03 } else { 0.001 };
+            assert!(
+                (s0 as f64 / 5e4 - 1.0).abs() < tol,
+                "{shape:?}: {s0} in the first second"
+            );
+            assert!(
+                (s1 as f64 / 1e5 - 1.0).abs() < tol,
+                "{shape:?}: {s1} after the change to 2e5 / 2"
+            );
+            assert!(s2 <= 8, "{shape:?}: {s2} while paused");
+            assert!(
+                (s3 as f64 / 1e5 - 1.0).abs() < tol,
+                "{shape:?}: {s3} after the resume, with nothing made up"
+            );
         }
     }
 

@@ -36,12 +36,12 @@ pub(crate) fn stamp_offset(ipv6: bool) -> usize {
 pub(crate) const MAX_REPLAY_FRAMES: usize = u16::MAX as usize;
 /// Longest frame replayed (without FCS), as `--size` allows.
 pub(crate) const MAX_REPLAY_FRAME: usize = 1514;
-/// Largest pcap file `--pcap` reads: its header and [`MAX_REPLAY_FRAMES`] records of
-/// [`MAX_REPLAY_FRAME`] bytes (about 96 MiB). A longer file cannot be replayed whole, so it is
-/// refused before it is read instead of filling memory (`--pcap /dev/zero` once did).
-pub(crate) const MAX_REPLAY_FILE: u64 = (rawpkt_tools::pcap::FILE_HEADER
-    + MAX_REPLAY_FRAMES * (rawpkt_tools::pcap::RECORD_HEADER + MAX_REPLAY_FRAME))
-    as u64;
+/// Largest capture file `--pcap` reads: 64 KiB of headers and other blocks (a pcapng file's
+/// section and interface blocks, name resolution, statistics) and [`MAX_REPLAY_FRAMES`] records
+/// of [`MAX_REPLAY_FRAME`] bytes in pcapng's largest framing (about 97 MiB). A longer file
+/// cannot be replayed whole, so it is refused before it is read instead of filling memory.
+pub(crate) const MAX_REPLAY_FILE: u64 =
+    (65536 + MAX_REPLAY_FRAMES * (rawpkt_tools::pcap::MAX_RECORD_OVERHEAD + MAX_REPLAY_FRAME)) as u64;
 
 /// The frames of a pcap file to replay, read whole and checked.
 pub(crate) fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
@@ -52,7 +52,7 @@ pub(crate) fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
         PcapError::NotRegular { .. } => Fail::Usage(format!("--pcap {e}")),
         PcapError::TooLarge { len, .. } => Fail::Usage(format!(
             "--pcap {}: {len} bytes is more than pktgen replays: at most {MAX_REPLAY_FRAMES} frames of up to \
-             {MAX_REPLAY_FRAME} bytes, a pcap file of {MAX_REPLAY_FILE} bytes",
+             {MAX_REPLAY_FRAME} bytes, a capture file of {MAX_REPLAY_FILE} bytes",
             path.display()
         )),
         e => Fail::Runtime(format!("--pcap {e}")),

@@ -111,6 +111,8 @@ pub(crate) struct TxPlan {
     /// Set once the receive queues exist: no core sends before (a frame steered to a queue
     /// with no socket yet is lost). The first core sets it when it runs the receiver itself.
     pub rx_ready: Arc<AtomicBool>,
+    /// Live control: each stream's settings (`--control`), or none.
+    pub controls: Vec<Arc<crate::control::StreamControl>>,
 }
 
 const PUBLISH_EVERY: u32 = 256;
@@ -358,6 +360,10 @@ pub(crate) fn transmit(
             plan.burst / unpaced.max(1),
             &s.traffic.times,
         );
+        let pacer = match plan.controls.get(i) {
+            Some(c) => pacer.controlled(c.clone(), share_of),
+            None => pacer,
+        };
         Ok(Lane {
             stream: i,
             departed: if pacer.per_departure() {
@@ -671,6 +677,9 @@ pub(crate) struct Receiver {
     /// With receive timestamps: the device clock's reading at `epoch`, to date captured frames
     /// by their own arrival rather than by the burst that took them.
     dev_epoch: Option<u64>,
+    /// A capture without receive timestamps: when each queue was last polled (ns from
+    /// `epoch`), the start of the window its next burst's frames arrived in (`spread`).
+    looked: Option<Vec<u64>>,
     /// The senders' final counters (`RxPlan::sent`).
     sent: Option<Vec<Arc<Counters>>>,
 }
@@ -716,6 +725,8 @@ impl Receiver {
                 })
             })
             .collect::<Result<_, Fail>>()?;
+        let looked = (plan.capture.is_some() && dev_epoch.is_none())
+            .then(|| vec![plan.epoch.elapsed().as_nanos() as u64; usize::from(queues)]);
         Ok(Receiver {
             rx,
             next: 0,
@@ -730,6 +741,7 @@ impl Receiver {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64)
                 .saturating_sub(plan.epoch.elapsed().as_nanos() as u64),
+            looked,
             epoch: plan.epoch,
             iter: 0,
             stamps: plan.stamps,
@@ -748,8 +760,21 @@ impl Receiver {
         let n = self.rx[q]
             .rx_burst(&mut self.got)
             .map_err(|e| Fail::Runtime(format!("{}: {e}", self.port.spec())))?;
+        // A capture without device timestamps reads the clock at every poll, empty or not: the
+        // frames a burst takes arrived since the queue's last poll.
+        let since = match self.looked.as_mut() {
+            Some(l) if n == 0 => {
+                l[q] = self.epoch.elapsed().as_nanos() as u64;
+                0
+            }
+            Some(l) => l[q],
+            None => 0,
+        };
         if n > 0 {
             let now = self.epoch.elapsed().as_nanos() as u64;
+            if let Some(l) = self.looked.as_mut() {
+                l[q] = now;
+            }
             // The stamps first, in a loop that does nothing else: every frame is a cache miss
             // (the NIC just wrote it from the other core), and a short loop body lets the CPU
             // have many of them in flight at once.
@@ -794,10 +819,11 @@ impl Receiver {
                 }
             }
             if let Some(w) = self.capture.as_mut() {
-                for i in 0..self.got.len() {
+                let n = self.got.len();
+                for i in 0..n {
                     let at = match self.dev_epoch {
                         Some(e) => self.got.packet(i).timestamp().wrapping_sub(e),
-                        None => now,
+                        None => spread(since, now, i, n),
                     };
                     if let Err(e) = w.write(self.unix_base_ns.wrapping_add(at), self.got.data(i)) {
                         self.capture_error.get_or_insert(e.to_string());
@@ -891,6 +917,18 @@ impl Receiver {
     }
 }
 
+/// The capture time of frame `i` of the `n` a receive burst took at `now`, on a port without
+/// receive timestamps, when the queue was last polled at `since` (ns from the run's start): the
+/// frames arrived in that window, in order, so they are dated evenly over it, the last at `now`.
+/// Each time is within the window of its frame's arrival at the receive queue (frames of one
+/// burst get distinct, increasing times whenever the window has a ns per frame, which a poll
+/// always takes), and the times of a queue's frames never go back.
+#[inline]
+fn spread(since: u64, now: u64, i: usize, n: usize) -> u64 {
+    let window = now.saturating_sub(since);
+    now - window * (n - 1 - i) as u64 / n as u64
+}
+
 /// A receiver on its own thread: says when its queue exists (frames that arrive before it are
 /// not ours to count), polls until the senders are done, then finishes.
 pub(crate) fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) -> Result<Vec<RxHists>, Fail> {
@@ -906,6 +944,32 @@ pub(crate) fn receive(plan: RxPlan, tx_done: &AtomicBool, ready: &AtomicBool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A burst's frames are dated over the window since the last poll, in order, the last at
+    /// the poll's time, never before the window.
+    #[test]
+    fn capture_times_spread_over_the_window_since_the_last_poll() {
+        let t: Vec<u64> = (0..4).map(|i| spread(1000, 1400, i, 4)).collect();
+        assert_eq!(t, [1100, 1200, 1300, 1400]);
+        assert_eq!(spread(1000, 1000, 0, 3), 1000);
+        assert_eq!(spread(5, 9, 0, 1), 9);
+        // Over a long run of bursts of random sizes and windows: increasing, within each window.
+        let (mut rng, mut since, mut last) = (7u64, 0u64, 0u64);
+        for _ in 0..10_000 {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let n = 1 + (rng >> 40) as usize % 256;
+            let now = since + n as u64 + (rng >> 20) % 100_000;
+            for i in 0..n {
+                let t = spread(since, now, i, n);
+                assert!(
+                    t > last && t > since && t <= now,
+                    "{since} {now} {i}/{n}: {t} after {last}"
+                );
+                last = t;
+            }
+            since = now;
+        }
+    }
 
     /// Lateness is the send time minus the due time; a gap counts as on time only when both
     /// its ends do.
