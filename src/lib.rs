@@ -374,6 +374,36 @@ pub trait RxQueue {
     fn wait(&mut self, _timeout: std::time::Duration) -> bool {
         false
     }
+    /// Striding receive queues (`rx_striding` on `mlx5:` and `model:` ports): the raw WQE
+    /// index the device wrote into the CQEs (`wqe_id`) beside the queue's own WQE counter, for
+    /// a self-test to see which form a device uses (a counter, or an index in the ring: the
+    /// queue compares only the ring's bits, as DPDK does). Sampled where the queue reads a
+    /// WQE's first completion on its slow path (frames of more than one stride, fillers): the
+    /// first WQEs, the edges of the first four ring passes and each 16-bit wrap of the counter,
+    /// at most 64, since the queue was made or last reset. Empty for every other queue.
+    ///
+    /// ```
+    /// use rawpkt::{open, Pool, PoolConfig, QueueConfig};
+    /// let port = open("model:ids-doc/1").unwrap();
+    /// let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+    /// let rx = port.rx_queue(0, &pool, &QueueConfig::default().rx_striding(true)).unwrap();
+    /// assert!(rx.wqe_id_samples().is_empty(), "nothing received yet");
+    /// ```
+    fn wqe_id_samples(&self) -> Vec<WqeIdSample> {
+        Vec::new()
+    }
+}
+
+/// One CQE's WQE numbers on a striding receive queue ([`RxQueue::wqe_id_samples`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WqeIdSample {
+    /// The queue's own count of WQEs it consumed before this one (free-running).
+    pub sw_wqe: u32,
+    /// The CQE's `wqe_id`, as the device wrote it.
+    pub wqe_id: u16,
+    /// The CQE's `wqe_counter` (on a striding RQ: the first stride of the frame in its WQE).
+    pub wqe_counter: u16,
 }
 
 /// Sends packets in bursts.

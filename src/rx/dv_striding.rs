@@ -189,6 +189,21 @@ pub struct DvStridingRxQueue {
     /// Sessions the AVX2 path took (tests check that it ran).
     #[cfg(test)]
     vector_sessions: u64,
+    /// Raw `wqe_id`s of WQEs at ring and 16-bit wraps ([`RxQueue::wqe_id_samples`]), up to
+    /// [`ID_SAMPLES`], taken where `poll_other` (cold) reads a WQE's first CQE.
+    id_log: Vec<crate::WqeIdSample>,
+}
+
+/// The most `wqe_id` samples a striding queue keeps.
+const ID_SAMPLES: usize = 64;
+
+/// Whether WQE `sw` (free-running) of a ring of `ring` WQEs is one [`RxQueue::wqe_id_samples`]
+/// records: the first two, the last and first of each of the first four ring passes, and the
+/// two either side of each 16-bit wrap of the counter.
+fn id_sample_wanted(sw: u32, ring: u32) -> bool {
+    let ring_edge = sw < 4 * ring && (sw.is_multiple_of(ring) || sw % ring == ring - 1);
+    let wrap16 = sw >= 0xfffe && matches!(sw & 0xffff, 0xfffe | 0xffff | 0 | 1);
+    sw < 2 || ring_edge || wrap16
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -431,6 +446,7 @@ impl DvStridingRxQueue {
             zip: Zip::default(),
             #[cfg(test)]
             vector_sessions: 0,
+            id_log: Vec::with_capacity(ID_SAMPLES),
         };
         // The next segments and the data segments' byte counts and lkeys never change; a refill
         // rewrites only addresses. VPP links the next segments although a cyclic striding RQ
@@ -691,6 +707,16 @@ impl DvStridingRxQueue {
         }
         let bc = cqe.byte_cnt.get();
         let (strides, len) = (mprq::strides(bc), mprq::len(bc));
+        if pos == 0 && self.id_log.len() < ID_SAMPLES {
+            let sw = self.st_ci >> self.log_n;
+            if id_sample_wanted(sw, self.rq.size()) {
+                self.id_log.push(crate::WqeIdSample {
+                    sw_wqe: sw,
+                    wqe_id: cqe.wqe_id.get(),
+                    wqe_counter: cqe.wqe_counter.get(),
+                });
+            }
+        }
         if cqe.opcode() != CQE_RESP_SEND
             || cqe.format() != 0
             || strides == 0
@@ -1304,6 +1330,10 @@ impl RxQueue for DvStridingRxQueue {
 
     fn stats(&self) -> &QueueStats {
         &self.stats
+    }
+
+    fn wqe_id_samples(&self) -> Vec<crate::WqeIdSample> {
+        self.id_log.clone()
     }
 }
 
