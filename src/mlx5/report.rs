@@ -108,7 +108,7 @@ pub struct StridingCaps {
     pub min_log_num_strides: u32,
     /// Most strides per WQE, log2.
     pub max_log_num_strides: u32,
-    /// QP types whose WQs may stride, a bit per `ibv_qp_type` (8: RAW_PACKET).
+    /// QP types whose WQs may stride, bit `ibv_qp_type` set for each (bit 8: RAW_PACKET).
     pub supported_qpts: u32,
 }
 

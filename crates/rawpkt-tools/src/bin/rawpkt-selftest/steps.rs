@@ -60,10 +60,9 @@ impl StepResult {
             .with("status", self.status.name())
             .with("reason", self.reason.as_str())
             .with("duration_s", self.duration_s);
-        if let J::Obj(fields) = &self.fields {
-            for (k, v) in fields {
-                j.set(k, v.clone());
-            }
+        // The step's own fields under its name: `steps[].datapath.runs[]`.
+        if matches!(&self.fields, J::Obj(f) if !f.is_empty()) {
+            j.set(self.name, self.fields.clone());
         }
         j
     }
@@ -743,7 +742,7 @@ fn ring_wraps(env: &mut Env) -> Step {
                 .with("recoveries", rxs.recoveries)
                 .with("mismatches", o.mismatches)
                 .with("samples", Vec::<J>::new())
-                .with("wqe_id_form", "not reported (a cyclic RQ's CQEs are read by position)"),
+                .with("wqe_id_form", "not-applicable"),
         );
         env.say(&format!("cyclic: {} frames, {} WQEs", o.received, o.received));
     }
