@@ -1112,8 +1112,8 @@ fn main() {
         i += 1;
     }
     if std::env::var_os("RAWPKT_BENCH_RX").is_some() {
-        // The variable chose the striding RQ before --rx-mode did; a run that ignored it would
-        // measure another mode under the old command.
+        // Refused rather than ignored: a run that ignored it would measure another receive mode
+        // than the one the variable names.
         eprintln!(
             "dv_burst: RAWPKT_BENCH_RX is gone: use --rx-mode striding (or cyclic, compressed, striding+compressed)"
         );

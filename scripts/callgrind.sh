@@ -54,10 +54,9 @@ while [ $# -gt 0 ]; do
 done
 case "$ITERS" in ''|*[!0-9]*) echo "callgrind.sh: --iters must be a positive integer" >&2; exit 2 ;; esac
 
-# Targets, instructions per packet: issue 15's where it sets one (TX on a ConnectX-5 25; RX
-# with compressed CQEs, cyclic or striding, 25; the cross-connect on a ConnectX-5's best receive
-# modes, the compressed ones, 55: on a ConnectX-4 the SEND path alone costs more), the datapath
-# design's elsewhere (TX 30, RX 40, cross-connect 80).
+# Targets, instructions per packet: TX on a ConnectX-5 25; RX with compressed CQEs, cyclic or
+# striding, 25; the cross-connect on a ConnectX-5's best receive modes, the compressed ones, 55
+# (on a ConnectX-4 the SEND path alone costs more); elsewhere TX 30, RX 40, cross-connect 80.
 # target <path> <device> <rx mode>
 target() {
     case "$1:$2:$3" in

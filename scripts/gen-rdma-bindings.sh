@@ -5,7 +5,7 @@
 # rdma-core headers (apt-get install libibverbs-dev). The output is committed, so neither
 # building nor testing rawpkt needs any of these; run this when moving to a newer rdma-core.
 #
-# Only types and constants are generated: functions are loaded at run time (src/sys/rdma), and
+# Only types and constants are generated: functions are loaded at run time (crates/rawpkt-sys/src/rdma), and
 # the header-only verbs are re-implemented in Rust over the op tables.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -11,7 +11,8 @@ the tests' and may point anywhere). Besides having no cycle, the layering says:
   support);
 - no crate's normal dependency turns on `rawpkt`'s `internals` feature.
 
-Rooms: a top-level module of a crate (the model library is one room, `ONE_ROOM`) (`dv`, `flow`, `mlx5`, `rx`, ...), or one level deeper
+Rooms: a top-level module of a crate (`dv`, `flow`, `mlx5`, `rx`, ...; the model library is one
+room, `ONE_ROOM`), or one level deeper
 where a folder holds several (`rx::dv`). An edge A -> B means a file of A names a path of B
 (`use crate::b::...`, `super::...` that leaves A, or an inline `crate::b::x`). The crate root
 (`lib.rs`) re-exports the public API and is left out of the graph.

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RAWPKT_SOAK_PACKETS=${1:-1e9} RAWPKT_SOAK_FAULT_EVERY=${2:-64}
-cargo test --release --no-run --test soak
+cargo test --release -p rawpkt --features internals --no-run --test soak
 # Wall time and peak memory of the run itself (GNU time's -f).
 /usr/bin/time -f 'soak: wall %e s, user %U s, max RSS %M KiB' \
-    cargo test --release --quiet --test soak -- --nocapture
+    cargo test --release -p rawpkt --features internals --quiet --test soak -- --nocapture

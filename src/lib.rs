@@ -272,7 +272,7 @@ pub struct QueueConfig {
     /// Verbs (and model) ports only, on devices that have it (ConnectX-5 and later); asked
     /// where the device has none, opening the queue fails with one line saying so. Off by
     /// default, as in DPDK: the cyclic RQ works on every device, and on the CPU side the two cost
-    /// about the same (README, RX modes).
+    /// about the same (`docs/benchmarks.md`).
     pub rx_striding: bool,
     /// Largest frame a receive queue takes, in bytes; a frame longer than one buffer's data room
     /// arrives chained over several buffers ([`Packet::is_chained`]). 0: one buffer (frames

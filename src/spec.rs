@@ -42,6 +42,14 @@ pub(crate) trait Backend: Send + Sync {
     fn device_clock_ns(&self) -> Option<u64> {
         None
     }
+    /// [`Port::rx_queues`]; by default one.
+    fn rx_queues(&self) -> u16 {
+        1
+    }
+    /// [`Port::tx_queues`]; by default as many as the device makes.
+    fn tx_queues(&self) -> Option<u16> {
+        None
+    }
     /// [`Port::buffers_pinned`]; by default one buffer per descriptor of each queue.
     fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
         2 * cfg.size as usize
@@ -170,6 +178,22 @@ impl Port {
     pub fn queue_pair(&self, qid: u16, pool: &Rc<Pool>, cfg: &QueueConfig) -> Result<crate::QueuePair, Error> {
         check_queue_config(cfg)?;
         self.backend.queue_pair(qid, pool, cfg)
+    }
+
+    /// How many receive queues the port's traffic arrives on, ids `0..n`: a receiver that must
+    /// see every frame reads them all. `xdp:` ports: the interface's queues the port uses (a
+    /// sender's frames land on the queue the kernel chooses: a veth delivers a frame sent on
+    /// its queue `q` to its peer's queue `q`); `mlx5:`/`verbs:`: the RSS queues asked for
+    /// ([`PortOptions::rx_queues`]); `model:`: one.
+    pub fn rx_queues(&self) -> u16 {
+        self.backend.rx_queues()
+    }
+
+    /// How many send queue ids there are, `0..n`, where the port has a fixed number: an `xdp:`
+    /// port's queues (one AF_XDP socket each); None where the device makes as many as asked
+    /// (`mlx5:`, `verbs:`, `model:`).
+    pub fn tx_queues(&self) -> Option<u16> {
+        self.backend.tx_queues()
     }
 
     /// One line about the device and what the backend chose: link state, speed, MAC and
@@ -386,7 +410,8 @@ impl DefaultRules {
 /// How the model NIC behind `model:` ports runs. Taken when a spec creates the NIC: a port opened
 /// on a NIC that already exists (the other end of `model:NAME/0` and `model:NAME/1`) shares it as
 /// it is. The library reads no environment; the tools fill this from `RAWPKT_MODEL_CPU`,
-/// `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS`, `RAWPKT_MODEL_PROFILE` and `RAWPKT_MODEL_KNOBS`.
+/// `RAWPKT_MODEL_TRACE`, `RAWPKT_MODEL_RX_PPS`, `RAWPKT_MODEL_RX_BUFFER`, `RAWPKT_MODEL_PROFILE`
+/// and `RAWPKT_MODEL_KNOBS` (`mlx5_model::env`).
 ///
 /// The device profile and knobs can also be given in the spec: `model:pair0/0,profile=cx7` and
 /// `model:pair0/0,knob=wqe_id=ring,knob=flush=late:2` (the spec's profile wins over this one;
@@ -405,13 +430,19 @@ impl DefaultRules {
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct ModelOptions {
-    /// The CPU the NIC's polling thread is pinned to; None: unpinned.
+    /// The CPU the NIC's polling thread is pinned to, one that is online (else opening the port
+    /// is an [`ErrorKind::Config`](crate::ErrorKind::Config); a cpuset that leaves it out is said
+    /// as a warning when the thread starts, and it runs unpinned); None: unpinned.
     pub cpu: Option<usize>,
     /// Write a trace of the WQEs the NIC executes and the CQEs it writes to this file
-    /// (`docs/model-trace.md`).
+    /// (`docs/model-trace.md`): a regular file, created or truncated; a path that names anything
+    /// else (a FIFO, a device) is an [`ErrorKind::Config`](crate::ErrorKind::Config).
     pub trace: Option<std::path::PathBuf>,
     /// Frames a second each port takes at most (the model's `rx_capacity_pps`); None: no limit.
     pub rx_capacity_pps: Option<f64>,
+    /// How much of `rx_capacity_pps` the port buffers, in seconds of it (the model's
+    /// `rx_buffer_s`); None: its default, 50 ms.
+    pub rx_buffer_s: Option<f64>,
     /// The device profile: `default` (None: the same), `cx5`, `cx6dx`, `cx7` or `strict`; an
     /// unknown name fails the open with one line.
     pub profile: Option<String>,
@@ -423,6 +454,7 @@ setters!(ModelOptions {
     cpu: Option<usize>,
     trace: Option<std::path::PathBuf>,
     rx_capacity_pps: Option<f64>,
+    rx_buffer_s: Option<f64>,
     profile: Option<String>,
     knobs: Vec<String>,
 });

@@ -323,3 +323,67 @@ fn every_inline_mode_carries_the_headers_it_asks_for() {
         r.teardown();
     }
 }
+
+/// `ModelConfig::rx_capacity_pps`: a burst that reaches the port within one step gets the
+/// buffer (50 ms worth) and what the step's own time refills, no more; frames the model's thread
+/// finds after a pause (the host took its CPU) are taken as if they came while it was away, so
+/// a busy host loses none of them. Counts against bounds from the times measured around each
+/// step, which hold however long the host makes the step or the pause.
+#[test]
+fn the_receive_capacity_takes_a_late_step_whole_and_a_burst_up_to_its_buffer() {
+    // 10 000 frames a second: a buffer of 500.
+    const PPS: f64 = 10_000.0;
+    let dev = ModelConfig {
+        rx_capacity_pps: Some(PPS),
+        ..ModelConfig::default()
+    };
+    let q = QueueConfig::default().size(1024);
+    let mut r = rig(q, dev, 8192);
+    let mut out = Burst::new(&r.pool, 64);
+    let mut got = Burst::new(&r.pool, 64);
+    // Posts `n` frames without stepping, then runs one step; returns what arrived and how long
+    // the step took.
+    let mut round = |r: &mut common::Rig, n: u64| {
+        let mut posted = 0;
+        while posted < n {
+            let k = out.alloc(((n - posted) as usize).min(64), 60);
+            for i in 0..k {
+                fill_frame(posted + i as u64, out.data_mut(i));
+            }
+            posted += r.tx.tx_burst(&mut out).unwrap() as u64;
+            assert!(out.is_empty(), "the send ring took every frame");
+        }
+        let t = std::time::Instant::now();
+        r.nic.step();
+        let took = t.elapsed().as_secs_f64();
+        let mut arrived = 0;
+        while r.rx.rx_burst(&mut got).unwrap() > 0 {
+            arrived += got.len() as u64;
+            got.clear();
+        }
+        while r.tx.in_flight() > 0 {
+            r.nic.step();
+            r.tx.reclaim().unwrap();
+        }
+        (arrived, took)
+    };
+    // 900 frames in one step (as many as the receive ring surely has buffers for): the buffer's
+    // 500, and what the step's time refilled.
+    let (arrived, took) = round(&mut r, 900);
+    let most = 500 + (PPS * took).ceil() as u64 + 1;
+    assert!(
+        (500..=most.min(900)).contains(&arrived),
+        "{arrived} of a burst of 900 in a step of {took} s"
+    );
+    assert_eq!(r.nic.port_counters(1).rx_wire_drops, 900 - arrived);
+    // A pause of at least 200 ms (2000 frames of refill), then 900 frames in one step: all.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        round(&mut r, 900).0,
+        900,
+        "a step after a pause takes what came meanwhile"
+    );
+    assert_eq!(r.nic.port_counters(1).rx_wire_drops, 900 - arrived);
+    drop((out, got));
+    r.teardown();
+}

@@ -224,9 +224,9 @@ fn random_jumbo_frames_arrive_identical() {
 }
 
 /// The same on the strides the driver picks for a default pool (16 of 1 KiB in buffers of a
-/// 1920-byte data room), a million of them (issue 15: 10^6 random frames of 60-9000 bytes in every
-/// receive mode): a 9000-byte frame, longer than any buffer, arrives whole over 9 of them, sent
-/// chained too.
+/// 1920-byte data room), a million of them (10^6 random frames of 60-9000 bytes, as `rx_modes`
+/// sends in every receive mode): a 9000-byte frame, longer than any buffer, arrives whole over 9
+/// of them, sent chained too.
 #[test]
 fn jumbo_frames_longer_than_a_buffer_arrive_chained() {
     let q = QueueConfig::default().size(512);
@@ -790,12 +790,12 @@ fn device_with(knobs: &[&str]) -> ModelConfig {
     d
 }
 
-/// Hazard 1: a device that names a striding CQE's WQE by its index in the ring (`wqe_id=ring`;
+/// A device that names a striding CQE's WQE by its index in the ring (`wqe_id=ring`;
 /// the kernel's mlx5e indexes its WQE array with it, `en_rx.c` `mlx5e_handle_rx_cqe_mpwrq`).
 /// DPDK compares only the ring bits (`mlx5_rx.c` `mlx5_rx_burst_mprq`:
 /// `!((wqe_id ^ rq_ci) & wq_mask)`), and so does the queue: 20 000 frames of a stride and a half
 /// on 8 WQEs of 16 strides (every CQE through the slow path, the ring wrapped 1 250 times)
-/// arrive whole, with no reset. Before: a reset at every pass of the ring after the first.
+/// arrive whole, with no reset (a full compare would reset at every pass after the first).
 #[test]
 fn ring_index_wqe_ids_survive_many_wraps() {
     let q = QueueConfig::default().size(128);
@@ -807,11 +807,11 @@ fn ring_index_wqe_ids_survive_many_wraps() {
     r.teardown();
 }
 
-/// Hazard 1, its error half: an error CQE's `wqe_counter` on a striding RQ is not the WQE
+/// An error CQE's `wqe_counter` on a striding RQ is not the WQE
 /// (`err_counter=zero`: no source says what it holds; DPDK's `mlx5_rx_err_handle` reads it only
 /// to dump the CQE). An injected LOCAL_LENGTH after the first wrap costs one frame and the rest
-/// of its WQE (the strides the error CQE releases), no reset. Before: the counter taken for the
-/// WQE, a mismatch, a reset.
+/// of its WQE (the strides the error CQE releases), no reset (the counter taken for the
+/// WQE would be a mismatch, and a reset).
 #[test]
 fn error_counters_are_never_trusted() {
     for knob in ["err_counter=zero", "err_counter=stride"] {

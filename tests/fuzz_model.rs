@@ -204,7 +204,7 @@ struct Model {
     empw: bool,
     max_frame: usize,
     /// Whether frames shorter than 60 bytes leave the port zero-padded to 60, as a MAC pads
-    /// them (issue 11 item 11 makes the model do so; see `runts_are_padded`).
+    /// them (see `runts_are_padded`).
     pad: bool,
 }
 
@@ -392,10 +392,10 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
             w.resize(bbs as usize * 64, 0);
             if k == size - 1 {
                 w[1..3].copy_from_slice(&(pi as u16).to_be_bytes());
-                // The model takes a UAR word of 0 for no write at all (its register's idle
-                // value), so a WQE whose first 8 bytes are 0 cannot be rung: keep it out.
-                // Reported (issue 11 fuzzing); hardware would fail it with LOCAL_QP_OP.
-                if w[..8] == [0; 8] {
+                // The model takes a UAR word of all ones for no write at all (its register's
+                // idle value, `UAR_IDLE`: a WQE no driver writes), so such a WQE cannot be
+                // rung: keep it out.
+                if w[..8] == [0xff; 8] {
                     w[3] = 0x0b;
                 }
             }
@@ -428,14 +428,15 @@ fn case(rng: &mut fuzz::Rng, mem: &Mem, t: &mut Tally, pad: bool) {
                 let right = &batch.last().unwrap().1[..8];
                 let mut word = right.to_vec();
                 word[3 + rng.below(5)] ^= 1 << rng.below(8);
-                if word == [0; 8] {
-                    // A zero word is no write to the model (see above). The right word had one
-                    // bit set, so two other flips give a word that is neither zero nor right.
+                if word == [0xff; 8] {
+                    // An all-ones word is no write to the model (see above). The right word had
+                    // one bit clear, so two other flips give a word that is neither idle nor
+                    // right.
                     word = right.to_vec();
                     word[4] ^= 0x80;
                     word[5] ^= 0x80;
                 }
-                assert!(word != right && word != [0; 8]);
+                assert!(word != right && word != [0xff; 8]);
                 sq.ring_doorbell_word(next, u64::from_ne_bytes(word.try_into().unwrap()));
                 nic.step();
                 nothing_ran("a UAR write with other bytes than the WQE's");

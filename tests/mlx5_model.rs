@@ -1395,10 +1395,10 @@ fn toeplitz(input: &[u8]) -> u32 {
     rawpkt_wire::rss::ToeplitzTable::new(&rawpkt_wire::rss::DEFAULT_KEY).hash(input)
 }
 
-/// R: UDP flows between two IPv4 addresses that differ only in their ports (pktgen's `--flows`)
+/// UDP flows between two IPv4 addresses that differ only in their ports (pktgen's `--flows`)
 /// spread over the queues: each frame is hashed over the addresses and its UDP ports (a hash QP
-/// of its own, as DPDK's `mlx5_flow_expand_rss` gives eth/ipv4/udp its flow). Before: the one
-/// IPv4 hash QP hashed TCP ports, every UDP frame hashed alike, one queue took them all.
+/// of its own, as DPDK's `mlx5_flow_expand_rss` gives eth/ipv4/udp its flow). With one IPv4
+/// hash QP hashing TCP ports, every UDP frame would hash alike and one queue take them all.
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn udp_flows_spread_over_queues() {
@@ -1445,8 +1445,8 @@ fn udp6(dst: [u8; 6], sport: u16) -> Vec<u8> {
 /// 6: two flows of one priority that both match a frame overlap, and which wins is the order of
 /// the kernel's flow groups (`flow_groups=reverse` takes the other one). The port gives each
 /// flow a priority by its deepest layer, as DPDK's `mlx5_flow_adjust_priority`, so IPv6 UDP
-/// frames are hashed by the IPv6 UDP QP whatever the group order. Before: with groups reversed
-/// the catch-all IPv4 flow took them, hash 0, one queue.
+/// frames are hashed by the IPv6 UDP QP whatever the group order. With flows of one priority
+/// and groups reversed, the catch-all IPv4 flow would take them: hash 0, one queue.
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn ipv6_frames_are_hashed_by_the_ipv6_qp_whatever_the_group_order() {
@@ -1519,7 +1519,7 @@ fn knobs_profile_and_counters_are_read_through_the_library() {
 /// `wq_fatal:200`, the port's one WQ: the WQ stops and `IBV_EVENT_WQ_FATAL` names it in
 /// `element.wq`, as mlx5_ib's `mlx5_ib_wq_event`). The port's events watcher finds the queue by
 /// that object and sets its attention word; the queue resets the WQ on its next empty burst, and
-/// frames arrive again. Before: a killed WQ took nothing, for good.
+/// frames arrive again; unattended, a killed WQ takes nothing, for good.
 #[test]
 #[ignore = "needs root (CAP_NET_RAW: RAW_PACKET QPs and flows, as on a real NIC)"]
 fn a_wq_killed_by_the_device_is_reset_through_its_event() {

@@ -142,7 +142,7 @@ fn an_sq_that_is_not_ready_ignores_doorbells() {
 
 /// Send queues take turns within a step: a frame doorbelled on a quiet queue leaves after
 /// one turn of a busy queue (SQ_TURN_BBS WQEBBs), not after its whole backlog; the step
-/// still runs every doorbelled WQE. Before the turns the quiet queue's frame left last.
+/// still runs every doorbelled WQE. Without the turns the quiet queue's frame would leave last.
 #[test]
 fn a_quiet_send_queue_waits_one_turn_of_a_busy_one() {
     let nic = Nic::new(vec![Link::capture()], ModelConfig::default()).unwrap();

@@ -122,7 +122,7 @@ mod tx {
         }
     }
 
-    /// Hazard 3: the flush CQEs of an SQ in error come after the driver reset the queue (the
+    /// The flush CQEs of an SQ in error come after the driver reset the queue (the
     /// device had them in flight: `flush=late:2`), and the WQEs the driver did not ask a
     /// completion of have CE = 0 ("report every error"), which silicon answers with a flush CQE
     /// each (`flush_ce=honour_ce`). DPDK consumes WR_FLUSH_ERR CQEs without acting on them
@@ -176,7 +176,7 @@ mod vlan {
     use super::common::{fill_frame, rig};
     use rawpkt::{Burst, QueueConfig, RxQueue, TxQueue};
 
-    /// Hazard 5: a device without `wqe_vlan_insert` (`vlan_insert=off`) fails a WQE that asks
+    /// A device without `wqe_vlan_insert` (`vlan_insert=off`) fails a WQE that asks
     /// the Ethernet segment to insert a tag. DPDK inserts in hardware only where DevX reports the
     /// cap with inline mode "not required" (`mlx5.c` `mlx5_set_min_inline`), and otherwise
     /// writes the tag into the inlined header (`mlx5_txq.c` `txq_set_params`, `vlan_inline`);
@@ -225,12 +225,12 @@ mod clock {
     use super::common::{fill_frame, rig};
     use rawpkt::{flags, Burst, QueueConfig, RxQueue, TxQueue};
 
-    /// Hazard 2: a ConnectX-6 Dx or later may run its CQE timestamps in real-time format,
+    /// A ConnectX-6 Dx or later may run its CQE timestamps in real-time format,
     /// `seconds << 32 | nanoseconds` (DPDK `mlx5.c` `mlx5_rt_timestamp_config` reads the mode,
     /// `mlx5_rxtx.h` `mlx5_txpp_convert_rx_ts` converts). With the device's clock simulated, every
     /// frame's timestamp lies between the real-time clock read before the frame was sent and
-    /// after it arrived, and they never go back. Before: the CQE's value taken as ticks of a
-    /// 156.25 MHz counter, 4.3 s off for every second.
+    /// after it arrived, and they never go back. The CQE's value taken as ticks of a
+    /// 156.25 MHz counter would be 4.3 s off for every second.
     #[test]
     fn real_time_timestamps_are_nanoseconds_of_the_clock() {
         for (knobs, khz) in [
@@ -291,10 +291,10 @@ mod events {
         QueueConfig::default().size(64).recover(true)
     }
 
-    /// Hazard 4: the firmware kills a receive WQ (`IBV_EVENT_WQ_FATAL`, kernel `qp.c`
+    /// The firmware kills a receive WQ (`IBV_EVENT_WQ_FATAL`, kernel `qp.c`
     /// `mlx5_ib_wq_event`): it writes no CQE, so nothing but the event says so. The queue resets
-    /// it on its next empty burst, and traffic resumes. Before: `Ok(0)` forever, every frame
-    /// dropped at the WQ.
+    /// it on its next empty burst, and traffic resumes; unattended, the queue would return
+    /// `Ok(0)` forever, every frame dropped at the WQ.
     #[test]
     fn a_wq_killed_by_the_device_is_reset_and_traffic_resumes() {
         let mut r = rig(q(), mlx5_model::ModelConfig::default(), 512);
@@ -337,7 +337,7 @@ mod events {
 
     /// A CQ in error (`IBV_EVENT_CQ_ERR`: under `cq_overrun=error` an overrun puts it there) writes
     /// nothing more; the queue fails on its next empty burst, in one poll, with its buffers back.
-    /// Before: `Ok(0)` forever.
+    /// Unattended, it would return `Ok(0)` forever.
     #[test]
     fn a_cq_in_error_fails_the_queue_in_one_poll() {
         let mut r = rig(q(), mlx5_model::ModelConfig::default(), 512);
@@ -378,12 +378,12 @@ mod link {
         r.tx.reclaim().unwrap();
     }
 
-    /// W: a link paused by its peer (PFC or 802.3x pause: `link=pause:50`) stops completions for
+    /// A link paused by its peer (PFC or 802.3x pause: `link=pause:50`) stops completions for
     /// 50 ms of device time with no doorbell lost. The watchdog waits in the device's time
     /// (`DvControl::now_ns`: simulated here, and the host slept as long, so a wall-clock 10 ms
     /// watchdog fires too), counts one stall, re-rings after 10 ms and then twice as long each
-    /// time, and nothing is lost. Before: a re-ring every 10 ms, each counted as a missed
-    /// doorbell. Upper bounds only: a slow host cannot fail it.
+    /// time, and nothing is lost (not a re-ring every 10 ms, each counted as a missed
+    /// doorbell). Upper bounds only: a slow host cannot fail it.
     #[test]
     fn a_paused_link_is_not_a_lost_doorbell() {
         let dev = super::device_with(false, &["link=pause:50"]);
@@ -405,7 +405,7 @@ mod link {
         r.teardown();
     }
 
-    /// W: a down link (`IBV_EVENT_PORT_ERR`: the attention word's LINK_DOWN) owes no completion;
+    /// A down link (`IBV_EVENT_PORT_ERR`: the attention word's LINK_DOWN) owes no completion;
     /// the watchdog rings nothing for 50 ms, and the frames go when the link comes back.
     #[test]
     fn a_down_link_rings_nothing() {
@@ -437,10 +437,10 @@ mod link {
         r.tx.tx_burst(&mut out).unwrap()
     }
 
-    /// M: the port's MTU changes while the queue runs (mlx5e `mlx5e_change_mtu` sets the port's
+    /// The port's MTU changes while the queue runs (mlx5e `mlx5e_change_mtu` sets the port's
     /// PMTU; the model's `Nic::set_mtu`). Raised, the queue sends the longer frames it dropped
     /// before; lowered again, it drops them itself rather than post WQEs the device fails
-    /// (LOCAL_LENGTH, and a reset). Before: the MTU of open time, for good.
+    /// (LOCAL_LENGTH, and a reset), rather than keep the MTU of open time for good.
     #[test]
     fn an_mtu_change_is_taken_without_reopening() {
         let dev = mlx5_model::ModelConfig {
@@ -474,12 +474,12 @@ mod striding {
     use rawpkt::{Burst, Pool, PoolConfig, QueueConfig};
     use std::time::{Duration, Instant};
 
-    /// Hazard 7: firmware without `ext_stride_num_range` takes striding WQEs of 2^9 strides and
+    /// Firmware without `ext_stride_num_range` takes striding WQEs of 2^9 strides and
     /// up (kernel `main.c` `mlx5_ib_query_device`), more than this driver's one buffer per stride
     /// (at most 16 per WQE) can post. DPDK falls back to a regular RQ when its MPRQ cannot be
     /// enabled (`mlx5_rxq.c` `mlx5_mprq_prepare`); so does a queue asked for `rx_striding` there:
-    /// it opens, says so, and 20 000 random frames of 60 to 9000 bytes arrive identical. Before:
-    /// the queue did not open ("need 2^9 per WQE").
+    /// it opens, says so, and 20 000 random frames of 60 to 9000 bytes arrive identical, where
+    /// the queue would otherwise not open ("need 2^9 per WQE").
     #[test]
     fn striding_works_on_firmware_without_the_extended_range() {
         const N: u64 = 20_000;

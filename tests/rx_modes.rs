@@ -228,8 +228,8 @@ fn through(dev: ModelConfig, mode: Mode, total: u64, seed: u64) {
     r.teardown();
 }
 
-/// Frames through each mode on each device (issue 15: 10^6 random frames of 60-9000 bytes in
-/// every receive mode, on both devices).
+/// Frames through each mode on each device: 10^6 random frames of 60-9000 bytes in every
+/// receive mode, on both devices.
 const FRAMES: u64 = 1_000_000;
 
 #[test]

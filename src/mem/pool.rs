@@ -189,9 +189,8 @@ impl Pool {
     /// The free stack, for the duration of `f`. A `RefCell` would test and flip a flag on every
     /// bulk operation of every burst; this needs neither, because the pool is not `Sync` and no
     /// `f` in this module calls anything that could reach the pool again (they copy indices
-    /// between slices and the stack, nothing else). Measured with `scripts/callgrind.sh` (cx5,
-    /// 20 000 bursts of 32): a `RefCell` here adds 4 instructions per burst to `tx_burst` and 2
-    /// to `rx_burst` (30.0 → 30.1 and 38.7 → 38.8 per packet).
+    /// between slices and the stack, nothing else). A `RefCell` here adds instructions to every
+    /// `tx_burst` and `rx_burst` (measured with `scripts/callgrind.sh`).
     #[inline(always)]
     fn with_free<R>(&self, f: impl FnOnce(&mut FreeStack) -> R) -> R {
         // SAFETY: `Pool` is !Sync, so only this thread is here, and no closure passed in this
@@ -534,8 +533,7 @@ impl Packet {
 
     /// Sets `len` and `off` with one store: a value from [`Packet::len_off`] (`len` < 2^16).
     /// The receive loop builds that word once per CQE; storing the two fields separately costs
-    /// `rx_burst` 2 instructions per packet (38.7 → 40.7 per packet, over its target of 40;
-    /// `scripts/callgrind.sh`, cx5, 20 000 bursts of 32).
+    /// `rx_burst` instructions on every packet (measured with `scripts/callgrind.sh`).
     #[inline(always)]
     pub(crate) fn set_len_off(&mut self, len_off: u32) {
         // SAFETY: `len` and `off` are adjacent u16 at offsets 4 and 6 of a repr(C) struct
@@ -718,9 +716,8 @@ impl Burst {
     pub fn room(&self) -> usize {
         self.pkts.len() - self.len
     }
-    /// The packets, front first. Unchecked slicing: a checked `&self.pkts[..self.len]` adds 4
-    /// instructions per burst to `tx_burst` (30.0 → 30.1 per packet; `scripts/callgrind.sh`,
-    /// cx5, 20 000 bursts of 32).
+    /// The packets, front first. Unchecked slicing: a checked `&self.pkts[..self.len]` adds
+    /// instructions to every `tx_burst` (measured with `scripts/callgrind.sh`).
     pub fn packets(&self) -> &[Packet] {
         // SAFETY: `len <= pkts.len()` always: `alloc` adds at most `room()`, `commit` asserts
         // it, `take_from` checks `room()`, and the rest only lower `len`.

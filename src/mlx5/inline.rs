@@ -10,8 +10,8 @@
 //! 3. else, where DevX is refused (no kernel support, an old libmlx5), DPDK's table by PCI device:
 //!    ConnectX-4 and 4 Lx, PF and VF, L2; every later device none.
 //!
-//! Before this, rawpkt guessed from `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` alone, which sends a
-//! ConnectX-4 Lx VF whose vport asks for IP or transport headers malformed WQEs.
+//! A guess from `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` alone would send a ConnectX-4 Lx VF whose
+//! vport asks for IP or transport headers malformed WQEs.
 
 use crate::dv::prm::{devx, InlineMode};
 use crate::sys::rdma::Context;

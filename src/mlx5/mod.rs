@@ -32,11 +32,11 @@ pub use report::{report, DeviceReport, StridingCaps};
 use crate::spec::{Backend, PortOptions};
 use crate::Error;
 
-use crate::sys::rdma::LibPaths;
+use crate::sys::rdma::{LibPaths, LoadError};
 
 /// Opens `kind:rest` (`mlx5:` picks DV when it can, `verbs:` forces ibverbs).
 pub(crate) fn open_port(kind: &str, rest: &str, opts: &PortOptions) -> Result<Box<dyn Backend>, Error> {
-    let rdma = crate::sys::rdma::rdma(opts.rdma_core.as_ref()).map_err(|e| Error::device(e.to_string()))?;
+    let rdma = crate::sys::rdma::rdma(opts.rdma_core.as_ref()).map_err(load_error)?;
     Ok(Box::new(port::Mlx5Port::open(rdma, kind, rest, opts)?))
 }
 
@@ -61,6 +61,15 @@ pub fn probe(
         ibverbs: libibverbs.into(),
         mlx5: libmlx5.into(),
     })
-    .map_err(|e| Error::device(e.to_string()))?;
+    .map_err(load_error)?;
     discover::list_devices(&rdma)
+}
+
+/// rdma-core not loaded: the paths given at fault (`LoadError::is_usage`) or the machine.
+fn load_error(e: LoadError) -> Error {
+    if e.is_usage() {
+        Error::config(e.to_string())
+    } else {
+        Error::device(e.to_string())
+    }
 }

@@ -1031,6 +1031,10 @@ impl Backend for Mlx5Port {
         }
     }
 
+    fn rx_queues(&self) -> u16 {
+        self.shared.rx_queues
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -19,10 +19,12 @@ use mlx5_model::{Link, ModelConfig, Nic, QueueMem, RqOptions};
 /// The device `profile` and `knobs` describe (the default device, [`ModelConfig::default`], for
 /// none) run as `opts` say (trace, receive rate).
 fn model_config(opts: &ModelOptions, profile: Option<&str>, knobs: &[String]) -> Result<ModelConfig, String> {
+    let device = ModelConfig::with_profile(profile, knobs)?;
     Ok(ModelConfig {
         trace: opts.trace.clone(),
         rx_capacity_pps: opts.rx_capacity_pps,
-        ..ModelConfig::with_profile(profile, knobs)?
+        rx_buffer_s: opts.rx_buffer_s.unwrap_or(device.rx_buffer_s),
+        ..device
     })
 }
 
@@ -345,13 +347,37 @@ pub(crate) fn open_model(rest: &str, spec: &str, opts: &PortOptions) -> Result<B
         }
         None => {
             let m = &opts.model;
+            if let Some(b) = m.rx_buffer_s.filter(|b| !(b.is_finite() && (0.0..=60.0).contains(b))) {
+                return Err(Error::config(format!(
+                    "{}: ModelOptions::rx_buffer_s {b} must be from 0 to 60 seconds",
+                    echo(spec)
+                )));
+            }
             if let Some(r) = m.rx_capacity_pps.filter(|r| !(r.is_finite() && *r > 0.0)) {
                 return Err(Error::config(format!(
                     "{}: ModelOptions::rx_capacity_pps {r} must be a positive number of frames a second",
                     echo(spec)
                 )));
             }
-            let nic = Nic::new(wires, device).map_err(|e| Error::device(e.to_string()).caused_by(e))?;
+            if let Some(cpu) = m.cpu {
+                let online = rawpkt_sys::online_cpus();
+                if !online.contains(&cpu) {
+                    return Err(Error::config(format!(
+                        "{}: ModelOptions::cpu {cpu}: no such CPU (online: {})",
+                        echo(spec),
+                        rawpkt_sys::cpu_list(&online)
+                    )));
+                }
+            }
+            // A trace path that names no regular file is the caller's to change.
+            let nic = Nic::new(wires, device).map_err(|e| {
+                let kind = if rawpkt_sys::file::refused(&e) {
+                    Error::config
+                } else {
+                    Error::device
+                };
+                kind(e.to_string()).caused_by(e)
+            })?;
             nic.start(m.cpu);
             let ids = Arc::new(QueueIds::default());
             models.push((key.clone(), Arc::downgrade(&nic), ids.clone()));

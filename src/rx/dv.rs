@@ -1,63 +1,33 @@
-//! The mlx5 Direct Verbs receive path: a cyclic RQ with one data segment per WQE, CQEs polled by
-//! owner bit, buffers handed up in the CQE's order and replaced in bursts. Modelled on VPP
+//! The mlx5 Direct Verbs receive path on a cyclic RQ: one WQE per frame, CQEs polled by owner
+//! bit, buffers handed up in the CQE's order and replaced in bursts. Modelled on VPP
 //! `rdma/input.c` (buffers taken from the ring in order, refill in bulk, CQ doorbell only after
 //! progress) and DPDK `mlx5_rx.c` (`mlx5_rx_err_handle`: which syndromes reset the queue).
+//!
+//! The queue is the receive core (`rx::dv_core`) on a cyclic RQ ([`Cyclic`]): this file holds
+//! what only a cyclic RQ does: its refill, what its CQEs mean past the core's fast path (the
+//! general path), its compressed sessions (hash mini-CQEs, each a frame in one WQE), and WQEs of
+//! several buffers and VLAN stripping (`burst_offload`).
 
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::REFILL_BATCH;
+use super::dv_core::{Progress, RqKind, RxCore, Zip, FLAGS_LUT, MINI};
 use crate::dv::prm::{
-    cqe_flags, mini_array_slot, syndrome, Be64, Cqe64, DataSeg, MiniArray, MiniCqe, CQE_RESP_ERR, CQE_RESP_SEND,
+    cqe_flags, mini_array_slot, syndrome, Be64, Cqe64, DataSeg, MiniCqe, MiniFormat, CQE_RESP_ERR, CQE_RESP_SEND,
 };
-use crate::dv::ring::{CqInfo, CqRing, CqSegment, RqRing, RwqInfo, RxPoll};
-use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
-use crate::mem::pool::{flags, Burst, Packet, Pool, SegLink};
+use crate::dv::ring::{CqInfo, CqRing, RqRing, RwqInfo, RxPoll};
+use crate::dv::{failed_error, DvControl};
+use crate::mem::pool::{flags, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// A receive queue on a cyclic RQ: one WQE per frame, one buffer per data segment.
 pub struct DvRxQueue {
-    rq: RqRing,
-    cq: CqRing,
-    pool: Rc<Pool>,
-    ctl: Arc<dyn DvControl>,
-    /// The queue's attention word (`dv::attention`), read on an empty burst.
-    attn: crate::dv::AttentionWord,
-    wq_num: u32,
-    /// Buffer posted in each RQ slot.
-    bufs: Box<[u32]>,
-    /// WQEs posted (free-running) and WQEs the device has completed.
-    rq_pi: u32,
-    rq_ci: u32,
-    cq_ci: u32,
-    data_off: u16,
-    data_room: u32,
-    timestamps: bool,
-    /// What the CQEs' timestamps count, to hand them up in ns (read only when `timestamps`).
-    clock: TickClock,
-    /// Timestamps asked for and in real-time format: converted after each burst
-    /// (`rx_real_time`).
-    real_time: bool,
-    /// Free WQEs that make a refill worth its fixed cost.
-    refill_min: u32,
-    /// The CPU has MOVBE: bursts run in the build for it ([`rx_burst_movbe`], [`rx_zip_movbe`],
-    /// and with `avx2` [`rx_zip_avx2`]).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    movbe: bool,
-    /// The CPU has AVX2: the refill computes WQE addresses four at a time ([`avx2::post_addrs_avx2`]),
-    /// and with `movbe` compressed sessions' full arrays are expanded four mini-CQEs a step
-    /// ([`avx2::zip_chunk`]); `rx_burst` relies on it for its dispatch.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    avx2: bool,
-    /// Mini-CQE arrays the AVX2 path expanded (tests check that it ran).
-    #[cfg(test)]
-    vector_arrays: u64,
-    /// The device could not be stopped: the posted buffers must never go back to the pool.
-    device_holds_buffers: bool,
-    recover: bool,
-    failed: Option<u8>,
-    stats: QueueStats,
-    scratch: Box<[u32]>,
+    core: RxCore<Cyclic>,
+}
+
+/// A cyclic RQ: its ring, and how its WQEs hold frames.
+pub(crate) struct Cyclic {
+    ring: RqRing,
     /// Data segments (buffers) per receive WQE that hold a frame: 1 unless
     /// `QueueConfig::rx_max_frame` asks for frames longer than one buffer.
     sg: u32,
@@ -65,89 +35,63 @@ pub struct DvRxQueue {
     seg_stride: u32,
     /// The device strips 802.1Q tags (`QueueConfig::rx_vlan_strip`): each packet's is handed up.
     vlan_strip: bool,
-    /// `sg > 1 || vlan_strip`: bursts go through [`DvRxQueue::burst_offload`], which also expands
+    /// `sg > 1 || vlan_strip`: bursts go through [`RxCore::burst_offload`], which also expands
     /// compressed sessions on such a queue.
     offload: bool,
-    /// The CQ compresses receive completions (created with a mini-CQE format): bursts of a
-    /// one-buffer queue go to [`DvRxQueue::burst_zip`], which expands sessions.
-    zip_on: bool,
-    /// The compressed session being handed up, which may span bursts.
-    zip: Zip,
     /// The session title's `hdr_type_etc`/`vlan_info` word ([`Cqe64::hdr_type_vlan`]), for
-    /// [`DvRxQueue::burst_offload`]: a stripped tag is the title's for every packet of the
+    /// [`RxCore::burst_offload`]: a stripped tag is the title's for every packet of the
     /// session (set there only, so the one-buffer expansion does not pay for it).
     zip_hv: u32,
+    /// Mini-CQE arrays the AVX2 path expanded (tests check that it ran).
+    #[cfg(test)]
+    vector_arrays: u64,
 }
 
-/// A compressed session (reference §3.11): title at CQ index `head`, `n` packets of which `done`
-/// are handed up. Flags and drop count come from the title, common to every packet (Linux
-/// `mlx5e_decompress_cqe`, DPDK `rxq_cq_decompress_v`); per packet, a mini-CQE gives the byte
-/// count and RSS hash. The array being read is copied, as VPP keeps `n_mini_cqes_left` and
-/// its state across polls: its slot may be rewritten once the consumer index is published past it.
-/// Shared with the striding queue (`rx::dv_striding`), whose stride-index mini-CQEs carry no hash:
-/// there every packet takes the title's (`hash`).
-#[derive(Default)]
-pub(crate) struct Zip {
-    pub(crate) head: u32,
-    pub(crate) n: u32,
-    pub(crate) done: u32,
-    pub(crate) flags: u32,
-    pub(crate) drops: u8,
-    pub(crate) hash: u32,
-    pub(crate) minis: MiniArray,
-}
+/// The cyclic RQ in the receive core: the consumer index counts WQEs, one buffer each on the
+/// core's fast path and in compressed sessions.
+impl RqKind for Cyclic {
+    const LEN_BIAS: u32 = 0;
 
-impl Zip {
-    /// The session titled by `title` at CQ index `ci`, its first mini-CQE array read (at `ci + 1`).
     #[inline(always)]
-    pub(crate) fn open(title: &Cqe64, ci: u32, cq: &CqRing) -> Zip {
-        Zip {
-            head: ci,
-            n: title.mini_cqe_count(),
-            done: 0,
-            flags: FLAGS_LUT[(title.hdr_type_vlan() >> 16) as usize & 0x7ff],
-            drops: title.rx_drops(),
-            hash: title.rx_hash_res.get(),
-            minis: cq.reader().mini_array(ci.wrapping_add(mini_array_slot(0))),
+    fn log_units(&self) -> u32 {
+        0
+    }
+    fn wqes(&self) -> u32 {
+        self.ring.size() / self.seg_stride
+    }
+    fn bufs_per_wqe(&self) -> u32 {
+        self.sg
+    }
+    #[inline(always)]
+    fn ring_doorbell(&self, pi: u32) {
+        self.ring.ring_doorbell(pi);
+    }
+    #[inline(always)]
+    fn refill(q: &mut RxCore<Self>, min: u32) {
+        if q.rq.sg > 1 {
+            q.refill_sg(min);
+        } else {
+            q.refill(min);
         }
     }
-
-    /// Drops every completion `cq` holds from consumer index `ci` on (a WQ reset made them stale):
-    /// the rest of this session, then each CQE, a session (on a compressing CQ, `zip_on`) as
-    /// many as its packets, their slots invalidated. Returns the new consumer index and the
-    /// packets dropped; the session is closed.
-    pub(crate) fn drain(&mut self, cq: &CqRing, ci: u32, zip_on: bool) -> (u32, u64) {
-        let r = cq.reader();
-        let left = self.n - self.done;
-        for k in self.done.max(1)..self.n {
-            r.invalidate(self.head.wrapping_add(k));
+    fn release_posted(q: &mut RxCore<Self>) {
+        if q.rq.sg > 1 {
+            q.release_sg();
+        } else {
+            q.release_bufs();
         }
-        let mut ci = ci.wrapping_add(left);
-        let mut dropped = u64::from(left);
-        *self = Zip::default();
-        while cq.ready(ci) {
-            let n = match cq.poll(ci) {
-                Some(c) if zip_on && c.is_title() => c.mini_cqe_count().clamp(1, cq.size()),
-                _ => 1,
-            };
-            for k in 1..n {
-                r.invalidate(ci.wrapping_add(k));
-            }
-            ci = ci.wrapping_add(n);
-            dropped += u64::from(n);
-        }
-        (ci, dropped)
     }
-
-    /// The mini-CQE array holding packet `k` of the session, read when `k` starts one (the first
-    /// was read by [`Zip::open`]).
     #[inline(always)]
-    pub(crate) fn next_array(&mut self, k: u32, cq: &CqRing) {
-        if k.is_multiple_of(MINI) && k != 0 {
-            self.minis = cq
-                .reader()
-                .mini_array(self.head.wrapping_add(mini_array_slot(k / MINI)));
-        }
+    fn general(q: &mut RxCore<Self>, out: &mut Burst) -> Result<usize, QueueError> {
+        q.burst_general(out)
+    }
+    #[inline(always)]
+    fn burst_zip<const V: usize>(q: &mut RxCore<Self>, out: &mut Burst) -> Result<usize, QueueError> {
+        q.burst_zip::<V>(out)
+    }
+    /// Full mini-CQE arrays, eight packets.
+    fn vector_width(&self) -> usize {
+        MINI as usize
     }
 }
 
@@ -203,69 +147,72 @@ impl DvRxQueue {
         if cq.size() < rq.size() / seg_stride {
             return Err(Error::device("RX CQ smaller than its receive queue"));
         }
-        let clock = match ctl.clock() {
-            Some(c) => c,
-            None if cfg.rx_timestamps => {
-                return Err(Error::config(
-                    "receive timestamps: the device reports no clock frequency (hca_core_clock), \
-                     so its completions' timestamps cannot be read as nanoseconds",
-                ))
-            }
-            None => TickClock::NANOSECONDS,
-        };
         let size = rq.size() / seg_stride;
-        // Mini-CQEs carry no timestamp: a compressing CQ is refused with timestamps on. Scatter
-        // and stripping queues expand sessions in `burst_offload`.
-        let zip_on = cq_comp(&cq, cfg)?;
-        let mut q = DvRxQueue {
-            rq,
-            cq,
-            pool: pool.clone(),
-            attn: ctl.attention(),
-            ctl,
-            wq_num,
-            bufs: vec![NO_BUF; (size * sg) as usize].into_boxed_slice(),
-            rq_pi: 0,
-            rq_ci: 0,
-            cq_ci: 0,
-            data_off: pool.headroom(),
-            data_room: pool.data_room(),
-            timestamps: cfg.rx_timestamps,
-            real_time: cfg.rx_timestamps && clock.is_real_time(),
-            clock,
-            refill_min: REFILL_BATCH.min(size / 4).max(1),
-            movbe: cfg.cpu_vector && crate::dv::cpu_has_movbe(),
-            avx2: cfg.cpu_vector && crate::dv::cpu_has_avx2(),
-            device_holds_buffers: false,
-            recover: cfg.recover,
-            failed: None,
-            stats: QueueStats::default(),
-            scratch: vec![0; (size * sg) as usize].into_boxed_slice(),
+        let kind = Cyclic {
+            ring: rq,
             sg,
             seg_stride,
             vlan_strip: cfg.rx_vlan_strip,
             offload: sg > 1 || cfg.rx_vlan_strip,
-            zip_on,
-            zip: Zip::default(),
+            zip_hv: 0,
             #[cfg(test)]
             vector_arrays: 0,
-            zip_hv: 0,
         };
+        // Scatter and stripping queues expand sessions in `burst_offload`.
+        let room = (pool.data_room(), MiniFormat::Hash);
+        let mut q = RxCore::new(kind, cq, room, pool, cfg, ctl, wq_num)?;
         // Byte count and lkey never change; a refill rewrites only the address (VPP). Segments
         // past `sg` end the scatter list (rdma-core `mlx5_post_wq_recv`'s terminator).
         let seg = DataSeg::new(pool.data_room(), lkey, 0);
         for i in 0..size * seg_stride {
-            *q.rq.wqe(i) = if i % seg_stride < sg { seg } else { DataSeg::TERMINATOR };
+            *q.rq.ring.wqe(i) = if i % seg_stride < sg { seg } else { DataSeg::TERMINATOR };
         }
-        q.refill_any(0);
-        Ok(q)
+        Cyclic::refill(&mut q, 0);
+        Ok(DvRxQueue { core: q })
     }
 
+    /// Receive WQEs posted and not yet completed. The DV tests read it (feature `internals`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn posted(&self) -> u32 {
+        self.core.posted()
+    }
+
+    /// Chooses the builds for the CPU's MOVBE and AVX2 (the AVX2 refill and session expansion
+    /// where it has it) or the portable one (tests run both on a MOVBE machine).
+    #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
+    pub(crate) fn set_movbe(&mut self, on: bool) {
+        self.core.set_cpu_features(on, on);
+    }
+
+    /// Runs the portable build where `movbe` is false, and no AVX2 where `avx2` is false.
+    #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
+    pub(crate) fn set_cpu_features(&mut self, movbe: bool, avx2: bool) {
+        self.core.set_cpu_features(movbe, avx2);
+    }
+}
+
+impl RxQueue for DvRxQueue {
+    #[inline(never)]
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        if self.core.rq.offload {
+            return self.core.burst_offload(out);
+        }
+        self.core.rx_burst(out)
+    }
+
+    fn stats(&self) -> &QueueStats {
+        &self.core.stats
+    }
+}
+
+/// The one-buffer cyclic queue's own paths: refill, the CQEs the core's fast path does not
+/// take, compressed sessions.
+impl RxCore<Cyclic> {
     /// Posts fresh buffers into every free RQ slot once at least `min` are free. Indices go
     /// straight from the pool into the ring's buffer slots; only the WQE address is rewritten.
     #[inline(always)]
     fn refill(&mut self, min: u32) {
-        let size = self.rq.size();
+        let size = self.rq.ring.size();
         let free = self.rq_ci.wrapping_add(size).wrapping_sub(self.rq_pi);
         if free < min.max(1) {
             return;
@@ -295,7 +242,7 @@ impl DvRxQueue {
             self.post_wrapped(pi0.wrapping_add(n1 as u32), got - n1);
         }
         self.rq_pi = pi0.wrapping_add(got as u32);
-        self.rq.ring_doorbell(self.rq_pi);
+        self.rq.ring.ring_doorbell(self.rq_pi);
     }
 
     /// Writes the addresses of the buffers in slots `at .. at + n` of the ring (which must not
@@ -304,13 +251,13 @@ impl DvRxQueue {
     fn post(&mut self, pi: u32, at: usize, n: usize) {
         let geo = self.pool.geometry();
         let off = u32::from(self.data_off);
-        let mut rq = self.rq.writer();
+        let mut rq = self.rq.ring.writer();
         let (segs, bufs) = (rq.segment(pi, n), &self.bufs[at..at + n]);
         #[cfg(target_arch = "x86_64")]
         let (segs, bufs) = if self.avx2 {
             let (base, bsize) = geo.base_and_size(off);
             let bsize = u32::try_from(bsize).expect("a pool's buffer size is a u32");
-            // SAFETY: `avx2` is set only where the CPU reports AVX2 (`DvRxQueue::new`).
+            // SAFETY: `avx2` is set only where the CPU reports AVX2 (`RxCore::new`).
             #[allow(unsafe_code)]
             let k = unsafe { avx2::post_addrs_avx2(segs, bufs, base, bsize) };
             (&mut segs[k..], &bufs[k..])
@@ -331,134 +278,11 @@ impl DvRxQueue {
         }
     }
 
-    /// [`DvRxQueue::post`] for the piece of a refill after the ring's end (slots from 0), out
+    /// [`RxCore::post`] for the piece of a refill after the ring's end (slots from 0), out
     /// of line: most refills do not wrap.
     #[inline(never)]
     fn post_wrapped(&mut self, pi: u32, n: usize) {
         self.post(pi, 0, n);
-    }
-
-    /// DPDK `mlx5_rx_err_handle` for critical syndromes: reset the WQ, drop completions that
-    /// precede the reset, zero the RQ doorbell record, return the buffers the WQ held to the pool
-    /// and post fresh ones from WQE 0. No buffer is lost.
-    #[cold]
-    fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
-        // Stop the device first: until the WQ is reset it may still write into posted buffers.
-        if self.ctl.reset_rq(self.wq_num).is_err() {
-            // It cannot be stopped: its buffers stay with it (lost to the pool) rather than be
-            // handed out while the device may write them.
-            self.failed = Some(synd);
-            self.device_holds_buffers = true;
-            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
-        }
-        self.drain_cq();
-        self.cq.publish_ci(self.cq_ci);
-        // Whatever was posted goes back to the pool; the refill below posts fresh buffers from
-        // WQE 0.
-        self.release_posted();
-        self.rq_ci = 0;
-        self.rq_pi = 0;
-        self.rq.ring_doorbell(0);
-        if !self.recover {
-            self.failed = Some(synd);
-            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
-        }
-        self.stats.recoveries += 1;
-        self.refill_any(0);
-        Ok(())
-    }
-
-    /// The receive fast path: hands up packets from consecutive plain RESP_SEND CQEs starting at
-    /// `ci`, into `out`, and stops at the first CQE that is anything else. It runs over segments
-    /// that cross neither the CQ's nor the RQ's end (the common burst is one), so the loop works
-    /// on plain slices with one owner parity, and only locals live in it.
-    #[inline(always)]
-    fn poll_packets<const TIMESTAMPS: bool>(
-        &self,
-        out: &mut [Packet],
-        ci: u32,
-        rq_ci: u32,
-        bytes: &mut u64,
-        drops: &mut u64,
-    ) -> usize {
-        let cq = self.cq.reader();
-        let (cq_size, rq_size) = (self.cq.size() as usize, self.bufs.len());
-        let mut n = 0;
-        while n < out.len() {
-            let c = ci.wrapping_add(n as u32);
-            let r = rq_ci.wrapping_add(n as u32) as usize & (rq_size - 1);
-            let seg_len = (out.len() - n)
-                .min(cq_size - (c as usize & (cq_size - 1)))
-                .min(rq_size - r);
-            let k = self.poll_segment::<TIMESTAMPS>(
-                &mut out[n..n + seg_len],
-                &self.bufs[r..r + seg_len],
-                cq.segment(c, seg_len),
-                bytes,
-                drops,
-            );
-            n += k;
-            if k < seg_len {
-                break;
-            }
-        }
-        n
-    }
-
-    /// One wrap-free segment of [`DvRxQueue::poll_packets`]: `slots`, `bufs` and `seg` have one
-    /// length. Returns how many packets it handed up.
-    #[inline(always)]
-    fn poll_segment<const TIMESTAMPS: bool>(
-        &self,
-        slots: &mut [Packet],
-        bufs: &[u32],
-        seg: CqSegment<'_>,
-        bytes: &mut u64,
-        drops: &mut u64,
-    ) -> usize {
-        let (len_off, room) = (Packet::len_off(0, self.data_off), self.data_room);
-        // Bytes, in 32 bits: a call's worth (at most a ring of 64 KiB frames) fits without
-        // widening per packet.
-        let mut byte_sum = 0u32;
-        // The frames the device dropped before each CQE for want of a posted WQE: per CQE only an
-        // OR, summed afterwards if any is not 0.
-        let mut drop_any = 0u8;
-        let mut k = 0;
-        for (slot, &buf) in slots.iter_mut().zip(bufs) {
-            let Some(cqe) = seg.packet(k) else { break };
-            let len = cqe.byte_cnt.get();
-            if len > room {
-                break;
-            }
-            // Field by field: without timestamps the slot's old timestamp stays, and is
-            // meaningless because `flags::TIMESTAMP` is clear.
-            // `len` < 2^16: it is at most `room`, a pool's data room.
-            slot.set_len_off(len | len_off);
-            slot.rss_hash = cqe.rx_hash_res.get();
-            slot.flags =
-                FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff] | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
-            // After the others: next to `len`/`off` in an 8-byte aligned `Packet`, the compiler
-            // would merge the two stores into one 64-bit store that takes two more instructions
-            // to assemble (39.8 instead of 38.7 per packet; `scripts/callgrind.sh`, cx5).
-            slot.buf = buf;
-            if TIMESTAMPS {
-                // Device ticks to ns on the one time base of the device (`TickClock`).
-                slot.timestamp = self.clock.ns(cqe.timestamp.get());
-            }
-            byte_sum += len;
-            drop_any |= cqe.rx_drops();
-            k += 1;
-        }
-        if drop_any != 0 {
-            // The device ran out of posted WQEs at some point: count what it dropped (a second
-            // look at CQEs already taken, which are not handed back yet).
-            *drops += (0..k)
-                .filter_map(|j| seg.packet(j))
-                .map(|c| u64::from(c.rx_drops()))
-                .sum::<u64>();
-        }
-        *bytes += u64::from(byte_sum);
-        k
     }
 
     /// The CQE at `ci` when it is not a good packet: nothing yet, a completion error, a length
@@ -477,7 +301,7 @@ impl DvRxQueue {
         }
         let buf = self.bufs[rq_ci as usize & (self.bufs.len() - 1)];
         if cqe.opcode() == CQE_RESP_SEND && cqe.format() == 0 {
-            if cqe.byte_cnt.get() <= self.data_room {
+            if cqe.byte_cnt.get() <= self.room {
                 // The device wrote it after the fast path looked: take it there.
                 return Other::Ready;
             }
@@ -493,9 +317,7 @@ impl DvRxQueue {
             self.stats.errors.bad_cqe += 1;
             return Other::Fatal(syndrome::LOCAL_QP_OP);
         }
-        let synd = cqe.as_err().syndrome;
-        self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
-        if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
+        if let Err(synd) = self.error_cqe(&cqe) {
             return Other::Fatal(synd);
         }
         // The WQE was consumed without a packet; its buffer goes back to the pool and the slot
@@ -504,82 +326,12 @@ impl DvRxQueue {
         Other::Skipped
     }
 
-    /// Returns every posted buffer to the pool (the WQ was reset or is going away).
-    fn release_posted(&mut self) {
-        if self.sg > 1 {
-            return self.release_sg();
-        }
-        let mask = self.rq.size() - 1;
-        let mut n = 0;
-        while self.rq_ci != self.rq_pi {
-            self.scratch[n] = self.bufs[(self.rq_ci & mask) as usize];
-            self.rq_ci = self.rq_ci.wrapping_add(1);
-            n += 1;
-        }
-        self.pool.free_bulk(&self.scratch[..n]);
-    }
-
-    /// What the attention word `a` says (`dv::attention`), acted on: the device stopped (the
-    /// queue fails), the CQ is in error (the queue fails: kernel `cq.c` `mlx5_ib_cq_event`,
-    /// `ibv_poll_cq(3)`: a CQ in error is unusable, and it writes nothing more, so without this
-    /// the queue would return 0 forever), the WQ was killed (reset as after a critical error
-    /// CQE, DPDK `mlx5_rx_err_handle`; VPP's `rdma_async_event_read_ready` treats such events
-    /// as errors). An MTU change needs nothing of a receive queue.
-    #[cold]
-    #[inline(never)]
-    fn attend(&mut self, a: u32) -> Result<(), QueueError> {
-        use crate::dv::attention as at;
-        use std::sync::atomic::Ordering::AcqRel;
-        if a & at::DEVICE_FATAL != 0 {
-            return Err(self.stop_on_fatal());
-        }
-        if a & at::CQ_ERROR != 0 {
-            log::warn!(
-                "RX queue on WQ {:#x}: its CQ went into error (overrun); the queue fails",
-                self.wq_num
-            );
-            self.stats.errors.cq_error += 1;
-            // Stop the device writing into posted buffers before they go back.
-            if self.ctl.reset_rq(self.wq_num).is_ok() {
-                self.release_posted();
-            } else {
-                self.device_holds_buffers = true;
-            }
-            self.failed = Some(crate::dv::FAILED_CQ_ERROR);
-            return Err(crate::dv::failed_error(crate::dv::FAILED_CQ_ERROR));
-        }
-        self.attn.fetch_and(!(at::QUEUE_FATAL | at::MTU_CHANGED), AcqRel);
-        if a & at::QUEUE_FATAL != 0 {
-            self.stats.errors.queue_fatal += 1;
-            self.zip = Zip::default();
-            self.recover_or_fail(syndrome::LOCAL_QP_OP)?;
-        }
-        Ok(())
-    }
-
-    /// The device stopped on a fatal error: it writes nothing any more, so every posted buffer
-    /// goes back to the pool and the queue fails.
-    #[cold]
-    fn stop_on_fatal(&mut self) -> QueueError {
-        self.release_posted();
-        self.failed = Some(FAILED_DEVICE_FATAL);
-        self.stats.device_fatal = 1;
-        QueueError::DeviceFatal
-    }
-
-    /// [`RxQueue::rx_burst`]: hand up what completed, then refill (the burst both DV queues
-    /// share, `rx::dv_burst`).
-    #[inline(always)]
-    fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        super::dv_burst::burst(self, out)
-    }
-
     /// Every burst the one-segment path does not take: ring wraps, error and unexpected CQEs.
     /// Out of line, so that the common path keeps its registers.
     #[inline(never)]
     fn burst_general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        let mut p = Progress::at(self);
-        let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
+        let mut p = Progress::at(self.cq_ci, self.rq_ci);
+        let posted = self.posted() as usize;
         let spare = out.spare();
         let room = spare.len().min(posted);
         let spare = &mut spare[..room];
@@ -599,10 +351,10 @@ impl DvRxQueue {
                 break;
             }
         }
-        self.finish(out, p)
+        self.end_burst(out, p)
     }
 
-    /// The slow path's verdict on the CQE at `p.ci` ([`DvRxQueue::poll_other`]), applied to the
+    /// The slow path's verdict on the CQE at `p.ci` ([`RxCore::poll_other`]), applied to the
     /// burst: whether it goes on.
     fn take_other(&mut self, p: &mut Progress) -> bool {
         match self.poll_other(p.ci, p.rq_ci) {
@@ -620,67 +372,22 @@ impl DvRxQueue {
         }
     }
 
-    /// The end of a general burst: commit the packets, publish the consumer index, count,
-    /// recover from an error, refill.
+    /// [`RxCore::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
+    /// sessions expanded ([`RxCore::open_session`], [`RxCore::expand`]). `V`: 0, or 8 in the
+    /// AVX2 build (the core's `zip_avx2`, the one caller with it), whose whole sessions' full
+    /// arrays [`avx2::zip_chunk`] expands.
     #[inline(always)]
-    fn finish(&mut self, out: &mut Burst, p: Progress) -> Result<usize, QueueError> {
-        let n = p.n;
-        out.commit(n);
-        self.end_burst(p)
-    }
-
-    /// The end of a burst that polled CQEs up to `p.ci` (and RQ WQEs up to `p.rq_ci`) and handed
-    /// up `p.n` packets, committed: publishes the consumer index, counts, recovers after a fatal
-    /// error CQE and refills. Inline, so that the refill runs in the MOVBE build of a burst
-    /// (one `movbe` store per WQE address instead of a byte swap and a store).
-    #[inline(always)]
-    fn end_burst(&mut self, p: Progress) -> Result<usize, QueueError> {
-        let n = p.n;
-        if p.ci != self.cq_ci {
-            self.cq_ci = p.ci;
-            self.rq_ci = p.rq_ci;
-            self.cq.publish_ci(p.ci);
-        }
-        self.stats.packets += n as u64;
-        self.stats.bytes += p.bytes;
-        self.stats.drops += p.drops;
-        if n > 0 {
-            self.stats.bursts += 1;
-        } else {
-            let a = self.attn.load(std::sync::atomic::Ordering::Relaxed);
-            if a & crate::dv::attention::ACT != 0 {
-                self.attend(a)?;
-            }
-        }
-        if let Some(synd) = p.error {
-            self.zip = Zip::default();
-            self.recover_or_fail(synd)?;
-        }
-        self.refill_any(self.refill_min);
-        Ok(n)
-    }
-
-    /// Drops every completion the CQ holds (a WQ reset made them stale), compressed sessions
-    /// slot by packet as the device counts them, their slots invalidated.
-    fn drain_cq(&mut self) {
-        let (ci, dropped) = self.zip.drain(&self.cq, self.cq_ci, self.zip_on);
-        self.cq_ci = ci;
-        self.stats.drops += dropped;
-    }
-
-    /// [`DvRxQueue::burst_general`] for a compressing CQ: plain CQEs as there, and compressed
-    /// sessions expanded ([`DvRxQueue::open_session`], [`DvRxQueue::expand`]). `V`: the AVX2
-    /// build ([`rx_zip_avx2`], the one caller with it), whose whole sessions' full arrays
-    /// [`avx2::zip_chunk`] expands.
-    #[inline(always)]
-    fn burst_zip<const V: bool>(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        debug_assert!(!V || (self.movbe && self.avx2), "the AVX2 build on a CPU without it");
+    fn burst_zip<const V: usize>(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        debug_assert!(
+            V == 0 || (self.movbe && self.avx2),
+            "the AVX2 build on a CPU without it"
+        );
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
         same_pool(&self.pool, out)?;
-        let mut p = Progress::at(self);
-        let posted = self.rq_pi.wrapping_sub(self.rq_ci) as usize;
+        let mut p = Progress::at(self.cq_ci, self.rq_ci);
+        let posted = self.posted() as usize;
         let spare = out.spare();
         let room = spare.len().min(posted);
         let spare = &mut spare[..room];
@@ -693,7 +400,7 @@ impl DvRxQueue {
                     p.drops = drops;
                     p.ci = p.ci.wrapping_add(n);
                     p.rq_ci = p.rq_ci.wrapping_add(n);
-                    return self.finish(out, p);
+                    return self.end_burst(out, p);
                 }
             } else if let Some((title, take)) = self.session_prefix(p.ci, p.rq_ci, room) {
                 // A session longer than the burst: its first whole groups of eight here, the
@@ -706,7 +413,7 @@ impl DvRxQueue {
                 self.zip = zip;
                 p.ci = p.ci.wrapping_add(take);
                 p.rq_ci = p.rq_ci.wrapping_add(take);
-                return self.finish(out, p);
+                return self.end_burst(out, p);
             }
         }
         loop {
@@ -756,11 +463,11 @@ impl DvRxQueue {
                 }
             }
         }
-        self.finish(out, p)
+        self.end_burst(out, p)
     }
 
     /// The session titled at CQ index `ci` (buffers from RQ index `rq_ci` on) if there is one
-    /// that [`DvRxQueue::expand_whole`] takes: at least two packets, all of it fits `left` slots
+    /// that [`RxCore::expand_whole`] takes: at least two packets, all of it fits `left` slots
     /// of the burst and the posted WQEs, and neither ring wraps inside it. Its packet count, the title's flags (every
     /// packet's) and the device drops it reports (the title's count, per packet).
     #[inline(always)]
@@ -785,7 +492,7 @@ impl DvRxQueue {
 
     /// The session titled at CQ index `ci` (buffers from RQ index `rq_ci` on) when it is longer
     /// than the `room` of the burst: its title and how many of its packets, the whole groups of
-    /// eight that fit (at least one), [`DvRxQueue::expand_whole`] takes now, as neither ring
+    /// eight that fit (at least one), [`RxCore::expand_whole`] takes now, as neither ring
     /// wraps inside them and it claims no more packets than there are posted WQEs.
     #[inline(never)]
     fn session_prefix(&self, ci: u32, rq_ci: u32, room: usize) -> Option<(Cqe64, u32)> {
@@ -825,7 +532,7 @@ impl DvRxQueue {
     #[inline(always)]
     fn expand(&mut self, slots: &mut [Packet], rq_ci: u32, bytes: &mut u64, drops: &mut u64) -> (usize, u32) {
         let cq = self.cq.reader();
-        let (len_off, room) = (Packet::len_off(0, self.data_off), self.data_room);
+        let (len_off, room) = (Packet::len_off(0, self.data_off), self.room);
         let rq_size = self.bufs.len();
         let take = (slots.len() as u32).min(self.zip.n - self.zip.done);
         let (mut used, mut handed) = (0u32, 0usize);
@@ -874,15 +581,15 @@ impl DvRxQueue {
         (handed, used)
     }
 
-    /// [`DvRxQueue::expand`] for a whole session of `slots.len()` packets titled at CQ index
+    /// [`RxCore::expand`] for a whole session of `slots.len()` packets titled at CQ index
     /// `ci` (with buffers from RQ index `rq_ci` on, `flags` every packet's), which crosses
     /// neither ring's end: each full array of eight is one straight-line body ([`zip_chunk`],
-    /// or four mini-CQEs a step with AVX2, [`avx2::zip_chunk`], where `V`: only in the AVX2 build,
-    /// `rx_zip_avx2`), its mini-CQEs read in place and its slots invalidated right after.
+    /// or four mini-CQEs a step with AVX2, [`avx2::zip_chunk`], where `V` is not 0: only in the
+    /// AVX2 build), its mini-CQEs read in place and its slots invalidated right after.
     /// Returns the packets handed up (fewer when a mini-CQE's length does not fit its buffer, as
     /// in `expand`).
     #[inline(always)]
-    fn expand_whole<const V: bool>(
+    fn expand_whole<const V: usize>(
         &mut self,
         slots: &mut [Packet],
         ci: u32,
@@ -898,7 +605,7 @@ impl DvRxQueue {
         let bufs = &self.bufs[r..r + n];
         let z = ZipChunk {
             lo: Packet::len_off(0, self.data_off),
-            room: self.data_room,
+            room: self.room,
             flags,
         };
         // Bytes: the low half of the sum of the mini-CQE words is the sum of their byte counts
@@ -918,8 +625,8 @@ impl DvRxQueue {
             chunk::<V, 0>(&z, a, o, b, &mut sum, pool, stats);
         }
         #[cfg(test)]
-        if V {
-            self.vector_arrays += (full / M) as u64;
+        if V != 0 {
+            self.rq.vector_arrays += (full / M) as u64;
         }
         if !s_rest.is_empty() {
             // The last array, partly used.
@@ -944,45 +651,6 @@ impl DvRxQueue {
             n
         }
     }
-
-    /// Chooses the builds for the CPU's MOVBE and AVX2 (the AVX2 refill and session expansion
-    /// where it has it) or the portable one (tests run both on a MOVBE machine).
-    #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
-    pub(crate) fn set_movbe(&mut self, on: bool) {
-        self.set_cpu_features(on, on);
-    }
-
-    /// Runs the portable build where `movbe` is false, and no AVX2 where `avx2` is false.
-    #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
-    pub(crate) fn set_cpu_features(&mut self, movbe: bool, avx2: bool) {
-        self.movbe = movbe && self.movbe;
-        self.avx2 = avx2 && self.avx2;
-    }
-
-    /// Receive WQEs posted and not yet completed. The DV tests read it (feature `internals`).
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn posted(&self) -> u32 {
-        self.rq_pi.wrapping_sub(self.rq_ci)
-    }
-}
-
-/// The one-buffer queue in the shared burst: the buffer index is the RQ's consumer index.
-impl super::dv_burst::SegmentRx for DvRxQueue {
-    super::dv_burst::segment_rx_fields!(DvRxQueue);
-
-    #[inline(always)]
-    fn at(&self) -> (u32, u32, usize) {
-        (self.cq_ci, self.rq_ci, self.rq_pi.wrapping_sub(self.rq_ci) as usize)
-    }
-    #[inline(always)]
-    fn advance(&mut self, ci: u32, bi: u32) {
-        self.cq_ci = ci;
-        self.rq_ci = bi;
-    }
-    #[inline(always)]
-    fn general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        self.burst_general(out)
-    }
 }
 
 /// Receive WQEs of several buffers (frames longer than one buffer, `QueueConfig::rx_max_frame`)
@@ -991,22 +659,16 @@ impl super::dv_burst::SegmentRx for DvRxQueue {
 /// a frame fills them in order (the device scatters: PRM receive WQE, data segments), so the
 /// CQE's byte count says how many hold data; those go up as one chained packet and only they
 /// are replaced, the rest stay posted in their WQE.
-impl DvRxQueue {
-    /// [`DvRxQueue::refill`] for either kind of WQE.
-    #[inline(always)]
-    fn refill_any(&mut self, min: u32) {
-        if self.sg > 1 {
-            self.refill_sg(min);
-        } else {
-            self.refill(min);
-        }
-    }
-
+impl RxCore<Cyclic> {
     /// Posts every free WQE once at least `min` are free, each with all `sg` buffers (a WQE
     /// short of one is not posted: a frame might need it); buffers that stayed in a WQE are
-    /// posted again as they are.
+    /// posted again as they are. Cold and out of line: the one-buffer queue's bursts, which
+    /// share the core's end with this one's, neither carry it nor weigh their own refill
+    /// against it.
+    #[cold]
+    #[inline(never)]
     fn refill_sg(&mut self, min: u32) {
-        let (size, sg) = (self.bufs.len() as u32 / self.sg, self.sg as usize);
+        let (size, sg) = (self.bufs.len() as u32 / self.rq.sg, self.rq.sg as usize);
         let free = self.rq_ci.wrapping_add(size).wrapping_sub(self.rq_pi);
         if free < min.max(1) {
             return;
@@ -1025,8 +687,8 @@ impl DvRxQueue {
                 }
                 *b = one[0];
             }
-            let mut rq = self.rq.writer();
-            let segs = rq.segment(w * self.seg_stride, sg);
+            let mut rq = self.rq.ring.writer();
+            let segs = rq.segment(w * self.rq.seg_stride, sg);
             for (d, &b) in segs.iter_mut().zip(slots.iter()) {
                 d.addr = crate::dv::prm::Be64::new(geo.buf_addr(b, off));
             }
@@ -1034,7 +696,7 @@ impl DvRxQueue {
         }
         if posted > 0 {
             self.rq_pi = self.rq_pi.wrapping_add(posted);
-            self.rq.ring_doorbell(self.rq_pi);
+            self.rq.ring.ring_doorbell(self.rq_pi);
         }
     }
 
@@ -1061,7 +723,7 @@ impl DvRxQueue {
             return Err(failed_error(s));
         }
         same_pool(&self.pool, out)?;
-        let size = self.bufs.len() / self.sg as usize;
+        let size = self.bufs.len() / self.rq.sg as usize;
         let (mut n, mut chains, mut bytes, mut drops) = (0, 0, 0u64, 0u64);
         let mut error = None;
         let (mut ci, mut rq_ci) = (self.cq_ci, self.rq_ci);
@@ -1075,7 +737,7 @@ impl DvRxQueue {
                 rq_ci = rq_ci.wrapping_add(1);
                 drops += u64::from(self.zip.drops);
                 let len = m.byte_cnt.get();
-                if let Some((p, chained)) = self.take_frame(w, len, m.rx_hash(), self.zip_hv) {
+                if let Some((p, chained)) = self.take_frame(w, len, m.rx_hash(), self.rq.zip_hv) {
                     out.spare()[n] = p;
                     n += 1;
                     chains += usize::from(chained);
@@ -1097,7 +759,7 @@ impl DvRxQueue {
                     error = Some(synd);
                     break;
                 }
-                self.zip_hv = cqe.hdr_type_vlan();
+                self.rq.zip_hv = cqe.hdr_type_vlan();
                 continue;
             }
             ci = ci.wrapping_add(1);
@@ -1106,9 +768,7 @@ impl DvRxQueue {
             if cqe.opcode() == CQE_RESP_ERR {
                 // The WQE was consumed without a packet; its buffers stay in its slot and are
                 // posted again by the refill.
-                let synd = cqe.as_err().syndrome;
-                self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
-                if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
+                if let Err(synd) = self.error_cqe(&cqe) {
                     error = Some(synd);
                     break;
                 }
@@ -1133,15 +793,17 @@ impl DvRxQueue {
             chains += usize::from(chained);
             bytes += u64::from(len);
         }
-        out.commit_chained(n, chains);
-        self.end_burst(Progress {
+        let p = Progress {
             n,
+            chains,
             ci,
             rq_ci,
             bytes,
             drops,
             error,
-        })
+            empty: false,
+        };
+        self.end_burst(out, p)
     }
 
     /// The frame of `len` bytes in WQE `w` (RSS hash `hash`, CQE flags and VLAN word `hv`) as a
@@ -1151,41 +813,21 @@ impl DvRxQueue {
     /// buffers stay posted.
     #[inline(always)]
     fn take_frame(&mut self, w: usize, len: u32, hash: u32, hv: u32) -> Option<(Packet, bool)> {
-        let (room, sg) = (self.data_room, self.sg as usize);
-        let used = (len.max(1)).div_ceil(room) as usize;
+        let sg = self.rq.sg as usize;
+        let used = len.max(1).div_ceil(self.room) as usize;
         if used > sg {
             self.stats.errors.bad_cqe += 1;
             return None;
         }
-        let slots = &mut self.bufs[w * sg..w * sg + used];
-        let mut p = Packet {
-            buf: slots[0],
-            off: self.data_off,
-            rss_hash: hash,
-            flags: FLAGS_LUT[(hv >> 16) as usize & 0x7ff],
-            ..Packet::default()
-        };
-        if used == 1 {
-            p.len = len as u16;
-        } else {
-            // Every buffer but the last is full; each names the next.
-            for j in 0..used {
-                let seg_len = (len - j as u32 * room).min(room);
-                let next = if j + 1 < used { slots[j + 1] } else { SegLink::END };
-                self.pool.set_link(
-                    slots[j],
-                    SegLink {
-                        next,
-                        len: seg_len as u16,
-                        off: self.data_off,
-                    },
-                );
-            }
-            p.flags |= flags::CHAINED;
-            p.chain_len = len;
-        }
-        slots.fill(NO_BUF);
-        if self.vlan_strip && (hv >> 16) as u16 & cqe_flags::VLAN_STRIPPED != 0 {
+        let slots = w * sg..w * sg + used;
+        let mut p = self.frame(
+            &self.bufs[slots.clone()],
+            len,
+            hash,
+            FLAGS_LUT[(hv >> 16) as usize & 0x7ff],
+        );
+        self.bufs[slots].fill(NO_BUF);
+        if self.rq.vlan_strip && (hv >> 16) as u16 & cqe_flags::VLAN_STRIPPED != 0 {
             p.flags |= flags::VLAN_STRIPPED;
             p.vlan_tci = hv as u16;
         }
@@ -1193,7 +835,7 @@ impl DvRxQueue {
     }
 
     /// The current session's next mini-CQE, its slot invalidated (all but the title's, as
-    /// [`DvRxQueue::expand`] does), loading the session's next array when the last is used up.
+    /// [`RxCore::expand`] does), loading the session's next array when the last is used up.
     #[inline(always)]
     fn next_mini(&mut self) -> MiniCqe {
         let cq = self.cq.reader();
@@ -1215,7 +857,7 @@ impl DvRxQueue {
 /// `mlx5_devx.c`). Any number of buffers per WQE (`_sg`): a mini-CQE's byte count says how many
 /// a frame fills, as a plain CQE's does; and with VLAN stripping, as the device compresses only
 /// completions whose tag and flags equal the title's, the title's tag is every packet's
-/// ([`DvRxQueue::burst_offload`]).
+/// ([`RxCore::burst_offload`]).
 pub(crate) fn wants_compression(cfg: &QueueConfig, _sg: u32) -> bool {
     cfg.rx_cqe_compression && !cfg.rx_timestamps
 }
@@ -1235,38 +877,7 @@ pub(crate) fn rx_segments(cfg: &QueueConfig, pool: &Pool) -> Result<u32, Error> 
     Ok(sg)
 }
 
-/// Where a general burst stands: packets handed up, the CQ and RQ indices it reached, bytes and
-/// device drops counted, and the error that ends it.
-struct Progress {
-    n: usize,
-    ci: u32,
-    rq_ci: u32,
-    bytes: u64,
-    drops: u64,
-    error: Option<u8>,
-}
-
-impl Progress {
-    fn at(q: &DvRxQueue) -> Progress {
-        Progress {
-            n: 0,
-            ci: q.cq_ci,
-            rq_ci: q.rq_ci,
-            bytes: 0,
-            drops: 0,
-            error: None,
-        }
-    }
-    /// `handed` packets handed up, `used` CQ and RQ slots consumed.
-    #[inline(always)]
-    fn advance(&mut self, handed: usize, used: u32) {
-        self.n += handed;
-        self.ci = self.ci.wrapping_add(used);
-        self.rq_ci = self.rq_ci.wrapping_add(used);
-    }
-}
-
-/// Some packets of a run of [`DvRxQueue::expand`] are longer than their buffers (`room`): those
+/// Some packets of a run of [`RxCore::expand`] are longer than their buffers (`room`): those
 /// are dropped (their buffers back to `pool`, counted in `bad`, their bytes taken back) and the
 /// rest moved up. Returns how many remain.
 #[cold]
@@ -1294,7 +905,7 @@ fn drop_long(
     good
 }
 
-/// What every packet of a session expanded by [`DvRxQueue::expand_whole`] shares: `off` as
+/// What every packet of a session expanded by [`RxCore::expand_whole`] shares: `off` as
 /// [`Packet::len_off`] bits, the buffers' data room and the title's flags.
 struct ZipChunk {
     lo: u32,
@@ -1312,10 +923,10 @@ impl ZipChunk {
     }
 }
 
-/// [`zip_chunk`], or [`avx2::zip_chunk`] in the AVX2 build (`V`, true only under
-/// [`rx_zip_avx2`], which `rx_burst` calls only where the CPU has AVX2 and MOVBE).
+/// [`zip_chunk`], or [`avx2::zip_chunk`] in the AVX2 build (`V` not 0: only under the core's
+/// `zip_avx2`, which `RxCore::rx_burst` calls only where the CPU has AVX2 and MOVBE).
 #[inline(always)]
-fn chunk<const V: bool, const FIRST: usize>(
+fn chunk<const V: usize, const FIRST: usize>(
     z: &ZipChunk,
     a: crate::dv::ring::ZipArray<'_, FIRST>,
     out: &mut [Packet],
@@ -1325,10 +936,10 @@ fn chunk<const V: bool, const FIRST: usize>(
     stats: &mut QueueStats,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if V {
+    if V != 0 {
         #[allow(unsafe_code)]
-        // SAFETY: `V` is true only inside `rx_zip_avx2`, compiled for AVX2 and called only where
-        // the CPU reports it.
+        // SAFETY: `V` is not 0 only inside the core's `zip_avx2`, compiled for AVX2 and called
+        // only where the CPU reports it.
         unsafe {
             avx2::zip_chunk(z, a, out, bufs, sum, pool, stats)
         };
@@ -1371,9 +982,9 @@ fn zip_chunk<const FIRST: usize>(
 
 /// `v`, through an empty asm statement the compiler cannot see into: a running sum passed through
 /// it stays a chain of adds. Without it the compiler re-associates a straight-line body's eight
-/// adds into a tree, which keeps all eight values live and spills the body's pointers (RX cx5
-/// compressed 31.5 -> 29.3 instructions per packet with it; `scripts/callgrind.sh`). No
-/// instruction is emitted.
+/// adds into a tree, which keeps all eight values live and spills the body's pointers (fewer
+/// instructions per packet with it, measured with `scripts/callgrind.sh`). No instruction is
+/// emitted.
 #[inline(always)]
 fn opaque(v: u64) -> u64 {
     let mut v = v;
@@ -1387,7 +998,7 @@ fn opaque(v: u64) -> u64 {
     v
 }
 
-/// Some packets `out` (from `minis`) of [`DvRxQueue::expand_whole`] are longer than their
+/// Some packets `out` (from `minis`) of [`RxCore::expand_whole`] are longer than their
 /// buffers: each such buffer goes back to the pool, the packet is counted as a bad CQE, its
 /// bytes are taken back from `sum` and its slot marked (`buf` [`NO_BUF`]) for [`compact`].
 #[cold]
@@ -1418,27 +1029,8 @@ fn compact(slots: &mut [Packet]) -> usize {
     good
 }
 
-/// Mini-CQEs per array slot.
-pub(crate) const MINI: u32 = crate::dv::prm::MINI_CQES_PER_SLOT;
-
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2;
-
-/// Whether the queue's CQ compresses (the hash format is the one a cyclic RQ reads), refusing a
-/// compressing CQ when timestamps are asked for: mini-CQEs carry none (DPDK `mlx5_devx.c` turns
-/// compression off for timestamps).
-fn cq_comp(cq: &CqRing, cfg: &QueueConfig) -> Result<bool, Error> {
-    match cq.compression() {
-        None => Ok(false),
-        Some(crate::dv::prm::MiniFormat::Hash) if !cfg.rx_timestamps => Ok(true),
-        Some(crate::dv::prm::MiniFormat::Hash) => Err(Error::config(
-            "receive timestamps: the CQ compresses completions, and mini-CQEs carry no timestamp",
-        )),
-        Some(f) => Err(Error::config(format!(
-            "a cyclic receive queue reads hash mini-CQEs, not the {f:?} format its CQ was created with"
-        ))),
-    }
-}
 
 /// What the slow path found at a consumer index.
 enum Other {
@@ -1449,159 +1041,6 @@ enum Other {
     Skipped,
     /// An error that needs a queue reset.
     Fatal(u8),
-}
-
-/// [`RxQueue::rx_burst`] for CPUs without MOVBE. Out of line like [`rx_burst_movbe`], so
-/// that `rx_burst` itself is a dispatch and a tail call.
-#[inline(never)]
-fn rx_burst_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst(out)
-}
-
-/// [`RxQueue::rx_burst`] compiled for CPUs with MOVBE (an x86-64-v3 feature: Intel since Haswell,
-/// AMD since Jaguar and Zen; any host of a ConnectX NIC): each big-endian CQE field is loaded,
-/// and each refilled WQE address stored, with one `movbe` instead of a move and a byte swap. Out
-/// of line, as a function with its own target features must be.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "movbe")]
-fn rx_burst_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst(out)
-}
-
-/// [`rx_burst_plain`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
-#[inline(never)]
-fn rx_zip_plain(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip::<false>(out)
-}
-
-/// [`rx_burst_movbe`] for a compressing CQ ([`DvRxQueue::burst_zip`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "movbe")]
-fn rx_zip_movbe(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip::<false>(out)
-}
-
-/// [`rx_zip_movbe`] with sessions' full mini-CQE arrays expanded with AVX2 ([`avx2::zip_chunk`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,movbe")]
-fn rx_zip_avx2(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip::<true>(out)
-}
-
-/// Packet flags for every value of the low 11 bits of the CQE flags word `hdr_type_etc` (the
-/// BE16 at 0x1c: rdma-core's `mlx5_cqe64.hds_ip_ext` is its high byte, with L2/L3/L4 ok in bits
-/// 8..=10, and `l4_hdr_type_etc` its low byte: IP fragment bit 7, L4 type 6:4, L3 type 3:2, IP
-/// options bit 1, VLAN stripped bit 0), computed once at compile time so the receive loop pays
-/// one load instead of a dozen tests. IPv4 checksum-ok needs an IPv4 L3 type (rdma-core
-/// `get_csum_ok`); L4 ok needs a TCP/UDP type.
-/// Indexed by `hdr_type_etc & 0x7ff`. Bit 0 is not a packet property, so every entry ignores it
-/// (`i & 0x7fe` below) rather than the loop shifting it out: one instruction less per packet.
-pub(super) static FLAGS_LUT: [u32; 2048] = {
-    let mut t = [0u32; 2048];
-    let mut i = 0;
-    while i < 2048 {
-        t[i] = packet_flags(i as u16 & 0x7fe);
-        i += 1;
-    }
-    t
-};
-
-const fn packet_flags(f: u16) -> u32 {
-    let l3 = (f & cqe_flags::L3_TYPE_MASK) >> cqe_flags::L3_TYPE_SHIFT;
-    let l4 = (f & cqe_flags::L4_TYPE_MASK) >> cqe_flags::L4_TYPE_SHIFT;
-    let mut out = flags::RSS_HASH;
-    if l3 == cqe_flags::L3_IPV4 {
-        out |= flags::IPV4;
-        if f & cqe_flags::L3_OK != 0 {
-            out |= flags::L3_CSUM_OK;
-        }
-    } else if l3 == cqe_flags::L3_IPV6 {
-        out |= flags::IPV6;
-    }
-    if l4 == cqe_flags::L4_UDP {
-        out |= flags::UDP;
-    } else if l4 != cqe_flags::L4_NONE {
-        out |= flags::TCP;
-    }
-    if l4 != cqe_flags::L4_NONE && f & cqe_flags::L4_OK != 0 {
-        out |= flags::L4_CSUM_OK;
-    }
-    if f & cqe_flags::IP_FRAG != 0 {
-        out |= flags::IP_FRAG;
-    }
-    if f & cqe_flags::IP_EXT_OPTS != 0 {
-        out |= flags::IP_OPTIONS;
-    }
-    out
-}
-
-impl DvRxQueue {
-    /// [`RxQueue::rx_burst`] after its test of the clock: the builds by CPU and by receive mode.
-    #[inline(always)]
-    fn dispatch(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if self.offload {
-            return self.burst_offload(out);
-        }
-        if self.zip_on {
-            #[cfg(target_arch = "x86_64")]
-            if self.movbe && self.avx2 {
-                #[allow(unsafe_code)]
-                // SAFETY: `movbe` and `avx2` are set only where the CPU reports them (`new`).
-                return unsafe { rx_zip_avx2(self, out) };
-            }
-            #[cfg(target_arch = "x86_64")]
-            if self.movbe {
-                #[allow(unsafe_code)]
-                // SAFETY: as below.
-                return unsafe { rx_zip_movbe(self, out) };
-            }
-            return rx_zip_plain(self, out);
-        }
-        #[cfg(target_arch = "x86_64")]
-        if self.movbe {
-            #[allow(unsafe_code)]
-            // SAFETY: `movbe` is set only where the CPU reports MOVBE (`DvRxQueue::new`), the
-            // one feature the function is compiled for.
-            return unsafe { rx_burst_movbe(self, out) };
-        }
-        rx_burst_plain(self, out)
-    }
-}
-
-/// [`RxQueue::rx_burst`] of a queue whose CQE timestamps are real time: the loops store them as
-/// the CQEs have them (`TickClock::ns` is the identity then), and they are converted here, out
-/// of the loops (`dv::convert_real_time`).
-#[cold]
-#[inline(never)]
-fn rx_real_time(q: &mut DvRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    let start = out.len();
-    let r = q.dispatch(out);
-    crate::dv::convert_real_time(out.packets_mut_from(start));
-    r
-}
-
-impl RxQueue for DvRxQueue {
-    #[inline(never)]
-    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if self.real_time {
-            return rx_real_time(self, out);
-        }
-        self.dispatch(out)
-    }
-
-    fn stats(&self) -> &QueueStats {
-        &self.stats
-    }
-}
-
-impl Drop for DvRxQueue {
-    fn drop(&mut self) {
-        // Stop the device writing into our buffers before they go back to the pool; if it will
-        // not stop, the buffers are lost to the pool rather than reused under it.
-        if !self.device_holds_buffers && self.ctl.reset_rq(self.wq_num).is_ok() {
-            self.release_posted();
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1664,7 +1103,7 @@ mod tests {
             let (rwq, wq) = nic.create_rq(1, 128, rx_cq.cqn()).unwrap();
             // SAFETY: as above.
             let mut rx = unsafe { DvRxQueue::new(&rwq, &rx_cq, wq, lkey, &pool, &cfg, nic.control()) }.unwrap();
-            assert!(rx.zip_on);
+            assert!(rx.core.zip_on);
             rx.set_cpu_features(movbe, avx2);
             let (mut digest, mut hashes) = (0u64, 0u64);
             let len_of = |seq: u64| 60 + (seq * 37 % 1400) as usize;
@@ -1716,10 +1155,10 @@ mod tests {
                 eprintln!("no AVX2 on this CPU: the scalar builds alone run ({fast})");
             }
             assert_eq!(
-                rx.vector_arrays > 100,
+                rx.core.rq.vector_arrays > 100,
                 vector,
                 "{} vector arrays ({fast})",
-                rx.vector_arrays
+                rx.core.rq.vector_arrays
             );
             nic.step();
             tx.reclaim().unwrap();

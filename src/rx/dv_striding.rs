@@ -10,13 +10,13 @@
 //! exactly one place (the ring, a `Burst` or the pool) as the pool's invariant wants; a WQE is
 //! posted again, with fresh buffers, once all its strides are consumed. The alternative of one
 //! large buffer per WQE (DPDK's) needs either a copy of each frame into a pool buffer
-//! (`mprq_max_memcpy_len`: measured in an experiment at 76.2 instructions per 60-byte packet
-//! against this path's 44.3, README) or reference counts on the large buffer, which rawpkt's
-//! `Pool` does not have.
+//! (`mprq_max_memcpy_len`: an allocation and a `memcpy` per packet, which an experimental build
+//! measured as far more instructions per packet than this path; `docs/benchmarks.md`) or
+//! reference counts on the large buffer, which rawpkt's `Pool` does not have.
 //!
 //! A frame over several strides (longer than a stride) lies in consecutive buffers of its WQE, one
 //! stride each: it is handed up as a chained packet over them ([`flags::CHAINED`], a `SegLink` per
-//! buffer, as the cyclic queue's multi-buffer WQEs in `DvRxQueue::burst_offload`), without a copy,
+//! buffer, as the cyclic queue's multi-buffer WQEs in its `burst_offload`), without a copy,
 //! so any frame up to a WQE's bytes (16 strides of 1 KiB: 16 KiB, a 9000-byte jumbo frame) arrives
 //! whole. DPDK instead copies such a frame out of its one large stride buffer, or attaches the
 //! stride to an external-buffer mbuf (`mlx5_rx.c` `mprq_buf_to_pkt`); VPP links the vlib buffers
@@ -28,17 +28,22 @@
 //! `QueueConfig::rx_cqe_compression`, not with timestamps), a session's mini-CQEs each carry the
 //! stride index and MPRQ byte count of one frame, and the title the rest (DPDK
 //! `mlx5_rxtx_vec_sse.h` `rxq_cq_decompress_v`; VPP `rdma/input.c` on striding RQs). Sessions are
-//! expanded as the cyclic queue's (`rx::dv::Zip`), each frame taking its strides as above.
+//! expanded as the cyclic queue's (`rx::dv_core::Zip`), each frame taking its strides as above.
+//!
+//! The queue is the receive core (`rx::dv_core`) on a striding RQ ([`Striding`]): the core's
+//! fast path takes one-stride frames (a stride is a buffer, and the RQ consumer index counts
+//! strides); this file holds what only a striding RQ does: its WQEs and refill, and what its
+//! CQEs and mini-CQEs mean past one-stride frames (fillers, frames over several strides, the
+//! checks that a completion is where the queue is).
 
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::dv::{Zip, FLAGS_LUT, MINI};
-use super::REFILL_BATCH;
+use super::dv_core::{Progress, RqKind, RxCore, Zip, FLAGS_LUT, MINI};
 use crate::dv::prm::{mprq, syndrome, Be16, Be64, Cqe64, DataSeg, MiniCqe, MiniFormat, CQE_RESP_ERR, CQE_RESP_SEND};
-use crate::dv::ring::{CqInfo, CqRing, CqSegment, RwqInfo, RxPoll, Session, StridingRqRing};
-use crate::dv::{failed_error, DvControl, TickClock, FAILED_DEVICE_FATAL};
-use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool, SegLink};
+use crate::dv::ring::{CqInfo, CqRing, RwqInfo, RxPoll, Session, StridingRqRing};
+use crate::dv::{failed_error, DvControl};
+use crate::mem::pool::{flags, BufGeometry, Burst, Packet, Pool};
 use crate::{same_pool, Error, QueueConfig, QueueError, QueueStats, RxQueue};
 
 /// Strides per WQE, log2, at least: 8, the fewest a ConnectX-5 takes
@@ -138,54 +143,19 @@ pub(crate) fn fallback_config(cfg: &crate::QueueConfig, pool: &Pool, max_frame: 
 /// A receive queue on a striding (multi-packet) RQ: one WQE per 8 or 16 frames, one pool buffer
 /// per stride.
 pub struct DvStridingRxQueue {
-    rq: StridingRqRing,
-    cq: CqRing,
-    pool: Rc<Pool>,
-    ctl: Arc<dyn DvControl>,
-    /// The queue's attention word (`dv::attention`), read on an empty burst.
-    attn: crate::dv::AttentionWord,
-    wq_num: u32,
+    core: RxCore<Striding>,
+}
+
+/// A striding RQ: its ring and its WQEs' strides. The core's `bufs` holds the buffer of every
+/// stride, indexed by the free-running stride counter (the RQ consumer index): WQE `w` holds
+/// strides `w << log_n ..`, and WQE `rq_ci >> log_n` is the one the device fills; the core's
+/// `room` is a stride's bytes.
+pub(crate) struct Striding {
+    ring: StridingRqRing,
+    /// Strides per WQE, log2.
+    log_n: u32,
     /// The bits of a CQE's `wqe_id` that name a WQE of the ring (its size - 1).
     wqe_id_mask: u16,
-    /// The buffer of every stride, indexed by the free-running stride counter: WQE `w` holds
-    /// strides `w << log_n ..`.
-    bufs: Box<[u32]>,
-    log_n: u32,
-    stride_bytes: u32,
-    /// WQEs posted (free-running).
-    rq_pi: u32,
-    /// Strides consumed (free-running); WQE `st_ci >> log_n` is the one the device fills.
-    st_ci: u32,
-    cq_ci: u32,
-    data_off: u16,
-    timestamps: bool,
-    clock: TickClock,
-    /// Timestamps asked for and in real-time format: converted after each burst
-    /// (`rx_real_time`).
-    real_time: bool,
-    /// Free WQEs that make a refill worth its fixed cost.
-    refill_min: u32,
-    /// The CPU has MOVBE: bursts run in the build for it (as the cyclic queue's).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    movbe: bool,
-    /// The CPU has AVX2 (and `QueueConfig::cpu_vector` allows it): the refill writes four data
-    /// segments per vector ([`avx2::fill_wqes_avx2`]), and with `movbe` a compressing queue takes
-    /// whole-WQE sessions with AVX2 ([`avx2`]); `rx_burst` relies on it for its dispatch
-    /// (`set_cpu_features` can only clear it).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    avx2: bool,
-    device_holds_buffers: bool,
-    recover: bool,
-    failed: Option<u8>,
-    stats: QueueStats,
-    scratch: Box<[u32]>,
-    /// The CQ compresses receive completions in the checksum/stride-index format: bursts go to
-    /// [`DvStridingRxQueue::burst_zip`] (whole-WQE sessions with AVX2, then whole sessions in
-    /// place, then [`DvStridingRxQueue::burst_general`], which expands the rest,
-    /// [`DvStridingRxQueue::expand`]).
-    zip_on: bool,
-    /// The compressed session being handed up, which may span bursts.
-    zip: Zip,
     /// Sessions the AVX2 path took (tests check that it ran).
     #[cfg(test)]
     vector_sessions: u64,
@@ -204,6 +174,49 @@ fn id_sample_wanted(sw: u32, ring: u32) -> bool {
     let ring_edge = sw < 4 * ring && (sw.is_multiple_of(ring) || sw % ring == ring - 1);
     let wrap16 = sw >= 0xfffe && matches!(sw & 0xffff, 0xfffe | 0xffff | 0 | 1);
     sw < 2 || ring_edge || wrap16
+}
+
+/// The striding RQ in the receive core: the consumer index counts strides, one buffer each.
+impl RqKind for Striding {
+    const LEN_BIAS: u32 = 1 << mprq::STRIDE_NUM_SHIFT;
+
+    #[inline(always)]
+    fn log_units(&self) -> u32 {
+        self.log_n
+    }
+    fn wqes(&self) -> u32 {
+        self.ring.size()
+    }
+    fn bufs_per_wqe(&self) -> u32 {
+        1 << self.log_n
+    }
+    #[inline(always)]
+    fn ring_doorbell(&self, pi: u32) {
+        self.ring.ring_doorbell(pi);
+    }
+    #[inline(always)]
+    fn refill(q: &mut RxCore<Self>, min: u32) {
+        q.refill(min);
+    }
+    fn release_posted(q: &mut RxCore<Self>) {
+        q.release_bufs();
+    }
+    #[inline(always)]
+    fn general(q: &mut RxCore<Self>, out: &mut Burst) -> Result<usize, QueueError> {
+        q.burst_general(out, 0, q.cq_ci, 0, 0)
+    }
+    #[inline(always)]
+    fn burst_zip<const V: usize>(q: &mut RxCore<Self>, out: &mut Burst) -> Result<usize, QueueError> {
+        q.burst_zip::<V>(out)
+    }
+    /// Sessions of a whole WQE of 16 or 8 strides.
+    fn vector_width(&self) -> usize {
+        match self.log_n {
+            4 => 16,
+            3 => 8,
+            _ => 0,
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -270,7 +283,7 @@ fn at_strides(minis: &[MiniCqe], at: u32) -> bool {
 /// Hands up the frames of `minis` (a compressed session's, in the checksum/stride-index format)
 /// in `out` with the buffers `bufs`, when each is a one-stride frame (the MPRQ byte count `1 << 16
 /// | len`, no filler, `len` within the stride: one subtract and one compare, as
-/// `DvStridingRxQueue::poll_segment`); their bytes, or None at the first that is not.
+/// the core's `RxCore::poll_segment`); their bytes, or None at the first that is not.
 #[inline(always)]
 fn one_stride_frames(
     out: &mut [Packet],
@@ -313,31 +326,6 @@ fn fill_wqe<const N: usize>(segs: &mut [DataSeg], bufs: &[u32], geo: BufGeometry
             true
         }
         _ => false,
-    }
-}
-
-/// What a burst took before [`DvStridingRxQueue::burst_general`] goes on from there.
-struct Taken {
-    /// Packets written to the burst's spare slots.
-    n: usize,
-    /// The consumer index reached.
-    ci: u32,
-    bytes: u64,
-    drops: u64,
-    /// It stopped at a slot the device has not written.
-    empty: bool,
-}
-
-impl Taken {
-    /// Nothing taken yet, at consumer index `ci`.
-    fn at(ci: u32) -> Taken {
-        Taken {
-            n: 0,
-            ci,
-            bytes: 0,
-            drops: 0,
-            empty: false,
-        }
     }
 }
 
@@ -385,7 +373,6 @@ impl DvStridingRxQueue {
                 pool.data_room()
             )));
         }
-        let zip_on = cq_comp(cq, cfg)?;
         // The queue posts only buffers of its own pool that it holds in its ring, and publishes
         // a consumer index only past CQEs it has finished reading.
         // SAFETY: the rings are live and this queue's alone (the caller's contract).
@@ -400,93 +387,81 @@ impl DvStridingRxQueue {
                 params.stride_bytes()
             )));
         }
-        let strides = rq.size() * n;
+        let size = rq.size();
         // Every stride may complete on its own, and every WQE may end with a filler.
-        if cq.size() < strides + rq.size() {
+        if cq.size() < size * n + size {
             return Err(Error::device("RX CQ smaller than its striding receive queue"));
         }
-        let clock = match ctl.clock() {
-            Some(c) => c,
-            None if cfg.rx_timestamps => {
-                return Err(Error::config(
-                    "receive timestamps: the device reports no clock frequency (hca_core_clock), \
-                     so its completions' timestamps cannot be read as nanoseconds",
-                ))
-            }
-            None => TickClock::NANOSECONDS,
-        };
-        let size = rq.size();
-        let mut q = DvStridingRxQueue {
-            wqe_id_mask: (size - 1) as u16,
-            rq,
-            cq,
-            pool: pool.clone(),
-            attn: ctl.attention(),
-            ctl,
-            wq_num,
-            bufs: vec![u32::MAX; strides as usize].into_boxed_slice(),
+        let kind = Striding {
+            ring: rq,
             log_n: u32::from(params.log_num_strides),
-            stride_bytes: params.stride_bytes(),
-            rq_pi: 0,
-            st_ci: 0,
-            cq_ci: 0,
-            data_off: pool.headroom(),
-            timestamps: cfg.rx_timestamps,
-            real_time: cfg.rx_timestamps && clock.is_real_time(),
-            clock,
-            refill_min: (REFILL_BATCH >> params.log_num_strides).min(size / 4).max(1),
-            movbe: cfg.cpu_vector && crate::dv::cpu_has_movbe(),
-            avx2: cfg.cpu_vector && crate::dv::cpu_has_avx2(),
-            device_holds_buffers: false,
-            recover: cfg.recover,
-            failed: None,
-            stats: QueueStats::default(),
-            scratch: vec![0; strides as usize].into_boxed_slice(),
-            zip_on,
-            zip: Zip::default(),
+            wqe_id_mask: (size - 1) as u16,
             #[cfg(test)]
             vector_sessions: 0,
             id_log: Vec::with_capacity(ID_SAMPLES),
         };
+        let room = (params.stride_bytes(), MiniFormat::CsumStridx);
+        let mut q = RxCore::new(kind, cq, room, pool, cfg, ctl, wq_num)?;
         // The next segments and the data segments' byte counts and lkeys never change; a refill
         // rewrites only addresses. VPP links the next segments although a cyclic striding RQ
         // ignores them.
         let seg = DataSeg::new(params.stride_bytes(), lkey, 0);
         for w in 0..size {
-            q.rq.next_seg(w).next_wqe_index = Be16::new(((w + 1) % size) as u16);
-            q.rq.segs(w).fill(seg);
-            q.rq.terminate(w);
+            q.rq.ring.next_seg(w).next_wqe_index = Be16::new(((w + 1) % size) as u16);
+            q.rq.ring.segs(w).fill(seg);
+            q.rq.ring.terminate(w);
         }
         q.refill(0);
-        Ok(q)
+        Ok(DvStridingRxQueue { core: q })
     }
 
-    /// Runs the portable builds where `on` is false, as the cyclic queue's `set_movbe` (tests
+    /// Runs the portable builds where `movbe` is false, and no AVX2 where `avx2` is false (tests
     /// compare them with the MOVBE and AVX2 ones on one CPU).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "model"))] // the tests that run queues over the model
     pub(crate) fn set_cpu_features(&mut self, movbe: bool, avx2: bool) {
-        self.movbe = movbe && self.movbe;
-        self.avx2 = avx2 && self.avx2;
+        self.core.set_cpu_features(movbe, avx2);
     }
 
     /// Strides the queue holds posted (for tests: all of them once refilled).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn posted(&self) -> u32 {
-        (self.rq_pi << self.log_n).wrapping_sub(self.st_ci)
+        self.core.posted()
+    }
+}
+
+impl RxQueue for DvStridingRxQueue {
+    #[inline(never)]
+    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
+        self.core.rx_burst(out)
     }
 
+    fn stats(&self) -> &QueueStats {
+        &self.core.stats
+    }
+
+    fn wqe_id_samples(&self) -> Vec<crate::WqeIdSample> {
+        self.core.rq.id_log.clone()
+    }
+}
+
+/// The striding RQ's own paths: refill, the CQEs and mini-CQEs the core's fast path does not
+/// take.
+impl RxCore<Striding> {
     /// Posts WQEs with fresh buffers in every free WQE once at least `min` are free. Only whole
     /// WQEs are posted: what the pool gives beyond goes back.
     #[inline(always)]
     fn refill(&mut self, min: u32) {
-        let size = self.rq.size();
-        let free = (self.st_ci >> self.log_n).wrapping_add(size).wrapping_sub(self.rq_pi);
+        let size = self.rq.ring.size();
+        let free = (self.rq_ci >> self.rq.log_n)
+            .wrapping_add(size)
+            .wrapping_sub(self.rq_pi);
         if free < min.max(1) {
             return;
         }
         let total = self.bufs.len();
         let smask = total - 1;
-        let from = (self.rq_pi << self.log_n) as usize & smask;
-        let want = (free << self.log_n) as usize;
+        let from = (self.rq_pi << self.rq.log_n) as usize & smask;
+        let want = (free << self.rq.log_n) as usize;
         let first = want.min(total - from);
         let (low, high) = self.bufs.split_at_mut(from);
         let got = if first == want {
@@ -497,8 +472,8 @@ impl DvStridingRxQueue {
         if got < want {
             self.stats.no_buffers += 1;
         }
-        let wqes = (got >> self.log_n) as u32;
-        let whole = (wqes << self.log_n) as usize;
+        let wqes = (got >> self.rq.log_n) as u32;
+        let whole = (wqes << self.rq.log_n) as usize;
         if whole < got {
             // Not a whole WQE's worth: back to the pool.
             for (k, s) in self.scratch[..got - whole].iter_mut().enumerate() {
@@ -511,25 +486,25 @@ impl DvStridingRxQueue {
         }
         let geo = self.pool.geometry();
         let off = u32::from(self.data_off);
-        let n = 1usize << self.log_n;
+        let n = 1usize << self.rq.log_n;
         #[cfg(target_arch = "x86_64")]
         if self.avx2 && n.is_multiple_of(4) {
-            if let Some(wide) = avx2::Wide::new(geo, off, self.rq.segs(self.rq_pi)[0]) {
+            if let Some(wide) = avx2::Wide::new(geo, off, self.rq.ring.segs(self.rq_pi)[0]) {
                 #[allow(unsafe_code)]
-                // SAFETY: `avx2` is set only where the CPU reports AVX2 (`new`), the one feature
+                // SAFETY: `avx2` is set only where the CPU reports AVX2 (`RxCore::new`), the feature
                 // the function is compiled for.
                 unsafe {
-                    avx2::fill_wqes_avx2(&mut self.rq, &self.bufs, self.rq_pi, wqes, self.log_n, wide)
+                    avx2::fill_wqes_avx2(&mut self.rq.ring, &self.bufs, self.rq_pi, wqes, self.rq.log_n, wide)
                 };
                 self.rq_pi = self.rq_pi.wrapping_add(wqes);
-                self.rq.ring_doorbell(self.rq_pi);
+                self.rq.ring.ring_doorbell(self.rq_pi);
                 return;
             }
         }
         for w in 0..wqes {
             let pi = self.rq_pi.wrapping_add(w);
-            let at = (pi << self.log_n) as usize & smask;
-            let (segs, bufs) = (self.rq.segs(pi), &self.bufs[at..at + n]);
+            let at = (pi << self.rq.log_n) as usize & smask;
+            let (segs, bufs) = (self.rq.ring.segs(pi), &self.bufs[at..at + n]);
             // The stride counts of `params_for` in straight-line code (one load, multiply, add
             // and store per buffer), anything else in a loop.
             if !fill_wqe::<16>(segs, bufs, geo, off) && !fill_wqe::<8>(segs, bufs, geo, off) {
@@ -537,131 +512,7 @@ impl DvStridingRxQueue {
             }
         }
         self.rq_pi = self.rq_pi.wrapping_add(wqes);
-        self.rq.ring_doorbell(self.rq_pi);
-    }
-
-    /// Returns the buffers of strides `from .. from + n` (free-running) to the pool.
-    fn free_strides(&mut self, from: u32, n: u32) {
-        let smask = self.bufs.len() - 1;
-        for k in 0..n as usize {
-            self.scratch[k] = self.bufs[(from as usize + k) & smask];
-        }
-        self.pool.free_bulk(&self.scratch[..n as usize]);
-    }
-
-    /// Returns every posted buffer to the pool (the WQ was reset or is going away).
-    fn release_posted(&mut self) {
-        let n = self.posted();
-        self.free_strides(self.st_ci, n);
-        self.st_ci = self.rq_pi << self.log_n;
-    }
-
-    /// As the cyclic queue's (`DvRxQueue::recover_or_fail`, after DPDK `mlx5_rx_err_handle`):
-    /// reset the WQ, drop the completions before the reset, give the posted buffers back and
-    /// post fresh ones from WQE 0.
-    #[cold]
-    fn recover_or_fail(&mut self, synd: u8) -> Result<(), QueueError> {
-        if self.ctl.reset_rq(self.wq_num).is_err() {
-            self.failed = Some(synd);
-            self.device_holds_buffers = true;
-            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
-        }
-        let (ci, dropped) = self.zip.drain(&self.cq, self.cq_ci, self.zip_on);
-        self.cq_ci = ci;
-        self.stats.drops += dropped;
-        self.cq.publish_ci(self.cq_ci);
-        self.release_posted();
-        self.st_ci = 0;
-        self.rq_pi = 0;
-        self.rq.ring_doorbell(0);
-        if !self.recover {
-            self.failed = Some(synd);
-            return Err(QueueError::Failed(crate::Failure::from_mlx5(synd)));
-        }
-        self.stats.recoveries += 1;
-        self.refill(0);
-        Ok(())
-    }
-
-    /// The fast path over one wrap-free segment: consecutive RESP_SEND CQEs of frames in one
-    /// stride each, which are then exactly the next strides in order (a frame over several
-    /// strides, a filler or anything else stops it). `bufs` are those strides' buffers.
-    #[inline(always)]
-    fn poll_segment<const TIMESTAMPS: bool>(
-        &self,
-        slots: &mut [Packet],
-        bufs: &[u32],
-        seg: CqSegment<'_>,
-        bytes: &mut u64,
-        drops: &mut u64,
-    ) -> usize {
-        let len_off = Packet::len_off(0, self.data_off);
-        let stride = self.stride_bytes;
-        let mut byte_sum = 0u32;
-        let mut drop_any = 0u8;
-        let mut k = 0;
-        for (slot, &buf) in slots.iter_mut().zip(bufs) {
-            let Some(cqe) = seg.packet(k) else { break };
-            // One stride, no filler: the byte count is 1 << 16 | len, so one subtract and one
-            // compare take the length and reject everything else (and a length past the stride).
-            let len = cqe.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
-            if len > stride {
-                break;
-            }
-            slot.buf = buf;
-            slot.set_len_off(len | len_off);
-            slot.rss_hash = cqe.rx_hash_res.get();
-            slot.flags =
-                FLAGS_LUT[(cqe.hdr_type_vlan() >> 16) as usize & 0x7ff] | if TIMESTAMPS { flags::TIMESTAMP } else { 0 };
-            if TIMESTAMPS {
-                slot.timestamp = self.clock.ns(cqe.timestamp.get());
-            }
-            byte_sum += len;
-            drop_any |= cqe.rx_drops();
-            k += 1;
-        }
-        if drop_any != 0 {
-            *drops += (0..k)
-                .filter_map(|j| seg.packet(j))
-                .map(|c| u64::from(c.rx_drops()))
-                .sum::<u64>();
-        }
-        *bytes += u64::from(byte_sum);
-        k
-    }
-
-    /// [`Self::poll_segment`] from `ci` and stride `st` over ring wraps.
-    #[inline(always)]
-    fn poll_packets<const TIMESTAMPS: bool>(
-        &self,
-        out: &mut [Packet],
-        ci: u32,
-        st: u32,
-        bytes: &mut u64,
-        drops: &mut u64,
-    ) -> usize {
-        let cq = self.cq.reader();
-        let (cq_size, total) = (self.cq.size() as usize, self.bufs.len());
-        let mut n = 0;
-        while n < out.len() {
-            let c = ci.wrapping_add(n as u32);
-            let s = st.wrapping_add(n as u32) as usize & (total - 1);
-            let seg_len = (out.len() - n)
-                .min(cq_size - (c as usize & (cq_size - 1)))
-                .min(total - s);
-            let k = self.poll_segment::<TIMESTAMPS>(
-                &mut out[n..n + seg_len],
-                &self.bufs[s..s + seg_len],
-                cq.segment(c, seg_len),
-                bytes,
-                drops,
-            );
-            n += k;
-            if k < seg_len {
-                break;
-            }
-        }
-        n
+        self.rq.ring.ring_doorbell(self.rq_pi);
     }
 
     /// The CQE at `ci` when the fast path did not take it: nothing yet, a filler, a frame over
@@ -673,10 +524,10 @@ impl DvStridingRxQueue {
             RxPoll::Empty => return Other::Empty,
             RxPoll::Packet(cqe) | RxPoll::Other(cqe) => *cqe,
         };
-        let n = 1u32 << self.log_n;
-        let pos = self.st_ci & (n - 1);
-        let wqe = (self.st_ci >> self.log_n) as u16;
-        if self.st_ci == self.rq_pi << self.log_n {
+        let n = 1u32 << self.rq.log_n;
+        let pos = self.rq_ci & (n - 1);
+        let wqe = (self.rq_ci >> self.rq.log_n) as u16;
+        if self.posted() == 0 {
             // A completion for a WQE that was never posted.
             self.stats.errors.bad_cqe += 1;
             return Other::Fatal(syndrome::LOCAL_QP_OP);
@@ -686,11 +537,10 @@ impl DvStridingRxQueue {
         }
         if cqe.opcode() == CQE_RESP_ERR {
             let synd = cqe.as_err().syndrome;
-            self.stats.errors.count(crate::Failure::from_mlx5(synd).kind);
             // Critical syndromes reset the WQ (DPDK `mlx5_rx_err_handle`). The error CQE's
             // `wqe_counter` is not trusted: DPDK reads it only to dump the CQE, and what a device
             // puts there on a striding RQ is in no source.
-            if matches!(synd, syndrome::LOCAL_QP_OP | syndrome::LOCAL_PROT | syndrome::WR_FLUSH) {
+            if self.error_cqe(&cqe).is_err() {
                 return Other::Fatal(synd);
             }
             // A non-critical error releases strides: as many as its byte count says in the MPRQ
@@ -698,7 +548,7 @@ impl DvStridingRxQueue {
             // none that fit, the rest of the WQE.
             let said = mprq::strides(cqe.byte_cnt.get());
             let strides = if (1..=n - pos).contains(&said) { said } else { n - pos };
-            self.free_strides(self.st_ci, strides);
+            self.free_bufs(self.rq_ci, strides);
             return Other::Done {
                 strides,
                 packets: 0,
@@ -707,10 +557,10 @@ impl DvStridingRxQueue {
         }
         let bc = cqe.byte_cnt.get();
         let (strides, len) = (mprq::strides(bc), mprq::len(bc));
-        if pos == 0 && self.id_log.len() < ID_SAMPLES {
-            let sw = self.st_ci >> self.log_n;
-            if id_sample_wanted(sw, self.rq.size()) {
-                self.id_log.push(crate::WqeIdSample {
+        if pos == 0 && self.rq.id_log.len() < ID_SAMPLES {
+            let sw = self.rq_ci >> self.rq.log_n;
+            if id_sample_wanted(sw, self.rq.ring.size()) {
+                self.rq.id_log.push(crate::WqeIdSample {
                     sw_wqe: sw,
                     wqe_id: cqe.wqe_id.get(),
                     wqe_counter: cqe.wqe_counter.get(),
@@ -725,7 +575,7 @@ impl DvStridingRxQueue {
             // Only the bits inside the ring: a device may report the WQE's ring index rather
             // than its counter (DPDK `mlx5_rx_burst_mprq`: `!((wqe_id ^ rq_ci) & wq_mask)`;
             // the kernel's mlx5e indexes its WQE array with `wqe_id`).
-            || (cqe.wqe_id.get() ^ wqe) & self.wqe_id_mask != 0
+            || (cqe.wqe_id.get() ^ wqe) & self.rq.wqe_id_mask != 0
         {
             // Compressed or scattered CQEs were never asked for; a striding CQE that is not
             // where the queue is cannot be trusted.
@@ -736,14 +586,14 @@ impl DvStridingRxQueue {
             // A filler carries the drop count like any completion (the model writes the frames
             // it dropped into the next CQE, whatever it is).
             self.stats.drops += u64::from(cqe.rx_drops());
-            self.free_strides(self.st_ci, strides);
+            self.free_bufs(self.rq_ci, strides);
             return Other::Done {
                 strides,
                 packets: 0,
                 chains: 0,
             };
         }
-        if bc.wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT) <= self.stride_bytes {
+        if bc.wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT) <= self.room {
             // What the fast path takes (it stopped before, or the device wrote it since).
             return Other::Ready;
         }
@@ -761,49 +611,22 @@ impl DvStridingRxQueue {
         }
     }
 
-    /// Hands up in `slot` the `len`-byte frame of the `strides` strides from `st_ci` on: one
-    /// buffer, or a chain over the buffers of the strides it fills (each full but the last: each
-    /// names the next); strides the device took beyond the frame go back to the pool. A length
-    /// the strides cannot hold drops them all as a length error. Returns (packets, chains), each
-    /// 0 or 1; counts the bytes.
+    /// Hands up in `slot` the `len`-byte frame of the `strides` strides from `rq_ci` on: one
+    /// buffer, or a chain over the buffers of the strides it fills ([`RxCore::frame`]); strides
+    /// the device took beyond the frame go back to the pool. A length the strides cannot hold
+    /// drops them all as a length error. Returns (packets, chains), each 0 or 1; counts the
+    /// bytes. The strides lie in one WQE (the callers checked), so their buffers do not wrap.
     fn take_frame(&mut self, slot: &mut Packet, len: u32, strides: u32, hash: u32, flags: u32) -> (usize, usize) {
-        let stride = self.stride_bytes;
-        let used = len.div_ceil(stride).max(1);
+        let used = len.div_ceil(self.room).max(1);
         if used > strides {
             self.stats.errors.local_length += 1;
-            self.free_strides(self.st_ci, strides);
+            self.free_bufs(self.rq_ci, strides);
             return (0, 0);
         }
-        let smask = self.bufs.len() - 1;
-        let buf_of = |k: u32| self.bufs[self.st_ci.wrapping_add(k) as usize & smask];
-        let head = buf_of(0);
-        *slot = Packet {
-            buf: head,
-            off: self.data_off,
-            rss_hash: hash,
-            flags,
-            ..Packet::default()
-        };
-        if used == 1 {
-            slot.set_len_off(len | Packet::len_off(0, self.data_off));
-        } else {
-            for k in 0..used {
-                let next = if k + 1 < used { buf_of(k + 1) } else { SegLink::END };
-                let seg_len = (len - k * stride).min(stride);
-                self.pool.set_link(
-                    buf_of(k),
-                    SegLink {
-                        next,
-                        len: seg_len as u16,
-                        off: self.data_off,
-                    },
-                );
-            }
-            slot.flags |= flags::CHAINED;
-            slot.chain_len = len;
-        }
+        let at = self.rq_ci as usize & (self.bufs.len() - 1);
+        *slot = self.frame(&self.bufs[at..at + used as usize], len, hash, flags);
         if used < strides {
-            self.free_strides(self.st_ci.wrapping_add(used), strides - used);
+            self.free_bufs(self.rq_ci.wrapping_add(used), strides - used);
         }
         self.stats.bytes += u64::from(len);
         (1, usize::from(used > 1))
@@ -819,8 +642,8 @@ impl DvStridingRxQueue {
     /// it are handed up all the same).
     #[inline(always)]
     fn expand(&mut self, slots: &mut [Packet], bytes: &mut u64, drops: &mut u64) -> (usize, usize, Option<u8>) {
-        let n = 1u32 << self.log_n;
-        let (total, stride) = (self.bufs.len(), self.stride_bytes);
+        let n = 1u32 << self.rq.log_n;
+        let (total, stride) = (self.bufs.len(), self.room);
         let len_off = Packet::len_off(0, self.data_off);
         let (hash, flags) = (self.zip.hash, self.zip.flags);
         let (mut handed, mut chains) = (0, 0);
@@ -829,7 +652,7 @@ impl DvStridingRxQueue {
             let k = self.zip.done;
             self.zip.next_array(k, &self.cq);
             let pos = (k % MINI) as usize;
-            let s = self.st_ci as usize & (total - 1);
+            let s = self.rq_ci as usize & (total - 1);
             let cnt = (MINI as usize - pos)
                 .min((self.zip.n - k) as usize)
                 .min(slots.len() - handed)
@@ -840,7 +663,7 @@ impl DvStridingRxQueue {
             let mut j = 0u32;
             let mut run_bytes = 0u32;
             // Each frame's stride index against the stride it must be at, ORed without a branch.
-            let (mut at, mut wrong) = (self.st_ci & (n - 1), 0u32);
+            let (mut at, mut wrong) = (self.rq_ci & (n - 1), 0u32);
             for ((slot, m), &buf) in slots[handed..handed + cnt].iter_mut().zip(minis).zip(bufs) {
                 // One stride, no filler: as in `poll_segment`, one subtract and one compare.
                 let len = m.byte_cnt.get().wrapping_sub(1 << mprq::STRIDE_NUM_SHIFT);
@@ -868,7 +691,7 @@ impl DvStridingRxQueue {
                 .reader()
                 .invalidate_run(self.zip.head.wrapping_add(from), (k + j).saturating_sub(from));
             self.zip.done = k + j;
-            self.st_ci = self.st_ci.wrapping_add(j);
+            self.rq_ci = self.rq_ci.wrapping_add(j);
             *drops += u64::from(self.zip.drops) * u64::from(j);
             handed += j as usize;
             if (j as usize) < cnt {
@@ -900,17 +723,17 @@ impl DvStridingRxQueue {
     #[cold]
     #[inline(never)]
     fn expand_one(&mut self, slot: &mut Packet) -> Result<(usize, usize), u8> {
-        let n = 1u32 << self.log_n;
+        let n = 1u32 << self.rq.log_n;
         let k = self.zip.done;
         let m = self.zip.minis[(k % MINI) as usize];
         let bc = m.byte_cnt.get();
-        let pos = self.st_ci & (n - 1);
+        let pos = self.rq_ci & (n - 1);
         let len = mprq::len(bc);
         let strides = match mprq::strides(bc) {
-            0 if !mprq::is_filler(bc) => len.div_ceil(self.stride_bytes).max(1),
+            0 if !mprq::is_filler(bc) => len.div_ceil(self.room).max(1),
             s => s,
         };
-        if self.st_ci == self.rq_pi << self.log_n
+        if self.rq_ci == self.rq_pi << self.rq.log_n
             || u32::from(m.stride_idx()) != pos
             || strides == 0
             || pos + strides > n
@@ -919,7 +742,7 @@ impl DvStridingRxQueue {
             return Err(syndrome::LOCAL_QP_OP);
         }
         let got = if mprq::is_filler(bc) {
-            self.free_strides(self.st_ci, strides);
+            self.free_bufs(self.rq_ci, strides);
             (0, 0)
         } else {
             self.take_frame(slot, len, strides, self.zip.hash, self.zip.flags)
@@ -928,94 +751,48 @@ impl DvStridingRxQueue {
             self.cq.reader().invalidate(self.zip.head.wrapping_add(k));
         }
         self.zip.done = k + 1;
-        self.st_ci = self.st_ci.wrapping_add(strides);
+        self.rq_ci = self.rq_ci.wrapping_add(strides);
         Ok(got)
     }
 
-    /// What the attention word `a` says (`dv::attention`), acted on: the device stopped (the
-    /// queue fails), the CQ is in error (the queue fails: kernel `cq.c` `mlx5_ib_cq_event`,
-    /// `ibv_poll_cq(3)`: a CQ in error is unusable, and it writes nothing more, so without this
-    /// the queue would return 0 forever), the WQ was killed (reset as after a critical error
-    /// CQE, DPDK `mlx5_rx_err_handle`; VPP's `rdma_async_event_read_ready` treats such events
-    /// as errors). An MTU change needs nothing of a receive queue.
-    #[cold]
-    #[inline(never)]
-    fn attend(&mut self, a: u32) -> Result<(), QueueError> {
-        use crate::dv::attention as at;
-        use std::sync::atomic::Ordering::AcqRel;
-        if a & at::DEVICE_FATAL != 0 {
-            return Err(self.stop_on_fatal());
-        }
-        if a & at::CQ_ERROR != 0 {
-            log::warn!(
-                "RX queue on WQ {:#x}: its CQ went into error (overrun); the queue fails",
-                self.wq_num
-            );
-            self.stats.errors.cq_error += 1;
-            // Stop the device writing into posted buffers before they go back.
-            if self.ctl.reset_rq(self.wq_num).is_ok() {
-                self.release_posted();
-            } else {
-                self.device_holds_buffers = true;
-            }
-            self.failed = Some(crate::dv::FAILED_CQ_ERROR);
-            return Err(crate::dv::failed_error(crate::dv::FAILED_CQ_ERROR));
-        }
-        self.attn.fetch_and(!(at::QUEUE_FATAL | at::MTU_CHANGED), AcqRel);
-        if a & at::QUEUE_FATAL != 0 {
-            self.stats.errors.queue_fatal += 1;
-            self.recover_or_fail(syndrome::LOCAL_QP_OP)?;
-        }
-        Ok(())
-    }
-
-    /// The device stopped on a fatal error: every posted buffer goes back to the pool.
-    #[cold]
-    fn stop_on_fatal(&mut self) -> QueueError {
-        self.release_posted();
-        self.failed = Some(FAILED_DEVICE_FATAL);
-        self.stats.device_fatal = 1;
-        QueueError::DeviceFatal
-    }
-
-    /// [`RxQueue::rx_burst`]: hand up what completed, then refill.
+    /// A burst on a compressing CQ: whole sessions in place ([`Self::sessions`]), then, unless
+    /// that ended at an empty slot or a full burst, [`Self::burst_general`] from where it
+    /// stopped (a session left open by the last burst, a plain or error CQE, a session of
+    /// several-stride frames or fillers). In the AVX2 build (`V` not 0) the whole-WQE sessions
+    /// of `V` strides go first, four mini-CQEs a step ([`Self::wqe_sessions`]).
     #[inline(always)]
-    fn burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        super::dv_burst::burst(self, out)
-    }
-
-    /// [`RxQueue::rx_burst`] on a compressing CQ: whole sessions in place ([`Self::sessions`]),
-    /// then, unless that ended at an empty slot or a full burst, [`Self::burst_general`] from
-    /// where it stopped (a session left open by the last burst, a plain or error CQE, a session
-    /// of several-stride frames or fillers).
-    /// `first` takes what it can before (the AVX2 whole-WQE sessions, [`avx2`]), or nothing.
-    #[inline(always)]
-    fn burst_zip(
-        &mut self,
-        out: &mut Burst,
-        first: impl FnOnce(&mut Self, &mut [Packet]) -> Taken,
-    ) -> Result<usize, QueueError> {
+    fn burst_zip<const V: usize>(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
         if let Some(s) = self.failed {
             return Err(failed_error(s));
         }
         same_pool(&self.pool, out)?;
         if self.zip.done != self.zip.n {
-            return self.burst_general(out, Taken::at(self.cq_ci));
+            return self.burst_general(out, 0, self.cq_ci, 0, 0);
         }
         let spare = out.spare();
         let room = spare.len();
-        let t = first(self, spare);
-        let t = if t.n == room || t.empty {
-            t
+        let from = Progress::at(self.cq_ci, self.rq_ci);
+        #[cfg(target_arch = "x86_64")]
+        let from = if V != 0 {
+            #[allow(unsafe_code)]
+            // SAFETY: `V` is not 0 only inside the core's `zip_avx2`, compiled for AVX2 and
+            // MOVBE and called only where the CPU reports them.
+            unsafe {
+                self.wqe_sessions::<V>(spare)
+            }
         } else {
-            self.sessions(spare, t)
+            from
         };
-        if t.n == room || t.empty {
-            let from = (self.cq_ci, self.st_ci);
-            return super::dv_burst::done(self, out, t.n, from, t.bytes, t.drops);
+        let p = if from.n == room || from.empty {
+            from
+        } else {
+            self.sessions(spare, from)
+        };
+        if p.n == room || p.empty {
+            return self.end_burst(out, p);
         }
-        self.st_ci = self.st_ci.wrapping_add(t.n as u32);
-        self.burst_general(out, t)
+        self.rq_ci = p.rq_ci;
+        self.burst_general(out, p.n, p.ci, p.bytes, p.drops)
     }
 
     /// Hands up every whole compressed session from the consumer index on that fits in `slots`
@@ -1032,17 +809,17 @@ impl DvStridingRxQueue {
     /// the returned index is untouched and [`Self::burst_general`] takes it (a frame over
     /// several strides, a filler, a broken stride index is found there again). Goes on from
     /// `from`: its `n` packets are in `slots` already, not committed, and neither `cq_ci` nor
-    /// `st_ci` has moved past them (its `ci` is `cq_ci + n`). The caller moves `st_ci` and the
-    /// consumer index.
+    /// `rq_ci` has moved past them (its `ci` is `cq_ci + n`, its `rq_ci` `rq_ci + n`). The
+    /// caller moves both.
     #[inline(always)]
-    fn sessions(&mut self, slots: &mut [Packet], from: Taken) -> Taken {
+    fn sessions(&mut self, slots: &mut [Packet], from: Progress) -> Progress {
         let cq = self.cq.reader();
-        let (nmask, stride) = ((1u32 << self.log_n) - 1, self.stride_bytes);
+        let (nmask, stride) = ((1u32 << self.rq.log_n) - 1, self.room);
         let len_off = Packet::len_off(0, self.data_off);
         let smask = self.bufs.len() - 1;
         // Every frame taken here has one CQ slot and one stride: both indices are the burst's
         // first plus the frames taken so far (`from`'s too).
-        let (ci0, st0) = (self.cq_ci, self.st_ci);
+        let (ci0, st0) = (self.cq_ci, self.rq_ci);
         let room = slots.len().min(self.posted() as usize) as u32;
         debug_assert_eq!(from.ci, ci0.wrapping_add(from.n as u32));
         let (mut n, mut byte_sum, mut drops) = (from.n as u32, 0u32, from.drops);
@@ -1082,25 +859,36 @@ impl DvStridingRxQueue {
             drops += u64::from(title_drops) * u64::from(cnt);
             n += cnt;
         };
-        Taken {
+        Progress {
             n: n as usize,
+            chains: 0,
             ci: ci0.wrapping_add(n),
+            rq_ci: from.rq_ci.wrapping_add(n - from.n as u32),
             bytes: from.bytes + u64::from(byte_sum),
             drops,
+            error: None,
             empty,
         }
     }
 
     /// Every burst the one-segment path does not take: ring wraps, fillers, frames over several
     /// strides, errors, compressed sessions.
-    /// `from` is what the burst took before (packets in `out`'s spare slots, not committed; the
-    /// consumer index reached, not published; `st_ci` already moved past them).
+    /// It goes on from what the burst took before: `n` packets in `out`'s spare slots, not
+    /// committed, with their `bytes` and `drops`; the consumer index `ci` they reached, not
+    /// published; `rq_ci` already moved past them. (Scalars, which stay in registers, rather
+    /// than a [`Progress`] the caller would build in memory.)
     #[inline(never)]
-    fn burst_general(&mut self, out: &mut Burst, from: Taken) -> Result<usize, QueueError> {
-        let (mut n, mut chains) = (from.n, 0);
-        let (mut bytes, mut drops) = (from.bytes, from.drops);
+    fn burst_general(
+        &mut self,
+        out: &mut Burst,
+        n: usize,
+        ci: u32,
+        bytes: u64,
+        drops: u64,
+    ) -> Result<usize, QueueError> {
+        let (mut n, mut chains, mut ci) = (n, 0, ci);
+        let (mut bytes, mut drops) = (bytes, drops);
         let mut error = None;
-        let mut ci = from.ci;
         let spare = out.spare();
         let cap = spare.len();
         loop {
@@ -1125,13 +913,13 @@ impl DvStridingRxQueue {
             }
             let room = (cap - n).min(self.posted() as usize);
             let got = if self.timestamps {
-                self.poll_packets::<true>(&mut spare[n..n + room], ci, self.st_ci, &mut bytes, &mut drops)
+                self.poll_packets::<true>(&mut spare[n..n + room], ci, self.rq_ci, &mut bytes, &mut drops)
             } else {
-                self.poll_packets::<false>(&mut spare[n..n + room], ci, self.st_ci, &mut bytes, &mut drops)
+                self.poll_packets::<false>(&mut spare[n..n + room], ci, self.rq_ci, &mut bytes, &mut drops)
             };
             n += got;
             ci = ci.wrapping_add(got as u32);
-            self.st_ci = self.st_ci.wrapping_add(got as u32);
+            self.rq_ci = self.rq_ci.wrapping_add(got as u32);
             if n == cap || self.posted() == 0 || matches!(self.cq.reader().poll_rx(ci), RxPoll::Empty) {
                 break;
             }
@@ -1144,7 +932,7 @@ impl DvStridingRxQueue {
                     chains: c,
                 } => {
                     ci = ci.wrapping_add(1);
-                    self.st_ci = self.st_ci.wrapping_add(strides);
+                    self.rq_ci = self.rq_ci.wrapping_add(strides);
                     n += packets;
                     chains += c;
                 }
@@ -1166,48 +954,18 @@ impl DvStridingRxQueue {
                 }
             }
         }
-        out.commit_chained(n, chains);
-        if ci != self.cq_ci {
-            self.cq_ci = ci;
-            self.cq.publish_ci(ci);
-        }
         // Packets of the slow path counted their bytes and drops there.
-        self.stats.packets += n as u64;
-        self.stats.bytes += bytes;
-        self.stats.drops += drops;
-        if n > 0 {
-            self.stats.bursts += 1;
-        } else {
-            let a = self.attn.load(std::sync::atomic::Ordering::Relaxed);
-            if a & crate::dv::attention::ACT != 0 {
-                self.attend(a)?;
-            }
-        }
-        if let Some(synd) = error {
-            self.recover_or_fail(synd)?;
-        }
-        self.refill(self.refill_min);
-        Ok(n)
-    }
-}
-
-/// The striding queue in the shared burst: one stride per frame, the buffer index the stride
-/// counter.
-impl super::dv_burst::SegmentRx for DvStridingRxQueue {
-    super::dv_burst::segment_rx_fields!(DvStridingRxQueue);
-
-    #[inline(always)]
-    fn at(&self) -> (u32, u32, usize) {
-        (self.cq_ci, self.st_ci, self.posted() as usize)
-    }
-    #[inline(always)]
-    fn advance(&mut self, ci: u32, bi: u32) {
-        self.cq_ci = ci;
-        self.st_ci = bi;
-    }
-    #[inline(always)]
-    fn general(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        self.burst_general(out, Taken::at(self.cq_ci))
+        let p = Progress {
+            n,
+            chains,
+            ci,
+            rq_ci: self.rq_ci,
+            bytes,
+            drops,
+            error,
+            empty: false,
+        };
+        self.end_burst(out, p)
     }
 }
 
@@ -1218,134 +976,6 @@ impl super::dv_burst::SegmentRx for DvStridingRxQueue {
 pub(crate) fn wants_compression(cfg: &QueueConfig) -> bool {
     cfg.rx_cqe_compression && !cfg.rx_timestamps
 }
-
-/// Whether the queue's CQ compresses (in the stride-index format, the one this queue reads),
-/// refusing a compressing CQ when timestamps are asked for, or one of another format, in one
-/// line.
-fn cq_comp(cq: &CqInfo, cfg: &QueueConfig) -> Result<bool, Error> {
-    match cq.compression() {
-        None => Ok(false),
-        Some(MiniFormat::CsumStridx) if !cfg.rx_timestamps => Ok(true),
-        Some(MiniFormat::CsumStridx) => Err(Error::config(
-            "receive timestamps: the CQ compresses completions, and mini-CQEs carry no timestamp",
-        )),
-        Some(f) => Err(Error::config(format!(
-            "a striding receive queue reads checksum/stride-index mini-CQEs, not the {f:?} format \
-             its CQ was created with"
-        ))),
-    }
-}
-
-/// [`RxQueue::rx_burst`] for CPUs without MOVBE, out of line as the cyclic queue's.
-#[inline(never)]
-fn rx_burst_plain(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst(out)
-}
-
-/// [`RxQueue::rx_burst`] compiled for CPUs with MOVBE: each big-endian CQE field loaded, and each
-/// refilled address stored, in one instruction (see the cyclic queue's `rx_burst_movbe`).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "movbe")]
-fn rx_burst_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst(out)
-}
-
-/// [`rx_burst_plain`] for a compressing CQ ([`DvStridingRxQueue::burst_zip`]).
-#[inline(never)]
-fn rx_zip_plain(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip(out, |q, _| Taken::at(q.cq_ci))
-}
-
-/// [`rx_burst_movbe`] for a compressing CQ ([`DvStridingRxQueue::burst_zip`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "movbe")]
-fn rx_zip_movbe(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip(out, |q, _| Taken::at(q.cq_ci))
-}
-
-/// [`rx_zip_movbe`] taking whole-WQE sessions of `N` strides with AVX2 first
-/// ([`DvStridingRxQueue::wqe_sessions`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,movbe")]
-fn rx_zip_avx2<const N: usize>(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    q.burst_zip(out, |q, slots| q.wqe_sessions::<N>(slots))
-}
-
-impl DvStridingRxQueue {
-    /// [`RxQueue::rx_burst`] after its test of the clock: the builds by CPU and by receive mode.
-    #[inline(always)]
-    fn dispatch(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if self.zip_on {
-            #[cfg(target_arch = "x86_64")]
-            if self.movbe && self.avx2 {
-                // `movbe` and `avx2` are set only where the CPU reports them (`new`).
-                #[allow(unsafe_code)]
-                match self.log_n {
-                    // SAFETY: the CPU has the features the function is compiled for (above).
-                    4 => return unsafe { rx_zip_avx2::<16>(self, out) },
-                    // SAFETY: as for 16.
-                    3 => return unsafe { rx_zip_avx2::<8>(self, out) },
-                    _ => {}
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            if self.movbe {
-                #[allow(unsafe_code)]
-                // SAFETY: as below.
-                return unsafe { rx_zip_movbe(self, out) };
-            }
-            return rx_zip_plain(self, out);
-        }
-        #[cfg(target_arch = "x86_64")]
-        if self.movbe {
-            #[allow(unsafe_code)]
-            // SAFETY: `movbe` is set only where the CPU reports MOVBE (`new`), the one feature
-            // the function is compiled for.
-            return unsafe { rx_burst_movbe(self, out) };
-        }
-        rx_burst_plain(self, out)
-    }
-}
-
-/// [`RxQueue::rx_burst`] of a queue whose CQE timestamps are real time: the loops store them as
-/// the CQEs have them (`TickClock::ns` is the identity then), and they are converted here, out
-/// of the loops (`dv::convert_real_time`).
-#[cold]
-#[inline(never)]
-fn rx_real_time(q: &mut DvStridingRxQueue, out: &mut Burst) -> Result<usize, QueueError> {
-    let start = out.len();
-    let r = q.dispatch(out);
-    crate::dv::convert_real_time(out.packets_mut_from(start));
-    r
-}
-
-impl RxQueue for DvStridingRxQueue {
-    #[inline(never)]
-    fn rx_burst(&mut self, out: &mut Burst) -> Result<usize, QueueError> {
-        if self.real_time {
-            return rx_real_time(self, out);
-        }
-        self.dispatch(out)
-    }
-
-    fn stats(&self) -> &QueueStats {
-        &self.stats
-    }
-
-    fn wqe_id_samples(&self) -> Vec<crate::WqeIdSample> {
-        self.id_log.clone()
-    }
-}
-
-impl Drop for DvStridingRxQueue {
-    fn drop(&mut self) {
-        // Stop the device writing into our buffers before they go back to the pool.
-        if !self.device_holds_buffers && self.ctl.reset_rq(self.wq_num).is_ok() {
-            self.release_posted();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1481,7 +1111,7 @@ mod builds {
                 let mut rx =
                     unsafe { DvStridingRxQueue::new(&rwq, &rx_cq, params, wq, lkey, &pool, &cfg, nic.control()) }
                         .unwrap();
-                assert!(rx.zip_on);
+                assert!(rx.core.zip_on);
                 rx.set_cpu_features(movbe, avx2);
                 let len_of = |seq: u64| {
                     if seq % 97 == 13 {
@@ -1496,7 +1126,7 @@ mod builds {
                 for round in 0..600u64 {
                     // Every other step fills the WQE in use, then whole WQEs, so that whole-WQE
                     // sessions are common.
-                    let to_wqe_end = ((n - rx.st_ci % n) % n) as usize;
+                    let to_wqe_end = ((n - rx.core.rq_ci % n) % n) as usize;
                     let step = match round % 2 {
                         0 => to_wqe_end + n as usize * (1 + (round as usize / 2) % 3),
                         _ => 1 + (round * 7 % 48) as usize,
@@ -1554,10 +1184,10 @@ mod builds {
                     eprintln!("no AVX2 on this CPU: the scalar builds alone run ({case})");
                 }
                 assert_eq!(
-                    rx.vector_sessions > 100,
+                    rx.core.rq.vector_sessions > 100,
                     vector,
                     "{} vector sessions ({case})",
-                    rx.vector_sessions
+                    rx.core.rq.vector_sessions
                 );
                 assert_eq!(rx.stats().errors.total(), 0, "{case}");
                 assert!(nic.counters().cqe_sessions > 1000, "{case}");

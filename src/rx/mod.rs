@@ -9,7 +9,7 @@ pub(crate) const REFILL_BATCH: u32 = 64;
 #[cfg(any(feature = "model", feature = "mlx5"))]
 pub(crate) mod dv;
 #[cfg(any(feature = "model", feature = "mlx5"))]
-mod dv_burst;
+mod dv_core;
 #[cfg(any(feature = "model", feature = "mlx5"))]
 pub(crate) mod dv_striding;
 #[cfg(feature = "mlx5")]

@@ -104,6 +104,8 @@ pub struct DvTxQueue {
     /// Late flush CQEs the queue may still take without calling them an error: as many as the
     /// WQEBBs the last reset dropped could have (set by `recover_or_fail`).
     late_budget: u32,
+    /// The WQEBBs (mod 2^16, `[from, to)`) the last reset dropped: what a late flush CQE names.
+    late_wqes: (u16, u16),
     /// Since when completions have not moved while WQEs are outstanding (`DvControl::now_ns`).
     stalled_since: Option<u64>,
     /// How long the watchdog waits before its next re-ring in this stall (ns), and whether this
@@ -246,6 +248,7 @@ impl DvTxQueue {
             recover: cfg.recover,
             failed: None,
             late_budget: 0,
+            late_wqes: (0, 0),
             stalled_since: None,
             stall_wait: RERING_AFTER,
             stall_counted: false,
@@ -351,7 +354,10 @@ impl DvTxQueue {
         loop {
             let head = ci;
             while let Some(cqe) = self.cq.poll(ci) {
-                if cqe.opcode() != CQE_REQ_ERR || cqe.as_err().syndrome != syndrome::WR_FLUSH || self.late_budget == 0 {
+                if cqe.opcode() != CQE_REQ_ERR
+                    || cqe.as_err().syndrome != syndrome::WR_FLUSH
+                    || !self.is_late(cqe.as_err().wqe_counter.get(), ci)
+                {
                     break;
                 }
                 self.skip_late_flush(ci);
@@ -373,6 +379,18 @@ impl DvTxQueue {
                 }
             }
         }
+    }
+
+    /// Whether a flush CQE at CQ index `ci` naming WQE `counter` can be a late answer for a WQE
+    /// the last reset dropped: the budget is not spent, `counter` lies among the WQEBBs that
+    /// were in flight then, and it is not the WQE whose answer is due at `ci` (a flush of that
+    /// one is a new error of the SQ, which needs a reset of its own: a WQE posted since the
+    /// reset that is never answered would hold its frames forever).
+    fn is_late(&self, counter: u16, ci: u32) -> bool {
+        let (from, to) = self.late_wqes;
+        let dropped = u32::from(counter.wrapping_sub(from)) < u32::from(to.wrapping_sub(from));
+        let due = ci != self.comp_pi && self.comps.get(ci).wqe as u16 == counter;
+        self.late_budget > 0 && dropped && !due
     }
 
     /// Consumes the late flush CQE at CQ index `ci` (= `cq_ci`, the slot the next request's
@@ -442,6 +460,9 @@ impl DvTxQueue {
         }
         let head = self.elts_head;
         self.stats.drops += self.free_elts_until(head) as u64;
+        // The WQEBBs dropped here, as CQEs name them: a late flush CQE can answer only these.
+        let dropped = self.pi.wrapping_sub(self.head).min(self.sq.size());
+        self.late_wqes = (self.head as u16, self.pi as u16);
         self.head = self.pi;
         // Completions written before the reset belong to WQEs that no longer exist.
         while self.cq.ready(self.cq_ci) {
@@ -455,7 +476,7 @@ impl DvTxQueue {
         // request, unless a flush CQE of the WQEs dropped here comes first (`completion_error`):
         // at most one per WQEBB that was in flight.
         self.comp_pi = self.cq_ci;
-        self.late_budget = self.sq.size();
+        self.late_budget = dropped;
         self.since_signal = 0;
         self.stalled_since = None;
         if !self.recover {
@@ -1249,8 +1270,8 @@ fn pow2_floor(x: usize) -> u32 {
 }
 
 /// The out-of-line builds of [`fill_empw_any`], chosen once per queue: called through a pointer,
-/// the loop has every register to itself (inlined into the burst it spilled 7 instructions' worth
-/// per four packets, and as many again around it), and no compiler can inline it back
+/// the loop has every register to itself (inlined into the burst it spilled registers inside the
+/// loop and around it; `scripts/callgrind.sh`), and no compiler can inline it back
 /// (`#[inline(never)]` does not hold for a `#[target_feature]` function reached through code
 /// without the feature). Everything it needs it reads from the queue, so that the call costs no
 /// arguments on the stack.
@@ -1366,7 +1387,7 @@ impl TxQueue for DvTxQueue {
     #[inline(never)]
     fn tx_burst(&mut self, pkts: &mut Burst) -> Result<usize, QueueError> {
         // No build of the whole burst per CPU: only the data-segment loop gains from MOVBE
-        // ([`FillFn`]), and a dispatch here cost 9 instructions per burst.
+        // ([`FillFn`]), and a dispatch here would cost instructions on every burst.
         self.burst(pkts)
     }
 

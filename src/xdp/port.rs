@@ -527,6 +527,14 @@ impl Backend for XdpPort {
         self
     }
 
+    fn rx_queues(&self) -> u16 {
+        self.shared.queues.min(u32::from(u16::MAX)) as u16
+    }
+
+    fn tx_queues(&self) -> Option<u16> {
+        Some(self.rx_queues())
+    }
+
     fn buffers_pinned(&self, cfg: &QueueConfig) -> usize {
         // RX: the fill and RX rings together hold at most `size` posted frames. TX: a frame is
         // ours again only once it reaches the completion ring, and the kernel takes from the TX

@@ -27,7 +27,7 @@ pub fn profile() -> String {
 pub fn device() -> mlx5_model::ModelConfig {
     let e = mlx5_model::env::EnvOptions {
         profile: Some(profile()),
-        ..mlx5_model::env::EnvOptions::read()
+        ..mlx5_model::env::EnvOptions::read().unwrap_or_else(|e| panic!("{e}"))
     };
     let cfg = e.device().unwrap_or_else(|e| panic!("{e}"));
     mlx5_model::ModelConfig {

@@ -331,11 +331,10 @@ pub(super) const UAR_IDLE: u64 = u64::MAX;
 /// WQEBBs a send queue runs per turn at most (`Device::step`), always one WQE: 8 is about one
 /// eMPW WQE of a 32-frame burst (about 9 WQEBBs) or 8 SEND WQEs (ConnectX-4), so a probe on
 /// another queue waits for about one burst of a busy queue, as a NIC's scheduler arbitrates
-/// between queues WQE by WQE. Measured on the model pair (latency stream p50, `pktgen --duration
-/// 3`, 2026-11-24): 16 left it 8–9 µs above idle while the model ran 3.4 Mpps, 8 leaves it
-/// 3.5–4 µs above (idle 1.9–2.3 µs); 32 left it 150 µs behind when the model ran 1 Mpps. 8 costs
-/// the model about 1.3 % more instructions per ConnectX-4 frame than 16 (a doorbell put back
-/// every 8 WQEs); the driver's counts do not move.
+/// between queues WQE by WQE. Measured on the model pair with the latency stream's p50
+/// (`pktgen --duration 3`; `docs/benchmarks.md`): larger turns leave a probe further behind a
+/// busy queue, smaller ones cost the model a doorbell put back more often per ConnectX-4 frame;
+/// the driver's counts do not move.
 pub const SQ_TURN_BBS: u32 = 8;
 /// Turns per step at most: a queue doorbelled faster than the model runs it holds the step (and
 /// the device's lock) for 2048 WQEBBs at most, more than a default ring (1024).
@@ -1160,22 +1159,38 @@ impl Device {
             return;
         }
         if let Some(pps) = self.cfg.rx_capacity_pps {
-            // A buffer of 50 ms worth, full at the first frame, as a device under test has one:
-            // the clock is the step's, and a step can carry many frames after the model's
-            // thread lost its CPU. So a run of T seconds loses nothing up to pps × (1 + 0.05 / T).
-            let now = self.now_ns();
-            let depth = (pps / 20.0).max(64.0);
-            let (tokens, last) = match self.ports[port].bucket {
-                (_, 0) => (depth, now),
+            // A buffer of `rx_buffer_s` worth (50 ms by default), full at the first frame, as a
+            // device under test has one. So a run of T seconds loses nothing up to
+            // pps × (1 + rx_buffer_s / T).
+            //
+            // The clock is the step's. A device runs all the time; the model's thread does not:
+            // the frames a step finds after the thread lost its CPU came at any time since the
+            // last step, and the device would have taken them as they came, drawing on what the
+            // buffer refilled meanwhile. That refill beyond the buffer's depth is lent to this
+            // step's frames (and only to them): the host's scheduling makes no loss of its own,
+            // while a burst that comes within one step gets the buffer alone.
+            let (now, step) = (self.now_ns(), self.steps);
+            let depth = (pps * self.cfg.rx_buffer_s).max(64.0);
+            let (mut tokens, last, mut lent, lent_to) = match self.ports[port].bucket {
+                (_, 0, _, _) => (depth, now, 0.0, step),
                 b => b,
             };
-            let tokens = (tokens + now.saturating_sub(last) as f64 * pps / 1e9).min(depth);
-            if tokens < 1.0 {
-                self.ports[port].bucket = (tokens, now);
+            let level = tokens + now.saturating_sub(last) as f64 * pps / 1e9;
+            tokens = level.min(depth);
+            if lent_to != step {
+                lent = 0.0;
+            }
+            lent += (level - depth).max(0.0);
+            if tokens >= 1.0 {
+                tokens -= 1.0;
+            } else if lent >= 1.0 {
+                lent -= 1.0;
+            } else {
+                self.ports[port].bucket = (tokens, now, lent, step);
                 self.ports[port].counters.rx_wire_drops += 1;
                 return;
             }
-            self.ports[port].bucket = (tokens - 1.0, now);
+            self.ports[port].bucket = (tokens, now, lent, step);
         }
         let no_buffer = self.take_fault(port, |f| matches!(f, Fault::RxNoBuffer { .. }));
         if let Some(Fault::RxNoBuffer { frames }) = no_buffer {

@@ -100,11 +100,17 @@ pub struct ModelConfig {
     pub strict_doorbell: bool,
     /// Write a trace of WQEs and CQEs here.
     pub trace: Option<std::path::PathBuf>,
-    /// Frames a second each port takes at most, through a buffer of 50 ms worth (at least 64
-    /// frames; full at the first frame), so that a run of T seconds loses nothing up to
-    /// `pps × (1 + 0.05 / T)`; the rest are lost before the port (`rx_wire_drops`), as behind
-    /// a slower device under test. None: no limit.
+    /// Frames a second each port takes at most, through a buffer of `rx_buffer_s` worth (at
+    /// least 64 frames; full at the first frame), so that a run of T seconds loses nothing up to
+    /// `pps × (1 + rx_buffer_s / T)`; the rest are lost before the port (`rx_wire_drops`), as
+    /// behind a slower device under test. Frames the model's thread finds late (it lost its
+    /// CPU) are taken as if they came while it was away: the host's scheduling loses none. None:
+    /// no limit.
     pub rx_capacity_pps: Option<f64>,
+    /// The buffer in front of `rx_capacity_pps`, in seconds of it: 0.05 (50 ms) by default, as a
+    /// device under test has one. A deeper one rides out a sender that a busy host holds up
+    /// and that then sends what it owes at once.
+    pub rx_buffer_s: f64,
     /// The striding RQ limits the device reports (`mlx5dv_striding_rq_caps`): a ConnectX-5's,
     /// or none on a ConnectX-4 ([`mlx5_prm::mprq::Caps`]); a WQ asked outside them is
     /// refused, as mlx5_ib refuses it.
@@ -141,6 +147,7 @@ impl Default for ModelConfig {
             strict_doorbell: true,
             trace: None,
             rx_capacity_pps: None,
+            rx_buffer_s: 0.05,
             striding_rq: mlx5_prm::mprq::Caps::CONNECTX5,
             profile: "default".into(),
             identity: profile::Identity::CONNECTX5,
@@ -564,8 +571,10 @@ pub(crate) struct PortState {
     /// A fatal device error stopped the port: no send WQE runs and no frame is received again
     /// (the kernel's mlx5 `mlx5_enter_error_state` stops the function's DMA).
     dead: bool,
-    /// `rx_capacity_pps`: tokens left and when they were last counted (device ns).
-    bucket: (f64, u64),
+    /// `rx_capacity_pps`: tokens left and when they were last counted (device ns), and the
+    /// refill beyond the buffer's depth lent to the frames of one step, and which (`exec.rs`,
+    /// `deliver`).
+    bucket: (f64, u64, f64, u64),
     /// The vport's local loopback (NIC vport context `disable_uc_local_lb`/`_mc_` clear): frames
     /// the port sends to its own MAC or to a group come back in ([`Nic::set_local_lb`]).
     local_lb: bool,
@@ -606,6 +615,9 @@ pub struct Device {
     /// The clock in ns and as a CQE timestamp, read at most once per step: at the first completion
     /// the step writes.
     now: Option<(u64, u64)>,
+    /// Steps run so far (`rx_capacity_pps` lends a step's frames the refill of the pause
+    /// before it, and only that step's; the clock of the `flush=late:N` knob).
+    steps: u64,
     /// The frames of the WQE being executed, described rather than copied (taken out while a
     /// WQE executes). Bytes are copied only where something reads them (exec.rs, `Frame`).
     out: Option<Box<exec::WqeFrames>>,
@@ -629,8 +641,6 @@ pub struct Device {
     tx_max_frame: usize,
     /// While a looped-back frame is delivered: the domain of the TIS that sent it.
     looped_from: Option<u32>,
-    /// Steps run (the clock of the `flush=late:N` knob).
-    steps: u64,
     /// Flush CQEs in flight (`flush=late:N`): written when their step comes, whatever happened
     /// to the SQ since.
     late: VecDeque<exec::LateCqe>,
@@ -721,7 +731,7 @@ impl Nic {
                 counters: PortCounters::default(),
                 inline_mode: cfg.inline_mode,
                 dead: false,
-                bucket: (0.0, 0),
+                bucket: (0.0, 0, 0.0, 0),
                 local_lb: false,
                 mac: None,
                 taps: false,
@@ -755,11 +765,11 @@ impl Nic {
             trace,
             clock: clock.clone(),
             now: None,
+            steps: 0,
             published: Vec::new(),
             tx_sq: 0,
             tx_max_frame,
             looped_from: None,
-            steps: 0,
             late: VecDeque::new(),
             rng,
             listeners: Vec::new(),
@@ -1393,8 +1403,8 @@ impl Nic {
         let dev = self.dev.clone();
         let stop = self.stop.clone();
         *t = Some(std::thread::spawn(move || {
-            if let Some(core) = core {
-                rawpkt_sys::pin_current_thread(core);
+            if let Some(core) = core.filter(|&c| !rawpkt_sys::pin_current_thread(c)) {
+                log::warn!("the model NIC's thread could not be pinned to CPU {core} (not in this process's cpuset?); it runs unpinned");
             }
             let mut idle = 0u32;
             while !stop.load(Ordering::Relaxed) {

@@ -1,4 +1,4 @@
-//! What a model port's cable is plugged into: its link (`flow::wire` is another thing, the
+//! What a model port's cable is plugged into: its link (`rawpkt_wire::wire` is another thing, the
 //! header views of a frame).
 
 use std::collections::VecDeque;

@@ -61,7 +61,8 @@ extern "C" fn flush_all_at_exit() {
 
 impl Trace {
     /// Creates the trace file for a new NIC: `path`, or `path.<n>` when `n` NICs of this
-    /// process have asked for `path` before.
+    /// process have asked for `path` before; a path that names no regular file is refused
+    /// (`sys::file::create_write`).
     pub fn create(path: &Path, behaviour: &str) -> std::io::Result<Trace> {
         static AT_EXIT: Once = Once::new();
         AT_EXIT.call_once(|| {
@@ -83,7 +84,9 @@ impl Trace {
                 PathBuf::from(p)
             }
         };
-        let mut w = BufWriter::new(File::create(&path)?);
+        // A regular file only: a FIFO with no reader would block the NIC's creation in open(),
+        // and one with a reader, or a device, the device's thread in its writes.
+        let mut w = BufWriter::new(rawpkt_sys::file::create_write(&path)?);
         *n += 1;
         writeln!(w, "# rawpkt mlx5 model trace v2")?;
         writeln!(w, "# profile {behaviour}")?;

@@ -338,14 +338,14 @@ pub const fn wqebbs(ds: u32) -> u32 {
 // little-endian; rather than carry an untested big-endian variant, refuse to build for one.
 #[cfg(not(target_endian = "little"))]
 compile_error!(
-    "rawpkt's send path stores mlx5 WQEs as little-endian 64-bit words (dv::prm::packed): \
+    "rawpkt's send path stores mlx5 WQEs as little-endian 64-bit words (mlx5_prm::packed): \
      big-endian hosts are not supported"
 );
 
 /// The send WQEs of the fast path as the 64-bit words in which they lie in memory (word `k` is
 /// bytes `8k..8k + 8`, on a little-endian host: the first byte in the low bits). A queue stores
 /// each word with one instruction, and the byte swaps of constant fields fold into constants;
-/// the datapath's 30 instructions per packet depend on it. These are the one encoder of the
+/// the datapath's instruction count per packet depends on it. These are the one encoder of the
 /// canonical SEND ([`SendWqe::l2_inline`] is their struct view) and of the eMPW title; the
 /// golden vectors check them through the struct views and [`CtrlSeg`]/[`EthSeg`].
 #[cfg(target_endian = "little")]

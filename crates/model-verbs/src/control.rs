@@ -125,6 +125,28 @@ pub extern "C" fn rawpkt_model_sysfs_root() -> *const c_char {
     })
 }
 
+/// Sets the model up if it is not yet and says whether it could: 0, or why not, as an errno
+/// (EINVAL: a setting of the environment is malformed or out of range, such as
+/// `RAWPKT_MODEL_WIRES` or `RAWPKT_MODEL_CPU`; another errno: what the system refused) with the
+/// reason copied into `buf` (`len` bytes, NUL-terminated, cut to fit; `buf` may be NULL when
+/// `len` is 0). A caller that asks reports the reason itself: the library then does not print
+/// it on stderr, as it does once for a program that goes straight to the verbs (which fail with
+/// ENODEV). rawpkt's loader asks, so a tool says one line, not the library's and its own.
+#[no_mangle]
+pub unsafe extern "C" fn rawpkt_model_setup_error(buf: *mut c_char, len: usize) -> c_int {
+    guard(libc::EIO, || {
+        let Some(e) = crate::global::setup_error() else {
+            return 0;
+        };
+        if !buf.is_null() && len > 0 {
+            // SAFETY: the caller's buffer of `len` bytes (checked non-NULL).
+            let out = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+            crate::global::fill(out, &e.msg);
+        }
+        e.errno
+    })
+}
+
 /// The devices' profile and the knobs that differ from the default, as the trace's `# profile`
 /// line says them (`cx5 wqe_id=ring flush=late:2 ...`; `default` for the default device):
 /// NUL-terminated, valid until the next call; NULL if the model could not start.

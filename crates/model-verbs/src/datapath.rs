@@ -409,12 +409,19 @@ pub(crate) fn poll_one(p: &mut CqPoll) -> Option<Polled> {
 }
 
 /// `ibv_poll_cq` as rdma-core's `mlx5_poll_cq` does it (see [`poll_one`]); the consumer index
-/// is published once, after the batch.
+/// is published once, after the batch. A `num_entries` of 0 or less polls nothing and answers
+/// 0, as libmlx5's `for (npolled = 0; npolled < ne; ++npolled)` loop does (`poll_cq` in
+/// providers/mlx5/cq.c).
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     guard(-1, || {
         let Ok(g) = global() else { return -1 };
-        if cq.is_null() || !g.reg().check(cq as usize, Kind::Cq) || num_entries < 0 || (num_entries > 0 && wc.is_null())
-        {
+        if cq.is_null() || !g.reg().check(cq as usize, Kind::Cq) {
+            return -1;
+        }
+        if num_entries <= 0 {
+            return 0;
+        }
+        if wc.is_null() {
             return -1;
         }
         // SAFETY: a live CQ.

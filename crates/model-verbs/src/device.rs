@@ -136,8 +136,18 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
         let (d, f) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
         let path = std::path::Path::new(std::ffi::OsStr::new(std::str::from_utf8(d.to_bytes()).unwrap_or("")))
             .join(std::str::from_utf8(f.to_bytes()).unwrap_or(""));
-        let data = match std::fs::read(&path) {
+        // One read of at most `size` bytes, as libibverbs' single read(2); and only from a
+        // regular file (sysfs attributes are), so that a FIFO named here cannot keep the
+        // caller waiting nor a device feed it for ever (EINVAL).
+        let data = match rawpkt_sys::file::open_read(&path).and_then(|f| {
+            let mut d = Vec::with_capacity(size.min(1 << 16));
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, size as u64), &mut d).map(|_| d)
+        }) {
             Ok(d) => d,
+            Err(e) if rawpkt_sys::file::refused(&e) => {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
             Err(e) => {
                 set_errno(e.raw_os_error().unwrap_or(libc::EIO));
                 return -1;

@@ -166,19 +166,55 @@ pub(crate) struct Global {
     pub reg: Mutex<Registry>,
 }
 
-static GLOBAL: OnceLock<Result<Global, String>> = OnceLock::new();
+/// Why the model could not be set up: a setting of the environment that is malformed or out of
+/// range (errno EINVAL), or what the system refused (its errno).
+#[derive(Debug)]
+pub(crate) struct SetupError {
+    pub errno: i32,
+    pub msg: String,
+}
+
+impl SetupError {
+    /// A setting the user gave is wrong.
+    fn usage(msg: impl Into<String>) -> SetupError {
+        SetupError {
+            errno: libc::EINVAL,
+            msg: msg.into(),
+        }
+    }
+
+    /// The system refused: `e`'s errno (EIO when it has none).
+    fn system(msg: impl Into<String>, e: &std::io::Error) -> SetupError {
+        SetupError {
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            msg: msg.into(),
+        }
+    }
+}
+
+static GLOBAL: OnceLock<Result<Global, SetupError>> = OnceLock::new();
+/// Whether the setup error has been reported: on stderr by the first verb that failed on it,
+/// or to a caller of `rawpkt_model_setup_error`, which reports it itself.
+static SAID: AtomicBool = AtomicBool::new(false);
 
 /// The model, created on first use: the NIC starts polling on its own thread (pinned to
 /// `RAWPKT_MODEL_CPU` when set, as `model:` ports are) and the sysfs tree is written.
 pub(crate) fn global() -> Result<&'static Global, i32> {
     GLOBAL.get_or_init(init).as_ref().map_err(|e| {
         // Said once: every verb after the first fails the same way.
-        static SAID: AtomicBool = AtomicBool::new(false);
         if !SAID.swap(true, Ordering::Relaxed) {
-            eprintln!("rawpkt model library: {e}");
+            eprintln!("rawpkt model library: {}", e.msg);
         }
         libc::ENODEV
     })
+}
+
+/// [`global`] for a caller that reports the reason itself: the error, not said on stderr (now
+/// or by a later verb).
+pub(crate) fn setup_error() -> Option<&'static SetupError> {
+    let e = GLOBAL.get_or_init(init).as_ref().err()?;
+    SAID.store(true, Ordering::Relaxed);
+    Some(e)
 }
 
 /// The wire of each device: back to back in pairs ([`PEERS`]), or as `RAWPKT_MODEL_WIRES` says:
@@ -186,22 +222,25 @@ pub(crate) fn global() -> Result<&'static Global, i32> {
 /// through AF_PACKET: frames reach other processes and programs), `null` (sent frames vanish,
 /// counted), `loopback` (they come back in) or `peer` (the default). A device rewired this way
 /// takes its partner's end with it: the partner's wire becomes `null` unless it is named too.
-pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
+pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, SetupError> {
     let mut chosen: Vec<Option<Link>> = (0..DEVS.len()).map(|_| None).collect();
     let usage = "RAWPKT_MODEL_WIRES: expected ibdev=afpacket:IFNAME|null|loopback|peer[,...]";
     for item in spec.unwrap_or("").split(',').filter(|s| !s.trim().is_empty()) {
         let (dev, wire) = item
             .trim()
             .split_once('=')
-            .ok_or_else(|| format!("{usage}, got {item:?}"))?;
-        let i = ibdev_index(dev).ok_or_else(|| format!("RAWPKT_MODEL_WIRES: no device {dev:?} (mlx5_0..mlx5_3)"))?;
+            .ok_or_else(|| SetupError::usage(format!("{usage}, got {item:?}")))?;
+        let i = ibdev_index(dev)
+            .ok_or_else(|| SetupError::usage(format!("RAWPKT_MODEL_WIRES: no device {dev:?} (mlx5_0..mlx5_3)")))?;
         let w = match wire {
             "null" => Link::Null,
             "loopback" => Link::Loopback,
             "peer" => Link::Peer(PEERS[i]),
             w => match w.strip_prefix("afpacket:") {
-                Some(ifname) if !ifname.is_empty() => Link::afpacket(ifname).map_err(|e| e.to_string())?,
-                _ => return Err(format!("{usage}, got {item:?}")),
+                Some(ifname) if !ifname.is_empty() => {
+                    Link::afpacket(ifname).map_err(|e| SetupError::system(e.to_string(), &e))?
+                }
+                _ => return Err(SetupError::usage(format!("{usage}, got {item:?}"))),
             },
         };
         chosen[i] = Some(w);
@@ -225,13 +264,16 @@ pub(crate) fn wires(spec: Option<&str>) -> Result<Vec<Link>, String> {
         .collect())
 }
 
-fn init() -> Result<Global, String> {
-    // This stand-in for libibverbs reads the model's variables, as the tools do: the device
-    // profile and knobs (`RAWPKT_MODEL_PROFILE`, `RAWPKT_MODEL_KNOBS`) among them.
-    let opts = mlx5_model::env::EnvOptions::read();
-    let cfg = opts.device()?;
-    let root = crate::sysfs::create(&cfg.identity)?;
-    let wires = wires(std::env::var("RAWPKT_MODEL_WIRES").ok().as_deref())?;
+fn init() -> Result<Global, SetupError> {
+    // The settings first: a mistake in them is said before anything is created.
+    let spec = match std::env::var_os("RAWPKT_MODEL_WIRES") {
+        None => None,
+        Some(v) => Some(
+            v.into_string()
+                .map_err(|v| SetupError::usage(format!("RAWPKT_MODEL_WIRES={v:?}: not UTF-8")))?,
+        ),
+    };
+    let wires = wires(spec.as_deref())?;
     // `RAWPKT_MODEL_DEVX=0`: a host whose kernel offers no DevX (mlx5_ib without
     // `MLX5_IB_ALLOC_UCTX_DEVX`), where `mlx5dv_open_device` with DevX fails and drivers take
     // their ibverbs path (DPDK's `mlx5_open_device` falls back to `ibv_open_device`). The
@@ -239,13 +281,30 @@ fn init() -> Result<Global, String> {
     match std::env::var("RAWPKT_MODEL_DEVX").as_deref() {
         Err(_) | Ok("1") => {}
         Ok("0") => crate::devx::refuse_all(),
-        Ok(v) => return Err(format!("RAWPKT_MODEL_DEVX={v:?}: expected 0 (no DevX) or 1")),
+        Ok(v) => {
+            return Err(SetupError::usage(format!(
+                "RAWPKT_MODEL_DEVX={v:?}: expected 0 (no DevX) or 1"
+            )))
+        }
     }
+    // This stand-in for libibverbs reads the model's variables, as the tools do: the device
+    // profile and knobs (`RAWPKT_MODEL_PROFILE`, `RAWPKT_MODEL_KNOBS`) among them.
+    let opts = mlx5_model::env::EnvOptions::read().map_err(SetupError::usage)?;
+    let cfg = opts.device().map_err(SetupError::usage)?;
+    let root = crate::sysfs::create(&cfg.identity).map_err(|msg| SetupError { errno: libc::EIO, msg })?;
     // A profile without DevX is a kernel that offers none (as `RAWPKT_MODEL_DEVX=0`).
     if cfg.knobs.devx == mlx5_model::profile::Devx::Absent {
         crate::devx::refuse_all();
     }
-    let nic = Nic::new(wires, cfg.clone()).map_err(|e| e.to_string())?;
+    let nic = Nic::new(wires, cfg.clone()).map_err(|e| {
+        // A trace path that names no regular file is the user's mistake.
+        let msg = e.to_string();
+        if rawpkt_sys::file::refused(&e) {
+            SetupError::usage(msg)
+        } else {
+            SetupError::system(msg, &e)
+        }
+    })?;
     crate::devx::listen(&nic);
     for (port, d) in DEVS.iter().enumerate() {
         // The devices are bifurcated like a real mlx5 netdev: frames go to Linux unless a flow
@@ -289,7 +348,10 @@ fn init() -> Result<Global, String> {
         nic,
         cfg,
         devices,
-        sysfs_root: CString::new(root.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?,
+        sysfs_root: CString::new(root.to_string_lossy().as_bytes()).map_err(|e| SetupError {
+            errno: libc::EINVAL,
+            msg: e.to_string(),
+        })?,
         dv: AtomicBool::new(true),
         cap_net_raw: AtomicBool::new(true),
         refuse_flow: Mutex::new(String::new()),
@@ -366,7 +428,15 @@ mod tests {
         for bad in ["mlx5_9=null", "mlx5_0", "mlx5_0=cable", "mlx5_0=afpacket:"] {
             assert!(wires(Some(bad)).is_err(), "{bad}");
         }
+        for bad in ["mlx5_9=null", "mlx5_0", "mlx5_0=cable"] {
+            assert_eq!(wires(Some(bad)).err().unwrap().errno, libc::EINVAL, "{bad}");
+        }
         let e = wires(Some("mlx5_0=afpacket:no-such-if0")).err().unwrap();
-        assert!(e.contains("no-such-if0"), "{e}");
+        assert!(e.msg.contains("no-such-if0"), "{e:?}");
+        assert_ne!(
+            e.errno,
+            libc::EINVAL,
+            "the system's refusal, not a malformed setting: {e:?}"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! (device discovery, bring-up, flows) and both datapaths (DV rings and the ibverbs fallback)
 //! run unchanged against the model.
 //!
-//! The interface with rawpkt's binding (`src/sys/rdma/`) is rdma-core's own C ABI, as the
+//! The interface with rawpkt's binding (`crates/rawpkt-sys/src/rdma/`) is rdma-core's own C ABI, as the
 //! rdma-core 44 headers define it (the bindgen types of `crates/rdma-abi/`);
 //! `docs/model-library.md` describes what is exported, the fake sysfs tree, the knobs and the
 //! kernel rules enforced. In short:
@@ -44,6 +44,7 @@ mod events;
 mod global;
 mod loopback;
 mod objects;
+mod pin;
 mod ring;
 mod sysfs;
 mod traffic;

@@ -450,8 +450,13 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                 // Zero-based or offset iovas would need address translation the model has not.
                 return Err(EINVAL);
             }
-            // SAFETY: the registrant keeps [addr, addr+length) mapped until ibv_dereg_mr, which
-            // is ibv_reg_mr's contract (real HCAs pin the pages).
+            // What the kernel pins: an end past the address space is EINVAL, a page no
+            // readable mapping (writable, for a writable access) covers EFAULT.
+            const MW_BIND: u32 = 16;
+            let writable = access & (LOCAL_WRITE | REMOTE_WRITE | REMOTE_ATOMIC | MW_BIND) != 0;
+            crate::pin::check(addr as u64, length as u64, writable)?;
+            // SAFETY: the range is mapped now (checked above), and the registrant keeps it
+            // mapped until ibv_dereg_mr, which is ibv_reg_mr's contract (real HCAs pin the pages).
             let lkey = unsafe { g.nic.register_mr_raw(addr as u64, length as u64) };
             // SAFETY: a live PD.
             let context = unsafe { (*pd).context };

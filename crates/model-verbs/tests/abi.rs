@@ -38,6 +38,7 @@ const SYMBOLS: &[&str] = &[
     "rawpkt_model_inject",
     "rawpkt_model_linux_frames",
     "rawpkt_model_wire_frames",
+    "rawpkt_model_setup_error",
 ];
 
 #[test]
@@ -88,6 +89,24 @@ fn c_program_polls_extended_cqs_with_timestamps() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(out.contains("cq_ex ok: 16 sends and 16 receives"), "{out}");
+}
+
+/// `ibv_reg_mr` as the kernel's pinning answers (`tests/c/reg_mr.c`): EFAULT over an unmapped
+/// page, a PROT_NONE one, or a read-only one asked to be written; EINVAL for a range whose end
+/// wraps the address space; nothing registered either way (a range taken on trust would crash
+/// the process in the next `ibv_post_send`). And `ibv_poll_cq` with `num_entries` 0 or below
+/// answers 0, as libmlx5's loop does.
+#[test]
+#[ignore = "needs rdma-core's headers (libibverbs-dev) and a C compiler (gcc); scripts/test.sh installs them as root"]
+fn c_program_registers_only_mapped_memory() {
+    let run = Command::new(build_c("reg_mr")).output().expect("running the C program");
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "the C program failed:\n{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(out.contains("reg_mr ok"), "{out}");
 }
 
 /// A striding receive WQ made with `mlx5dv_create_wq` (`tests/c/striding.c`): the caps

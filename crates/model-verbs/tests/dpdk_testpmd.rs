@@ -2,6 +2,7 @@
 //! model library, through `scripts/model-host.sh` (the soname links, a PCI tree for DPDK's bus
 //! scan, the model's netdevs in a namespace), on mlx5_0 and mlx5_1 (`0000:3b:00.0` and `.1`,
 //! cabled back to back) with no devargs but `dv_flow_en=0` and, for their variants, `mprq_en=1`
+//! (with `rxqs_min_mprq=1`)
 //! and `rxq_cqe_comp_en=0`. The host offers no DevX (`RAWPKT_MODEL_DEVX=0`), so the PMD takes
 //! its ibverbs path.
 //!
@@ -354,6 +355,12 @@ fn forward(mode: &str, devargs: &str, queues: u64, devx: bool) -> ([PortStats; 2
     let xstats = t.cmd("show port xstats 0");
     let log = t.quit();
     common(&pmd, &model, &log);
+    // With `mprq_en` the PMD takes multi-packet RQs only from `rxqs_min_mprq` queues (12 by
+    // default, mlx5_rxq.c `mlx5_mprq_enabled`), which the tests set to 1: the log says each
+    // queue is one (mlx5_rxq.c `mlx5_rxq_new`).
+    if devargs.contains("mprq_en=1") {
+        assert!(log.contains("Multi-Packet RQ is enabled"), "MPRQ not taken:\n{log}");
+    }
     if devx {
         assert!(log.contains("DevX is supported."), "{log}");
         for p in 0..2 {
@@ -418,7 +425,7 @@ fn testpmd_io_with_rss_over_two_queues() {
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_with_multi_packet_rq() {
-    forward("io", ",mprq_en=1", 1, false);
+    forward("io", ",mprq_en=1,rxqs_min_mprq=1", 1, false);
 }
 
 #[test]
@@ -430,7 +437,7 @@ fn testpmd_io_without_cqe_compression() {
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_with_multi_packet_rq_without_cqe_compression() {
-    forward("io", ",mprq_en=1,rxq_cqe_comp_en=0", 1, false);
+    forward("io", ",mprq_en=1,rxqs_min_mprq=1,rxq_cqe_comp_en=0", 1, false);
 }
 
 /// Both ports send; nobody takes the frames out of the peers' queues, which fill and then drop

@@ -15,6 +15,7 @@
 pub mod afpacket;
 #[cfg(feature = "xdp")]
 pub mod bpf;
+pub mod file;
 mod lib_paths;
 #[cfg(feature = "xdp")]
 pub mod netdev;
@@ -57,6 +58,61 @@ pub fn pin_current_thread(core: usize) -> bool {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(core, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// The CPUs online (`/sys/devices/system/cpu/online`), ascending: the CPUs a thread may be
+/// pinned to, short of a cpuset that leaves some out. A thread may widen its own affinity beyond
+/// its parent's mask (a tool confined to one CPU can pin a helper thread to another), so the
+/// calling thread's mask is no bound; where sysfs does not say, it is that mask.
+pub fn online_cpus() -> Vec<usize> {
+    if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
+        let mut ids = Vec::new();
+        for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+            let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+            if let (Ok(lo), Ok(hi)) = (lo.parse::<usize>(), hi.parse::<usize>()) {
+                ids.extend(lo..=hi.min(lo + libc::CPU_SETSIZE as usize));
+            }
+        }
+        if !ids.is_empty() {
+            return ids;
+        }
+    }
+    allowed_cpus()
+}
+
+/// CPU ids as ranges, `0-3,8` (ids ascending).
+pub fn cpu_list(ids: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// poll(2) over `fds` for at most `timeout_ms` (-1: no limit); the number of descriptors with
+/// events, 0 on timeout or when a signal came first (the caller looks at its flags and polls
+/// again).
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> std::io::Result<usize> {
+    // SAFETY: `fds` is a valid slice of pollfd for its whole length, which is what is passed.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n >= 0 {
+        return Ok(n as usize);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.kind() {
+        std::io::ErrorKind::Interrupted => Ok(0),
+        _ => Err(e),
     }
 }
 

@@ -36,6 +36,12 @@ pub fn stop_flag() -> &'static AtomicBool {
     &STOP
 }
 
+/// Whether Ctrl-C or SIGTERM came (or a closed stdout stopped the run), without installing the
+/// handlers: for the library's own waits, which end when the tool around them is stopping.
+pub fn stopping() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
 /// Writes `args` and a newline to stdout. Rust ignores SIGPIPE, so a reader that has gone makes
 /// the write fail with EPIPE, on which `println!` panics; here the first failure (of any kind)
 /// sets the stop flag, as Ctrl-C does, so that the tool's loops stop and tear down in order, and

@@ -33,21 +33,7 @@ pub fn show(plan: &[Option<usize>]) -> String {
 
 /// CPU ids as ranges, `0-3,8` (ids ascending).
 pub fn ranges(ids: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            ids[i].to_string()
-        } else {
-            format!("{}-{}", ids[i], ids[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
+    rawpkt_sys::cpu_list(ids)
 }
 
 #[cfg(test)]

@@ -30,8 +30,10 @@ pub enum Fail {
 }
 
 impl Fail {
-    /// `what: e`, with rawpkt's kind of error deciding whose mistake it is.
-    pub fn rawpkt(what: impl fmt::Display, e: rawpkt::Error) -> Fail {
+    /// `what: e`, with rawpkt's kind of error deciding whose mistake it is (a setting of the
+    /// environment that is wrong is the user's).
+    pub fn rawpkt(what: impl fmt::Display, e: impl Into<OpenError>) -> Fail {
+        let e = e.into();
         let msg = format!("{what}: {e}");
         if e.is_usage() {
             Fail::Usage(msg)
@@ -53,6 +55,41 @@ impl Fail {
         match self {
             Fail::Usage(_) => 2,
             Fail::Runtime(_) => 1,
+        }
+    }
+}
+
+/// Why a tool could not open a port: a setting the environment gives is wrong (one line naming
+/// the variable), or the library refused.
+#[derive(Debug)]
+pub enum OpenError {
+    /// A `RAWPKT_*` variable (`crate::env`).
+    Env(String),
+    /// The library's error.
+    Port(rawpkt::Error),
+}
+
+impl OpenError {
+    /// Whether the caller's input is to change (exit 2).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            OpenError::Env(_) => true,
+            OpenError::Port(e) => e.is_usage(),
+        }
+    }
+}
+
+impl From<rawpkt::Error> for OpenError {
+    fn from(e: rawpkt::Error) -> OpenError {
+        OpenError::Port(e)
+    }
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Env(m) => f.write_str(m),
+            OpenError::Port(e) => write!(f, "{e}"),
         }
     }
 }

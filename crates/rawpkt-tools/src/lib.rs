@@ -12,6 +12,7 @@ pub mod cli;
 pub mod cpu;
 pub mod env;
 pub mod fail;
+pub mod file;
 pub mod log;
 pub mod pcap;
 pub mod stats;
@@ -20,3 +21,10 @@ pub mod xconnect;
 pub use cli::{finish, parse};
 pub use fail::Fail;
 pub use rawpkt_sys::{errln, outln};
+
+/// poll(2) for a tool's event loop (pktgen's metrics endpoint): waits for events on `fds` at
+/// most `timeout_ms` (-1: no limit); the number of descriptors with events, 0 on timeout or
+/// when a signal came first.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> std::io::Result<usize> {
+    rawpkt_sys::poll(fds, timeout_ms)
+}

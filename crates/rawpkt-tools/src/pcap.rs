@@ -151,11 +151,49 @@ pub struct Writer<W: Write> {
     path: PathBuf,
 }
 
-impl Writer<BufWriter<File>> {
+/// The file a [`Writer::create`] writes to. A FIFO (or a device) stays non-blocking: a write its
+/// reader is not ready for waits a tenth of a second at a time, and gives up once the process
+/// is asked to stop (Ctrl-C or SIGTERM, [`rawpkt_sys::signal::stop_flag`]), so that a reader that stops
+/// reading cannot keep the writer, and the tool around it, for ever.
+pub struct Output {
+    file: File,
+    /// Not a regular file: writes may find the reader not ready.
+    waits: bool,
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.file.write(buf) {
+                Err(e) if self.waits && e.kind() == io::ErrorKind::WouldBlock => {
+                    if rawpkt_sys::signal::stopping() {
+                        // Not `Interrupted`, which `write_all` takes as "try again".
+                        return Err(io::Error::other("stopped while its reader was not reading"));
+                    }
+                    let mut p = [libc::pollfd {
+                        fd: std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    }];
+                    rawpkt_sys::poll(&mut p, 100)?;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Writer<BufWriter<Output>> {
     /// Creates (or truncates) the file at `path` and writes the file header.
     ///
     /// A FIFO must have its reader already: opening one that has none would wait for it without a
     /// word, so it is refused ([`PcapError::NoReader`]). Devices such as `/dev/null` are fine.
+    /// A FIFO's reader that stops reading holds writes up until the process is asked to stop
+    /// ([`Output`]).
     pub fn create(path: impl AsRef<Path>) -> Result<Self, PcapError> {
         let path = path.as_ref().to_path_buf();
         let io = |err| PcapError::Io {
@@ -176,14 +214,10 @@ impl Writer<BufWriter<File>> {
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(PcapError::NoReader { path }),
             Err(e) => return Err(io(e)),
         };
-        // Anything but a regular file is opened again without O_NONBLOCK, so that a slow reader
-        // makes writes wait rather than fail with EAGAIN; its reader is there, so this open does
-        // not wait (unless the reader leaves in between).
-        let f = match f.metadata() {
-            Ok(m) if m.is_file() => f,
-            _ => File::options().write(true).open(&path).map_err(io)?,
-        };
-        Writer::start(BufWriter::new(f), path)
+        // Anything but a regular file stays O_NONBLOCK: a slow reader makes writes wait in
+        // `Output`, where a stop can end the wait, rather than in write(2), where it cannot.
+        let waits = !f.metadata().is_ok_and(|m| m.is_file());
+        Writer::start(BufWriter::new(Output { file: f, waits }), path)
     }
 }
 

@@ -44,6 +44,44 @@ pub struct Cli {
     /// and count what comes out (model NICs exist only inside this process)
     #[arg(long)]
     pub generate: bool,
+    /// The receive queues: cyclic (one 64-byte completion per frame), compressed (CQE
+    /// compression), striding (a striding RQ, ConnectX-5 and later) or striding+compressed;
+    /// mlx5: and model: ports [default: QueueConfig's, compressed]
+    #[arg(long, value_name = "MODE", value_parser = rx_mode)]
+    pub rx_mode: Option<&'static str>,
+    /// Before forwarding, each core sends one burst of 60-byte IPv4/UDP frames out of A and one
+    /// out of B, addressed to the other port: with A and B cabled to each other the frames then
+    /// go round for as long as it forwards (testpmd's `start tx_first`)
+    #[arg(long)]
+    pub tx_first: bool,
+}
+
+/// `--rx-mode`: the name as [`QueueConfig::RX_MODES`] spells it.
+fn rx_mode(s: &str) -> Result<&'static str, String> {
+    QueueConfig::RX_MODES
+        .iter()
+        .map(|m| m.0)
+        .find(|m| *m == s)
+        .ok_or_else(|| {
+            let names: Vec<_> = QueueConfig::RX_MODES.iter().map(|m| m.0).collect();
+            format!("expected one of {}", names.join(", "))
+        })
+}
+
+/// The frame `--tx-first` sends from `src` to `dst`: Ethernet, IPv4 10.0.0.1 -> 10.0.0.2, UDP
+/// 42 -> 1337, 18 bytes of zeros; 60 bytes (64 on the wire with the FCS), checksums filled in.
+pub fn tx_first_frame(src: [u8; 6], dst: [u8; 6]) -> [u8; 60] {
+    let mut f = [0u8; 60];
+    f[..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    // IPv4: version 4, 20-byte header, total length 46, TTL 64, UDP.
+    f[14..24].copy_from_slice(&[0x45, 0, 0, 46, 0, 0, 0, 0, 64, 17]);
+    f[26..34].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    // UDP: 42 -> 1337, length 26.
+    f[34..40].copy_from_slice(&[0, 42, 0x05, 0x39, 0, 26]);
+    rawpkt_wire::wire::fill_checksums(&mut f, true, true);
+    f
 }
 
 /// The two ports of a cross-connect, opened and checked, the generator with `--generate`, and a
@@ -71,6 +109,31 @@ impl Setup {
         if a.same_port(&b) {
             return Err(same(&a.identity()));
         }
+        // Each core takes queue id = its index on both ports: a port with a fixed number of
+        // queues (xdp: the interface's) bounds the cores, said before anything else is.
+        for (name, port) in [("A", &a), ("B", &b)] {
+            if let Some(n) = port.tx_queues().filter(|&n| cli.cores > n) {
+                return Err(Fail::Usage(format!(
+                    "--cores {}: port {name} ({}) has {n} queue{}, and each core takes its own on both ports (queue id = core index): at most {n} core{} here",
+                    cli.cores,
+                    rawpkt_wire::text::echo(port.spec()),
+                    if n == 1 { "" } else { "s" },
+                    if n == 1 { "" } else { "s" },
+                )));
+            }
+        }
+        // Receive modes are the mlx5 Direct Verbs datapath's (and the model's, which runs it): an
+        // AF_XDP or plain verbs queue would take the fields and receive as it always does.
+        if let Some(m) = cli.rx_mode {
+            for (port, spec) in [(&a, &cli.port_a), (&b, &cli.port_b)] {
+                if matches!(port.identity(), rawpkt::PortIdentity::Xdp { .. }) || spec.starts_with("verbs:") {
+                    let spec = rawpkt_wire::text::echo(spec);
+                    return Err(Fail::Usage(format!(
+                        "--rx-mode {m}: {spec} has no receive modes (they are the mlx5 Direct Verbs datapath's: mlx5: and model: ports)"
+                    )));
+                }
+            }
+        }
         let generator = cli
             .generate
             .then(|| Generator::open(&cli.port_a, &cli.port_b))
@@ -87,7 +150,11 @@ impl Setup {
         } else {
             ""
         };
-        rawpkt_sys::outln!("mode: {mode}{touch}");
+        let rx = match cli.rx_mode {
+            Some(m) => format!("; receive queues {m} (--rx-mode)"),
+            None => String::new(),
+        };
+        rawpkt_sys::outln!("mode: {mode}{touch}{rx}");
         Ok(Setup { a, b, generator, plan })
     }
 

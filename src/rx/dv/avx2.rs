@@ -4,9 +4,10 @@
 //! load takes four mini-CQEs, a byte shuffle turns each one's big-endian hash and byte count
 //! into `byte_cnt | hash << 32` in host order, one unsigned min and compare checks the four
 //! lengths against the buffers' data room, and each packet's first 16 bytes (buffer, length and
-//! offset, hash, the title's flags) are one store ([`put_four`], which the striding queue's
-//! AVX2 path shares). The scalar [`super::zip_chunk`] takes a `movbe` load and three stores per
-//! packet. Partial arrays, sessions carried across bursts (`DvRxQueue::expand`), and CPUs
+//! offset, hash, the title's flags) are one store ([`put_four`], shared with the striding
+//! queue's AVX2 path in `rx::dv_core::avx2`). The scalar [`super::zip_chunk`] takes a `movbe`
+//! load and three stores per packet. Partial arrays, sessions carried across bursts (the
+//! cyclic `RxCore::expand`), and CPUs
 //! without AVX2 or without MOVBE take the scalar path.
 
 use std::arch::x86_64::*;
@@ -15,6 +16,7 @@ use super::{mark_long, ZipChunk, MINI};
 use crate::dv::prm::{Be64, DataSeg, MiniCqe};
 use crate::dv::ring::ZipArray;
 use crate::mem::pool::{Packet, Pool};
+use crate::rx::dv_core::avx2::{lengths_sum, put_four};
 use crate::QueueStats;
 
 // The byte order the shuffle assumes: a hash-format mini-CQE is the big-endian RSS hash, then
@@ -85,9 +87,9 @@ pub(super) fn zip_chunk<const FIRST: usize>(
 /// ([`BufGeometry::buf_addr`](crate::mem::pool::BufGeometry::buf_addr), `base` with the data
 /// offset in it) in the WQE of `segs` beside it. Per four WQEs: a widening load of the indices,
 /// a multiply, an add, a byte swap and four 8-byte stores, where the scalar loop takes a load, a
-/// multiply, an add and a `movbe` store each (RX cx5 compressed 26.9 -> 25.5 instructions per
-/// packet; `scripts/callgrind.sh`). Returns how many it wrote (a multiple of eight); the caller
-/// writes the rest. Compiled for AVX2, which the caller must have checked.
+/// multiply, an add and a `movbe` store each (fewer instructions per packet on the compressed
+/// path, measured with `scripts/callgrind.sh`). Returns how many it wrote (a multiple of eight);
+/// the caller writes the rest. Compiled for AVX2, which the caller must have checked.
 #[target_feature(enable = "avx2")]
 pub(super) fn post_addrs_avx2(segs: &mut [DataSeg], bufs: &[u32], base: u64, size: u32) -> usize {
     let n = segs.len().min(bufs.len()) / 8 * 8;
@@ -125,34 +127,4 @@ pub(super) fn post_addrs_avx2(segs: &mut [DataSeg], bufs: &[u32], base: u64, siz
         put(s1, four(i1));
     }
     n
-}
-
-/// Four packets' first 16 bytes ([`Packet::set_head`]) into `out`, with the buffers `bufs`: per
-/// 64-bit lane of `x` the packet's length in the low half (the high half is dropped), `off_bits`
-/// its offset bits above it ([`Packet::len_off`] `<< 32`), and `tail` its hash and flags
-/// ([`Packet::hash_flags`]). Both queues' AVX2 session paths end with it.
-#[target_feature(enable = "avx2")]
-#[inline]
-pub(in crate::rx) fn put_four(out: &mut [Packet; 4], bufs: &[u32; 4], x: __m256i, off_bits: __m256i, tail: __m256i) {
-    #[allow(unsafe_code)]
-    // SAFETY: `bufs` is four u32, 16 readable bytes; the load takes any alignment.
-    let idx = _mm256_cvtepu32_epi64(unsafe { _mm_loadu_si128(bufs.as_ptr().cast()) });
-    // Per lane `buf | len_off << 32`: a packet's first 8 bytes.
-    let head = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi64::<32>(x), off_bits), idx);
-    let (even, odd) = (_mm256_unpacklo_epi64(head, tail), _mm256_unpackhi_epi64(head, tail));
-    let [p0, p1, p2, p3] = out;
-    p0.set_head(_mm256_castsi256_si128(even));
-    p1.set_head(_mm256_castsi256_si128(odd));
-    p2.set_head(_mm256_extracti128_si256::<1>(even));
-    p3.set_head(_mm256_extracti128_si256::<1>(odd));
-}
-
-/// The sum (mod 2^32) of the low 32-bit halves of `v`'s four 64-bit lanes: the lengths both
-/// queues' AVX2 session paths add up, each lane's high half being something else.
-#[target_feature(enable = "avx2")]
-#[inline]
-pub(in crate::rx) fn lengths_sum(v: __m256i) -> u32 {
-    let l = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let l = _mm_add_epi32(l, _mm_unpackhi_epi64(l, l));
-    _mm_cvtsi128_si32(l) as u32
 }

@@ -1,5 +1,5 @@
 //! The striding queue's AVX2 code: its refill's data segments, four a step ([`fill_wqes_avx2`]),
-//! and compressed sessions of whole striding WQEs ([`DvStridingRxQueue::wqe_sessions`]), the
+//! and compressed sessions of whole striding WQEs ([`RxCore::wqe_sessions`]), the
 //! common case of a
 //! striding+compressed queue (the device fills a WQE's strides one frame each and reports them
 //! in one session of as many mini-CQEs; with stride-index mini-CQEs a session never spans WQEs).
@@ -15,12 +15,12 @@
 
 use std::arch::x86_64::*;
 
-use super::{DvStridingRxQueue, Taken};
+use super::Striding;
 use crate::dv::prm::{mprq, DataSeg, MiniCqe};
 use crate::dv::ring::{Session, StridingRqRing};
 use crate::mem::pool::{BufGeometry, Packet};
-use crate::rx::dv::avx2::{lengths_sum, put_four};
-use crate::rx::dv::FLAGS_LUT;
+use crate::rx::dv_core::avx2::{lengths_sum, put_four};
+use crate::rx::dv_core::{Progress, RxCore, FLAGS_LUT};
 
 // The byte order the shuffle assumes: a mini-CQE is the big-endian checksum, stride index and
 // byte count, 2, 2 and 4 bytes.
@@ -114,25 +114,25 @@ pub(super) fn expand_wqe<const N: usize>(
     true
 }
 
-impl DvStridingRxQueue {
+impl RxCore<Striding> {
     /// Takes every compressed session from the consumer index on that is a whole WQE of `N`
     /// strides ([`expand_wqe`]) and fits `slots`, as [`Self::sessions`] does, with its state in
     /// locals. Stops at anything else (the CQE there untouched, for the scalar path), at an
-    /// empty slot, or when the burst is full. The caller moves `st_ci` and the consumer index.
-    /// It runs first in a burst, and takes nothing unless `st_ci` is at a WQE's start: once the
+    /// empty slot, or when the burst is full. The caller moves the consumer indices. It runs
+    /// first in a burst, and takes nothing unless `rq_ci` is at a WQE's start: once the
     /// scalar path has taken part of a WQE (a burst whose room is not a multiple of `N`, a
     /// session split by the device), the rest of that burst is scalar, and the next burst whose
     /// first session starts a WQE is vector again.
     #[target_feature(enable = "avx2,movbe")]
     #[inline]
-    pub(super) fn wqe_sessions<const N: usize>(&mut self, slots: &mut [Packet]) -> Taken {
-        let (ci0, st0) = (self.cq_ci, self.st_ci);
-        let mut t = Taken::at(ci0);
+    pub(super) fn wqe_sessions<const N: usize>(&mut self, slots: &mut [Packet]) -> Progress {
+        let (ci0, st0) = (self.cq_ci, self.rq_ci);
+        let mut t = Progress::at(ci0, st0);
         if !(st0 as usize).is_multiple_of(N) {
             return t;
         }
         let cq = self.cq.reader();
-        let k = Consts::new(self.stride_bytes, self.data_off);
+        let k = Consts::new(self.room, self.data_off);
         let room = slots.len().min(self.posted() as usize);
         let smask = self.bufs.len() - 1;
         let (mut n, mut sum, mut drops) = (0usize, _mm256_setzero_si256(), 0u64);
@@ -164,10 +164,11 @@ impl DvStridingRxQueue {
         }
         #[cfg(test)]
         {
-            self.vector_sessions += (n / N) as u64;
+            self.rq.vector_sessions += (n / N) as u64;
         }
         t.n = n;
         t.ci = ci0.wrapping_add(n as u32);
+        t.rq_ci = st0.wrapping_add(n as u32);
         t.bytes = u64::from(lengths_sum(sum));
         t.drops = drops;
         t
@@ -177,7 +178,7 @@ impl DvStridingRxQueue {
 /// What [`fill_wqes_avx2`] writes besides the addresses: a buffer's address is `base + idx *
 /// size` ([`BufGeometry::buf_addr`] with the data offset in `base`), and every data segment of
 /// the queue starts with the same byte count and lkey (`head`, the first 8 bytes as they lie,
-/// written by [`DvStridingRxQueue::new`] and never changed).
+/// written by [`DvStridingRxQueue::new`](super::DvStridingRxQueue::new) and never changed).
 #[derive(Clone, Copy)]
 pub(super) struct Wide {
     base: u64,
@@ -201,7 +202,7 @@ const _: () = assert!(std::mem::size_of::<DataSeg>() == 16 && std::mem::align_of
 
 /// The refill's data segments with AVX2, whole, in the `wqes` WQEs from `pi0` on (their
 /// buffers in `bufs`, indexed by the free-running stride counter as
-/// [`DvStridingRxQueue::refill`] keeps them; a WQE's strides a multiple of four), by
+/// [`RxCore::refill`] keeps them; a WQE's strides a multiple of four), by
 /// [`segs_avx2`]; a WQE of 16 strides in straight-line code. Compiled for AVX2, which the
 /// caller must have checked.
 #[target_feature(enable = "avx2")]

@@ -1164,7 +1164,7 @@ static void check_x86_variants(void)
 #endif
 
 /*
- * (m) Scatter/gather and VLAN insertion (issue 15): a SEND of a chained frame, whose pieces
+ * (m) Scatter/gather and VLAN insertion: a SEND of a chained frame, whose pieces
  * lie in several buffers, and the Ethernet segment's VLAN insertion word.
  */
 static void section_m(void)

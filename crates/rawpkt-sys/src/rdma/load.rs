@@ -27,6 +27,25 @@ pub enum LoadError {
     Unloadable { what: String, reason: String },
     /// The library lacks a function every rdma-core since v17 exports.
     MissingSymbol { lib: String, symbol: &'static str },
+    /// The path names a FIFO, a device, a directory: nothing the loader could map, and a FIFO
+    /// would keep it waiting for a writer. A mistake in the path given, not in the machine.
+    NotRegular { what: String, kind: &'static str },
+    /// The model library (`model-verbs`) in place of rdma-core could not set its model up
+    /// (`rawpkt_model_setup_error`): a setting of its environment malformed or out of range
+    /// (`usage`), or the system refused what it asks for.
+    ModelSetup { reason: String, usage: bool },
+}
+
+impl LoadError {
+    /// Whether the paths or settings given are at fault (a command to change) rather than the
+    /// machine (rdma-core missing or broken).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            LoadError::NotRegular { .. } => true,
+            LoadError::ModelSetup { usage, .. } => *usage,
+            LoadError::NotInstalled { .. } | LoadError::Unloadable { .. } | LoadError::MissingSymbol { .. } => false,
+        }
+    }
 }
 
 impl std::fmt::Display for LoadError {
@@ -42,6 +61,8 @@ impl std::fmt::Display for LoadError {
                     "{lib} has no {symbol}: rdma-core is too old or not rdma-core; {INSTALL_HINT}"
                 )
             }
+            LoadError::NotRegular { what, kind } => write!(f, "cannot load {what}: is a {kind}, not a regular file"),
+            LoadError::ModelSetup { reason, .. } => f.write_str(reason),
         }
     }
 }
@@ -103,6 +124,17 @@ pub struct Rdma {
 }
 
 fn open(path: &OsStr) -> Result<Library, LoadError> {
+    // A name with a slash is a path (dlopen(3)), opened by the loader with a plain open(2): a
+    // FIFO there would keep it waiting for a writer, so only a regular file is let through.
+    // (A bare soname is looked up in the loader's own directories.)
+    if path.as_encoded_bytes().contains(&b'/') {
+        if let Err(e) = crate::file::check_regular(std::path::Path::new(path)) {
+            if let Some(kind) = crate::file::not_regular(&e) {
+                let what = path.to_string_lossy().into_owned();
+                return Err(LoadError::NotRegular { what, kind });
+            }
+        }
+    }
     // SAFETY: loading runs the library's initialisers; rdma-core's (and the model's) only set
     // up their own globals. The library stays loaded for as long as `Rdma` lives.
     match unsafe { Library::new(path) } {
@@ -145,6 +177,28 @@ impl Rdma {
         // Errors name the file loaded, which is not the soname when the environment chose it.
         let name = paths.ibverbs.to_string_lossy();
         let n = &*name;
+        // The model library in rdma-core's place (model-verbs) says why its model could not be
+        // set up when asked, rather than on stderr beside the error of the verb that failed.
+        type SetupError = unsafe extern "C" fn(*mut c_char, usize) -> c_int;
+        // SAFETY: `int rawpkt_model_setup_error(char *buf, size_t len)` of the model library's
+        // contract (docs/model-library.md); absent from rdma-core.
+        let setup = unsafe { sym::<SetupError>(&lib, n, "rawpkt_model_setup_error") };
+        if let Ok(setup) = setup {
+            let mut buf = [0 as c_char; 512];
+            // SAFETY: as above; the buffer holds `buf.len()` bytes and outlives the call.
+            let rc = unsafe { setup(buf.as_mut_ptr(), buf.len()) };
+            if rc != 0 {
+                // SAFETY: the library NUL-terminates what it writes within the buffer, which
+                // is zeroed to begin with.
+                let reason = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned();
+                return Err(LoadError::ModelSetup {
+                    reason,
+                    usage: rc == libc::EINVAL,
+                });
+            }
+        }
         // SAFETY: for every `sym` below, the types are those of verbs.h (rdma-core 44), which the
         // rdma-abi types were generated from.
         let ibv = unsafe {
@@ -187,6 +241,8 @@ impl Rdma {
         }
         let (dv, dv_missing) = match Self::load_mlx5(paths) {
             Ok(dv) => (Some(dv), None),
+            // A path that names no regular file is a mistake to say, not a libmlx5 to do without.
+            Err(e) if e.is_usage() => return Err(e),
             Err(e) => (None, Some(e.to_string())),
         };
         Ok(Rdma { ibv, dv, dv_missing })

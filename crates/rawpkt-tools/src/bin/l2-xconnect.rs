@@ -3,7 +3,7 @@
 //! ports (queue id = core index) and its own pool: a received burst goes to the other port's
 //! `tx_burst` as it is (zero-copy), or with `--copy` is copied into a pool per port. The command
 //! line, `--generate` (traffic from the far ends of two model NICs: `cargo run --bin
-//! l2-xconnect -- --generate`) and the exit codes are the tools' (`rawpkt::tool`).
+//! l2-xconnect -- --generate`) and the exit codes are the tools' (`rawpkt_tools`).
 
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -58,6 +58,8 @@ pub struct Forwarding {
     pub burst: usize,
     pub copy: bool,
     pub touch: bool,
+    /// The receive queues' mode (`QueueConfig::with_rx_mode`), or the default.
+    pub rx_mode: Option<&'static str>,
 }
 
 /// One direction of one core: RX on one port, TX on the other.
@@ -138,7 +140,10 @@ pub struct Core {
 impl Core {
     /// Zero-copy: one pool for all four queues. Copy: a pool for A's queues and one for B's.
     pub fn new(a: &Port, b: &Port, qid: u16, how: Forwarding) -> Result<Core, Fail> {
-        let q = QueueConfig::default();
+        let q = how
+            .rx_mode
+            .and_then(|m| QueueConfig::default().with_rx_mode(m))
+            .unwrap_or_default();
         // A pool holds what its queues can pin, and the bursts on top.
         let pool = |pinned: usize| {
             let cfg = PoolConfig::default().buffers((pinned + 4 * how.burst) as u32);
@@ -192,6 +197,27 @@ impl Core {
         Ok(())
     }
 
+    /// `--tx-first`: one burst of `frame` copies out of each TX queue, B's (direction A->B)
+    /// with `frames[0]`, A's with `frames[1]`. Returns what B and A took. Not in the counts,
+    /// which keep `rx == tx + drops`.
+    pub fn tx_first(&mut self, frames: [[u8; 60]; 2]) -> Result<[u64; 2], Fail> {
+        let mut sent = [0u64; 2];
+        for (d, name) in [0, 1].into_iter().zip(["B", "A"]) {
+            // The TX queue's pool: the one pool, or (copy mode) B's for d = 0 and A's for d = 1.
+            let pool = &self.pools[if self.pools.len() == 2 { 1 - d } else { 0 }];
+            let dir = &mut self.dirs[d];
+            let mut b = Burst::new(pool, dir.got.capacity());
+            b.alloc(b.room(), frames[d].len());
+            for i in 0..b.len() {
+                b.data_mut(i).copy_from_slice(&frames[d]);
+            }
+            let mut c = Counts::default();
+            hand_off(&mut *dir.tx, &mut b, &mut c).map_err(|e| Fail::Runtime(format!("{name} TX: {e}")))?;
+            sent[d] = c.tx;
+        }
+        Ok(sent)
+    }
+
     /// Reclaims the TX queues with frames in flight, or all (to hear of a failed idle queue).
     fn reclaim_tx(&mut self, all: bool) -> Result<(), Fail> {
         for (d, name) in self.dirs.iter_mut().zip(["B", "A"]) {
@@ -228,8 +254,26 @@ const DIRS: [&str; 2] = ["A->B", "B->A"];
 fn run(cli: Cli) -> Result<(), Fail> {
     let setup = Setup::open(&cli)?;
     let (a, b, plan) = (&setup.a, &setup.b, &setup.plan);
-    let (burst, copy, touch) = (usize::from(cli.burst), cli.copy, cli.touch);
-    let (halt, how) = (AtomicBool::new(false), Forwarding { burst, copy, touch });
+    let (burst, copy, touch, rx_mode) = (usize::from(cli.burst), cli.copy, cli.touch, cli.rx_mode);
+    let (halt, how) = (
+        AtomicBool::new(false),
+        Forwarding {
+            burst,
+            copy,
+            touch,
+            rx_mode,
+        },
+    );
+    // --tx-first: out of B to A's MAC, out of A to B's (model ports have none and take every
+    // frame: locally administered stand-ins).
+    let mac = |p: &Port, last| p.mac().unwrap_or([2, 0, 0, 0, 0, last]);
+    let (mac_a, mac_b) = (mac(a, 0xa), mac(b, 0xb));
+    let first = cli.tx_first.then(|| {
+        [
+            tool::xconnect::tx_first_frame(mac_b, mac_a),
+            tool::xconnect::tx_first_frame(mac_a, mac_b),
+        ]
+    });
     let published: Vec<Published> = plan.iter().map(|_| Published::default()).collect();
     let total = || published.iter().map(Published::load).fold([Counts::default(); 2], add);
     let (finals, elapsed) = std::thread::scope(|s| {
@@ -240,6 +284,10 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 let core = Core::new(ab[0], ab[1], i as u16, how).map_err(|e| e.within(format_args!("core {i}")));
                 ready.say(&core);
                 let mut core = core?;
+                if let Some(frames) = first {
+                    let [to_a, to_b] = core.tx_first(frames).map_err(|e| e.within(format_args!("core {i}")))?;
+                    rawpkt_sys::outln!("core {i}: --tx-first sent {to_b} frames out of A and {to_a} out of B");
+                }
                 let ran = core.run(halt, out).map_err(|e| e.within(format_args!("core {i}")));
                 let fin = core.finish();
                 ran.map(|()| Some(fin))

@@ -5,7 +5,7 @@
 //! cargo run --release --bin rx-sink -- xdp:veth0 [CPU]
 //! ```
 //!
-//! Errors and exit status are the tools' (`rawpkt::tool`): one line, 2 for a usage mistake (no
+//! Errors and exit status are the tools' (`rawpkt_tools`): one line, 2 for a usage mistake (no
 //! PORT, a CPU this process may not run on, a spec rawpkt rejects), 1 for a failure.
 
 use std::process::ExitCode;

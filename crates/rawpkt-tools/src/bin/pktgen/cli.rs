@@ -28,7 +28,7 @@ pub(crate) struct Args {
     /// Port to transmit on (e.g. model:pair0/0).
     #[arg(long)]
     pub port: Option<String>,
-    /// Port to receive, count and measure latency on.
+    /// Port to receive, count and measure latency on (every receive queue it has).
     #[arg(long)]
     pub rx_port: Option<String>,
     #[arg(long, default_value = "02:00:00:00:00:01")]
@@ -61,7 +61,8 @@ pub(crate) struct Args {
     /// Stop after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Transmit cores, each with its own pool and queues.
+    /// Transmit cores, each with its own pool and send queues (on an xdp: port, at most its
+    /// queues: each core takes its own).
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
     /// Send queues per core, 1 to 8 [default: as many as --rate per core needs at what one send
@@ -75,9 +76,10 @@ pub(crate) struct Args {
     #[arg(long)]
     pub pcap: Option<PathBuf>,
     /// Replay at the file's own pace times this factor (10: ten times as fast), or "max": back
-    /// to back, as fast as the ring takes them (then --rate and --shape apply).
-    #[arg(long, default_value = "1", value_name = "FACTOR|max")]
-    pub pcap_speed: String,
+    /// to back, as fast as the ring takes them (then --rate and --shape apply); with --pcap
+    /// [default: 1].
+    #[arg(long, value_name = "FACTOR|max")]
+    pub pcap_speed: Option<String>,
     /// Replay the file this many times, then stop [default: until --count or --duration].
     #[arg(long, value_name = "N")]
     pub pcap_loops: Option<u64>,
@@ -91,14 +93,17 @@ pub(crate) struct Args {
     /// (N back to back every N / rate).
     #[arg(long, default_value = "constant")]
     pub shape: String,
-    /// Several streams from a file ([[stream]] tables; the README has the schema); what a
-    /// stream leaves out comes from the options above.
+    /// Several streams from a file ([[stream]] tables; docs/pktgen.md has the schema): a regular
+    /// file of at most 1 MiB, or - for standard input; what a stream leaves out comes from the
+    /// options above.
     // The doc comment is clap's help text, printed as written: `[[stream]]` is no link.
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "FILE")]
     pub streams: Option<PathBuf>,
-    /// Rate of the latency stream sent beside the load on a queue of its own, or "off"
-    /// [default: 1000 with a receive port, except with --pcap].
+    /// Rate of the latency stream sent beside the load on a queue of its own (on a port whose
+    /// send queues the load takes, an xdp: port's, on the first core's, said on stderr), or
+    /// "off" [default: 1000 with a receive port, except with --pcap]. A stream of which not one
+    /// frame arrives fails the run.
     #[arg(long, value_name = "RATE|off")]
     pub latency_rate: Option<String>,
     /// VLAN ID, or two (QinQ: outer 802.1ad tag, then 802.1Q), e.g. 100 or 100,200.
@@ -119,17 +124,20 @@ pub(crate) struct Args {
     /// loses at most --loss-threshold, by binary search; a table (or JSON) at the end.
     #[arg(long)]
     pub search: bool,
-    #[arg(long, default_value = crate::search::RFC2544_SIZES, value_name = "SIZES")]
-    pub search_sizes: String,
-    /// Seconds per search trial.
-    #[arg(long, default_value_t = 2.0, value_name = "S")]
-    pub trial: f64,
-    /// Search until the bracket is this narrow: a percentage of its top, or a rate.
-    #[arg(long, default_value = "1%", value_name = "PCT%|RATE")]
-    pub resolution: String,
-    /// Loss a passing trial may have, in percent.
-    #[arg(long, default_value_t = 0.0, value_name = "PCT")]
-    pub loss_threshold: f64,
+    /// Frame sizes the search measures, with --search [default: 60,124,252,508,1020,1276,1514,
+    /// RFC 2544's].
+    #[arg(long, value_name = "SIZES")]
+    pub search_sizes: Option<String>,
+    /// Seconds per search trial, with --search [default: 2].
+    #[arg(long, value_name = "S")]
+    pub trial: Option<f64>,
+    /// Search until the bracket is this narrow: a percentage of its top, or a rate; with
+    /// --search [default: 1%].
+    #[arg(long, value_name = "PCT%|RATE")]
+    pub resolution: Option<String>,
+    /// Loss a passing trial may have, in percent; with --search [default: 0].
+    #[arg(long, value_name = "PCT")]
+    pub loss_threshold: Option<f64>,
     /// Latency from the device's clock: senders stamp frames with the NIC's clock
     /// (`Port::device_clock_ns`), the receiver takes each frame's receive timestamp; both ports
     /// must be on one device clock (one model NIC, or one mlx5 device).
@@ -141,7 +149,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MODE")]
     pub rx_mode: Option<String>,
     /// Serve live counters in Prometheus text format at http://ADDR/metrics (a loopback
-    /// address, e.g. 127.0.0.1:9101).
+    /// address, e.g. 127.0.0.1:9101; port 0: one the system chooses, said on stderr and in the
+    /// JSON summary).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 }
@@ -226,13 +235,16 @@ pub(crate) fn rate(s: &str) -> Result<f64, String> {
     Ok(pps)
 }
 
-/// "100" or "100,200": one VLAN ID or two (QinQ), each from 0 to 4095.
+/// "100" or "100,200": one VLAN ID or two (QinQ), each from 0 to 4094 (IEEE 802.1Q reserves
+/// 4095, and a bridge discards frames that carry it; 0 is a priority tag, no VLAN).
 pub(crate) fn vlans(s: &str) -> Result<Vec<u16>, String> {
     let v: Vec<u16> = s
         .split(',')
-        .map(|x| x.trim().parse::<u16>().ok().filter(|&v| v < 4096))
+        .map(|x| x.trim().parse::<u16>().ok().filter(|&v| v < 4095))
         .collect::<Option<_>>()
-        .ok_or_else(|| format!("{s:?}: expected a VLAN ID from 0 to 4095, or two (QinQ) like 100,200"))?;
+        .ok_or_else(|| {
+            format!("{s:?}: expected a VLAN ID from 0 to 4094 (4095 is reserved), or two (QinQ) like 100,200")
+        })?;
     if v.len() > 2 {
         return Err(format!("{s:?}: at most two VLAN tags (QinQ)"));
     }
@@ -350,7 +362,27 @@ impl Config {
         if a.streams.is_some() && a.pcap.is_some() {
             return Err("--streams and --pcap do not go together: a replay is one stream".into());
         }
-        let pcap_speed = match a.pcap_speed.as_str() {
+        // Options that only mean something beside another are refused without it, rather than
+        // taken and ignored.
+        for (given, name) in [
+            (a.search_sizes.is_some(), "--search-sizes"),
+            (a.trial.is_some(), "--trial"),
+            (a.resolution.is_some(), "--resolution"),
+            (a.loss_threshold.is_some(), "--loss-threshold"),
+        ] {
+            if given {
+                return Err(format!("{name} needs --search"));
+            }
+        }
+        if a.pcap_speed.is_some() && a.pcap.is_none() {
+            return Err("--pcap-speed needs --pcap".into());
+        }
+        if !a.range.is_empty() && a.pcap.is_some() {
+            return Err(
+                "--range varies generated frames; a replay (--pcap) sends the file's frames as they are".into(),
+            );
+        }
+        let pcap_speed = match a.pcap_speed.as_deref().unwrap_or("1") {
             "max" => None,
             x => match x.parse::<f64>() {
                 Ok(f) if f.is_finite() && (1e-3..=1e6).contains(&f) => Some(f),
@@ -493,6 +525,17 @@ mod tests {
             (&["--burst", "1000"], "from 1 to 256"),
             (&["--duration", "1e20"], "at most a year"),
             (&["--flows", "4294967295"], "src-port + flows - 1"),
+            (&["--vlan", "4095"], "from 0 to 4094 (4095 is reserved)"),
+            (&["--vlan", "100,4095"], "from 0 to 4094 (4095 is reserved)"),
+            (&["--trial", "1"], "--trial needs --search"),
+            (&["--search-sizes", "60"], "--search-sizes needs --search"),
+            (&["--resolution", "2%"], "--resolution needs --search"),
+            (&["--loss-threshold", "1"], "--loss-threshold needs --search"),
+            (&["--pcap-speed", "2"], "--pcap-speed needs --pcap"),
+            (
+                &["--pcap", "x.pcap", "--range", "dst-ip:4"],
+                "--range varies generated frames",
+            ),
         ] {
             let e = cfg(args).unwrap_err();
             assert!(e.contains(want), "{args:?}: {e}");

@@ -5,6 +5,7 @@
 
 mod cli;
 mod metrics;
+mod pace;
 mod report;
 mod search;
 mod sendq;
@@ -48,8 +49,13 @@ fn main() -> ExitCode {
 
 /// `--search`: checked here, trials run by `search`, each one pktgen with the options given.
 fn search_run(args: &cli::Args) -> Result<(), Fail> {
-    let s = search::Search::parse(&args.search_sizes, args.trial, &args.resolution, args.loss_threshold)
-        .map_err(Fail::Usage)?;
+    let s = search::Search::parse(
+        args.search_sizes.as_deref().unwrap_or(search::RFC2544_SIZES),
+        args.trial.unwrap_or(2.0),
+        args.resolution.as_deref().unwrap_or("1%"),
+        args.loss_threshold.unwrap_or(0.0),
+    )
+    .map_err(Fail::Usage)?;
     if args.port.is_some() && args.rx_port.is_none() {
         return Err(Fail::Usage("--search needs --rx-port to count what arrives".into()));
     }
@@ -218,6 +224,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     if let Some(line) = said {
         rawpkt_sys::errln!("{line}");
     }
+    let latency_queue = send_queues(&cfg, &tx_port, queues_per_core, streams.iter().any(|s| s.spec.latency))?;
     let per_stream: Arc<Vec<StreamCounters>> = Arc::new(
         streams
             .iter()
@@ -228,8 +235,9 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     let tx_done = Arc::new(AtomicBool::new(false));
     let tx_counters: Vec<Arc<Counters>> = (0..cfg.cores).map(|_| Arc::new(Counters::default())).collect();
     let rx_counters = Arc::new(Counters::default());
+    let mut metrics_at = None;
     if let Some(addr) = cfg.metrics {
-        metrics::serve(
+        let bound = metrics::serve(
             addr,
             metrics::Sources {
                 tx_port: cfg.tx_port.clone(),
@@ -241,6 +249,11 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             },
         )
         .map_err(Fail::Runtime)?;
+        // The port the system chose, when port 0 asked it to: nobody could scrape it otherwise.
+        if addr.port() == 0 {
+            rawpkt_sys::errln!("pktgen: metrics at http://{bound}/metrics");
+        }
+        metrics_at = Some(bound);
     }
     let rx_ready = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
@@ -270,6 +283,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             }
         );
     }
+    let own_thread = cpus.len() > cfg.cores + model_cpus;
     let rx_plan = rx_port.clone().map(|port| worker::RxPlan {
         port,
         capture,
@@ -279,9 +293,12 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         epoch,
         hw_clock: cfg.hw_timestamps,
         rx_queue: cfg.rx_queue.clone(),
+        // What was sent is known for sure when the receiver drains: on its own thread after
+        // every core has ended, in the loop of the one core there is after that core's sends.
+        sent: (own_thread || cfg.cores == 1).then(|| tx_counters.clone()),
     });
     let (rx_thread, mut inline_rx) = match rx_plan {
-        Some(plan) if cpus.len() > cfg.cores + model_cpus => {
+        Some(plan) if own_thread => {
             let (done, ready) = (tx_done.clone(), rx_ready.clone());
             (
                 Some(std::thread::spawn(move || {
@@ -295,13 +312,22 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             )
         }
         plan => {
-            rx_ready.store(true, Ordering::Release);
+            // No receiver, or one in the first core's loop, which says when its queues exist
+            // (the cores wait for it).
+            if plan.is_none() {
+                rx_ready.store(true, Ordering::Release);
+            }
             (None, plan)
         }
     };
-    // The receive queue must exist before the first frame arrives.
-    let wait_until = Instant::now() + Duration::from_secs(5);
-    while !rx_ready.load(Ordering::Acquire) && Instant::now() < wait_until {
+    // The receive queues must exist before the first frame arrives: a frame steered to a queue
+    // with no socket yet is lost. However long that takes; a receiver that failed says it is
+    // done too, and one that panicked ends its thread.
+    while !rx_ready.load(Ordering::Acquire)
+        && inline_rx.is_none()
+        && !rx_thread.as_ref().is_some_and(|t| t.is_finished())
+        && !stop.load(Ordering::Relaxed)
+    {
         std::thread::sleep(Duration::from_millis(1));
     }
     let tx_threads: Vec<_> = (0..cfg.cores)
@@ -315,6 +341,8 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 deadline,
                 per_stream: per_stream.clone(),
                 hw_clock: cfg.hw_timestamps,
+                latency_queue,
+                rx_ready: rx_ready.clone(),
             };
             let (port, streams, counters) = (tx_port.clone(), streams.clone(), tx_counters[core].clone());
             let rx = if core == 0 { inline_rx.take() } else { None };
@@ -323,6 +351,10 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
                 let on_panic = rawpkt_sys::signal::SetOnDrop(stop);
                 let r = worker::transmit(plan, port, streams, epoch, stop, &counters, rx);
                 std::mem::forget(on_panic);
+                // A core that failed stops the others too: the run is over.
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
                 r
             })
         })
@@ -388,6 +420,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     }
     summary.clock = if cfg.hw_timestamps { "device" } else { "software" };
     summary.send_queues_per_core = queues_per_core;
+    summary.metrics = metrics_at;
     reporter.summary(&summary);
     if cfg.rx_mode_asked && summary.rx[0] > 0 {
         check_rx_mode(&cfg, rx_port.as_deref());
@@ -405,6 +438,21 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             rawpkt_wire::text::echo(rx_port.as_ref().map_or("", |p| p.spec())),
         )));
     }
+    // Frames arrived, but not one of some stream: its frames went where nothing reads them (a
+    // queue the device steered them to that the receiver does not poll, a rule that takes them
+    // elsewhere). As failed a run as the one above, for that stream; only where each frame is
+    // counted in its stream (stamped), not in a replay.
+    if rx_port.is_some() && errors.is_empty() && streams.iter().all(|s| s.traffic.stamped()) {
+        if let Some(t) = summary.streams.iter().find(|t| t.tx[0] > 0 && t.rx[0] == 0) {
+            errors.push(Fail::Runtime(format!(
+                "stream {}: none of its {} frames arrived at --rx-port {}, where {} frames of the others did",
+                t.name,
+                t.tx[0],
+                rawpkt_wire::text::echo(rx_port.as_ref().map_or("", |p| p.spec())),
+                summary.rx[0]
+            )));
+        }
+    }
     // Not when a closed stdout stopped the run: that ends quietly.
     if stop.load(Ordering::Relaxed) && rawpkt_sys::signal::stdout_ok() && errors.is_empty() && !cfg.json {
         rawpkt_sys::errln!("pktgen: interrupted; queues torn down");
@@ -413,6 +461,48 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Checks that the port has the send queues the cores need (`Port::tx_queues`: an `xdp:` port
+/// has one per interface queue) and chooses the latency stream's: its own after the load's where
+/// there is one, else None, beside the load on the first core's first queue, said in one line.
+fn send_queues(cfg: &Config, port: &rawpkt::Port, per_core: u16, latency: bool) -> Result<Option<u16>, Fail> {
+    let load = cfg.cores * usize::from(per_core);
+    let Some(n) = port.tx_queues() else {
+        return Ok(Some(load as u16));
+    };
+    let n = usize::from(n);
+    if load > n {
+        let each = if per_core == 1 {
+            String::new()
+        } else {
+            format!(" of {per_core} send queues each")
+        };
+        let most = n / usize::from(per_core);
+        if most == 0 {
+            return Err(Fail::Usage(format!(
+                "--queues-per-core {per_core}: {} has {n} send queue{}",
+                rawpkt_wire::text::echo(port.spec()),
+                if n == 1 { "" } else { "s" },
+            )));
+        }
+        return Err(Fail::Usage(format!(
+            "--cores {}{each}: {} has {n} send queue{} (each core sends on queues of its own); at most {most} core{} here",
+            cfg.cores,
+            rawpkt_wire::text::echo(port.spec()),
+            if n == 1 { "" } else { "s" },
+            if most == 1 { "" } else { "s" },
+        )));
+    }
+    if load < n || !latency {
+        return Ok(Some(load as u16));
+    }
+    rawpkt_sys::errln!(
+        "pktgen: {} has {n} send queue{}, all the load's: the latency stream shares the first core's, where its frames may wait behind the load's",
+        rawpkt_wire::text::echo(port.spec()),
+        if n == 1 { "" } else { "s" }
+    );
+    Ok(None)
 }
 
 /// Says in one line when a `model:` receive port asked to compress completions got none: the

@@ -1,13 +1,25 @@
 //! Live metrics in Prometheus's text exposition format (version 0.0.4), served over HTTP from a
 //! thread of their own on a loopback address. The thread reads only the atomics the workers
 //! publish anyway (as the per-second lines do), so a scrape never touches a send loop.
+//!
+//! No client can hold the endpoint up: one thread serves every connection at once from a poll(2)
+//! loop over non-blocking sockets, each connection has [`DEADLINE`] from its accept to the last
+//! byte of its answer (a client that sends its request a byte at a time, or never, is cut off
+//! then), and at most [`MAX_CONNECTIONS`] are open: a new one beyond that closes the oldest that
+//! has sent nothing yet (else the oldest), so idle connections cannot fill the listen backlog
+//! and shut scrapers out.
+//!
+//! Each scrape is one consistent snapshot in the sense a loss query needs: every received count
+//! is read before every sent count, and the senders publish what they send before they hand it
+//! to a queue (`worker`), so no frame is counted received before it is counted sent.
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::worker::{Counters, StreamCounters};
 
@@ -35,50 +47,200 @@ pub(crate) struct Sources {
     pub streams: Arc<Vec<StreamCounters>>,
 }
 
+/// How long a connection has, from its accept to the last byte of the answer: a scraper sends
+/// its request at once (Prometheus's scrape timeout is 10 s by default, and it expects an answer
+/// well within it).
+pub(crate) const DEADLINE: Duration = Duration::from_secs(2);
+/// Connections open at once.
+pub(crate) const MAX_CONNECTIONS: usize = 64;
+/// Longest request read: a GET's line and headers.
+const MAX_REQUEST: usize = 4096;
+
 /// Binds now (so that a port in use is one line before the run), serves from a thread that
-/// lives as long as the process.
-pub(crate) fn serve(addr: SocketAddr, src: Sources) -> Result<(), String> {
+/// lives as long as the process. Returns the address bound (the port the system chose, when
+/// port 0 was asked).
+pub(crate) fn serve(addr: SocketAddr, src: Sources) -> Result<SocketAddr, String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("--metrics {addr}: {e}"))?;
-    std::thread::spawn(move || {
-        for conn in l.incoming().flatten() {
-            // One scraper at a time is plenty; a slow or silent one is given a second.
-            let _ = answer(conn, &src);
-        }
-    });
-    Ok(())
+    let bound = l.local_addr().map_err(|e| format!("--metrics {addr}: {e}"))?;
+    l.set_nonblocking(true).map_err(|e| format!("--metrics {addr}: {e}"))?;
+    std::thread::spawn(move || Server::default().run(&l, &src));
+    Ok(bound)
 }
 
-fn answer(mut c: TcpStream, src: &Sources) -> std::io::Result<()> {
-    c.set_read_timeout(Some(Duration::from_secs(1)))?;
-    c.set_write_timeout(Some(Duration::from_secs(1)))?;
-    let mut req = [0u8; 4096];
-    let mut n = 0;
-    while n < req.len() {
-        let k = c.read(&mut req[n..])?;
-        if k == 0 {
-            break;
-        }
-        n += k;
-        if req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
+/// One client: its request so far, then its answer as it is written out.
+struct Conn {
+    stream: TcpStream,
+    accepted: Instant,
+    request: Vec<u8>,
+    /// The answer and how much of it is written, once the request is whole.
+    answer: Option<(Vec<u8>, usize)>,
+}
+
+#[derive(Default)]
+struct Server {
+    conns: Vec<Conn>,
+}
+
+impl Server {
+    fn run(&mut self, l: &TcpListener, src: &Sources) {
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        loop {
+            fds.clear();
+            fds.push(libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            for c in &self.conns {
+                let events = if c.answer.is_some() {
+                    libc::POLLOUT
+                } else {
+                    libc::POLLIN
+                };
+                fds.push(libc::pollfd {
+                    fd: c.stream.as_raw_fd(),
+                    events,
+                    revents: 0,
+                });
+            }
+            // Until the next deadline, and at least once a second.
+            let now = Instant::now();
+            let wait = self
+                .conns
+                .iter()
+                .map(|c| (c.accepted + DEADLINE).saturating_duration_since(now))
+                .min()
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
+            if rawpkt_tools::poll(&mut fds, wait.as_millis() as i32 + 1).is_err() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // The connections first (those the poll was over), then the new ones.
+            let ready: Vec<bool> = fds[1..].iter().map(|p| p.revents != 0).collect();
+            for (c, ready) in self.conns.iter_mut().zip(ready) {
+                if ready {
+                    c.step(src);
+                }
+            }
+            let now = Instant::now();
+            self.conns.retain(|c| !c.done() && now < c.accepted + DEADLINE);
+            self.accept(l, src);
         }
     }
-    let line = std::str::from_utf8(&req[..n])
-        .unwrap_or("")
-        .lines()
-        .next()
-        .unwrap_or("");
+
+    /// Takes every connection waiting, serving each at once if its request is already there.
+    fn accept(&mut self, l: &TcpListener, src: &Sources) {
+        loop {
+            let stream = match l.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // Out of descriptors (EMFILE), or the client gone (ECONNABORTED): the next
+                // poll tries again.
+                Err(_) => return,
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if self.conns.len() >= MAX_CONNECTIONS {
+                let oldest = |quiet: bool| {
+                    self.conns
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| !quiet || c.request.is_empty())
+                        .min_by_key(|(_, c)| c.accepted)
+                        .map(|(i, _)| i)
+                };
+                if let Some(i) = oldest(true).or_else(|| oldest(false)) {
+                    self.conns.swap_remove(i);
+                }
+            }
+            let mut c = Conn {
+                stream,
+                accepted: Instant::now(),
+                request: Vec::new(),
+                answer: None,
+            };
+            c.step(src);
+            if !c.done() {
+                self.conns.push(c);
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// Reads what has come of the request; once it is whole, writes what the socket takes of
+    /// the answer.
+    fn step(&mut self, src: &Sources) {
+        if self.answer.is_none() {
+            let mut buf = [0u8; 1024];
+            loop {
+                match self.stream.read(&mut buf) {
+                    Ok(0) => {
+                        // The client closed its side: answer what came, if anything.
+                        if self.request.is_empty() {
+                            self.answer = Some((Vec::new(), 0));
+                            return;
+                        }
+                        break;
+                    }
+                    Ok(n) => {
+                        self.request.extend_from_slice(&buf[..n]);
+                        if self.request.len() >= MAX_REQUEST || ends_request(&self.request) {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                    Err(_) => {
+                        self.answer = Some((Vec::new(), 0));
+                        return;
+                    }
+                }
+            }
+            self.answer = Some((respond(&self.request, src), 0));
+        }
+        if let Some((out, sent)) = self.answer.as_mut() {
+            while *sent < out.len() {
+                match self.stream.write(&out[*sent..]) {
+                    Ok(0) => {
+                        *sent = out.len();
+                    }
+                    Ok(n) => *sent += n,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                    Err(_) => *sent = out.len(),
+                }
+            }
+        }
+    }
+
+    /// The answer is out (or the client is gone): the connection closes.
+    fn done(&self) -> bool {
+        self.answer.as_ref().is_some_and(|(out, sent)| *sent >= out.len())
+    }
+}
+
+/// Whether `req` holds a whole request line and headers (an empty line ends them).
+fn ends_request(req: &[u8]) -> bool {
+    req.windows(4).any(|w| w == b"\r\n\r\n") || req.windows(2).any(|w| w == b"\n\n")
+}
+
+/// The HTTP answer to `req`: the metrics for `GET /metrics` (or `/`), else 404.
+fn respond(req: &[u8], src: &Sources) -> Vec<u8> {
+    let line = std::str::from_utf8(req).unwrap_or("").lines().next().unwrap_or("");
     let path = line.split(' ').nth(1).unwrap_or("");
     let (status, body) = if line.starts_with("GET ") && (path == "/metrics" || path == "/") {
         ("200 OK", render(src))
     } else {
         ("404 Not Found", "only GET /metrics is served\n".to_string())
     };
-    write!(
-        c,
+    format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
+    .into_bytes()
 }
 
 /// A label value with `\`, `"` and newlines escaped, as the format asks.
@@ -90,16 +252,45 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// The counters at one moment, as a loss query needs them: everything received is read before
+/// anything sent, and a sender publishes its frames before it hands them to a queue, so a count
+/// received is never above the matching count sent.
+struct Snapshot {
+    tx: [u64; 4],
+    rx: [u64; 4],
+    /// Per stream: sent and received packets and bytes.
+    streams: Vec<([u64; 2], [u64; 2])>,
+}
+
+impl Snapshot {
+    fn take(src: &Sources) -> Snapshot {
+        let rx = src.rx.snapshot();
+        let rx_streams: Vec<[u64; 2]> = src.streams.iter().map(StreamCounters::rx_total).collect();
+        let tx_streams: Vec<[u64; 2]> = src.streams.iter().map(StreamCounters::tx_total).collect();
+        let mut tx = src
+            .tx
+            .iter()
+            .map(|c| c.snapshot())
+            .fold([0u64; 4], |a, s| [a[0] + s[0], a[1] + s[1], a[2] + s[2], a[3] + s[3]]);
+        // The queues' counts are published every few hundred bursts; the streams' before every
+        // send: the port has sent at least what its streams have.
+        let made = tx_streams.iter().fold([0u64; 2], |a, t| [a[0] + t[0], a[1] + t[1]]);
+        tx[0] = tx[0].max(made[0]);
+        tx[1] = tx[1].max(made[1]);
+        Snapshot {
+            tx,
+            rx,
+            streams: tx_streams.into_iter().zip(rx_streams).collect(),
+        }
+    }
+}
+
 pub(crate) fn render(src: &Sources) -> String {
     let mut out = String::new();
-    let tx = src
-        .tx
-        .iter()
-        .map(|c| c.snapshot())
-        .fold([0u64; 4], |a, s| [a[0] + s[0], a[1] + s[1], a[2] + s[2], a[3] + s[3]]);
-    let mut ports = vec![(src.tx_port.as_str(), "tx", tx)];
+    let snap = Snapshot::take(src);
+    let mut ports = vec![(src.tx_port.as_str(), "tx", snap.tx)];
     if let Some(rx) = &src.rx_port {
-        ports.push((rx.as_str(), "rx", src.rx.snapshot()));
+        ports.push((rx.as_str(), "rx", snap.rx));
     }
     for (i, (name, help)) in [
         (
@@ -125,8 +316,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "counter",
         "Packets of a stream, sent (tx) or received (rx).",
     );
-    for (n, c) in &streams {
-        let (t, r) = (c.tx_total(), c.rx_total());
+    for ((n, _), (t, r)) in streams.iter().zip(&snap.streams) {
         let _ = writeln!(
             out,
             "pktgen_stream_packets_total{{stream=\"{}\",direction=\"tx\"}} {}",
@@ -146,8 +336,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "counter",
         "Bytes of a stream's packets, sent (tx) or received (rx).",
     );
-    for (n, c) in &streams {
-        let (t, r) = (c.tx_total(), c.rx_total());
+    for ((n, _), (t, r)) in streams.iter().zip(&snap.streams) {
         let _ = writeln!(
             out,
             "pktgen_stream_bytes_total{{stream=\"{}\",direction=\"tx\"}} {}",

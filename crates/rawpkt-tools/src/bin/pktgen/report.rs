@@ -8,7 +8,8 @@ use hdrhistogram::Histogram;
 use rawpkt_tools::stats::mpps;
 
 use crate::cli::Config;
-use crate::worker::{Counters, Departed, StreamCounters, LATE_NS};
+use crate::pace::LATE_NS;
+use crate::worker::{Counters, Departed, StreamCounters};
 
 /// Bytes a frame takes on the wire beyond its own: FCS (4), preamble (8), inter-frame gap (12).
 const L1_OVERHEAD: u64 = 24;
@@ -208,7 +209,8 @@ impl Reporter {
                     )
                 })
                 .collect();
-            let lat = format!("{lat},\"streams\":[{}]", streams.join(","));
+            let metrics = s.metrics.map_or(String::new(), |a| format!(",\"metrics\":\"{a}\""));
+            let lat = format!("{metrics}{lat},\"streams\":[{}]", streams.join(","));
             rawpkt_sys::outln!(
                 "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{},\"send_queues_per_core\":{}{lat}}}",
                 s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost(), s.send_queues_per_core
@@ -483,6 +485,8 @@ pub(crate) struct Summary {
     pub clock: &'static str,
     /// Send queues each transmit core sent on (`sendq::per_core`).
     pub send_queues_per_core: u16,
+    /// Where the metrics endpoint served (--metrics; the port the system chose for port 0).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Summary {
@@ -537,6 +541,7 @@ impl Summary {
             streams,
             clock: "software",
             send_queues_per_core: 1,
+            metrics: None,
         }
     }
 

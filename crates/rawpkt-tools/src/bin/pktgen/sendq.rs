@@ -29,9 +29,8 @@ pub(crate) const SEND: Ceiling = Ceiling {
 /// Enhanced multi-packet send (ConnectX-5 and later, no minimum inline): up to 32 packets a WQE,
 /// so the NIC fetches far fewer descriptors ("in order to save PCI bandwidth and improve
 /// performance", DPDK `doc/guides/nics/mlx5.rst`, `txq_mpw_en`). No ConnectX-5 figure per queue
-/// was found; issue 15
-/// cites a raw-ibverbs engine reaching about 50 Mpps from one send queue of a ConnectX-7, taken
-/// here as the ceiling (most cores stop below it anyway).
+/// was found; a raw-ibverbs engine is reported reaching about 50 Mpps from one send queue of a
+/// ConnectX-7, taken here as the ceiling (most cores stop below it anyway).
 pub(crate) const EMPW: Ceiling = Ceiling {
     pps: 50e6,
     what: "enhanced multi-packet send WQEs: about 50 Mpps a queue",

@@ -2,7 +2,7 @@
 //! rate, rate shape, flows, count), and the pacer each transmit core keeps per stream.
 //!
 //! One stream comes from the command line; several from a stream file, a small subset of TOML
-//! (the README has the schema): `[[stream]]` tables of `key = value` lines, values a quoted
+//! (docs/pktgen.md has the schema): `[[stream]]` tables of `key = value` lines, values a quoted
 //! string, a number or `true`/`false`, `#` comments. It is parsed here, in about a hundred
 //! lines, rather than by the `toml` and `serde` crates, so that a mistake names file, line and
 //! field in one line and pktgen gains no dependencies.
@@ -178,12 +178,52 @@ pub(crate) struct Stream {
     pub traffic: crate::traffic::Traffic,
 }
 
-/// Reads a stream file; every mistake in it is `FILE:LINE: field NAME: what is wrong` (a usage
-/// mistake), a file that cannot be read a failure.
+/// Longest stream file read, in bytes: 64 streams of every field take a few kilobytes.
+pub(crate) const MAX_FILE: u64 = 1 << 20;
+
+/// Reads a stream file, a regular file of at most [`MAX_FILE`] bytes or `-` for standard input;
+/// every mistake in it is `FILE:LINE: field NAME: what is wrong`, and a path that is no regular
+/// file (a FIFO, a device, a directory) or a file too long is refused before a byte is read:
+/// usage mistakes. A file that cannot be read is a failure. Ctrl-C or SIGTERM end the wait for
+/// standard input.
 pub(crate) fn read_file(path: &Path, cfg: &Config) -> Result<Vec<StreamSpec>, Fail> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Fail::Runtime(format!("--streams {}: {e}", path.display())))?;
-    parse(&path.display().to_string(), &text, cfg).map_err(Fail::Usage)
+    use rawpkt_tools::file;
+    let stdin = path == Path::new("-");
+    let name = if stdin {
+        "(stdin)".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let data = if stdin {
+        file::read_stdin_at_most(MAX_FILE, rawpkt_sys::signal::stop_flag())
+    } else {
+        file::read_at_most(path, MAX_FILE)
+    };
+    let data = data.map_err(|e| {
+        let what = format!("--streams {}: {e}", path.display());
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            Fail::Runtime(format!("--streams {}: interrupted before its end", path.display()))
+        } else if file::refused(&e) {
+            Fail::Usage(what)
+        } else {
+            Fail::Runtime(what)
+        }
+    })?;
+    parse_bytes(&name, &data, cfg).map_err(Fail::Usage)
+}
+
+/// [`parse`] of a file's bytes: a line that is not UTF-8 is a mistake at that line.
+pub(crate) fn parse_bytes(file: &str, data: &[u8], cfg: &Config) -> Result<Vec<StreamSpec>, String> {
+    let text = std::str::from_utf8(data).map_err(|e| {
+        let at = e.valid_up_to();
+        let line = 1 + data[..at].iter().filter(|&&b| b == b'\n').count();
+        let column = 1 + at - data[..at].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        format!(
+            "{file}:{line}: not UTF-8 text (byte {:#04x} at column {column})",
+            data[at]
+        )
+    })?;
+    parse(file, text, cfg)
 }
 
 pub(crate) fn parse(file: &str, text: &str, cfg: &Config) -> Result<Vec<StreamSpec>, String> {
@@ -562,6 +602,14 @@ mod tests {
             assert!(e.starts_with(want), "{text:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_a_mistake_at_that_line() {
+        let e = parse_bytes("s.toml", b"[[stream]]\nsize = 60\nname = \"\xff\"\n", &cfg()).unwrap_err();
+        assert_eq!(e, "s.toml:3: not UTF-8 text (byte 0xff at column 9)");
+        let e = parse_bytes("s.toml", b"\xc3", &cfg()).unwrap_err();
+        assert_eq!(e, "s.toml:1: not UTF-8 text (byte 0xc3 at column 1)");
     }
 
     #[test]

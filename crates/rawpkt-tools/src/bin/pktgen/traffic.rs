@@ -46,8 +46,11 @@ pub(crate) const MAX_REPLAY_FILE: u64 = (rawpkt_tools::pcap::FILE_HEADER
 /// The frames of a pcap file to replay, read whole and checked.
 pub(crate) fn replay_file(path: &std::path::Path) -> Result<Traffic, Fail> {
     use rawpkt_tools::pcap::{PcapError, Reader};
+    // A path that names no regular file, or a file longer than a replay takes, is the command's
+    // mistake (as for --streams); one that cannot be read or parsed is the file's.
     let r = Reader::open_at_most(path, MAX_REPLAY_FILE).map_err(|e| match e {
-        PcapError::TooLarge { len, .. } => Fail::Runtime(format!(
+        PcapError::NotRegular { .. } => Fail::Usage(format!("--pcap {e}")),
+        PcapError::TooLarge { len, .. } => Fail::Usage(format!(
             "--pcap {}: {len} bytes is more than pktgen replays: at most {MAX_REPLAY_FRAMES} frames of up to \
              {MAX_REPLAY_FRAME} bytes, a pcap file of {MAX_REPLAY_FILE} bytes",
             path.display()
@@ -230,8 +233,8 @@ impl Traffic {
             cursor.flow = 0;
         }
         // Varying fields and software checksums are out of line, behind one flag: a plain
-        // template (the common case, and the README's figures) pays one branch for them, and
-        // the per-packet loop stays small enough to keep its values in registers.
+        // template (the common case, and docs/benchmarks.md's figures) pays one branch for them,
+        // and the per-packet loop stays small enough to keep its values in registers.
         if self.extras {
             self.write_extras(cursor, flow, seq, now_ns, buf);
         } else {

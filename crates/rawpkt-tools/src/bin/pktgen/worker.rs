@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
 
 use crate::fail::Fail;
+use crate::pace::{SendCost, Step, LATE_NS, RX_SLACK_NS};
 use crate::stream::{Pacer, Stream};
 use crate::traffic::{read_stamp, Traffic};
 
@@ -26,14 +27,14 @@ pub(crate) struct Counters {
 
 impl Counters {
     fn publish(&self, packets: u64, bytes: u64, drops: u64, errors: u64) {
-        self.packets.store(packets, Ordering::Relaxed);
-        self.bytes.store(bytes, Ordering::Relaxed);
-        self.drops.store(drops, Ordering::Relaxed);
-        self.errors.store(errors, Ordering::Relaxed);
+        self.packets.store(packets, Ordering::Release);
+        self.bytes.store(bytes, Ordering::Release);
+        self.drops.store(drops, Ordering::Release);
+        self.errors.store(errors, Ordering::Release);
     }
 
     pub(crate) fn snapshot(&self) -> [u64; 4] {
-        [&self.packets, &self.bytes, &self.drops, &self.errors].map(|a| a.load(Ordering::Relaxed))
+        [&self.packets, &self.bytes, &self.drops, &self.errors].map(|a| a.load(Ordering::Acquire))
     }
 }
 
@@ -78,17 +79,17 @@ impl StreamCounters {
         }
     }
 
-    /// Packets and bytes sent, over all cores.
+    /// Packets and bytes sent (made, and handed to a queue or about to be), over all cores.
     pub(crate) fn tx_total(&self) -> [u64; 2] {
         self.tx.iter().fold([0, 0], |a, c| {
-            [a[0] + c[0].load(Ordering::Relaxed), a[1] + c[1].load(Ordering::Relaxed)]
+            [a[0] + c[0].load(Ordering::Acquire), a[1] + c[1].load(Ordering::Acquire)]
         })
     }
 
     pub(crate) fn rx_total(&self) -> [u64; 2] {
         [
-            self.rx_packets.load(Ordering::Relaxed),
-            self.rx_bytes.load(Ordering::Relaxed),
+            self.rx_packets.load(Ordering::Acquire),
+            self.rx_bytes.load(Ordering::Acquire),
         ]
     }
 }
@@ -104,14 +105,15 @@ pub(crate) struct TxPlan {
     pub per_stream: Arc<Vec<StreamCounters>>,
     /// Stamp with the port's device clock (`Port::device_clock_ns`), not the run's.
     pub hw_clock: bool,
+    /// The send queue of the latency stream (first core): its own, or None where the port has
+    /// no queue left beyond the load's (`Port::tx_queues`), and it shares the core's first.
+    pub latency_queue: Option<u16>,
+    /// Set once the receive queues exist: no core sends before (a frame steered to a queue
+    /// with no socket yet is lost). The first core sets it when it runs the receiver itself.
+    pub rx_ready: Arc<AtomicBool>,
 }
 
 const PUBLISH_EVERY: u32 = 256;
-/// Pacing per departure: the receiver is polled (and the send queues reclaimed) while the next
-/// departure is further away than this, ns: several times what a receive burst of a few frames
-/// takes (about 200 ns on the model pair), and at 1 Mpps about one exponential gap in seven
-/// (e^-2) is longer.
-const RX_SLACK_NS: u64 = 2_000;
 /// Packets a receive burst takes at most.
 const RX_BURST: usize = 256;
 /// Packets a receive burst takes at most in the waits of a loop that paces per departure: a
@@ -126,44 +128,6 @@ fn totals<'a>(qs: impl Iterator<Item = &'a rawpkt::QueueStats>) -> (u64, u64, u6
     qs.fold((0, 0, 0, 0), |(p, b, d, e), s| {
         (p + s.packets, b + s.bytes, d + s.drops, e + s.errors.total())
     })
-}
-
-/// A departure that leaves more than this after its due time is late, ns: the pacer's own
-/// delays stay under it (the spin's clock reads, some tens of ns; a departure due while the one
-/// before it is sent, and not within half of that send, waits for it, ~300-450 ns on the model
-/// pair: building the frame ~110, `tx_burst` 280-340, measured per departure; a receive poll,
-/// which only starts with more slack than it takes), so a late departure is one the host held up (an interrupt,
-/// another thread on the CPU), or one a loop that fell behind sends in its catch-up.
-pub(crate) const LATE_NS: u64 = 2_000;
-
-/// What sending one departure costs the loop, ns, from its due time to the next reading of the
-/// clock (building the frame, `tx_burst`): a departure due within half of that after the one
-/// being sent leaves with it, a little early, rather than after it, later by more. Each then
-/// leaves at the time nearest its due time that the loop can make: waiting for the send before
-/// stretches the short gaps of an exponential (a Poisson process with a minimum spacing, whose
-/// coefficient of variation a simulation puts 5 % low at 400 ns a send), joining it at half a
-/// send keeps the coefficient within 1 % of 1 in the same simulation (100-500 ns a send).
-#[derive(Default)]
-struct SendCost {
-    /// Exponentially weighted mean of the sends timed, ns × 16.
-    mean16: u64,
-}
-
-impl SendCost {
-    /// One send, `ns` long; one held up past `LATE_NS` (an interrupt, another thread) is the
-    /// host's, not the send's, and left out.
-    #[inline]
-    fn sample(&mut self, ns: u64) {
-        if ns <= LATE_NS {
-            self.mean16 = self.mean16 - self.mean16 / 16 + ns;
-        }
-    }
-
-    /// Departures due by this time leave with a send made at `elapsed_ns`.
-    #[inline]
-    fn joins_within(&self, elapsed_ns: u64) -> u64 {
-        elapsed_ns + self.mean16 / 32
-    }
 }
 
 /// A histogram of times in ns, 1 ns to a minute, three significant digits: latencies, gaps
@@ -308,6 +272,19 @@ impl Lane {
     }
 }
 
+impl Lane {
+    /// Publishes what the lane has made (packets, bytes) for the reporter and the metrics: after
+    /// each fill, before the frames go to a queue, so that no reader sees a frame received
+    /// before it sees it sent (the receiver publishes after it took them; the metrics read
+    /// received counts first).
+    #[inline]
+    fn publish(&self, per_stream: &[StreamCounters], core: usize) {
+        let c = &per_stream[self.stream].tx[core];
+        c[0].store(self.pacer.made, Ordering::Release);
+        c[1].store(self.bytes, Ordering::Release);
+    }
+}
+
 /// Takes the packets still in `burst` (made, never sent) off their streams' counts.
 fn unsent(lanes: &mut [Lane], burst: &Burst) {
     for i in 0..burst.len() {
@@ -323,7 +300,8 @@ fn unsent(lanes: &mut [Lane], burst: &Burst) {
 }
 
 /// A transmit core: its own pool and `queues` send queues, round robin per burst; the first
-/// core also sends the latency stream, if any, on a queue of its own.
+/// core also sends the latency stream, if any, on a queue of its own (or, on a port with no queue
+/// to spare, on its first queue beside the load).
 pub(crate) fn transmit(
     plan: TxPlan,
     port: Arc<Port>,
@@ -333,6 +311,10 @@ pub(crate) fn transmit(
     out: &Counters,
     inline_rx: Option<RxPlan>,
 ) -> Result<TxDone, Fail> {
+    // A core that runs the receiver says it is ready however its set-up ends (an error, a
+    // panic): the other cores wait for that, and then find this core's error or the stop flag.
+    let rx_ready = plan.rx_ready.clone();
+    let ready = inline_rx.is_some().then(|| rawpkt_sys::signal::SetOnDrop(&rx_ready));
     if let Some(cpu) = plan.cpu {
         if !rawpkt_tools::cpu::pin(cpu) {
             rawpkt_sys::errln!(
@@ -399,8 +381,10 @@ pub(crate) fn transmit(
     // behind the load in a ring of ours.
     let mut latency = match streams.iter().position(|s| s.spec.latency) {
         Some(i) if plan.core == 0 => {
-            let q = port
-                .tx_queue(plan.cores as u16 * plan.queues, &pool, &qcfg)
+            let q = plan
+                .latency_queue
+                .map(|id| port.tx_queue(id, &pool, &qcfg))
+                .transpose()
                 .map_err(|e| Fail::rawpkt(format_args!("{}: the latency stream's queue", port.spec()), e))?;
             Some((vec![lane(i, &streams[i], 1)?], q, Burst::new(&pool, 4)))
         }
@@ -424,7 +408,12 @@ pub(crate) fn transmit(
     } else {
         RX_BURST
     };
-    let mut receiver = inline_rx.map(|p| Receiver::new(p, rx_burst)).transpose()?;
+    let receiver = inline_rx.map(|p| Receiver::new(p, rx_burst)).transpose();
+    drop(ready);
+    let mut receiver = receiver?;
+    while !rx_ready.load(Ordering::Acquire) && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let mut sent_since_poll = 0;
     let (mut send_cost, mut sent_at) = (SendCost::default(), None::<Instant>);
     let start = Instant::now();
@@ -446,17 +435,27 @@ pub(crate) fn transmit(
                 send_cost.sample((now - t).as_nanos() as u64);
             }
             let mut elapsed = (now - start).as_nanos() as u64;
-            if next > elapsed.saturating_add(RX_SLACK_NS) {
-                waiting = true;
-            } else {
-                while elapsed < next {
-                    std::hint::spin_loop();
-                    now = Instant::now();
-                    elapsed = (now - start).as_nanos() as u64;
+            loop {
+                match crate::pace::step(next, elapsed, RX_SLACK_NS, &send_cost) {
+                    Step::Wait => {
+                        waiting = true;
+                        break;
+                    }
+                    Step::SpinUntil(t) => {
+                        while elapsed < t {
+                            std::hint::spin_loop();
+                            now = Instant::now();
+                            elapsed = (now - start).as_nanos() as u64;
+                        }
+                    }
+                    Step::Send {
+                        due_by: by,
+                        behind: late,
+                    } => {
+                        (due_at, behind, due_by) = (Some(now), late, by);
+                        break;
+                    }
                 }
-                due_at = Some(now);
-                behind = elapsed - next > LATE_NS;
-                due_by = send_cost.joins_within(elapsed);
             }
         }
         let room = if waiting { 0 } else { plan.burst - burst.len() };
@@ -481,14 +480,22 @@ pub(crate) fn transmit(
                         break;
                     }
                     let t = &streams[l.stream].traffic;
-                    l.fill(t, &mut burst, &mut held, elapsed, due_by, now_ns, cores, core, room)?;
+                    if l.fill(t, &mut burst, &mut held, elapsed, due_by, now_ns, cores, core, room)? > 0 {
+                        l.publish(&plan.per_stream, plan.core);
+                    }
                 }
             }
             if let Some((lat, q, b)) = latency.as_mut().filter(|_| lat_turn) {
                 let t = &streams[lat[0].stream].traffic;
                 let room = b.room();
-                lat[0].fill(t, b, &mut held, elapsed, elapsed, now_ns, 1, 0, room)?;
+                if lat[0].fill(t, b, &mut held, elapsed, elapsed, now_ns, 1, 0, room)? > 0 {
+                    lat[0].publish(&plan.per_stream, plan.core);
+                }
                 if !b.is_empty() {
+                    let q = match q {
+                        Some(q) => q,
+                        None => &mut queues[0],
+                    };
                     q.tx_burst(b)
                         .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
                 }
@@ -534,7 +541,12 @@ pub(crate) fn transmit(
             }
         }
         if iter.is_multiple_of(PUBLISH_EVERY) {
-            let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
+            let (p, b, d, e) = totals(
+                queues
+                    .iter()
+                    .chain(latency.as_ref().and_then(|l| l.1.as_ref()))
+                    .map(|q| q.stats()),
+            );
             out.publish(p, b, d, e);
             publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
         }
@@ -548,18 +560,26 @@ pub(crate) fn transmit(
         b.clear();
     }
     let give_up = Instant::now() + Duration::from_secs(2);
-    let in_flight = |qs: &[Box<dyn TxQueue>], lat: &Option<(Vec<Lane>, Box<dyn TxQueue>, Burst)>| {
-        qs.iter().chain(lat.as_ref().map(|l| &l.1)).any(|q| q.in_flight() > 0)
+    type Latency = Option<(Vec<Lane>, Option<Box<dyn TxQueue>>, Burst)>;
+    let in_flight = |qs: &[Box<dyn TxQueue>], lat: &Latency| {
+        qs.iter()
+            .chain(lat.as_ref().and_then(|l| l.1.as_ref()))
+            .any(|q| q.in_flight() > 0)
     };
     while in_flight(&queues, &latency) && Instant::now() < give_up {
-        for q in queues.iter_mut().chain(latency.as_mut().map(|l| &mut l.1)) {
+        for q in queues.iter_mut().chain(latency.as_mut().and_then(|l| l.1.as_mut())) {
             let _ = q.reclaim();
         }
         if let Some(r) = receiver.as_mut() {
             r.poll()?;
         }
     }
-    let (p, b, d, e) = totals(queues.iter().chain(latency.as_ref().map(|l| &l.1)).map(|q| q.stats()));
+    let (p, b, d, e) = totals(
+        queues
+            .iter()
+            .chain(latency.as_ref().and_then(|l| l.1.as_ref()))
+            .map(|q| q.stats()),
+    );
     out.publish(p, b, d, e);
     publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
     out.active_ns.store(sending_ns, Ordering::Relaxed);
@@ -578,13 +598,11 @@ pub(crate) struct TxDone {
 
 fn publish_lanes(lanes: &[Lane], latency: Option<&[Lane]>, per_stream: &[StreamCounters], core: usize) {
     for l in lanes.iter().chain(latency.into_iter().flatten()) {
-        let c = &per_stream[l.stream].tx[core];
-        c[0].store(l.pacer.made, Ordering::Relaxed);
-        c[1].store(l.bytes, Ordering::Relaxed);
+        l.publish(per_stream, core);
     }
 }
 
-pub(crate) type Capture = rawpkt_tools::pcap::Writer<std::io::BufWriter<std::fs::File>>;
+pub(crate) type Capture = rawpkt_tools::pcap::Writer<std::io::BufWriter<rawpkt_tools::pcap::Output>>;
 
 /// What a receiver is built from; it is built in the thread that polls it (pools are per core).
 pub(crate) struct RxPlan {
@@ -600,6 +618,9 @@ pub(crate) struct RxPlan {
     pub hw_clock: bool,
     /// The receive queue's configuration (--rx-mode), before its size and timestamps.
     pub rx_queue: QueueConfig,
+    /// The senders' counters, when they are final by the time the receiver drains (see
+    /// [`Receiver::finish`]).
+    pub sent: Option<Vec<Arc<Counters>>>,
 }
 
 /// What the receiver measured of one stream: latency, and inter-departure times if asked for.
@@ -626,10 +647,15 @@ struct RxStream {
 }
 
 /// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
-/// thread when a CPU is free for it, else from the first transmit core's loop.
+/// thread when a CPU is free for it, else from the first transmit core's loop. It reads every
+/// receive queue the port has (`Port::rx_queues`), one burst of one queue a poll, in turn: the
+/// frames of a stream reach whichever queue the device steers them to (an `xdp:` veth delivers
+/// what its peer sent on queue `q` to its queue `q`), and a queue nobody reads loses them all.
 pub(crate) struct Receiver {
     port: Arc<Port>,
-    rx: Box<dyn rawpkt::RxQueue>,
+    rx: Vec<Box<dyn rawpkt::RxQueue>>,
+    /// The queue the next poll reads.
+    next: usize,
     got: Burst,
     streams: Vec<RxStream>,
     shared: Arc<Vec<StreamCounters>>,
@@ -645,6 +671,8 @@ pub(crate) struct Receiver {
     /// With receive timestamps: the device clock's reading at `epoch`, to date captured frames
     /// by their own arrival rather than by the burst that took them.
     dev_epoch: Option<u64>,
+    /// The senders' final counters (`RxPlan::sent`).
+    sent: Option<Vec<Arc<Counters>>>,
 }
 
 impl Receiver {
@@ -660,11 +688,16 @@ impl Receiver {
             _ => None,
         };
         let qcfg = plan.rx_queue.clone().size(4096).rx_timestamps(dev_epoch.is_some());
+        let queues = plan.port.rx_queues().max(1);
+        // Each queue's ring full, twice over, and the bursts in hand.
+        let buffers = (u32::from(queues) * qcfg.size * 2 + 4 * RX_BURST as u32)
+            .next_power_of_two()
+            .max(16384);
         let pool =
-            Pool::new(PoolConfig::default().buffers(16384)).map_err(|e| Fail::rawpkt("receiver: packet pool", e))?;
-        let rx = plan
-            .port
-            .rx_queue(0, &pool, &qcfg)
+            Pool::new(PoolConfig::default().buffers(buffers)).map_err(|e| Fail::rawpkt("receiver: packet pool", e))?;
+        let rx = (0..queues)
+            .map(|q| plan.port.rx_queue(q, &pool, &qcfg))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Fail::rawpkt(plan.port.spec(), e))?;
         let streams = plan
             .streams
@@ -685,6 +718,7 @@ impl Receiver {
             .collect::<Result<_, Fail>>()?;
         Ok(Receiver {
             rx,
+            next: 0,
             got: Burst::new(&pool, burst.min(RX_BURST)),
             streams,
             shared: plan.streams,
@@ -701,6 +735,7 @@ impl Receiver {
             stamps: plan.stamps,
             hw_clock: plan.hw_clock,
             dev_epoch,
+            sent: plan.sent,
         })
     }
 
@@ -708,8 +743,9 @@ impl Receiver {
     #[inline]
     pub(crate) fn poll(&mut self) -> Result<usize, Fail> {
         self.iter = self.iter.wrapping_add(1);
-        let n = self
-            .rx
+        let q = self.next;
+        self.next = if q + 1 == self.rx.len() { 0 } else { q + 1 };
+        let n = self.rx[q]
             .rx_burst(&mut self.got)
             .map_err(|e| Fail::Runtime(format!("{}: {e}", self.port.spec())))?;
         if n > 0 {
@@ -783,11 +819,11 @@ impl Receiver {
     fn publish(&mut self) {
         // Quantiles walk the histogram (some µs): every 16th publication, and at the end.
         let quantiles = self.iter.is_multiple_of(PUBLISH_EVERY * 16) || self.iter == u32::MAX;
-        let s = self.rx.stats();
-        self.counters.publish(s.packets, s.bytes, s.drops, s.errors.total());
+        let (packets, bytes, drops, errors) = totals(self.rx.iter().map(|q| q.stats()));
+        self.counters.publish(packets, bytes, drops, errors);
         for (st, c) in self.streams.iter_mut().zip(self.shared.iter()) {
-            c.rx_packets.store(st.packets, Ordering::Relaxed);
-            c.rx_bytes.store(st.bytes, Ordering::Relaxed);
+            c.rx_packets.store(st.packets, Ordering::Release);
+            c.rx_bytes.store(st.bytes, Ordering::Release);
             c.lat_sum_ns.store(st.lat_sum, Ordering::Relaxed);
             c.lat_samples.store(st.hist.len(), Ordering::Relaxed);
             c.lat_max_ns.fetch_max(st.lat_max, Ordering::Relaxed);
@@ -801,18 +837,38 @@ impl Receiver {
         }
     }
 
-    /// After the senders stop: takes stragglers until the line has been quiet for 200 ms, for
-    /// two seconds at most (a port with background traffic is never quiet), or until Ctrl-C.
-    /// Returns each stream's latency histogram.
+    /// After the senders stop: takes stragglers until every frame sent is received or dropped
+    /// by the device, where the receiver knows what was sent (`RxPlan::sent`), so that a busy
+    /// machine's slow device or receiver loses nothing to a drain cut short; for the frames
+    /// that never come, until the line has been quiet for half a second, ten at most. Where what was
+    /// sent is not known, until it has been quiet for 200 ms (50 ms after Ctrl-C), two seconds
+    /// at most (a port with background traffic is never quiet). Returns each stream's latency
+    /// histogram.
     pub(crate) fn finish(mut self) -> Result<Vec<RxHists>, Fail> {
         let mut quiet_since = Instant::now();
-        let give_up = quiet_since + Duration::from_secs(2);
+        let (quiet, most) = match self.sent {
+            Some(_) => (Duration::from_millis(500), Duration::from_secs(10)),
+            None => (Duration::from_millis(200), Duration::from_secs(2)),
+        };
+        let give_up = quiet_since + most;
         let stop = rawpkt_sys::signal::stop_flag();
-        while quiet_since.elapsed() < Duration::from_millis(200) && Instant::now() < give_up {
+        let sent: Option<u64> = self.sent.as_ref().map(|c| c.iter().map(|c| c.snapshot()[0]).sum());
+        // Received, or else (now and then: an mlx5 port's count is a sysfs read) dropped.
+        let accounted = |r: &Receiver, k: u32| {
+            let Some(s) = sent else { return false };
+            let got: u64 = r.rx.iter().map(|q| q.stats().packets).sum();
+            got >= s || (k.is_multiple_of(256) && got + r.port.device_drops().unwrap_or(0) >= s)
+        };
+        let mut k = 0u32;
+        while quiet_since.elapsed() < quiet && Instant::now() < give_up {
+            if accounted(&self, k) {
+                break;
+            }
+            k = k.wrapping_add(1);
             if self.poll()? > 0 {
                 quiet_since = Instant::now();
             }
-            if stop.load(Ordering::Relaxed) && quiet_since.elapsed() > Duration::from_millis(50) {
+            if stop.load(Ordering::Relaxed) && sent.is_none() && quiet_since.elapsed() > Duration::from_millis(50) {
                 break;
             }
         }
