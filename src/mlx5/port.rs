@@ -63,7 +63,7 @@ struct Shared {
     link_bps: Option<u64>,
     /// The netdev's PHC, the time base of real-time timestamps.
     phc: Option<super::clock::Phc>,
-    /// What the port found and chose at open ([`super::report`]).
+    /// What the port found and chose at open ([`super::report()`]).
     report: super::report::DeviceReport,
     /// The send queue facts the report gives once one exists.
     sq_seen: super::report::SqSeen,
@@ -538,7 +538,7 @@ impl Mlx5Port {
 }
 
 impl Mlx5Port {
-    /// [`super::report`] of this port.
+    /// [`super::report()`] of this port.
     pub(super) fn report(&self) -> super::report::DeviceReport {
         let mut r = self.shared.report.clone();
         self.shared.sq_seen.fill(&mut r);
