@@ -38,6 +38,17 @@ impl J {
         }
     }
 
+    /// The boolean at `key` of an object.
+    pub fn get_bool(&self, key: &str) -> Option<bool> {
+        match self {
+            J::Obj(fields) => fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| match v {
+                J::Bool(b) => Some(*b),
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
+
     /// Pretty text, two spaces per level, short arrays of scalars on one line.
     pub fn pretty(&self) -> String {
         let mut s = String::new();

@@ -419,6 +419,12 @@ pub fn run_all(env: &mut Env, cfg: &Config) -> Vec<StepResult> {
                 _ => events(env),
             }
         };
+        // A step a signal cut short has not failed: it did not finish.
+        let (status, reason) = if status == Status::Fail && stop.load(std::sync::atomic::Ordering::Relaxed) {
+            (Status::Skip, format!("stopped by a signal during the step: {reason}"))
+        } else {
+            (status, reason)
+        };
         let r = StepResult {
             name,
             status,
@@ -629,6 +635,7 @@ fn datapath(env: &mut Env, cfg: &Config) -> Step {
     let mut failures = Vec::new();
     let mut skipped = Vec::new();
     let mut total = 0u64;
+    let mut agreed_all = true;
     for &mode in &cfg.modes {
         for &size in &cfg.sizes {
             if size.max() > max_frame {
@@ -643,6 +650,9 @@ fn datapath(env: &mut Env, cfg: &Config) -> Step {
                 continue;
             }
             let (ok, why, j) = one_run(env, mode, size, cfg.frames, &mut *tx, &txpool, &rxpool);
+            if j.get_bool("counters_agree") != Some(true) {
+                agreed_all = false;
+            }
             total += cfg.frames;
             env.say(&format!(
                 "{} {mode} {}: {} frames",
@@ -658,13 +668,22 @@ fn datapath(env: &mut Env, cfg: &Config) -> Step {
                 break;
             }
         }
+        if rawpkt_sys::signal::stop_flag().load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
     }
     let fields = J::obj().with("runs", runs);
     let n = cfg.modes.len() * cfg.sizes.len() - skipped.len();
     if failures.is_empty() {
         let mut s = format!(
-            "{n} runs ({} modes × sizes), {total} frames byte-identical, counters agree",
-            n
+            "{n} runs ({} modes × {} sizes), {total} frames byte-identical, counters {}",
+            cfg.modes.len(),
+            cfg.sizes.len(),
+            if agreed_all {
+                "agree"
+            } else {
+                "not compared (unavailable)"
+            }
         );
         if !skipped.is_empty() {
             s += &format!("; not run (frame above the MTU): {}", skipped.join(", "));
