@@ -160,6 +160,8 @@ fn check(e: Expect) {
     assert!(prof.split_whitespace().next() == Some(p), "{p}: {prof}");
     assert_eq!(ports[0]["netdev"], "mdl0");
     assert_eq!(ports[0]["mac"], "02:4d:4c:35:00:00");
+    // No Linux netdev behind the model library's: ethtool cannot read it, and says so.
+    assert!(ports[0]["ethtool"].as_str().unwrap().starts_with("unavailable"), "{p}");
 
     // Caps: what the profile implies.
     let caps = &v["caps"];

@@ -96,6 +96,20 @@ impl Source {
         }
     }
 
+    /// Whether `ethtool -S` of `netdev` can be read here: `"ok"`, or `"unavailable: why"` (the
+    /// model library's netdevs exist only in its own sysfs).
+    pub fn ethtool_status(netdev: Option<&str>) -> String {
+        let src = match netdev {
+            Some(n) if std::path::Path::new("/sys/class/net").join(n).exists() => Source::Ethtool(n.to_string()),
+            Some(n) => return format!("unavailable: netdev {n} is not in /sys/class/net"),
+            None => return "unavailable: the port has no netdev".into(),
+        };
+        match src.read() {
+            Ok(_) => "ok".into(),
+            Err(e) => format!("unavailable: {e}"),
+        }
+    }
+
     /// `"model"`, `"ethtool"` or `"unavailable"`.
     pub fn name(&self) -> &'static str {
         match self {

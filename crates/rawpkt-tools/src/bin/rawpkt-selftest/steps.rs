@@ -189,6 +189,7 @@ impl Env {
                 .with("link_state", r.link_state)
                 .with("speed_gbps", r.speed_gbps)
                 .with("model_profile", self.profile.clone())
+                .with("ethtool", Source::ethtool_status(r.netdev.as_deref()))
                 .with("description", p.description())
         };
         let mut v = vec![one("dut", &self.dut, &self.dut_rep)];
