@@ -63,6 +63,15 @@ pub(crate) trait Backend: Send + Sync {
     fn mac(&self) -> Option<[u8; 6]> {
         None
     }
+    /// [`Port::link_speed_mbps`].
+    fn link_speed_mbps(&self) -> Option<u64> {
+        None
+    }
+    /// [`Port::neighbour_mac`], for ports with a Linux netdev: its interface index, and the
+    /// namespace to ask in (None: the caller's).
+    fn netdev(&self) -> Option<(u32, Option<&std::os::fd::OwnedFd>)> {
+        None
+    }
 }
 
 /// Which device port an open port is, resolved from its spec: `model:q/0` and `model:q/00` are
@@ -212,6 +221,54 @@ impl Port {
     /// own, takes frames for; None for model ports, which take every frame on their wire.
     pub fn mac(&self) -> Option<[u8; 6]> {
         self.backend.mac()
+    }
+
+    /// The port's line rate in Mb/s, where it reports one: an `mlx5:`/`verbs:` port's link
+    /// speed (its netdev's, else the verbs port's width and lane speed), an `xdp:` port's
+    /// interface's (`ETHTOOL_GSET`, as `/sys/class/net/IF/speed`; None for a link that does
+    /// not say), a `model:` port's 100 000 (the model is a 100 Gb/s ConnectX, as the model
+    /// library's `ibv_query_port` reports: 4X EDR).
+    ///
+    /// ```
+    /// let port = rawpkt::open("model:speed-doc/0").unwrap();
+    /// assert_eq!(port.link_speed_mbps(), Some(100_000));
+    /// ```
+    pub fn link_speed_mbps(&self) -> Option<u64> {
+        self.backend.link_speed_mbps()
+    }
+
+    /// The MAC address of the neighbour `ip` (a next hop, as TRex's L3 mode resolves its
+    /// gateway) in the Linux neighbour table of the port's netdev (`mlx5:`, `verbs:`, `xdp:`
+    /// ports, in the `xdp:` port's namespace): taken from the table where it is usable
+    /// (REACHABLE, STALE, ...), else after asking the kernel to resolve it (ARP, neighbour
+    /// discovery: `RTM_NEWNEIGH` with `NTF_USE`, which needs CAP_NET_ADMIN) and waiting at
+    /// most `wait` for an answer. `model:` ports have no netdev: a config error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let port = rawpkt::open("model:neigh-doc/0").unwrap();
+    /// let e = port.neighbour_mac("10.0.0.1".parse().unwrap(), Duration::from_secs(1)).unwrap_err();
+    /// assert!(e.is_usage() && e.message().contains("no Linux netdev"));
+    /// ```
+    pub fn neighbour_mac(&self, ip: std::net::IpAddr, wait: std::time::Duration) -> Result<[u8; 6], Error> {
+        let Some((ifindex, netns)) = self.backend.netdev() else {
+            return Err(Error::config(format!(
+                "{}: the port has no Linux netdev, so no neighbour table (mlx5:, verbs: and xdp: ports have one)",
+                echo(&self.spec)
+            )));
+        };
+        let ask = || rawpkt_sys::neigh::resolve(ifindex, ip, wait);
+        let r = match netns {
+            Some(ns) => enter(ns, ask),
+            None => ask(),
+        };
+        r.map_err(|e| {
+            let why = match e.raw_os_error() {
+                Some(libc::EPERM | libc::EACCES) => format!("{e}: asking the kernel to resolve it needs CAP_NET_ADMIN"),
+                _ => e.to_string(),
+            };
+            Error::device(format!("{}: neighbour {ip}: {why}", echo(&self.spec))).caused_by(e)
+        })
     }
 
     /// Which device port this is (see [`PortIdentity`]).
@@ -470,4 +527,15 @@ impl Default for PortOptions {
             rdma_core: None,
         }
     }
+}
+
+/// Runs `f` in the namespace `ns` (an `xdp:` port's).
+#[cfg(feature = "xdp")]
+fn enter<T>(ns: &std::os::fd::OwnedFd, f: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    rawpkt_sys::netdev::in_netns(ns, f)?
+}
+
+#[cfg(not(feature = "xdp"))]
+fn enter<T>(_: &std::os::fd::OwnedFd, f: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    f()
 }

@@ -51,6 +51,9 @@ struct Shared {
     max_frame: u32,
     description: String,
     mac: Option<[u8; 6]>,
+    /// Link speed in Mb/s, and the netdev's interface index (this namespace's), if it has one.
+    speed_mbps: u64,
+    ifindex: Option<u32>,
     /// The rules installed once every receive queue exists (defaults first).
     rules: Vec<FlowRule>,
     rx_queues: u16,
@@ -522,6 +525,8 @@ impl Mlx5Port {
                 max_frame,
                 description,
                 mac,
+                speed_mbps: (speed * 1000.0) as u64,
+                ifindex: netdev.as_deref().and_then(|n| rawpkt_sys::if_index(n).ok()),
                 rules,
                 rx_queues: opts.rx_queues,
                 pd,
@@ -1067,6 +1072,14 @@ impl Backend for Mlx5Port {
 
     fn mac(&self) -> Option<[u8; 6]> {
         self.shared.mac
+    }
+
+    fn link_speed_mbps(&self) -> Option<u64> {
+        Some(self.shared.speed_mbps).filter(|&s| s > 0)
+    }
+
+    fn netdev(&self) -> Option<(u32, Option<&std::os::fd::OwnedFd>)> {
+        self.shared.ifindex.map(|i| (i, None))
     }
 
     fn device_drops(&self) -> Option<u64> {

@@ -538,6 +538,11 @@ impl Backend for ModelPort {
         Some(self.nic.port_counters(self.port).rx_out_of_buffer - self.drops_at_open)
     }
 
+    fn link_speed_mbps(&self) -> Option<u64> {
+        // A 100 Gb/s ConnectX, as the model library's `ibv_query_port` says (4X EDR).
+        Some(100_000)
+    }
+
     fn device_clock_ns(&self) -> Option<u64> {
         // On the time base of the CQE timestamps: the model's real-time clock (its PHC) where
         // they are in real-time format.

@@ -551,6 +551,18 @@ impl Backend for XdpPort {
         s.in_netns(|| netdev::mac(&s.ifname).ok()).ok().flatten()
     }
 
+    fn link_speed_mbps(&self) -> Option<u64> {
+        let s = &self.shared;
+        s.in_netns(|| netdev::speed_mbps(&s.ifname))
+            .ok()
+            .flatten()
+            .map(u64::from)
+    }
+
+    fn netdev(&self) -> Option<(u32, Option<&OwnedFd>)> {
+        Some((self.shared.ifindex, Some(&self.shared.netns)))
+    }
+
     fn identity(&self) -> crate::PortIdentity {
         let s = &self.shared;
         crate::PortIdentity::Xdp {

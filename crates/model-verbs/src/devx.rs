@@ -15,7 +15,7 @@
 //! tcp-udp: the caps say "vport context", which says the mode); `pci_device.<ibdev>` = the PCI
 //! device id sysfs shows (0x1017 by default; 0x1015 is a ConnectX-4 Lx), what a driver without
 //! DevX goes by; `async_event.<ibdev>` = device_fatal (which also stops the device) / port_err /
-//! port_active / `cq_err:<cqn>` / `wq_fatal:<wqn>` / `qp_fatal:<qpn>` (numbers in hex; the object
+//! `port_active` / `cq_err:<cqn>` / `wq_fatal:<wqn>` / `qp_fatal:<qpn>` (numbers in hex; the object
 //! stops as the firmware would stop it, and the event names it in `element`);
 //! `device.<ibdev>` = reset (a stopped device works again); `netdev.<ibdev>` = promisc / filter
 //! (what the Linux netdev takes of the frames no flow stole); `mtu.<ibdev>` = N (the port's MTU,

@@ -330,6 +330,27 @@ fn common(pmd: &[PortStats; 2], model: &[ModelCounters; 2], log: &str) {
 /// makes its transport domain, TISes and UARs with DevX commands and still builds its queues
 /// with verbs (with `dv_flow_en=0`, drivers/net/mlx5/mlx5.h `mlx5_devx_obj_ops_en`), and its
 /// log says so. Without, it takes its ibverbs path from the start.
+/// The model's environment for a host with DevX (`devx`) or without.
+fn devx_env(devx: bool) -> [(&'static str, &'static str); 1] {
+    [("RAWPKT_MODEL_DEVX", if devx { "1" } else { "0" })]
+}
+
+/// testpmd's log says the PMD took DevX (and read each port's TIS through it) or did not.
+fn devx_in_log(log: &str, devx: bool) {
+    if devx {
+        assert!(log.contains("DevX is supported."), "{log}");
+        for p in 0..2 {
+            let tis = format!("Port {p} Tx queue 0 TIS number");
+            assert!(
+                log.contains(&tis),
+                "no {tis:?}: the TIS's transport domain read with DevX\n{log}"
+            );
+        }
+    } else {
+        assert!(log.contains("DevX is NOT supported."), "{log}");
+    }
+}
+
 fn forward(mode: &str, devargs: &str, queues: u64, devx: bool) -> ([PortStats; 2], [ModelCounters; 2]) {
     let q = queues.to_string();
     let mut app = vec!["--txonly-multi-flow"];
@@ -337,8 +358,7 @@ fn forward(mode: &str, devargs: &str, queues: u64, devx: bool) -> ([PortStats; 2
     if queues > 1 {
         app.extend(qa.iter().map(String::as_str));
     }
-    let env = [("RAWPKT_MODEL_DEVX", if devx { "1" } else { "0" })];
-    let mut t = Testpmd::start(devargs, &app, &env);
+    let mut t = Testpmd::start(devargs, &app, &devx_env(devx));
     let began = Instant::now();
     t.cmd(&format!("set fwd {mode}"));
     t.cmd("start tx_first");
@@ -361,18 +381,7 @@ fn forward(mode: &str, devargs: &str, queues: u64, devx: bool) -> ([PortStats; 2
     if devargs.contains("mprq_en=1") {
         assert!(log.contains("Multi-Packet RQ is enabled"), "MPRQ not taken:\n{log}");
     }
-    if devx {
-        assert!(log.contains("DevX is supported."), "{log}");
-        for p in 0..2 {
-            let tis = format!("Port {p} Tx queue 0 TIS number");
-            assert!(
-                log.contains(&tis),
-                "no {tis:?}: the TIS's transport domain read with DevX\n{log}"
-            );
-        }
-    } else {
-        assert!(log.contains("DevX is NOT supported."), "{log}");
-    }
+    devx_in_log(&log, devx);
     for p in 0..2 {
         // Frames go round in loops: what the model put in port p's queues and testpmd has not
         // taken out yet is some of what `start tx_first` put in flight.
@@ -418,6 +427,12 @@ fn testpmd_macswap_forwards_through_the_model() {
 
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
+fn testpmd_macswap_with_devx_forwards_through_the_model() {
+    forward("macswap", "", 1, true);
+}
+
+#[test]
+#[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_io_with_rss_over_two_queues() {
     forward("io", "", 2, false);
 }
@@ -445,7 +460,18 @@ fn testpmd_io_with_multi_packet_rq_without_cqe_compression() {
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_txonly_sends_through_the_model() {
-    let mut t = Testpmd::start("", &[], &[]);
+    txonly(false);
+}
+
+/// The same with DevX.
+#[test]
+#[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
+fn testpmd_txonly_with_devx_sends_through_the_model() {
+    txonly(true);
+}
+
+fn txonly(devx: bool) {
+    let mut t = Testpmd::start("", &[], &devx_env(devx));
     let began = Instant::now();
     t.cmd("set fwd txonly");
     t.cmd("start");
@@ -458,6 +484,7 @@ fn testpmd_txonly_sends_through_the_model() {
     let model = [t.model("mlx5_0"), t.model("mlx5_1")];
     let log = t.quit();
     common(&pmd, &model, &log);
+    devx_in_log(&log, devx);
     for p in 0..2 {
         // testpmd drains its queues once when forwarding starts; after that, each RX ring
         // holds what it had room for.
@@ -480,6 +507,17 @@ fn testpmd_txonly_sends_through_the_model() {
 #[test]
 #[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
 fn testpmd_rxonly_receives_through_the_model() {
+    rxonly(false);
+}
+
+/// The same with DevX.
+#[test]
+#[ignore = "needs root (a network namespace, CAP_NET_RAW), dpdk (dpdk-dev, librte-net-mlx5-23)"]
+fn testpmd_rxonly_with_devx_receives_through_the_model() {
+    rxonly(true);
+}
+
+fn rxonly(devx: bool) {
     let traffic = format!("tx=mlx5:mlx5_0/1 rx=none dst=02:4d:4c:35:00:01 count={FRAMES} pps=500000");
     // The thread starts sending once its probe reaches the ports' queues, when testpmd starts
     // its ports, so forwarding starts at once (`--auto-start`) rather than at a later `start`,
@@ -494,7 +532,8 @@ fn testpmd_rxonly_receives_through_the_model() {
         "--auto-start",
     ];
     let began = Instant::now();
-    let mut t = Testpmd::start("", &app, &[("RAWPKT_MODEL_TRAFFIC", &traffic)]);
+    let [devx] = devx_env(devx);
+    let mut t = Testpmd::start("", &app, &[("RAWPKT_MODEL_TRAFFIC", &traffic), devx]);
     // Its one line comes when it has sent everything (testpmd prints nothing meanwhile).
     t.wait_from(0, |l| l.contains("model traffic: "), "the traffic thread's report");
     let report = t
@@ -527,6 +566,7 @@ fn testpmd_rxonly_receives_through_the_model() {
     let model = [t.model("mlx5_0"), t.model("mlx5_1")];
     let log = t.quit();
     common(&pmd, &model, &log);
+    devx_in_log(&log, devx.1 == "1");
     // Every frame mlx5_0 put on its wire (the thread's, probes included) testpmd received or
     // counted as missed, but those that went to Linux: probes before testpmd's flows took frames
     // to its MAC, and frames while testpmd replaces its flows at start (as on hardware, where

@@ -7,6 +7,7 @@
 //! - [`afpacket`] (feature `afpacket`): the AF_PACKET sockets the device model's wires use.
 //! - [`bpf`], [`netdev`], [`xsk`] (feature `xdp`): eBPF programs and maps, interface queries,
 //!   AF_XDP sockets.
+//! - [`neigh`]: the Linux neighbour table through rtnetlink (read an entry, ask for one).
 //! - [`signal`]: Ctrl-C and SIGTERM as a flag, and standard output that a closed pipe ends quietly.
 //! - CPU pinning and interface indices, below.
 
@@ -17,6 +18,7 @@ pub mod afpacket;
 pub mod bpf;
 pub mod file;
 mod lib_paths;
+pub mod neigh;
 #[cfg(feature = "xdp")]
 pub mod netdev;
 pub use lib_paths::LibPaths;

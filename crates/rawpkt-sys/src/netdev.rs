@@ -121,6 +121,24 @@ pub fn driver(name: &str) -> Option<String> {
     (!d.is_empty()).then(|| String::from_utf8_lossy(d).into_owned())
 }
 
+/// The link speed in Mb/s (`ETHTOOL_GSET`, what `/sys/class/net/IF/speed` reads, in the calling
+/// thread's namespace), or None when the driver reports none or an unknown one (a link that
+/// is down, a driver without link settings).
+pub fn speed_mbps(name: &str) -> Option<u32> {
+    const ETHTOOL_GSET: u32 = 0x1;
+    // struct ethtool_cmd (include/uapi/linux/ethtool.h), 44 bytes: cmd, supported, advertising,
+    // speed (u16 at 12), duplex .. mdio_support, maxtxpkt, maxrxpkt, speed_hi (u16 at 28), ...
+    let mut cmd = [0u8; 44];
+    cmd[..4].copy_from_slice(&ETHTOOL_GSET.to_ne_bytes());
+    let mut r = ifreq(name).ok()?;
+    r.data[..8].copy_from_slice(&(cmd.as_mut_ptr() as u64).to_ne_bytes());
+    ioctl(SIOCETHTOOL, &mut r).ok()?;
+    let speed =
+        u32::from(u16::from_ne_bytes([cmd[12], cmd[13]])) | u32::from(u16::from_ne_bytes([cmd[28], cmd[29]])) << 16;
+    // SPEED_UNKNOWN is -1.
+    (speed != 0 && speed != u32::MAX).then_some(speed)
+}
+
 /// Names of the interfaces of the calling thread's namespace.
 pub fn names() -> Vec<String> {
     // SAFETY: if_nameindex returns a heap array terminated by a zero entry, or null; it is

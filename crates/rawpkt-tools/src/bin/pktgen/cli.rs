@@ -25,12 +25,23 @@ fn exit_status() -> String {
 // comment above, which says what pktgen does.
 #[command(name = "pktgen", version, after_help = exit_status())]
 pub(crate) struct Args {
-    /// Port to transmit on (e.g. model:pair0/0).
+    /// Port to transmit on (e.g. model:pair0/0); repeat it with --rx-port for several port
+    /// pairs in one run, paired in order, each direction counted apart.
     #[arg(long)]
-    pub port: Option<String>,
-    /// Port to receive, count and measure latency on (every receive queue it has).
+    pub port: Vec<String>,
+    /// Port to receive, count and measure latency on (every receive queue it has); one per
+    /// --port when there are several.
     #[arg(long)]
-    pub rx_port: Option<String>,
+    pub rx_port: Vec<String>,
+    /// Send both ways: each pair's receive port also sends to its --port, which also receives
+    /// (each direction counted apart).
+    #[arg(long)]
+    pub bidir: bool,
+    /// L3 mode: frames go to this next hop's MAC, from the Linux neighbour table of the sending
+    /// port's netdev (mlx5: and xdp: ports), which pktgen asks the kernel to resolve (ARP or
+    /// neighbour discovery) first, waiting at most 3 s.
+    #[arg(long, value_name = "IP")]
+    pub gateway: Option<IpAddr>,
     #[arg(long, default_value = "02:00:00:00:00:01")]
     pub src_mac: String,
     /// Destination MAC [default: the receive port's own address when it has one (mlx5:,
@@ -52,7 +63,12 @@ pub(crate) struct Args {
     /// [default: 60, or the smallest frame that holds --vlan/--encap headers and the stamp].
     #[arg(long)]
     pub size: Option<String>,
-    /// Rate limit in packets per second over all cores, at least 1 (e.g. 1M, 500k, 14.88M).
+    /// Rate over all cores: packets per second, at least 1 (1M, 500k, 14.88Mpps); a bit rate,
+    /// by default L1, as a link's line rate counts (frame, FCS, preamble, SFD and inter-frame
+    /// gap: --size + 24 bytes a frame; TRex's bps_L1), e.g. 2Gbps, 500Mbps, or L2 with -l2
+    /// (frame and FCS: --size + 4; TRex's bps_L2), e.g. 2Gbps-l2; or a percentage of the sending
+    /// port's line rate, at L1 (50%; the port's link speed, refused where it reports none).
+    /// Each stream's frames' mean size turns a bit rate into packets per second (said on stderr).
     #[arg(long)]
     pub rate: Option<String>,
     /// Stop after this many packets.
@@ -164,10 +180,15 @@ pub(crate) enum Size {
 /// Simple IMIX: 7 small, 4 medium, 1 large (sizes without FCS).
 pub(crate) const IMIX: [(usize, u32); 3] = [(60, 7), (590, 4), (1514, 1)];
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Config {
+    /// The first direction's ports (the only ones in most runs).
     pub tx_port: String,
     pub rx_port: Option<String>,
+    /// Every direction: (sending port, receiving port), the first one `tx_port`, `rx_port`.
+    pub directions: Vec<(String, Option<String>)>,
+    /// --gateway: the destination MAC is this next hop's, from the sending port's netdev.
+    pub gateway: Option<IpAddr>,
     pub src_mac: [u8; 6],
     /// None: the receive port's MAC, else [`DEFAULT_DST_MAC`].
     pub dst_mac: Option<[u8; 6]>,
@@ -177,7 +198,7 @@ pub(crate) struct Config {
     pub dst_port: u16,
     pub flows: u32,
     pub size: Size,
-    pub rate: Option<f64>,
+    pub rate: Option<crate::rate::Rate>,
     pub count: Option<u64>,
     pub duration: Option<f64>,
     pub cores: usize,
@@ -214,25 +235,16 @@ fn mac(what: &str, s: &str) -> Result<[u8; 6], String> {
         .ok_or_else(|| format!("--{what} {s:?}: expected six hex bytes like 02:00:00:00:00:01"))
 }
 
-/// "1M", "500k", "14.88M", "1e6", "250000".
+/// A rate in packets per second only: "1M", "500k", "14.88M", "1e6", "250000".
 pub(crate) fn rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("--rate {s:?}: expected packets per second, like 1M or 500k"))?;
-    let pps = v * mult;
-    // Below one packet a second the credit stays under one packet for ages (forever at 1e-300):
-    // pktgen would run and send nothing.
-    if !(pps.is_finite() && pps >= 1.0) {
-        return Err(format!("--rate {s:?}: must be at least 1 packet per second"));
+    match crate::rate::parse_rate(s) {
+        Ok(crate::rate::Rate::Pps(p)) => Ok(p),
+        Ok(_) => Err(format!("--rate {s:?}: expected packets per second, like 1M or 500k")),
+        Err(e) => Err(format!(
+            "--rate {}",
+            e.replace(crate::rate::SYNTAX, "expected packets per second, like 1M or 500k")
+        )),
     }
-    Ok(pps)
 }
 
 /// "100" or "100,200": one VLAN ID or two (QinQ), each from 0 to 4094 (IEEE 802.1Q reserves
@@ -271,11 +283,51 @@ pub(crate) const LATENCY_RATE: f64 = 1000.0;
 
 impl Config {
     pub(crate) fn from_args(a: Args) -> Result<Config, String> {
-        let (tx_port, rx_port) = match (a.port, a.rx_port) {
-            (None, None) => ("model:pktgen/0".to_string(), Some("model:pktgen/1".to_string())),
-            (None, Some(_)) => return Err("--rx-port needs --port to say where to transmit".into()),
-            (Some(p), rx) => (p, rx),
+        let mut directions: Vec<(String, Option<String>)> = match (a.port.len(), a.rx_port.len()) {
+            (0, 0) => vec![("model:pktgen/0".to_string(), Some("model:pktgen/1".to_string()))],
+            (0, _) => return Err("--rx-port needs --port to say where to transmit".into()),
+            (1, 0) => vec![(a.port[0].clone(), None)],
+            (n, m) if n == m => a
+                .port
+                .iter()
+                .cloned()
+                .zip(a.rx_port.iter().cloned().map(Some))
+                .collect(),
+            (n, m) => {
+                return Err(format!(
+                    "{n} --port and {m} --rx-port: several pairs need one --rx-port per --port, paired in order"
+                ))
+            }
         };
+        if a.bidir {
+            if directions.iter().any(|d| d.1.is_none()) {
+                return Err("--bidir needs --rx-port (or no port at all: the model pair)".into());
+            }
+            directions = directions
+                .into_iter()
+                .flat_map(|(tx, rx)| {
+                    let rx = rx.unwrap_or_default();
+                    [(tx.clone(), Some(rx.clone())), (rx, Some(tx))]
+                })
+                .collect();
+        }
+        let (tx_port, rx_port) = directions[0].clone();
+        if directions.len() > 1 {
+            for (given, name) in [
+                (a.metrics.is_some(), "--metrics"),
+                (a.capture.is_some(), "--capture"),
+                (a.pcap.is_some(), "--pcap"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{name} takes one direction: one --port and --rx-port, without --bidir"
+                    ));
+                }
+            }
+        }
+        if a.gateway.is_some() && a.dst_mac.is_some() {
+            return Err("--gateway and --dst-mac both name the destination MAC: give one".into());
+        }
         if a.capture.is_some() && rx_port.is_none() {
             return Err("--capture needs --rx-port (or no port at all: the model pair)".into());
         }
@@ -356,6 +408,12 @@ impl Config {
             return Err("--count 0: nothing to send".into());
         }
         let shape = crate::stream::Shape::parse(&a.shape).map_err(|e| format!("--shape {e}"))?;
+        let load_rate = a
+            .rate
+            .as_deref()
+            .map(crate::rate::parse_rate)
+            .transpose()
+            .map_err(|e| format!("--rate {e}"))?;
         if shape != crate::stream::Shape::Constant && a.rate.is_none() {
             return Err(format!("--shape {}: needs --rate", a.shape));
         }
@@ -454,6 +512,8 @@ impl Config {
             latency_rate,
             tx_port,
             rx_port,
+            directions,
+            gateway: a.gateway,
             src_mac: mac("src-mac", &a.src_mac)?,
             dst_mac: a.dst_mac.as_deref().map(|m| mac("dst-mac", m)).transpose()?,
             src_ip: a.src_ip,
@@ -462,7 +522,7 @@ impl Config {
             dst_port: a.dst_port,
             flows: a.flows,
             size,
-            rate: a.rate.as_deref().map(rate).transpose()?,
+            rate: load_rate,
             count: a.count,
             duration: a.duration,
             cores: a.cores,

@@ -35,6 +35,8 @@ pub(crate) struct Reporter {
     /// Stream names, and each stream's (tx, rx, latency sum, samples) at the last line.
     names: Vec<String>,
     last_streams: Vec<[u64; 4]>,
+    /// Which direction this is ("TX -> RX") in a run of several, else None.
+    direction: Option<String>,
 }
 
 /// Values of one stream for one interval line.
@@ -80,7 +82,20 @@ impl Reporter {
             last: ([0; 4], [0; 4], Duration::ZERO),
             last_streams: vec![[0; 4]; names.len()],
             names,
+            direction: None,
         }
+    }
+
+    /// Names the direction in every line: a run with several (--bidir, several port pairs).
+    pub(crate) fn direction(&mut self, name: String) {
+        self.direction = Some(name);
+    }
+
+    /// `,"direction":"TX -> RX"` for the JSON objects of a run of several directions.
+    fn direction_json(&self) -> String {
+        self.direction.as_ref().map_or(String::new(), |d| {
+            format!(",\"direction\":\"{}\"", crate::json_escape(d))
+        })
     }
 
     /// Prints a line for each second that has passed (and, when `last`, for the final part).
@@ -131,7 +146,8 @@ impl Reporter {
                 st = format!(",\"streams\":[{st}]");
             }
             rawpkt_sys::outln!(
-                "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
+                "{{\"type\":\"interval\"{},\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
+                self.direction_json(),
                 now.as_secs_f64(),
                 dt[0],
                 mpps(dt[0], secs),
@@ -212,13 +228,14 @@ impl Reporter {
             let metrics = s.metrics.map_or(String::new(), |a| format!(",\"metrics\":\"{a}\""));
             let lat = format!("{metrics}{lat},\"streams\":[{}]", streams.join(","));
             rawpkt_sys::outln!(
-                "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{},\"send_queues_per_core\":{}{lat}}}",
-                s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost(), s.send_queues_per_core
+                "{{\"type\":\"summary\"{},\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{},\"send_queues_per_core\":{}{lat}}}",
+                self.direction_json(), s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost(), s.send_queues_per_core
             );
             return;
         }
         rawpkt_sys::outln!(
-            "summary: {:.2}s  tx {} packets ({:.3} Mpps, {} bytes), drops {}, errors {}",
+            "summary{}: {:.2}s  tx {} packets ({:.3} Mpps, {} bytes), drops {}, errors {}",
+            self.direction.as_ref().map_or(String::new(), |d| format!(" {d}")),
             s.seconds,
             s.tx[0],
             s.tx_mpps(),

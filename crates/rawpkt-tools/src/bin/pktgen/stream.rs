@@ -58,7 +58,11 @@ pub(crate) const MAX_STREAMS: usize = 64;
 pub(crate) struct StreamSpec {
     pub name: String,
     pub size: Size,
+    /// Packets per second: as given, or once the frame size and the port resolve
+    /// `rate_given` (`crate::rate::Rate::pps`).
     pub rate: Option<f64>,
+    /// The rate as given (packets or bits per second, or a percentage of the line rate).
+    pub rate_given: Option<crate::rate::Rate>,
     pub shape: Shape,
     pub flows: u32,
     pub count: Option<u64>,
@@ -81,7 +85,8 @@ impl StreamSpec {
         StreamSpec {
             name: "load".into(),
             size: cfg.size,
-            rate: cfg.rate,
+            rate: cfg.rate.and_then(crate::rate::Rate::as_pps),
+            rate_given: cfg.rate,
             shape: cfg.shape,
             flows: cfg.flows,
             count: cfg.count,
@@ -108,6 +113,7 @@ impl StreamSpec {
             name: "latency".into(),
             size: Size::Fixed(min.max(60)),
             rate: Some(rate),
+            rate_given: Some(crate::rate::Rate::Pps(rate)),
             shape: Shape::Constant,
             flows: 1,
             count: None,
@@ -162,7 +168,7 @@ impl StreamSpec {
                 ),
             ));
         }
-        if matches!(self.shape, Shape::Poisson | Shape::Bursts(_)) && self.rate.is_none() {
+        if matches!(self.shape, Shape::Poisson | Shape::Bursts(_)) && self.rate_given.is_none() {
             return Err(("shape", format!("{} needs a rate", self.shape.name())));
         }
         if self.count == Some(0) {
@@ -345,7 +351,10 @@ fn set(s: &mut StreamSpec, key: &str, v: &Value) -> Result<(), String> {
             _ => return Err("expected a quoted name of letters, digits, '-', '_' or '.'".into()),
         },
         "size" => s.size = crate::cli::size(v.text()?).map_err(|e| e.replace("--size ", ""))?,
-        "rate" => s.rate = Some(crate::cli::rate(v.text()?).map_err(|e| e.replace("--rate ", ""))?),
+        "rate" => {
+            let r = crate::rate::parse_rate(v.text()?)?;
+            (s.rate, s.rate_given) = (r.as_pps(), Some(r));
+        }
         "shape" => s.shape = Shape::parse(v.text()?)?,
         "flows" => s.flows = v.int("a number of flows from 1")?,
         "count" => s.count = Some(v.int("a number of packets")?),

@@ -316,6 +316,13 @@ impl Traffic {
         self.frames.iter().all(|f| f.len() == first).then_some(first)
     }
 
+    /// The mean length of its frames (without FCS), over a cycle of the schedule: what a bit
+    /// rate is divided by.
+    pub(crate) fn mean_len(&self) -> f64 {
+        let sum: usize = self.schedule.iter().map(|&t| self.frames[usize::from(t)].len()).sum();
+        sum as f64 / self.schedule.len().max(1) as f64
+    }
+
     /// How many templates (frames) this traffic has.
     pub(crate) fn templates(&self) -> usize {
         self.frames.len()
