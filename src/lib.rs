@@ -374,6 +374,36 @@ pub trait RxQueue {
     fn wait(&mut self, _timeout: std::time::Duration) -> bool {
         false
     }
+    /// Striding receive queues (`rx_striding` on `mlx5:` and `model:` ports): the raw WQE
+    /// index the device wrote into the CQEs (`wqe_id`) beside the queue's own WQE counter, for
+    /// a self-test to see which form a device uses (a counter, or an index in the ring: the
+    /// queue compares only the ring's bits, as DPDK does). Sampled where the queue reads a
+    /// WQE's first completion on its slow path (frames of more than one stride, fillers): the
+    /// first WQEs, the edges of the first four ring passes and each 16-bit wrap of the counter,
+    /// at most 64, since the queue was made or last reset. Empty for every other queue.
+    ///
+    /// ```
+    /// use rawpkt::{open, Pool, PoolConfig, QueueConfig};
+    /// let port = open("model:ids-doc/1").unwrap();
+    /// let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+    /// let rx = port.rx_queue(0, &pool, &QueueConfig::default().rx_striding(true)).unwrap();
+    /// assert!(rx.wqe_id_samples().is_empty(), "nothing received yet");
+    /// ```
+    fn wqe_id_samples(&self) -> Vec<WqeIdSample> {
+        Vec::new()
+    }
+}
+
+/// One CQE's WQE numbers on a striding receive queue ([`RxQueue::wqe_id_samples`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WqeIdSample {
+    /// The queue's own count of WQEs it consumed before this one (free-running).
+    pub sw_wqe: u32,
+    /// The CQE's `wqe_id`, as the device wrote it.
+    pub wqe_id: u16,
+    /// The CQE's `wqe_counter` (on a striding RQ: the first stride of the frame in its WQE).
+    pub wqe_counter: u16,
 }
 
 /// Sends packets in bursts.
@@ -395,6 +425,42 @@ pub trait TxQueue {
     fn in_flight(&self) -> usize;
     /// The queue's counters: packets and bytes sent, drops, errors, recoveries.
     fn stats(&self) -> &QueueStats;
+    /// Makes the device see `fault` in the frames of the next `tx_burst` only, so that a
+    /// self-test can watch the queue fail and recover ([`QueueConfig::recover`]) on the device
+    /// itself (`rawpkt-selftest` does). The frames of that burst are lost, and so may be
+    /// others in flight: not for a production loop. Returns false where the backend cannot (the
+    /// default; the Direct Verbs datapath of `mlx5:` and `model:` ports can).
+    ///
+    /// ```
+    /// use rawpkt::{open, Burst, Pool, PoolConfig, QueueConfig, TxFault};
+    /// let port = open("model:inject-doc/0").unwrap();
+    /// let pool = Pool::new(PoolConfig::default().buffers(4096)).unwrap();
+    /// let mut tx = port.tx_queue(0, &pool, &QueueConfig::default()).unwrap();
+    /// assert!(tx.inject_fault(TxFault::BadLkey));
+    /// let mut b = Burst::new(&pool, 1);
+    /// b.alloc(1, 60);
+    /// tx.tx_burst(&mut b).unwrap(); // posted with a key the device does not know
+    /// let t0 = std::time::Instant::now();
+    /// while tx.stats().recoveries == 0 && t0.elapsed().as_secs() < 30 {
+    ///     tx.reclaim().unwrap();
+    /// }
+    /// assert_eq!((tx.stats().recoveries, tx.stats().errors.local_prot), (1, 1));
+    /// ```
+    fn inject_fault(&mut self, _fault: TxFault) -> bool {
+        false
+    }
+}
+
+/// What [`TxQueue::inject_fault`] makes the device see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxFault {
+    /// The burst's frames are posted under a memory key the device never gave out: it fails
+    /// the WQE with a local protection error.
+    BadLkey,
+    /// The queue's own length check is off for the burst: a frame longer than the port sends
+    /// (its MTU + 18) reaches the device, which fails it rather than send it.
+    Oversize,
 }
 
 /// Both halves of one queue, from [`Port::queue_pair`]: (RX, TX).

@@ -204,8 +204,11 @@ pub mod attention {
     /// The port's MTU changed: the send path takes its new largest frame
     /// ([`DvControl::max_frame`](super::DvControl::max_frame)).
     pub const MTU_CHANGED: u32 = 1 << 4;
+    /// A fault injected by the queue's owner (`TxQueue::inject_fault`): armed, or applied to
+    /// the burst being posted (TX).
+    pub const INJECT: u32 = 1 << 5;
     /// The bits a queue acts on (all but the link state, which only the watchdog reads).
-    pub const ACT: u32 = DEVICE_FATAL | CQ_ERROR | QUEUE_FATAL | MTU_CHANGED;
+    pub const ACT: u32 = DEVICE_FATAL | CQ_ERROR | QUEUE_FATAL | MTU_CHANGED | INJECT;
 }
 
 /// A queue's attention word: set by whoever hears the device's events for the queue's objects,

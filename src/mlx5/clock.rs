@@ -107,6 +107,8 @@ const ETHTOOL_GET_TS_INFO: u32 = 0x41;
 /// A PHC (`/dev/ptpN`) held open, read as a dynamic POSIX clock.
 pub(crate) struct Phc {
     file: std::fs::File,
+    /// `/dev/ptpN`.
+    pub path: String,
 }
 
 impl Phc {
@@ -139,8 +141,9 @@ impl Phc {
         if rc != 0 || info.phc_index < 0 {
             return None;
         }
-        let file = std::fs::File::open(format!("/dev/ptp{}", info.phc_index)).ok()?;
-        let phc = Phc { file };
+        let path = format!("/dev/ptp{}", info.phc_index);
+        let file = std::fs::File::open(&path).ok()?;
+        let phc = Phc { file, path };
         phc.now_ns()?;
         Some(phc)
     }

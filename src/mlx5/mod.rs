@@ -25,6 +25,9 @@ mod flows;
 mod inline;
 mod layout;
 mod port;
+mod report;
+
+pub use report::{report, DeviceReport, StridingCaps};
 
 use crate::spec::{Backend, PortOptions};
 use crate::Error;

@@ -66,6 +66,10 @@ struct Shared {
     link_bps: Option<u64>,
     /// The netdev's PHC, the time base of real-time timestamps.
     phc: Option<super::clock::Phc>,
+    /// What the port found and chose at open ([`super::report()`]).
+    report: super::report::DeviceReport,
+    /// The send queue facts the report gives once one exists.
+    sq_seen: super::report::SqSeen,
 }
 
 /// Flows, then the RSS QPs, then the table: field order is drop order, the order the kernel
@@ -322,6 +326,7 @@ impl Mlx5Port {
             .unwrap_or_else(|| verbs_speed_gbps(pattr.active_speed, pattr.active_width));
 
         let mut inline_source = "";
+        let mut dv_refused = None;
         let mode = match kind {
             "verbs" => Mode::Verbs,
             _ => match probe_dv(&ctx, &dev, max_frame, inline) {
@@ -331,6 +336,7 @@ impl Mlx5Port {
                 }
                 Err(why) => {
                     log::warn!("{spec}: Direct Verbs unavailable ({why}); using the ibverbs datapath");
+                    dv_refused = Some(why);
                     Mode::Verbs
                 }
             },
@@ -410,6 +416,96 @@ impl Mlx5Port {
             mtu,
         });
         let watcher = events::Watcher::start(ctx.clone(), port_num, spec.clone(), health.clone(), mtu_source);
+        let report = {
+            use super::report::*;
+            let attr = ctx.query_device_ex().ok();
+            let orig = attr.as_ref().map(|a| a.orig_attr);
+            let dv_flags = ctx.mlx5dv_query().map_or(0, |q| q.flags);
+            let striding = ctx.striding_caps();
+            let striding = (striding.supported_qpts != 0).then_some(StridingCaps {
+                min_log_stride_bytes: striding.min_single_stride_log_num_of_bytes,
+                max_log_stride_bytes: striding.max_single_stride_log_num_of_bytes,
+                min_log_num_strides: striding.min_single_wqe_log_num_of_strides,
+                max_log_num_strides: striding.max_single_wqe_log_num_of_strides,
+                supported_qpts: striding.supported_qpts,
+            });
+            let caps = match mode {
+                Mode::Dv(c) => Some(c),
+                Mode::Verbs => None,
+            };
+            let ib_attr = |a: &str| {
+                std::fs::read_to_string(dev.ibdev_path.join(a))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+            };
+            DeviceReport {
+                ibdev: dev.ibdev.clone(),
+                port_num,
+                netdev: netdev.clone(),
+                pci: dev.pci.clone(),
+                pci_device_id: dev.pci_device_id(),
+                vendor_id: orig.map_or(0, |o| o.vendor_id),
+                vendor_part_id: orig.map_or(0, |o| o.vendor_part_id),
+                hw_ver: orig.map_or(0, |o| o.hw_ver),
+                fw_ver: orig.map_or_else(String::new, |o| c_text(&o.fw_ver)),
+                board_id: ib_attr("board_id"),
+                hca_type: ib_attr("hca_type"),
+                mac,
+                mtu,
+                link_state: port_state_name(pattr.state),
+                speed_gbps: speed,
+                datapath: if caps.is_some() { "dv" } else { "verbs" },
+                dv_refused,
+                dv_flags: names(dv_flags, &DV_FLAGS),
+                devx: devx_answers(&ctx),
+                inline_mode: caps.map(|c| c.inline_mode.name()),
+                inline_source: caps.map(|_| inline_source),
+                enhanced_mpw: caps.is_some_and(|c| c.enhanced_mpw),
+                vlan_insert: caps.is_some_and(|c| c.vlan_insert),
+                bf_size: None,
+                sq_wqe_cnt: None,
+                striding_layout: match striding {
+                    None => "none",
+                    Some(c) => {
+                        let caps = crate::dv::prm::mprq::Caps {
+                            min_log_stride_bytes: c.min_log_stride_bytes,
+                            max_log_stride_bytes: c.max_log_stride_bytes,
+                            min_log_num_strides: c.min_log_num_strides,
+                            max_log_num_strides: c.max_log_num_strides,
+                            supported_qpts: c.supported_qpts,
+                        };
+                        if !caps.supported() {
+                            "none"
+                        } else if crate::rx::dv_striding::takes_per_stride_wqes(&caps) {
+                            "per-stride"
+                        } else {
+                            "cyclic"
+                        }
+                    }
+                },
+                striding,
+                cqe_compression: ctx
+                    .mlx5dv_cqe_comp_caps()
+                    .filter(|&(max, _)| max > 0)
+                    .map(|(max, f)| (max, names(u64::from(f), &COMP_FORMATS))),
+                hca_core_clock_khz: attr.as_ref().map_or(0, |a| a.hca_core_clock),
+                clock_mode: clock.as_ref().map(|c| {
+                    if c.clock.is_real_time() {
+                        "real-time"
+                    } else {
+                        "free-running"
+                    }
+                }),
+                clock_source: clock.as_ref().map(|c| c.source),
+                phc: phc.as_ref().map(|p| p.path.clone()),
+                raw_packet_caps: names(
+                    attr.as_ref().map_or(0, |a| u64::from(a.raw_packet_caps)),
+                    &RAW_PACKET_CAPS,
+                ),
+                max_frame,
+                rules: rules.iter().map(|r| r.to_string()).collect(),
+            }
+        };
         Ok(Mlx5Port {
             _events: watcher,
             shared: Arc::new(Shared {
@@ -439,8 +535,19 @@ impl Mlx5Port {
                 link_bps: (speed > 0.0).then_some((speed * 1e9) as u64),
                 ctx,
                 health,
+                report,
+                sq_seen: Default::default(),
             }),
         })
+    }
+}
+
+impl Mlx5Port {
+    /// [`super::report()`] of this port.
+    pub(super) fn report(&self) -> super::report::DeviceReport {
+        let mut r = self.shared.report.clone();
+        self.shared.sq_seen.fill(&mut r);
+        r
     }
 }
 
@@ -890,6 +997,7 @@ impl Backend for Mlx5Port {
             Mode::Dv(caps) => {
                 let keep: KeepAlive = Arc::new((qp.clone(), cq.clone(), mr.clone(), token));
                 let sq = layout::sq_info(&qp, keep.clone()).map_err(|e| layout_err(&sh.spec, e))?;
+                sh.sq_seen.record(sq.bf_size(), sq.wqe_cnt());
                 let cqi = layout::cq_info(&cq, keep).map_err(|e| layout_err(&sh.spec, e))?;
                 let ctl = Arc::new(SqControl {
                     word: sh.health.register(&[qp.addr(), cq.addr()]),

@@ -159,6 +159,21 @@ pub(crate) struct Striding {
     /// Sessions the AVX2 path took (tests check that it ran).
     #[cfg(test)]
     vector_sessions: u64,
+    /// Raw `wqe_id`s of WQEs at ring and 16-bit wraps ([`RxQueue::wqe_id_samples`]), up to
+    /// [`ID_SAMPLES`], taken where `poll_other` (cold) reads a WQE's first CQE.
+    id_log: Vec<crate::WqeIdSample>,
+}
+
+/// The most `wqe_id` samples a striding queue keeps.
+const ID_SAMPLES: usize = 64;
+
+/// Whether WQE `sw` (free-running) of a ring of `ring` WQEs is one [`RxQueue::wqe_id_samples`]
+/// records: the first two, the last and first of each of the first four ring passes, and the
+/// two either side of each 16-bit wrap of the counter.
+fn id_sample_wanted(sw: u32, ring: u32) -> bool {
+    let ring_edge = sw < 4 * ring && (sw.is_multiple_of(ring) || sw % ring == ring - 1);
+    let wrap16 = sw >= 0xfffe && matches!(sw & 0xffff, 0xfffe | 0xffff | 0 | 1);
+    sw < 2 || ring_edge || wrap16
 }
 
 /// The striding RQ in the receive core: the consumer index counts strides, one buffer each.
@@ -383,6 +398,7 @@ impl DvStridingRxQueue {
             wqe_id_mask: (size - 1) as u16,
             #[cfg(test)]
             vector_sessions: 0,
+            id_log: Vec::with_capacity(ID_SAMPLES),
         };
         let room = (params.stride_bytes(), MiniFormat::CsumStridx);
         let mut q = RxCore::new(kind, cq, room, pool, cfg, ctl, wq_num)?;
@@ -421,6 +437,10 @@ impl RxQueue for DvStridingRxQueue {
 
     fn stats(&self) -> &QueueStats {
         &self.core.stats
+    }
+
+    fn wqe_id_samples(&self) -> Vec<crate::WqeIdSample> {
+        self.core.rq.id_log.clone()
     }
 }
 
@@ -537,6 +557,16 @@ impl RxCore<Striding> {
         }
         let bc = cqe.byte_cnt.get();
         let (strides, len) = (mprq::strides(bc), mprq::len(bc));
+        if pos == 0 && self.rq.id_log.len() < ID_SAMPLES {
+            let sw = self.rq_ci >> self.rq.log_n;
+            if id_sample_wanted(sw, self.rq.ring.size()) {
+                self.rq.id_log.push(crate::WqeIdSample {
+                    sw_wqe: sw,
+                    wqe_id: cqe.wqe_id.get(),
+                    wqe_counter: cqe.wqe_counter.get(),
+                });
+            }
+        }
         if cqe.opcode() != CQE_RESP_SEND
             || cqe.format() != 0
             || strides == 0

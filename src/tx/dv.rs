@@ -116,6 +116,21 @@ pub struct DvTxQueue {
     attn: AttentionWord,
     last_wqe: u32,
     stats: QueueStats,
+    /// [`TxQueue::inject_fault`]'s fault, while the attention word's `INJECT` is set.
+    fault: Fault,
+}
+
+/// An injected fault's progress: armed by `inject_fault`, applied at the next burst, undone at
+/// the one after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    None,
+    Armed(crate::TxFault),
+    /// Applied: what to put back.
+    Applied {
+        lkey_be: u32,
+        max_frame: usize,
+    },
 }
 
 /// What a requested completion will settle ([`DvTxQueue::comps`]): three words rather than one
@@ -240,6 +255,7 @@ impl DvTxQueue {
             attn,
             last_wqe: 0,
             stats: QueueStats::default(),
+            fault: Fault::None,
         })
     }
 
@@ -981,7 +997,8 @@ impl DvTxQueue {
     /// the wait, then after twice as long each time; a stall is counted once, a re-ring each
     /// time. Nothing while the link is down: no completion is owed then.
     fn kick_if_stalled(&mut self) -> Result<(), QueueError> {
-        let a = self.attn.load(std::sync::atomic::Ordering::Acquire);
+        // An injected fault waits for the burst that carries frames (`burst`).
+        let a = self.attn.load(std::sync::atomic::Ordering::Acquire) & !attention::INJECT;
         if a & attention::ACT != 0 {
             self.attend(a)?;
         }
@@ -1055,7 +1072,40 @@ impl DvTxQueue {
             self.stats.errors.queue_fatal += 1;
             self.recover_or_fail(syndrome::LOCAL_QP_OP)?;
         }
+        if a & attention::INJECT != 0 {
+            self.step_fault();
+        }
         Ok(())
+    }
+
+    /// [`TxQueue::inject_fault`] at a burst: an armed fault is applied to this burst (a memory
+    /// key the device never gave out, or no length check of the queue's own); an applied one is
+    /// undone.
+    #[cold]
+    fn step_fault(&mut self) {
+        match self.fault {
+            Fault::Armed(f) => {
+                self.fault = Fault::Applied {
+                    lkey_be: self.lkey_be,
+                    max_frame: self.max_frame,
+                };
+                match f {
+                    crate::TxFault::BadLkey => self.lkey_be = !self.lkey_be,
+                    crate::TxFault::Oversize => self.set_max_frame(usize::from(u16::MAX)),
+                }
+            }
+            Fault::Applied { lkey_be, max_frame } => {
+                self.lkey_be = lkey_be;
+                self.set_max_frame(max_frame);
+                self.fault = Fault::None;
+                self.attn
+                    .fetch_and(!attention::INJECT, std::sync::atomic::Ordering::AcqRel);
+            }
+            Fault::None => {
+                self.attn
+                    .fetch_and(!attention::INJECT, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
     }
 
     /// The port sends frames of up to `max` bytes from now on: the slow path's bound, and the
@@ -1358,6 +1408,16 @@ impl TxQueue for DvTxQueue {
 
     fn stats(&self) -> &QueueStats {
         &self.stats
+    }
+
+    fn inject_fault(&mut self, fault: crate::TxFault) -> bool {
+        if self.failed.is_some() || self.fault != Fault::None {
+            return false;
+        }
+        self.fault = Fault::Armed(fault);
+        self.attn
+            .fetch_or(attention::INJECT, std::sync::atomic::Ordering::AcqRel);
+        true
     }
 }
 
