@@ -9,6 +9,7 @@ mod pace;
 mod report;
 mod search;
 mod sendq;
+mod seq;
 mod stream;
 mod template;
 mod traffic;
@@ -228,7 +229,13 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     let per_stream: Arc<Vec<StreamCounters>> = Arc::new(
         streams
             .iter()
-            .map(|s| StreamCounters::new(cfg.cores, s.spec.shape != stream::Shape::Constant))
+            // The latency stream is the first core's alone (numbered by it alone).
+            .map(|s| {
+                StreamCounters::new(
+                    if s.spec.latency { 1 } else { cfg.cores },
+                    s.spec.shape != stream::Shape::Constant,
+                )
+            })
             .collect(),
     );
 

@@ -32,41 +32,79 @@ pub(crate) struct Reporter {
     epoch: Instant,
     next: Duration,
     last: ([u64; 4], [u64; 4], Duration),
-    /// Stream names, and each stream's (tx, rx, latency sum, samples) at the last line.
+    /// Stream names, and each stream's counts at the last line.
     names: Vec<String>,
-    last_streams: Vec<[u64; 4]>,
+    last_streams: Vec<StreamMark>,
 }
 
-/// Values of one stream for one interval line.
+/// A stream's running totals at one line, for the next line's differences.
+#[derive(Clone, Copy, Default)]
+struct StreamMark {
+    tx: u64,
+    rx: u64,
+    lat_sum: u64,
+    lat_n: u64,
+    lost: u64,
+    duplicates: u64,
+    out_of_order: u64,
+}
+
+/// Values of one stream for one interval line: counts over the interval, except `in_flight`,
+/// which is the count at the line's time.
+#[derive(Default)]
 struct StreamInterval {
     tx: u64,
     rx: u64,
-    /// Sent and not (yet) received, since the start: frames in flight count until they land.
+    /// Sent and neither received nor known lost, now: on their way, or overtaken and still
+    /// due (`StreamCounters::in_flight`). Not loss: most of it lands within microseconds.
+    in_flight: u64,
+    /// Numbers that became known lost in the interval (`seq`: passed by the window).
     lost: u64,
+    duplicates: u64,
+    out_of_order: u64,
     lat_mean: u64,
     lat_max: u64,
     jitter: u64,
 }
 
-fn stream_interval(c: &StreamCounters, last: &mut [u64; 4]) -> StreamInterval {
-    let (tx, rx) = (c.tx_total()[0], c.rx_total()[0]);
+fn stream_interval(c: &StreamCounters, last: &mut StreamMark) -> StreamInterval {
+    let tx = c.tx_total()[0];
+    let rx = c.rx_total()[0];
     let (sum, n) = (
         c.lat_sum_ns.load(Ordering::Relaxed),
         c.lat_samples.load(Ordering::Relaxed),
     );
+    let now = StreamMark {
+        tx,
+        rx,
+        lat_sum: sum,
+        lat_n: n,
+        lost: c.lost.load(Ordering::Acquire),
+        duplicates: c.duplicates.load(Ordering::Acquire),
+        out_of_order: c.out_of_order.load(Ordering::Acquire),
+    };
     // Saturating: a stream's sent count goes down at the end by the packets made and never
-    // sent (left in a burst when the run stopped).
-    let (dsum, dn) = (sum.saturating_sub(last[2]), n.saturating_sub(last[3]));
+    // sent (left in a burst when the run stopped), and a number known lost that arrives after
+    // all leaves the count.
+    let (dsum, dn) = (sum.saturating_sub(last.lat_sum), n.saturating_sub(last.lat_n));
     let i = StreamInterval {
-        tx: tx.saturating_sub(last[0]),
-        rx: rx.saturating_sub(last[1]),
-        lost: tx.saturating_sub(rx),
+        tx: tx.saturating_sub(last.tx),
+        rx: rx.saturating_sub(last.rx),
+        in_flight: c.in_flight(tx, rx),
+        lost: now.lost.saturating_sub(last.lost),
+        duplicates: now.duplicates.saturating_sub(last.duplicates),
+        out_of_order: now.out_of_order.saturating_sub(last.out_of_order),
         lat_mean: dsum.checked_div(dn).unwrap_or(0),
         lat_max: c.lat_max_ns.swap(0, Ordering::Relaxed),
         jitter: c.jitter_ns.load(Ordering::Relaxed),
     };
-    *last = [tx, rx, sum, n];
+    *last = now;
     i
+}
+
+/// `n` with its unit, µs from ns, for the human lines: "12.3 µs".
+pub(crate) fn us(ns: u64) -> String {
+    format!("{:.1} µs", ns as f64 / 1e3)
 }
 
 impl Reporter {
@@ -78,7 +116,7 @@ impl Reporter {
             epoch,
             next: Duration::from_secs(1),
             last: ([0; 4], [0; 4], Duration::ZERO),
-            last_streams: vec![[0; 4]; names.len()],
+            last_streams: vec![StreamMark::default(); names.len()],
             names,
         }
     }
@@ -97,23 +135,27 @@ impl Reporter {
         }
         let d = |a: [u64; 4], b: [u64; 4]| [a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3]];
         let (dt, dr) = (d(t, pt), d(r, pr));
-        let drops = dt[2] + dr[2];
-        let errors = dt[3] + dr[3];
         // The part after the last full second is mostly the receiver's drain, often with nothing
         // in it: a line of zeros there would read as a stall. The summary has the totals.
         if last && dt.iter().chain(&dr).all(|&n| n == 0) {
             return;
         }
+        let per: Vec<StreamInterval> = streams
+            .iter()
+            .zip(self.last_streams.iter_mut())
+            .map(|(c, l)| stream_interval(c, l))
+            .collect();
+        // The port's line carries its streams' sequence counts, added up.
+        let all = per.iter().fold(StreamInterval::default(), |a, i| StreamInterval {
+            in_flight: a.in_flight + i.in_flight,
+            lost: a.lost + i.lost,
+            duplicates: a.duplicates + i.duplicates,
+            out_of_order: a.out_of_order + i.out_of_order,
+            ..a
+        });
+        let has_rx = self.rx_name.is_some();
         // Per stream only when there are several: with one, its line is the port's.
-        let per: Vec<StreamInterval> = if streams.len() > 1 {
-            streams
-                .iter()
-                .zip(self.last_streams.iter_mut())
-                .map(|(c, l)| stream_interval(c, l))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let per = if per.len() > 1 { per } else { Vec::new() };
         if self.json {
             let mut st = String::new();
             if !per.is_empty() {
@@ -122,8 +164,8 @@ impl Reporter {
                     .zip(&self.names)
                     .map(|(i, name)| {
                         format!(
-                            "{{\"name\":\"{name}\",\"tx_packets\":{},\"rx_packets\":{},\"lost\":{},\"latency_mean_ns\":{},\"latency_max_ns\":{},\"jitter_ns\":{}}}",
-                            i.tx, i.rx, i.lost, i.lat_mean, i.lat_max, i.jitter
+                            "{{\"name\":\"{name}\",\"tx_packets\":{},\"rx_packets\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"latency_mean_ns\":{},\"latency_max_ns\":{},\"jitter_ns\":{}}}",
+                            i.tx, i.rx, i.in_flight, i.lost, i.duplicates, i.out_of_order, i.lat_mean, i.lat_max, i.jitter
                         )
                     })
                     .collect::<Vec<_>>()
@@ -131,20 +173,26 @@ impl Reporter {
                 st = format!(",\"streams\":[{st}]");
             }
             rawpkt_sys::outln!(
-                "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
+                "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"rx_drops\":{},\"rx_errors\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{st}}}",
                 now.as_secs_f64(),
                 dt[0],
                 mpps(dt[0], secs),
                 gbps(dt[0], dt[1], secs),
+                dt[2],
+                dt[3],
                 dr[0],
                 mpps(dr[0], secs),
                 gbps(dr[0], dr[1], secs),
-                drops,
-                errors
+                dr[2],
+                dr[3],
+                all.in_flight,
+                all.lost,
+                all.duplicates,
+                all.out_of_order
             );
         } else {
             let mut line = format!(
-                "{:7.2}s  tx {}  {:8.3} Mpps {:7.3} Gbit/s",
+                "{:7.2} s  tx {}  {:8.3} Mpps {:7.3} Gbit/s",
                 now.as_secs_f64(),
                 self.tx_name,
                 mpps(dt[0], secs),
@@ -157,20 +205,37 @@ impl Reporter {
                     gbps(dr[0], dr[1], secs)
                 );
             }
-            line += &format!("  | drops {drops} errors {errors}");
+            if has_rx {
+                line += &format!(
+                    "  | frames: {} in flight, {} lost, {} duplicated, {} out of order",
+                    all.in_flight, all.lost, all.duplicates, all.out_of_order
+                );
+            }
+            line += &format!(
+                "  | drops {} ({} tx, {} rx), errors {} ({} tx, {} rx)",
+                dt[2] + dr[2],
+                dt[2],
+                dr[2],
+                dt[3] + dr[3],
+                dt[3],
+                dr[3]
+            );
             for (i, name) in per.iter().zip(&self.names) {
                 line += &format!(
-                    "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  lost {}",
+                    "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  frames: {} in flight, {} lost, {} duplicated, {} out of order",
                     mpps(i.tx, secs),
                     mpps(i.rx, secs),
-                    i.lost
+                    i.in_flight,
+                    i.lost,
+                    i.duplicates,
+                    i.out_of_order
                 );
                 if i.rx > 0 {
                     line += &format!(
-                        "  latency mean {:.1} max {:.1} jitter {:.1} µs",
-                        i.lat_mean as f64 / 1e3,
-                        i.lat_max as f64 / 1e3,
-                        i.jitter as f64 / 1e3
+                        "  latency mean {} max {} jitter {}",
+                        us(i.lat_mean),
+                        us(i.lat_max),
+                        us(i.jitter)
                     );
                 }
             }
@@ -193,7 +258,7 @@ impl Reporter {
                 .iter()
                 .map(|t| {
                     format!(
-                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{}{}{}}}",
+                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{}{}}}",
                         t.name,
                         t.latency_stream,
                         t.tx[0],
@@ -201,7 +266,9 @@ impl Reporter {
                         mpps(t.tx[0], s.seconds),
                         t.rx[0],
                         t.rx[1],
-                        t.tx[0].saturating_sub(t.rx[0]),
+                        t.seq.lost,
+                        t.seq.duplicates,
+                        t.seq.out_of_order,
                         t.latency.as_ref().map_or(String::new(), |l| format!(",\"latency_ns\":{}", l.json())),
                         t.departures
                             .as_ref()
@@ -211,61 +278,82 @@ impl Reporter {
                 .collect();
             let metrics = s.metrics.map_or(String::new(), |a| format!(",\"metrics\":\"{a}\""));
             let lat = format!("{metrics}{lat},\"streams\":[{}]", streams.join(","));
+            let seq = s.seq();
             rawpkt_sys::outln!(
-                "{{\"type\":\"summary\",\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{},\"send_queues_per_core\":{}{lat}}}",
-                s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost(), s.send_queues_per_core
+                "{{\"type\":\"summary\"{},\"seconds\":{:.3},\"active_ns\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"rx_drops\":{},\"rx_errors\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"send_queues_per_core\":{}{lat}}}",
+                s.run.as_deref().unwrap_or(""),
+                s.seconds,
+                (s.seconds * 1e9).round() as u64,
+                s.tx[0],
+                s.tx[1],
+                s.tx_mpps(),
+                gbps(s.tx[0], s.tx[1], s.seconds.max(1e-9)),
+                s.tx[2],
+                s.tx[3],
+                s.rx[0],
+                s.rx[1],
+                s.rx_mpps(),
+                gbps(s.rx[0], s.rx[1], s.seconds.max(1e-9)),
+                s.rx[2],
+                s.rx[3],
+                seq.lost,
+                seq.duplicates,
+                seq.out_of_order,
+                s.send_queues_per_core
             );
             return;
         }
         rawpkt_sys::outln!(
-            "summary: {:.2}s  tx {} packets ({:.3} Mpps, {} bytes), drops {}, errors {}",
-            s.seconds,
+            "summary: sent for {:.3} s (the longest a transmit core sent, its first burst to its last: the rates' time)",
+            s.seconds
+        );
+        rawpkt_sys::outln!(
+            "         tx {} packets, {} bytes ({:.3} Mpps, {:.3} Gbit/s), drops {}, errors {}",
             s.tx[0],
-            s.tx_mpps(),
             s.tx[1],
+            s.tx_mpps(),
+            gbps(s.tx[0], s.tx[1], s.seconds.max(1e-9)),
             s.tx[2],
             s.tx[3]
         );
         if s.has_rx {
+            let seq = s.seq();
             rawpkt_sys::outln!(
-                "         rx {} packets ({:.3} Mpps, {} bytes), lost {}, device drops {}, errors {}",
+                "         rx {} packets, {} bytes ({:.3} Mpps, {:.3} Gbit/s), device drops {}, errors {}",
                 s.rx[0],
-                s.rx_mpps(),
                 s.rx[1],
-                s.lost(),
+                s.rx_mpps(),
+                gbps(s.rx[0], s.rx[1], s.seconds.max(1e-9)),
                 s.rx[2],
                 s.rx[3]
             );
+            rawpkt_sys::outln!(
+                "         frames: {} lost, {} duplicated, {} out of order (by sequence number, after the drain)",
+                seq.lost,
+                seq.duplicates,
+                seq.out_of_order
+            );
         }
         if let Some(l) = &s.latency {
-            rawpkt_sys::outln!(
-                "         latency ns ({} clock): min {} p50 {} p99 {} p99.9 {} max {} ({} samples)",
-                s.clock,
-                l.min,
-                l.p50,
-                l.p99,
-                l.p999,
-                l.max,
-                l.samples
-            );
+            rawpkt_sys::outln!("         latency ({} clock): {}", s.clock, l.text());
         }
         if s.streams.len() > 1 {
             for t in &s.streams {
                 let mut line = format!(
-                    "  stream {}: tx {} packets ({:.3} Mpps, {} bytes)",
+                    "  stream {}: tx {} packets, {} bytes ({:.3} Mpps)",
                     t.name,
                     t.tx[0],
-                    mpps(t.tx[0], s.seconds),
-                    t.tx[1]
+                    t.tx[1],
+                    mpps(t.tx[0], s.seconds)
                 );
                 if s.has_rx {
-                    line += &format!(", rx {} packets, lost {}", t.rx[0], t.tx[0].saturating_sub(t.rx[0]));
+                    line += &format!(
+                        ", rx {} packets; frames: {} lost, {} duplicated, {} out of order",
+                        t.rx[0], t.seq.lost, t.seq.duplicates, t.seq.out_of_order
+                    );
                 }
                 if let Some(l) = &t.latency {
-                    line += &format!(
-                        "; latency ns: min {} p50 {} p99 {} p99.9 {} max {}, jitter {}",
-                        l.min, l.p50, l.p99, l.p999, l.max, l.jitter
-                    );
+                    line += &format!("; latency: {}, jitter {}", l.text(), us(l.jitter));
                 }
                 if let Some(d) = &t.departures {
                     line += &format!("; {}", d.text());
@@ -297,6 +385,19 @@ impl Latency {
         })
     }
 
+    /// "min 1.2 µs, p50 ..., max 9.9 µs (N samples)".
+    fn text(&self) -> String {
+        format!(
+            "min {}, p50 {}, p99 {}, p99.9 {}, max {} ({} samples)",
+            us(self.min),
+            us(self.p50),
+            us(self.p99),
+            us(self.p999),
+            us(self.max),
+            self.samples
+        )
+    }
+
     fn json(&self) -> String {
         let buckets: Vec<String> = self.buckets.iter().map(|(le, n)| format!("[{le},{n}]")).collect();
         format!(
@@ -326,11 +427,22 @@ pub(crate) struct Latency {
     pub buckets: Vec<(u64, u64)>,
 }
 
+/// What the sequence numbers say of a stream (or of all), at the end.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct SeqCounts {
+    pub lost: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+}
+
 pub(crate) struct StreamSummary {
     pub name: String,
     pub latency_stream: bool,
     pub tx: [u64; 2],
     pub rx: [u64; 2],
+    /// With a receive port: from sequence numbers where the frames carry them, else (a replay)
+    /// sent minus received.
+    pub seq: SeqCounts,
     pub latency: Option<Latency>,
     pub departures: Option<Departures>,
 }
@@ -473,7 +585,12 @@ impl Departures {
 }
 
 pub(crate) struct Summary {
+    /// The sending time the rates are over: the longest a transmit core sent, from its first
+    /// burst to its last (not the set-up before, nor the receiver's drain after).
     pub seconds: f64,
+    /// What ran, as JSON members each led by a comma (`run_json`): version, command line, start
+    /// time, ports, streams, cores.
+    pub run: Option<String>,
     pub tx: [u64; 4],
     pub rx: [u64; 4],
     pub has_rx: bool,
@@ -523,6 +640,24 @@ impl Summary {
                 } else {
                     [rx.snapshot()[0], rx.snapshot()[1]]
                 },
+                seq: match hists.and_then(|h| h.get(i)).filter(|_| has_rx && s.traffic.stamped()) {
+                    // Each core's numbers 0 to what it sent, less one (`SeqTracker::lost_of`).
+                    Some(h) => SeqCounts {
+                        lost: h
+                            .seqs
+                            .iter()
+                            .zip(&c.tx)
+                            .map(|(q, sent)| q.lost_of(sent[0].load(Ordering::Acquire)))
+                            .sum(),
+                        duplicates: h.seqs.iter().map(|q| q.duplicates).sum(),
+                        out_of_order: h.seqs.iter().map(|q| q.out_of_order).sum(),
+                    },
+                    None if has_rx => SeqCounts {
+                        lost: c.tx_total()[0].saturating_sub(rx.snapshot()[0]),
+                        ..SeqCounts::default()
+                    },
+                    None => SeqCounts::default(),
+                },
                 latency: hists
                     .and_then(|h| h.get(i))
                     .and_then(|h| Latency::of(&h.latency, c.jitter_ns.load(Ordering::Relaxed))),
@@ -534,6 +669,7 @@ impl Summary {
             .collect();
         Summary {
             seconds: tx_time.as_secs_f64(),
+            run: None,
             tx: sum(tx),
             rx: rx.snapshot(),
             has_rx,
@@ -553,13 +689,13 @@ impl Summary {
         mpps(self.rx[0], self.seconds)
     }
 
-    /// Sent and never received (only meaningful with a receive port).
-    fn lost(&self) -> u64 {
-        if self.has_rx {
-            self.tx[0].saturating_sub(self.rx[0])
-        } else {
-            0
-        }
+    /// The streams' sequence counts added up (0 without a receive port).
+    pub(crate) fn seq(&self) -> SeqCounts {
+        self.streams.iter().fold(SeqCounts::default(), |a, t| SeqCounts {
+            lost: a.lost + t.seq.lost,
+            duplicates: a.duplicates + t.seq.duplicates,
+            out_of_order: a.out_of_order + t.seq.out_of_order,
+        })
     }
 }
 
