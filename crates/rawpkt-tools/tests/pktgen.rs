@@ -1417,6 +1417,15 @@ fn the_metrics_endpoint_serves_prometheus_text_while_pktgen_runs() {
         value("summary pktgen_stream_latency_seconds latency 0.5") > 0.0,
         "{text}"
     );
+    // The sequence counts, named as in the JSON (docs/pktgen.md, "What the figures mean").
+    for family in [
+        "counter pktgen_stream_lost_total load",
+        "counter pktgen_stream_duplicates_total load",
+        "counter pktgen_stream_out_of_order_total load",
+        "gauge pktgen_stream_in_flight load",
+    ] {
+        assert!(value(family) >= 0.0, "{family}: {text}");
+    }
 }
 
 /// tshark's view of a capture, one line per frame, fields separated by tabs; checksums checked.
