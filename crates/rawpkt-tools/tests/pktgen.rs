@@ -737,6 +737,81 @@ fn drops_duplicates_and_reordering_on_the_wire_are_each_counted() {
     assert!(per <= 10 + device, "{per}: {s}");
 }
 
+/// A JSON summary says what produced it: the version, the command line, the start time, the
+/// ports, every stream as resolved, and the CPU each core ran on.
+#[test]
+fn the_json_summary_describes_the_run() {
+    let _one = serial();
+    let before = std::time::SystemTime::now();
+    let args = [
+        "--count",
+        "2000",
+        "--json",
+        "--size",
+        "imix",
+        "--vlan",
+        "100",
+        "--rate",
+        "200k",
+        "--range",
+        "dst-ip:4:random",
+    ];
+    let s = summary(&pktgen(&args));
+    assert_eq!(s["version"], env!("CARGO_PKG_VERSION"), "{s}");
+    let cl: Vec<&str> = s["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(&cl[1..], &args[..], "{s}");
+    // RFC 3339 in UTC, to the millisecond, within the test's own minute or so.
+    let start = s["start_time"].as_str().unwrap();
+    assert!(
+        start.len() == 24 && start.ends_with('Z') && &start[10..11] == "T",
+        "{start}"
+    );
+    let year: u64 = start[..4].parse().unwrap();
+    let now_year = 1970 + before.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() / 31_556_952;
+    assert!(year.abs_diff(now_year) <= 1, "{start}");
+    let ports = s["ports"].as_array().unwrap();
+    assert_eq!(
+        ports
+            .iter()
+            .map(|p| (p["role"].as_str().unwrap(), p["spec"].as_str().unwrap()))
+            .collect::<Vec<_>>(),
+        [("tx", "model:pktgen/0"), ("rx", "model:pktgen/1")]
+    );
+    let load = &s["stream_config"][0];
+    assert_eq!(load["name"], "load");
+    assert_eq!(load["size"], "imix");
+    // IMIX's smallest frame grows to hold the VLAN tag and the stamp.
+    assert_eq!(load["frame_sizes"], serde_json::json!([64, 590, 1514]), "{load}");
+    assert_eq!(
+        (load["rate_pps"].as_f64(), load["count"].as_u64()),
+        (Some(200_000.0), Some(2000))
+    );
+    assert_eq!(
+        (load["vlan"].clone(), load["ranges"].clone()),
+        (serde_json::json!([100]), serde_json::json!(["dst-ip:4:random"]))
+    );
+    assert_eq!(
+        (load["shape"].as_str(), load["templates"].as_u64()),
+        (Some("constant"), Some(3))
+    );
+    let lat = &s["stream_config"][1];
+    assert_eq!(
+        (lat["latency_stream"].as_bool(), lat["rate_pps"].as_f64()),
+        (Some(true), Some(1000.0)),
+        "{lat}"
+    );
+    let cores = s["cores"].as_array().unwrap();
+    assert_eq!(cores.len(), 1);
+    // Pinned where the process may run on a CPU of its own, else null (unpinned).
+    assert!(cores[0]["cpu"].is_null() || cores[0]["cpu"].as_u64().is_some(), "{s}");
+    assert!(s["active_ns"].as_u64().unwrap() > 0);
+}
+
 #[test]
 fn help_says_what_pktgen_does() {
     let out = pktgen(&["--help"]);

@@ -263,6 +263,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         metrics_at = Some(bound);
     }
     let rx_ready = Arc::new(AtomicBool::new(false));
+    let started = std::time::SystemTime::now();
     let epoch = Instant::now();
     let deadline = cfg.duration.map(|d| epoch + Duration::from_secs_f64(d));
 
@@ -428,6 +429,25 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
     summary.clock = if cfg.hw_timestamps { "device" } else { "software" };
     summary.send_queues_per_core = queues_per_core;
     summary.metrics = metrics_at;
+    summary.run = Some(report::run_json(&report::RunInfo {
+        args: std::env::args().collect(),
+        started,
+        ports: std::iter::once(("tx", &tx_port))
+            .chain(rx_port.iter().map(|p| ("rx", p)))
+            .map(|(role, p)| (role, p.spec().to_string(), p.mac()))
+            .collect(),
+        src_mac: cfg.src_mac,
+        dst_mac,
+        streams: &streams,
+        cores: tx_counters
+            .iter()
+            .map(|c| c.cpu.load(Ordering::Relaxed).checked_sub(1).map(|c| c as usize))
+            .collect(),
+        receiver: rx_port.as_ref().map(|_| if own_thread { "thread" } else { "core 0" }),
+        model_cpu: std::env::var("RAWPKT_MODEL_CPU")
+            .ok()
+            .filter(|_| cfg.tx_port.starts_with("model:")),
+    }));
     reporter.summary(&summary);
     if cfg.rx_mode_asked && summary.rx[0] > 0 {
         check_rx_mode(&cfg, rx_port.as_deref());

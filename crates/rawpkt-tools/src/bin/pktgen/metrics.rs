@@ -357,7 +357,8 @@ pub(crate) fn render(src: &Sources) -> String {
             "pktgen_stream_lost_total",
             "counter",
             "Frames of a stream known lost so far: numbers passed by 64 Ki higher ones without arriving.",
-            (|c: &StreamCounters, _: [u64; 2], _: [u64; 2]| c.lost.load(Ordering::Acquire)) as fn(&StreamCounters, [u64; 2], [u64; 2]) -> u64,
+            (|c: &StreamCounters, _: [u64; 2], _: [u64; 2]| c.lost.load(Ordering::Acquire))
+                as fn(&StreamCounters, [u64; 2], [u64; 2]) -> u64,
         ),
         (
             "pktgen_stream_duplicates_total",

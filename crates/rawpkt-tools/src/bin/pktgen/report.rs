@@ -11,6 +11,172 @@ use crate::cli::Config;
 use crate::pace::LATE_NS;
 use crate::worker::{Counters, Departed, StreamCounters};
 
+/// `s` as a JSON string, quotes included.
+pub(crate) fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `t` as RFC 3339 in UTC, to the millisecond: "2026-11-29T06:41:31.123Z".
+pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (H. Hinnant's `civil_from_days`, proleptic
+    // Gregorian, eras of 400 years).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// What a run was, for its JSON summary: so that a result file says what produced it.
+pub(crate) struct RunInfo<'a> {
+    pub args: Vec<String>,
+    pub started: std::time::SystemTime,
+    /// (role, spec, MAC) of each port: "tx", "rx".
+    pub ports: Vec<(&'static str, String, Option<[u8; 6]>)>,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub streams: &'a [crate::stream::Stream],
+    /// The CPU each transmit core ran on (None: unpinned).
+    pub cores: Vec<Option<usize>>,
+    /// Where the receiver ran: "thread" (a thread of its own, unpinned), "core 0" (inside the
+    /// first transmit core's loop), or None without a receive port.
+    pub receiver: Option<&'static str>,
+    /// The model NIC's thread's CPU (`RAWPKT_MODEL_CPU`), if it has one.
+    pub model_cpu: Option<String>,
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    format!("{}", rawpkt_wire::rule::MacText(m))
+}
+
+/// The members of the summary that say what ran, each led by a comma.
+pub(crate) fn run_json(r: &RunInfo) -> String {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+    let args: Vec<String> = r.args.iter().map(|a| json_str(a)).collect();
+    let ports: Vec<String> = r
+        .ports
+        .iter()
+        .map(|(role, spec, mac)| {
+            format!(
+                "{{\"role\":\"{role}\",\"spec\":{},\"mac\":{}}}",
+                json_str(spec),
+                opt(mac.map(|m| json_str(&mac_text(m))))
+            )
+        })
+        .collect();
+    let streams: Vec<String> = r.streams.iter().enumerate().map(|(i, s)| stream_json(i, s)).collect();
+    let cores: Vec<String> = r
+        .cores
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{{\"core\":{i},\"cpu\":{}}}", opt(c.map(|c| c.to_string()))))
+        .collect();
+    format!(
+        ",\"version\":{},\"command_line\":[{}],\"start_time\":{},\"ports\":[{}],\"src_mac\":{},\"dst_mac\":{},\"stream_config\":[{}],\"cores\":[{}],\"receiver\":{},\"model_cpu\":{}",
+        json_str(env!("CARGO_PKG_VERSION")),
+        args.join(","),
+        json_str(&rfc3339(r.started)),
+        ports.join(","),
+        json_str(&mac_text(r.src_mac)),
+        json_str(&mac_text(r.dst_mac)),
+        streams.join(","),
+        cores.join(","),
+        opt(r.receiver.map(json_str)),
+        opt(r.model_cpu.as_deref().map(json_str)),
+    )
+}
+
+/// One stream as it ran: its spec resolved (what the command line and a stream file gave it),
+/// and the frames it was built into.
+fn stream_json(id: usize, s: &crate::stream::Stream) -> String {
+    use crate::cli::Size;
+    use crate::template::{Encap, Field};
+    let p = &s.spec;
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+    let sizes: Vec<String> = if !s.traffic.stamped() {
+        Vec::new()
+    } else {
+        match p.size {
+            Size::Fixed(n) => vec![n.to_string()],
+            Size::Imix => crate::cli::IMIX
+                .iter()
+                .map(|&(n, _)| n.max(crate::traffic::min_len(p)).to_string())
+                .collect(),
+        }
+    };
+    let size = match (p.size, s.traffic.stamped()) {
+        (_, false) => "\"pcap\"".to_string(),
+        (Size::Fixed(n), true) => n.to_string(),
+        (Size::Imix, true) => "\"imix\"".to_string(),
+    };
+    let encap = match p.headers.encap {
+        Encap::None => "none".to_string(),
+        Encap::Vxlan(v) => format!("vxlan:{v}"),
+        Encap::Gre => "gre".to_string(),
+    };
+    let ranges: Vec<String> = p
+        .ranges
+        .iter()
+        .map(|r| {
+            let f = match r.field {
+                Field::SrcIp => "src-ip",
+                Field::DstIp => "dst-ip",
+                Field::SrcPort => "src-port",
+                Field::DstPort => "dst-port",
+                Field::SrcMac => "src-mac",
+                Field::DstMac => "dst-mac",
+            };
+            json_str(&format!("{f}:{}{}", r.count, if r.random { ":random" } else { "" }))
+        })
+        .collect();
+    let vlan: Vec<String> = p.headers.vlan.iter().map(u16::to_string).collect();
+    format!(
+        "{{\"id\":{id},\"name\":{},\"latency_stream\":{},\"size\":{size},\"frame_sizes\":[{}],\"templates\":{},\"rate_pps\":{},\"count\":{},\"shape\":{},\"flows\":{},\"src_ip\":\"{}\",\"dst_ip\":\"{}\",\"src_port\":{},\"dst_port\":{},\"vlan\":[{}],\"encap\":{},\"outer_src_ip\":{},\"outer_dst_ip\":{},\"ranges\":[{}]}}",
+        json_str(&p.name),
+        p.latency,
+        sizes.join(","),
+        s.traffic.templates(),
+        opt(p.rate.map(|r| r.to_string())),
+        opt(p.count.map(|c| c.to_string())),
+        json_str(&p.shape.name()),
+        p.flows,
+        p.src_ip,
+        p.dst_ip,
+        p.src_port,
+        p.dst_port,
+        vlan.join(","),
+        json_str(&encap),
+        opt((p.headers.encap != Encap::None).then(|| json_str(&p.headers.outer.0.to_string()))),
+        opt((p.headers.encap != Encap::None).then(|| json_str(&p.headers.outer.1.to_string()))),
+        ranges.join(","),
+    )
+}
+
 /// Bytes a frame takes on the wire beyond its own: FCS (4), preamble (8), inter-frame gap (12).
 const L1_OVERHEAD: u64 = 24;
 
@@ -164,8 +330,8 @@ impl Reporter {
                     .zip(&self.names)
                     .map(|(i, name)| {
                         format!(
-                            "{{\"name\":\"{name}\",\"tx_packets\":{},\"rx_packets\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"latency_mean_ns\":{},\"latency_max_ns\":{},\"jitter_ns\":{}}}",
-                            i.tx, i.rx, i.in_flight, i.lost, i.duplicates, i.out_of_order, i.lat_mean, i.lat_max, i.jitter
+                            "{{\"name\":{},\"tx_packets\":{},\"rx_packets\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"latency_mean_ns\":{},\"latency_max_ns\":{},\"jitter_ns\":{}}}",
+                            json_str(name), i.tx, i.rx, i.in_flight, i.lost, i.duplicates, i.out_of_order, i.lat_mean, i.lat_max, i.jitter
                         )
                     })
                     .collect::<Vec<_>>()
@@ -258,8 +424,8 @@ impl Reporter {
                 .iter()
                 .map(|t| {
                     format!(
-                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{}{}}}",
-                        t.name,
+                        "{{\"name\":{},\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{}{}}}",
+                        json_str(&t.name),
                         t.latency_stream,
                         t.tx[0],
                         t.tx[1],
@@ -702,6 +868,17 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc_and_strings_json() {
+        let at = |s: u64, ms: u64| rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        // Leap days of a century year divisible by 400 and of an ordinary leap year.
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_709_164_800 + 86_399, 999), "2024-02-29T23:59:59.999Z");
+        assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
+        assert_eq!(json_str("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\u000a\\u0001é\"");
+    }
 
     /// A stall is counted apart and left out of the coefficient it would dominate: a steady
     /// 1 µs stream with one 10 ms gap has a coefficient of 10, and of 0 without the stall.

@@ -20,6 +20,8 @@ use crate::traffic::{read_stamp, Traffic};
 pub(crate) struct Counters {
     /// Nanoseconds this worker spent sending (its start to its last burst).
     pub active_ns: AtomicU64,
+    /// The CPU a transmit core ran on, plus one; 0: unpinned (wherever the kernel put it).
+    pub cpu: AtomicU64,
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
     pub drops: AtomicU64,
@@ -339,7 +341,9 @@ pub(crate) fn transmit(
     let rx_ready = plan.rx_ready.clone();
     let ready = inline_rx.is_some().then(|| rawpkt_sys::signal::SetOnDrop(&rx_ready));
     if let Some(cpu) = plan.cpu {
-        if !rawpkt_tools::cpu::pin(cpu) {
+        if rawpkt_tools::cpu::pin(cpu) {
+            out.cpu.store(cpu as u64 + 1, Ordering::Relaxed);
+        } else {
             rawpkt_sys::errln!(
                 "pktgen: core {}: could not pin to CPU {}; running unpinned",
                 plan.core,
