@@ -136,6 +136,61 @@ fn capture_is_a_pcap_that_tshark_reads_with_the_right_count() {
     assert!(lens.iter().all(|l| l == "60"), "every frame 60 bytes");
 }
 
+/// tshark decodes the default frames as UDP carrying data, not as another protocol's packets
+/// (UDP 5678 is MikroTik's MNDP, and every frame was a malformed one of it), the load's
+/// flows, the latency stream and IPv6 alike.
+#[test]
+#[ignore = "needs tshark"]
+fn tshark_decodes_the_default_frames_as_plain_udp() {
+    let _one = serial();
+    for (tag, extra) in [
+        ("v4", &[][..]),
+        ("v6", &["--src-ip", "fd00::1", "--dst-ip", "fd00::2"][..]),
+    ] {
+        let path = TempPath::new(&format!("plain-udp-{tag}.pcap"));
+        // Long enough for latency frames among the load's, with 1000 flows of source ports.
+        let mut args = vec![
+            "--duration",
+            "0.3",
+            "--rate",
+            "20k",
+            "--flows",
+            "1000",
+            "--json",
+            "--capture",
+            path.str(),
+        ];
+        args.extend_from_slice(extra);
+        let s = summary(&pktgen(&args));
+        let tshark = Command::new("tshark")
+            .args([
+                "-r",
+                path.str(),
+                "-T",
+                "fields",
+                "-e",
+                "frame.protocols",
+                "-e",
+                "udp.dstport",
+            ])
+            .output()
+            .expect("tshark is not installed: apt-get install -y tshark");
+        assert!(tshark.status.success(), "{}", String::from_utf8_lossy(&tshark.stderr));
+        let text = String::from_utf8_lossy(&tshark.stdout);
+        let ip = if tag == "v4" { "ip" } else { "ipv6" };
+        let want = format!("eth:ethertype:{ip}:udp:data");
+        let mut ports = std::collections::BTreeSet::new();
+        for l in text.lines() {
+            let (protocols, port) = l.split_once('\t').unwrap_or((l, ""));
+            assert_eq!(protocols, want, "{l}");
+            ports.insert(port.to_string());
+        }
+        assert_eq!(text.lines().count() as u64, s["rx_packets"].as_u64().unwrap());
+        // The load's and the latency stream's destinations.
+        assert_eq!(ports.len(), 2, "{ports:?}");
+    }
+}
+
 #[test]
 fn a_pcap_is_replayed_frame_for_frame() {
     let _one = serial();

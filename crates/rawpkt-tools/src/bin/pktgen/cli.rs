@@ -41,9 +41,11 @@ pub(crate) struct Args {
     pub src_ip: IpAddr,
     #[arg(long, default_value = "10.0.0.2")]
     pub dst_ip: IpAddr,
-    #[arg(long, default_value_t = 1234)]
+    /// UDP source port (the first of --flows).
+    #[arg(long, default_value_t = DEFAULT_SRC_PORT)]
     pub src_port: u16,
-    #[arg(long, default_value_t = 5678)]
+    /// UDP destination port (the latency stream's is the next one).
+    #[arg(long, default_value_t = DEFAULT_DST_PORT)]
     pub dst_port: u16,
     /// Flows, varied per packet through the UDP source port (src-port .. src-port + flows - 1).
     #[arg(long, default_value_t = 1)]
@@ -205,6 +207,19 @@ pub(crate) struct Config {
     pub headers: crate::template::Headers,
     pub ranges: Vec<crate::template::Range>,
 }
+
+/// The default UDP ports: frames that tshark shows as plain UDP data, not as some other
+/// protocol's (malformed) packets. Wireshark's UDP dissector hands a datagram to the dissector
+/// registered for its lower port, else for its higher one, so both must be free of
+/// registrations, and so must the source ports --flows adds (src-port .. src-port + flows - 1)
+/// and the latency stream's destination (dst-port + 1). UDP 5678 is MikroTik's MNDP (Wireshark's
+/// `packet-mndp.c`); TRex's 1025 and 12 are free in Wireshark but not in IANA's registry (1025 is
+/// "blackjack"). These are in IANA's dynamic range, 49152-65535, which RFC 6335 keeps from
+/// assignment, and inside the widest span of it that no dissector of Wireshark 4.0 registers
+/// (`tshark -G decodes`: nothing between 49999, nxp_802154_sniffer, and 54328, elasticsearch):
+/// 4328 flows from 50000 stay in it.
+pub(crate) const DEFAULT_SRC_PORT: u16 = 50000;
+pub(crate) const DEFAULT_DST_PORT: u16 = 51000;
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
 pub(crate) const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
