@@ -867,6 +867,18 @@ fn the_json_summary_describes_the_run() {
     assert!(s["active_ns"].as_u64().unwrap() > 0);
 }
 
+/// A misspelt option is one line, exit 2, and keeps clap's hint at the option meant.
+#[test]
+fn a_misspelt_option_says_which_one_was_meant() {
+    let out = pktgen(&["--durration", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "pktgen: unexpected argument '--durration' found; tip: a similar argument exists: '--duration'"
+    );
+}
+
 #[test]
 fn help_says_what_pktgen_does() {
     let out = pktgen(&["--help"]);
