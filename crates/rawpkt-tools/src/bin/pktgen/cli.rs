@@ -122,8 +122,9 @@ pub(crate) struct Args {
     /// src-ip, dst-ip, src-port, dst-port, src-mac or dst-mac (repeatable), e.g. dst-ip:256:random.
     #[arg(long, value_name = "FIELD:N[:random]")]
     pub range: Vec<String>,
-    /// RFC 2544 throughput: for each --search-sizes, the highest rate at which a --trial
-    /// loses at most --loss-threshold, by binary search; a table (or JSON) at the end.
+    /// RFC 2544 throughput: for each --search-sizes, by binary search, the NDR (the highest
+    /// rate at which a --trial loses no frame) and the PDR (at most --loss-threshold), each
+    /// confirmed by a final trial at that rate; a table (or JSON) at the end.
     #[arg(long)]
     pub search: bool,
     /// Frame sizes the search measures, with --search [default: 60,124,252,508,1020,1276,1514,
@@ -137,7 +138,8 @@ pub(crate) struct Args {
     /// --search [default: 1%].
     #[arg(long, value_name = "PCT%|RATE")]
     pub resolution: Option<String>,
-    /// Loss a passing trial may have, in percent; with --search [default: 0].
+    /// Loss a trial may have and pass for the PDR, in percent (the NDR allows none); with
+    /// --search [default: 0.5].
     #[arg(long, value_name = "PCT")]
     pub loss_threshold: Option<f64>,
     /// Latency from the device's clock: senders stamp frames with the NIC's clock

@@ -54,7 +54,7 @@ fn search_run(args: &cli::Args) -> Result<(), Fail> {
         args.search_sizes.as_deref().unwrap_or(search::RFC2544_SIZES),
         args.trial.unwrap_or(2.0),
         args.resolution.as_deref().unwrap_or("1%"),
-        args.loss_threshold.unwrap_or(0.0),
+        args.loss_threshold.unwrap_or(search::PDR_LOSS_PCT),
     )
     .map_err(Fail::Usage)?;
     if args.port.is_some() && args.rx_port.is_none() {
