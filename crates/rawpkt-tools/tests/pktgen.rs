@@ -886,6 +886,18 @@ fn help_says_what_pktgen_does() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.starts_with("pktgen: sends Ethernet/IP/UDP traffic"), "{help}");
     assert!(!help.contains("Userspace packet I/O engine"), "{help}");
+    // The figures are defined where a user looks first, with the glossary's name.
+    for term in [
+        "\"in flight\"",
+        "\"lost\"",
+        "\"duplicated\"",
+        "\"out of order\"",
+        "What the figures mean",
+    ] {
+        assert!(help.contains(term), "{term}: {help}");
+    }
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/pktgen.md")).unwrap();
+    assert!(doc.contains("## What the figures mean"));
 }
 
 /// A stream file in the temp dir, removed when the test ends.

@@ -6,13 +6,23 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// The tools' exit status rule, and pktgen's own kind of failure.
+/// What the figures mean, in short (docs/pktgen.md has the table), then the tools' exit status
+/// rule and pktgen's own kind of failure.
 fn exit_status() -> String {
     let status = rawpkt_tools::fail::exit_status(
         "pktgen",
         ", or frames sent and not one received (as ping exits 1 when no reply came)",
     );
-    format!("{}\n\n{status}", rawpkt_tools::env::model_profiles_help())
+    format!(
+        "Figures: every frame carries its stream and a sequence number. \"in flight\": sent, and neither \
+received nor known lost (on its way, or overtaken); \"lost\": a number that never arrived (per \
+second: once 65536 later ones of its core did; in the summary: after the drain); \"duplicated\": \
+a number that arrived again; \"out of order\": arrived after a higher number of its core. Rates \
+are over the time the cores sent (the summary's \"sent for\", JSON seconds and active_ns); \
+Gbit/s counts FCS, preamble and gap. Times: µs in the text, ns in the JSON. docs/pktgen.md \
+(\"What the figures mean\") defines every field, JSON and Prometheus names alike.\n\n{}\n\n{status}",
+        rawpkt_tools::env::model_profiles_help()
+    )
 }
 
 /// pktgen: sends Ethernet/IP/UDP traffic from pinned cores and receives it, with per-second
