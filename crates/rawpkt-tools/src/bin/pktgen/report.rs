@@ -725,24 +725,30 @@ impl Departures {
         )
     }
 
-    /// The summary's words for these departures.
+    /// The summary's words for these departures: times in µs, as every human line has them.
     fn text(&self) -> String {
+        let us3 = |ns: f64| format!("{:.3} µs", ns / 1e3);
         let mut line = format!(
-            "gaps between departures ns: mean {:.1} cv {:.3} p50 {} p99 {}, {} stalls (cv {:.3} without)",
-            self.mean, self.cv, self.p50, self.p99, self.stalls, self.cv_without_stalls
+            "gaps between departures: mean {} cv {:.3} p50 {} p99 {}, {} stalls (cv {:.3} without)",
+            us3(self.mean),
+            self.cv,
+            us3(self.p50 as f64),
+            us3(self.p99 as f64),
+            self.stalls,
+            self.cv_without_stalls
         );
         if let Some(t) = &self.timing {
             line += &format!(
-                "; {} of {} late (> {} µs after due; lateness ns p50 {} p99 {} max {}), {} early (with the send before; at most {} ns), on-time gaps mean {:.1} cv {:.3}",
+                "; {} of {} late (> {} after due; lateness p50 {} p99 {} max {}), {} early (with the send before; at most {}), on-time gaps mean {} cv {:.3}",
                 t.late,
                 t.departures,
-                LATE_NS / 1000,
-                t.lateness_p50,
-                t.lateness_p99,
-                t.lateness_max,
+                us3(LATE_NS as f64),
+                us3(t.lateness_p50 as f64),
+                us3(t.lateness_p99 as f64),
+                us3(t.lateness_max as f64),
                 t.early,
-                t.early_max,
-                t.mean_on_time,
+                us3(t.early_max as f64),
+                us3(t.mean_on_time),
                 t.cv_on_time
             );
         }
