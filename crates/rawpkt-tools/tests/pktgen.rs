@@ -755,7 +755,7 @@ fn intervals_report_no_loss_the_summary_does_not() {
 
 /// Loss, duplicates and reordering are counted from the sequence numbers: a wire that loses
 /// every 1000th frame, sends every 700th twice and swaps every 300th with the next
-/// (`RAWPKT_MODEL_IMPAIR`, docs/model.md) makes exactly 10, 13 and 26 of 10 000 frames.
+/// (the model's `wire_*` knobs, docs/model.md) makes exactly 10, 13 and 26 of 10 000 frames.
 #[test]
 fn drops_duplicates_and_reordering_on_the_wire_are_each_counted() {
     let _one = serial();
@@ -765,7 +765,7 @@ fn drops_duplicates_and_reordering_on_the_wire_are_each_counted() {
     // doubled one (300 k + 1 is a multiple of neither 1000 nor 700).
     let out = pktgen_in(
         &["--count", "10000", "--rate", "50k", "--latency-rate", "off", "--json"],
-        &[("RAWPKT_MODEL_IMPAIR", "drop=1000,dup=700,swap=300")],
+        &[("RAWPKT_MODEL_KNOBS", "wire_drop=1000,wire_dup=700,wire_swap=300")],
         Duration::from_secs(60),
     );
     let s = summary(&out);
