@@ -18,7 +18,7 @@ fn exit_status() -> String {
 received nor known lost (on its way, or overtaken); \"lost\": a number that never arrived (per \
 second: once 65536 later ones of its core did; in the summary: after the drain); \"duplicated\": \
 a number that arrived again; \"out of order\": arrived after a higher number of its core. Rates \
-are over the time the cores sent (the summary's \"sent for\", JSON seconds and active_ns); \
+are over the time the cores sent (the summary's \"rates over ... of sending\", JSON seconds and active_ns); \
 Gbit/s counts FCS, preamble and gap. Times: µs in the text, ns in the JSON. docs/pktgen.md \
 (\"What the figures mean\") defines every field, JSON and Prometheus names alike.\n\n{}\n\n{status}",
         rawpkt_tools::env::model_profiles_help()

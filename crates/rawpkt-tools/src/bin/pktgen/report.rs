@@ -470,11 +470,7 @@ impl Reporter {
             return;
         }
         rawpkt_sys::outln!(
-            "summary: sent for {:.3} s (the longest a transmit core sent, its first burst to its last: the rates' time)",
-            s.seconds
-        );
-        rawpkt_sys::outln!(
-            "         tx {} packets, {} bytes ({:.3} Mpps, {:.3} Gbit/s), drops {}, errors {}",
+            "summary: tx {} packets, {} bytes ({:.3} Mpps, {:.3} Gbit/s), drops {}, errors {}",
             s.tx[0],
             s.tx[1],
             s.tx_mpps(),
@@ -503,6 +499,10 @@ impl Reporter {
         if let Some(l) = &s.latency {
             rawpkt_sys::outln!("         latency ({} clock): {}", s.clock, l.text());
         }
+        rawpkt_sys::outln!(
+            "         rates over {:.3} s of sending (the longest a transmit core sent, its first burst to its last)",
+            s.seconds
+        );
         if s.streams.len() > 1 {
             for t in &s.streams {
                 let mut line = format!(
