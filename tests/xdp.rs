@@ -1359,7 +1359,7 @@ fn pktgen_fails_when_a_stream_is_lost_wholesale() {
     assert!(is_root(), "needs root");
     let p = Pair::with_queues(1);
     let a = format!("xdp:{},netns={}", p.a, p.ns_a);
-    let b = format!("xdp:{},netns={},rule=udp dst-port 5678", p.b, p.ns_b);
+    let b = format!("xdp:{},netns={},rule=udp dst-port 51000", p.b, p.ns_b);
     let out = Command::new(common::tool("pktgen"))
         .args(["--port", &a, "--rx-port", &b, "--rate", "20k", "--count", "5000"])
         .stdin(Stdio::null())

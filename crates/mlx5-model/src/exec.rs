@@ -1066,6 +1066,48 @@ impl Device {
         if self.ports[port].taps {
             self.tap_tx(port, frame);
         }
+        if self.cfg.knobs.wire.any() {
+            return self.impaired(port, frame);
+        }
+        self.onto_link(port, frame);
+    }
+
+    /// A frame on an impaired wire ([`crate::Impairment`]): lost, sent twice, held back, or
+    /// sent; and then the frame held back before it, if any.
+    #[cold]
+    #[inline(never)]
+    fn impaired(&mut self, port: usize, frame: &Frame<'_>) {
+        let rules = self.cfg.knobs.wire;
+        let every = |k: u64, n: u64| k != 0 && n.is_multiple_of(k);
+        let p = &mut self.ports[port];
+        p.impaired += 1;
+        let n = p.impaired;
+        if every(rules.drop_every, n) {
+            // A frame held back waits for the next frame that leaves.
+            p.counters.wire_dropped += 1;
+            return;
+        }
+        let held = p.held.take();
+        if every(rules.duplicate_every, n) {
+            p.counters.wire_duplicated += 1;
+            self.onto_link(port, frame);
+            self.onto_link(port, frame);
+        } else if every(rules.swap_every, n) && held.is_none() {
+            p.counters.wire_swapped += 1;
+            let mut scratch = std::mem::take(&mut self.scratch);
+            self.ports[port].held = Some(frame.wire(&mut scratch).to_vec());
+            self.scratch = scratch;
+        } else {
+            self.onto_link(port, frame);
+        }
+        if let Some(bytes) = held {
+            let mut slot = Piece::default();
+            self.onto_link(port, &Frame::of_slice(&bytes, &mut slot));
+        }
+    }
+
+    /// A frame leaves on the port's link.
+    fn onto_link(&mut self, port: usize, frame: &Frame<'_>) {
         match &mut self.ports[port].link {
             Link::Peer(peer) => {
                 let peer = *peer;

@@ -123,6 +123,30 @@ pub struct ModelConfig {
     pub knobs: profile::Knobs,
 }
 
+/// A wire that loses, duplicates and reorders frames, deterministically, so that a test knows
+/// exactly how many of each it made. Frames are numbered per sending port from 1 as they leave;
+/// each rule takes every Nth of them (0: never), the first that applies winning, in this order:
+/// frame n is lost when `drop_every` divides n, else sent twice when `duplicate_every` divides n,
+/// else held back and sent just after the next frame that leaves the port (the two swap) when
+/// `swap_every` divides n. A held frame waits for that next frame however long it takes: the
+/// last frame of a run, held, never leaves. Counted in [`PortCounters`] (`wire_dropped`,
+/// `wire_duplicated`, `wire_swapped`). Not something a NIC does: a lossy cable or a device
+/// under test, for a generator's loss, duplicate and reorder counts. Set by the knobs
+/// `wire_drop`, `wire_dup` and `wire_swap` ([`profile::KNOBS`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Impairment {
+    pub drop_every: u64,
+    pub duplicate_every: u64,
+    pub swap_every: u64,
+}
+
+impl Impairment {
+    /// Whether any rule applies.
+    pub fn any(&self) -> bool {
+        self.drop_every + self.duplicate_every + self.swap_every > 0
+    }
+}
+
 impl ModelConfig {
     /// A ConnectX-4: every send WQE inlines at least the 18-byte L2 header; no eMPW.
     pub fn connectx4() -> ModelConfig {
@@ -223,6 +247,11 @@ pub struct PortCounters {
     /// Frames lost on the way in: dropped by the kernel before the model read them, or longer
     /// than the largest frame the port accepts.
     pub rx_wire_drops: u64,
+    /// Frames the port's wire lost, sent twice, and held back behind the next one
+    /// ([`Impairment`]).
+    pub wire_dropped: u64,
+    pub wire_duplicated: u64,
+    pub wire_swapped: u64,
 }
 
 /// Device-wide counters of protocol violations and events.
@@ -591,6 +620,10 @@ pub(crate) struct PortState {
     /// Largest frame the port sends or takes ([`Nic::set_mtu`]; `ModelConfig::max_frame` at
     /// first).
     max_frame: usize,
+    /// Frames sent so far through an impaired wire, and the one held back to swap
+    /// ([`Impairment`]).
+    impaired: u64,
+    held: Option<Vec<u8>>,
 }
 
 impl PortState {
@@ -738,6 +771,8 @@ impl Nic {
                 link_mode: cfg.knobs.link,
                 pause_until: None,
                 max_frame: cfg.max_frame,
+                impaired: 0,
+                held: None,
             })
             .collect();
         let clock = Arc::new(clock::DevClock::new(cfg.knobs.clock, cfg.knobs.clock_khz()));

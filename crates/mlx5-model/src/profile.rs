@@ -166,6 +166,10 @@ pub struct Knobs {
     pub flow_groups_reverse: bool,
     pub cq_overrun: CqOverrun,
     pub link: LinkMode,
+    /// What the wires do to the frames they carry (`wire_drop`, `wire_dup`, `wire_swap`: every
+    /// Nth frame lost, doubled, swapped with the next; [`crate::Impairment`]). Not a NIC's
+    /// behaviour: a lossy link or a device under test, for testing what a receiver counts.
+    pub wire: crate::Impairment,
 }
 
 impl Default for Knobs {
@@ -186,6 +190,7 @@ impl Default for Knobs {
             flow_groups_reverse: false,
             cq_overrun: CqOverrun::Drop,
             link: LinkMode::Up,
+            wire: crate::Impairment::default(),
         }
     }
 }
@@ -263,6 +268,9 @@ pub const KNOBS: &[(&str, &str)] = &[
     ("flow_groups", "creation|reverse"),
     ("cq_overrun", "drop|error"),
     ("link", "up|down|pause:MS"),
+    ("wire_drop", "N (every Nth frame a port sends is lost; 0: none)"),
+    ("wire_dup", "N (every Nth is sent twice; 0: none)"),
+    ("wire_swap", "N (every Nth, at least 2, leaves after the next; 0: none)"),
 ];
 
 fn on_off(v: &str) -> Option<bool> {
@@ -387,6 +395,10 @@ impl Knobs {
                     _ => return Err(bad()),
                 }
             }
+            "wire_drop" => self.wire.drop_every = value.parse().map_err(|_| bad())?,
+            "wire_dup" => self.wire.duplicate_every = value.parse().map_err(|_| bad())?,
+            // Every frame held behind the next would be no swap at all.
+            "wire_swap" => self.wire.swap_every = value.parse().ok().filter(|&n| n != 1).ok_or_else(bad)?,
             _ => unreachable!("every name of KNOBS is handled"),
         }
         Ok(())
@@ -484,6 +496,9 @@ impl Knobs {
                 LinkMode::Down => "link=down".into(),
                 LinkMode::Pause(ms) => format!("link=pause:{ms}"),
             },
+            format!("wire_drop={}", self.wire.drop_every),
+            format!("wire_dup={}", self.wire.duplicate_every),
+            format!("wire_swap={}", self.wire.swap_every),
         ]
     }
 
@@ -636,6 +651,9 @@ mod tests {
             "clock=free-running:1000000",
             "link=pause:50",
             "flow_groups=reverse",
+            "wire_drop=1000",
+            "wire_dup=700",
+            "wire_swap=300",
         ] {
             k.set(item).unwrap();
             assert!(k.items().iter().any(|i| i == item), "{item}");
@@ -647,6 +665,9 @@ mod tests {
             "flush=late:0",
             "clock=free-running:0",
             "zip=irregular:x",
+            "wire_swap=1",
+            "wire_drop=-1",
+            "wire_dup=x",
         ] {
             let e = k.set(bad).unwrap_err();
             assert!(!e.contains('\n') && e.starts_with("model knob"), "{e}");
@@ -656,5 +677,9 @@ mod tests {
         let c = ModelConfig::with_profile(Some("cx5"), &["ext_strides=off,vlan_insert=off".into()]).unwrap();
         assert_eq!(c.striding_rq.min_log_num_strides, 9);
         assert!(!c.knobs.vlan_insert);
+        assert_eq!(
+            (k.wire.drop_every, k.wire.duplicate_every, k.wire.swap_every),
+            (1000, 700, 300)
+        );
     }
 }

@@ -21,15 +21,20 @@ pub fn parse<C: clap::Parser>(prefix: &str) -> Result<C, ExitCode> {
     })
 }
 
-/// A clap error as one line: its text up to the first blank line (the usage tips follow it).
+/// A clap error as one line: its text up to the first blank line, and clap's tips after it
+/// ("a similar argument exists: '--duration'"), each after a `; `; not the usage and the
+/// pointer to `--help` that follow them.
 pub fn one_line(e: &clap::Error) -> String {
     let text = e.to_string();
-    let head: Vec<&str> = text
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect();
-    head.join(" ")
+    let mut lines = text.lines().map(str::trim);
+    let head: Vec<&str> = lines.by_ref().take_while(|l| !l.is_empty()).collect();
+    let tips = lines.filter(|l| l.starts_with("tip:"));
+    let mut line = head.join(" ");
+    for tip in tips {
+        line += "; ";
+        line += tip;
+    }
+    line
 }
 
 /// Writes `prefix: e` to stderr and returns the exit status that goes with `e`.
@@ -79,5 +84,43 @@ pub fn interval(s: &str) -> Result<Duration, String> {
             "expected 0 (summary only) or a number of seconds, at least {}",
             MIN_INTERVAL.as_secs_f64()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    #[command(name = "t")]
+    struct Args {
+        #[arg(long)]
+        duration: Option<f64>,
+        #[arg(long, value_parser = ["constant", "poisson"])]
+        shape: Option<String>,
+    }
+
+    /// A misspelt option keeps clap's hint at the one it meant, in the same one line.
+    #[test]
+    fn clap_tips_stay_in_the_one_line() {
+        let line = |args: &[&str]| super::one_line(&Args::try_parse_from(args).unwrap_err());
+        let l = line(&["t", "--durration", "2"]);
+        assert_eq!(
+            l,
+            "error: unexpected argument '--durration' found; tip: a similar argument exists: '--duration'"
+        );
+        assert!(!l.contains('\n') && !l.contains("Usage"), "{l}");
+        let l = line(&["t", "--shape", "poison"]);
+        assert!(
+            l.starts_with("error: invalid value 'poison' for '--shape <SHAPE>'")
+                && l.contains("tip: a similar value exists: 'poisson'"),
+            "{l}"
+        );
+        // An error without a tip is its first lines only.
+        let l = line(&["t", "--duration"]);
+        assert!(
+            l.starts_with("error: a value is required for '--duration <DURATION>'") && !l.contains(';'),
+            "{l}"
+        );
     }
 }

@@ -6,13 +6,23 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// The tools' exit status rule, and pktgen's own kind of failure.
+/// What the figures mean, in short (docs/pktgen.md has the table), then the tools' exit status
+/// rule and pktgen's own kind of failure.
 fn exit_status() -> String {
     let status = rawpkt_tools::fail::exit_status(
         "pktgen",
         ", or frames sent and not one received (as ping exits 1 when no reply came)",
     );
-    format!("{}\n\n{status}", rawpkt_tools::env::model_profiles_help())
+    format!(
+        "Figures: every frame carries its stream and a sequence number. \"in flight\": sent, and neither \
+received nor known lost (on its way, or overtaken); \"lost\": a number that never arrived (per \
+second: once 65536 later ones of its core did; in the summary: after the drain); \"duplicated\": \
+a number that arrived again; \"out of order\": arrived after a higher number of its core. Rates \
+are over the time the cores sent (the summary's \"rates over ... of sending\", JSON seconds and active_ns); \
+Gbit/s counts FCS, preamble and gap. Times: µs in the text, ns in the JSON. docs/pktgen.md \
+(\"What the figures mean\") defines every field, JSON and Prometheus names alike.\n\n{}\n\n{status}",
+        rawpkt_tools::env::model_profiles_help()
+    )
 }
 
 /// pktgen: sends Ethernet/IP/UDP traffic from pinned cores and receives it, with per-second
@@ -52,9 +62,11 @@ pub(crate) struct Args {
     pub src_ip: IpAddr,
     #[arg(long, default_value = "10.0.0.2")]
     pub dst_ip: IpAddr,
-    #[arg(long, default_value_t = 1234)]
+    /// UDP source port (the first of --flows).
+    #[arg(long, default_value_t = DEFAULT_SRC_PORT)]
     pub src_port: u16,
-    #[arg(long, default_value_t = 5678)]
+    /// UDP destination port (the latency stream's is the next one).
+    #[arg(long, default_value_t = DEFAULT_DST_PORT)]
     pub dst_port: u16,
     /// Flows, varied per packet through the UDP source port (src-port .. src-port + flows - 1).
     #[arg(long, default_value_t = 1)]
@@ -136,8 +148,9 @@ pub(crate) struct Args {
     /// src-ip, dst-ip, src-port, dst-port, src-mac or dst-mac (repeatable), e.g. dst-ip:256:random.
     #[arg(long, value_name = "FIELD:N[:random]")]
     pub range: Vec<String>,
-    /// RFC 2544 throughput: for each --search-sizes, the highest rate at which a --trial
-    /// loses at most --loss-threshold, by binary search; a table (or JSON) at the end.
+    /// RFC 2544 throughput: for each --search-sizes, by binary search, the NDR (the highest
+    /// rate at which a --trial loses no frame) and the PDR (at most --loss-threshold), each
+    /// confirmed by a final trial at that rate; a table (or JSON) at the end.
     #[arg(long)]
     pub search: bool,
     /// Frame sizes the search measures, with --search [default: 60,124,252,508,1020,1276,1514,
@@ -151,7 +164,8 @@ pub(crate) struct Args {
     /// --search [default: 1%].
     #[arg(long, value_name = "PCT%|RATE")]
     pub resolution: Option<String>,
-    /// Loss a passing trial may have, in percent; with --search [default: 0].
+    /// Loss a trial may have and pass for the PDR, in percent (the NDR allows none); with
+    /// --search [default: 0.5].
     #[arg(long, value_name = "PCT")]
     pub loss_threshold: Option<f64>,
     /// Latency from the device's clock: senders stamp frames with the NIC's clock
@@ -232,6 +246,19 @@ pub(crate) struct Config {
     pub headers: crate::template::Headers,
     pub ranges: Vec<crate::template::Range>,
 }
+
+/// The default UDP ports: frames that tshark shows as plain UDP data, not as some other
+/// protocol's (malformed) packets. Wireshark's UDP dissector hands a datagram to the dissector
+/// registered for its lower port, else for its higher one, so both must be free of
+/// registrations, and so must the source ports --flows adds (src-port .. src-port + flows - 1)
+/// and the latency stream's destination (dst-port + 1). UDP 5678 is MikroTik's MNDP (Wireshark's
+/// `packet-mndp.c`); TRex's 1025 and 12 are free in Wireshark but not in IANA's registry (1025 is
+/// "blackjack"). These are in IANA's dynamic range, 49152-65535, which RFC 6335 keeps from
+/// assignment, and inside the widest span of it that no dissector of Wireshark 4.0 registers
+/// (`tshark -G decodes`: nothing between 49999, nxp_802154_sniffer, and 54328, elasticsearch):
+/// 4328 flows from 50000 stay in it.
+pub(crate) const DEFAULT_SRC_PORT: u16 = 50000;
+pub(crate) const DEFAULT_DST_PORT: u16 = 51000;
 
 /// Where frames go when neither --dst-mac nor the receive port names an address.
 pub(crate) const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];

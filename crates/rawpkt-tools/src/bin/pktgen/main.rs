@@ -12,6 +12,7 @@ mod rate;
 mod report;
 mod search;
 mod sendq;
+mod seq;
 mod stream;
 mod template;
 mod traffic;
@@ -57,7 +58,7 @@ fn search_run(args: &cli::Args) -> Result<(), Fail> {
         args.search_sizes.as_deref().unwrap_or(search::RFC2544_SIZES),
         args.trial.unwrap_or(2.0),
         args.resolution.as_deref().unwrap_or("1%"),
-        args.loss_threshold.unwrap_or(0.0),
+        args.loss_threshold.unwrap_or(search::PDR_LOSS_PCT),
     )
     .map_err(Fail::Usage)?;
     if args.port.len() > 1 || args.rx_port.len() > 1 || args.bidir {
@@ -374,7 +375,13 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         d.per_stream = Arc::new(
             d.streams
                 .iter()
-                .map(|s| StreamCounters::new(cfg.cores, s.spec.shape != stream::Shape::Constant))
+                // The latency stream is the first core's alone (numbered by it alone).
+                .map(|s| {
+                    StreamCounters::new(
+                        if s.spec.latency { 1 } else { cfg.cores },
+                        s.spec.shape != stream::Shape::Constant,
+                    )
+                })
                 .collect(),
         );
     }
@@ -401,6 +408,7 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
         }
         metrics_at = Some(bound);
     }
+    let started = std::time::SystemTime::now();
     let epoch = Instant::now();
     // Live control: each stream's settings, read by its pacers once per burst.
     // `Config` has made sure there is one direction when there is control.
@@ -590,7 +598,15 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
             None => {}
         }
         reporter.tick(&d.tx_counters, &d.rx_counters, &d.per_stream, true);
-        let summary = summarize(d, &cfg, tx_end, hist, &departed, metrics_at, &mut errors);
+        let summary = summarize(
+            d,
+            &cfg,
+            (tx_end, started, own_thread),
+            hist,
+            &departed,
+            metrics_at,
+            &mut errors,
+        );
         reporter.summary(&summary);
         totals[0] += summary.tx[0];
         totals[1] += summary.rx[0];
@@ -627,7 +643,8 @@ fn direction_name(cfg: &Config) -> String {
 fn summarize(
     d: &Dir,
     cfg: &Config,
-    tx_end: Duration,
+    // When the cores ended, when the run started (wall clock), whether the receiver had a thread.
+    (tx_end, started, own_thread): (Duration, std::time::SystemTime, bool),
     hist: Option<Vec<worker::RxHists>>,
     departed: &[Option<worker::Departed>],
     metrics_at: Option<std::net::SocketAddr>,
@@ -663,6 +680,26 @@ fn summarize(
     summary.clock = if cfg.hw_timestamps { "device" } else { "software" };
     summary.send_queues_per_core = d.queues_per_core;
     summary.metrics = metrics_at;
+    summary.run = Some(report::run_json(&report::RunInfo {
+        args: std::env::args().collect(),
+        started,
+        ports: std::iter::once(("tx", &d.tx_port))
+            .chain(d.rx_port.iter().map(|p| ("rx", p)))
+            .map(|(role, p)| (role, p.spec().to_string(), p.mac()))
+            .collect(),
+        src_mac: cfg.src_mac,
+        dst_mac: d.dst_mac,
+        streams: &d.streams,
+        cores: d
+            .tx_counters
+            .iter()
+            .map(|c| c.cpu.load(Ordering::Relaxed).checked_sub(1).map(|c| c as usize))
+            .collect(),
+        receiver: d.rx_port.as_ref().map(|_| if own_thread { "thread" } else { "core 0" }),
+        model_cpu: std::env::var("RAWPKT_MODEL_CPU")
+            .ok()
+            .filter(|_| d.cfg.tx_port.starts_with("model:")),
+    }));
     if cfg.rx_mode_asked && summary.rx[0] > 0 {
         check_rx_mode(&d.cfg, rx_port.map(|p| &**p));
     }

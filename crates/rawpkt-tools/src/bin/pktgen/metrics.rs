@@ -159,6 +159,40 @@ pub(crate) fn render(src: &Sources) -> String {
             r[1]
         );
     }
+    // The sequence numbers' counts, named as in the JSON (`lost`, `duplicates`, `out_of_order`,
+    // `in_flight`); read after the received counts, as the reporter reads them.
+    for (name, kind, help, get) in [
+        (
+            "pktgen_stream_lost_total",
+            "counter",
+            "Frames of a stream known lost so far: numbers passed by 64 Ki higher ones without arriving.",
+            (|c: &StreamCounters, _: [u64; 2], _: [u64; 2]| c.lost.load(Ordering::Acquire))
+                as fn(&StreamCounters, [u64; 2], [u64; 2]) -> u64,
+        ),
+        (
+            "pktgen_stream_duplicates_total",
+            "counter",
+            "Frames of a stream received again (a sequence number seen before).",
+            |c, _, _| c.duplicates.load(Ordering::Acquire),
+        ),
+        (
+            "pktgen_stream_out_of_order_total",
+            "counter",
+            "Frames of a stream received after a higher sequence number of their core.",
+            |c, _, _| c.out_of_order.load(Ordering::Acquire),
+        ),
+        (
+            "pktgen_stream_in_flight",
+            "gauge",
+            "Frames of a stream sent and neither received nor known lost: on their way, or overtaken.",
+            |c, t, r| c.in_flight(t[0], r[0]),
+        ),
+    ] {
+        family(&mut out, name, kind, help);
+        for ((n, c), (t, r)) in streams.iter().zip(&snap.streams) {
+            let _ = writeln!(out, "{name}{{stream=\"{}\"}} {}", label(n), get(c, *t, *r));
+        }
+    }
     family(
         &mut out,
         "pktgen_stream_latency_seconds",

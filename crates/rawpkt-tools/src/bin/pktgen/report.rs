@@ -11,6 +11,172 @@ use crate::cli::Config;
 use crate::pace::LATE_NS;
 use crate::worker::{Counters, Departed, StreamCounters};
 
+/// `s` as a JSON string, quotes included.
+pub(crate) fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `t` as RFC 3339 in UTC, to the millisecond: "2026-11-29T06:41:31.123Z".
+pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (H. Hinnant's `civil_from_days`, proleptic
+    // Gregorian, eras of 400 years).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// What a run was, for its JSON summary: so that a result file says what produced it.
+pub(crate) struct RunInfo<'a> {
+    pub args: Vec<String>,
+    pub started: std::time::SystemTime,
+    /// (role, spec, MAC) of each port: "tx", "rx".
+    pub ports: Vec<(&'static str, String, Option<[u8; 6]>)>,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub streams: &'a [crate::stream::Stream],
+    /// The CPU each transmit core ran on (None: unpinned).
+    pub cores: Vec<Option<usize>>,
+    /// Where the receiver ran: "thread" (a thread of its own, unpinned), "core 0" (inside the
+    /// first transmit core's loop), or None without a receive port.
+    pub receiver: Option<&'static str>,
+    /// The model NIC's thread's CPU (`RAWPKT_MODEL_CPU`), if it has one.
+    pub model_cpu: Option<String>,
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    format!("{}", rawpkt_wire::rule::MacText(m))
+}
+
+/// The members of the summary that say what ran, each led by a comma.
+pub(crate) fn run_json(r: &RunInfo) -> String {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+    let args: Vec<String> = r.args.iter().map(|a| json_str(a)).collect();
+    let ports: Vec<String> = r
+        .ports
+        .iter()
+        .map(|(role, spec, mac)| {
+            format!(
+                "{{\"role\":\"{role}\",\"spec\":{},\"mac\":{}}}",
+                json_str(spec),
+                opt(mac.map(|m| json_str(&mac_text(m))))
+            )
+        })
+        .collect();
+    let streams: Vec<String> = r.streams.iter().enumerate().map(|(i, s)| stream_json(i, s)).collect();
+    let cores: Vec<String> = r
+        .cores
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{{\"core\":{i},\"cpu\":{}}}", opt(c.map(|c| c.to_string()))))
+        .collect();
+    format!(
+        ",\"version\":{},\"command_line\":[{}],\"start_time\":{},\"ports\":[{}],\"src_mac\":{},\"dst_mac\":{},\"stream_config\":[{}],\"cores\":[{}],\"receiver\":{},\"model_cpu\":{}",
+        json_str(env!("CARGO_PKG_VERSION")),
+        args.join(","),
+        json_str(&rfc3339(r.started)),
+        ports.join(","),
+        json_str(&mac_text(r.src_mac)),
+        json_str(&mac_text(r.dst_mac)),
+        streams.join(","),
+        cores.join(","),
+        opt(r.receiver.map(json_str)),
+        opt(r.model_cpu.as_deref().map(json_str)),
+    )
+}
+
+/// One stream as it ran: its spec resolved (what the command line and a stream file gave it),
+/// and the frames it was built into.
+fn stream_json(id: usize, s: &crate::stream::Stream) -> String {
+    use crate::cli::Size;
+    use crate::template::{Encap, Field};
+    let p = &s.spec;
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+    let sizes: Vec<String> = if !s.traffic.stamped() {
+        Vec::new()
+    } else {
+        match p.size {
+            Size::Fixed(n) => vec![n.to_string()],
+            Size::Imix => crate::cli::IMIX
+                .iter()
+                .map(|&(n, _)| n.max(crate::traffic::min_len(p)).to_string())
+                .collect(),
+        }
+    };
+    let size = match (p.size, s.traffic.stamped()) {
+        (_, false) => "\"pcap\"".to_string(),
+        (Size::Fixed(n), true) => n.to_string(),
+        (Size::Imix, true) => "\"imix\"".to_string(),
+    };
+    let encap = match p.headers.encap {
+        Encap::None => "none".to_string(),
+        Encap::Vxlan(v) => format!("vxlan:{v}"),
+        Encap::Gre => "gre".to_string(),
+    };
+    let ranges: Vec<String> = p
+        .ranges
+        .iter()
+        .map(|r| {
+            let f = match r.field {
+                Field::SrcIp => "src-ip",
+                Field::DstIp => "dst-ip",
+                Field::SrcPort => "src-port",
+                Field::DstPort => "dst-port",
+                Field::SrcMac => "src-mac",
+                Field::DstMac => "dst-mac",
+            };
+            json_str(&format!("{f}:{}{}", r.count, if r.random { ":random" } else { "" }))
+        })
+        .collect();
+    let vlan: Vec<String> = p.headers.vlan.iter().map(u16::to_string).collect();
+    format!(
+        "{{\"id\":{id},\"name\":{},\"latency_stream\":{},\"size\":{size},\"frame_sizes\":[{}],\"templates\":{},\"rate_pps\":{},\"count\":{},\"shape\":{},\"flows\":{},\"src_ip\":\"{}\",\"dst_ip\":\"{}\",\"src_port\":{},\"dst_port\":{},\"vlan\":[{}],\"encap\":{},\"outer_src_ip\":{},\"outer_dst_ip\":{},\"ranges\":[{}]}}",
+        json_str(&p.name),
+        p.latency,
+        sizes.join(","),
+        s.traffic.templates(),
+        opt(p.rate.map(|r| r.to_string())),
+        opt(p.count.map(|c| c.to_string())),
+        json_str(&p.shape.name()),
+        p.flows,
+        p.src_ip,
+        p.dst_ip,
+        p.src_port,
+        p.dst_port,
+        vlan.join(","),
+        json_str(&encap),
+        opt((p.headers.encap != Encap::None).then(|| json_str(&p.headers.outer.0.to_string()))),
+        opt((p.headers.encap != Encap::None).then(|| json_str(&p.headers.outer.1.to_string()))),
+        ranges.join(","),
+    )
+}
+
 /// Bytes a frame takes on the wire beyond its own: FCS (4), preamble (8), inter-frame gap (12).
 const L1_OVERHEAD: u64 = 24;
 
@@ -32,9 +198,9 @@ pub(crate) struct Reporter {
     epoch: Instant,
     next: Duration,
     last: ([u64; 4], [u64; 4], Duration),
-    /// Stream names, and each stream's (tx, rx, latency sum, samples) at the last line.
+    /// Stream names, and each stream's counts at the last line.
     names: Vec<String>,
-    last_streams: Vec<[u64; 4]>,
+    last_streams: Vec<StreamMark>,
     /// Which direction this is ("TX -> RX") in a run of several, else None.
     direction: Option<String>,
     /// Live control's changes (`--control`), and how many of them the lines have shown.
@@ -42,36 +208,74 @@ pub(crate) struct Reporter {
     shown: usize,
 }
 
-/// Values of one stream for one interval line.
+/// A stream's running totals at one line, for the next line's differences.
+#[derive(Clone, Copy, Default)]
+struct StreamMark {
+    tx: u64,
+    rx: u64,
+    lat_sum: u64,
+    lat_n: u64,
+    lost: u64,
+    duplicates: u64,
+    out_of_order: u64,
+}
+
+/// Values of one stream for one interval line: counts over the interval, except `in_flight`,
+/// which is the count at the line's time.
+#[derive(Default)]
 struct StreamInterval {
     tx: u64,
     rx: u64,
-    /// Sent and not (yet) received, since the start: frames in flight count until they land.
+    /// Sent and neither received nor known lost, now: on their way, or overtaken and still
+    /// due (`StreamCounters::in_flight`). Not loss: most of it lands within microseconds.
+    in_flight: u64,
+    /// Numbers that became known lost in the interval (`seq`: passed by the window).
     lost: u64,
+    duplicates: u64,
+    out_of_order: u64,
     lat_mean: u64,
     lat_max: u64,
     jitter: u64,
 }
 
-fn stream_interval(c: &StreamCounters, last: &mut [u64; 4]) -> StreamInterval {
-    let (tx, rx) = (c.tx_total()[0], c.rx_total()[0]);
+fn stream_interval(c: &StreamCounters, last: &mut StreamMark) -> StreamInterval {
+    let tx = c.tx_total()[0];
+    let rx = c.rx_total()[0];
     let (sum, n) = (
         c.lat_sum_ns.load(Ordering::Relaxed),
         c.lat_samples.load(Ordering::Relaxed),
     );
+    let now = StreamMark {
+        tx,
+        rx,
+        lat_sum: sum,
+        lat_n: n,
+        lost: c.lost.load(Ordering::Acquire),
+        duplicates: c.duplicates.load(Ordering::Acquire),
+        out_of_order: c.out_of_order.load(Ordering::Acquire),
+    };
     // Saturating: a stream's sent count goes down at the end by the packets made and never
-    // sent (left in a burst when the run stopped).
-    let (dsum, dn) = (sum.saturating_sub(last[2]), n.saturating_sub(last[3]));
+    // sent (left in a burst when the run stopped), and a number known lost that arrives after
+    // all leaves the count.
+    let (dsum, dn) = (sum.saturating_sub(last.lat_sum), n.saturating_sub(last.lat_n));
     let i = StreamInterval {
-        tx: tx.saturating_sub(last[0]),
-        rx: rx.saturating_sub(last[1]),
-        lost: tx.saturating_sub(rx),
+        tx: tx.saturating_sub(last.tx),
+        rx: rx.saturating_sub(last.rx),
+        in_flight: c.in_flight(tx, rx),
+        lost: now.lost.saturating_sub(last.lost),
+        duplicates: now.duplicates.saturating_sub(last.duplicates),
+        out_of_order: now.out_of_order.saturating_sub(last.out_of_order),
         lat_mean: dsum.checked_div(dn).unwrap_or(0),
         lat_max: c.lat_max_ns.swap(0, Ordering::Relaxed),
         jitter: c.jitter_ns.load(Ordering::Relaxed),
     };
-    *last = [tx, rx, sum, n];
+    *last = now;
     i
+}
+
+/// `n` with its unit, µs from ns, for the human lines: "12.3 µs".
+pub(crate) fn us(ns: u64) -> String {
+    format!("{:.1} µs", ns as f64 / 1e3)
 }
 
 impl Reporter {
@@ -83,7 +287,7 @@ impl Reporter {
             epoch,
             next: Duration::from_secs(1),
             last: ([0; 4], [0; 4], Duration::ZERO),
-            last_streams: vec![[0; 4]; names.len()],
+            last_streams: vec![StreamMark::default(); names.len()],
             names,
             direction: None,
             events: None,
@@ -117,23 +321,27 @@ impl Reporter {
         }
         let d = |a: [u64; 4], b: [u64; 4]| [a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3]];
         let (dt, dr) = (d(t, pt), d(r, pr));
-        let drops = dt[2] + dr[2];
-        let errors = dt[3] + dr[3];
         // The part after the last full second is mostly the receiver's drain, often with nothing
         // in it: a line of zeros there would read as a stall. The summary has the totals.
         if last && dt.iter().chain(&dr).all(|&n| n == 0) {
             return;
         }
+        let per: Vec<StreamInterval> = streams
+            .iter()
+            .zip(self.last_streams.iter_mut())
+            .map(|(c, l)| stream_interval(c, l))
+            .collect();
+        // The port's line carries its streams' sequence counts, added up.
+        let all = per.iter().fold(StreamInterval::default(), |a, i| StreamInterval {
+            in_flight: a.in_flight + i.in_flight,
+            lost: a.lost + i.lost,
+            duplicates: a.duplicates + i.duplicates,
+            out_of_order: a.out_of_order + i.out_of_order,
+            ..a
+        });
+        let has_rx = self.rx_name.is_some();
         // Per stream only when there are several: with one, its line is the port's.
-        let per: Vec<StreamInterval> = if streams.len() > 1 {
-            streams
-                .iter()
-                .zip(self.last_streams.iter_mut())
-                .map(|(c, l)| stream_interval(c, l))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let per = if per.len() > 1 { per } else { Vec::new() };
         if self.json {
             let mut st = String::new();
             if !per.is_empty() {
@@ -142,8 +350,8 @@ impl Reporter {
                     .zip(&self.names)
                     .map(|(i, name)| {
                         format!(
-                            "{{\"name\":\"{name}\",\"tx_packets\":{},\"rx_packets\":{},\"lost\":{},\"latency_mean_ns\":{},\"latency_max_ns\":{},\"jitter_ns\":{}}}",
-                            i.tx, i.rx, i.lost, i.lat_mean, i.lat_max, i.jitter
+                            "{{\"name\":{},\"tx_packets\":{},\"rx_packets\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"latency_mean_ns\":{},\"latency_max_ns\":{},\"jitter_ns\":{}}}",
+                            json_str(name), i.tx, i.rx, i.in_flight, i.lost, i.duplicates, i.out_of_order, i.lat_mean, i.lat_max, i.jitter
                         )
                     })
                     .collect::<Vec<_>>()
@@ -152,22 +360,28 @@ impl Reporter {
             }
             st += &self.new_events(|e| e.json(), ",\"events\":[", ",", "]");
             rawpkt_sys::outln!(
-                "{{\"type\":\"interval\"{},\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
+                "{{\"type\":\"interval\"{},\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"rx_drops\":{},\"rx_errors\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{st}}}",
                 self.direction_json(),
                 now.as_secs_f64(),
                 dt[0],
                 mpps(dt[0], secs),
                 gbps(dt[0], dt[1], secs),
+                dt[2],
+                dt[3],
                 dr[0],
                 mpps(dr[0], secs),
                 gbps(dr[0], dr[1], secs),
-                drops,
-                errors
+                dr[2],
+                dr[3],
+                all.in_flight,
+                all.lost,
+                all.duplicates,
+                all.out_of_order
             );
         } else {
             let changes = self.new_events(|e| e.text(), "", "\n", "\n");
             let mut line = format!(
-                "{changes}{:7.2}s  tx {}  {:8.3} Mpps {:7.3} Gbit/s",
+                "{changes}{:7.2} s  tx {}  {:8.3} Mpps {:7.3} Gbit/s",
                 now.as_secs_f64(),
                 self.tx_name,
                 mpps(dt[0], secs),
@@ -180,20 +394,37 @@ impl Reporter {
                     gbps(dr[0], dr[1], secs)
                 );
             }
-            line += &format!("  | drops {drops} errors {errors}");
+            if has_rx {
+                line += &format!(
+                    "  | frames: {} in flight, {} lost, {} duplicated, {} out of order",
+                    all.in_flight, all.lost, all.duplicates, all.out_of_order
+                );
+            }
+            line += &format!(
+                "  | drops {} ({} tx, {} rx), errors {} ({} tx, {} rx)",
+                dt[2] + dr[2],
+                dt[2],
+                dr[2],
+                dt[3] + dr[3],
+                dt[3],
+                dr[3]
+            );
             for (i, name) in per.iter().zip(&self.names) {
                 line += &format!(
-                    "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  lost {}",
+                    "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  frames: {} in flight, {} lost, {} duplicated, {} out of order",
                     mpps(i.tx, secs),
                     mpps(i.rx, secs),
-                    i.lost
+                    i.in_flight,
+                    i.lost,
+                    i.duplicates,
+                    i.out_of_order
                 );
                 if i.rx > 0 {
                     line += &format!(
-                        "  latency mean {:.1} max {:.1} jitter {:.1} µs",
-                        i.lat_mean as f64 / 1e3,
-                        i.lat_max as f64 / 1e3,
-                        i.jitter as f64 / 1e3
+                        "  latency mean {} max {} jitter {}",
+                        us(i.lat_mean),
+                        us(i.lat_max),
+                        us(i.jitter)
                     );
                 }
             }
@@ -234,15 +465,17 @@ impl Reporter {
                 .iter()
                 .map(|t| {
                     format!(
-                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{}{}{}}}",
-                        t.name,
+                        "{{\"name\":{},\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{}{}}}",
+                        json_str(&t.name),
                         t.latency_stream,
                         t.tx[0],
                         t.tx[1],
                         mpps(t.tx[0], s.seconds),
                         t.rx[0],
                         t.rx[1],
-                        t.tx[0].saturating_sub(t.rx[0]),
+                        t.seq.lost,
+                        t.seq.duplicates,
+                        t.seq.out_of_order,
                         t.latency.as_ref().map_or(String::new(), |l| format!(",\"latency_ns\":{}", l.json())),
                         t.departures
                             .as_ref()
@@ -256,62 +489,84 @@ impl Reporter {
                 metrics += &format!(",\"events\":[{}]", all.join(","));
             }
             let lat = format!("{metrics}{lat},\"streams\":[{}]", streams.join(","));
+            let seq = s.seq();
             rawpkt_sys::outln!(
-                "{{\"type\":\"summary\"{},\"seconds\":{:.3},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_errors\":{},\"rx_device_drops\":{},\"lost\":{},\"send_queues_per_core\":{}{lat}}}",
-                self.direction_json(), s.seconds, s.tx[0], s.tx[1], s.tx_mpps(), s.tx[2], s.tx[3], s.rx[0], s.rx[1], s.rx_mpps(), s.rx[3], s.rx[2], s.lost(), s.send_queues_per_core
+                "{{\"type\":\"summary\"{}{},\"seconds\":{:.3},\"active_ns\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_bytes\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"rx_drops\":{},\"rx_errors\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"send_queues_per_core\":{}{lat}}}",
+                self.direction_json(),
+                s.run.as_deref().unwrap_or(""),
+                s.seconds,
+                (s.seconds * 1e9).round() as u64,
+                s.tx[0],
+                s.tx[1],
+                s.tx_mpps(),
+                gbps(s.tx[0], s.tx[1], s.seconds.max(1e-9)),
+                s.tx[2],
+                s.tx[3],
+                s.rx[0],
+                s.rx[1],
+                s.rx_mpps(),
+                gbps(s.rx[0], s.rx[1], s.seconds.max(1e-9)),
+                s.rx[2],
+                s.rx[3],
+                seq.lost,
+                seq.duplicates,
+                seq.out_of_order,
+                s.send_queues_per_core
             );
             return;
         }
         rawpkt_sys::outln!(
-            "summary{}: {:.2}s  tx {} packets ({:.3} Mpps, {} bytes), drops {}, errors {}",
+            "summary{}: tx {} packets, {} bytes ({:.3} Mpps, {:.3} Gbit/s), drops {}, errors {}",
             self.direction.as_ref().map_or(String::new(), |d| format!(" {d}")),
-            s.seconds,
             s.tx[0],
-            s.tx_mpps(),
             s.tx[1],
+            s.tx_mpps(),
+            gbps(s.tx[0], s.tx[1], s.seconds.max(1e-9)),
             s.tx[2],
             s.tx[3]
         );
         if s.has_rx {
+            let seq = s.seq();
             rawpkt_sys::outln!(
-                "         rx {} packets ({:.3} Mpps, {} bytes), lost {}, device drops {}, errors {}",
+                "         rx {} packets, {} bytes ({:.3} Mpps, {:.3} Gbit/s), device drops {}, errors {}",
                 s.rx[0],
-                s.rx_mpps(),
                 s.rx[1],
-                s.lost(),
+                s.rx_mpps(),
+                gbps(s.rx[0], s.rx[1], s.seconds.max(1e-9)),
                 s.rx[2],
                 s.rx[3]
             );
-        }
-        if let Some(l) = &s.latency {
             rawpkt_sys::outln!(
-                "         latency ns ({} clock): min {} p50 {} p99 {} p99.9 {} max {} ({} samples)",
-                s.clock,
-                l.min,
-                l.p50,
-                l.p99,
-                l.p999,
-                l.max,
-                l.samples
+                "         frames: {} lost, {} duplicated, {} out of order (by sequence number, after the drain)",
+                seq.lost,
+                seq.duplicates,
+                seq.out_of_order
             );
         }
+        if let Some(l) = &s.latency {
+            rawpkt_sys::outln!("         latency ({} clock): {}", s.clock, l.text());
+        }
+        rawpkt_sys::outln!(
+            "         rates over {:.3} s of sending (the longest a transmit core sent, its first burst to its last)",
+            s.seconds
+        );
         if s.streams.len() > 1 {
             for t in &s.streams {
                 let mut line = format!(
-                    "  stream {}: tx {} packets ({:.3} Mpps, {} bytes)",
+                    "  stream {}: tx {} packets, {} bytes ({:.3} Mpps)",
                     t.name,
                     t.tx[0],
-                    mpps(t.tx[0], s.seconds),
-                    t.tx[1]
+                    t.tx[1],
+                    mpps(t.tx[0], s.seconds)
                 );
                 if s.has_rx {
-                    line += &format!(", rx {} packets, lost {}", t.rx[0], t.tx[0].saturating_sub(t.rx[0]));
+                    line += &format!(
+                        ", rx {} packets; frames: {} lost, {} duplicated, {} out of order",
+                        t.rx[0], t.seq.lost, t.seq.duplicates, t.seq.out_of_order
+                    );
                 }
                 if let Some(l) = &t.latency {
-                    line += &format!(
-                        "; latency ns: min {} p50 {} p99 {} p99.9 {} max {}, jitter {}",
-                        l.min, l.p50, l.p99, l.p999, l.max, l.jitter
-                    );
+                    line += &format!("; latency: {}, jitter {}", l.text(), us(l.jitter));
                 }
                 if let Some(d) = &t.departures {
                     line += &format!("; {}", d.text());
@@ -343,6 +598,19 @@ impl Latency {
         })
     }
 
+    /// "min 1.2 µs, p50 ..., max 9.9 µs (N samples)".
+    fn text(&self) -> String {
+        format!(
+            "min {}, p50 {}, p99 {}, p99.9 {}, max {} ({} samples)",
+            us(self.min),
+            us(self.p50),
+            us(self.p99),
+            us(self.p999),
+            us(self.max),
+            self.samples
+        )
+    }
+
     fn json(&self) -> String {
         let buckets: Vec<String> = self.buckets.iter().map(|(le, n)| format!("[{le},{n}]")).collect();
         format!(
@@ -372,11 +640,22 @@ pub(crate) struct Latency {
     pub buckets: Vec<(u64, u64)>,
 }
 
+/// What the sequence numbers say of a stream (or of all), at the end.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct SeqCounts {
+    pub lost: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+}
+
 pub(crate) struct StreamSummary {
     pub name: String,
     pub latency_stream: bool,
     pub tx: [u64; 2],
     pub rx: [u64; 2],
+    /// With a receive port: from sequence numbers where the frames carry them, else (a replay)
+    /// sent minus received.
+    pub seq: SeqCounts,
     pub latency: Option<Latency>,
     pub departures: Option<Departures>,
 }
@@ -493,24 +772,30 @@ impl Departures {
         )
     }
 
-    /// The summary's words for these departures.
+    /// The summary's words for these departures: times in µs, as every human line has them.
     fn text(&self) -> String {
+        let us3 = |ns: f64| format!("{:.3} µs", ns / 1e3);
         let mut line = format!(
-            "gaps between departures ns: mean {:.1} cv {:.3} p50 {} p99 {}, {} stalls (cv {:.3} without)",
-            self.mean, self.cv, self.p50, self.p99, self.stalls, self.cv_without_stalls
+            "gaps between departures: mean {} cv {:.3} p50 {} p99 {}, {} stalls (cv {:.3} without)",
+            us3(self.mean),
+            self.cv,
+            us3(self.p50 as f64),
+            us3(self.p99 as f64),
+            self.stalls,
+            self.cv_without_stalls
         );
         if let Some(t) = &self.timing {
             line += &format!(
-                "; {} of {} late (> {} µs after due; lateness ns p50 {} p99 {} max {}), {} early (with the send before; at most {} ns), on-time gaps mean {:.1} cv {:.3}",
+                "; {} of {} late (> {} after due; lateness p50 {} p99 {} max {}), {} early (with the send before; at most {}), on-time gaps mean {} cv {:.3}",
                 t.late,
                 t.departures,
-                LATE_NS / 1000,
-                t.lateness_p50,
-                t.lateness_p99,
-                t.lateness_max,
+                us3(LATE_NS as f64),
+                us3(t.lateness_p50 as f64),
+                us3(t.lateness_p99 as f64),
+                us3(t.lateness_max as f64),
                 t.early,
-                t.early_max,
-                t.mean_on_time,
+                us3(t.early_max as f64),
+                us3(t.mean_on_time),
                 t.cv_on_time
             );
         }
@@ -519,7 +804,12 @@ impl Departures {
 }
 
 pub(crate) struct Summary {
+    /// The sending time the rates are over: the longest a transmit core sent, from its first
+    /// burst to its last (not the set-up before, nor the receiver's drain after).
     pub seconds: f64,
+    /// What ran, as JSON members each led by a comma (`run_json`): version, command line, start
+    /// time, ports, streams, cores.
+    pub run: Option<String>,
     pub tx: [u64; 4],
     pub rx: [u64; 4],
     pub has_rx: bool,
@@ -569,6 +859,24 @@ impl Summary {
                 } else {
                     [rx.snapshot()[0], rx.snapshot()[1]]
                 },
+                seq: match hists.and_then(|h| h.get(i)).filter(|_| has_rx && s.traffic.stamped()) {
+                    // Each core's numbers 0 to what it sent, less one (`SeqTracker::lost_of`).
+                    Some(h) => SeqCounts {
+                        lost: h
+                            .seqs
+                            .iter()
+                            .zip(&c.tx)
+                            .map(|(q, sent)| q.lost_of(sent[0].load(Ordering::Acquire)))
+                            .sum(),
+                        duplicates: h.seqs.iter().map(|q| q.duplicates).sum(),
+                        out_of_order: h.seqs.iter().map(|q| q.out_of_order).sum(),
+                    },
+                    None if has_rx => SeqCounts {
+                        lost: c.tx_total()[0].saturating_sub(rx.snapshot()[0]),
+                        ..SeqCounts::default()
+                    },
+                    None => SeqCounts::default(),
+                },
                 latency: hists
                     .and_then(|h| h.get(i))
                     .and_then(|h| Latency::of(&h.latency, c.jitter_ns.load(Ordering::Relaxed))),
@@ -580,6 +888,7 @@ impl Summary {
             .collect();
         Summary {
             seconds: tx_time.as_secs_f64(),
+            run: None,
             tx: sum(tx),
             rx: rx.snapshot(),
             has_rx,
@@ -599,19 +908,30 @@ impl Summary {
         mpps(self.rx[0], self.seconds)
     }
 
-    /// Sent and never received (only meaningful with a receive port).
-    fn lost(&self) -> u64 {
-        if self.has_rx {
-            self.tx[0].saturating_sub(self.rx[0])
-        } else {
-            0
-        }
+    /// The streams' sequence counts added up (0 without a receive port).
+    pub(crate) fn seq(&self) -> SeqCounts {
+        self.streams.iter().fold(SeqCounts::default(), |a, t| SeqCounts {
+            lost: a.lost + t.seq.lost,
+            duplicates: a.duplicates + t.seq.duplicates,
+            out_of_order: a.out_of_order + t.seq.out_of_order,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc_and_strings_json() {
+        let at = |s: u64, ms: u64| rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        // Leap days of a century year divisible by 400 and of an ordinary leap year.
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_709_164_800 + 86_399, 999), "2024-02-29T23:59:59.999Z");
+        assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
+        assert_eq!(json_str("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\u000a\\u0001é\"");
+    }
 
     /// A stall is counted apart and left out of the coefficient it would dominate: a steady
     /// 1 µs stream with one 10 ms gap has a coefficient of 10, and of 0 without the stall.

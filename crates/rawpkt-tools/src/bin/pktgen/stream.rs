@@ -741,7 +741,7 @@ mod tests {
             ("stream1", Size::Imix, Some(2e5))
         );
         assert_eq!((s[1].flows, s[1].shape, s[1].count), (8, Shape::Poisson, Some(1000)));
-        assert_eq!(s[1].dst_port, 5678, "from the command line");
+        assert_eq!(s[1].dst_port, crate::cli::DEFAULT_DST_PORT, "from the command line");
     }
 
     #[test]

@@ -435,8 +435,11 @@ mod tests {
                 let Some(etherparse::TransportSlice::Udp(udp)) = p.transport else {
                     panic!("no UDP")
                 };
-                assert_eq!(udp.destination_port(), 5678);
-                assert_eq!(udp.source_port(), 1234 + (seq % u64::from(c.flows)) as u16);
+                assert_eq!(udp.destination_port(), crate::cli::DEFAULT_DST_PORT);
+                assert_eq!(
+                    udp.source_port(),
+                    crate::cli::DEFAULT_SRC_PORT + (seq % u64::from(c.flows)) as u16
+                );
                 assert_eq!(read_stamp(&buf), Some((5, seq, 1000 + seq)));
                 let end = stamp_offset(c.src_ip.is_ipv6()) + STAMP_LEN;
                 assert!(buf[end..].iter().all(|&b| b == 0), "payload of the template, not 0xa5");

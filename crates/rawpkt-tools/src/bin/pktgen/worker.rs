@@ -11,6 +11,7 @@ use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
 
 use crate::fail::Fail;
 use crate::pace::{SendCost, Step, LATE_NS, RX_SLACK_NS};
+use crate::seq::SeqTracker;
 use crate::stream::{Pacer, Stream};
 use crate::traffic::{read_stamp, Traffic};
 
@@ -19,6 +20,8 @@ use crate::traffic::{read_stamp, Traffic};
 pub(crate) struct Counters {
     /// Nanoseconds this worker spent sending (its start to its last burst).
     pub active_ns: AtomicU64,
+    /// The CPU a transmit core ran on, plus one; 0: unpinned (wherever the kernel put it).
+    pub cpu: AtomicU64,
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
     pub drops: AtomicU64,
@@ -52,6 +55,11 @@ pub(crate) struct StreamCounters {
     pub lat_max_ns: AtomicU64,
     /// RFC 3550 interarrival jitter, ns.
     pub jitter_ns: AtomicU64,
+    /// From the sequence numbers (`seq`), so far: frames received again, received after a
+    /// higher number of their core, and known lost (a number the window has passed).
+    pub duplicates: AtomicU64,
+    pub out_of_order: AtomicU64,
+    pub lost: AtomicU64,
     /// Latency quantiles over the run so far, refreshed every few thousand receive bursts
     /// (for the metrics endpoint).
     pub lat_p50_ns: AtomicU64,
@@ -73,6 +81,9 @@ impl StreamCounters {
             lat_samples: AtomicU64::new(0),
             lat_max_ns: AtomicU64::new(0),
             jitter_ns: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            out_of_order: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
             lat_p50_ns: AtomicU64::new(0),
             lat_p99_ns: AtomicU64::new(0),
             lat_p999_ns: AtomicU64::new(0),
@@ -91,6 +102,20 @@ impl StreamCounters {
             self.rx_packets.load(Ordering::Acquire),
             self.rx_bytes.load(Ordering::Acquire),
         ]
+    }
+
+    /// Cores that number this stream's frames, each `k * cores + core`: the stride of its
+    /// sequence numbers.
+    pub(crate) fn cores(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// Sent and neither received nor known lost: frames on their way, and numbers missing that
+    /// may still come (overtaken). Read after the received counts, as the reporter reads them.
+    pub(crate) fn in_flight(&self, tx: u64, rx: u64) -> u64 {
+        let dups = self.duplicates.load(Ordering::Acquire);
+        let lost = self.lost.load(Ordering::Acquire);
+        tx.saturating_sub(rx.saturating_sub(dups)).saturating_sub(lost)
     }
 }
 
@@ -318,7 +343,9 @@ pub(crate) fn transmit(
     let rx_ready = plan.rx_ready.clone();
     let ready = inline_rx.is_some().then(|| rawpkt_sys::signal::SetOnDrop(&rx_ready));
     if let Some(cpu) = plan.cpu {
-        if !rawpkt_tools::cpu::pin(cpu) {
+        if rawpkt_tools::cpu::pin(cpu) {
+            out.cpu.store(cpu as u64 + 1, Ordering::Relaxed);
+        } else {
             rawpkt_sys::errln!(
                 "pktgen: core {}: could not pin to CPU {}; running unpinned",
                 plan.core,
@@ -633,6 +660,8 @@ pub(crate) struct RxPlan {
 pub(crate) struct RxHists {
     pub latency: Histogram<u64>,
     pub gaps: Option<Histogram<u64>>,
+    /// Each sending core's sequence, as received (`seq`).
+    pub seqs: Vec<SeqTracker>,
 }
 
 /// What the receiver knows of one stream between publications.
@@ -650,6 +679,8 @@ struct RxStream {
     /// last send stamp.
     gaps: Option<Histogram<u64>>,
     sent: u64,
+    /// One per core that sends the stream: its numbers are `k * seqs.len() + core`.
+    seqs: Vec<SeqTracker>,
 }
 
 /// The receiver: counts, measures latency from the stamps, and captures. Polled by its own
@@ -718,6 +749,7 @@ impl Receiver {
                     hist: time_hist()?,
                     gaps: if c.gaps { Some(time_hist()?) } else { None },
                     sent: NO_STAMP,
+                    seqs: (0..c.cores().max(1)).map(|_| SeqTracker::default()).collect(),
                     lat_sum: 0,
                     lat_max: 0,
                     jitter: 0.0,
@@ -781,12 +813,18 @@ impl Receiver {
             let count = if self.stamps { self.got.len().min(RX_BURST) } else { 0 };
             let mut sent = [NO_STAMP; RX_BURST];
             let mut ids = [0u8; RX_BURST];
-            for (i, (s, id)) in sent[..count].iter_mut().zip(&mut ids[..count]).enumerate() {
-                if let Some((stream, _, t)) = read_stamp(self.got.data(i)) {
-                    (*s, *id) = (t, stream);
+            let mut seqs = [0u64; RX_BURST];
+            for (i, ((s, id), q)) in sent[..count]
+                .iter_mut()
+                .zip(&mut ids[..count])
+                .zip(&mut seqs[..count])
+                .enumerate()
+            {
+                if let Some((stream, seq, t)) = read_stamp(self.got.data(i)) {
+                    (*s, *id, *q) = (t, stream, seq);
                 }
             }
-            for (i, (&t, &id)) in sent[..count].iter().zip(&ids[..count]).enumerate() {
+            for (i, ((&t, &id), &seq)) in sent[..count].iter().zip(&ids[..count]).zip(&seqs[..count]).enumerate() {
                 // Frames of no stream of ours (unstamped, or a stream id we did not send) count
                 // at the port only.
                 let Some(st) = self.streams.get_mut(usize::from(id)).filter(|_| t != NO_STAMP) else {
@@ -800,6 +838,13 @@ impl Receiver {
                     now
                 };
                 let lat = now.saturating_sub(t).max(1);
+                let cores = st.seqs.len() as u64;
+                let (k, core) = if cores == 1 {
+                    (seq, 0)
+                } else {
+                    (seq / cores, seq % cores)
+                };
+                st.seqs[core as usize].record(k);
                 st.packets += 1;
                 st.bytes += self.got.data(i).len() as u64;
                 st.hist.saturating_record(lat);
@@ -854,6 +899,10 @@ impl Receiver {
             c.lat_samples.store(st.hist.len(), Ordering::Relaxed);
             c.lat_max_ns.fetch_max(st.lat_max, Ordering::Relaxed);
             c.jitter_ns.store(st.jitter as u64, Ordering::Relaxed);
+            let sum = |f: fn(&SeqTracker) -> u64| st.seqs.iter().map(f).sum::<u64>();
+            c.duplicates.store(sum(|q| q.duplicates), Ordering::Release);
+            c.out_of_order.store(sum(|q| q.out_of_order), Ordering::Release);
+            c.lost.store(sum(|q| q.lost), Ordering::Release);
             st.lat_max = 0;
             if quantiles && !st.hist.is_empty() {
                 c.lat_p50_ns.store(st.hist.value_at_quantile(0.5), Ordering::Relaxed);
@@ -879,10 +928,12 @@ impl Receiver {
         let give_up = quiet_since + most;
         let stop = rawpkt_sys::signal::stop_flag();
         let sent: Option<u64> = self.sent.as_ref().map(|c| c.iter().map(|c| c.snapshot()[0]).sum());
-        // Received, or else (now and then: an mlx5 port's count is a sysfs read) dropped.
+        // Received (once: a duplicate is no frame more), or else (now and then: an mlx5 port's
+        // count is a sysfs read) dropped.
         let accounted = |r: &Receiver, k: u32| {
             let Some(s) = sent else { return false };
-            let got: u64 = r.rx.iter().map(|q| q.stats().packets).sum();
+            let dups: u64 = r.streams.iter().flat_map(|s| &s.seqs).map(|q| q.duplicates).sum();
+            let got = r.rx.iter().map(|q| q.stats().packets).sum::<u64>().saturating_sub(dups);
             got >= s || (k.is_multiple_of(256) && got + r.port.device_drops().unwrap_or(0) >= s)
         };
         let mut k = 0u32;
@@ -911,6 +962,7 @@ impl Receiver {
                 .map(|s| RxHists {
                     latency: s.hist,
                     gaps: s.gaps,
+                    seqs: s.seqs,
                 })
                 .collect()),
         }
