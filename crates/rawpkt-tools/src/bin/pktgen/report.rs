@@ -11,6 +11,16 @@ use crate::cli::Config;
 use crate::pace::LATE_NS;
 use crate::worker::{Counters, Departed, StreamCounters};
 
+/// A short stream's words: what it sent against what its rate asked, over `secs`.
+fn short_text(sent: u64, asked: u64, secs: f64) -> String {
+    format!(
+        "sent {:.3} of the {:.3} Mpps asked ({:.1} %)",
+        mpps(sent, secs),
+        mpps(asked, secs),
+        100.0 * sent as f64 / asked.max(1) as f64
+    )
+}
+
 /// Bytes a frame takes on the wire beyond its own: FCS (4), preamble (8), inter-frame gap (12).
 const L1_OVERHEAD: u64 = 24;
 
@@ -35,6 +45,8 @@ pub(crate) struct Reporter {
     /// Stream names, and each stream's (tx, rx, latency sum, samples) at the last line.
     names: Vec<String>,
     last_streams: Vec<[u64; 4]>,
+    /// Each stream's (sent, asked by its rate) at the last line (`StreamCounters::short_since`).
+    last_asked: Vec<[u64; 2]>,
 }
 
 /// Values of one stream for one interval line.
@@ -79,6 +91,7 @@ impl Reporter {
             next: Duration::from_secs(1),
             last: ([0; 4], [0; 4], Duration::ZERO),
             last_streams: vec![[0; 4]; names.len()],
+            last_asked: vec![[0; 2]; names.len()],
             names,
         }
     }
@@ -104,6 +117,24 @@ impl Reporter {
         if last && dt.iter().chain(&dr).all(|&n| n == 0) {
             return;
         }
+        // Streams short of their rates in this interval: (sent, asked) where so.
+        let short: Vec<Option<(u64, u64)>> = streams
+            .iter()
+            .zip(self.last_asked.iter_mut())
+            .map(|(c, l)| match c.short_since(l) {
+                (sent, asked, true) => Some((sent, asked)),
+                _ => None,
+            })
+            .collect();
+        let short_names = || {
+            short
+                .iter()
+                .zip(&self.names)
+                .filter(|(s, _)| s.is_some())
+                .map(|(_, n)| format!("\"{n}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         // Per stream only when there are several: with one, its line is the port's.
         let per: Vec<StreamInterval> = if streams.len() > 1 {
             streams
@@ -131,7 +162,7 @@ impl Reporter {
                 st = format!(",\"streams\":[{st}]");
             }
             rawpkt_sys::outln!(
-                "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{}{st}}}",
+                "{{\"type\":\"interval\",\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"drops\":{},\"errors\":{},\"short_streams\":[{}]{st}}}",
                 now.as_secs_f64(),
                 dt[0],
                 mpps(dt[0], secs),
@@ -140,7 +171,8 @@ impl Reporter {
                 mpps(dr[0], secs),
                 gbps(dr[0], dr[1], secs),
                 drops,
-                errors
+                errors,
+                short_names()
             );
         } else {
             let mut line = format!(
@@ -158,7 +190,10 @@ impl Reporter {
                 );
             }
             line += &format!("  | drops {drops} errors {errors}");
-            for (i, name) in per.iter().zip(&self.names) {
+            if let (true, Some((sent, asked))) = (per.is_empty(), short.first().copied().flatten()) {
+                line += &format!("  | SHORT of its rate: {}", short_text(sent, asked, secs));
+            }
+            for ((i, name), sh) in per.iter().zip(&self.names).zip(&short) {
                 line += &format!(
                     "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  lost {}",
                     mpps(i.tx, secs),
@@ -172,6 +207,9 @@ impl Reporter {
                         i.lat_max as f64 / 1e3,
                         i.jitter as f64 / 1e3
                     );
+                }
+                if let Some((sent, asked)) = sh {
+                    line += &format!("  SHORT of its rate: {}", short_text(*sent, *asked, secs));
                 }
             }
             rawpkt_sys::outln!("{line}");
@@ -193,9 +231,11 @@ impl Reporter {
                 .iter()
                 .map(|t| {
                     format!(
-                        "{{\"name\":\"{}\",\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{}{}{}}}",
+                        "{{\"name\":\"{}\",\"latency_stream\":{},\"rate_asked_packets\":{},\"short\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{}{}{}}}",
                         t.name,
                         t.latency_stream,
+                        t.asked,
+                        t.short,
                         t.tx[0],
                         t.tx[1],
                         mpps(t.tx[0], s.seconds),
@@ -249,6 +289,14 @@ impl Reporter {
                 l.samples
             );
         }
+        if let [t] = &s.streams[..] {
+            if t.short {
+                rawpkt_sys::outln!(
+                    "         SHORT of its rate: {}",
+                    short_text(t.tx[0], t.asked, s.seconds)
+                );
+            }
+        }
         if s.streams.len() > 1 {
             for t in &s.streams {
                 let mut line = format!(
@@ -269,6 +317,9 @@ impl Reporter {
                 }
                 if let Some(d) = &t.departures {
                     line += &format!("; {}", d.text());
+                }
+                if t.short {
+                    line += &format!("; SHORT of its rate: {}", short_text(t.tx[0], t.asked, s.seconds));
                 }
                 rawpkt_sys::outln!("{line}");
             }
@@ -329,6 +380,10 @@ pub(crate) struct Latency {
 pub(crate) struct StreamSummary {
     pub name: String,
     pub latency_stream: bool,
+    /// Packets the stream's rate asked for over the run (0 without a rate), and whether it
+    /// sent more than 1 % fewer (`pace::short`).
+    pub asked: u64,
+    pub short: bool,
     pub tx: [u64; 2],
     pub rx: [u64; 2],
     pub latency: Option<Latency>,
@@ -516,6 +571,8 @@ impl Summary {
             .map(|(i, (s, c))| StreamSummary {
                 name: s.spec.name.clone(),
                 latency_stream: s.spec.latency,
+                asked: c.owed_total(),
+                short: c.short_since(&mut [0, 0]).2,
                 tx: c.tx_total(),
                 // A replay is the run's one stream, its frames unstamped: what the port got.
                 rx: if s.traffic.stamped() {
