@@ -887,9 +887,9 @@ impl Burst {
         }
         self.len += got;
         for p in &new[..got] {
-            // SAFETY: buffer `p.buf` was just taken from the pool for this burst alone: `len`
-            // bytes from the headroom lie inside it (`len` is at most the data room), no device
-            // or other burst touches it, and the slice lives only for this call.
+            // A fresh buffer of this burst alone (no device or burst touches it), `len` at most
+            // its data room, the slice living only for this call.
+            // SAFETY: so `len` bytes from the headroom lie inside it, written by no one else.
             let frame = unsafe { std::slice::from_raw_parts_mut(g.buf_addr(p.buf, u32::from(off)) as *mut u8, len) };
             write(p.buf, frame);
         }
