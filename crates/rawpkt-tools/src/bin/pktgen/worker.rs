@@ -235,7 +235,7 @@ struct Lane {
     bytes: u64,
     fixed_len: Option<usize>,
     /// The stream's one template, when its packets differ only in the stamp and the flow: the
-    /// fast path ([`Lane::fill_plain`]).
+    /// fast path ([`fill_plain`]).
     plain: Option<Plain>,
     /// The fast path's next flow.
     flow: u32,
