@@ -15,33 +15,27 @@ fn serial() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs pktgen TX-only on a model port with the stream file `text` for 3 s (its queues set up
-/// within them), JSON lines out. A run that sent nothing (a machine so busy that setting up
-/// took the whole time) tells nothing of shares: it is run again, three times at most.
-fn run(tag: &str, text: &str) -> Vec<serde_json::Value> {
+/// Runs pktgen TX-only on a model port with the stream file `text` and `more` arguments, JSON
+/// lines out. A run that sent nothing (a machine so busy that setting up took the whole
+/// `--duration`) tells nothing of shares: it is run again, three times at most.
+fn run(tag: &str, text: &str, more: &[&str]) -> Vec<serde_json::Value> {
     for _ in 0..3 {
-        let lines = run_once(tag, text);
+        let lines = run_once(tag, text, more);
         if lines.last().is_some_and(|s| s["tx_packets"].as_u64() > Some(0)) {
             return lines;
         }
     }
-    panic!("pktgen sent nothing in three runs of 3 s");
+    panic!("pktgen sent nothing in three runs");
 }
 
-fn run_once(tag: &str, text: &str) -> Vec<serde_json::Value> {
+fn run_once(tag: &str, text: &str, more: &[&str]) -> Vec<serde_json::Value> {
     let file = std::env::temp_dir().join(format!("rawpkt-pktgen-fair-{tag}-{}.toml", std::process::id()));
     std::fs::write(&file, text).unwrap();
-    let args = [
-        "--port",
-        &format!("model:fair-{tag}/0"),
-        "--streams",
-        file.to_str().unwrap(),
-        "--duration",
-        "3",
-        "--json",
-    ];
+    let port = format!("model:fair-{tag}/0");
+    let mut args = vec!["--port", &port, "--streams", file.to_str().unwrap(), "--json"];
+    args.extend_from_slice(more);
     let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
-        .args(args)
+        .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,7 +63,7 @@ fn streams_over_a_cores_capacity_share_it_by_rate_and_are_flagged_short() {
     let big = "[[stream]]\nname = \"big\"\nrate = \"1000M\"\n";
     let half = "[[stream]]\nname = \"half\"\nrate = \"500M\"\n";
     for (tag, text) in [("bh", format!("{big}\n{half}")), ("hb", format!("{half}\n{big}"))] {
-        let lines = run(tag, &text);
+        let lines = run(tag, &text, &["--duration", "3"]);
         let s = lines.last().expect("a summary");
         assert_eq!(s["type"], "summary", "{s}");
         let streams = s["streams"].as_array().expect("streams");
@@ -109,14 +103,16 @@ fn streams_over_a_cores_capacity_share_it_by_rate_and_are_flagged_short() {
     }
 }
 
-/// Rates a core keeps easily, each stream ending by its count: neither is flagged short over
-/// the run (a second may be, on a machine that takes the CPU away for part of it).
+/// Rates a core keeps easily, each stream ending by its count (no `--duration`: the run ends
+/// when both have sent it): neither is flagged short over the run (a second may be, on a
+/// machine that takes the CPU away for part of it).
 #[test]
 fn streams_that_send_their_count_are_not_short() {
     let _one = serial();
     let lines = run(
         "slow",
         "[[stream]]\nname = \"a\"\nrate = \"2000\"\ncount = 2000\n\n[[stream]]\nname = \"b\"\nrate = \"1000\"\ncount = 1000\n",
+        &[],
     );
     let s = lines.last().expect("a summary");
     for (t, n) in s["streams"].as_array().expect("streams").iter().zip([2000, 1000]) {
