@@ -8,11 +8,17 @@
 # too: completion polling, pool frees, RX refill), and nothing else is collected, so the run's
 # total Ir divided by the packets the bench reports is instructions per packet.
 #
-# Usage: scripts/callgrind.sh [--iters N] [--annotate] [--xconnect] [--device D] [--rx-mode M] [--json]
+# Usage: scripts/callgrind.sh [--iters N] [--annotate] [--xconnect] [--pktgen] [--device D] [--rx-mode M] [--json]
 #   --iters N    bursts of 32 to run (default 20000, or $ITERS)
 #   --annotate   also print callgrind_annotate's inclusive profile and hottest source lines
 #   --xconnect   instead: the l2-xconnect loop (rx_burst then tx_burst of the same burst, one
 #                pool; the bench's `stepped-xc` mode), counted inside `xconnect_burst`
+#   --pktgen     instead: pktgen's send loop without the driver, TX-only on a model port (release
+#                build, `--count` 10 x N packets: 200000 by default): counted inside
+#                `worker::build_burst` (every stream's pacing, the share of the burst, the
+#                buffers' allocation, the frames' templates and stamps, the counts published),
+#                per packet sent. The model NIC runs on its own thread, so a few bursts find
+#                the ring part full and are short: a figure moves by a few hundredths
 #   --device D   cx5 (enhanced multi-packet send) or cx4 (one 64-byte SEND per packet, 18 inline
 #                bytes); default: both
 #   --rx-mode M  the receive queues of the bench (its --rx-mode, the QueueConfig fields
@@ -36,6 +42,7 @@ set -euo pipefail
 ITERS=${ITERS:-20000}
 ANNOTATE=0
 XCONNECT=0
+PKTGEN=0
 DEVICES="cx5 cx4"
 RX_MODE=cyclic
 JSON=0
@@ -47,8 +54,9 @@ while [ $# -gt 0 ]; do
         --iters) ITERS=${2:?--iters needs a number}; shift 2 ;;
         --annotate) ANNOTATE=1; shift ;;
         --xconnect) XCONNECT=1; shift ;;
+        --pktgen) PKTGEN=1; shift ;;
         --device) DEVICES=${2:?--device needs cx4 or cx5}; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "callgrind.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -70,6 +78,7 @@ target() {
 }
 
 die() { echo "callgrind.sh: error: $*" >&2; exit 1; }
+verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
 
 # The builds the queues pick (`dv::cpu_has_movbe`, `dv::cpu_has_avx2`): the CPU's flags, unless
 # RAWPKT_NO_SIMD rules them out (the bench's `cpu_vector`).
@@ -90,6 +99,40 @@ command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH"
 cd "$(dirname "$0")/.."
 OUT_DIR=${OUT_DIR:-target/callgrind}
 mkdir -p "$OUT_DIR"
+
+# pktgen's send loop: instructions per packet inside build_burst, the driver left out.
+if [ "$PKTGEN" = 1 ]; then
+    TARGET=35
+    COUNT=$((ITERS * 10))
+    echo "== building pktgen (release)" >&2
+    cargo build -q --release --bin pktgen >&2 || die "build failed"
+    BIN="${CARGO_TARGET_DIR:-target}/release/pktgen"
+    if command -v nm >/dev/null 2>&1; then
+        syms=$(nm -C "$BIN" 2>/dev/null || true)
+        grep -q 'pktgen::worker::build_burst$' <<<"$syms" ||
+            die "no pktgen::worker::build_burst symbol in $BIN (inlined? it must stay #[inline(never)])"
+    fi
+    out="$OUT_DIR/callgrind.pktgen.out"
+    echo "== callgrind: pktgen --port model:callgrind/0 --count $COUNT, collecting inside *worker::build_burst*" >&2
+    valgrind --tool=callgrind --dump-instr=no --collect-atstart=no --toggle-collect='*worker::build_burst*' \
+        --callgrind-out-file="$out" "$BIN" --port model:callgrind/0 --count "$COUNT" \
+        >"$OUT_DIR/pktgen.log" 2>"$OUT_DIR/valgrind.pktgen.log" || { cat "$OUT_DIR/valgrind.pktgen.log" >&2; die "valgrind run (pktgen) failed"; }
+    IR=$(sed -n 's/^totals: *\([0-9][0-9]*\).*/\1/p' "$out" | tail -n 1)
+    [ -n "$IR" ] || IR=$(sed -n 's/^summary: *\([0-9][0-9]*\).*/\1/p' "$out" | tail -n 1)
+    [ -n "$IR" ] && [ "$IR" -gt 0 ] || die "callgrind collected nothing inside build_burst ($out)"
+    # "summary: 12.34s  tx N packets (...)"
+    PK=$(sed -n 's/^summary: .* tx \([0-9][0-9]*\) packets.*/\1/p' "$OUT_DIR/pktgen.log" | tail -n 1)
+    [ -n "$PK" ] && [ "$PK" -gt 0 ] || { cat "$OUT_DIR/pktgen.log" >&2; die "pktgen printed no summary with packets sent"; }
+    if [ "$ANNOTATE" = 1 ]; then
+        callgrind_annotate --inclusive=yes "$out" 2>/dev/null | sed -n '/file:function/,/^$/p' | head -n 25
+    fi
+    PER=$(awk -v a="$IR" -v b="$PK" 'BEGIN { printf "%.1f", a / b }')
+    echo "pktgen send loop (build_burst, TX-only, 60-byte frames, burst 32): $IR Ir / $PK packets"
+    echo "pktgen send loop instructions/packet: $PER (target <= $TARGET: $(verdict "$PER" "$TARGET"))"
+    printf '{"bench":"callgrind-pktgen","path":"build_burst","frame":60,"batch":32,"packets":%s,"ir":%s,"instr_per_pkt":%s,"target":%s}\n' \
+        "$PK" "$IR" "$PER" "$TARGET"
+    exit 0
+fi
 
 echo "== building the dv_burst bench (bench profile)" >&2
 build_log=$(cargo bench -p rawpkt --features internals --bench dv_burst --no-run 2>&1) || { echo "$build_log" >&2; die "build failed"; }
@@ -165,7 +208,6 @@ run() {
     echo "$ir $pk ${ran:-none}"
 }
 
-verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "PASS" : "OVER" }'; }
 
 if [ "$JSON" = 1 ]; then
     # json_line <path> <device> <rx_mode that ran> <rx_mode asked> <ir> <packets> <target>

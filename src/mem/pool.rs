@@ -560,6 +560,23 @@ impl Packet {
         unsafe { std::ptr::addr_of_mut!(self.len).cast::<u64>().write_unaligned(w) }
     }
 
+    /// Sets the whole descriptor from its four words in memory order: `buf` and `len`/`off` as
+    /// one (see [`Packet::len_off`]), `rss_hash` and `flags` ([`Packet::hash_flags`]),
+    /// `timestamp`, and `vlan_tci`/`chain_len`.
+    #[inline(always)]
+    pub(crate) fn set_words(&mut self, w: [u64; 4]) {
+        const _: () = assert!(
+            std::mem::size_of::<Packet>() == 32
+                && std::mem::align_of::<Packet>() == 8
+                && std::mem::offset_of!(Packet, timestamp) == 16
+                && std::mem::offset_of!(Packet, vlan_tci) == 24
+                && std::mem::offset_of!(Packet, chain_len) == 28
+        );
+        // SAFETY: the 32 bytes of an 8-aligned repr(C) struct of integers (asserted), 2 of them
+        // padding: any bytes make valid fields.
+        unsafe { (self as *mut Packet).cast::<[u64; 4]>().write(w) }
+    }
+
     /// `rss_hash` and `flags` as one word, for [`Packet::set_hash_flags`].
     #[inline(always)]
     pub(crate) const fn hash_flags(hash: u32, flags: u32) -> u64 {
@@ -813,6 +830,69 @@ impl Burst {
             };
         }
         self.len += got;
+        got
+    }
+
+    /// [`Burst::alloc`], then `write(buffer_index, frame)` on each new packet in turn, with the
+    /// send offloads `tx_flags` asked of each ([`flags::TX_L3_CSUM`], [`flags::TX_L4_CSUM`];
+    /// other bits are left out): what a generator's send loop does per packet, without the
+    /// checks [`Burst::data_mut`] makes of a descriptor it did not make itself. Returns how many
+    /// packets it added, fewer when the pool runs dry.
+    ///
+    /// A fresh buffer holds what its last user left in it: a generator that keeps a template in
+    /// each buffer of its pool (TRex, MoonGen) tells by the buffer's index what it holds and
+    /// writes only the fields that change.
+    ///
+    /// ```
+    /// use rawpkt::{Burst, Pool, PoolConfig};
+    /// let pool = Pool::new(PoolConfig::default().buffers(64)).unwrap();
+    /// let mut b = Burst::new(&pool, 8);
+    /// let mut seq = 0u8;
+    /// let n = b.alloc_with(8, 60, 0, |_buffer, frame| {
+    ///     frame.fill(0);
+    ///     frame[0] = seq;
+    ///     seq += 1;
+    /// });
+    /// assert_eq!(n, 8);
+    /// assert_eq!((b.data(7).len(), b.data(7)[0]), (60, 7));
+    /// ```
+    #[inline(always)]
+    pub fn alloc_with(&mut self, n: usize, len: usize, tx_flags: u32, mut write: impl FnMut(u32, &mut [u8])) -> usize {
+        let pool = &*self.pool;
+        let len = len.min(pool.data_room() as usize);
+        let (off, g) = (pool.headroom, pool.geometry());
+        let tx_flags = tx_flags & (flags::TX_L3_CSUM | flags::TX_L4_CSUM);
+        let want = n.min(self.room());
+        let new = &mut self.pkts[self.len..self.len + want];
+        // `alloc` without its copy of the indices: the descriptors straight from the stack, each
+        // written as whole words (field by field, a descriptor is nine stores).
+        let len_off = u64::from(Packet::len_off(len as u32, off));
+        let hash_flags = Packet::hash_flags(0, tx_flags);
+        let got = pool.with_free(|free| {
+            let got = want.min(free.len);
+            let from = free.len - got;
+            for (slot, &buf) in new.iter_mut().zip(&free.idx[from..free.len]) {
+                let head = if cfg!(target_endian = "little") {
+                    u64::from(buf) | len_off << 32
+                } else {
+                    u64::from(buf) << 32 | len_off
+                };
+                slot.set_words([head, hash_flags, 0, 0]);
+            }
+            free.len = from;
+            got
+        });
+        if got < want {
+            pool.alloc_failures.set(pool.alloc_failures.get() + 1);
+        }
+        self.len += got;
+        for p in &new[..got] {
+            // A fresh buffer of this burst alone (no device or burst touches it), `len` at most
+            // its data room, the slice living only for this call.
+            // SAFETY: so `len` bytes from the headroom lie inside it, written by no one else.
+            let frame = unsafe { std::slice::from_raw_parts_mut(g.buf_addr(p.buf, u32::from(off)) as *mut u8, len) };
+            write(p.buf, frame);
+        }
         got
     }
 

@@ -177,6 +177,16 @@ fn stream_json(id: usize, s: &crate::stream::Stream) -> String {
     )
 }
 
+/// A short stream's words: what it sent against what its rate asked, over `secs`.
+fn short_text(sent: u64, asked: u64, secs: f64) -> String {
+    format!(
+        "sent {:.3} of the {:.3} Mpps asked ({:.1} %)",
+        mpps(sent, secs),
+        mpps(asked, secs),
+        100.0 * sent as f64 / asked.max(1) as f64
+    )
+}
+
 /// Bytes a frame takes on the wire beyond its own: FCS (4), preamble (8), inter-frame gap (12).
 const L1_OVERHEAD: u64 = 24;
 
@@ -206,6 +216,8 @@ pub(crate) struct Reporter {
     /// Live control's changes (`--control`), and how many of them the lines have shown.
     pub events: Option<Arc<crate::control::Events>>,
     shown: usize,
+    /// Each stream's (sent, asked by its rate) at the last line (`StreamCounters::short_since`).
+    last_asked: Vec<[u64; 2]>,
 }
 
 /// A stream's running totals at one line, for the next line's differences.
@@ -288,6 +300,7 @@ impl Reporter {
             next: Duration::from_secs(1),
             last: ([0; 4], [0; 4], Duration::ZERO),
             last_streams: vec![StreamMark::default(); names.len()],
+            last_asked: vec![[0; 2]; names.len()],
             names,
             direction: None,
             events: None,
@@ -340,6 +353,24 @@ impl Reporter {
             ..a
         });
         let has_rx = self.rx_name.is_some();
+        // Streams short of their rates in this interval: (sent, asked) where so.
+        let short: Vec<Option<(u64, u64)>> = streams
+            .iter()
+            .zip(self.last_asked.iter_mut())
+            .map(|(c, l)| match c.short_since(l) {
+                (sent, asked, true) => Some((sent, asked)),
+                _ => None,
+            })
+            .collect();
+        let short_names: String = {
+            short
+                .iter()
+                .zip(&self.names)
+                .filter(|(s, _)| s.is_some())
+                .map(|(_, n)| json_str(n))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         // Per stream only when there are several: with one, its line is the port's.
         let per = if per.len() > 1 { per } else { Vec::new() };
         if self.json {
@@ -360,7 +391,7 @@ impl Reporter {
             }
             st += &self.new_events(|e| e.json(), ",\"events\":[", ",", "]");
             rawpkt_sys::outln!(
-                "{{\"type\":\"interval\"{},\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"rx_drops\":{},\"rx_errors\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{st}}}",
+                "{{\"type\":\"interval\"{},\"t\":{:.3},\"tx_packets\":{},\"tx_mpps\":{:.4},\"tx_gbps\":{:.4},\"tx_drops\":{},\"tx_errors\":{},\"rx_packets\":{},\"rx_mpps\":{:.4},\"rx_gbps\":{:.4},\"rx_drops\":{},\"rx_errors\":{},\"in_flight\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"short_streams\":[{}]{st}}}",
                 self.direction_json(),
                 now.as_secs_f64(),
                 dt[0],
@@ -376,7 +407,8 @@ impl Reporter {
                 all.in_flight,
                 all.lost,
                 all.duplicates,
-                all.out_of_order
+                all.out_of_order,
+                short_names
             );
         } else {
             let changes = self.new_events(|e| e.text(), "", "\n", "\n");
@@ -409,7 +441,10 @@ impl Reporter {
                 dt[3],
                 dr[3]
             );
-            for (i, name) in per.iter().zip(&self.names) {
+            if let (true, Some((sent, asked))) = (per.is_empty(), short.first().copied().flatten()) {
+                line += &format!("  | SHORT of its rate: {}", short_text(sent, asked, secs));
+            }
+            for ((i, name), sh) in per.iter().zip(&self.names).zip(&short) {
                 line += &format!(
                     "\n          {name:>10}  tx {:8.3} Mpps  rx {:8.3} Mpps  frames: {} in flight, {} lost, {} duplicated, {} out of order",
                     mpps(i.tx, secs),
@@ -426,6 +461,9 @@ impl Reporter {
                         us(i.lat_max),
                         us(i.jitter)
                     );
+                }
+                if let Some((sent, asked)) = sh {
+                    line += &format!("  SHORT of its rate: {}", short_text(*sent, *asked, secs));
                 }
             }
             rawpkt_sys::outln!("{line}");
@@ -465,9 +503,11 @@ impl Reporter {
                 .iter()
                 .map(|t| {
                     format!(
-                        "{{\"name\":{},\"latency_stream\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{}{}}}",
+                        "{{\"name\":{},\"latency_stream\":{},\"rate_asked_packets\":{},\"short\":{},\"tx_packets\":{},\"tx_bytes\":{},\"tx_mpps\":{:.4},\"rx_packets\":{},\"rx_bytes\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{}{}{}}}",
                         json_str(&t.name),
                         t.latency_stream,
+                        t.asked,
+                        t.short,
                         t.tx[0],
                         t.tx[1],
                         mpps(t.tx[0], s.seconds),
@@ -550,6 +590,14 @@ impl Reporter {
             "         rates over {:.3} s of sending (the longest a transmit core sent, its first burst to its last)",
             s.seconds
         );
+        if let [t] = &s.streams[..] {
+            if t.short {
+                rawpkt_sys::outln!(
+                    "         SHORT of its rate: {}",
+                    short_text(t.tx[0], t.asked, s.seconds)
+                );
+            }
+        }
         if s.streams.len() > 1 {
             for t in &s.streams {
                 let mut line = format!(
@@ -570,6 +618,9 @@ impl Reporter {
                 }
                 if let Some(d) = &t.departures {
                     line += &format!("; {}", d.text());
+                }
+                if t.short {
+                    line += &format!("; SHORT of its rate: {}", short_text(t.tx[0], t.asked, s.seconds));
                 }
                 rawpkt_sys::outln!("{line}");
             }
@@ -651,6 +702,10 @@ pub(crate) struct SeqCounts {
 pub(crate) struct StreamSummary {
     pub name: String,
     pub latency_stream: bool,
+    /// Packets the stream's rate asked for over the run (0 without a rate), and whether it
+    /// sent more than 1 % fewer (`pace::short`).
+    pub asked: u64,
+    pub short: bool,
     pub tx: [u64; 2],
     pub rx: [u64; 2],
     /// With a receive port: from sequence numbers where the frames carry them, else (a replay)
@@ -852,6 +907,8 @@ impl Summary {
             .map(|(i, (s, c))| StreamSummary {
                 name: s.spec.name.clone(),
                 latency_stream: s.spec.latency,
+                asked: c.owed_total(),
+                short: c.short_since(&mut [0, 0]).2,
                 tx: c.tx_total(),
                 // A replay is the run's one stream, its frames unstamped: what the port got.
                 rx: if s.traffic.stamped() {

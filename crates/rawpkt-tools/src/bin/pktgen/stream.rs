@@ -617,6 +617,28 @@ impl Pacer {
         self.made >= self.limit
     }
 
+    /// This core's share of the stream's rate, packets per ns, if it has one.
+    pub(crate) fn rate_per_ns(&self) -> Option<f64> {
+        self.per_ns
+    }
+
+    /// Packets the rate asks of this pacer by `elapsed_ns` (its count at most), for telling a
+    /// stream that falls short of its rate: what `allowed` lets through when the room is there.
+    /// 0 for a stream without a rate (as fast as the ring takes, or a replay at its own times).
+    pub(crate) fn owed(&self, elapsed_ns: u64) -> u64 {
+        let t = elapsed_ns as f64;
+        let owed = match (self.per_ns, self.shape) {
+            (None, _) | (_, Shape::Timed(_)) => return 0,
+            (Some(r), Shape::Constant) => (t * r) as u64,
+            (Some(r), Shape::Bursts(b)) => (t * r) as u64 / u64::from(b) * u64::from(b),
+            // The departures drawn, and those due since at the rate (`due_by` draws no more
+            // than a burst ahead of those made).
+            (Some(r), Shape::Poisson) if self.next_ns <= t => self.due + 1 + ((t - self.next_ns) * r) as u64,
+            (Some(_), Shape::Poisson) => self.due,
+        };
+        owed.min(self.limit)
+    }
+
     /// Whether each departure has a time of its own (Poisson, timed replay), which a sender
     /// can wait for and keep, rather than a credit that bursts may spend (constant, bursts).
     pub(crate) fn per_departure(&self) -> bool {

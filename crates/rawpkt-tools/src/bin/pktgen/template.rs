@@ -297,6 +297,49 @@ pub(crate) fn csum_replace(c: &mut [u8], old: &[u8], new: &[u8]) {
     c.copy_from_slice(&csum_fold(s).to_be_bytes());
 }
 
+/// A stream whose packets are all one template, differing only in the stamp's sequence number
+/// and send time and, with several flows, the UDP source port: no checksum pktgen computes
+/// covers any of them (see `traffic.rs`). The send loop's fast path writes these fields and
+/// nothing else into a buffer that already holds the template; a buffer that holds another
+/// gets the whole template first.
+pub(crate) struct Plain {
+    pub frame: Box<[u8]>,
+    /// What `Held` says of a buffer that holds this template.
+    pub held: u32,
+    /// Where the sequence number goes; the send time follows it.
+    pub seq_off: usize,
+    /// The stream id, in the sequence number's top byte.
+    pub id: u64,
+    /// Flows: the UDP source port of flow `f` is `src_port + f`, at `port_off`.
+    pub flows: u32,
+    pub src_port: u16,
+    pub port_off: usize,
+    /// The send offloads each packet asks for (the IPv6 UDP checksum).
+    pub tx_flags: u32,
+}
+
+impl Plain {
+    /// Puts the whole template into `frame`, a buffer that held something else (`held` says
+    /// what), and says it holds this one now. Out of line: after the first lap of the pool,
+    /// buffers come back holding their template, and the send loop keeps its values in
+    /// registers without this call's.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn put(&self, frame: &mut [u8], held: &mut u32) {
+        frame.copy_from_slice(&self.frame);
+        *held = self.held;
+    }
+}
+
+/// Writes a stamp's varying part at `off`: the sequence number with the stream id, and the
+/// send time, already big-endian.
+#[inline(always)]
+pub(crate) fn stamp(frame: &mut [u8], off: usize, seq_id: u64, now_be: [u8; 8]) {
+    let s = &mut frame[off..off + 16];
+    s[..8].copy_from_slice(&seq_id.to_be_bytes());
+    s[8..].copy_from_slice(&now_be);
+}
+
 /// Where the stamp of a frame pktgen built sits: after the (inner) UDP header, through VLAN
 /// tags, VXLAN and GRE.
 #[inline]

@@ -336,6 +336,22 @@ impl Traffic {
     pub(crate) fn largest(&self) -> usize {
         self.frames.iter().map(Vec::len).max().unwrap_or(0)
     }
+
+    /// The traffic as the send loop's fast path writes it, when its packets differ only in
+    /// the stamp and the flow's source port: one generated template, no varying field, no
+    /// checksum computed here.
+    pub(crate) fn plain(&self) -> Option<crate::template::Plain> {
+        (self.stamped && self.frames.len() == 1 && !self.extras).then(|| crate::template::Plain {
+            frame: self.frames[0].clone().into_boxed_slice(),
+            held: self.tag_base + 1,
+            seq_off: self.stamp_off + 2,
+            id: self.tag,
+            flows: self.flows,
+            src_port: self.src_port,
+            port_off: self.udp_src_off,
+            tx_flags: self.tx_flags,
+        })
+    }
 }
 
 /// What each buffer of a transmit core's pool holds from its last use, by buffer index: the
@@ -355,6 +371,12 @@ impl Held {
     #[inline]
     pub(crate) fn of(&mut self, buffer: u32) -> &mut u32 {
         &mut self.tags[buffer as usize]
+    }
+
+    /// Every buffer's tag, by index: a slice a send loop keeps in registers.
+    #[inline]
+    pub(crate) fn all(&mut self) -> &mut [u32] {
+        &mut self.tags
     }
 }
 

@@ -10,10 +10,11 @@ use hdrhistogram::Histogram;
 use rawpkt::{Burst, Pool, PoolConfig, Port, QueueConfig, TxQueue};
 
 use crate::fail::Fail;
-use crate::pace::{SendCost, Step, LATE_NS, RX_SLACK_NS};
+use crate::pace::{Clock, Fair, SendCost, Step, LATE_NS, RX_SLACK_NS};
 use crate::seq::SeqTracker;
 use crate::stream::{Pacer, Stream};
-use crate::traffic::{read_stamp, Traffic};
+use crate::template::{stamp, Plain};
+use crate::traffic::{read_stamp, Held, Traffic};
 
 /// Totals a worker publishes for the reporter.
 #[derive(Default)]
@@ -46,6 +47,9 @@ impl Counters {
 pub(crate) struct StreamCounters {
     /// Packets and bytes, one pair per transmit core.
     pub tx: Vec<[AtomicU64; 2]>,
+    /// Packets the stream's rate asked of each transmit core by the time of its count in `tx`
+    /// (`Pacer::owed`; 0 without a rate): a stream that falls short of its rate made fewer.
+    pub owed: Vec<AtomicU64>,
     pub rx_packets: AtomicU64,
     pub rx_bytes: AtomicU64,
     /// Sum and number of latency samples so far, for a mean over any interval.
@@ -75,6 +79,7 @@ impl StreamCounters {
         StreamCounters {
             gaps,
             tx: (0..cores).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+            owed: (0..cores).map(|_| AtomicU64::new(0)).collect(),
             rx_packets: AtomicU64::new(0),
             rx_bytes: AtomicU64::new(0),
             lat_sum_ns: AtomicU64::new(0),
@@ -95,6 +100,24 @@ impl StreamCounters {
         self.tx.iter().fold([0, 0], |a, c| {
             [a[0] + c[0].load(Ordering::Acquire), a[1] + c[1].load(Ordering::Acquire)]
         })
+    }
+
+    /// Packets the rate asked of all cores together (see `owed`).
+    pub(crate) fn owed_total(&self) -> u64 {
+        self.owed.iter().map(|o| o.load(Ordering::Acquire)).sum()
+    }
+
+    /// Packets sent and asked for since `last` (the two then; updated to now; `[0, 0]` for
+    /// the whole run), and whether the stream fell short of its rate meanwhile (`pace::short`,
+    /// allowing a packet or two per core: a stream on time lags its rate by the packet due
+    /// since its last burst). Asked is read first: it is published with a sent count, which
+    /// only grows after it.
+    pub(crate) fn short_since(&self, last: &mut [u64; 2]) -> (u64, u64, bool) {
+        let owed = self.owed_total();
+        let sent = self.tx_total()[0];
+        let (ds, d_owed) = (sent.saturating_sub(last[0]), owed.saturating_sub(last[1]));
+        *last = [sent, owed];
+        (ds, d_owed, crate::pace::short(ds, d_owed, 2 * self.tx.len() as u64))
     }
 
     pub(crate) fn rx_total(&self) -> [u64; 2] {
@@ -238,33 +261,86 @@ struct Lane {
     cursor: crate::traffic::Cursor,
     bytes: u64,
     fixed_len: Option<usize>,
+    /// The stream's one template, when its packets differ only in the stamp and the flow: the
+    /// fast path ([`fill_plain`]).
+    plain: Option<Plain>,
+    /// The fast path's next flow.
+    flow: u32,
+    /// Packets made and never sent (in a burst when the run stopped): neither sent nor short.
+    unsent: u64,
     /// Departures with due times: how late they left.
     departed: Option<Departed>,
 }
 
+/// The times one burst is built at: ns from the loop's start (the rates' clock) for pacing,
+/// and the send stamp's clock (the run's, or the device's).
+#[derive(Clone, Copy)]
+struct At {
+    elapsed_ns: u64,
+    due_by_ns: u64,
+    now_ns: u64,
+}
+
 impl Lane {
-    /// Makes up to what the pacer allows by `due_by_ns` into `burst`, stamped as leaving at
-    /// `elapsed_ns` (`now_ns` on the stamps' clock); returns how many.
-    #[inline]
+    /// Makes `n` packets (what the pacer allows, or the lane's share of the room) into `burst`,
+    /// stamped as leaving `at`; returns how many it made (fewer when the pool runs dry).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn fill(
         &mut self,
         t: &Traffic,
         burst: &mut Burst,
-        held: &mut crate::traffic::Held,
-        elapsed_ns: u64,
-        due_by_ns: u64,
+        held: &mut Held,
+        n: usize,
+        at: At,
+        stride: u64,
+        core: u64,
+    ) -> Result<usize, Fail> {
+        let first = self.pacer.made;
+        let got = match &self.plain {
+            Some(p) => {
+                let (got, flow) = fill_plain(
+                    p,
+                    burst,
+                    held,
+                    n,
+                    at.now_ns.to_be_bytes(),
+                    first * stride + core,
+                    stride,
+                    self.flow,
+                );
+                self.flow = flow;
+                self.bytes += (got * p.frame.len()) as u64;
+                got
+            }
+            None => self.fill_general(t, burst, held, n, at.now_ns, stride, core)?,
+        };
+        // Their due times while they are still due and unmade (`Pacer::due_ns_of`).
+        if let Some(d) = self.departed.as_mut() {
+            for k in first..first + got as u64 {
+                d.record(self.pacer.due_ns_of(k), at.elapsed_ns);
+            }
+        }
+        self.pacer.made += got as u64;
+        Ok(got)
+    }
+
+    /// [`Lane::fill`] for a stream of several sizes, varying fields, checksums computed here or a
+    /// replay: each packet written by `Traffic::write`. Leaves the pacer's count to the caller.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn fill_general(
+        &mut self,
+        t: &Traffic,
+        burst: &mut Burst,
+        held: &mut Held,
+        n: usize,
         now_ns: u64,
         stride: u64,
         core: u64,
-        room: usize,
     ) -> Result<usize, Fail> {
-        let want = self.pacer.allowed(due_by_ns, room);
-        if want == 0 {
-            return Ok(0);
-        }
         let have = burst.len();
-        let got = burst.alloc(want, self.fixed_len.unwrap_or(t.largest()));
+        let got = burst.alloc(n, self.fixed_len.unwrap_or(t.largest()));
         // The lane's state in locals for the loop, written back after it: kept in registers
         // rather than loaded and stored through `self` for every packet.
         let (mut k, mut bytes, mut cursor, fixed_len, flags) =
@@ -289,27 +365,140 @@ impl Lane {
         if let Some(n) = fixed_len {
             bytes += (got * n) as u64;
         }
-        if let Some(d) = self.departed.as_mut() {
-            for k in self.pacer.made..k {
-                d.record(self.pacer.due_ns_of(k), elapsed_ns);
-            }
-        }
-        (self.pacer.made, self.bytes, self.cursor) = (k, bytes, cursor);
+        (self.bytes, self.cursor) = (bytes, cursor);
         Ok(got)
     }
 }
 
+/// The fast path: `n` packets of one template, numbered from `seq` by `stride`, from flow
+/// `flow` on, each written where its buffer does not hold the template already and else only
+/// in the fields that change; returns how many and the next flow. A burst's packets share the
+/// send time, its bytes swapped once.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn fill_plain(
+    p: &Plain,
+    burst: &mut Burst,
+    held: &mut Held,
+    n: usize,
+    now_be: [u8; 8],
+    seq: u64,
+    stride: u64,
+    mut flow: u32,
+) -> (usize, u32) {
+    // The loop's values in locals (a store into a frame may alias anything behind a
+    // reference, and would have them loaded again for every packet), and few of them, so that
+    // they stay in registers: the number and the stream id as one word (the number never
+    // reaches the id's byte).
+    let (len, tag, off, flows) = (p.frame.len(), p.held, p.seq_off, p.flows);
+    let mut seq_id = seq | p.id;
+    let tags = held.all();
+    let got = if flows > 1 {
+        let (port_off, src_port) = (p.port_off, p.src_port);
+        burst.alloc_with(n, len, p.tx_flags, |buf, frame| {
+            let h = &mut tags[buf as usize];
+            if *h != tag {
+                p.put(frame, h);
+            }
+            let port = src_port.wrapping_add(flow as u16);
+            frame[port_off..port_off + 2].copy_from_slice(&port.to_be_bytes());
+            stamp(frame, off, seq_id, now_be);
+            seq_id += stride;
+            // A counter that wraps rather than `%`: no division per packet.
+            flow += 1;
+            if flow == flows {
+                flow = 0;
+            }
+        })
+    } else {
+        burst.alloc_with(n, len, p.tx_flags, |buf, frame| {
+            let h = &mut tags[buf as usize];
+            if *h != tag {
+                p.put(frame, h);
+            }
+            stamp(frame, off, seq_id, now_be);
+            seq_id += stride;
+        })
+    };
+    (got, flow)
+}
+
 impl Lane {
-    /// Publishes what the lane has made (packets, bytes) for the reporter and the metrics: after
-    /// each fill, before the frames go to a queue, so that no reader sees a frame received
-    /// before it sees it sent (the receiver publishes after it took them; the metrics read
-    /// received counts first).
-    #[inline]
+    /// Publishes what the lane has made (packets, bytes) for the reporter and the metrics:
+    /// after each fill, before the frames go to a queue, so that no reader sees a frame
+    /// received before it sees it sent (the receiver publishes after it took them; the metrics
+    /// read received counts first).
+    #[inline(always)]
     fn publish(&self, per_stream: &[StreamCounters], core: usize) {
         let c = &per_stream[self.stream].tx[core];
         c[0].store(self.pacer.made, Ordering::Release);
         c[1].store(self.bytes, Ordering::Release);
     }
+
+    /// Publishes what the lane's rate asked of it by `elapsed_ns`, with what it made: every
+    /// few hundred bursts, which is often enough to tell a stream short of its rate by 1 % in
+    /// a second (the two lag each other by those bursts, well under 1 % of a second).
+    fn publish_owed(&self, per_stream: &[StreamCounters], core: usize, elapsed_ns: u64) {
+        self.publish(per_stream, core);
+        let owed = self.pacer.owed(elapsed_ns).saturating_sub(self.unsent);
+        per_stream[self.stream].owed[core].store(owed, Ordering::Release);
+    }
+}
+
+/// What a transmit core keeps to build its bursts.
+struct Maker {
+    /// What each buffer of the core's pool holds.
+    held: Held,
+    /// Lanes `..paced` have rates, and share the room by them when they ask for more than it
+    /// holds ([`Fair`]); the lanes after them, with no rate, take what is left.
+    paced: usize,
+    fair: Fair,
+    /// Per lane: what its pacer allows, then what it makes.
+    want: Vec<usize>,
+    /// Sequence numbers interleave across cores: core `core` numbers its packets
+    /// `core, core + stride, ...`.
+    stride: u64,
+    core: u64,
+}
+
+/// Makes the packets of one burst into `burst`'s room: what each lane's pacer allows at `at`,
+/// shared by the lanes' rates when that is more than the room. Returns how many it made.
+#[inline(never)]
+fn build_burst(
+    lanes: &mut [Lane],
+    m: &mut Maker,
+    streams: &[Stream],
+    burst: &mut Burst,
+    per_stream: &[StreamCounters],
+    at: At,
+) -> Result<usize, Fail> {
+    let room = burst.room();
+    if let [l] = lanes {
+        // One stream: all the pacer allows.
+        let n = l.pacer.allowed(at.due_by_ns, room);
+        if n == 0 {
+            return Ok(0);
+        }
+        let made = l.fill(&streams[l.stream].traffic, burst, &mut m.held, n, at, m.stride, m.core)?;
+        l.publish(per_stream, m.core as usize);
+        return Ok(made);
+    }
+    for (w, l) in m.want.iter_mut().zip(lanes.iter_mut()) {
+        *w = l.pacer.allowed(at.due_by_ns, room);
+    }
+    if m.paced > 1 {
+        m.fair.share(room, &mut m.want[..m.paced]);
+    }
+    let mut made = 0;
+    for (l, &n) in lanes.iter_mut().zip(m.want.iter()) {
+        let n = n.min(burst.room());
+        if n == 0 {
+            continue;
+        }
+        made += l.fill(&streams[l.stream].traffic, burst, &mut m.held, n, at, m.stride, m.core)?;
+        l.publish(per_stream, m.core as usize);
+    }
+    Ok(made)
 }
 
 /// Takes the packets still in `burst` (made, never sent) off their streams' counts.
@@ -321,6 +510,7 @@ fn unsent(lanes: &mut [Lane], burst: &Burst) {
         let k = lanes.iter().position(|l| l.stream == id).unwrap_or(0);
         if let Some(l) = lanes.get_mut(k) {
             l.pacer.made -= 1;
+            l.unsent += 1;
             l.bytes -= d.len() as u64;
         }
     }
@@ -402,14 +592,21 @@ pub(crate) fn transmit(
             cursor: crate::traffic::Cursor::default(),
             bytes: 0,
             fixed_len: s.traffic.fixed_len(),
+            plain: s.traffic.plain(),
+            flow: 0,
+            unsent: 0,
         })
     };
+    // Streams with a rate first: they share the room of a burst by their rates (`Fair`), and
+    // those without one take what is left.
     let mut lanes: Vec<Lane> = streams
         .iter()
         .enumerate()
         .filter(|(_, s)| !s.spec.latency)
         .map(|(i, s)| lane(i, s, cores))
         .collect::<Result<_, _>>()?;
+    lanes.sort_by_key(|l| l.pacer.rate_per_ns().is_none());
+    let weights: Vec<f64> = lanes.iter().map_while(|l| l.pacer.rate_per_ns()).collect();
     // The latency stream: first core only, its own queue and burst, so that it never waits
     // behind the load in a ring of ours.
     let mut latency = match streams.iter().position(|s| s.spec.latency) {
@@ -424,7 +621,14 @@ pub(crate) fn transmit(
         _ => None,
     };
     let mut burst = Burst::new(&pool, plan.burst);
-    let mut held = crate::traffic::Held::new(pool.capacity());
+    let mut m = Maker {
+        held: Held::new(pool.capacity()),
+        paced: weights.len(),
+        fair: Fair::new(&weights),
+        want: vec![0; lanes.len()],
+        stride: cores,
+        core,
+    };
     // Departures with times of their own (Poisson, a timed replay) leave at those times, each
     // alone when the next is not due yet: the loop waits for the earliest due departure,
     // polling the receiver and reclaiming only while it is more than `RX_SLACK_NS` away and
@@ -448,14 +652,20 @@ pub(crate) fn transmit(
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut sent_since_poll = 0;
-    let (mut send_cost, mut sent_at) = (SendCost::default(), None::<Instant>);
-    let start = Instant::now();
+    let (mut send_cost, mut sent_at) = (SendCost::default(), None::<u64>);
+    // The loop's clock (`Clock`: the TSC where it is invariant), ns from the run's epoch; the
+    // rates count from the loop's start.
+    let mut clock = Clock::new(epoch);
+    let deadline_ns = plan
+        .deadline
+        .map(|d| d.saturating_duration_since(epoch).as_nanos() as u64);
+    let start = clock.now_ns();
     let mut rr = 0;
     let mut iter = 0u32;
     loop {
         iter = iter.wrapping_add(1);
         // From the first iteration on: a Ctrl-C that came while the ports opened sends nothing.
-        if iter % 64 == 1 && (stop.load(Ordering::Relaxed) || plan.deadline.is_some_and(|d| Instant::now() >= d)) {
+        if iter % 64 == 1 && (stop.load(Ordering::Relaxed) || deadline_ns.is_some_and(|d| clock.now_ns() >= d)) {
             break;
         }
         // Per departure: whether the next one is far enough away to poll the receiver, else
@@ -463,11 +673,11 @@ pub(crate) fn transmit(
         let (mut waiting, mut due_at, mut behind, mut due_by) = (false, None, false, 0);
         if per_departure {
             let next = lanes.iter().map(|l| l.pacer.next_due_ns()).min().unwrap_or(u64::MAX);
-            let mut now = Instant::now();
+            let mut now = clock.now_ns();
             if let Some(t) = sent_at.take() {
-                send_cost.sample((now - t).as_nanos() as u64);
+                send_cost.sample(now - t);
             }
-            let mut elapsed = (now - start).as_nanos() as u64;
+            let mut elapsed = now - start;
             loop {
                 match crate::pace::step(next, elapsed, RX_SLACK_NS, &send_cost) {
                     Step::Wait => {
@@ -477,8 +687,8 @@ pub(crate) fn transmit(
                     Step::SpinUntil(t) => {
                         while elapsed < t {
                             std::hint::spin_loop();
-                            now = Instant::now();
-                            elapsed = (now - start).as_nanos() as u64;
+                            now = clock.now_ns();
+                            elapsed = now - start;
                         }
                     }
                     Step::Send {
@@ -497,31 +707,31 @@ pub(crate) fn transmit(
         let lat_turn = latency.is_some() && iter.is_multiple_of(8);
         if room > 0 || lat_turn {
             // One clock read per burst: the rates' credit and the send stamp of every packet.
-            let now = due_at.unwrap_or_else(Instant::now);
-            let elapsed = (now - start).as_nanos() as u64;
+            let now = due_at.unwrap_or_else(|| clock.now_ns());
+            let elapsed = now - start;
             let now_ns = if plan.hw_clock {
                 // `main` checked that the port has a device clock.
                 port.device_clock_ns().unwrap_or(0)
             } else {
-                (now - epoch).as_nanos() as u64
+                now
             };
             if room > 0 {
-                let due_by = due_by.max(elapsed);
-                for l in lanes.iter_mut() {
-                    let room = plan.burst - burst.len();
-                    if room == 0 {
-                        break;
-                    }
-                    let t = &streams[l.stream].traffic;
-                    if l.fill(t, &mut burst, &mut held, elapsed, due_by, now_ns, cores, core, room)? > 0 {
-                        l.publish(&plan.per_stream, plan.core);
-                    }
-                }
+                let at = At {
+                    elapsed_ns: elapsed,
+                    due_by_ns: due_by.max(elapsed),
+                    now_ns,
+                };
+                build_burst(&mut lanes, &mut m, &streams, &mut burst, &plan.per_stream, at)?;
             }
             if let Some((lat, q, b)) = latency.as_mut().filter(|_| lat_turn) {
                 let t = &streams[lat[0].stream].traffic;
-                let room = b.room();
-                if lat[0].fill(t, b, &mut held, elapsed, elapsed, now_ns, 1, 0, room)? > 0 {
+                let at = At {
+                    elapsed_ns: elapsed,
+                    due_by_ns: elapsed,
+                    now_ns,
+                };
+                let n = lat[0].pacer.allowed(elapsed, b.room());
+                if n > 0 && lat[0].fill(t, b, &mut m.held, n, at, 1, 0)? > 0 {
                     lat[0].publish(&plan.per_stream, plan.core);
                 }
                 if !b.is_empty() {
@@ -538,7 +748,10 @@ pub(crate) fn transmit(
             sent_since_poll += queues[rr]
                 .tx_burst(&mut burst)
                 .map_err(|e| Fail::Runtime(format!("{}: {e}", port.spec())))?;
-            rr = (rr + 1) % queues.len();
+            rr += 1;
+            if rr == queues.len() {
+                rr = 0;
+            }
             // A send alone, timed from its due time to the next look at the clock: what a
             // departure that joins it saves (not a turn of the latency stream, a catch-up poll
             // or a publication, which the next departure waits for as it would for a hold).
@@ -581,10 +794,17 @@ pub(crate) fn transmit(
                     .map(|q| q.stats()),
             );
             out.publish(p, b, d, e);
-            publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
+            let elapsed = clock.now_ns() - start;
+            publish_lanes(
+                &lanes,
+                latency.as_ref().map(|l| &l.0[..]),
+                &plan.per_stream,
+                plan.core,
+                elapsed,
+            );
         }
     }
-    let sending_ns = start.elapsed().as_nanos() as u64;
+    let sending_ns = clock.now_ns() - start;
     // Unsent packets go back to the pool; sent ones complete before the queues close.
     unsent(&mut lanes, &burst);
     burst.clear();
@@ -614,7 +834,13 @@ pub(crate) fn transmit(
             .map(|q| q.stats()),
     );
     out.publish(p, b, d, e);
-    publish_lanes(&lanes, latency.as_ref().map(|l| &l.0[..]), &plan.per_stream, plan.core);
+    publish_lanes(
+        &lanes,
+        latency.as_ref().map(|l| &l.0[..]),
+        &plan.per_stream,
+        plan.core,
+        sending_ns,
+    );
     out.active_ns.store(sending_ns, Ordering::Relaxed);
     Ok(TxDone {
         rx: receiver.map(Receiver::finish).transpose()?,
@@ -629,9 +855,15 @@ pub(crate) struct TxDone {
     pub departed: Vec<Departed>,
 }
 
-fn publish_lanes(lanes: &[Lane], latency: Option<&[Lane]>, per_stream: &[StreamCounters], core: usize) {
+fn publish_lanes(
+    lanes: &[Lane],
+    latency: Option<&[Lane]>,
+    per_stream: &[StreamCounters],
+    core: usize,
+    elapsed_ns: u64,
+) {
     for l in lanes.iter().chain(latency.into_iter().flatten()) {
-        l.publish(per_stream, core);
+        l.publish_owed(per_stream, core, elapsed_ns);
     }
 }
 

@@ -1,0 +1,125 @@
+//! Streams whose rates exceed what a core sends share it by their rates, and are told short of
+//! them: pktgen TX-only on a model port, asked far more than any core reaches, so that what is
+//! checked (the shares by count, the flags) holds however fast or busy the machine is.
+
+use rawpkt_test_support as common;
+
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// One pktgen at a time: each spins a core and a model NIC thread.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs pktgen TX-only on a model port with the stream file `text` and `more` arguments, JSON
+/// lines out. A run that sent nothing (a machine so busy that setting up took the whole
+/// `--duration`) tells nothing of shares: it is run again, three times at most.
+fn run(tag: &str, text: &str, more: &[&str]) -> Vec<serde_json::Value> {
+    for _ in 0..3 {
+        let lines = run_once(tag, text, more);
+        if lines.last().is_some_and(|s| s["tx_packets"].as_u64() > Some(0)) {
+            return lines;
+        }
+    }
+    panic!("pktgen sent nothing in three runs");
+}
+
+fn run_once(tag: &str, text: &str, more: &[&str]) -> Vec<serde_json::Value> {
+    let file = std::env::temp_dir().join(format!("rawpkt-pktgen-fair-{tag}-{}.toml", std::process::id()));
+    std::fs::write(&file, text).unwrap();
+    let port = format!("model:fair-{tag}/0");
+    let mut args = vec!["--port", &port, "--streams", file.to_str().unwrap(), "--json"];
+    args.extend_from_slice(more);
+    let child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pktgen runs");
+    let out = common::output_within(child, Duration::from_secs(120), &format!("pktgen {args:?}"));
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "pktgen failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// 10^9 and 5·10^8 packets a second, in both orders: each stream gets its weighted share of
+/// what the core sent (2:1, within 5 %), and both are flagged short, in the summary and in
+/// every per-second line that sent anything.
+#[test]
+fn streams_over_a_cores_capacity_share_it_by_rate_and_are_flagged_short() {
+    let _one = serial();
+    let big = "[[stream]]\nname = \"big\"\nrate = \"1000M\"\n";
+    let half = "[[stream]]\nname = \"half\"\nrate = \"500M\"\n";
+    for (tag, text) in [("bh", format!("{big}\n{half}")), ("hb", format!("{half}\n{big}"))] {
+        let lines = run(tag, &text, &["--duration", "3"]);
+        let s = lines.last().expect("a summary");
+        assert_eq!(s["type"], "summary", "{s}");
+        let streams = s["streams"].as_array().expect("streams");
+        let by = |name: &str| {
+            streams
+                .iter()
+                .find(|t| t["name"] == name)
+                .unwrap_or_else(|| panic!("no stream {name}: {s}"))
+        };
+        let (b, h) = (by("big"), by("half"));
+        let (nb, nh) = (b["tx_packets"].as_u64().unwrap(), h["tx_packets"].as_u64().unwrap());
+        assert!(nh > 0, "{s}");
+        let ratio = nb as f64 / nh as f64;
+        assert!(
+            (ratio / 2.0 - 1.0).abs() < 0.05,
+            "{tag}: {nb} and {nh} packets, not 2:1: {s}"
+        );
+        for t in [b, h] {
+            assert_eq!(t["short"], true, "{tag}: {t}");
+            let asked = t["rate_asked_packets"].as_u64().unwrap();
+            assert!(
+                asked > 100 * t["tx_packets"].as_u64().unwrap(),
+                "{tag}: asked {asked}: {t}"
+            );
+        }
+        let intervals: Vec<_> = lines
+            .iter()
+            .filter(|l| l["type"] == "interval" && l["tx_packets"].as_u64() > Some(0))
+            .collect();
+        for l in &intervals {
+            let short: Vec<_> = l["short_streams"].as_array().expect("short_streams").iter().collect();
+            assert!(
+                short.contains(&&"big".into()) && short.contains(&&"half".into()),
+                "{tag}: {l}"
+            );
+        }
+    }
+}
+
+/// Rates a core keeps easily, each stream ending by its count (no `--duration`: the run ends
+/// when both have sent it): neither is flagged short over the run (a second may be, on a
+/// machine that takes the CPU away for part of it).
+#[test]
+fn streams_that_send_their_count_are_not_short() {
+    let _one = serial();
+    let lines = run(
+        "slow",
+        "[[stream]]\nname = \"a\"\nrate = \"2000\"\ncount = 2000\n\n[[stream]]\nname = \"b\"\nrate = \"1000\"\ncount = 1000\n",
+        &[],
+    );
+    let s = lines.last().expect("a summary");
+    for (t, n) in s["streams"].as_array().expect("streams").iter().zip([2000, 1000]) {
+        assert_eq!(
+            (t["short"].as_bool(), t["tx_packets"].as_u64()),
+            (Some(false), Some(n)),
+            "{t}"
+        );
+    }
+}
