@@ -49,7 +49,16 @@ ns="rawpkt-model-$$"
 dir=""
 child=""
 cleanup() {
-    [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
+    # SIGTERM first; a program that does not end on it within 5 s (testpmd at its interactive
+    # prompt reads on) is killed: the launcher must end, and its namespace go, whatever it runs.
+    if [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; then
+        for _ in $(seq 50); do
+            kill -0 "$child" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$child" 2>/dev/null
+        wait "$child" 2>/dev/null
+    fi
     ip netns del "$ns" 2>/dev/null
     [ -n "$dir" ] && rm -rf "$dir"
 }

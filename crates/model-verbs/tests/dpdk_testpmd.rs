@@ -26,6 +26,8 @@ const FRAMES: u64 = 10_000_000;
 /// How long the counts may stand still before a run fails (the machine may be busy; a run
 /// that is moving is never cut short).
 const STALL: Duration = Duration::from_secs(60);
+/// How long testpmd may say nothing before its first prompt.
+const START: Duration = Duration::from_secs(300);
 /// The frames `start tx_first` puts in flight per port and queue (testpmd's default burst).
 const BURST: u64 = 32;
 /// testpmd's default RX ring (`nb_rxd`).
@@ -103,6 +105,8 @@ impl Testpmd {
         let _ = std::fs::remove_file(&counters);
         let dev = |pci: &str| format!("{pci},dv_flow_en=0{devargs}");
         let mut cmd = Command::new(root.join("scripts/model-host.sh"));
+        // A process group of its own, which `Drop` ends whole.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd.args(["dpdk-testpmd", "-l", "0-1", "--no-huge", "-m", "512", "--no-shconf"])
             .args(["--iova-mode=va", "-a", &dev("0000:3b:00.0"), "-a", &dev("0000:3b:00.1")])
             .args(["--log-level=pmd.common.mlx5:debug", "--log-level=pmd.net.mlx5:debug"])
@@ -133,8 +137,9 @@ impl Testpmd {
             more,
             counters,
         };
-        // Probing, queue set-up and the ports' start: the first prompt.
-        t.wait_for(|l| l.contains("testpmd> "), "the first prompt");
+        // Probing, queue set-up and the ports' start: the first prompt. Silent for over a minute
+        // on a machine busy enough (the launcher's set-up, then probing with debug logs).
+        t.wait_for_within(START, |l| l.contains("testpmd> "), "the first prompt");
         t
     }
 
@@ -143,14 +148,18 @@ impl Testpmd {
     }
 
     /// Waits until the output since now satisfies `done`, failing when nothing arrives for
-    /// [`STALL`] or testpmd exits.
-    fn wait_for(&mut self, done: impl Fn(&str) -> bool, what: &str) -> String {
+    /// `stall` or testpmd exits.
+    fn wait_for_within(&mut self, stall: Duration, done: impl Fn(&str) -> bool, what: &str) -> String {
         let from = self.log.lock().unwrap().len();
-        self.wait_from(from, done, what)
+        self.wait_from_within(from, stall, done, what)
     }
 
-    /// Waits until the output from byte `from` on satisfies `done` (as [`Testpmd::wait_for`]).
+    /// Waits until the output from byte `from` on satisfies `done` (as [`Testpmd::wait_for_within`]).
     fn wait_from(&mut self, from: usize, done: impl Fn(&str) -> bool, what: &str) -> String {
+        self.wait_from_within(from, STALL, done, what)
+    }
+
+    fn wait_from_within(&mut self, from: usize, stall: Duration, done: impl Fn(&str) -> bool, what: &str) -> String {
         loop {
             let text = self.log.lock().unwrap()[from..].to_string();
             if done(&text) {
@@ -159,8 +168,8 @@ impl Testpmd {
             if let Ok(Some(st)) = self.child.try_wait() {
                 panic!("testpmd exited ({st}) waiting for {what}:\n{}", self.log());
             }
-            if self.more.recv_timeout(STALL).is_err() {
-                panic!("nothing from testpmd for {STALL:?} waiting for {what}:\n{}", self.log());
+            if self.more.recv_timeout(stall).is_err() {
+                panic!("nothing from testpmd for {stall:?} waiting for {what}:\n{}", self.log());
             }
         }
     }
@@ -258,11 +267,22 @@ static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new
 
 impl Drop for Testpmd {
     fn drop(&mut self) {
-        // A failed assertion: end testpmd (the launcher removes its namespace on SIGTERM).
-        if self.child.try_wait().ok().flatten().is_none() {
-            // SAFETY: kill(2) on our own child's pid; no memory is involved.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let _ = self.child.wait();
+        // A failed assertion: end testpmd. SIGTERM to the launcher's process group (testpmd is
+        // in it), which removes its namespace and kills a testpmd that reads on at its prompt
+        // after 5 s (scripts/model-host.sh); SIGKILL to the group if it is not gone within 30 s,
+        // so that a failing test never hangs.
+        let group = -(self.child.id() as i32);
+        // SAFETY: kill(2) on our own child's process group; no memory is involved.
+        unsafe { libc::kill(group, libc::SIGTERM) };
+        let t = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() {
+            if t.elapsed() > Duration::from_secs(30) {
+                // SAFETY: as above.
+                unsafe { libc::kill(group, libc::SIGKILL) };
+                let _ = self.child.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
