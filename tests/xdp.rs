@@ -1473,7 +1473,19 @@ fn default_rules_keep_arp_nd_ping_and_tcp() {
     let _ = server.wait();
     let out = pktgen.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(n, N, "every pktgen frame reached the port");
+    // The rest of pktgen's frames, and the socket's count of those it had no room for (a
+    // receiver off the CPU on a busy machine): every frame was the port's, none Linux's.
+    let t = Instant::now();
+    while n < N && t.elapsed() < Duration::from_secs(5) {
+        n += rx.rx_burst(&mut got).unwrap() as u64;
+        got.clear();
+    }
+    let dropped = rx.stats().drops;
+    assert!(n > 0 && n <= N, "{n} of pktgen's {N} frames");
+    assert!(
+        n + dropped >= N,
+        "every pktgen frame reached the port or its socket counted it dropped: {n} + {dropped} of {N}"
+    );
     drop((rx, got));
     drop(port);
 }

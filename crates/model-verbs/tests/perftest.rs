@@ -398,9 +398,29 @@ fn rawpkt_and_perftest_side_by_side_over_a_veth() {
             "rx-sink did not come up:\n{said}"
         );
     }
+    // IPv4/UDP frames (`-j`/`-J`, `-k`/`-K`): what a port's default rules take (the rest to its
+    // MAC, raw_ethernet_bw's bare Ethernet frames among it, stays with its netdev).
     let client = in_ns(1, Path::new(&bw))
         .args([
-            "-d", "mlx5_0", "-i", "1", "--client", "-B", CLIENT_MAC, "-E", SERVER_MAC, "-n", "2000",
+            "-d",
+            "mlx5_0",
+            "-i",
+            "1",
+            "--client",
+            "-B",
+            CLIENT_MAC,
+            "-E",
+            SERVER_MAC,
+            "-n",
+            "2000",
+            "-j",
+            "10.77.1.1",
+            "-J",
+            "10.77.1.2",
+            "-k",
+            "5000",
+            "-K",
+            "5001",
         ])
         .args(pace)
         .output()
