@@ -84,8 +84,9 @@ fn streams_over_a_cores_capacity_share_it_by_rate_and_are_flagged_short() {
         for t in [b, h] {
             assert_eq!(t["short"], true, "{tag}: {t}");
             let asked = t["rate_asked_packets"].as_u64().unwrap();
+            // 1.5 Gpps asked of one core: at least twice what any core sends, however fast.
             assert!(
-                asked > 100 * t["tx_packets"].as_u64().unwrap(),
+                asked > 2 * t["tx_packets"].as_u64().unwrap(),
                 "{tag}: asked {asked}: {t}"
             );
         }
