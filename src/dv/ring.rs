@@ -1194,9 +1194,9 @@ mod tests {
 
     fn word_bytes(p: *const u8, n: usize) -> Vec<u8> {
         let mut v = vec![0u8; n];
-        // SAFETY: test memory from `mem()`, valid for n bytes at the offsets used below; the
-        // volatile reads see what the views stored, as the device's DMA would.
         for (i, b) in v.iter_mut().enumerate() {
+            // SAFETY: test memory from `mem()`, valid for n bytes at the offsets used below; the
+            // volatile reads see what the views stored, as the device's DMA would.
             *b = unsafe { p.add(i).read_volatile() };
         }
         v

@@ -16,7 +16,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 const MAGIC_US: u32 = 0xa1b2_c3d4;
@@ -435,19 +435,7 @@ impl Reader {
         let meta = f.metadata().map_err(io)?;
         let t = meta.file_type();
         if !t.is_file() {
-            let kind = if t.is_fifo() {
-                "FIFO"
-            } else if t.is_char_device() {
-                "character device"
-            } else if t.is_block_device() {
-                "block device"
-            } else if t.is_dir() {
-                "directory"
-            } else if t.is_socket() {
-                "socket"
-            } else {
-                "special file"
-            };
+            let kind = rawpkt_sys::file::kind_of(t);
             return Err(PcapError::NotRegular { path, kind });
         }
         if meta.len() > max {
