@@ -2092,23 +2092,6 @@ fn every_receive_mode_receives_what_was_sent() {
     );
 }
 
-/// One HTTP request to pktgen's control endpoint: the status line and the body.
-fn control(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
-    use std::io::{Read as _, Write as _};
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut got = String::new();
-    c.read_to_string(&mut got).unwrap();
-    let (head, body) = got.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
-}
-
 /// Live control: while two streams run, one's rate goes from 100k to 200k pps, the other is
 /// paused and resumed, through the control endpoint; the per-second counts follow, in bounds
 /// that hold however busy the machine: from each change on, a stream never sends more than its
@@ -2179,20 +2162,20 @@ fn live_control_changes_rates_and_pauses_streams() {
         assert!(got.starts_with("HTTP/1.1 413"), "{got}");
     }
     std::thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
-    let (st, body) = control(&addr, "POST", "/streams/a/rate", "{\"pps\": 200000}");
+    let (st, body) = common::http(&addr, "POST", "/streams/a/rate", "{\"pps\": 200000}");
     assert!(st.contains("200"), "{st}: {body}");
-    let (st, body) = control(&addr, "POST", "/streams/b/pause", "");
+    let (st, body) = common::http(&addr, "POST", "/streams/b/pause", "");
     assert!(st.contains("200"), "{st}: {body}");
-    let (st, _) = control(&addr, "POST", "/streams/c/pause", "");
+    let (st, _) = common::http(&addr, "POST", "/streams/c/pause", "");
     assert!(st.contains("404"), "{st}");
     std::thread::sleep(
         Duration::from_millis(2000).saturating_sub(started.elapsed().saturating_sub(Duration::from_millis(1500))),
     );
-    let (_, stats) = control(&addr, "GET", "/stats", "");
+    let (_, stats) = common::http(&addr, "GET", "/stats", "");
     let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
     assert_eq!(stats["streams"][1]["pps"], 200000.0, "{stats}");
     assert_eq!(stats["streams"][0]["paused"], true, "{stats}");
-    let (st, _) = control(&addr, "POST", "/streams/b/resume", "");
+    let (st, _) = common::http(&addr, "POST", "/streams/b/resume", "");
     assert!(st.contains("200"), "{st}");
     drop(idle);
     let out = common::output_within(child, Duration::from_secs(60), "pktgen --control");

@@ -124,3 +124,97 @@ fn streams_that_send_their_count_are_not_short() {
         );
     }
 }
+
+/// A rate changed through the control endpoint changes the shares: 10^9 and 5·10^8 packets a
+/// second share a core 2:1; once the second is asked 4·10^9, every later second shares it 1:4
+/// (within 5 % over the seconds wholly after the change, by count: at any speed).
+#[test]
+fn a_rate_changed_live_changes_the_shares() {
+    use std::io::BufRead as _;
+    let _one = serial();
+    let file = std::env::temp_dir().join(format!("rawpkt-pktgen-fair-live-{}.toml", std::process::id()));
+    std::fs::write(
+        &file,
+        "[[stream]]\nname = \"big\"\nrate = \"1000M\"\n\n[[stream]]\nname = \"half\"\nrate = \"500M\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
+        .args(["--port", "model:fair-live/0", "--streams", file.to_str().unwrap()])
+        .args(["--duration", "6", "--json", "--control", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pktgen runs");
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("pktgen said no control address");
+        }
+        if let Some(a) = line.trim_end().strip_prefix("pktgen: control at http://") {
+            break a.trim_end_matches('/').to_string();
+        }
+    };
+    let stderr = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+        rest
+    });
+    // The change comes after the first whole second of traffic, however long the start took.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for l in stdout.lines().map_while(Result::ok) {
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            if v["type"] == "interval" {
+                let _ = tx.send(());
+            }
+            lines.push(v);
+        }
+        lines
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        panic!("pktgen printed no interval line in 60 s");
+    }
+    let (st, body) = common::http(&addr, "POST", "/streams/half/rate", "{\"pps\": 4000000000}");
+    assert!(st.contains("200"), "{st}: {body}");
+    let out = common::output_within(child, Duration::from_secs(120), "pktgen --control");
+    let err = stderr.join().unwrap();
+    let lines = reader.join().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(out.status.success(), "{err}");
+    let text = lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n");
+    let s = lines.last().expect("a summary");
+    let changed = s["events"][0]["t"].as_f64().unwrap_or_else(|| panic!("no event: {s}"));
+    // Per stream (big, half): packets in the seconds wholly before and wholly after the change.
+    let (mut before, mut after) = ([0u64; 2], [0u64; 2]);
+    let mut from = 0.0;
+    for l in lines.iter().filter(|l| l["type"] == "interval") {
+        let to = l["t"].as_f64().unwrap();
+        let st = l["streams"].as_array().unwrap();
+        let d = [
+            st[0]["tx_packets"].as_u64().unwrap(),
+            st[1]["tx_packets"].as_u64().unwrap(),
+        ];
+        let sum = if to < changed {
+            Some(&mut before)
+        } else if from > changed {
+            Some(&mut after)
+        } else {
+            None
+        };
+        if let Some(sum) = sum {
+            sum[0] += d[0];
+            sum[1] += d[1];
+        }
+        from = to;
+    }
+    let near = |x: u64, y: u64, ratio: f64| y > 0 && (x as f64 / y as f64 / ratio - 1.0).abs() < 0.05;
+    assert!(near(before[0], before[1], 2.0), "before the change {before:?}: {text}");
+    assert!(near(after[1], after[0], 4.0), "after the change {after:?}: {text}");
+}

@@ -150,6 +150,27 @@ pub fn output_within(child: std::process::Child, limit: std::time::Duration, wha
     }
 }
 
+/// One HTTP/1.1 request with a JSON body to a tool's endpoint (pktgen's `--control`): the
+/// status line and the body of the answer, read until the server closes (10 s at most).
+pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    use std::io::{Read as _, Write as _};
+    let mut c = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = String::new();
+    c.read_to_string(&mut got)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let (head, body) = got
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("{method} {path}: no header end: {got}"));
+    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+}
+
 /// Waits (up to 10 s) until the process `pid` catches `sig` (/proc's SigCgt): its handler is in
 /// place, and the signal now reaches the program rather than ending it.
 pub fn wait_for_handler(pid: u32, sig: i32) {

@@ -273,7 +273,8 @@ fn span(mult: u64) -> u64 {
 /// (Demers, Keshav, Shenker 1989) gives a link's capacity to flows. The room is whole packets:
 /// each stream's share carries its fraction of a packet to the next burst as credit (deficit
 /// round robin, Shreedhar and Varghese 1995), and the packets the rounding leaves go to the
-/// streams with the most credit, so that over many bursts the shares are exact.
+/// streams with the most credit, so that over many bursts the shares are exact. A rate changed
+/// through the control endpoint changes its stream's weight from the next burst.
 pub(crate) struct Fair {
     weight: Vec<f64>,
     credit: Vec<f64>,
@@ -290,6 +291,16 @@ impl Fair {
             credit: vec![0.0; weights.len()],
             grant: vec![0; weights.len()],
             owing: false,
+        }
+    }
+
+    /// Takes the streams' weights anew (rates changed through live control), in the order
+    /// given to [`Fair::new`]; a stream that lost its rate keeps its weight.
+    pub(crate) fn reweigh(&mut self, weights: impl Iterator<Item = Option<f64>>) {
+        for (w, new) in self.weight.iter_mut().zip(weights) {
+            if let Some(new) = new {
+                *w = new.max(f64::MIN_POSITIVE);
+            }
         }
     }
 
@@ -621,6 +632,31 @@ mod tests {
         for (i, share) in [0.5, 1.0 / 3.0, 1.0 / 6.0].into_iter().enumerate() {
             assert!((total[i] as f64 - three * share).abs() <= 2.0, "{total:?}");
         }
+    }
+
+    /// A rate changed while the run goes on weighs from the next burst: 2:1 becomes 1:4, and a
+    /// stream whose rate was taken away keeps its weight.
+    #[test]
+    fn new_weights_share_the_bursts_after_them() {
+        let mut f = Fair::new(&[2.0, 1.0]);
+        let run = |f: &mut Fair| {
+            let mut total = [0u64; 2];
+            for _ in 0..1000 {
+                let mut w = [32, 32];
+                f.share(32, &mut w);
+                total[0] += w[0] as u64;
+                total[1] += w[1] as u64;
+            }
+            total
+        };
+        let t = run(&mut f);
+        assert!(t[0].abs_diff(2 * t[1]) <= 3, "{t:?}");
+        f.reweigh([Some(1.0), Some(4.0)].into_iter());
+        let t = run(&mut f);
+        assert!((4 * t[0]).abs_diff(t[1]) <= 8, "{t:?}");
+        f.reweigh([None, Some(1.0)].into_iter());
+        let t = run(&mut f);
+        assert!(t[0].abs_diff(t[1]) <= 3, "{t:?}");
     }
 
     #[test]

@@ -453,6 +453,8 @@ struct Maker {
     /// holds ([`Fair`]); the lanes after them, with no rate, take what is left.
     paced: usize,
     fair: Fair,
+    /// The streams' rates may change while the run goes on (`--control`).
+    live: bool,
     /// Per lane: what its pacer allows, then what it makes.
     want: Vec<usize>,
     /// Sequence numbers interleave across cores: core `core` numbers its packets
@@ -487,6 +489,10 @@ fn build_burst(
         *w = l.pacer.allowed(at.due_by_ns, room);
     }
     if m.paced > 1 {
+        if m.live {
+            // A rate changed through the control endpoint weighs from this burst on.
+            m.fair.reweigh(lanes[..m.paced].iter().map(|l| l.pacer.rate_per_ns()));
+        }
         m.fair.share(room, &mut m.want[..m.paced]);
     }
     let mut made = 0;
@@ -625,6 +631,7 @@ pub(crate) fn transmit(
         held: Held::new(pool.capacity()),
         paced: weights.len(),
         fair: Fair::new(&weights),
+        live: !plan.controls.is_empty(),
         want: vec![0; lanes.len()],
         stride: cores,
         core,
