@@ -1665,7 +1665,9 @@ fn a_scrape_never_shows_more_received_than_sent() {
                 let v = |d: &str| {
                     sample(
                         &body,
-                        &format!("pktgen_stream_{what}_total{{stream=\"{stream}\",direction=\"{d}\"}}"),
+                        &format!(
+                            "pktgen_stream_{what}_total{{stream=\"{stream}\",tx_port=\"model:pktgen/0\",rx_port=\"model:pktgen/1\",direction=\"{d}\"}}"
+                        ),
                     )
                 };
                 let (tx, rx) = (v("tx"), v("rx"));
@@ -1682,6 +1684,57 @@ fn a_scrape_never_shows_more_received_than_sent() {
     let s = summary(&out);
     assert_eq!(s["metrics"].as_str(), Some(addr.as_str()), "{s}");
     assert!(moved > 0, "no scrape saw a frame received");
+}
+
+/// With `--bidir` the endpoint serves both directions: each port's tx and rx series, and each
+/// stream once per direction (labelled with its `tx_port` and `rx_port`), never with more
+/// received than sent, and both directions seen moving.
+#[test]
+fn the_metrics_endpoint_serves_every_direction() {
+    let _one = serial();
+    let run = Served::start(&["--bidir", "--duration", "4", "--json"]);
+    let (a, b) = ("model:pktgen/0", "model:pktgen/1");
+    let mut moved = [false; 2];
+    // Until both directions have received, or pktgen has ended (its endpoint with it).
+    for k in 0..200 {
+        let Ok(body) = scrape(&run.addr, Duration::from_secs(10)) else {
+            break;
+        };
+        for (i, (from, to)) in [(a, b), (b, a)].into_iter().enumerate() {
+            let port = |p: &str, d: &str| {
+                sample(
+                    &body,
+                    &format!("pktgen_port_packets_total{{port=\"{p}\",direction=\"{d}\"}}"),
+                )
+            };
+            let (tx, rx) = (port(from, "tx"), port(to, "rx"));
+            assert!(
+                rx <= tx,
+                "scrape {k}: {to} received {rx} of the {tx} {from} sent\n{body}"
+            );
+            let stream = |d: &str| {
+                sample(
+                    &body,
+                    &format!(
+                        "pktgen_stream_packets_total{{stream=\"load\",tx_port=\"{from}\",rx_port=\"{to}\",direction=\"{d}\"}}"
+                    ),
+                )
+            };
+            let (tx, rx) = (stream("tx"), stream("rx"));
+            assert!(
+                rx <= tx,
+                "scrape {k}: {from} -> {to} load received {rx} of {tx}\n{body}"
+            );
+            moved[i] |= rx > 0;
+        }
+        if moved == [true, true] {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = run.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(moved, [true, true], "a direction never seen receiving (a -> b, b -> a)");
 }
 
 #[test]

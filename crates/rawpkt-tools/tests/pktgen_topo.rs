@@ -254,8 +254,8 @@ fn topology_and_rate_mistakes_are_one_line_and_exit_2() {
             "sends in two directions",
         ),
         (
-            &["--bidir", "--metrics", "127.0.0.1:0"],
-            "--metrics takes one direction",
+            &["--bidir", "--control", "127.0.0.1:0"],
+            "--control takes one direction",
         ),
         (&["--bidir", "--search"], "--search measures one direction"),
         (&["--rate", "2Xbps"], "a bit rate on the wire"),

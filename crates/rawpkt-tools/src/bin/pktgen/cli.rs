@@ -347,7 +347,6 @@ impl Config {
         let (tx_port, rx_port) = directions[0].clone();
         if directions.len() > 1 {
             for (given, name) in [
-                (a.metrics.is_some(), "--metrics"),
                 (a.control.is_some(), "--control"),
                 (a.capture.is_some(), "--capture"),
                 (a.pcap.is_some(), "--pcap"),

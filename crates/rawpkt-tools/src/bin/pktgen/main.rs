@@ -388,18 +388,18 @@ fn run(cfg: Config, stop: &'static AtomicBool) -> Result<(), Fail> {
 
     let mut metrics_at = None;
     if let Some(addr) = cfg.metrics {
-        // `Config` has made sure there is one direction.
-        let d = &dirs[0];
         let bound = metrics::serve(
             addr,
-            metrics::Sources {
-                tx_port: d.cfg.tx_port.clone(),
-                rx_port: d.cfg.rx_port.clone(),
-                tx: d.tx_counters.clone(),
-                rx: d.rx_counters.clone(),
-                names: d.streams.iter().map(|s| s.spec.name.clone()).collect(),
-                streams: d.per_stream.clone(),
-            },
+            dirs.iter()
+                .map(|d| metrics::Sources {
+                    tx_port: d.cfg.tx_port.clone(),
+                    rx_port: d.cfg.rx_port.clone(),
+                    tx: d.tx_counters.clone(),
+                    rx: d.rx_counters.clone(),
+                    names: d.streams.iter().map(|s| s.spec.name.clone()).collect(),
+                    streams: d.per_stream.clone(),
+                })
+                .collect(),
         )
         .map_err(Fail::Runtime)?;
         // The port the system chose, when port 0 asked it to: nobody could scrape it otherwise.

@@ -21,7 +21,8 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     crate::http::parse_loopback("--metrics", s)
 }
 
-/// What the metrics thread reads.
+/// What the metrics thread reads of one direction of the run (a sending port, its receiving
+/// port, their streams).
 pub(crate) struct Sources {
     pub tx_port: String,
     pub rx_port: Option<String>,
@@ -34,14 +35,14 @@ pub(crate) struct Sources {
 /// Binds now (so that a port in use is one line before the run), serves from a thread that
 /// lives as long as the process (`http::serve`). Returns the address bound (the port the
 /// system chose, when port 0 was asked).
-pub(crate) fn serve(addr: SocketAddr, src: Sources) -> Result<SocketAddr, String> {
-    crate::http::serve("--metrics", addr, move |r| respond(r, &src))
+pub(crate) fn serve(addr: SocketAddr, dirs: Vec<Sources>) -> Result<SocketAddr, String> {
+    crate::http::serve("--metrics", addr, move |r| respond(r, &dirs))
 }
 
 /// The answer to a request: the metrics for `GET /metrics` (or `/`), else 404.
-fn respond(r: &crate::http::Request, src: &Sources) -> crate::http::Response {
+fn respond(r: &crate::http::Request, dirs: &[Sources]) -> crate::http::Response {
     let (status, body) = if r.method == "GET" && (r.path == "/metrics" || r.path == "/") {
-        ("200 OK", render(src))
+        ("200 OK", render(dirs))
     } else {
         ("404 Not Found", "only GET /metrics is served\n".to_string())
     };
@@ -67,9 +68,12 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
 struct Snapshot {
     tx: [u64; 4],
     rx: [u64; 4],
-    /// Per stream: sent and received packets and bytes.
-    streams: Vec<([u64; 2], [u64; 2])>,
+    /// Per stream: what it sent and received.
+    streams: Vec<StreamCounts>,
 }
+
+/// A stream's sent and received packets and bytes.
+type StreamCounts = ([u64; 2], [u64; 2]);
 
 impl Snapshot {
     fn take(src: &Sources) -> Snapshot {
@@ -94,12 +98,19 @@ impl Snapshot {
     }
 }
 
-pub(crate) fn render(src: &Sources) -> String {
+/// The metrics of every direction. A port's series are `{port, direction}`; a stream's are
+/// `{stream, tx_port, rx_port}`, as every direction sends the same streams.
+pub(crate) fn render(dirs: &[Sources]) -> String {
     let mut out = String::new();
-    let snap = Snapshot::take(src);
-    let mut ports = vec![(src.tx_port.as_str(), "tx", snap.tx)];
-    if let Some(rx) = &src.rx_port {
-        ports.push((rx.as_str(), "rx", snap.rx));
+    let snaps: Vec<Snapshot> = dirs.iter().map(Snapshot::take).collect();
+    // A port sends in one direction at most and receives in one at most (`Config`): each
+    // (port, direction) is one series.
+    let mut ports: Vec<(&str, &str, [u64; 4])> = Vec::new();
+    for (src, snap) in dirs.iter().zip(&snaps) {
+        ports.push((src.tx_port.as_str(), "tx", snap.tx));
+        if let Some(rx) = &src.rx_port {
+            ports.push((rx.as_str(), "rx", snap.rx));
+        }
     }
     for (i, (name, help)) in [
         (
@@ -118,46 +129,33 @@ pub(crate) fn render(src: &Sources) -> String {
             let _ = writeln!(out, "{name}{{port=\"{}\",direction=\"{dir}\"}} {}", label(port), v[i]);
         }
     }
-    let streams: Vec<(&String, &StreamCounters)> = src.names.iter().zip(src.streams.iter()).collect();
-    family(
-        &mut out,
-        "pktgen_stream_packets_total",
-        "counter",
-        "Packets of a stream, sent (tx) or received (rx).",
-    );
-    for ((n, _), (t, r)) in streams.iter().zip(&snap.streams) {
-        let _ = writeln!(
-            out,
-            "pktgen_stream_packets_total{{stream=\"{}\",direction=\"tx\"}} {}",
-            label(n),
-            t[0]
-        );
-        let _ = writeln!(
-            out,
-            "pktgen_stream_packets_total{{stream=\"{}\",direction=\"rx\"}} {}",
-            label(n),
-            r[0]
-        );
-    }
-    family(
-        &mut out,
-        "pktgen_stream_bytes_total",
-        "counter",
-        "Bytes of a stream's packets, sent (tx) or received (rx).",
-    );
-    for ((n, _), (t, r)) in streams.iter().zip(&snap.streams) {
-        let _ = writeln!(
-            out,
-            "pktgen_stream_bytes_total{{stream=\"{}\",direction=\"tx\"}} {}",
-            label(n),
-            t[1]
-        );
-        let _ = writeln!(
-            out,
-            "pktgen_stream_bytes_total{{stream=\"{}\",direction=\"rx\"}} {}",
-            label(n),
-            r[1]
-        );
+    // Each stream of each direction: its labels, its counters and its snapshot.
+    let streams: Vec<(String, &StreamCounters, &StreamCounts)> = dirs
+        .iter()
+        .zip(&snaps)
+        .flat_map(|(src, snap)| {
+            let pair = format!(
+                "tx_port=\"{}\",rx_port=\"{}\"",
+                label(&src.tx_port),
+                label(src.rx_port.as_deref().unwrap_or(""))
+            );
+            src.names
+                .iter()
+                .zip(src.streams.iter())
+                .zip(&snap.streams)
+                .map(move |((n, c), t)| (format!("stream=\"{}\",{pair}", label(n)), c, t))
+        })
+        .collect();
+    for (what, i, help) in [
+        ("packets", 0, "Packets of a stream, sent (tx) or received (rx)."),
+        ("bytes", 1, "Bytes of a stream's packets, sent (tx) or received (rx)."),
+    ] {
+        let name = format!("pktgen_stream_{what}_total");
+        family(&mut out, &name, "counter", help);
+        for (l, _, (t, r)) in &streams {
+            let _ = writeln!(out, "{name}{{{l},direction=\"tx\"}} {}", t[i]);
+            let _ = writeln!(out, "{name}{{{l},direction=\"rx\"}} {}", r[i]);
+        }
     }
     // The sequence numbers' counts, named as in the JSON (`lost`, `duplicates`, `out_of_order`,
     // `in_flight`); read after the received counts, as the reporter reads them.
@@ -189,8 +187,8 @@ pub(crate) fn render(src: &Sources) -> String {
         ),
     ] {
         family(&mut out, name, kind, help);
-        for ((n, c), (t, r)) in streams.iter().zip(&snap.streams) {
-            let _ = writeln!(out, "{name}{{stream=\"{}\"}} {}", label(n), get(c, *t, *r));
+        for (l, c, (t, r)) in &streams {
+            let _ = writeln!(out, "{name}{{{l}}} {}", get(c, *t, *r));
         }
     }
     family(
@@ -199,8 +197,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "summary",
         "Send stamp to receive time of a stream's frames (quantiles over the run so far).",
     );
-    for (n, c) in &streams {
-        let n = label(n);
+    for (l, c, _) in &streams {
         for (q, v) in [
             ("0.5", &c.lat_p50_ns),
             ("0.99", &c.lat_p99_ns),
@@ -208,13 +205,13 @@ pub(crate) fn render(src: &Sources) -> String {
         ] {
             let _ = writeln!(
                 out,
-                "pktgen_stream_latency_seconds{{stream=\"{n}\",quantile=\"{q}\"}} {:e}",
+                "pktgen_stream_latency_seconds{{{l},quantile=\"{q}\"}} {:e}",
                 v.load(Ordering::Relaxed) as f64 / 1e9
             );
         }
         let _ = writeln!(
             out,
-            "pktgen_stream_latency_seconds_sum{{stream=\"{n}\"}} {:e}\npktgen_stream_latency_seconds_count{{stream=\"{n}\"}} {}",
+            "pktgen_stream_latency_seconds_sum{{{l}}} {:e}\npktgen_stream_latency_seconds_count{{{l}}} {}",
             c.lat_sum_ns.load(Ordering::Relaxed) as f64 / 1e9,
             c.lat_samples.load(Ordering::Relaxed)
         );
@@ -225,11 +222,10 @@ pub(crate) fn render(src: &Sources) -> String {
         "gauge",
         "RFC 3550 interarrival jitter of a stream.",
     );
-    for (n, c) in &streams {
+    for (l, c, _) in &streams {
         let _ = writeln!(
             out,
-            "pktgen_stream_jitter_seconds{{stream=\"{}\"}} {:e}",
-            label(n),
+            "pktgen_stream_jitter_seconds{{{l}}} {:e}",
             c.jitter_ns.load(Ordering::Relaxed) as f64 / 1e9
         );
     }
