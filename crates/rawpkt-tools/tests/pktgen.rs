@@ -1534,7 +1534,6 @@ struct Served {
 
 impl Served {
     fn start(args: &[&str]) -> Served {
-        use std::io::BufRead as _;
         let mut child = Command::new(env!("CARGO_BIN_EXE_pktgen"))
             .args(args)
             .args(["--metrics", "127.0.0.1:0"])
@@ -1543,24 +1542,8 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-        let (mut line, mut before) = (String::new(), String::new());
-        let addr = loop {
-            line.clear();
-            if err.read_line(&mut line).unwrap() == 0 {
-                let _ = child.kill();
-                panic!("pktgen said no metrics address: {before}");
-            }
-            if let Some(a) = line.trim_end().strip_prefix("pktgen: metrics at http://") {
-                break a.strip_suffix("/metrics").expect("…/metrics").to_string();
-            }
-            before.push_str(&line);
-        };
-        let stderr = std::thread::spawn(move || {
-            let mut rest = before;
-            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-            rest
-        });
+        let (said, stderr) = common::announced(&mut child, "pktgen: metrics at http://");
+        let addr = said.strip_suffix("/metrics").expect("…/metrics").to_string();
         Served { child, addr, stderr }
     }
 
@@ -2153,7 +2136,6 @@ fn every_receive_mode_receives_what_was_sent() {
 /// event in the interval lines and the summary.
 #[test]
 fn live_control_changes_rates_and_pauses_streams() {
-    use std::io::BufRead as _;
     let _one = serial();
     fails_with(
         2,
@@ -2183,23 +2165,8 @@ fn live_control_changes_rates_and_pauses_streams() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            panic!("pktgen said no control address");
-        }
-        if let Some(a) = line.trim_end().strip_prefix("pktgen: control at http://") {
-            break a.trim_end_matches('/').to_string();
-        }
-    };
-    let stderr = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-        rest
-    });
+    let (said, stderr) = common::announced(&mut child, "pktgen: control at http://");
+    let addr = said.trim_end_matches('/').to_string();
     let started = Instant::now();
     // Clients that misbehave hold nobody up: a hundred connected and silent, and one that says
     // a body of a gigabyte is answered at once.

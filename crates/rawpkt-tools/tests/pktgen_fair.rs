@@ -146,23 +146,8 @@ fn a_rate_changed_live_changes_the_shares() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("pktgen runs");
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            panic!("pktgen said no control address");
-        }
-        if let Some(a) = line.trim_end().strip_prefix("pktgen: control at http://") {
-            break a.trim_end_matches('/').to_string();
-        }
-    };
-    let stderr = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-        rest
-    });
+    let (said, stderr) = common::announced(&mut child, "pktgen: control at http://");
+    let addr = said.trim_end_matches('/').to_string();
     // The change comes after the first whole second of traffic, however long the start took.
     let (tx, rx) = std::sync::mpsc::channel();
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());

@@ -171,6 +171,32 @@ pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (String, String
     (head.lines().next().unwrap_or_default().to_string(), body.to_string())
 }
 
+/// Reads `child`'s stderr until a line starting with `prefix` (a tool saying where it serves,
+/// e.g. "pktgen: control at http://"), and returns the rest of that line, trimmed, with a
+/// thread that collects the rest of stderr (the lines before it included). A child that ends
+/// its stderr without saying it is killed, and the test fails with what it said.
+pub fn announced(child: &mut std::process::Child, prefix: &str) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::BufRead as _;
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+    let (mut line, mut before) = (String::new(), String::new());
+    let said = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            panic!("no line {prefix:?} on stderr: {before}");
+        }
+        if let Some(rest) = line.trim_end().strip_prefix(prefix) {
+            break rest.to_string();
+        }
+        before.push_str(&line);
+    };
+    let rest = std::thread::spawn(move || {
+        let _ = std::io::Read::read_to_string(&mut err, &mut before);
+        before
+    });
+    (said, rest)
+}
+
 /// Waits (up to 10 s) until the process `pid` catches `sig` (/proc's SigCgt): its handler is in
 /// place, and the signal now reaches the program rather than ending it.
 pub fn wait_for_handler(pid: u32, sig: i32) {
